@@ -1,0 +1,99 @@
+"""Mini-BERT configuration.
+
+Self-contained on purpose (imports only transformers and huggingface_hub): this file is copied next to
+every saved checkpoint so that `trust_remote_code=True` works without the package installed.
+"""
+
+from __future__ import annotations
+
+from huggingface_hub.dataclasses import strict
+from transformers import PretrainedConfig
+from transformers.activations import ACT2FN
+
+
+@strict
+class MiniBertConfig(PretrainedConfig):
+    r"""
+    Configuration of a Mini-BERT encoder. The defaults are the Mini-BERT sizes; every BERT size is expressible
+    (`MiniBertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+    intermediate_size=3072, max_position_embeddings=512)` is bert-base).
+
+    With the defaults the architecture is exactly BERT's (post-LN, GELU FFN, MLM decoder tied to the word
+    embeddings). The variant drawn in the Mini-BERT guide is `hidden_act="relu", final_layer_norm=True,
+    mlm_head_transform=False, tie_word_embeddings=False`.
+
+    Mini-BERT-only fields:
+        final_layer_norm: add a LayerNorm after the last encoder block.
+        mlm_head_transform: keep BERT's dense + activation + LayerNorm before the MLM decoder; when False the
+            decoder is a single projection of the hidden states.
+        unpad_inputs: when the attention mask has padding, run the dense work on the non-pad tokens only and
+            attention per sequence (same outputs, less work on mixed-length batches).
+        sparse_prediction: in training with MLM labels, compute logits and loss only where the label is not -100
+            (the returned `logits` then hold those rows only, shape (num_masked, vocab_size)).
+    """
+
+    model_type = "minibert"
+
+    vocab_size: int = 8192
+    hidden_size: int = 192
+    num_hidden_layers: int = 3
+    num_attention_heads: int = 4
+    intermediate_size: int = 768
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float | int = 0.1
+    attention_probs_dropout_prob: float | int = 0.1
+    max_position_embeddings: int = 64
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int | None = 0
+    classifier_dropout: float | int | None = None
+    tie_word_embeddings: bool = True
+    final_layer_norm: bool = False
+    mlm_head_transform: bool = True
+    unpad_inputs: bool = True
+    sparse_prediction: bool = True
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        # Checked here rather than in `validate_*` methods: those are wrapped by `@strict` into an error that is
+        # not a ValueError, and users catch ValueError for bad configs.
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
+            value = getattr(self, name)
+            if value <= 0:
+                raise ValueError(f"MiniBertConfig.{name} must be a positive integer, got {value}")
+        if self.hidden_size % self.num_attention_heads != 0:
+            raise ValueError(
+                f"MiniBertConfig.hidden_size ({self.hidden_size}) must be divisible by "
+                f"num_attention_heads ({self.num_attention_heads})"
+            )
+        if self.hidden_act not in ACT2FN:
+            raise ValueError(
+                f"MiniBertConfig.hidden_act {self.hidden_act!r} is not a known activation; "
+                f"choose one of {sorted(ACT2FN)}"
+            )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < 1:
+                raise ValueError(f"MiniBertConfig.{name} must be in [0, 1), got {value}")
+        if self.layer_norm_eps <= 0:
+            raise ValueError(f"MiniBertConfig.layer_norm_eps must be positive, got {self.layer_norm_eps}")
+        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                f"MiniBertConfig.pad_token_id ({self.pad_token_id}) must be in [0, vocab_size={self.vocab_size})"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+
+__all__ = ["MiniBertConfig"]

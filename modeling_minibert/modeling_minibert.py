@@ -1,0 +1,824 @@
+"""Mini-BERT: BERT's encoder and heads as transformers 5.x classes.
+
+Self-contained on purpose (imports only torch, transformers and the configuration file): this file is copied
+next to every saved checkpoint so that `trust_remote_code=True` works without the package installed.
+
+Module and parameter names follow transformers' `modeling_bert.py`, so BERT checkpoints line up key for key.
+What Mini-BERT adds is speed: with padding in the batch, the dense work runs on the real tokens only
+(`MiniBertConfig.unpad_inputs`), and MLM training computes logits only at masked positions
+(`MiniBertConfig.sparse_prediction`).
+
+Shapes: B batch, T sequence length, H hidden size, nh heads, hd head size (H = nh * hd), N real (non-pad)
+tokens in the batch, V vocabulary size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import CrossEntropyLoss
+from transformers import PreTrainedModel
+from transformers.activations import ACT2FN
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    NextSentencePredictorOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
+from transformers.utils.generic import can_return_tuple
+
+from .configuration_minibert import MiniBertConfig
+
+
+MiniBertForPreTrainingOutput = BertForPreTrainingOutput
+
+
+def check_inputs(
+    config: MiniBertConfig,
+    input_ids: torch.Tensor | None,
+    attention_mask: torch.Tensor | None,
+    token_type_ids: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+    inputs_embeds: torch.Tensor | None,
+) -> None:
+    """Reject bad input before any tensor work, naming the value and the limit.
+
+    Out-of-range ids would otherwise surface as an opaque index error deep in an embedding (or a device assert
+    on GPU); mismatched shapes would broadcast silently.
+    """
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("Pass exactly one of input_ids or inputs_embeds")
+    shape = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:-1])
+    if len(shape) != 2:
+        raise ValueError(f"input_ids must have shape (batch_size, sequence_length), got {shape}")
+    if shape[1] > config.max_position_embeddings:
+        raise ValueError(
+            f"sequence length {shape[1]} exceeds max_position_embeddings={config.max_position_embeddings}"
+        )
+    for name, tensor in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
+        if tensor is not None and tuple(tensor.shape) != shape:
+            raise ValueError(f"{name} has shape {tuple(tensor.shape)} but input_ids has shape {shape}")
+    if position_ids is not None and tuple(position_ids.shape[-1:]) != shape[-1:]:
+        raise ValueError(f"position_ids has shape {tuple(position_ids.shape)} but input_ids has shape {shape}")
+    if torch.compiler.is_compiling():
+        return  # value checks need host syncs that would break the compiled graph
+    limits = (
+        ("input_ids", input_ids, config.vocab_size, "vocab_size"),
+        ("token_type_ids", token_type_ids, config.type_vocab_size, "type_vocab_size"),
+        ("position_ids", position_ids, config.max_position_embeddings, "max_position_embeddings"),
+    )
+    for name, tensor, limit, limit_name in limits:
+        if tensor is None or tensor.numel() == 0:
+            continue
+        low, high = int(tensor.min()), int(tensor.max())
+        if low < 0 or high >= limit:
+            bad = low if low < 0 else high
+            raise ValueError(f"{name} contains {bad}, outside [0, {limit_name}={limit})")
+
+
+@dataclass
+class Packing:
+    """Where the real tokens of a padded (B, T) batch sit in its flattened form.
+
+    Hand-written because neither torch nor transformers offers unpadding for CPU encoders: nested tensors fall
+    back to slow kernels there, and transformers' varlen path is flash-attention (GPU) only.
+    """
+
+    indices: torch.Tensor  # (N,) positions of real tokens in the flattened (B * T) batch
+    batch_size: int
+    seq_len: int
+
+    @classmethod
+    def from_mask(cls, attention_mask: torch.Tensor) -> Packing:
+        indices = attention_mask.flatten().nonzero(as_tuple=True)[0]
+        return cls(indices, *attention_mask.shape)
+
+    def unpad(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, ...) -> (N, ...)"""
+        return x.flatten(0, 1)[self.indices]
+
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, ...) -> (B, T, ...), zeros at padding."""
+        out = x.new_zeros(self.batch_size * self.seq_len, *x.shape[1:])
+        out[self.indices] = x
+        return out.view(self.batch_size, self.seq_len, *x.shape[1:])
+
+
+class MiniBertEmbeddings(nn.Module):
+    """Token + segment + learned position embeddings, summed, then LayerNorm and dropout."""
+
+    def __init__(self, config: MiniBertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None,
+        token_type_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Ids of any shape S (padded (B, T) or packed (N,)) -> (*S, H)."""
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids) + self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax(QK^T * scaling + mask) V. q, k, v: (B, nh, T, hd); mask additive (B, 1, T, T). -> (B, T, nh, hd)"""
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, nh, T, T)
+    if attention_mask is not None:
+        attn_weights = attn_weights + attention_mask
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()  # (B, T, nh, hd)
+    return attn_output, attn_weights
+
+
+class MiniBertSelfAttention(nn.Module):
+    """Bidirectional multi-head self-attention, dispatched through transformers' attention interface."""
+
+    is_causal = False  # read by transformers' sdpa/flash backends
+
+    def __init__(self, config: MiniBertConfig):
+        super().__init__()
+        self.config = config
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.hidden_size // config.num_attention_heads
+        self.scaling = self.head_dim**-0.5
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_prob = config.attention_probs_dropout_prob
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        packing: Packing | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """hidden_states (B, T, H), or (N, H) when packed -> same shape, and the weights (eager only)."""
+        # One matmul for Q, K and V: the three projections read the same input. The weights stay separate
+        # parameters so that checkpoint keys line up with BERT's.
+        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])
+        bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
+        qkv = nn.functional.linear(hidden_states, weight, bias)  # (B, T, 3H) or (N, 3H)
+        if packing is not None:
+            # Attention is the one step that needs the sequences apart: re-pad just for it.
+            qkv = packing.pad(qkv)  # (B, T, 3H)
+        batch_size, seq_len, _ = qkv.shape
+        qkv = qkv.view(batch_size, seq_len, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        query, key, value = qkv.unbind(0)  # each (B, nh, T, hd)
+
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.dropout_prob if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        attn_output = attn_output.reshape(batch_size, seq_len, -1)  # (B, T, H)
+        if packing is not None:
+            attn_output = packing.unpad(attn_output)  # (N, H)
+        return attn_output, attn_weights
+
+
+class MiniBertSelfOutput(nn.Module):
+    """Attention output projection, dropout, residual, LayerNorm (post-LN, as BERT)."""
+
+    def __init__(self, config: MiniBertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class MiniBertAttention(nn.Module):
+    def __init__(self, config: MiniBertConfig):
+        super().__init__()
+        self.self = MiniBertSelfAttention(config)
+        self.output = MiniBertSelfOutput(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        packing: Packing | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attn_output, attn_weights = self.self(hidden_states, attention_mask, packing, **kwargs)
+        return self.output(attn_output, hidden_states), attn_weights
+
+
+class MiniBertIntermediate(nn.Module):
+    """First half of the position-wise FFN: H -> intermediate_size, activation."""
+
+    def __init__(self, config: MiniBertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = ACT2FN[config.hidden_act]
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class MiniBertOutput(nn.Module):
+    """Second half of the FFN: intermediate_size -> H, dropout, residual, LayerNorm."""
+
+    def __init__(self, config: MiniBertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class MiniBertLayer(GradientCheckpointingLayer):
+    """One encoder block: self-attention then FFN, each with residual + LayerNorm."""
+
+    def __init__(self, config: MiniBertConfig):
+        super().__init__()
+        self.attention = MiniBertAttention(config)
+        self.intermediate = MiniBertIntermediate(config)
+        self.output = MiniBertOutput(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        packing: Packing | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attention_output, attn_weights = self.attention(hidden_states, attention_mask, packing, **kwargs)
+        layer_output = self.output(self.intermediate(attention_output), attention_output)
+        return layer_output, attn_weights
+
+
+class MiniBertEncoder(nn.Module):
+    def __init__(self, config: MiniBertConfig):
+        super().__init__()
+        self.layer = nn.ModuleList([MiniBertLayer(config) for _ in range(config.num_hidden_layers)])
+        # Absent in BERT; the Mini-BERT guide's variant normalises the last block's output once more.
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.final_layer_norm else None
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        packing: Packing | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+        **kwargs,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
+        """-> last hidden state, hidden states (embeddings + one per layer), attentions; all in the input's layout."""
+        all_hidden_states = (hidden_states,) if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        for layer in self.layer:
+            hidden_states, attn_weights = layer(hidden_states, attention_mask, packing, **kwargs)
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            if output_attentions:
+                all_attentions += (attn_weights,)
+        if self.LayerNorm is not None:
+            hidden_states = self.LayerNorm(hidden_states)
+        return hidden_states, all_hidden_states, all_attentions
+
+
+class MiniBertPooler(nn.Module):
+    """tanh(dense(hidden state of [CLS])): the sentence vector used by NSP and the classification heads."""
+
+    def __init__(self, config: MiniBertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.dense(hidden_states[:, 0]))  # (B, H)
+
+
+class MiniBertPredictionHeadTransform(nn.Module):
+    def __init__(self, config: MiniBertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.transform_act_fn = ACT2FN[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
+
+
+class MiniBertLMPredictionHead(nn.Module):
+    """MLM scores over the vocabulary: (..., H) -> (..., V)."""
+
+    def __init__(self, config: MiniBertConfig):
+        super().__init__()
+        self.transform = MiniBertPredictionHeadTransform(config) if config.mlm_head_transform else nn.Identity()
+        # The decoder weight is tied to the word embeddings unless `tie_word_embeddings=False`. The output bias
+        # lives beside it (as in BERT checkpoints), so tying or untying never touches it.
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.transform(hidden_states)) + self.bias
+
+
+class MiniBertOnlyMLMHead(nn.Module):
+    def __init__(self, config: MiniBertConfig):
+        super().__init__()
+        self.predictions = MiniBertLMPredictionHead(config)
+
+    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        return self.predictions(sequence_output)
+
+
+class MiniBertOnlyNSPHead(nn.Module):
+    def __init__(self, config: MiniBertConfig):
+        super().__init__()
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, pooled_output: torch.Tensor) -> torch.Tensor:
+        return self.seq_relationship(pooled_output)
+
+
+class MiniBertPreTrainingHeads(nn.Module):
+    def __init__(self, config: MiniBertConfig):
+        super().__init__()
+        self.predictions = MiniBertLMPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+    def forward(self, sequence_output: torch.Tensor, pooled_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.predictions(sequence_output), self.seq_relationship(pooled_output)
+
+
+class MiniBertPreTrainedModel(PreTrainedModel):
+    config_class = MiniBertConfig
+    config: MiniBertConfig
+    base_model_prefix = "bert"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_attention_backend = True
+    _no_split_modules = ["MiniBertEmbeddings", "MiniBertLayer"]
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, MiniBertLMPredictionHead):
+            module.bias.zero_()
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
+        """`PreTrainedModel.save_pretrained`, plus two guarantees.
+
+        The config's `auto_map` names every head, so one saved folder loads with any `AutoModelFor*` class and
+        `trust_remote_code=True`. And files are written to a temporary folder first, then moved in one by one
+        with `os.replace`: an interrupted save never leaves a half-written `model.safetensors` in place of a good one.
+        """
+        self.config.auto_map = {"AutoConfig": "configuration_minibert.MiniBertConfig", **AUTO_MAP}
+        if kwargs.get("push_to_hub"):
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        target = Path(save_directory)
+        target.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target, prefix=".saving-") as staging:
+            super().save_pretrained(staging, *args, **kwargs)
+            for file in sorted(Path(staging).iterdir()):
+                os.replace(file, target / file.name)
+
+
+class MiniBertModel(MiniBertPreTrainedModel):
+    """The bare encoder: embeddings, encoder blocks and (optionally) the [CLS] pooler."""
+
+    def __init__(self, config: MiniBertConfig, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = MiniBertEmbeddings(config)
+        self.encoder = MiniBertEncoder(config)
+        self.pooler = MiniBertPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embeddings.word_embeddings = value
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPooling:
+        """
+        input_ids, attention_mask, token_type_ids, position_ids: (B, T); inputs_embeds: (B, T, H).
+        Returns last_hidden_state (B, T, H), pooler_output (B, H), hidden_states and attentions when asked.
+        With `config.unpad_inputs` and padding in the batch, hidden states at padding positions are zeros
+        (they are never attended to, and no head should read them).
+        """
+        check_inputs(self.config, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        for name in ("num_items_in_batch", "return_loss"):  # Trainer's bookkeeping, not model input
+            kwargs.pop(name, None)
+
+        ref = input_ids if input_ids is not None else inputs_embeds
+        batch_size, seq_len = ref.shape[:2]
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(batch_size, seq_len, dtype=torch.long, device=ref.device)
+        if position_ids is None:
+            position_ids = torch.arange(seq_len, device=ref.device).expand(batch_size, seq_len)
+        else:
+            position_ids = position_ids.expand(batch_size, seq_len)
+
+        attn_implementation = self.config._attn_implementation
+        if output_attentions and attn_implementation != "eager":
+            # Only the eager kernel materialises attention weights; use it for this call alone.
+            self.config._attn_implementation = "eager"
+        try:
+            packing = self._packing(attention_mask, output_attentions)
+            embedding_output = self.embeddings(
+                *(
+                    (None if t is None else packing.unpad(t)) if packing is not None else t
+                    for t in (input_ids, token_type_ids, position_ids, inputs_embeds)
+                )
+            )
+            mask = create_bidirectional_mask(
+                config=self.config,
+                inputs_embeds=inputs_embeds if inputs_embeds is not None else torch.empty(
+                    batch_size, seq_len, 0, dtype=self.dtype, device=ref.device
+                ),
+                attention_mask=attention_mask,
+            )
+            sequence_output, hidden_states, attentions = self.encoder(
+                embedding_output, mask, packing, output_hidden_states, output_attentions, **kwargs
+            )
+        finally:
+            self.config._attn_implementation = attn_implementation
+
+        if packing is not None:
+            sequence_output = packing.pad(sequence_output)
+            if hidden_states is not None:
+                hidden_states = tuple(packing.pad(h) for h in hidden_states)
+        pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
+        return BaseModelOutputWithPooling(
+            last_hidden_state=sequence_output,
+            pooler_output=pooled_output,
+            hidden_states=hidden_states,
+            attentions=attentions,
+        )
+
+    def _packing(self, attention_mask: torch.Tensor | None, output_attentions: bool) -> Packing | None:
+        """Unpad when it saves work: a 2D mask with padding in it (attention weights keep the padded layout)."""
+        if (
+            not self.config.unpad_inputs
+            or output_attentions
+            or attention_mask is None
+            or attention_mask.dim() != 2
+            or torch.compiler.is_compiling()  # data-dependent shapes; the compiled graph stays padded
+            or bool(attention_mask.all())
+        ):
+            return None
+        return Packing.from_mask(attention_mask)
+
+
+def _mlm_logits_and_loss(
+    model: MiniBertPreTrainedModel,
+    predictions: MiniBertLMPredictionHead,
+    sequence_output: torch.Tensor,
+    labels: torch.Tensor | None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """MLM logits (B, T, V) and loss; in training with sparse_prediction, logits (M, V) at the M labelled positions.
+
+    Scoring only the labelled positions skips most of the largest matmul in pretraining (H x V per token), since
+    usually 15% of tokens carry a label.
+    """
+    if labels is None:
+        return predictions(sequence_output), None
+    if model.training and model.config.sparse_prediction:
+        selected = labels.flatten() != -100
+        labels = labels.flatten()[selected]
+        logits = predictions(sequence_output.flatten(0, 1)[selected])  # (M, V)
+    else:
+        logits = predictions(sequence_output)
+    loss = model.loss_function(logits, labels, vocab_size=model.config.vocab_size, **kwargs)
+    return logits, loss
+
+
+class MiniBertForPreTraining(MiniBertPreTrainedModel):
+    """Masked language modelling + next sentence prediction; loss = MLM loss + NSP loss."""
+
+    _tied_weights_keys = {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight"}
+
+    def __init__(self, config: MiniBertConfig):
+        super().__init__(config)
+        self.bert = MiniBertModel(config)
+        self.cls = MiniBertPreTrainingHeads(config)
+        self.loss_type = "ForMaskedLM"
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.cls.predictions.decoder = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        next_sentence_label: torch.Tensor | None = None,
+        **kwargs,
+    ) -> MiniBertForPreTrainingOutput:
+        """labels (B, T) with -100 where not masked; next_sentence_label (B,): 0 = B follows A, 1 = random B."""
+        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        mlm_logits, mlm_loss = _mlm_logits_and_loss(
+            self, self.cls.predictions, outputs.last_hidden_state, labels, **kwargs
+        )
+        nsp_logits = self.cls.seq_relationship(outputs.pooler_output)  # (B, 2)
+        loss = None
+        if mlm_loss is not None and next_sentence_label is not None:
+            loss = mlm_loss + CrossEntropyLoss()(nsp_logits.view(-1, 2), next_sentence_label.view(-1))
+        return MiniBertForPreTrainingOutput(
+            loss=loss,
+            prediction_logits=mlm_logits,
+            seq_relationship_logits=nsp_logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+class MiniBertForMaskedLM(MiniBertPreTrainedModel):
+    _tied_weights_keys = {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight"}
+
+    def __init__(self, config: MiniBertConfig):
+        super().__init__(config)
+        self.bert = MiniBertModel(config, add_pooling_layer=False)
+        self.cls = MiniBertOnlyMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.cls.predictions.decoder = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs,
+    ) -> MaskedLMOutput:
+        """labels (B, T) with -100 where not masked. logits (B, T, V), or (M, V) in sparse training."""
+        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        logits, loss = _mlm_logits_and_loss(self, self.cls.predictions, outputs.last_hidden_state, labels, **kwargs)
+        return MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class MiniBertForNextSentencePrediction(MiniBertPreTrainedModel):
+    def __init__(self, config: MiniBertConfig):
+        super().__init__(config)
+        self.bert = MiniBertModel(config)
+        self.cls = MiniBertOnlyNSPHead(config)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs,
+    ) -> NextSentencePredictorOutput:
+        """labels (B,): 0 = sentence B follows A, 1 = random. logits (B, 2)."""
+        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        logits = self.cls(outputs.pooler_output)
+        loss = CrossEntropyLoss()(logits.view(-1, 2), labels.view(-1)) if labels is not None else None
+        return NextSentencePredictorOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class MiniBertForSequenceClassification(MiniBertPreTrainedModel):
+    """Pooled [CLS] -> dropout -> linear. Regression, single- or multi-label through `config.problem_type`."""
+
+    def __init__(self, config: MiniBertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = MiniBertModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput:
+        """labels (B,) class ids, (B,) or (B, num_labels) floats for regression / multi-label. logits (B, num_labels)."""
+        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+        loss = self.loss_function(labels, logits, self.config, **kwargs) if labels is not None else None
+        return SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class MiniBertForMultipleChoice(MiniBertPreTrainedModel):
+    def __init__(self, config: MiniBertConfig):
+        super().__init__(config)
+        self.bert = MiniBertModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs,
+    ) -> MultipleChoiceModelOutput:
+        """Inputs (B, C, T) for C choices (inputs_embeds (B, C, T, H)); labels (B,) the right choice. logits (B, C)."""
+        ref = input_ids if input_ids is not None else inputs_embeds
+        if ref is None or ref.dim() < 3:
+            raise ValueError("MiniBertForMultipleChoice expects inputs of shape (batch_size, num_choices, seq_len)")
+        num_choices = ref.shape[1]
+
+        def flat(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.flatten(0, 1)  # (B, C, ...) -> (B * C, ...)
+
+        outputs = self.bert(
+            flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids), flat(inputs_embeds),
+            **kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)  # (B, C)
+        loss = CrossEntropyLoss()(logits, labels) if labels is not None else None
+        return MultipleChoiceModelOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class MiniBertForTokenClassification(MiniBertPreTrainedModel):
+    def __init__(self, config: MiniBertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = MiniBertModel(config, add_pooling_layer=False)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs,
+    ) -> TokenClassifierOutput:
+        """labels (B, T) with -100 where ignored. logits (B, T, num_labels)."""
+        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = self.loss_function(logits, labels, self.config, **kwargs) if labels is not None else None
+        return TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class MiniBertForQuestionAnswering(MiniBertPreTrainedModel):
+    def __init__(self, config: MiniBertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = MiniBertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+        **kwargs,
+    ) -> QuestionAnsweringModelOutput:
+        """start/end_positions (B,); positions outside the sequence are clamped and ignored, as in BERT.
+        start_logits, end_logits (B, T)."""
+        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
+        start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions, **kwargs)
+        return QuestionAnsweringModelOutput(
+            loss=loss,
+            start_logits=start_logits,
+            end_logits=end_logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+# Auto class -> head, written into every saved config so that any head loads with trust_remote_code.
+AUTO_MAP = {
+    "AutoModel": "modeling_minibert.MiniBertModel",
+    "AutoModelForPreTraining": "modeling_minibert.MiniBertForPreTraining",
+    "AutoModelForMaskedLM": "modeling_minibert.MiniBertForMaskedLM",
+    "AutoModelForNextSentencePrediction": "modeling_minibert.MiniBertForNextSentencePrediction",
+    "AutoModelForSequenceClassification": "modeling_minibert.MiniBertForSequenceClassification",
+    "AutoModelForMultipleChoice": "modeling_minibert.MiniBertForMultipleChoice",
+    "AutoModelForTokenClassification": "modeling_minibert.MiniBertForTokenClassification",
+    "AutoModelForQuestionAnswering": "modeling_minibert.MiniBertForQuestionAnswering",
+}
+
+__all__ = [
+    "MiniBertForMaskedLM",
+    "MiniBertForMultipleChoice",
+    "MiniBertForNextSentencePrediction",
+    "MiniBertForPreTraining",
+    "MiniBertForQuestionAnswering",
+    "MiniBertForSequenceClassification",
+    "MiniBertForTokenClassification",
+    "MiniBertLayer",
+    "MiniBertModel",
+    "MiniBertPreTrainedModel",
+]
