@@ -91,6 +91,19 @@ class MiniBertConfig(PretrainedConfig):
                 f"MiniBertConfig.pad_token_id ({self.pad_token_id}) must be in [0, vocab_size={self.vocab_size})"
             )
 
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, **kwargs) -> MiniBertConfig:
+        """`PretrainedConfig.from_pretrained`, but a config.json of another model type is an error, not a warning:
+        BERT folders go through `minibert convert-bert` instead."""
+        config_dict, _ = cls.get_config_dict(pretrained_model_name_or_path, **dict(kwargs))
+        model_type = config_dict.get("model_type")
+        if model_type is not None and model_type != cls.model_type:
+            raise ValueError(
+                f"config.json in {pretrained_model_name_or_path} has model_type {model_type!r}, expected "
+                f"{cls.model_type!r} (convert BERT checkpoints with `minibert convert-bert`)"
+            )
+        return super().from_pretrained(pretrained_model_name_or_path, **kwargs)
+
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads

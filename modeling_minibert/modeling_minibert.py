@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
 from torch.nn import CrossEntropyLoss
 from transformers import PreTrainedModel
@@ -406,6 +407,26 @@ class MiniBertPreTrainedModel(PreTrainedModel):
         if isinstance(module, MiniBertLMPredictionHead):
             module.bias.zero_()
 
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, refusing pickle weights unless asked (`use_safetensors=False`), and
+        naming the file when a `model.safetensors` is truncated or corrupted."""
+        kwargs.setdefault("use_safetensors", True)
+        folder = Path(pretrained_model_name_or_path)
+        if kwargs["use_safetensors"] and folder.is_dir() and not any(folder.glob("*.safetensors*")):
+            pickles = sorted(p.name for p in folder.glob("*.bin"))
+            if pickles:
+                raise ValueError(
+                    f"{folder} holds only pickle weights ({', '.join(pickles)}), which can run arbitrary code when "
+                    "loaded; pass use_safetensors=False if you trust them"
+                )
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        except SafetensorError as err:
+            raise ValueError(
+                f"{Path(pretrained_model_name_or_path) / 'model.safetensors'} is truncated or corrupted: {err}"
+            ) from err
+
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
         """`PreTrainedModel.save_pretrained`, plus two guarantees.
 
@@ -432,6 +453,8 @@ class MiniBertModel(MiniBertPreTrainedModel):
         self.embeddings = MiniBertEmbeddings(config)
         self.encoder = MiniBertEncoder(config)
         self.pooler = MiniBertPooler(config) if add_pooling_layer else None
+        # A head whose outputs depend on hidden states at padding positions turns unpadding off.
+        self.padding_outputs_needed = False
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -516,6 +539,7 @@ class MiniBertModel(MiniBertPreTrainedModel):
         """Unpad when it saves work: a 2D mask with padding in it (attention weights keep the padded layout)."""
         if (
             not self.config.unpad_inputs
+            or self.padding_outputs_needed
             or output_attentions
             or attention_mask is None
             or attention_mask.dim() != 2
@@ -766,6 +790,9 @@ class MiniBertForQuestionAnswering(MiniBertPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.bert = MiniBertModel(config, add_pooling_layer=False)
+        # BERT's span loss is a softmax over every position, padding included: exact parity needs BERT's hidden
+        # states at padding positions, which only the padded path computes.
+        self.bert.padding_outputs_needed = True
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 

@@ -1,0 +1,74 @@
+"""Shared fixtures: tiny configs and a clean environment for fresh-process checks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Small enough to run in milliseconds, large enough to exercise every code path (several heads and layers).
+TINY = dict(
+    vocab_size=120,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=24,
+)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """An environment in which this repository is not importable (no PYTHONPATH), for fresh-process checks."""
+    env = {key: os.environ[key] for key in ("PATH", "HOME", "LANG", "TMPDIR") if key in os.environ}
+    env.update({"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}, **extra)
+    return env
+
+
+# Makes the project's packages unimportable in a fresh interpreter even when they are pip-installed (editable
+# installs put a finder on sys.meta_path), so a check proves that a saved folder works on its own.
+BLOCK_PACKAGE = """
+import importlib.abc, sys
+class _BlockProject(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("modeling_minibert", "tokenization"):
+            raise ModuleNotFoundError(f"{name} is deliberately not importable here")
+sys.meta_path.insert(0, _BlockProject())
+"""
+
+
+def run_python(code: str, cwd: Path, without_package: bool = True, **env: str) -> str:
+    """Run `code` in a fresh interpreter outside the repository; return stdout, fail with stderr.
+
+    With `without_package`, the project's own packages cannot be imported by that interpreter.
+    """
+    if without_package:
+        code = BLOCK_PACKAGE + code
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=clean_env(**env), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def padded_batch(vocab_size: int, batch: int = 3, length: int = 12, seed: int = 0):
+    """ids, attention mask with ragged padding (one row full), token types with a second segment."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab_size, (batch, length), generator=g)
+    mask = torch.ones_like(ids)
+    for row in range(1, batch):
+        mask[row, length - 2 * row - 1 :] = 0
+    ids = ids.masked_fill(mask == 0, 0)
+    token_types = torch.zeros_like(ids)
+    token_types[:, length // 2 :] = 1
+    return ids, mask, token_types.masked_fill(mask == 0, 0)

@@ -1,0 +1,62 @@
+import json
+
+import pytest
+from transformers import AutoConfig, BertConfig
+
+import modeling_minibert  # noqa: F401  (registers the Auto classes)
+from modeling_minibert import MiniBertConfig
+
+
+def test_defaults_are_the_mini_bert_sizes():
+    config = MiniBertConfig()
+    assert (config.vocab_size, config.hidden_size, config.num_hidden_layers) == (8192, 192, 3)
+    assert (config.num_attention_heads, config.intermediate_size, config.max_position_embeddings) == (4, 768, 64)
+    assert config.type_vocab_size == 2 and config.head_dim == 48
+    assert (config.hidden_act, config.final_layer_norm, config.mlm_head_transform) == ("gelu", False, True)
+
+
+def test_bert_base_and_large_are_expressible():
+    for hidden, layers, heads in ((768, 12, 12), (1024, 24, 16)):
+        config = MiniBertConfig(
+            vocab_size=30522,
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=4 * hidden,
+            max_position_embeddings=512,
+        )
+        assert config.head_dim == 64
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("hidden_size", 190, r"hidden_size \(190\) must be divisible by num_attention_heads \(4\)"),
+        ("num_hidden_layers", 0, r"num_hidden_layers must be a positive integer, got 0"),
+        ("vocab_size", -5, r"vocab_size must be a positive integer, got -5"),
+        ("max_position_embeddings", 0, r"max_position_embeddings must be a positive integer, got 0"),
+        ("hidden_act", "swishy", r"hidden_act 'swishy' is not a known activation"),
+        ("hidden_dropout_prob", 1.0, r"hidden_dropout_prob must be in \[0, 1\), got 1.0"),
+        ("attention_probs_dropout_prob", -0.1, r"attention_probs_dropout_prob must be in \[0, 1\), got -0.1"),
+        ("pad_token_id", 9000, r"pad_token_id \(9000\) must be in \[0, vocab_size=8192\)"),
+    ],
+)
+def test_invalid_values_raise_value_error_naming_field_and_value(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        MiniBertConfig(**{field: value})
+
+
+def test_round_trip_and_auto_config(tmp_path):
+    config = MiniBertConfig(hidden_act="relu", final_layer_norm=True, mlm_head_transform=False, num_labels=5)
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["model_type"] == "minibert"
+    loaded = AutoConfig.from_pretrained(tmp_path)
+    assert isinstance(loaded, MiniBertConfig)
+    assert loaded.to_diff_dict() == config.to_diff_dict()
+
+
+def test_config_of_another_model_type_is_refused_naming_the_file(tmp_path):
+    BertConfig().save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"config.json in .* has model_type 'bert', expected 'minibert'"):
+        MiniBertConfig.from_pretrained(tmp_path)

@@ -1,0 +1,99 @@
+"""BERT folders in, Mini-BERT folders out (and back), with identical outputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import transformers
+from conftest import TINY, padded_batch
+from safetensors.torch import load_file, save_file
+from test_modeling_minibert import HEADS, assert_outputs_match, head_inputs
+from transformers import AutoModel, BertConfig
+
+from modeling_minibert import AUTO_CLASSES
+from modeling_minibert.cli import main as cli_main
+from modeling_minibert.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
+
+
+def saved_bert(folder, head: str, **config_kwargs):
+    config = BertConfig(**{**TINY, **config_kwargs})
+    model = getattr(transformers, f"Bert{head}")(config).eval()
+    model.save_pretrained(folder)
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello"]) + "\n")
+    return model
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_every_bert_head_converts_with_identical_outputs(head, tmp_path):
+    extra = dict(hidden_act="gelu_new", num_labels=3) if head.endswith("Classification") else {}
+    bert = saved_bert(tmp_path / "bert", head, **extra)
+    convert_bert_to_minibert(tmp_path / "bert", tmp_path / "mini")
+    config = json.loads((tmp_path / "mini" / "config.json").read_text())
+    assert config["model_type"] == "minibert" and config["architectures"] == [f"MiniBert{head}"]
+    assert (tmp_path / "mini" / "vocab.txt").read_text() == (tmp_path / "bert" / "vocab.txt").read_text()
+    auto_class = next(a for a, m in AUTO_CLASSES.items() if m.__name__ == f"MiniBert{head}")
+    mini = auto_class.from_pretrained(tmp_path / "mini").eval()
+    inputs = head_inputs(head, TINY["vocab_size"], num_labels=3)
+    mask = inputs["attention_mask"].flatten(0, -2)
+    with torch.no_grad():
+        assert_outputs_match(bert(**inputs, output_hidden_states=True), mini(**inputs, output_hidden_states=True), mask)
+
+    # ... and back: transformers' BERT loads the result without remote code, weights unchanged.
+    convert_minibert_to_bert(tmp_path / "mini", tmp_path / "back")
+    back = getattr(transformers, f"Bert{head}").from_pretrained(tmp_path / "back")
+    for key, value in bert.state_dict().items():
+        assert torch.equal(back.state_dict()[key], value), key
+
+
+def test_cli_converts_both_ways_and_refuses_to_overwrite(tmp_path, capsys):
+    saved_bert(tmp_path / "bert", "ForPreTraining", hidden_act="relu", hidden_size=48, num_attention_heads=3)
+    assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini")]) == 0
+    assert AutoModel.from_pretrained(tmp_path / "mini").config.hidden_act == "relu"
+    assert cli_main(["convert-bert", "--to-bert", str(tmp_path / "mini"), str(tmp_path / "back")]) == 0
+    assert json.loads((tmp_path / "back" / "config.json").read_text())["model_type"] == "bert"
+    before = (tmp_path / "mini" / "model.safetensors").read_bytes()
+    assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini")]) == 2
+    assert "already exists and is not empty" in capsys.readouterr().err
+    assert (tmp_path / "mini" / "model.safetensors").read_bytes() == before
+    assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini"), "--overwrite"]) == 0
+
+
+def test_missing_weights_are_reported_by_name_and_nothing_is_written(tmp_path):
+    saved_bert(tmp_path / "bert", "ForSequenceClassification")
+    weights = load_file(tmp_path / "bert" / "model.safetensors")
+    del weights["classifier.weight"], weights["bert.pooler.dense.bias"]
+    save_file(weights, tmp_path / "bert" / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=r"lacks weights the target needs: bert.pooler.dense.bias, classifier.weight"):
+        convert_bert_to_minibert(tmp_path / "bert", tmp_path / "mini")
+    assert not (tmp_path / "mini").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["bert"]  # no staging folder left behind
+
+
+def test_unsupported_sources_are_refused_clearly(tmp_path):
+    transformers.BertLMHeadModel(BertConfig(**TINY, is_decoder=True)).save_pretrained(tmp_path / "decoder")
+    with pytest.raises(ValueError, match=r"architecture 'BertLMHeadModel' has no counterpart"):
+        convert_bert_to_minibert(tmp_path / "decoder", tmp_path / "out")
+    with pytest.raises(FileNotFoundError, match=r"config.json does not exist"):
+        convert_bert_to_minibert(tmp_path / "nowhere", tmp_path / "out")
+
+    bert = saved_bert(tmp_path / "pickled", "Model")
+    (tmp_path / "pickled" / "model.safetensors").unlink()
+    torch.save(bert.state_dict(), tmp_path / "pickled" / "pytorch_model.bin")
+    with pytest.raises(ValueError, match=r"pytorch_model.bin is a pickle file"):
+        convert_bert_to_minibert(tmp_path / "pickled", tmp_path / "out")
+    convert_bert_to_minibert(tmp_path / "pickled", tmp_path / "out", allow_pickle=True)
+    ids, mask, _ = padded_batch(TINY["vocab_size"])
+    with torch.no_grad():
+        expected = bert(ids, attention_mask=mask).pooler_output
+        got = AutoModel.from_pretrained(tmp_path / "out")(ids, attention_mask=mask).pooler_output
+    torch.testing.assert_close(got, expected)
+
+
+def test_minibert_only_features_cannot_become_bert(tmp_path):
+    from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM
+
+    MiniBertForMaskedLM(MiniBertConfig(**TINY, final_layer_norm=True)).save_pretrained(tmp_path / "mini")
+    with pytest.raises(ValueError, match=r"final_layer_norm=True has no BERT equivalent"):
+        convert_minibert_to_bert(tmp_path / "mini", tmp_path / "bert")

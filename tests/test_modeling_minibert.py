@@ -1,0 +1,338 @@
+"""The encoder and its heads against transformers' BERT, plus saving, loading and input checks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import transformers
+from conftest import TINY, padded_batch, run_python
+from transformers import AutoModel, AutoModelForMaskedLM, BertConfig
+
+import modeling_minibert
+from modeling_minibert import AUTO_CLASSES, MiniBertConfig
+
+HEADS = [
+    "Model",
+    "ForPreTraining",
+    "ForMaskedLM",
+    "ForNextSentencePrediction",
+    "ForSequenceClassification",
+    "ForMultipleChoice",
+    "ForTokenClassification",
+    "ForQuestionAnswering",
+]
+CONFIGS = {
+    "tiny-gelu": dict(TINY),
+    "relu-odd-sizes": dict(
+        TINY, hidden_size=48, num_attention_heads=3, intermediate_size=80, hidden_act="relu", type_vocab_size=3,
+        layer_norm_eps=1e-6,
+    ),
+    "gelu_new-untied-3-layers": dict(TINY, hidden_act="gelu_new", num_hidden_layers=3, tie_word_embeddings=False),
+}
+
+
+def twin_models(head: str, config_kwargs: dict, attn: str = "sdpa", unpad: bool = True, **extra):
+    """A randomly initialised transformers BERT head and a Mini-BERT head holding the same weights."""
+    bert = getattr(transformers, f"Bert{head}")(BertConfig(**config_kwargs, **extra, attn_implementation=attn))
+    config = MiniBertConfig(**config_kwargs, **extra, unpad_inputs=unpad, attn_implementation=attn)
+    mini = getattr(modeling_minibert, f"MiniBert{head}")(config)
+    state = {k: v for k, v in bert.state_dict().items() if k != "cls.predictions.decoder.bias"}
+    mini.load_state_dict(state, strict=True)
+    return bert.eval(), mini.eval()
+
+
+def head_inputs(head: str, vocab_size: int, num_labels: int = 2) -> dict:
+    ids, mask, types = padded_batch(vocab_size)
+    inputs = dict(input_ids=ids, attention_mask=mask, token_type_ids=types)
+    batch, length = ids.shape
+    g = torch.Generator().manual_seed(1)
+    if head in ("ForPreTraining", "ForMaskedLM"):
+        labels = torch.where(torch.rand(ids.shape, generator=g) < 0.3, ids, -100).masked_fill(mask == 0, -100)
+        labels[0, 1] = ids[0, 1]  # at least one label
+        inputs["labels"] = labels
+        if head == "ForPreTraining":
+            inputs["next_sentence_label"] = torch.tensor([0, 1, 0])
+    elif head in ("ForNextSentencePrediction", "ForSequenceClassification"):
+        inputs["labels"] = torch.tensor([0, 1, 1])
+    elif head == "ForTokenClassification":
+        inputs["labels"] = torch.randint(0, num_labels, ids.shape, generator=g).masked_fill(mask == 0, -100)
+    elif head == "ForQuestionAnswering":
+        # The last end position lies beyond the sequence: BERT clamps it and ignores that term.
+        inputs["start_positions"] = torch.tensor([1, 2, 3])
+        inputs["end_positions"] = torch.tensor([4, 5, length + 7])
+    elif head == "ForMultipleChoice":
+        inputs = {k: v.unsqueeze(0).expand(2, -1, -1).contiguous() for k, v in inputs.items()}  # (2, 3 choices, T)
+        inputs["labels"] = torch.tensor([2, 0])
+    return inputs
+
+
+def assert_outputs_match(bert_out, mini_out, mask: torch.Tensor, atol: float = 1e-5):
+    """Every output field matches; token-level fields are compared at real tokens (padding positions are
+    unspecified once the encoder runs unpadded)."""
+    keep = mask.bool()
+    bert_fields = {k: v for k, v in bert_out.items() if v is not None}
+    mini_fields = {k: v for k, v in mini_out.items() if v is not None}
+    assert bert_fields.keys() == mini_fields.keys()
+    for key, expected in bert_fields.items():
+        got = mini_fields[key]
+        pairs = zip(expected, got) if isinstance(expected, tuple) else [(expected, got)]
+        for e, g in pairs:
+            assert e.shape == g.shape, key
+            if e.dim() >= 2 and e.shape[:2] == keep.shape:
+                e, g = e[keep], g[keep]
+            torch.testing.assert_close(g, e, atol=atol, rtol=1e-4, msg=f"{key} differs")
+
+
+@pytest.mark.parametrize("head", HEADS)
+@pytest.mark.parametrize("config_name", list(CONFIGS))
+def test_every_head_matches_bert(head, config_name):
+    config_kwargs = CONFIGS[config_name]
+    num_labels = 3
+    extra = dict(num_labels=num_labels) if head in ("ForSequenceClassification", "ForTokenClassification") else {}
+    inputs = head_inputs(head, config_kwargs["vocab_size"], num_labels)
+    mask = inputs["attention_mask"]
+    if head == "ForMultipleChoice":
+        mask = mask.flatten(0, 1)
+    for attn in ("eager", "sdpa"):
+        for unpad in (True, False):
+            bert, mini = twin_models(head, config_kwargs, attn=attn, unpad=unpad, **extra)
+            with torch.no_grad():
+                kwargs = dict(output_hidden_states=True)
+                expected = bert(**inputs, **kwargs)
+                got = mini(**inputs, **kwargs)
+            # multiple choice: hidden states are per flattened (batch * choice) sequence, hence the flat mask
+            assert_outputs_match(expected, got, mask)
+            if not unpad:  # the padded path is BERT to the letter, padding positions included
+                torch.testing.assert_close(got[1], expected[1], atol=1e-5, rtol=1e-4)
+            if head != "Model":
+                assert got.loss is not None and torch.isfinite(got.loss)
+
+
+@pytest.mark.parametrize(
+    "problem_type, labels",
+    [
+        ("regression", torch.tensor([[0.5], [-1.0], [2.0]])),
+        ("single_label_classification", torch.tensor([0, 2, 1])),
+        ("multi_label_classification", torch.tensor([[1.0, 0, 1], [0, 0, 1], [1, 1, 0]])),
+    ],
+)
+def test_sequence_classification_problem_types_match_bert(problem_type, labels):
+    num_labels = 1 if problem_type == "regression" else 3
+    bert, mini = twin_models(
+        "ForSequenceClassification", TINY, num_labels=num_labels, problem_type=problem_type
+    )
+    ids, mask, types = padded_batch(TINY["vocab_size"])
+    with torch.no_grad():
+        expected = bert(ids, attention_mask=mask, token_type_ids=types, labels=labels)
+        got = mini(ids, attention_mask=mask, token_type_ids=types, labels=labels)
+    torch.testing.assert_close(got.logits, expected.logits, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(got.loss, expected.loss, atol=1e-5, rtol=1e-4)
+
+
+def test_attentions_match_eager_bert_whatever_the_backend():
+    bert, _ = twin_models("Model", TINY, attn="eager")
+    _, mini = twin_models("Model", TINY, attn="sdpa")
+    mini.load_state_dict(bert.state_dict())
+    ids, mask, types = padded_batch(TINY["vocab_size"])
+    with torch.no_grad():
+        expected = bert(ids, attention_mask=mask, token_type_ids=types, output_attentions=True)
+        got = mini(ids, attention_mask=mask, token_type_ids=types, output_attentions=True)
+    assert len(got.attentions) == TINY["num_hidden_layers"]
+    for e, g in zip(expected.attentions, got.attentions):
+        assert g.shape == (3, TINY["num_attention_heads"], 12, 12)
+        torch.testing.assert_close(g, e, atol=1e-6, rtol=1e-5)
+    assert mini.config._attn_implementation == "sdpa"  # switched to eager for that call only
+
+
+def test_unpadded_path_equals_padded_path_in_training():
+    """Same weights, same data: outputs and gradients agree between the unpadded and the padded encoder."""
+    config_kwargs = dict(TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    results = []
+    for unpad in (True, False):
+        torch.manual_seed(0)
+        model = modeling_minibert.MiniBertForPreTraining(
+            MiniBertConfig(**config_kwargs, unpad_inputs=unpad, sparse_prediction=False)
+        ).train()
+        inputs = head_inputs("ForPreTraining", TINY["vocab_size"])
+        out = model(**inputs)
+        out.loss.backward()
+        results.append((out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (unpadded, grads_unpadded), (padded, grads_padded) = results
+    keep = inputs["attention_mask"].bool()
+    torch.testing.assert_close(unpadded.prediction_logits[keep], padded.prediction_logits[keep], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(unpadded.loss, padded.loss, atol=1e-5, rtol=1e-5)
+    assert grads_unpadded.keys() == grads_padded.keys()
+    for name in grads_padded:
+        torch.testing.assert_close(grads_unpadded[name], grads_padded[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_sparse_prediction_scores_only_labelled_positions_with_the_same_loss():
+    config_kwargs = dict(TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    inputs = head_inputs("ForMaskedLM", TINY["vocab_size"])
+    num_labelled = int((inputs["labels"] != -100).sum())
+    losses = {}
+    for sparse in (True, False):
+        torch.manual_seed(0)
+        model = modeling_minibert.MiniBertForMaskedLM(MiniBertConfig(**config_kwargs, sparse_prediction=sparse))
+        out = model.train()(**inputs)
+        losses[sparse] = out.loss
+        expected_shape = (num_labelled, TINY["vocab_size"]) if sparse else (3, 12, TINY["vocab_size"])
+        assert out.logits.shape == expected_shape
+    torch.testing.assert_close(losses[True], losses[False])
+    with torch.no_grad():  # evaluation keeps full logits, as callers of an eval loop expect
+        assert model.eval()(**inputs).logits.shape == (3, 12, TINY["vocab_size"])
+
+
+def test_num_items_in_batch_from_trainer_sets_the_loss_denominator():
+    _, mini = twin_models("ForMaskedLM", TINY)
+    inputs = head_inputs("ForMaskedLM", TINY["vocab_size"])
+    with torch.no_grad():
+        mean_loss = mini(**inputs).loss
+        summed = mini(**inputs, num_items_in_batch=torch.tensor(1)).loss
+        n = int((inputs["labels"] != -100).sum())
+    torch.testing.assert_close(summed, mean_loss * n)
+    _, classifier = twin_models("ForSequenceClassification", TINY)
+    with torch.no_grad():  # the other heads accept it too
+        classifier(**head_inputs("ForSequenceClassification", TINY["vocab_size"]), num_items_in_batch=3)
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    inputs = head_inputs("ForPreTraining", TINY["vocab_size"])
+    grads = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        model = modeling_minibert.MiniBertForPreTraining(
+            MiniBertConfig(**TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        ).train()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+            assert model.is_activation_checkpointing
+        model(**inputs).loss.backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 10
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], msg=name)
+
+
+def test_mlm_decoder_is_tied_to_word_embeddings_unless_untied():
+    tied = modeling_minibert.MiniBertForMaskedLM(MiniBertConfig(**TINY))
+    assert tied.cls.predictions.decoder.weight is tied.bert.embeddings.word_embeddings.weight
+    untied = modeling_minibert.MiniBertForPreTraining(MiniBertConfig(**TINY, tie_word_embeddings=False))
+    assert untied.cls.predictions.decoder.weight is not untied.bert.embeddings.word_embeddings.weight
+
+
+def test_guide_variant_is_expressible_and_has_its_parameter_count():
+    """The Mini-BERT guide's model: ReLU FFN, a final LayerNorm, an untied single-projection MLM head (~4.5M)."""
+    config = MiniBertConfig(hidden_act="relu", final_layer_norm=True, mlm_head_transform=False, tie_word_embeddings=False)
+    model = modeling_minibert.MiniBertForMaskedLM(config)
+    assert model.bert.encoder.LayerNorm is not None
+    assert isinstance(model.cls.predictions.transform, torch.nn.Identity)
+    count = sum(p.numel() for p in model.parameters())
+    assert 4.45e6 < count < 4.55e6, count
+    ids = torch.randint(5, 8192, (2, 64))
+    with torch.no_grad():
+        assert model(ids).logits.shape == (2, 64, 8192)
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_save_and_reload_every_head_bit_identical(head, tmp_path):
+    _, mini = twin_models(head, TINY)
+    inputs = {k: v for k, v in head_inputs(head, TINY["vocab_size"]).items() if "label" not in k and "positions" not in k}
+    mini.save_pretrained(tmp_path)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["config.json", "configuration_minibert.py", "model.safetensors", "modeling_minibert.py"]
+    auto_class = next(a for a, m in AUTO_CLASSES.items() if m is type(mini))
+    reloaded = auto_class.from_pretrained(tmp_path).eval()
+    assert type(reloaded) is type(mini)
+    with torch.no_grad():
+        before, after = mini(**inputs), reloaded(**inputs)
+    for key, value in before.items():
+        assert torch.equal(value, after[key]), key
+
+
+def test_saved_folder_loads_with_trust_remote_code_without_the_package(tmp_path):
+    model = modeling_minibert.MiniBertForPreTraining(MiniBertConfig(**TINY)).eval()
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    assert set(config["auto_map"]) == {"AutoConfig"} | {auto.__name__ for auto in AUTO_CLASSES}
+    ids, mask, types = padded_batch(TINY["vocab_size"])
+    with torch.no_grad():
+        expected_hidden = model.bert(ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        expected_mlm = model(ids, attention_mask=mask, token_type_ids=types).prediction_logits
+    code = f"""
+import json, torch
+from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForPreTraining, AutoModelForQuestionAnswering
+folder = {str(folder)!r}
+ids, mask, types = (torch.tensor(x) for x in {json.dumps([ids.tolist(), mask.tolist(), types.tolist()])})
+config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
+assert type(config).__name__ == "MiniBertConfig", type(config)
+out = {{}}
+with torch.no_grad():
+    for auto in (AutoModel, AutoModelForMaskedLM, AutoModelForPreTraining, AutoModelForQuestionAnswering):
+        model = auto.from_pretrained(folder, trust_remote_code=True).eval()
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        result = model(ids, attention_mask=mask, token_type_ids=types)
+        out[type(model).__name__] = result[0].tolist()
+print(json.dumps(out))
+"""
+    out = json.loads(run_python(code, cwd=tmp_path).strip().splitlines()[-1])
+    assert set(out) == {"MiniBertModel", "MiniBertForMaskedLM", "MiniBertForPreTraining", "MiniBertForQuestionAnswering"}
+    keep = mask.bool()
+    torch.testing.assert_close(torch.tensor(out["MiniBertModel"])[keep], expected_hidden[keep])
+    torch.testing.assert_close(torch.tensor(out["MiniBertForMaskedLM"])[keep], expected_mlm[keep])
+    torch.testing.assert_close(torch.tensor(out["MiniBertForPreTraining"])[keep], expected_mlm[keep])
+
+
+def test_truncated_weights_are_reported_with_the_file(tmp_path):
+    modeling_minibert.MiniBertModel(MiniBertConfig(**TINY)).save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(ValueError, match=r"model.safetensors is truncated or corrupted"):
+        AutoModel.from_pretrained(tmp_path)
+    weights.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00not json")
+    with pytest.raises(ValueError, match=str(weights)):
+        AutoModel.from_pretrained(tmp_path)
+
+
+def test_pickle_weights_are_refused_unless_asked(tmp_path):
+    model = modeling_minibert.MiniBertForMaskedLM(MiniBertConfig(**TINY))
+    model.config.save_pretrained(tmp_path)
+    torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
+    with pytest.raises(ValueError, match=r"holds only pickle weights \(pytorch_model.bin\)"):
+        AutoModelForMaskedLM.from_pretrained(tmp_path)
+    loaded = AutoModelForMaskedLM.from_pretrained(tmp_path, use_safetensors=False)
+    assert torch.equal(loaded.cls.predictions.bias, model.cls.predictions.bias)
+
+
+def test_a_bert_folder_is_refused_naming_config_json(tmp_path):
+    transformers.BertModel(BertConfig(**TINY)).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"config.json in .* has model_type 'bert', expected 'minibert'"):
+        modeling_minibert.MiniBertModel.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda i: i.update(input_ids=i["input_ids"].masked_fill(i["input_ids"] == i["input_ids"][0, 0], 120)),
+         r"input_ids contains 120, outside \[0, vocab_size=120\)"),
+        (lambda i: i.update(input_ids=i["input_ids"] - 100), r"input_ids contains -\d+, outside \[0, vocab_size=120\)"),
+        (lambda i: i.update(token_type_ids=i["token_type_ids"] * 2), r"token_type_ids contains 2, outside \[0, type_vocab_size=2\)"),
+        (lambda i: i.update(attention_mask=i["attention_mask"][:, :-1]),
+         r"attention_mask has shape \(3, 11\) but input_ids has shape \(3, 12\)"),
+        (lambda i: i.update(token_type_ids=i["token_type_ids"][:2]),
+         r"token_type_ids has shape \(2, 12\) but input_ids has shape \(3, 12\)"),
+        (lambda i: i.update({k: torch.cat([v, v, v], dim=1) for k, v in i.items()}),
+         r"sequence length 36 exceeds max_position_embeddings=24"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_value_and_limit(change, message):
+    model = modeling_minibert.MiniBertForMaskedLM(MiniBertConfig(**TINY)).eval()
+    ids, mask, types = padded_batch(TINY["vocab_size"])
+    inputs = dict(input_ids=ids, attention_mask=mask, token_type_ids=types)
+    model(**{k: torch.cat([v, v], dim=1) for k, v in inputs.items()})  # exactly at the length limit: fine
+    change(inputs)
+    with pytest.raises(ValueError, match=message):
+        model(**inputs)
