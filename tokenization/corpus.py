@@ -1,0 +1,116 @@
+"""Training text: files or an iterable of strings, streamed in batches with a progress bar.
+
+Reading the files here (rather than handing paths to `tokenizers`) lets a file that is not UTF-8 fail with
+its name, offset and line; `tokenizers` only says "stream did not contain valid UTF-8".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+BATCH_LINES = 1000  # lines handed to the Rust trainer per call: amortises the Python -> Rust crossing
+
+
+class Corpus:
+    """One pass over the training text, as batches of strings; counts what it saw.
+
+    `inputs` is either file paths (a str/PathLike, or a list/tuple of them) or any iterable of texts.
+    A list of strings is read as paths when its items are `Path` objects or its first item names an existing file.
+    """
+
+    def __init__(self, inputs: str | os.PathLike | Iterable[str], show_progress: bool = True):
+        self.files = _as_files(inputs)
+        self.texts = None if self.files is not None else inputs
+        self.show_progress = show_progress
+
+    def describe(self) -> str:
+        if self.files is None:
+            return "the texts given"
+        names = ", ".join(str(f) for f in self.files[:3]) + (", ..." if len(self.files) > 3 else "")
+        return f"{len(self.files)} file(s) ({names})"
+
+    @property
+    def reiterable(self) -> bool:
+        """Whether the text can be read twice (files, lists, datasets columns; not generators)."""
+        return self.files is not None or iter(self.texts) is not self.texts
+
+    def batches(self, desc: str = "reading corpus") -> Iterator[list[str]]:
+        """One pass over the text, in batches of strings, with a progress bar labelled `desc`."""
+        return self._file_batches(desc) if self.files is not None else self._text_batches(desc)
+
+    def __iter__(self) -> Iterator[list[str]]:
+        return self.batches()
+
+    def _file_batches(self, desc: str) -> Iterator[list[str]]:
+        total = sum(f.stat().st_size for f in self.files)
+        with tqdm(total=total, unit="B", unit_scale=True, desc=desc, disable=not self.show_progress) as bar:
+            for path in self.files:
+                for batch, size in _read_utf8_lines(path):
+                    bar.update(size)
+                    yield batch
+
+    def _text_batches(self, desc: str) -> Iterator[list[str]]:
+        batch: list[str] = []
+        with tqdm(unit=" texts", desc=desc, disable=not self.show_progress) as bar:
+            for i, text in enumerate(self.texts):
+                if not isinstance(text, str):
+                    raise TypeError(f"text #{i} is a {type(text).__name__}, expected str")
+                batch.append(text)
+                if len(batch) == BATCH_LINES:
+                    bar.update(len(batch))
+                    yield batch
+                    batch = []
+            if batch:
+                bar.update(len(batch))
+                yield batch
+
+
+def _as_files(inputs) -> list[Path] | None:
+    """The input files, or None if `inputs` are texts. Missing files in a list of paths raise FileNotFoundError."""
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [Path(inputs)]  # a lone string is a path, never a text: iterating it would give characters
+    elif not isinstance(inputs, (list, tuple)):
+        return None  # a generator or other iterable: texts
+    if not inputs or not all(isinstance(x, (str, os.PathLike)) for x in inputs):
+        return None
+    # Only the first item is probed, so a list of 10k texts costs one stat, not 10k.
+    if not any(isinstance(x, os.PathLike) for x in inputs) and not _is_file(inputs[0]):
+        return None  # plain strings, the first not a file: texts
+    for x in inputs:
+        if not _is_file(x):
+            raise FileNotFoundError(f"training file not found: {x}")
+    return [Path(x) for x in inputs]
+
+
+def _is_file(x: str | os.PathLike) -> bool:
+    try:
+        return Path(x).is_file()
+    except (OSError, ValueError):  # too long for a path, or holds a NUL: not a file name
+        return False
+
+
+def _read_utf8_lines(path: Path) -> Iterator[tuple[list[str], int]]:
+    """Yield (lines, bytes read) batches of a UTF-8 file; ValueError naming the file at the first bad byte."""
+    batch: list[str] = []
+    size = offset = 0
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                batch.append(raw.decode("utf-8"))
+            except UnicodeDecodeError as err:
+                raise ValueError(
+                    f"{path} is not valid UTF-8: byte 0x{raw[err.start]:02x} at offset {offset + err.start} "
+                    f"(line {lineno}) cannot be decoded; re-encode the file as UTF-8"
+                ) from None
+            offset += len(raw)
+            size += len(raw)
+            if len(batch) == BATCH_LINES:
+                yield batch, size
+                batch, size = [], 0
+    if batch:
+        yield batch, size
+

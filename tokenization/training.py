@@ -1,0 +1,167 @@
+"""Train a WordPiece vocabulary with `tokenizers` and hand it back as a transformers fast tokenizer; `minibert train-tokenizer`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from tokenizers import trainers
+
+from tokenization.corpus import Corpus
+from tokenization.summary import format_summary, tokenizer_summary
+from tokenization.wordpiece import (
+    CONTINUING_SUBWORD_PREFIX,
+    SPECIAL_TOKEN_IDS,
+    BertTokenizerFast,
+    build_backend,
+    check_output_dir,
+    make_tokenizer,
+    save_tokenizer,
+)
+
+MIN_VOCAB_SIZE = 16  # the special tokens plus room for a minimal alphabet
+MAX_ALPHABET = 1000  # as in tokenizers' BertWordPieceTokenizer: rarer characters become [UNK]
+
+
+def train_tokenizer(
+    inputs: str | os.PathLike | Iterable[str],
+    vocab_size: int = 8192,
+    output_dir: str | os.PathLike | None = None,
+    lowercase: bool = True,
+    strip_accents: bool | None = None,
+    min_frequency: int = 2,
+    show_progress: bool = True,
+    limit_alphabet: int | None = None,
+    model_max_length: int | None = None,
+    overwrite: bool = False,
+) -> BertTokenizerFast:
+    """Train a BERT WordPiece vocabulary on `inputs` and return it as a fast tokenizer.
+
+    Args:
+        inputs: text files (a path, or a list of paths) or any iterable of strings. Files and re-iterable
+            collections (lists, datasets columns) are read twice and give the same vocabulary on every run; a
+            one-shot iterator (a generator) is read once, and tokenizers' training is then not reproducible.
+        vocab_size: size of the vocabulary, the 5 special tokens included ([PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4).
+        output_dir: if given, the tokenizer is saved there with `save_pretrained` (atomically).
+        lowercase, strip_accents: BERT normalisation; `strip_accents=None` follows `lowercase`.
+        min_frequency: pairs seen fewer times are not merged.
+        limit_alphabet: most characters kept as single tokens; default min(1000, (vocab_size - 5) // 2), so the
+            alphabet and its "##" forms always fit in `vocab_size`.
+        model_max_length: recorded in the tokenizer (truncation=True cuts there); set it to the model's
+            max_position_embeddings.
+        overwrite: replace a non-empty `output_dir`.
+
+    Raises:
+        ValueError: bad sizes, a file that is not UTF-8 (naming it), an empty corpus, or a corpus whose alphabet
+            does not fit in `vocab_size`.
+        FileNotFoundError / FileExistsError: missing input file / non-empty `output_dir` without `overwrite`.
+    """
+    n_special = len(SPECIAL_TOKEN_IDS)
+    if vocab_size < MIN_VOCAB_SIZE:
+        raise ValueError(f"vocab_size={vocab_size} is below the minimum of {MIN_VOCAB_SIZE}")
+    if min_frequency < 1:
+        raise ValueError(f"min_frequency={min_frequency} must be at least 1")
+    if limit_alphabet is None:
+        # Each kept character may also appear as its "##" continuation: 2 entries per character.
+        limit_alphabet = min(MAX_ALPHABET, (vocab_size - n_special) // 2)
+    elif not 1 <= limit_alphabet <= vocab_size - n_special:
+        raise ValueError(f"limit_alphabet={limit_alphabet} must be between 1 and vocab_size - {n_special} = {vocab_size - n_special}")
+    if model_max_length is not None and model_max_length < 2:
+        raise ValueError(f"model_max_length={model_max_length} must be at least 2 ([CLS] and [SEP])")
+    if output_dir is not None:
+        check_output_dir(Path(output_dir), overwrite)  # fail before training, not after
+    corpus = Corpus(inputs, show_progress=show_progress)
+
+    # tokenizers numbers the "##x" tokens in hash-map order, and merge ties are broken by id, so the same
+    # corpus gives a different vocabulary on every run (huggingface/tokenizers#1794). Pre-registering the
+    # "##x" tokens in sorted order makes training reproducible; finding them costs a first, merge-free pass.
+    first_pieces = []
+    if corpus.reiterable:
+        first_pieces = _continuation_tokens(corpus, limit_alphabet, lowercase, strip_accents)
+    backend = build_backend(None, lowercase, strip_accents)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKEN_IDS) + first_pieces,
+        limit_alphabet=limit_alphabet,
+        continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
+        # Our tqdm bar shows the reading; the Rust bars would draw over it.
+        show_progress=False,
+    )
+    desc = "reading corpus (2/2: merges)" if first_pieces else "reading corpus"
+    backend.train_from_iterator(corpus.batches(desc), trainer)
+
+    vocab = backend.get_vocab()
+    if len(vocab) <= n_special:
+        raise ValueError(f"the corpus ({corpus.describe()}) contains no text to train on")
+    if len(vocab) > vocab_size:
+        raise ValueError(
+            f"the trained vocabulary has {len(vocab)} entries, more than vocab_size={vocab_size}: the alphabet "
+            f"(limit_alphabet={limit_alphabet} characters and their ## forms) does not fit; lower limit_alphabet"
+        )
+    # The trainer puts special tokens first, in order; the model relies on it (pad_token_id=0).
+    if any(vocab[token] != i for token, i in SPECIAL_TOKEN_IDS.items()):
+        raise RuntimeError(f"tokenizers placed the special tokens at unexpected ids: {[vocab[t] for t in SPECIAL_TOKEN_IDS]}")
+    tokenizer = make_tokenizer(vocab, lowercase, strip_accents, model_max_length)
+    if output_dir is not None:
+        save_tokenizer(tokenizer, output_dir, overwrite=overwrite)
+    return tokenizer
+
+
+def _continuation_tokens(corpus: Corpus, limit_alphabet: int, lowercase: bool, strip_accents: bool | None) -> list[str]:
+    """The "##x" tokens training will create, sorted: a training pass that stops before any merge."""
+    backend = build_backend(None, lowercase, strip_accents)
+    n_special = len(SPECIAL_TOKEN_IDS)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=n_special + limit_alphabet,  # room for the alphabet only: no merges
+        special_tokens=list(SPECIAL_TOKEN_IDS),
+        limit_alphabet=limit_alphabet,
+        continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
+        show_progress=False,
+    )
+    backend.train_from_iterator(corpus.batches("reading corpus (1/2: alphabet)"), trainer)
+    return sorted(t for t in backend.get_vocab(with_added_tokens=False) if t.startswith(CONTINUING_SUBWORD_PREFIX))
+
+
+def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "train-tokenizer",
+        help="train a WordPiece vocabulary and save a fast tokenizer",
+        description="Train a BERT WordPiece vocabulary on UTF-8 text files and save it with save_pretrained.",
+    )
+    parser.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
+    parser.add_argument("--vocab-size", type=int, default=8192, help="vocabulary size, special tokens included (default 8192)")
+    parser.add_argument("--output-dir", required=True, help="folder to save the tokenizer in")
+    parser.add_argument("--min-frequency", type=int, default=2, help="minimum pair count for a merge (default 2)")
+    parser.add_argument("--cased", action="store_true", help="keep case (and accents, unless --strip-accents)")
+    parser.add_argument(
+        "--strip-accents", action=argparse.BooleanOptionalAction, default=None,
+        help="strip accents (default: when lowercasing)",
+    )
+    parser.add_argument("--limit-alphabet", type=int, default=None, help="most single characters to keep")
+    parser.add_argument("--model-max-length", type=int, default=None, help="longest sequence the model takes")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run_cli)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    files = [Path(f) for f in args.input]  # Path: a missing file is an error, never text
+    tokenizer = train_tokenizer(
+        files,
+        vocab_size=args.vocab_size,
+        output_dir=args.output_dir,
+        lowercase=not args.cased,
+        strip_accents=args.strip_accents,
+        min_frequency=args.min_frequency,
+        show_progress=not args.quiet,
+        limit_alphabet=args.limit_alphabet,
+        model_max_length=args.model_max_length,
+        overwrite=args.overwrite,
+    )
+    texts = (line for batch in Corpus(files, show_progress=False) for line in batch)
+    print(f"saved to {args.output_dir}")
+    print(format_summary(tokenizer_summary(tokenizer, texts)))
+    return 0
