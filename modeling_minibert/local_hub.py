@@ -1,0 +1,1023 @@
+"""A local stand-in for the Hugging Face Hub: the HTTP API subset that push and pull use.
+
+`huggingface_hub` talks HTTP through its own client (httpx2), so request-mocking libraries cannot
+intercept it; the dependable way to exercise `push_to_hub` / `from_pretrained` offline is a real
+server speaking the Hub's API. `LocalHub` is that server: threaded, on 127.0.0.1, storing its
+repositories in a folder so a demo's pushes survive a restart.
+
+    with LocalHub("hub-data") as hub:          # set these before importing huggingface_hub:
+        print(hub.endpoint, hub.token)         # HF_ENDPOINT, HF_TOKEN, HF_HUB_DISABLE_XET=1
+
+What it stores, under `root_dir`:
+  - `repos/{type}/{namespace}/{name}.json`: branches, tags, pull-request refs and commits; each
+    commit holds the full file snapshot of the repository (path -> size, git oid, LFS sha256);
+  - `objects/{git sha1}`: contents of regular (git) files; `lfs/{sha256}`: LFS objects.
+
+What it speaks (the calls huggingface_hub 2.4 and transformers 5.x make for push and pull):
+  - `GET /api/whoami-v2`, `POST /api/repos/create` (409 if it exists), `DELETE /api/repos/delete`,
+    `POST /api/validate-yaml`;
+  - `/api/{type}s/{repo}`: info (`/revision/{rev}`), `/tree/{rev}[/{path}]`, `/paths-info/{rev}`,
+    `/refs`, `/commits/{rev}`, `/branch/{name}`, `/tag/{rev}`, `/preupload/{rev}`, `/commit/{rev}`;
+  - the Git LFS batch API `/{repo}.git/info/lfs/objects/batch` (+ `/verify`), whose upload
+    targets are one-time URLs on this server, like the Hub's pre-signed storage URLs;
+  - `HEAD`/`GET /{repo}/resolve/{rev}/{path}` with `X-Repo-Commit`, `ETag`, `X-Linked-Etag`,
+    `X-Linked-Size` and Range support.
+Errors carry `X-Error-Code` (`RepoNotFound`, `RevisionNotFound`, `EntryNotFound`) and
+`X-Error-Message`, from which the client raises its own exception types.
+
+Writes need `Authorization: Bearer <token>`; a wrong token gets 401 on any request. The server
+never logs request headers, so the token appears in no log line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import dataclasses
+import fnmatch
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import secrets
+import struct
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+import yaml
+
+logger = logging.getLogger(__name__)
+
+REPO_TYPES = ("model", "dataset", "space")
+DEFAULT_BRANCH = "main"
+# The Hub stores these in LFS whatever .gitattributes says (huggingface_hub's docs: "files larger than 10MB").
+LFS_SIZE_THRESHOLD = 10 * 1024 * 1024
+# The `.gitattributes` the Hub writes in a new repository's initial commit.
+DEFAULT_GITATTRIBUTES = "".join(
+    f"{pattern} filter=lfs diff=lfs merge=lfs -text\n"
+    for pattern in (
+        "*.7z", "*.arrow", "*.bin", "*.bz2", "*.ckpt", "*.ftz", "*.gz", "*.h5", "*.joblib", "*.lfs.*",
+        "*.mlmodel", "*.model", "*.msgpack", "*.npy", "*.npz", "*.onnx", "*.ot", "*.parquet", "*.pb",
+        "*.pickle", "*.pkl", "*.pt", "*.pth", "*.rar", "*.safetensors", "saved_model/**/*", "*.tar.*",
+        "*.tar", "*.tflite", "*.tgz", "*.wasm", "*.xz", "*.zip", "*.zst", "*tfevents*",
+    )
+)
+# Like the Hub, a model's pipeline tag comes from its card, else from its config's architecture.
+_PIPELINE_TAGS = {
+    "ForMaskedLM": "fill-mask", "ForPreTraining": "fill-mask", "ForSequenceClassification": "text-classification",
+    "ForTokenClassification": "token-classification", "ForQuestionAnswering": "question-answering",
+    "Model": "feature-extraction",
+}
+_REPO_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$")
+_COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
+# The one message for which huggingface_hub does *not* turn a 401 into RepositoryNotFoundError.
+_BAD_TOKEN_MESSAGE = "Invalid credentials in Authorization header"
+_XET_MESSAGE = (
+    "This local hub speaks plain Git LFS, not Xet: set HF_HUB_DISABLE_XET=1 before huggingface_hub is imported"
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data model: a repository is refs + commits; a commit is a full snapshot of file entries.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class FileEntry:
+    """One file in a commit's snapshot. `oid` is the git blob sha1 (of the pointer, for LFS files)."""
+
+    size: int
+    oid: str
+    lfs_sha256: str | None = None
+    pointer_size: int | None = None
+
+    @property
+    def is_lfs(self) -> bool:
+        return self.lfs_sha256 is not None
+
+
+@dataclasses.dataclass
+class Commit:
+    id: str
+    parents: list[str]
+    title: str
+    message: str
+    date: str
+    author: str
+    files: dict[str, FileEntry]
+
+
+@dataclasses.dataclass
+class Repo:
+    repo_type: str
+    repo_id: str
+    private: bool
+    created_at: str
+    branches: dict[str, str]
+    tags: dict[str, str]
+    pull_requests: dict[str, str]  # "refs/pr/N" -> commit id
+    commits: dict[str, Commit]
+
+    @property
+    def namespace(self) -> str:
+        return self.repo_id.split("/")[0]
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Repo:
+        commits = {
+            cid: Commit(**{**c, "files": {p: FileEntry(**f) for p, f in c["files"].items()}})
+            for cid, c in data["commits"].items()
+        }
+        return cls(**{**data, "commits": commits})
+
+
+def git_blob_oid(content: bytes) -> str:
+    """The sha1 git gives a blob: what the Hub reports as a regular file's oid and ETag."""
+    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+
+
+def lfs_pointer(sha256: str, size: int) -> bytes:
+    """The small text git stores in place of an LFS file."""
+    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _lfs_patterns(gitattributes: str) -> list[str]:
+    return [line.split()[0] for line in gitattributes.splitlines() if "filter=lfs" in line and line.split()]
+
+
+def _matches(path: str, patterns: list[str]) -> bool:
+    """gitattributes/gitignore-style matching: a pattern without '/' matches the file name."""
+    name = path.rsplit("/", 1)[-1]
+    for pattern in patterns:
+        if "/" in pattern.rstrip("/"):
+            if fnmatch.fnmatchcase(path, pattern.lstrip("/")):
+                return True
+        elif fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(path, pattern.rstrip("/") + "/*"):
+            return True
+    return False
+
+
+def _validate_path(path: str) -> str:
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts) or parts[0] == ".git":
+        raise HubError(400, f"Invalid path in repository: {path!r}")
+    return path
+
+
+def _safetensors_parameter_count(path: Path) -> dict[str, int] | None:
+    """Parameters per dtype from a safetensors header (8-byte length, then JSON), like the Hub's `safetensors` info."""
+    try:
+        with open(path, "rb") as f:
+            (length,) = struct.unpack("<Q", f.read(8))
+            if length > 100 * 1024 * 1024:
+                return None
+            header = json.loads(f.read(length))
+    except (OSError, ValueError, struct.error):
+        return None
+    counts: dict[str, int] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        n = 1
+        for dim in info["shape"]:
+            n *= dim
+        counts[info["dtype"]] = counts.get(info["dtype"], 0) + n
+    return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests, responses and errors, independent of the HTTP plumbing.
+# ---------------------------------------------------------------------------------------------
+
+
+class HubError(Exception):
+    """An HTTP error answer: status, message (sent as JSON `error` and `X-Error-Message`) and Hub error code."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
+    ):
+        super().__init__(message)
+        self.status, self.message, self.code = status, message, code
+        self.headers = dict(headers or {})
+        self.body = dict(body or {})  # extra JSON fields next to "error"
+
+
+@dataclasses.dataclass
+class Request:
+    method: str
+    segments: list[str]  # percent-decoded path segments
+    query: dict[str, list[str]]
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body or b"{}")
+        except ValueError as err:
+            raise HubError(400, f"Request body is not valid JSON: {err}") from None
+
+    def flag(self, name: str) -> bool:
+        return self.query.get(name, ["false"])[-1].lower() in ("1", "true")
+
+
+@dataclasses.dataclass
+class Response:
+    status: int = 200
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)
+    body: bytes = b""
+    file: Path | None = None  # streamed instead of `body`, from `start` for `length` bytes
+    start: int = 0
+    length: int = 0
+
+    @classmethod
+    def json(cls, data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+        return cls(status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(data).encode())
+
+
+def _repo_not_found(repo_id: str, status: int = 404) -> HubError:
+    return HubError(status, f"Repository not found: {repo_id}", "RepoNotFound")
+
+
+def _revision_not_found(repo: Repo, revision: str) -> HubError:
+    return HubError(404, f"Invalid rev id: {revision} (no such branch, tag or commit in {repo.repo_id})", "RevisionNotFound")
+
+
+def _entry_not_found(path: str, revision: str, commit_id: str | None = None) -> HubError:
+    headers = {"X-Repo-Commit": commit_id} if commit_id else {}
+    return HubError(404, f"Entry not found: {path} does not exist at revision {revision}", "EntryNotFound", headers)
+
+
+# ---------------------------------------------------------------------------------------------
+# The application: state under one lock, one method per endpoint.
+# ---------------------------------------------------------------------------------------------
+
+
+class HubApp:
+    """The Hub's behaviour over a folder. `handle(request)` is thread-safe: state sits under `self._lock`."""
+
+    def __init__(self, root_dir: str | os.PathLike, tokens: Mapping[str, str], orgs: Mapping[str, list[str]]):
+        self.root = Path(root_dir)
+        self.tokens = dict(tokens)  # token -> user name
+        self.orgs = {user: list(names) for user, names in orgs.items()}  # user -> organisations they write to
+        self.endpoint = ""  # set by the server once it knows its port
+        self._lock = threading.RLock()
+        self._upload_tickets: dict[str, tuple[str, int]] = {}  # one-time LFS upload URL id -> (sha256, size)
+        for sub in ("repos", "objects", "lfs", "tmp"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self.repos: dict[tuple[str, str], Repo] = {}
+        for path in sorted((self.root / "repos").glob("*/*/*.json")):
+            repo = Repo.from_json(json.loads(path.read_text()))
+            self.repos[(repo.repo_type, repo.repo_id)] = repo
+
+    # -- storage -------------------------------------------------------------------------------
+
+    def _atomic_write(self, path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+    def _save(self, repo: Repo) -> None:
+        path = self.root / "repos" / repo.repo_type / f"{repo.repo_id}.json"
+        self._atomic_write(path, json.dumps(repo.to_json(), indent=1).encode())
+
+    def _store_blob(self, content: bytes) -> str:
+        oid = git_blob_oid(content)
+        path = self.root / "objects" / oid
+        if not path.exists():
+            self._atomic_write(path, content)
+        return oid
+
+    def _content_path(self, entry: FileEntry) -> Path:
+        return self.root / ("lfs" if entry.is_lfs else "objects") / (entry.lfs_sha256 or entry.oid)
+
+    def _read(self, entry: FileEntry) -> bytes:
+        return self._content_path(entry).read_bytes()
+
+    # -- auth and lookups ----------------------------------------------------------------------
+
+    def _user(self, request: Request) -> str | None:
+        header = request.headers.get("Authorization")
+        if not header:
+            return None
+        scheme, _, token = header.partition(" ")
+        for known, user in self.tokens.items():
+            if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), known.encode()):
+                return user
+        raise HubError(401, _BAD_TOKEN_MESSAGE)
+
+    def _require_user(self, request: Request) -> str:
+        user = self._user(request)
+        if user is None:
+            raise HubError(401, "Authentication required: send a write token in the Authorization header")
+        return user
+
+    def _may_write(self, user: str | None, namespace: str) -> bool:
+        return user is not None and (namespace == user or namespace in self.orgs.get(user, []))
+
+    def _repo(self, request: Request, repo_type: str, repo_id: str, *, write: bool = False) -> Repo:
+        user = self._require_user(request) if write else self._user(request)
+        repo = self.repos.get((repo_type, repo_id))
+        if repo is None or (repo.private and not self._may_write(user, repo.namespace)):
+            # Like the Hub: a private repo someone may not see is reported as missing (401 if anonymous).
+            raise _repo_not_found(repo_id, 401 if user is None else 404)
+        if write and not self._may_write(user, repo.namespace):
+            raise HubError(403, f"You don't have the rights to write to {repo_id}")
+        return repo
+
+    def _resolve(self, repo: Repo, revision: str) -> str:
+        revision = revision or DEFAULT_BRANCH
+        for prefix, refs in (("refs/heads/", repo.branches), ("refs/tags/", repo.tags)):
+            if revision.startswith(prefix) and revision[len(prefix):] in refs:
+                return refs[revision[len(prefix):]]
+        if revision in repo.pull_requests:
+            return repo.pull_requests[revision]
+        if revision in repo.branches:
+            return repo.branches[revision]
+        if revision in repo.tags:
+            return repo.tags[revision]
+        if _COMMIT_ID.match(revision) and revision in repo.commits:
+            return revision
+        raise _revision_not_found(repo, revision)
+
+    def _first_parent_history(self, repo: Repo, commit_id: str) -> Iterator[Commit]:
+        while commit_id:
+            commit = repo.commits[commit_id]
+            yield commit
+            commit_id = commit.parents[0] if commit.parents else ""
+
+    # -- dispatch ------------------------------------------------------------------------------
+
+    def handle(self, request: Request) -> Response:
+        seg, method = request.segments, request.method
+        with self._lock:
+            if seg[:1] == ["api"]:
+                return self._route_api(request, seg[1:], method)
+            if seg[:1] == ["lfs-upload"] and len(seg) == 2 and method == "PUT":
+                return self._lfs_put(request, seg[1])
+            repo_type, rest = ("model", seg)
+            if seg and seg[0] in ("datasets", "spaces"):
+                repo_type, rest = seg[0][:-1], seg[1:]
+            if len(rest) == 6 and rest[1].endswith(".git") and rest[2:5] == ["info", "lfs", "objects"]:
+                repo_id = f"{rest[0]}/{rest[1][:-4]}"
+                if rest[5] == "batch" and method == "POST":
+                    return self._lfs_batch(request, repo_type, repo_id)
+                if rest[5] == "verify" and method == "POST":
+                    return self._lfs_verify(request, repo_type, repo_id)
+            if len(rest) >= 5 and rest[2] == "resolve" and method in ("GET", "HEAD"):
+                return self._resolve_file(request, repo_type, f"{rest[0]}/{rest[1]}", rest[3], "/".join(rest[4:]))
+        raise HubError(404, f"The local hub does not implement {method} /{'/'.join(seg)}")
+
+    def _route_api(self, request: Request, seg: list[str], method: str) -> Response:
+        if seg == ["whoami-v2"] and method == "GET":
+            return self._whoami(request)
+        if seg == ["repos", "create"] and method == "POST":
+            return self._create_repo(request)
+        if seg == ["repos", "delete"] and method == "DELETE":
+            return self._delete_repo(request)
+        if seg == ["validate-yaml"] and method == "POST":
+            return self._validate_yaml(request)
+        if len(seg) >= 3 and seg[0] in ("models", "datasets", "spaces"):
+            repo_type, repo_id, rest = seg[0][:-1], f"{seg[1]}/{seg[2]}", seg[3:]
+            action, args = (rest[0], rest[1:]) if rest else ("", [])
+            if action.startswith("xet-"):
+                raise HubError(501, _XET_MESSAGE)
+            routes = {
+                ("GET", ""): lambda: self._info(request, repo_type, repo_id, DEFAULT_BRANCH),
+                ("GET", "revision"): lambda: self._info(request, repo_type, repo_id, "/".join(args)),
+                ("GET", "tree"): lambda: self._tree(request, repo_type, repo_id, args[0], "/".join(args[1:])),
+                ("POST", "paths-info"): lambda: self._paths_info(request, repo_type, repo_id, args[0]),
+                ("GET", "refs"): lambda: self._refs(request, repo_type, repo_id),
+                ("GET", "commits"): lambda: self._commits(request, repo_type, repo_id, "/".join(args)),
+                ("POST", "branch"): lambda: self._create_branch(request, repo_type, repo_id, "/".join(args)),
+                ("DELETE", "branch"): lambda: self._delete_ref(request, repo_type, repo_id, "branch", "/".join(args)),
+                ("POST", "tag"): lambda: self._create_tag(request, repo_type, repo_id, "/".join(args)),
+                ("DELETE", "tag"): lambda: self._delete_ref(request, repo_type, repo_id, "tag", "/".join(args)),
+                ("POST", "preupload"): lambda: self._preupload(request, repo_type, repo_id, "/".join(args)),
+                ("POST", "commit"): lambda: self._commit(request, repo_type, repo_id, "/".join(args)),
+            }
+            route = routes.get((method, action))
+            if route is not None and (action in ("", "refs") or args):
+                return route()
+        raise HubError(404, f"The local hub does not implement {method} /api/{'/'.join(seg)}")
+
+    # -- account and repositories --------------------------------------------------------------
+
+    def _whoami(self, request: Request) -> Response:
+        user = self._user(request)
+        if user is None:
+            raise HubError(401, "Authentication required: send a token in the Authorization header")
+        orgs = [{"type": "org", "name": name} for name in self.orgs.get(user, [])]
+        return Response.json({
+            "type": "user", "id": hashlib.sha1(user.encode()).hexdigest()[:24], "name": user, "fullname": user,
+            "email": None, "emailVerified": False, "isPro": False, "orgs": orgs,
+            "auth": {"type": "access_token", "accessToken": {"displayName": "local-hub", "role": "write"}},
+        })
+
+    def _create_repo(self, request: Request) -> Response:
+        user = self._require_user(request)
+        payload = request.json()
+        repo_type = payload.get("type") or "model"
+        name, namespace = payload.get("name") or "", payload.get("organization") or user
+        if repo_type not in REPO_TYPES:
+            raise HubError(400, f"Invalid repo type {repo_type!r}: expected one of {REPO_TYPES}")
+        if not _REPO_NAME.match(name) or "--" in name or ".." in name:
+            raise HubError(400, f"Invalid repo name {name!r}: letters, digits, '-', '_', '.'; at most 96 characters")
+        if not self._may_write(user, namespace):
+            raise HubError(403, f"You don't have the rights to create a {repo_type} under the namespace {namespace!r}")
+        repo_id = f"{namespace}/{name}"
+        url = self._repo_url(repo_type, repo_id)
+        if (repo_type, repo_id) in self.repos:
+            # The client reads the existing repo's URL from this answer (create_repo(exist_ok=True)).
+            raise HubError(409, f"You already created this {repo_type} repo: {repo_id}", body={"url": url})
+        private = payload.get("visibility", "private" if payload.get("private") else "public") != "public"
+        now = _now()
+        oid = self._store_blob(DEFAULT_GITATTRIBUTES.encode())
+        first = Commit(
+            id=hashlib.sha1(f"{repo_type}/{repo_id}/{now}/{uuid.uuid4()}".encode()).hexdigest(), parents=[],
+            title="initial commit", message="", date=now, author=user,
+            files={".gitattributes": FileEntry(size=len(DEFAULT_GITATTRIBUTES), oid=oid)},
+        )
+        repo = Repo(repo_type, repo_id, private, now, {DEFAULT_BRANCH: first.id}, {}, {}, {first.id: first})
+        self.repos[(repo_type, repo_id)] = repo
+        self._save(repo)
+        return Response.json({"url": url, "name": repo_id, "id": repo_id})
+
+    def _delete_repo(self, request: Request) -> Response:
+        user = self._require_user(request)
+        payload = request.json()
+        repo_type = payload.get("type") or "model"
+        repo_id = f"{payload.get('organization') or user}/{payload.get('name')}"
+        repo = self._repo(request, repo_type, repo_id, write=True)
+        del self.repos[(repo.repo_type, repo.repo_id)]
+        (self.root / "repos" / repo.repo_type / f"{repo.repo_id}.json").unlink()
+        return Response.json({})
+
+    def _validate_yaml(self, request: Request) -> Response:
+        content = request.json().get("content", "")
+        match = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", content, flags=re.DOTALL)
+        if match is None:
+            return Response.json({"errors": [], "warnings": [{"message": "Empty or missing yaml metadata in repo card"}]})
+        try:
+            data = yaml.safe_load(match.group(1))
+        except yaml.YAMLError as err:
+            return Response.json({"errors": [{"message": f"Invalid YAML in the card metadata: {err}"}]}, status=400)
+        if data is not None and not isinstance(data, dict):
+            return Response.json({"errors": [{"message": "The card metadata must be a YAML mapping"}]}, status=400)
+        return Response.json({"errors": [], "warnings": []})
+
+    def _repo_url(self, repo_type: str, repo_id: str) -> str:
+        prefix = "" if repo_type == "model" else f"{repo_type}s/"
+        return f"{self.endpoint}/{prefix}{repo_id}"
+
+    # -- reading a revision --------------------------------------------------------------------
+
+    def _card_data(self, commit: Commit) -> dict:
+        entry = commit.files.get("README.md")
+        if entry is None:
+            return {}
+        match = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", self._read(entry).decode("utf-8", "replace"), re.DOTALL)
+        try:
+            data = yaml.safe_load(match.group(1)) if match else None
+        except yaml.YAMLError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _info(self, request: Request, repo_type: str, repo_id: str, revision: str) -> Response:
+        repo = self._repo(request, repo_type, repo_id)
+        commit = repo.commits[self._resolve(repo, revision)]
+        card = self._card_data(commit)
+        blobs = request.flag("blobs")
+        siblings = []
+        for path, entry in sorted(commit.files.items()):
+            sibling: dict[str, Any] = {"rfilename": path}
+            if blobs:
+                sibling.update(size=entry.size, blobId=entry.oid)
+                if entry.is_lfs:
+                    sibling["lfs"] = {"sha256": entry.lfs_sha256, "size": entry.size, "pointerSize": entry.pointer_size}
+            siblings.append(sibling)
+        info: dict[str, Any] = {
+            "_id": hashlib.sha1(f"{repo_type}/{repo_id}".encode()).hexdigest()[:24], "id": repo_id,
+            "author": repo.namespace, "sha": commit.id, "lastModified": commit.date, "createdAt": repo.created_at,
+            "private": repo.private, "gated": False, "disabled": False, "downloads": 0, "likes": 0,
+            "tags": list(card.get("tags") or []), "cardData": card, "siblings": siblings,
+            "usedStorage": sum(e.size for e in commit.files.values()),
+        }
+        if repo_type == "model":
+            info["modelId"] = repo_id
+            info["pipeline_tag"] = card.get("pipeline_tag")
+            info["library_name"] = card.get("library_name")
+            if "config.json" in commit.files:
+                try:
+                    config = json.loads(self._read(commit.files["config.json"]))
+                except ValueError:
+                    config = {}
+                keys = ("architectures", "model_type", "auto_map")
+                info["config"] = {k: config[k] for k in keys if k in config}
+                architecture = (config.get("architectures") or [""])[0]
+                if info["pipeline_tag"] is None:
+                    info["pipeline_tag"] = next(
+                        (tag for suffix, tag in _PIPELINE_TAGS.items() if architecture.endswith(suffix)), None
+                    )
+                info["library_name"] = info["library_name"] or "transformers"
+            counts: dict[str, int] = {}
+            for path, entry in commit.files.items():
+                if path.endswith(".safetensors") and entry.is_lfs:
+                    for dtype, n in (_safetensors_parameter_count(self._content_path(entry)) or {}).items():
+                        counts[dtype] = counts.get(dtype, 0) + n
+            if counts:
+                info["safetensors"] = {"parameters": counts, "total": sum(counts.values())}
+        return Response.json(info)
+
+    def _entry_json(self, repo: Repo, commit: Commit, path: str, expand: bool) -> dict | None:
+        """A `/tree` or `/paths-info` item for `path` in `commit`, or None if there is nothing there."""
+        entry = commit.files.get(path)
+        if entry is not None:
+            item: dict[str, Any] = {"type": "file", "oid": entry.oid, "size": entry.size, "path": path}
+            if entry.is_lfs:
+                item["lfs"] = {"oid": entry.lfs_sha256, "size": entry.size, "pointerSize": entry.pointer_size}
+        else:
+            children = sorted((p, e.oid) for p, e in commit.files.items() if p.startswith(path + "/"))
+            if not children:
+                return None
+            tree_oid = hashlib.sha1(json.dumps(children).encode()).hexdigest()
+            item = {"type": "directory", "oid": tree_oid, "size": 0, "path": path}
+        if expand:
+            last = self._last_commit_touching(repo, commit, path)
+            item["lastCommit"] = {"id": last.id, "title": last.title, "date": last.date}
+        return item
+
+    def _last_commit_touching(self, repo: Repo, commit: Commit, path: str) -> Commit:
+        def view(c: Commit) -> list:
+            return sorted((p, e.oid) for p, e in c.files.items() if p == path or p.startswith(path + "/"))
+
+        current, last = view(commit), commit
+        for older in list(self._first_parent_history(repo, commit.id))[1:]:
+            if view(older) != current:
+                break
+            last = older
+        return last
+
+    def _tree(self, request: Request, repo_type: str, repo_id: str, revision: str, path: str) -> Response:
+        repo = self._repo(request, repo_type, repo_id)
+        commit = repo.commits[self._resolve(repo, revision)]
+        path = path.strip("/")
+        prefix = f"{path}/" if path else ""
+        if path and path in commit.files:
+            raise HubError(400, f"{path} is a file, not a folder")
+        below = [p for p in commit.files if p.startswith(prefix)]
+        if path and not below:
+            raise _entry_not_found(path, revision, commit.id)
+        if request.flag("recursive"):
+            folders = {prefix + "/".join(p[len(prefix):].split("/")[:i]) for p in below
+                       for i in range(1, p[len(prefix):].count("/") + 1)}
+            paths = sorted(folders) + sorted(below)
+        else:
+            paths = sorted({prefix + p[len(prefix):].split("/")[0] for p in below})
+        expand = request.flag("expand")
+        return Response.json([self._entry_json(repo, commit, p, expand) for p in paths])
+
+    def _paths_info(self, request: Request, repo_type: str, repo_id: str, revision: str) -> Response:
+        repo = self._repo(request, repo_type, repo_id)
+        commit = repo.commits[self._resolve(repo, revision)]
+        if "json" in request.headers.get("Content-Type", ""):
+            payload = request.json()
+            paths, expand = payload.get("paths", []), bool(payload.get("expand"))
+        else:  # huggingface_hub posts a form: paths=a&paths=b&expand=False
+            form = parse_qs(request.body.decode())
+            paths, expand = form.get("paths", []), form.get("expand", ["false"])[-1].lower() in ("1", "true")
+        items = [self._entry_json(repo, commit, p.strip("/"), expand) for p in paths]
+        return Response.json([item for item in items if item is not None])
+
+    def _refs(self, request: Request, repo_type: str, repo_id: str) -> Response:
+        repo = self._repo(request, repo_type, repo_id)
+
+        def refs(kind: str, table: dict[str, str]) -> list[dict]:
+            return [{"name": n, "ref": f"refs/{kind}/{n}", "targetCommit": c} for n, c in sorted(table.items())]
+
+        data = {"branches": refs("heads", repo.branches), "converts": [], "tags": refs("tags", repo.tags)}
+        if request.flag("include_prs"):
+            data["pullRequests"] = [{"name": r, "ref": r, "targetCommit": c} for r, c in repo.pull_requests.items()]
+        return Response.json(data)
+
+    def _commits(self, request: Request, repo_type: str, repo_id: str, revision: str) -> Response:
+        repo = self._repo(request, repo_type, repo_id)
+        history = self._first_parent_history(repo, self._resolve(repo, revision))
+        return Response.json([
+            {"id": c.id, "title": c.title, "message": c.message, "date": c.date, "authors": [{"user": c.author}]}
+            for c in history
+        ])
+
+    def _resolve_file(self, request: Request, repo_type: str, repo_id: str, revision: str, path: str) -> Response:
+        repo = self._repo(request, repo_type, repo_id)
+        commit_id = self._resolve(repo, revision)
+        entry = repo.commits[commit_id].files.get(path)
+        if entry is None:
+            raise _entry_not_found(path, revision, commit_id)
+        headers = {
+            "X-Repo-Commit": commit_id, "ETag": f'"{entry.oid}"', "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+        }
+        if entry.is_lfs:  # The Hub's ETag for an LFS file is its sha256, sent as the linked etag.
+            headers.update({"X-Linked-Etag": f'"{entry.lfs_sha256}"', "X-Linked-Size": str(entry.size)})
+        start, end = 0, entry.size - 1
+        status = 200
+        range_header = request.headers.get("Range")
+        if range_header:
+            match = re.fullmatch(r"bytes=(\d*)-(\d*)", range_header.strip())
+            if match is None or match.groups() == ("", ""):
+                raise HubError(416, f"Invalid Range header: {range_header}", headers={"Content-Range": f"bytes */{entry.size}"})
+            first, last = match.groups()
+            if first:
+                start, end = int(first), min(int(last), entry.size - 1) if last else entry.size - 1
+            else:
+                start = max(entry.size - int(last), 0)
+            if start >= entry.size or start > end:
+                raise HubError(416, f"Range {range_header} is outside the file ({entry.size} bytes)",
+                               headers={"Content-Range": f"bytes */{entry.size}"})
+            status = 206
+            headers["Content-Range"] = f"bytes {start}-{end}/{entry.size}"
+        return Response(status, headers, file=self._content_path(entry), start=start, length=end - start + 1)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _create_branch(self, request: Request, repo_type: str, repo_id: str, branch: str) -> Response:
+        repo = self._repo(request, repo_type, repo_id, write=True)
+        if branch in repo.branches:
+            raise HubError(409, f"Reference already exists: branch {branch!r} in {repo_id}")
+        if not branch or branch.startswith("refs/") or not re.fullmatch(r"[A-Za-z0-9._/-]+", branch):
+            raise HubError(400, f"Invalid branch name {branch!r}")
+        start = request.json().get("startingPoint") or DEFAULT_BRANCH
+        repo.branches[branch] = self._resolve(repo, start)
+        self._save(repo)
+        return Response.json({})
+
+    def _create_tag(self, request: Request, repo_type: str, repo_id: str, revision: str) -> Response:
+        repo = self._repo(request, repo_type, repo_id, write=True)
+        tag = request.json().get("tag") or ""
+        if not tag or not re.fullmatch(r"[A-Za-z0-9._/-]+", tag):
+            raise HubError(400, f"Invalid tag name {tag!r}")
+        if tag in repo.tags:
+            raise HubError(409, f"Reference already exists: tag {tag!r} in {repo_id}")
+        repo.tags[tag] = self._resolve(repo, revision)
+        self._save(repo)
+        return Response.json({})
+
+    def _delete_ref(self, request: Request, repo_type: str, repo_id: str, kind: str, name: str) -> Response:
+        repo = self._repo(request, repo_type, repo_id, write=True)
+        table = repo.branches if kind == "branch" else repo.tags
+        if name not in table:
+            raise _revision_not_found(repo, name)
+        if kind == "branch" and name == DEFAULT_BRANCH:
+            raise HubError(403, f"Cannot delete the default branch {DEFAULT_BRANCH!r}")
+        del table[name]
+        self._save(repo)
+        return Response.json({})
+
+    def _branch_head(self, repo: Repo, revision: str) -> tuple[str, str]:
+        """(branch name, head commit) for a revision a commit may go on: a branch or a PR ref."""
+        name = revision[len("refs/heads/"):] if revision.startswith("refs/heads/") else revision
+        if name in repo.branches:
+            return name, repo.branches[name]
+        if name in repo.pull_requests:
+            return name, repo.pull_requests[name]
+        if name in repo.tags or name in repo.commits:
+            raise HubError(400, f"Cannot commit to {revision!r}: it is a tag or a commit, not a branch")
+        raise _revision_not_found(repo, revision)
+
+    def _preupload(self, request: Request, repo_type: str, repo_id: str, revision: str) -> Response:
+        repo = self._repo(request, repo_type, repo_id, write=True)
+        _, head = self._branch_head(repo, DEFAULT_BRANCH if request.flag("create_pr") else revision)
+        files = repo.commits[head].files
+        payload = request.json()
+        gitattributes = self._read(files[".gitattributes"]).decode() if ".gitattributes" in files else ""
+        lfs_patterns = _lfs_patterns(gitattributes)
+        ignore = [line.strip() for line in (payload.get("gitIgnore") or "").splitlines()
+                  if line.strip() and not line.startswith("#")]
+        answers = []
+        for item in payload.get("files", []):
+            path = _validate_path(item["path"])
+            sample = base64.b64decode(item.get("sample", ""))
+            is_lfs = _matches(path, lfs_patterns) or item.get("size", 0) >= LFS_SIZE_THRESHOLD or b"\0" in sample
+            existing = files.get(path)
+            oid = None
+            if existing is not None:  # what the client compares with its own hash to skip unchanged files
+                oid = existing.lfs_sha256 if is_lfs else (None if existing.is_lfs else existing.oid)
+            answers.append({"path": path, "uploadMode": "lfs" if is_lfs else "regular",
+                            "shouldIgnore": _matches(path, ignore), "oid": oid})
+        return Response.json({"files": answers, "commitOid": head})
+
+    def _commit(self, request: Request, repo_type: str, repo_id: str, revision: str) -> Response:
+        repo = self._repo(request, repo_type, repo_id, write=True)
+        user = self._require_user(request)
+        try:
+            lines = [json.loads(line) for line in request.body.decode().splitlines() if line.strip()]
+        except ValueError as err:
+            raise HubError(400, f"Commit payload is not valid NDJSON: {err}") from None
+        if not lines or lines[0].get("key") != "header":
+            raise HubError(400, "Commit payload must start with a header line")
+        header = lines[0]["value"]
+        create_pr = request.flag("create_pr")
+        branch, head = self._branch_head(repo, DEFAULT_BRANCH if create_pr else revision)
+        parent_commit = header.get("parentCommit")
+        if parent_commit and parent_commit != head:
+            raise HubError(412, f"A commit has happened since {parent_commit}: the head of {branch} is {head}")
+        files = dict(repo.commits[head].files)
+        for line in lines[1:]:
+            key, value = line.get("key"), line.get("value", {})
+            path = _validate_path(value.get("path", ""))
+            if key == "file":
+                try:
+                    content = base64.b64decode(value["content"], validate=True)
+                except (KeyError, binascii.Error):
+                    raise HubError(400, f"File {path}: content must be base64") from None
+                files[path] = FileEntry(size=len(content), oid=self._store_blob(content))
+            elif key == "lfsFile":
+                sha = value.get("oid", "")
+                obj = self.root / "lfs" / sha
+                if value.get("algo", "sha256") != "sha256" or not obj.is_file():
+                    raise HubError(422, f"LFS object {sha} for {path} was never uploaded: upload it before committing")
+                size = obj.stat().st_size
+                if value.get("size") not in (None, size):
+                    raise HubError(422, f"LFS object {sha} for {path} has {size} bytes, not {value['size']}")
+                pointer = lfs_pointer(sha, size)
+                files[path] = FileEntry(size=size, oid=git_blob_oid(pointer), lfs_sha256=sha, pointer_size=len(pointer))
+            elif key == "deletedFile":
+                if files.pop(path, None) is None:
+                    raise _entry_not_found(path, revision, head)
+            elif key == "deletedFolder":
+                inside = [p for p in files if p.startswith(path.rstrip("/") + "/")]
+                if not inside:
+                    raise _entry_not_found(path, revision, head)
+                for p in inside:
+                    del files[p]
+            else:
+                raise HubError(400, f"Unknown commit operation {key!r}")
+        now = _now()
+        commit_id = hashlib.sha1(f"{head}/{now}/{uuid.uuid4()}".encode()).hexdigest()
+        repo.commits[commit_id] = Commit(commit_id, [head], header.get("summary") or "", header.get("description") or "",
+                                         now, user, files)
+        data: dict[str, Any] = {"success": True, "commitOid": commit_id, "hookOutput": "",
+                                "commitUrl": f"{self._repo_url(repo_type, repo_id)}/commit/{commit_id}"}
+        if create_pr:
+            number = len(repo.pull_requests) + 1
+            repo.pull_requests[f"refs/pr/{number}"] = commit_id
+            data["pullRequestUrl"] = f"{self._repo_url(repo_type, repo_id)}/discussions/{number}"
+        else:
+            repo.branches[branch] = commit_id
+        self._save(repo)
+        return Response.json(data)
+
+    # -- Git LFS -------------------------------------------------------------------------------
+
+    def _lfs_batch(self, request: Request, repo_type: str, repo_id: str) -> Response:
+        self._repo(request, repo_type, repo_id, write=True)
+        payload = request.json()
+        if payload.get("operation") != "upload":
+            raise HubError(400, "The local hub's LFS batch API only supports the 'upload' operation")
+        objects = []
+        for obj in payload.get("objects", []):
+            sha, size = str(obj.get("oid", "")), obj.get("size")
+            if not re.fullmatch(r"[0-9a-f]{64}", sha) or not isinstance(size, int):
+                objects.append({"oid": sha, "size": size if isinstance(size, int) else 0,
+                                "error": {"code": 422, "message": "oid must be a sha256 and size an integer"}})
+                continue
+            answer: dict[str, Any] = {"oid": sha, "size": size, "authenticated": True}
+            stored = self.root / "lfs" / sha
+            if not (stored.is_file() and stored.stat().st_size == size):  # no "actions": already uploaded
+                ticket = secrets.token_urlsafe(16)
+                self._upload_tickets[ticket] = (sha, size)
+                prefix = "" if repo_type == "model" else f"{repo_type}s/"
+                answer["actions"] = {
+                    "upload": {"href": f"{self.endpoint}/lfs-upload/{ticket}"},
+                    "verify": {"href": f"{self.endpoint}/{prefix}{repo_id}.git/info/lfs/objects/verify"},
+                }
+            objects.append(answer)
+        return Response.json({"transfer": "basic", "objects": objects},
+                             headers={"Content-Type": "application/vnd.git-lfs+json"})
+
+    def _lfs_put(self, request: Request, ticket: str) -> Response:
+        # The ticket in the URL is the authorisation, as with the Hub's pre-signed storage URLs.
+        if ticket not in self._upload_tickets:
+            raise HubError(403, "Unknown or already used LFS upload URL")
+        sha, size = self._upload_tickets[ticket]
+        actual = hashlib.sha256(request.body).hexdigest()
+        if actual != sha or len(request.body) != size:
+            raise HubError(400, f"Uploaded content has sha256 {actual} and {len(request.body)} bytes; "
+                                f"expected {sha} and {size} bytes")
+        self._atomic_write(self.root / "lfs" / sha, request.body)
+        del self._upload_tickets[ticket]
+        return Response.json({})
+
+    def _lfs_verify(self, request: Request, repo_type: str, repo_id: str) -> Response:
+        self._repo(request, repo_type, repo_id, write=True)
+        payload = request.json()
+        stored = self.root / "lfs" / str(payload.get("oid", ""))
+        if not stored.is_file() or stored.stat().st_size != payload.get("size"):
+            raise HubError(404, f"LFS object {payload.get('oid')} of {payload.get('size')} bytes was not uploaded")
+        return Response.json({})
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP plumbing and the public server object.
+# ---------------------------------------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Turns HTTP/1.1 requests into `Request`s for `server.app` and writes back its `Response`."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive, as the client expects; every answer carries Content-Length
+    # Headers and body leave in separate writes: with Nagle's algorithm and the client's delayed ACK, each
+    # answer would wait ~40 ms.
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _serve(self) -> None:
+        split = urlsplit(self.path)
+        request = Request(
+            method=self.command,
+            segments=[unquote(s) for s in split.path.split("/")[1:] if s != ""],
+            query=parse_qs(split.query),
+            headers=self.headers,
+            body=self._read_body(),
+        )
+        try:
+            response = self.server.app.handle(request)
+        except HubError as err:
+            headers = {"X-Error-Message": err.message.encode("ascii", "replace").decode(), **err.headers}
+            if err.code:
+                headers["X-Error-Code"] = err.code
+            response = Response.json({"error": err.message, **err.body}, status=err.status, headers=headers)
+        except Exception as err:  # a bug here must reach the client as a 500, not a dropped connection
+            logger.exception("local hub: %s %s failed", self.command, split.path)
+            response = Response.json({"error": f"Local hub internal error: {type(err).__name__}: {err}"}, status=500)
+        self.send_response(response.status)
+        length = response.length if response.file is not None else len(response.body)
+        for name, value in {**response.headers, "Content-Length": str(length)}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        if response.file is None:
+            self.wfile.write(response.body)
+            return
+        with open(response.file, "rb") as f:
+            f.seek(response.start)
+            remaining = response.length
+            while remaining > 0:
+                chunk = f.read(min(remaining, 1 << 20))
+                if not chunk:
+                    break
+                self.wfile.write(chunk)
+                remaining -= len(chunk)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # Request lines only (never headers, so never a token), at debug level rather than on stderr.
+        logger.debug("local hub: " + format, *args)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a stuck client never keeps the interpreter alive
+    app: HubApp
+
+
+class LocalHub:
+    """A Hub-compatible HTTP server on 127.0.0.1, storing its repositories under `root_dir`.
+
+    Args:
+        root_dir: folder holding the repositories (created if missing; reused if it has some).
+        token: the write token (`Authorization: Bearer <token>`); a random one if None.
+        user: the account the token belongs to; repos are created under this namespace by default.
+        orgs: organisations `user` may also create repositories in.
+        port: 0 picks a free port; `endpoint` tells which.
+
+    Use as a context manager (or `start()` / `stop()`); the server runs in a daemon thread.
+    """
+
+    def __init__(
+        self,
+        root_dir: str | os.PathLike,
+        *,
+        token: str | None = None,
+        user: str = "local-user",
+        orgs: tuple[str, ...] = (),
+        port: int = 0,
+    ):
+        if not _REPO_NAME.match(user):
+            raise ValueError(f"Invalid user name {user!r}: letters, digits, '-', '_', '.'")
+        self.root_dir = Path(root_dir)
+        self.token = token if token is not None else "hf_local_" + secrets.token_hex(16)
+        self.user = user
+        self.app = HubApp(self.root_dir, {self.token: user}, {user: list(orgs)})
+        self._port = port
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def endpoint(self) -> str:
+        if self._server is None:
+            raise RuntimeError("LocalHub is not running: call start() or use it in a `with` block")
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def environment(self) -> dict[str, str]:
+        """The variables that point huggingface_hub at this server (read when it is imported)."""
+        return {"HF_ENDPOINT": self.endpoint, "HF_TOKEN": self.token, "HF_HUB_DISABLE_XET": "1"}
+
+    def start(self) -> LocalHub:
+        if self._server is not None:
+            return self
+        self._server = _Server(("127.0.0.1", self._port), _Handler)
+        self._server.app = self.app
+        self.app.endpoint = self.endpoint
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="local-hub", daemon=True)
+        self._thread.start()
+        logger.info("local hub serving %s at %s", self.root_dir, self.endpoint)
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        assert self._thread is not None
+        self._thread.join()
+        self._server = self._thread = None
+
+    def __enter__(self) -> LocalHub:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def repo_files(self, repo_id: str, revision: str = DEFAULT_BRANCH, repo_type: str = "model") -> dict[str, bytes]:
+        """Contents of every file of a repo at a revision: for tests and demos that inspect what was pushed."""
+        with self.app._lock:
+            repo = self.app.repos.get((repo_type, repo_id))
+            if repo is None:
+                raise KeyError(f"No {repo_type} repository {repo_id!r} on this local hub")
+            files = repo.commits[self.app._resolve(repo, revision)].files  # never mutated: commits make new dicts
+        return {path: self.app._read(entry) for path, entry in files.items()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m modeling_minibert.local_hub ROOT`: serve a folder until interrupted."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("root_dir", help="folder holding the repositories")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--user", default="local-user", help="account name the token belongs to")
+    args = parser.parse_args(argv)
+    with LocalHub(args.root_dir, port=args.port, user=args.user) as hub:
+        print("Local hub running. Set these before importing huggingface_hub or transformers:")
+        for name, value in hub.environment().items():
+            print(f"  export {name}={quote(value, safe=':/._-')}")
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
