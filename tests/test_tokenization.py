@@ -150,6 +150,16 @@ def test_load_tokenizer_gives_identical_tokenizer(trained):
     assert from_vocab_txt.backend_tokenizer.to_str() == tokenizer.backend_tokenizer.to_str()
 
 
+def test_added_tokens_survive_a_round_trip(trained, tmp_path):
+    tokenizer = load_tokenizer(trained[1])
+    tokenizer.add_tokens(["<ent>"])
+    save_tokenizer(tokenizer, tmp_path / "tok")
+    assert len((tmp_path / "tok" / "vocab.txt").read_text(encoding="utf-8").split("\n")) - 1 == len(tokenizer) - 1
+    reloaded = load_tokenizer(tmp_path / "tok")
+    assert reloaded("an <ent> here")["input_ids"] == tokenizer("an <ent> here")["input_ids"]
+    assert reloaded.convert_ids_to_tokens(len(tokenizer) - 1) == "<ent>"
+
+
 FRESH_PROCESS_SCRIPT = r"""
 import json, sys
 # Make sure nothing from the project can be imported: the folder alone must suffice.
@@ -198,6 +208,20 @@ def test_training_is_reproducible(corpus, trained):
     # tokenizers alone gives a different vocabulary on each run (huggingface/tokenizers#1794).
     again = train_tokenizer(corpus, vocab_size=VOCAB_SIZE, show_progress=False)
     assert again.get_vocab() == trained[0].get_vocab()
+
+
+def test_datasets_column_and_pickling(corpus, trained):
+    import pickle
+
+    import datasets
+
+    column = datasets.Dataset.from_dict({"text": corpus})["text"]  # re-iterable: two passes, reproducible
+    from_column = train_tokenizer(column, vocab_size=VOCAB_SIZE, show_progress=False)
+    assert from_column.get_vocab() == trained[0].get_vocab()
+    # datasets.map(num_proc=...) and Trainer's dataloader workers pickle the tokenizer.
+    clone = pickle.loads(pickle.dumps(from_column))
+    assert type(clone) is BertTokenizerFast
+    assert clone(VARIED_TEXTS)["input_ids"] == trained[0](VARIED_TEXTS)["input_ids"]
 
 
 def test_vocab_size_is_respected_by_tiny_vocabularies(corpus):

@@ -80,7 +80,8 @@ class BertTokenizerFast(transformers.BertTokenizer):
     """
 
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str]:
-        vocab = self.get_vocab()
+        # The WordPiece vocabulary only: tokens added later (`add_tokens`) live in tokenizer.json, as in BERT.
+        vocab = self.backend_tokenizer.get_vocab(with_added_tokens=False)
         tokens = sorted(vocab, key=vocab.__getitem__)
         # vocab.txt stores ids implicitly as line numbers: refuse to write a file that would renumber them.
         if [vocab[t] for t in tokens] != list(range(len(tokens))):
