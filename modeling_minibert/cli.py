@@ -14,6 +14,7 @@ import sys
 JOB_MODULES = [
     "tokenization.training",
     "modeling_minibert.convert_bert",
+    "modeling_minibert.export_onnx",
     "modeling_minibert.hub",
 ]
 

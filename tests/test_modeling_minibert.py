@@ -336,3 +336,29 @@ def test_bad_input_raises_value_error_naming_value_and_limit(change, message):
     change(inputs)
     with pytest.raises(ValueError, match=message):
         model(**inputs)
+
+
+def test_torch_compile_gives_the_same_outputs():
+    """One graph for inference (no breaks), and the same training loss and gradients when compiled.
+
+    The aot_eager backend traces exactly what inductor would compile, without minutes of C++ builds;
+    benchmarks/bench_model.py --compile measures inductor itself."""
+    model = modeling_minibert.MiniBertForMaskedLM(
+        MiniBertConfig(**TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    )
+    inputs = head_inputs("ForMaskedLM", TINY["vocab_size"])
+    keep = inputs["attention_mask"].bool()
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    with torch.no_grad():
+        features = {k: v for k, v in inputs.items() if k != "labels"}
+        torch.testing.assert_close(compiled.eval()(**features).logits[keep], model.eval()(**features).logits[keep])
+
+    eager_loss = model.train()(**inputs).loss
+    eager_loss.backward()
+    eager_grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    compiled_loss = torch.compile(model, backend="aot_eager")(**inputs).loss
+    compiled_loss.backward()
+    torch.testing.assert_close(compiled_loss, eager_loss)
+    for name, grad in eager_grads.items():
+        torch.testing.assert_close(model.get_parameter(name).grad, grad, atol=1e-5, rtol=1e-4, msg=name)

@@ -1,0 +1,234 @@
+"""Mini-BERT against transformers' BERT: same config, same weights, same batches.
+
+Reports inference (`BertModel` vs `MiniBertModel`) and training-step (`BertForPreTraining` vs
+`MiniBertForPreTraining`: forward, backward, AdamW step) throughput in real (non-pad) tokens per second, on
+mixed-length batches (lengths uniform in 8..T) and full-length batches, at the Mini-BERT config (T=64, batch 64)
+and at BERT-base size (T=128, batch 32); the peak memory a step adds; the ratio to transformers; and the share
+of this machine's measured matmul FLOP/s that the useful work reaches. On CUDA (when present) it runs in bf16.
+
+Each measurement runs in its own process so that peak memory is that run's alone.
+
+    python benchmarks/bench_model.py                 # everything, a table + benchmarks/results/model.json
+    python benchmarks/bench_model.py --sizes mini    # the Mini-BERT config only
+    python benchmarks/bench_model.py --compile       # also torch.compile'd Mini-BERT
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SIZES = {
+    "mini": dict(
+        config=dict(vocab_size=8192, hidden_size=192, num_hidden_layers=3, num_attention_heads=4,
+                    intermediate_size=768, max_position_embeddings=64),
+        seq_len=64, batch_size=64,
+    ),
+    "base": dict(
+        config=dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                    intermediate_size=3072, max_position_embeddings=512),
+        seq_len=128, batch_size=32,
+    ),
+}
+MLM_PROBABILITY = 0.15
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def make_batch(batch_size: int, seq_len: int, vocab_size: int, mixed: bool, seed: int = 0) -> dict:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    if mixed:
+        lengths = torch.randint(8, seq_len + 1, (batch_size,), generator=g)
+    else:
+        lengths = torch.full((batch_size,), seq_len)
+    mask = (torch.arange(seq_len)[None] < lengths[:, None]).long()
+    ids = torch.randint(5, vocab_size, (batch_size, seq_len), generator=g) * mask
+    types = (torch.arange(seq_len)[None] >= (lengths // 2)[:, None]).long() * mask
+    picked = (torch.rand(ids.shape, generator=g) < MLM_PROBABILITY) & mask.bool()
+    labels = torch.where(picked, ids, -100)
+    nsp = torch.randint(0, 2, (batch_size,), generator=g)
+    return dict(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels, next_sentence_label=nsp)
+
+
+def useful_flops(config: dict, batch: dict, training: bool) -> float:
+    """FLOPs the task needs: the encoder on real tokens (attention within each sequence), and in training the
+    MLM head on labelled tokens; x3 for forward + backward. Counted the same for both implementations."""
+    h, i, n_layers, v = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"], config["vocab_size"]
+    lengths = batch["attention_mask"].sum(1).double()
+    tokens = float(lengths.sum())
+    dense = 2 * tokens * n_layers * (4 * h * h + 2 * h * i)
+    attention = 2 * 2 * n_layers * h * float((lengths**2).sum())
+    flops = dense + attention
+    if training:
+        masked = float((batch["labels"] != -100).sum())
+        flops = 3 * (flops + 2 * masked * (h * h + h * v))
+    return flops
+
+
+def matmul_flops_per_second(device: str) -> float:
+    import torch
+
+    n = 2048 if device == "cuda" else 1024
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    best = float("inf")
+    for _ in range(5):
+        sync(device)
+        start = time.perf_counter()
+        for _ in range(10):
+            a @ b
+        sync(device)
+        best = min(best, (time.perf_counter() - start) / 10)
+    return 2 * n**3 / best
+
+
+def sync(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(impl: str, size: str, mode: str, mixed: bool, device: str, steps: int, compile_model: bool) -> dict:
+    """One measurement, in this process: tokens/s, peak memory added by the steps, useful FLOP/s."""
+    import torch
+    import transformers
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import modeling_minibert
+
+    torch.manual_seed(0)
+    spec = SIZES[size]
+    head = "Model" if mode == "inference" else "ForPreTraining"
+    bert = getattr(transformers, f"Bert{head}")(transformers.BertConfig(**spec["config"], attn_implementation="sdpa"))
+    if impl == "transformers":
+        model = bert
+    else:
+        model = getattr(modeling_minibert, f"MiniBert{head}")(modeling_minibert.MiniBertConfig(**spec["config"]))
+        model.load_state_dict({k: v for k, v in bert.state_dict().items() if k != "cls.predictions.decoder.bias"})
+        del bert
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    model.to(device=device, dtype=dtype)
+    if compile_model:
+        model = torch.compile(model)
+    batch = make_batch(spec["batch_size"], spec["seq_len"], spec["config"]["vocab_size"], mixed)
+    batch = {k: v.to(device) for k, v in batch.items()}
+    real_tokens = int(batch["attention_mask"].sum())
+
+    if mode == "inference":
+        model.eval()
+        inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+
+        def step():
+            with torch.inference_mode():
+                model(**inputs)
+    else:
+        model.train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+        def step():
+            model(**batch).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    else:
+        base = rss_bytes()
+    warmup = 3 if compile_model else 2
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        sync(device)
+        start = time.perf_counter()
+        step()
+        sync(device)
+        times.append(time.perf_counter() - start)
+    if device == "cuda":
+        peak = torch.cuda.max_memory_allocated() - base
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+    seconds = sorted(times)[len(times) // 2]  # the median step: robust to a stray slow one
+    return dict(
+        tokens_per_second=real_tokens / seconds,
+        step_seconds=seconds,
+        peak_memory_mb=max(peak, 0) / 2**20,
+        useful_flops_per_second=useful_flops(spec["config"], batch, mode == "training") / seconds,
+    )
+
+
+def run_in_subprocess(**kwargs) -> dict:
+    args = [sys.executable, __file__, "--one", json.dumps(kwargs)]
+    result = subprocess.run(args, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"measurement {kwargs} failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--modes", nargs="+", default=["inference", "training"], choices=["inference", "training"])
+    parser.add_argument("--steps", type=int, default=7, help="timed steps per measurement (median reported)")
+    parser.add_argument("--compile", action="store_true", help="also measure torch.compile'd Mini-BERT")
+    parser.add_argument("--output", default=str(Path(__file__).parent / "results" / "model.json"))
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure(**json.loads(args.one))))
+        return
+
+    import torch
+    from tqdm import tqdm
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    peak_matmul = matmul_flops_per_second(device)
+    impls = ["transformers", "minibert"] + (["minibert+compile"] if args.compile else [])
+    jobs = [(s, m, mixed, i) for s in args.sizes for m in args.modes for mixed in (True, False) for i in impls]
+    rows = []
+    for size, mode, mixed, impl in tqdm(jobs, desc="measuring", unit="run"):
+        steps = args.steps if size == "mini" else max(3, args.steps // 2)
+        result = run_in_subprocess(
+            impl=impl.split("+")[0], size=size, mode=mode, mixed=mixed, device=device, steps=steps,
+            compile_model=impl.endswith("+compile"),
+        )
+        rows.append(dict(size=size, mode=mode, batch="mixed" if mixed else "full", impl=impl, **result))
+    for row in rows:
+        ref = next(r for r in rows if r["impl"] == "transformers" and all(r[k] == row[k] for k in ("size", "mode", "batch")))
+        row["speedup"] = row["tokens_per_second"] / ref["tokens_per_second"]
+        row["memory_ratio"] = row["peak_memory_mb"] / max(ref["peak_memory_mb"], 1e-9)
+        row["matmul_share"] = row["useful_flops_per_second"] / peak_matmul
+
+    header = f"{'size':5} {'mode':9} {'batch':5} {'impl':17} {'tokens/s':>10} {'x HF':>6} {'peak MB':>8} {'mem x':>6} {'matmul %':>8}"
+    lines = [f"device: {device}, threads: {torch.get_num_threads()}, matmul peak: {peak_matmul / 1e9:.1f} GFLOP/s", header]
+    for r in rows:
+        lines.append(
+            f"{r['size']:5} {r['mode']:9} {r['batch']:5} {r['impl']:17} {r['tokens_per_second']:10.0f} "
+            f"{r['speedup']:6.2f} {r['peak_memory_mb']:8.0f} {r['memory_ratio']:6.2f} {100 * r['matmul_share']:7.1f}%"
+        )
+    print("\n".join(lines))
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_suffix(".tmp")
+    tmp.write_text(json.dumps(dict(device=device, matmul_flops_per_second=peak_matmul, rows=rows), indent=2))
+    os.replace(tmp, output)
+    print(f"wrote {output}")
+
+
+if __name__ == "__main__":
+    main()

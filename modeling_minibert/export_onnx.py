@@ -1,0 +1,140 @@
+"""Export a saved Mini-BERT (base model or any head) to ONNX with dynamic batch and sequence axes.
+
+The export traces the padded encoder (unpadding is data-dependent and stays in PyTorch); the exported graph is
+checked against PyTorch with onnxruntime when it is installed (`pip install minibert[onnx]`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+from . import AUTO_CLASSES
+from .modeling_minibert import MiniBertConfig, MiniBertPreTrainedModel
+
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+TOLERANCE = 1e-4
+
+
+class _TupleOutputs(torch.nn.Module):
+    """ONNX wants positional tensor outputs, not a ModelOutput."""
+
+    def __init__(self, model: MiniBertPreTrainedModel):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        return tuple(
+            self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, return_dict=False)
+        )
+
+
+def load_for_export(folder: str | os.PathLike, head: str | None = None) -> MiniBertPreTrainedModel:
+    """The folder's own head (from its `architectures`), or `head` ('MiniBertModel', 'MiniBertForMaskedLM', ...)."""
+    config = MiniBertConfig.from_pretrained(folder)
+    name = head or (config.architectures or ["MiniBertModel"])[0]
+    model_class = next((m for m in AUTO_CLASSES.values() if m.__name__ == name), None)
+    if model_class is None:
+        raise ValueError(f"unknown head {name!r}; choose one of {', '.join(m.__name__ for m in AUTO_CLASSES.values())}")
+    return model_class.from_pretrained(folder).eval()
+
+
+def example_inputs(config: MiniBertConfig, batch_size: int, seq_len: int, choices: int | None, seed: int = 0):
+    """Random ids with one padded row, and two segments; (B, T), or (B, C, T) for multiple choice."""
+    g = torch.Generator().manual_seed(seed)
+    shape = (batch_size, choices, seq_len) if choices else (batch_size, seq_len)
+    ids = torch.randint(0, config.vocab_size, shape, generator=g)
+    mask = torch.ones_like(ids)
+    mask[-1, ..., seq_len // 2 :] = 0
+    types = torch.zeros_like(ids)
+    types[..., seq_len // 2 :] = 1
+    return ids, mask, types
+
+
+def export_onnx(
+    folder: str | os.PathLike, output: str | os.PathLike, head: str | None = None, verify: bool = True
+) -> Path:
+    """Write `output` (.onnx) for the model in `folder`; with `verify`, compare onnxruntime to PyTorch.
+
+    Returns the output path. Raises ValueError when the exported graph disagrees beyond 1e-4.
+    """
+    model = load_for_export(folder, head)
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    choices = 2 if type(model).__name__ == "MiniBertForMultipleChoice" else None
+    seq_len = min(16, model.config.max_position_embeddings)
+    inputs = example_inputs(model.config, 2, seq_len, choices)
+    with torch.no_grad():
+        output_names = [k for k, v in model(*inputs[:2], token_type_ids=inputs[2]).items() if v is not None]
+    batch = torch.export.Dim("batch")
+    sequence = torch.export.Dim("sequence", max=model.config.max_position_embeddings)
+    axes = {0: batch, 2: sequence} if choices else {0: batch, 1: sequence}
+    if choices:
+        axes[1] = torch.export.Dim("choice")
+    with tempfile.TemporaryDirectory(dir=output.parent, prefix=".export-") as staging:
+        staged = Path(staging) / output.name
+        torch.onnx.export(
+            _TupleOutputs(model),
+            inputs,
+            staged,
+            dynamo=True,
+            input_names=list(INPUT_NAMES),
+            output_names=output_names,
+            dynamic_shapes={name: axes for name in INPUT_NAMES},
+            # One self-contained file unless protobuf's 2 GB limit forces weights into a side file.
+            external_data=model.num_parameters() * 4 > 1.5 * 2**30,
+            verbose=False,
+        )
+        if verify:
+            verify_onnx(model, staged, choices)
+        for file in Path(staging).iterdir():  # the .onnx and, for large models, its .onnx.data
+            os.replace(file, output.parent / file.name)
+    return output
+
+
+def verify_onnx(model: MiniBertPreTrainedModel, path: Path, choices: int | None) -> float:
+    """Run onnxruntime and PyTorch on a batch of another shape than the export's; return the largest difference.
+
+    Compared at real tokens only: positions that are padding carry no meaning (and PyTorch's unpadded encoder
+    leaves them at zero).
+    """
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    seq_len = min(11, model.config.max_position_embeddings)
+    ids, mask, types = example_inputs(model.config, 3, seq_len, choices, seed=1)
+    got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "token_type_ids": types.numpy()})
+    with torch.no_grad():
+        expected = [v for v in model(ids, attention_mask=mask, token_type_ids=types).values() if v is not None]
+    keep = mask.bool().flatten(0, -2) if choices else mask.bool()
+    worst = 0.0
+    for name, e, g in zip(session.get_outputs(), expected, got):
+        g = torch.from_numpy(g)
+        if e.dim() >= 2 and e.shape[:2] == keep.shape:
+            e, g = e[keep], g[keep]
+        worst = max(worst, float((e - g).abs().max()))
+        if worst > TOLERANCE:
+            raise ValueError(f"{path}: output {name.name} differs from PyTorch by {worst:.2e} (> {TOLERANCE})")
+    return worst
+
+
+def _run_cli(args: argparse.Namespace) -> None:
+    path = export_onnx(args.folder, args.output, head=args.head, verify=not args.no_verify)
+    print(f"wrote {path}")
+
+
+def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "export-onnx",
+        help="export a saved model to ONNX (dynamic batch and sequence axes)",
+        description="Export the model in FOLDER (its own head, or --head) to ONNX and check it with onnxruntime.",
+    )
+    parser.add_argument("folder", help="a saved Mini-BERT folder")
+    parser.add_argument("output", help="the .onnx file to write")
+    parser.add_argument("--head", help="class to export instead of the folder's own, e.g. MiniBertModel")
+    parser.add_argument("--no-verify", action="store_true", help="skip the onnxruntime comparison")
+    parser.set_defaults(func=_run_cli)
