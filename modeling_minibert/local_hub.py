@@ -5,8 +5,12 @@ intercept it; the dependable way to exercise `push_to_hub` / `from_pretrained` o
 server speaking the Hub's API. `LocalHub` is that server: threaded, on 127.0.0.1, storing its
 repositories in a folder so a demo's pushes survive a restart.
 
-    with LocalHub("hub-data") as hub:          # set these before importing huggingface_hub:
-        print(hub.endpoint, hub.token)         # HF_ENDPOINT, HF_TOKEN, HF_HUB_DISABLE_XET=1
+    with LocalHub("hub-data") as hub:
+        env = hub.environment()    # HF_ENDPOINT, HF_TOKEN, HF_HUB_DISABLE_XET=1: for a fresh process, or
+        hub.configure_clients()    # point this process's huggingface_hub and transformers here
+        model.push_to_hub("my-model")          # -> local-user/my-model
+
+or, from a shell: `python -m modeling_minibert.local_hub hub-data` (prints the variables to export).
 
 What it stores, under `root_dir`:
   - `repos/{type}/{namespace}/{name}.json`: branches, tags, pull-request refs and commits; each
@@ -44,6 +48,7 @@ import os
 import re
 import secrets
 import struct
+import sys
 import tempfile
 import threading
 import uuid
@@ -957,6 +962,7 @@ class LocalHub:
         self._port = port
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._saved_settings: list[tuple[Any, str, Any]] | None = None  # what configure_clients() replaced
 
     @property
     def endpoint(self) -> str:
@@ -968,6 +974,48 @@ class LocalHub:
     def environment(self) -> dict[str, str]:
         """The variables that point huggingface_hub at this server (read when it is imported)."""
         return {"HF_ENDPOINT": self.endpoint, "HF_TOKEN": self.token, "HF_HUB_DISABLE_XET": "1"}
+
+    def configure_clients(self) -> None:
+        """Point this process's huggingface_hub and transformers at this server, even if already imported.
+
+        Setting `environment()` before the first import is the documented way; a notebook that imported
+        transformers first can call this instead. It sets the environment (for subprocesses too) and the
+        settings huggingface_hub copied from it at import; `stop()` puts everything back.
+        """
+        if self._saved_settings is not None:
+            return
+        saved: list[tuple[Any, str, Any]] = []
+
+        def replace(owner: Any, name: str, value: Any) -> None:
+            saved.append((owner, name, getattr(owner, name)))
+            setattr(owner, name, value)
+
+        for name, value in self.environment().items():
+            saved.append((os.environ, name, os.environ.get(name)))
+            os.environ[name] = value
+        constants = sys.modules.get("huggingface_hub.constants")
+        if constants is not None:
+            replace(constants, "ENDPOINT", self.endpoint)
+            replace(constants, "HUGGINGFACE_CO_URL_TEMPLATE", self.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+            replace(constants, "HF_HUB_DISABLE_XET", True)  # this server speaks plain LFS
+        hf_api = sys.modules.get("huggingface_hub.hf_api")
+        if hf_api is not None:  # the default client behind huggingface_hub's module-level functions
+            replace(hf_api.api, "endpoint", self.endpoint)
+        transformers_hub = sys.modules.get("transformers.utils.hub")
+        if transformers_hub is not None:  # transformers' shared client, made on first use
+            replace(transformers_hub, "_hf_api", None)
+        self._saved_settings = saved
+
+    def _restore_clients(self) -> None:
+        for owner, name, value in reversed(self._saved_settings or []):
+            if owner is os.environ:
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            else:
+                setattr(owner, name, value)
+        self._saved_settings = None
 
     def start(self) -> LocalHub:
         if self._server is not None:
@@ -981,6 +1029,7 @@ class LocalHub:
         return self
 
     def stop(self) -> None:
+        self._restore_clients()
         if self._server is None:
             return
         self._server.shutdown()

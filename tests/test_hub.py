@@ -47,7 +47,7 @@ PUSH = r"""
 import json, sys
 import torch
 from huggingface_hub import HfApi
-from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
+from transformers import DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
 
 from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForSequenceClassification
 from modeling_minibert.cli import main as cli_main
@@ -117,6 +117,14 @@ trainer = Trainer(
     data_collator=DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.3), processing_class=tokenizer,
     callbacks=[PushCustomCodeCallback()],
 )
+
+class WaitForPush(TrainerCallback):
+    # Trainer uploads output_dir in the background while training goes on; the next save can replace the weights
+    # before the upload has read them. Waiting at each save makes "step 2" hold step 2's weights, to compare below.
+    def on_save(self, args, state, control, **kwargs):
+        trainer._finish_current_push()
+
+trainer.add_callback(WaitForPush())
 trainer.train()
 trainer.push_to_hub()
 out["fp"]["trainer_step2"] = fingerprint(MiniBertForMaskedLM.from_pretrained("trainer-out/checkpoint-2"))
@@ -467,6 +475,7 @@ finally:
     api.delete_repo(repo, missing_ok=True)
 """
     env = clean_env(HF_HOME=str(tmp_path / "home"), HF_HUB_OFFLINE="0", HF_TOKEN=os.environ["HF_TOKEN"])
+    env.update({k: os.environ[k] for k in ("HF_ENDPOINT", "HF_HUB_DISABLE_XET") if k in os.environ})  # e.g. staging
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.strip().splitlines()[-1])["params"] == model.num_parameters()

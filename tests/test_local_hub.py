@@ -290,3 +290,18 @@ def test_bad_arguments(tmp_path):
         LocalHub(tmp_path, user="a b")
     with pytest.raises(RuntimeError, match="LocalHub is not running"):
         LocalHub(tmp_path).endpoint
+
+
+def test_configure_clients_points_this_process_here_and_back(hub, tmp_path):
+    # For notebooks that imported transformers before starting the hub: module-level functions, no endpoint=.
+    import huggingface_hub
+
+    before = (constants.ENDPOINT, os.environ.get("HF_ENDPOINT"), os.environ.get("HF_TOKEN"))
+    hub.configure_clients()
+    assert os.environ["HF_ENDPOINT"] == hub.endpoint and os.environ["HF_TOKEN"] == TOKEN
+    huggingface_hub.create_repo("configured")
+    huggingface_hub.upload_file(path_or_fileobj=b"{}", path_in_repo="config.json", repo_id="alice/configured")
+    assert open(huggingface_hub.hf_hub_download("alice/configured", "config.json", cache_dir=tmp_path)).read() == "{}"
+    hub.stop()
+    assert (constants.ENDPOINT, os.environ.get("HF_ENDPOINT"), os.environ.get("HF_TOKEN")) == before
+    assert huggingface_hub.hf_api.api.endpoint == constants.ENDPOINT
