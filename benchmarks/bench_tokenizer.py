@@ -7,7 +7,7 @@ sentences, for three tokenizers sharing one vocab.txt:
   - ours: `tokenization.train_tokenizer`'s result (transformers' fast BERT tokenizer, Rust `tokenizers`),
   - transformers `BertTokenizer`: in transformers 5 this is the fast, `tokenizers`-backed class,
   - transformers `BertTokenizerLegacy`: the pure-Python BERT tokenizer (v4's slow `BertTokenizer`),
-each called on the whole batch and one sentence at a time; the best of `--repeats` runs counts.
+each called on the whole batch and one sentence at a time; the best of `--repeats` interleaved rounds counts.
 Prints a table; writes benchmarks/results/bench_tokenizer.json and a bar chart bench_tokenizer.png.
 """
 
@@ -66,13 +66,19 @@ def sentences(articles: list[str], n: int) -> list[str]:
     return out[:n]
 
 
-def best_time(fn, repeats: int) -> float:
-    times = []
+def best_times(cases: dict, repeats: int) -> dict[str, float]:
+    """Best wall time of each case over `repeats` rounds, the cases interleaved within each round.
+
+    Interleaving matters on a shared machine: a burst of load from another process then hits every case
+    alike instead of whichever happened to run during it.
+    """
+    best = dict.fromkeys(cases, float("inf"))
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
 def bench_training(articles: list[str], vocab_size: int, repeats: int) -> list[dict]:
@@ -93,8 +99,7 @@ def bench_training(articles: list[str], vocab_size: int, repeats: int) -> list[d
             "train_tokenizer(file)": lambda: train_tokenizer([corpus_file], vocab_size=vocab_size, show_progress=False),
             "tokenizers alone (1 pass, not reproducible)": tokenizers_alone,
         }
-        for name, fn in cases.items():
-            seconds = best_time(fn, repeats)
+        for name, seconds in best_times(cases, repeats).items():
             rows.append({"case": name, "megabytes": megabytes, "seconds": seconds, "mb_per_s": megabytes / seconds})
     return rows
 
@@ -116,11 +121,14 @@ def bench_encoding(articles: list[str], n_sentences: int, vocab_size: int, repea
             if tok(texts)["input_ids"] != reference:
                 raise SystemExit(f"{name} disagrees with ours on the benchmark sentences")
     n_tokens = sum(len(ids) for ids in reference)
-    rows = []
+    cases = {}
     for name, tok in contenders.items():
-        for mode, fn in (("batch", lambda: tok(texts)), ("one by one", lambda: [tok(t) for t in texts])):
-            seconds = best_time(fn, repeats)
-            rows.append({"tokenizer": name, "mode": mode, "seconds": seconds, "tokens_per_s": n_tokens / seconds})
+        cases[(name, "batch")] = lambda tok=tok: tok(texts)
+        cases[(name, "one by one")] = lambda tok=tok: [tok(t) for t in texts]
+    rows = [
+        {"tokenizer": name, "mode": mode, "seconds": seconds, "tokens_per_s": n_tokens / seconds}
+        for (name, mode), seconds in best_times(cases, repeats).items()
+    ]
     for row in rows:
         same_mode = {r["tokenizer"]: r["tokens_per_s"] for r in rows if r["mode"] == row["mode"]}
         row["x_bert_tokenizer"] = row["tokens_per_s"] / same_mode["transformers BertTokenizer (fast)"]
