@@ -1,0 +1,71 @@
+"""The notebooks in `notebooks/` run top to bottom, offline, and are committed without outputs.
+
+Each notebook is executed with nbclient in a fresh kernel of this interpreter, with its working directory in
+a temporary folder, so nothing lands in the repository. The notebooks hold their own assertions (shapes,
+parameter counts, outputs before and after a push, ...): a failing assertion fails the cell, and the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from conftest import REPO
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+EXPECTED = ["01_architecture.ipynb"]
+CELL_TIMEOUT = 300  # seconds; a generous ceiling for a loaded machine, not a speed check
+
+
+def kernel_spec_dir(root: Path) -> Path:
+    """A `python3` kernel spec that starts this very interpreter (the venv's), whatever else is installed."""
+    spec = root / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (test)",
+        "language": "python",
+    }))
+    return root
+
+
+def test_notebooks_exist():
+    assert [path.name for path in NOTEBOOKS] == EXPECTED
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
+def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    code_cells = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert code_cells, f"{path.name} has no code"
+    for cell in code_cells:
+        assert cell.outputs == [] and cell.execution_count is None, f"{path.name} is committed with outputs"
+
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    # The kernel inherits this environment: the repository importable from the temporary working directory,
+    # a private Hugging Face cache, and our interpreter as the `python3` kernel.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("JUPYTER_PATH", str(kernel_spec_dir(tmp_path / "jupyter")))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    before = sorted(p.name for p in (REPO / "notebooks").iterdir())
+
+    client = NotebookClient(
+        nb, kernel_name="python3", timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(workdir)}}
+    )
+    client.execute()  # raises CellExecutionError, with the cell and its traceback, if any cell fails
+
+    outputs = [output for cell in nb.cells if cell.cell_type == "code" for output in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    if not path.name.startswith("05_"):  # every notebook but the Hub one shows its results as plots
+        assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name} drew no figure"
+    assert sorted(p.name for p in (REPO / "notebooks").iterdir()) == before
