@@ -25,8 +25,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2  # huggingface_hub's HTTP client: its errors are the Hub's and the network's
 from huggingface_hub import CommitInfo, HfApi, ModelCard, ModelCardData, get_token
-from huggingface_hub.errors import HfHubHTTPError, LocalTokenNotFoundError
+from huggingface_hub.errors import LocalTokenNotFoundError
 from huggingface_hub.utils import filter_repo_objects, validate_repo_id
 from safetensors import safe_open
 from transformers import TrainerCallback
@@ -267,11 +268,23 @@ def _scrub(err: BaseException, token: str) -> None:
                     pass
         if hasattr(err, "__notes__"):
             err.__notes__ = [n.replace(token, REDACTED) for n in err.__notes__]
-        request = getattr(err, "request", None)
-        headers = getattr(request, "headers", None)
-        if headers is not None and "authorization" in headers:
-            headers["authorization"] = f"Bearer {REDACTED}"
+        for request in _requests_of(err):
+            if "authorization" in request.headers:
+                request.headers["authorization"] = f"Bearer {REDACTED}"
         err = err.__cause__ or err.__context__
+
+
+def _requests_of(err: BaseException) -> list:
+    """The HTTP requests an httpx-style error carries (its `.request` property raises when unset)."""
+    requests = []
+    for owner in (err, getattr(err, "response", None)):
+        try:
+            request = owner.request  # type: ignore[union-attr]
+        except Exception:
+            continue
+        if request is not None and hasattr(request, "headers") and request not in requests:
+            requests.append(request)
+    return requests
 
 
 @contextlib.contextmanager
@@ -446,8 +459,8 @@ def run_cli(args: argparse.Namespace) -> int:
             token=args.token,
             allow_pickle=args.allow_pickle,
         )
-    except (HfHubHTTPError, LocalTokenNotFoundError) as err:
-        # The Hub's answer (already free of the token) is the useful part; a traceback is not.
+    except (httpx2.HTTPError, LocalTokenNotFoundError) as err:
+        # The Hub's answer or the network error (already free of the token) is the useful part; a traceback is not.
         print(f"minibert push: error: {err}", file=sys.stderr)
         return 1
     print(info.commit_url)

@@ -47,6 +47,7 @@ import logging
 import os
 import re
 import secrets
+import socket
 import struct
 import sys
 import tempfile
@@ -921,6 +922,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _serve
 
+    def setup(self) -> None:
+        super().setup()
+        with self.server.connections_lock:
+            self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.connections_lock:
+            self.server.connections.discard(self.connection)
+        super().finish()
+
     def log_message(self, format: str, *args: Any) -> None:
         # Request lines only (never headers, so never a token), at debug level rather than on stderr.
         logger.debug("local hub: " + format, *args)
@@ -929,6 +940,21 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a stuck client never keeps the interpreter alive
     app: HubApp
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        # Open keep-alive connections: `shutdown()` only stops accepting new ones, and a client's pool
+        # would go on being served by their threads after `stop()`.
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+
+    def close_connections(self) -> None:
+        with self.connections_lock:
+            for connection in self.connections:
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # already closed by the client
 
 
 class LocalHub:
@@ -1033,6 +1059,7 @@ class LocalHub:
         if self._server is None:
             return
         self._server.shutdown()
+        self._server.close_connections()
         self._server.server_close()
         assert self._thread is not None
         self._thread.join()

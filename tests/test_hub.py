@@ -19,10 +19,11 @@ import sys
 import uuid
 from pathlib import Path
 
+import httpx2
 import pytest
 import torch
-from huggingface_hub import ModelCard, constants
-from huggingface_hub.errors import HFValidationError, LocalTokenNotFoundError
+from huggingface_hub import HfApi, ModelCard, constants
+from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalTokenNotFoundError
 from conftest import BLOCK_PACKAGE, REPO, TINY, clean_env
 
 from modeling_minibert import MiniBertConfig, MiniBertForSequenceClassification
@@ -439,6 +440,32 @@ def test_errors_are_scrubbed_of_the_token():
                 raise ValueError(f"push failed with token {TOKEN}") from cause
     assert str(err.value) == "push failed with token hf_***"  # same type, token replaced
     assert str(err.value.__cause__) == "cannot reach https://user:hf_***@example.org"
+
+
+def test_hub_refusals_reach_the_user(saved_classifier, tmp_path, monkeypatch, capsys):
+    folder, _ = saved_classifier
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    with LocalHub(tmp_path / "hub", token=TOKEN, user=USER) as hub:
+        info = push_to_hub(folder, "clf", token=TOKEN, endpoint=hub.endpoint)  # namespace from the token
+        assert info.commit_url == f"{hub.endpoint}/{USER}/clf/commit/{info.oid}"
+        assert hub.repo_files(f"{USER}/clf")["README.md"] == (folder / "README.md").read_bytes()
+        HfApi(endpoint=hub.endpoint, token=TOKEN).create_tag(f"{USER}/clf", tag="v1")
+        with pytest.raises(ValueError, match=f"revision='v1' is a tag of {USER}/clf: push to a branch"):
+            push_to_hub(folder, f"{USER}/clf", revision="v1", token=TOKEN, endpoint=hub.endpoint)
+        with pytest.raises(HfHubHTTPError, match="rights to create a model under the namespace 'someone-else'"):
+            push_to_hub(folder, "someone-else/clf", token=TOKEN, endpoint=hub.endpoint)
+        with pytest.raises(HfHubHTTPError, match="Invalid credentials in Authorization header"):
+            push_to_hub(folder, "clf", token="hf_not_valid", endpoint=hub.endpoint)
+        hub.configure_clients()  # the CLI takes its endpoint from the environment
+        assert cli_main(["push", str(folder), "someone-else/clf", "--token", TOKEN]) == 1
+        err = capsys.readouterr().err
+        assert "minibert push: error:" in err and "403 Forbidden: You don't have the rights to create" in err
+        assert "Traceback" not in err
+        gone = hub.endpoint
+    with pytest.raises(httpx2.ConnectError):
+        push_to_hub(folder, "clf", token=TOKEN, endpoint=gone)
 
 
 def test_bad_folder_and_names(saved_classifier, tmp_path):
