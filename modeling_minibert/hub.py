@@ -275,13 +275,17 @@ def _scrub(err: BaseException, token: str) -> None:
 
 
 def _requests_of(err: BaseException) -> list:
-    """The HTTP requests an httpx-style error carries (its `.request` property raises when unset)."""
-    requests = []
-    for owner in (err, getattr(err, "response", None)):
+    """The HTTP requests an httpx-style error carries (its `.request`/`.response` properties raise when unset)."""
+
+    def attribute(owner: object, name: str) -> object:
         try:
-            request = owner.request  # type: ignore[union-attr]
+            return getattr(owner, name, None)
         except Exception:
-            continue
+            return None
+
+    requests = []
+    for owner in (err, attribute(err, "response")):
+        request = attribute(owner, "request") if owner is not None else None
         if request is not None and hasattr(request, "headers") and request not in requests:
             requests.append(request)
     return requests

@@ -432,14 +432,19 @@ def test_the_token_is_not_published_by_mistake(saved_classifier):
 
 
 def test_errors_are_scrubbed_of_the_token():
+    request = httpx2.Request("GET", "http://127.0.0.1:9/api/whoami-v2", headers={"Authorization": f"Bearer {TOKEN}"})
     with pytest.raises(ValueError) as err:
         with _token_scrubbed(TOKEN):
             try:
-                raise OSError(f"cannot reach https://user:{TOKEN}@example.org")
-            except OSError as cause:
+                raise httpx2.HTTPStatusError(f"refused {TOKEN}", request=request, response=httpx2.Response(401, request=request))
+            except httpx2.HTTPStatusError as cause:
                 raise ValueError(f"push failed with token {TOKEN}") from cause
     assert str(err.value) == "push failed with token hf_***"  # same type, token replaced
-    assert str(err.value.__cause__) == "cannot reach https://user:hf_***@example.org"
+    assert str(err.value.__cause__) == "refused hf_***"
+    assert request.headers["Authorization"] == "Bearer hf_***"  # a debugger or a pickled error shows no token
+    with pytest.raises(httpx2.ConnectError, match="^no route$"):  # an error whose .request is unset
+        with _token_scrubbed(TOKEN):
+            raise httpx2.ConnectError("no route")
 
 
 def test_hub_refusals_reach_the_user(saved_classifier, tmp_path, monkeypatch, capsys):
