@@ -1,0 +1,57 @@
+"""Try a pretrained model: the most likely fillers of its `[MASK]` tokens; `minibert fill-mask`.
+
+    from modeling_minibert.fill_mask import fill_mask
+    fill_mask("minibert-pretrained", "the [MASK] rose by 5%")   # [{"token_str": "price", "score": 0.1, ...}, ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import transformers
+from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+
+import modeling_minibert  # noqa: F401  (registers Mini-BERT with the Auto classes)
+
+
+def fill_mask(model_dir: str | os.PathLike, text: str, top_k: int = 5) -> list[dict] | list[list[dict]]:
+    """transformers' fill-mask pipeline on a saved model folder: for each [MASK], the `top_k` predictions
+    (dicts with token_str, score, sequence), best first; a list of such lists when the text has several masks."""
+    folder = Path(model_dir)
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"no saved model in {folder} (config.json not found)")
+    if top_k < 1:
+        raise ValueError(f"top_k={top_k} must be at least 1")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    if tokenizer.mask_token not in text:
+        raise ValueError(f"the text must contain {tokenizer.mask_token}, got {text!r}")
+    model = AutoModelForMaskedLM.from_pretrained(folder)
+    return pipeline("fill-mask", model=model, tokenizer=tokenizer, top_k=top_k)(text)
+
+
+def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "fill-mask",
+        help="print a model's top predictions for each [MASK] in a text",
+        description="Print the most likely tokens for each [MASK] in TEXT, with the model saved in FOLDER.",
+    )
+    parser.add_argument("folder", help="a saved model folder (e.g. the output of `minibert pretrain`)")
+    parser.add_argument("text", help='text with [MASK] tokens, e.g. "the [MASK] rose by 5%%"')
+    parser.add_argument("--top-k", type=int, default=5, help="predictions per mask (default 5)")
+    parser.set_defaults(func=run_cli)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    # The pretraining heads (pooler, NSP) that a masked-LM model leaves unused are expected: no load report.
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    results = fill_mask(args.folder, args.text, args.top_k)
+    per_mask = results if results and isinstance(results[0], list) else [results]
+    for i, predictions in enumerate(per_mask, 1):
+        if len(per_mask) > 1:
+            print(f"[MASK] #{i}:")
+        for p in predictions:
+            print(f"{p['score']:7.4f}  {p['token_str']:<15}  {p['sequence']}")
+    return 0
