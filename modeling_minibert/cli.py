@@ -15,6 +15,7 @@ JOB_MODULES = [
     "tokenization.training",
     "modeling_minibert.convert_bert",
     "modeling_minibert.pretraining",
+    "modeling_minibert.finetuning",
     "modeling_minibert.fill_mask",
     "modeling_minibert.export_onnx",
     "modeling_minibert.hub",
