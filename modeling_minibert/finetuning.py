@@ -270,27 +270,15 @@ def finetune_token_classification(
     config = _load_config(model)
     length = _max_length(max_length, tok, config)
     label2id = {name: i for i, name in enumerate(label_names)}
-    # "B-X" continues as "I-X" on later sub-tokens of the same word, when the tag set has it.
-    continuation = {
-        label2id[name]: label2id.get("I-" + name[2:], label2id[name]) if name.startswith("B-") else label2id[name]
-        for name in label_names
-    }
+    continuation = continuation_labels(label_names)
 
     def features(words: list[list[str]], tags: list[list[str]], all_tokens: bool) -> Dataset:
         encoding = tok(words, is_split_into_words=True, truncation=True, max_length=length)
-        all_labels = []
-        for i, sentence_tags in enumerate(tags):
-            labels_i, previous = [], None
-            for word in encoding.word_ids(i):
-                if word is None:
-                    labels_i.append(-100)  # [CLS], [SEP], padding
-                elif word != previous:
-                    labels_i.append(label2id[sentence_tags[word]])
-                else:
-                    labels_i.append(continuation[label2id[sentence_tags[word]]] if all_tokens else -100)
-                previous = word
-            all_labels.append(labels_i)
-        return Dataset.from_dict({**encoding, "labels": all_labels})
+        labels = [
+            align_word_labels(encoding.word_ids(i), [label2id[t] for t in sentence_tags], continuation if all_tokens else None)
+            for i, sentence_tags in enumerate(tags)
+        ]
+        return Dataset.from_dict({**encoding, "labels": labels})
 
     tokenized = {
         role: features(*read_splits[role], all_tokens=label_all_tokens and role == "train") for role in splits
@@ -327,6 +315,34 @@ def finetune_token_classification(
     return _train_and_save("token-classification", model, network, tok, prepared, output, label_names, training_options)
 
 
+def continuation_labels(label_names: Sequence[str]) -> dict[int, int]:
+    """Label id -> the id later sub-tokens of a word with that label get: "B-X" continues as "I-X" (when the tag
+    set has it, so that no sub-token starts a second entity), any other label as itself."""
+    label2id = {name: i for i, name in enumerate(label_names)}
+    return {
+        label2id[name]: label2id.get("I-" + name[2:], label2id[name]) if name.startswith("B-") else label2id[name]
+        for name in label_names
+    }
+
+
+def align_word_labels(word_ids: Sequence[int | None], word_labels: Sequence[int], continuation: dict[int, int] | None) -> list[int]:
+    """Word labels -> token labels, from the tokenizer's `word_ids()` (None for [CLS], [SEP] and padding).
+
+    A word's first sub-token gets its label; the others get -100 (ignored by the loss), or with `continuation`
+    (label all tokens) `continuation[label]`. Special tokens get -100.
+    """
+    labels, previous = [], None
+    for word in word_ids:
+        if word is None:
+            labels.append(-100)
+        elif word != previous:
+            labels.append(word_labels[word])
+        else:
+            labels.append(continuation[word_labels[word]] if continuation is not None else -100)
+        previous = word
+    return labels
+
+
 def finetune_question_answering(
     model: str | os.PathLike,
     train_data: DataSource,
@@ -356,8 +372,8 @@ def finetune_question_answering(
     most `max_answer_length` tokens long, is its answer; `validation_predictions.json` keeps the `n_best`
     candidates of each question.
 
-    Data: SQuAD JSON files, or CSV-free JSON(L)/`datasets` data with question, context and answers columns
-    (answers as {"text": [...], "answer_start": [...]}). The saved folder carries the question-answering pipeline
+    Data: SQuAD JSON files, or JSON / JSON-lines / `datasets` data with question, context and answers columns
+    (answers as {"text": [...], "answer_start": [...]}, or a list of {"text", "answer_start"}). The saved folder carries the question-answering pipeline
     (transformers 5 has none): `pipeline("question-answering", model=output_dir, trust_remote_code=True)`.
     The other arguments are those of `finetune_sequence_classification`.
     """
@@ -616,6 +632,7 @@ def _train_and_save(
 ) -> FinetuneResult:
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
+    staging.chmod(0o777 & ~_umask())  # mkdtemp makes it private (0700); the published folder should not be
     try:
         args = training_arguments(
             staging / CHECKPOINTS_DIR, prepared.validation is not None, prepared.metric, **training_options
@@ -668,6 +685,12 @@ def _train_and_save(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return FinetuneResult(output, metrics, test_metrics, label_names, train_output.metrics)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _publish(staging: Path, output: Path) -> None:
@@ -894,6 +917,8 @@ __all__ = [
     "FinetuneResult",
     "TASKS",
     "TRAINING_DEFAULTS",
+    "align_word_labels",
+    "continuation_labels",
     "finetune",
     "finetune_question_answering",
     "finetune_sequence_classification",

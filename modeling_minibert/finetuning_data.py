@@ -60,7 +60,7 @@ class NamedDataset:
         return len(self.dataset)
 
 
-DataSource = str | os.PathLike | Dataset | NamedDataset
+DataSource = str | os.PathLike | Dataset | DatasetDict | NamedDataset
 
 
 def load_data(source: DataSource, split: str = "train", conll: bool = False, name: str | None = None) -> NamedDataset:

@@ -8,6 +8,7 @@ templated (tests/fixtures/make_finetuning_fixtures.py), so such a model learns t
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,6 +28,8 @@ from modeling_minibert.finetuning import (
     RESULTS_FILE,
     _max_length,
     _qa_features,
+    align_word_labels,
+    continuation_labels,
     finetune,
     finetune_question_answering,
     finetune_sequence_classification,
@@ -38,6 +41,8 @@ from modeling_minibert.finetuning_metrics import squad_metrics
 from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
 from modeling_minibert.rotten_tomatoes import load_rotten_tomatoes, tfidf_baseline
 from tokenization import train_tokenizer
+
+from conftest import run_python
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NER_TRAIN, NER_VALIDATION = FIXTURES / "ner_train.conll", FIXTURES / "ner_validation.conll"
@@ -166,6 +171,16 @@ def test_token_classification_pipeline(ner_model):
     assert right >= 10  # most sentences get exactly their entities
 
 
+def test_word_labels_go_on_first_subtokens_or_all():
+    names = ["O", "B-PER", "I-PER", "B-LOC"]  # no I-LOC: a B-LOC word continues as B-LOC
+    continuation = continuation_labels(names)
+    assert continuation == {0: 0, 1: 2, 2: 2, 3: 3}
+    word_ids = [None, 0, 0, 1, 2, 2, 2, None]  # [CLS] Ro ##sa lives Lis ##bo ##n [SEP]
+    word_labels = [1, 0, 3]  # B-PER O B-LOC
+    assert align_word_labels(word_ids, word_labels, None) == [-100, 1, -100, 0, 3, -100, -100, -100]
+    assert align_word_labels(word_ids, word_labels, continuation) == [-100, 1, 2, 0, 3, 3, 3, -100]
+
+
 def test_label_all_tokens_trains_every_subtoken(checkpoint, tmp_path):
     # Words the tokenizer has never seen split into several sub-tokens.
     data = Dataset.from_dict({"tokens": [["Zyxwvut", "lives", "in", "Qwertyuiop"]] * 8, "tags": [["B-PER", "O", "O", "B-LOC"]] * 8})
@@ -227,7 +242,7 @@ def test_question_too_long_for_the_window(checkpoint):
 def qa_model(checkpoint, tmp_path_factory):
     output = tmp_path_factory.mktemp("qa") / "model"
     return finetune_question_answering(
-        checkpoint, QA_TRAIN, output, validation_data=QA_VALIDATION, max_length=32, doc_stride=8, n_best=3,
+        checkpoint, QA_TRAIN, output, validation_data=QA_VALIDATION, test_data=QA_VALIDATION, max_length=32, doc_stride=8, n_best=3,
         num_train_epochs=12, **FAST,
     )
 
@@ -237,6 +252,9 @@ def test_question_answering_learns_the_answers(qa_model):
     # company) would score about 0.5: above that, the model reads the question.
     assert qa_model.metrics["f1"] > 0.6, qa_model.metrics
     assert qa_model.metrics["exact_match"] > 0.55
+    # The test split is scored by the same post-processing (here it is the validation file again).
+    assert {k: qa_model.test_metrics[k] for k in ("exact_match", "f1")} == pytest.approx(
+        {k: qa_model.metrics[k] for k in ("exact_match", "f1")})
     predictions = json.loads((qa_model.output_dir / PREDICTIONS_FILE).read_text())
     examples = question_answer_columns(load_data(QA_VALIDATION))
     assert set(predictions) == set(examples.ids)
@@ -295,12 +313,17 @@ def test_sentence_pairs_with_trainer_options(checkpoint, tmp_path):
     assert (result.output_dir / CONFUSION_FILE).stat().st_size > 0
 
 
-def test_rotten_tomatoes_end_to_end(checkpoint, rotten_tomatoes, tmp_path):
-    result = finetune(
-        "sequence-classification", checkpoint, rotten_tomatoes["train"], tmp_path / "sentiment",
+@pytest.fixture(scope="module")
+def sentiment_model(checkpoint, rotten_tomatoes, tmp_path_factory):
+    return finetune(
+        "sequence-classification", checkpoint, rotten_tomatoes["train"], tmp_path_factory.mktemp("rt") / "sentiment",
         validation_data=rotten_tomatoes["validation"], test_data=rotten_tomatoes["test"],
         num_train_epochs=1, **FAST,
     )
+
+
+def test_rotten_tomatoes_end_to_end(sentiment_model, rotten_tomatoes):
+    result = sentiment_model
     assert result.labels == ["fresh", "rotten"]
     for scores in (result.metrics, result.test_metrics):
         assert 0 <= scores["accuracy"] <= 1 and 0 <= scores["macro_f1"] <= 1
@@ -411,6 +434,55 @@ def test_cli_token_classification(checkpoint, tmp_path, capsys):
     config = json.loads((output / "config.json").read_text())
     assert set(config["label2id"]) == {"O", "B-LOC", "B-ORG", "B-PER", "I-LOC", "I-ORG"}
     assert_clean_output(output)
+    assert oct(output.stat().st_mode & 0o777) == oct(0o777 & ~current_umask())
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_cli_with_a_datasets_folder(checkpoint, tmp_path, capsys):
+    splits = DatasetDict(train=pair_data(32, seed=3), validation=pair_data(16, seed=4))
+    splits.save_to_disk(tmp_path / "pairs")
+    code = main([
+        "finetune", "--task", "sequence-classification", "--model", str(checkpoint), "--dataset", str(tmp_path / "pairs"),
+        "--text-column", "question", "--text-pair-column", "fact", "--label-column", "kind",
+        "--labels", "place,company", "--output-dir", str(tmp_path / "out"), "--max-steps", "1", "--quiet",
+    ])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "validation: " in out and "accuracy=" in out  # the dataset's validation split was used
+    results = json.loads((tmp_path / "out" / RESULTS_FILE).read_text())
+    assert results["labels"] == ["place", "company"] and results["test"] is None
+
+
+def test_finetuned_folders_work_without_the_package(sentiment_model, ner_model, qa_model, tmp_path):
+    """A fresh interpreter that cannot import this project loads all three folders with plain transformers."""
+    text, sentence = "A warm, funny and moving film.", "Yesterday Ana visited New York with Ben ."
+    question, context = "Where does Ana live ?", "Ben works for Acme . Ana lives in Paris ."
+    expected = {
+        "text": pipeline("text-classification", model=str(sentiment_model.output_dir))(text)[0]["label"],
+        "entities": [e["word"] for e in pipeline(
+            "token-classification", model=str(ner_model.output_dir), aggregation_strategy="simple")(sentence)],
+        "answer": pipeline("question-answering", model=str(qa_model.output_dir), pipeline_class=QuestionAnsweringPipeline)(
+            question=question, context=context)["answer"],
+    }
+    code = f"""
+import json
+from transformers import pipeline
+text = pipeline("text-classification", model={str(sentiment_model.output_dir)!r}, trust_remote_code=True)({text!r})
+tagger = pipeline("token-classification", model={str(ner_model.output_dir)!r}, trust_remote_code=True,
+                  aggregation_strategy="simple")
+qa = pipeline("question-answering", model={str(qa_model.output_dir)!r}, trust_remote_code=True)
+print(json.dumps({{
+    "text": text[0]["label"],
+    "entities": [e["word"] for e in tagger({sentence!r})],
+    "answer": qa(question={question!r}, context={context!r})["answer"],
+}}))
+"""
+    assert json.loads(run_python(code, cwd=tmp_path).strip().splitlines()[-1]) == expected
 
 
 def test_cli_reports_bad_data(checkpoint, tmp_path, capsys):
