@@ -18,7 +18,7 @@ from nbclient import NotebookClient
 from conftest import REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
-EXPECTED = ["01_architecture.ipynb", "02_tokenizer.ipynb", "05_hub.ipynb"]
+EXPECTED = ["01_architecture.ipynb", "02_tokenizer.ipynb", "03_pretraining.ipynb", "05_hub.ipynb"]
 CELL_TIMEOUT = 300  # seconds; a generous ceiling for a loaded machine, not a speed check
 
 
@@ -55,6 +55,9 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("JUPYTER_PATH", str(kernel_spec_dir(tmp_path / "jupyter")))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    # The notebooks train tiny models, for which one thread is as fast as two; a second OpenMP thread only
+    # busy-waits when the cores are shared (with other tests, or this process), which made steps 10x slower.
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.delenv("HF_ENDPOINT", raising=False)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     before = sorted(p.name for p in (REPO / "notebooks").iterdir())
