@@ -679,7 +679,8 @@ def _train_and_save(
             "log_history": trainer.state.log_history,
         }
         _write_json(staging / RESULTS_FILE, results)
-        _plot_training_curves(trainer.state.log_history, prepared.metric, staging / CURVES_FILE)
+        metric = (args.metric_for_best_model or prepared.metric).removeprefix("eval_")
+        _plot_training_curves(trainer.state.log_history, metric, _best_step(trainer), staging / CURVES_FILE)
         _publish(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -730,8 +731,8 @@ def _save_figure(figure: Figure, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def _plot_training_curves(log_history: list[dict[str, Any]], metric: str, path: Path) -> None:
-    """Training loss (and validation loss and `metric`, when evaluated) against the step."""
+def _plot_training_curves(log_history: list[dict[str, Any]], metric: str, best_step: int | None, path: Path) -> None:
+    """Training loss (and validation loss and `metric`, when evaluated) against the step; the saved step marked."""
     train = [(e["step"], e["loss"]) for e in log_history if "loss" in e]
     evals = [(e["step"], e.get("eval_loss"), e.get(f"eval_{metric}")) for e in log_history if "eval_loss" in e]
     figure = Figure(figsize=(9, 3.5))
@@ -741,6 +742,9 @@ def _plot_training_curves(log_history: list[dict[str, Any]], metric: str, path: 
     if evals:
         loss_ax.plot([s for s, _, _ in evals], [v for _, v, _ in evals], "o-", label="validation loss")
         metric_ax.plot([s for s, _, _ in evals], [m for _, _, m in evals], "o-", color="tab:green")
+        if best_step is not None:
+            metric_ax.axvline(best_step, color="grey", linestyle="--", linewidth=1, label="saved (best)")
+            metric_ax.legend()
     loss_ax.set(xlabel="step", ylabel="loss", title="Loss")
     if train or evals:
         loss_ax.legend()
