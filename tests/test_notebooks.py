@@ -47,13 +47,16 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     for cell in code_cells:
         assert cell.outputs == [] and cell.execution_count is None, f"{path.name} is committed with outputs"
 
-    workdir = tmp_path / "work"
+    workdir, tmpdir = tmp_path / "work", tmp_path / "tmp"
     workdir.mkdir()
+    tmpdir.mkdir()
     # The kernel inherits this environment: the repository importable from the temporary working directory,
-    # a private Hugging Face cache, and our interpreter as the `python3` kernel.
+    # a private Hugging Face cache, our interpreter as the `python3` kernel, and the notebooks' own temporary
+    # folders (tempfile.mkdtemp) under pytest's tmp_path, which pytest cleans up.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     monkeypatch.setenv("JUPYTER_PATH", str(kernel_spec_dir(tmp_path / "jupyter")))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
     # The notebooks train tiny models, for which one thread is as fast as two; a second OpenMP thread only
     # busy-waits when the cores are shared (with other tests, or this process), which made steps 10x slower.
@@ -72,3 +75,4 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     if not path.name.startswith("05_"):  # every notebook but the Hub one shows its results as plots
         assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name} drew no figure"
     assert sorted(p.name for p in (REPO / "notebooks").iterdir()) == before
+    assert any(tmpdir.iterdir()) or path.name.startswith("01_"), "the notebook wrote nothing to its temporary folder"
