@@ -139,6 +139,28 @@ def _copy_tokenizer_files(src: Path, dst: Path) -> None:
             shutil.copy2(src / name, dst / name)
 
 
+def _fill_and_write(
+    model: torch.nn.Module, head: str, src: Path, out: Path, overwrite: bool, allow_pickle: bool
+) -> Path:
+    """Load the source weights into the freshly built target `model`, then write it and the tokenizer files."""
+    weights = _read_weights(src, allow_pickle)
+    if head == "Model":
+        # A bare model saves its keys without the `bert.` prefix, in both families.
+        weights = {key.removeprefix("bert."): value for key, value in weights.items()}
+    state = _match_state_dict(model, weights, src)
+    if "cls.predictions.decoder.bias" in model.state_dict():  # BERT keeps a (tied) copy of the output bias
+        state["cls.predictions.decoder.bias"] = state["cls.predictions.bias"]
+    model.load_state_dict(state, strict=False)
+    model.tie_weights()
+
+    def save(folder: Path) -> None:
+        model.save_pretrained(folder)
+        _copy_tokenizer_files(src, folder)
+
+    _write_folder(out, overwrite, save)
+    return out
+
+
 def convert_bert_to_minibert(
     src: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False, allow_pickle: bool = False
 ) -> Path:
@@ -158,19 +180,7 @@ def convert_bert_to_minibert(
         raise ValueError(f"{src / 'config.json'} describes a BERT decoder; Mini-BERT is an encoder only")
     config = MiniBertConfig(**{name: getattr(bert_config, name) for name in SHARED_CONFIG_FIELDS})
     model = getattr(modeling_minibert, f"MiniBert{head}")(config)
-    weights = _read_weights(src, allow_pickle)
-    if head == "Model":
-        # A bare BertModel saves its keys without the `bert.` prefix; Mini-BERT's bare model does the same.
-        weights = {key.removeprefix("bert."): value for key, value in weights.items()}
-    model.load_state_dict(_match_state_dict(model, weights, src), strict=False)
-    model.tie_weights()
-
-    def save(folder: Path) -> None:
-        model.save_pretrained(folder)
-        _copy_tokenizer_files(src, folder)
-
-    _write_folder(out, overwrite, save)
-    return out
+    return _fill_and_write(model, head, src, out, overwrite, allow_pickle)
 
 
 def convert_minibert_to_bert(
@@ -195,21 +205,7 @@ def convert_minibert_to_bert(
     head = _head_of(source_config.get("architectures"), "MiniBert", src)
     bert_config = BertConfig(**{name: getattr(config, name) for name in SHARED_CONFIG_FIELDS})
     model = getattr(transformers, f"Bert{head}")(bert_config)
-    weights = _read_weights(src, allow_pickle)
-    if head == "Model":
-        weights = {key.removeprefix("bert."): value for key, value in weights.items()}
-    state = _match_state_dict(model, weights, src)
-    if "cls.predictions.decoder.bias" in model.state_dict():
-        state["cls.predictions.decoder.bias"] = state["cls.predictions.bias"]
-    model.load_state_dict(state, strict=False)
-    model.tie_weights()
-
-    def save(folder: Path) -> None:
-        model.save_pretrained(folder)
-        _copy_tokenizer_files(src, folder)
-
-    _write_folder(out, overwrite, save)
-    return out
+    return _fill_and_write(model, head, src, out, overwrite, allow_pickle)
 
 
 def _run_cli(args: argparse.Namespace) -> None:

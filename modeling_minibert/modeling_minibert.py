@@ -391,6 +391,11 @@ class MiniBertPreTrainingHeads(nn.Module):
         return self.predictions(sequence_output), self.seq_relationship(pooled_output)
 
 
+def classifier_dropout(config: MiniBertConfig) -> float:
+    """The task heads' dropout: `classifier_dropout`, or the hidden dropout when unset (as in BERT)."""
+    return config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+
+
 class MiniBertPreTrainedModel(PreTrainedModel):
     config_class = MiniBertConfig
     config: MiniBertConfig
@@ -690,8 +695,7 @@ class MiniBertForSequenceClassification(MiniBertPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.bert = MiniBertModel(config)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -719,8 +723,7 @@ class MiniBertForMultipleChoice(MiniBertPreTrainedModel):
     def __init__(self, config: MiniBertConfig):
         super().__init__(config)
         self.bert = MiniBertModel(config)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
@@ -760,8 +763,7 @@ class MiniBertForTokenClassification(MiniBertPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.bert = MiniBertModel(config, add_pooling_layer=False)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 

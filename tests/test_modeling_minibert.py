@@ -12,17 +12,8 @@ from transformers import AutoModel, AutoModelForMaskedLM, BertConfig
 
 import modeling_minibert
 from modeling_minibert import AUTO_CLASSES, MiniBertConfig
+from modeling_minibert.convert_bert import HEADS
 
-HEADS = [
-    "Model",
-    "ForPreTraining",
-    "ForMaskedLM",
-    "ForNextSentencePrediction",
-    "ForSequenceClassification",
-    "ForMultipleChoice",
-    "ForTokenClassification",
-    "ForQuestionAnswering",
-]
 CONFIGS = {
     "tiny-gelu": dict(TINY),
     "relu-odd-sizes": dict(
