@@ -44,7 +44,7 @@ def plot(results: dict, path: Path) -> None:
     ax.set_ylim(0, 1)
     ax.axhline(results["majority_test_accuracy"], color="grey", linestyle="--", linewidth=1, label="majority class")
     ax.set_title(f"Rotten Tomatoes test split ({results['sizes']['test']} snippets)")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper right", fontsize=8)
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
     figure.savefig(tmp, dpi=120, bbox_inches="tight")
     os.replace(tmp, path)
