@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import math
 import os
 import shutil
@@ -31,7 +32,7 @@ from typing import Literal
 
 import torch
 from accelerate import Accelerator, DataLoaderConfiguration, PartialState, skip_first_batches
-from accelerate.utils import set_seed
+from accelerate.utils import DistributedType, set_seed
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import HfArgumentParser, PreTrainedTokenizerBase, get_linear_schedule_with_warmup
@@ -47,6 +48,16 @@ from modeling_minibert.pretraining_data import (
     load_documents,
     split_documents,
 )
+
+class _TiedDecoderNote(logging.Filter):
+    """Accelerate warns at every checkpoint that it saved the tied MLM decoder weight once ("Removed shared
+    tensor"): expected, since it *is* the word embedding matrix, and restored with it on resume."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Removed shared tensor" not in record.getMessage()
+
+
+logging.getLogger("accelerate.utils.other").addFilter(_TiedDecoderNote())
 
 ARGS_FILE = "pretraining_args.json"  # marks a folder as holding a run, and which one
 METRICS_FILE = "metrics.jsonl"
@@ -81,13 +92,15 @@ class PretrainingArguments:
     tokenizer: str | None = field(default=None, metadata={"help": "a saved tokenizer folder (default: train a WordPiece vocabulary on the training split)"})
     vocab_size: int = field(default=8192, metadata={"help": "vocabulary size when training the tokenizer"})
     config_overrides: str | None = field(default=None, metadata={"help": "MiniBertConfig fields, e.g. 'hidden_size=128,num_hidden_layers=2'"})
+    pretraining_dropout: float | None = field(default=0.0, metadata={"help": "dropout (hidden and attention) while pretraining; the saved config keeps the model's own values for fine-tuning (default 0: a short run does not overfit, and dropout slows it)"})
     max_length: int = field(default=64, metadata={"help": "tokens per example, [CLS] A [SEP] B [SEP] included (at most max_position_embeddings)"})
+    dupe_factor: int = field(default=5, metadata={"help": "passes over the training documents, each with new NSP pairs (BERT's dupe_factor)"})
     held_out_fraction: float = field(default=0.05, metadata={"help": "fraction of documents held out for evaluation"})
     mlm_probability: float = field(default=0.15, metadata={"help": "fraction of tokens (words with --whole_word_mask) to mask"})
     whole_word_mask: bool = field(default=False, metadata={"help": "mask all pieces of a word together"})
-    batch_size: int = field(default=64, metadata={"help": "examples per device per micro-batch"})
+    batch_size: int = field(default=32, metadata={"help": "examples per device per micro-batch"})
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "micro-batches per optimizer step"})
-    max_steps: int = field(default=1000, metadata={"help": "optimizer steps"})
+    max_steps: int = field(default=2000, metadata={"help": "optimizer steps"})
     learning_rate: float = field(default=1e-3, metadata={"help": "peak learning rate (AdamW)"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay (not on biases and LayerNorm)"})
     warmup_steps: int = field(default=100, metadata={"help": "linear warmup steps, then linear decay to 0"})
@@ -103,7 +116,7 @@ class PretrainingArguments:
     show_progress: bool = field(default=True, metadata={"help": "show progress bars"})
 
     def __post_init__(self):
-        positive = ("vocab_size", "batch_size", "gradient_accumulation_steps", "max_steps", "logging_steps",
+        positive = ("vocab_size", "dupe_factor", "batch_size", "gradient_accumulation_steps", "max_steps", "logging_steps",
                     "eval_steps", "save_steps", "save_total_limit")
         for name in positive:
             if getattr(self, name) < 1:
@@ -117,6 +130,8 @@ class PretrainingArguments:
                 f"warmup_steps={self.warmup_steps} and weight_decay={self.weight_decay} must be >= 0, "
                 f"max_grad_norm={self.max_grad_norm} > 0"
             )
+        if self.pretraining_dropout is not None and not 0 <= self.pretraining_dropout < 1:
+            raise ValueError(f"pretraining_dropout={self.pretraining_dropout} must be in [0, 1)")
         if self.mixed_precision not in ("no", "bf16", "fp16"):
             raise ValueError(f"mixed_precision={self.mixed_precision!r} must be one of 'no', 'bf16', 'fp16'")
         if self.save_steps % self.logging_steps:
@@ -174,10 +189,12 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
     # --- tokenizer and examples: the main process first, then the others load what it saved ------------------
     accelerator.wait_for_everyone()  # every process has checked the folder before the main one writes to it
     with accelerator.main_process_first():
+        if is_main and not run_exists and args.tokenizer is None:
+            print(f"training a {args.vocab_size:,}-token WordPiece vocabulary on {len(train_docs):,} documents")
         tokenizer = get_tokenizer(args, out, train_docs, from_run_folder=run_exists or not is_main)
         config.vocab_size = len(tokenizer)
         config.pad_token_id = tokenizer.pad_token_id
-        train_set = build_nsp_dataset(train_docs, tokenizer, args.max_length, args.seed)
+        train_set = build_nsp_dataset(train_docs, tokenizer, args.max_length, args.seed, args.dupe_factor)
         eval_set = build_nsp_dataset(held_out_docs, tokenizer, args.max_length, args.seed + 1)
         check_sizes(args, train_set, eval_set, accelerator.num_processes)
         if is_main and not run_exists:
@@ -185,6 +202,9 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
 
     # --- model, optimizer, schedule, data loaders ----------------------------------------------------------------
     set_seed(args.seed)
+    saved_dropout = config.hidden_dropout_prob, config.attention_probs_dropout_prob
+    if args.pretraining_dropout is not None:
+        config.hidden_dropout_prob = config.attention_probs_dropout_prob = args.pretraining_dropout
     model = MiniBertForPreTraining(config)
     optimizer = torch.optim.AdamW(
         param_groups(model, args.weight_decay), lr=args.learning_rate, betas=(0.9, 0.999), eps=1e-6
@@ -249,10 +269,11 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
             last_eval = {"step": done, **evaluate(model, eval_loader, accelerator)}
             metrics.write(last_eval)
             accelerator.log({f"eval/{k[5:]}": v for k, v in last_eval.items() if k != "step"}, step=done)
-            accelerator.print(
-                f"step {done}: held-out MLM accuracy {last_eval['eval_mlm_accuracy']:.3f}, "
-                f"perplexity {last_eval['eval_mlm_perplexity']:.1f}, NSP accuracy {last_eval['eval_nsp_accuracy']:.3f}"
-            )
+            if is_main:  # tqdm.write keeps the progress bar below the line
+                progress.write(
+                    f"step {done}: held-out MLM accuracy {last_eval['eval_mlm_accuracy']:.3f}, "
+                    f"perplexity {last_eval['eval_mlm_perplexity']:.1f}, NSP accuracy {last_eval['eval_nsp_accuracy']:.3f}"
+                )
         if done % args.save_steps == 0 or done == args.max_steps:  # the last one makes a finished run resumable
             save_checkpoint(accelerator, out / CHECKPOINTS_DIR, done, args.save_total_limit)
     progress.close()
@@ -278,7 +299,10 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
         "plot_file": str(out / PLOT_FILE),
     }
     if is_main:
-        accelerator.unwrap_model(model).save_pretrained(out, state_dict=state_dict)
+        trained = accelerator.unwrap_model(model)
+        # Dropout is a training-time setting, not part of the weights: fine-tuning gets the model's own values.
+        trained.config.hidden_dropout_prob, trained.config.attention_probs_dropout_prob = saved_dropout
+        trained.save_pretrained(out, state_dict=state_dict)
         plot_curves(metrics.read(), out / PLOT_FILE)
         write_atomically(out / RESULTS_FILE, json.dumps(summary, indent=2) + "\n")
     accelerator.wait_for_everyone()
@@ -508,15 +532,23 @@ def evaluate(model: torch.nn.Module, eval_loader: DataLoader, accelerator: Accel
     """
     model.eval()
     bert = accelerator.unwrap_model(model)
+    # FSDP shards the parameters: only the wrapped model's own forward gathers them, so no shortcut there.
+    sharded = accelerator.distributed_type == DistributedType.FSDP
     totals = torch.zeros(5, device=accelerator.device)
     for batch in eval_loader:
+        selected = batch["labels"] != -100
+        inputs = (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
         with accelerator.autocast():
-            outputs = bert.bert(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-            selected = batch["labels"] != -100
-            # Score the masked positions only (as `sparse_prediction` does in training): the (T, V) logits of
-            # every token would cost as much as the encoder itself.
-            mlm_logits = bert.cls.predictions(outputs.last_hidden_state[selected]).float()  # (M, V)
-            nsp_logits = bert.cls.seq_relationship(outputs.pooler_output).float()  # (B, 2)
+            if sharded:
+                outputs = model(*inputs)
+                mlm_logits = outputs.prediction_logits[selected].float()  # (M, V)
+                nsp_logits = outputs.seq_relationship_logits.float()  # (B, 2)
+            else:
+                # Score the masked positions only (as `sparse_prediction` does in training): the logits of every
+                # token, (B, T, V), would cost more than the encoder itself.
+                outputs = bert.bert(*inputs)
+                mlm_logits = bert.cls.predictions(outputs.last_hidden_state[selected]).float()  # (M, V)
+                nsp_logits = bert.cls.seq_relationship(outputs.pooler_output).float()  # (B, 2)
         targets = batch["labels"][selected]
         rows = selected.nonzero()[:, 0]  # example of each masked token
         nsp_labels = batch["next_sentence_label"]

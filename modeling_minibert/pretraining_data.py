@@ -268,17 +268,27 @@ def create_nsp_pairs(
 
 
 def build_nsp_dataset(
-    documents: Sequence[str], tokenizer: PreTrainedTokenizerBase, max_length: int = 64, seed: int = 42
+    documents: Sequence[str],
+    tokenizer: PreTrainedTokenizerBase,
+    max_length: int = 64,
+    seed: int = 42,
+    dupe_factor: int = 1,
 ) -> datasets.Dataset:
     """Tokenized NSP examples as a `datasets.Dataset`, built deterministically from `seed`.
+
+    `dupe_factor` (BERT's name) passes over the documents that many times, each with new segment boundaries and
+    new random partners, so that repeated epochs do not show the same pairs (a model would learn them by heart).
 
     Columns: input_ids, token_type_ids, special_tokens_mask (lists of up to `max_length`), word_starts (1 where
     a token starts a word, for whole-word masking), next_sentence_label (0 IsNext, 1 random), example_id.
     """
     if max_length < 8:
         raise ValueError(f"max_length={max_length} is too short for a sentence pair; use at least 8")
+    if dupe_factor < 1:
+        raise ValueError(f"dupe_factor={dupe_factor} must be at least 1")
     rng = random.Random(seed)
-    pairs = create_nsp_pairs(tokenize_documents(documents, tokenizer), max_length, rng)
+    tokenized = tokenize_documents(documents, tokenizer)
+    pairs = [pair for _ in range(dupe_factor) for pair in create_nsp_pairs(tokenized, max_length, rng)]
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     columns: dict[str, list] = {name: [] for name in EXAMPLE_COLUMNS}
     for k, (a, b, label) in enumerate(pairs):

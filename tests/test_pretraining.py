@@ -158,6 +158,8 @@ def test_saved_model_loads_with_the_auto_classes_and_fill_mask(run):
     model = AutoModelForPreTraining.from_pretrained(out)
     assert isinstance(model, modeling_minibert.MiniBertForPreTraining)
     assert model.config.hidden_size == 32 and model.config.max_position_embeddings == 64
+    # Pretrained without dropout; the saved config keeps the model's own dropout for fine-tuning.
+    assert model.config.hidden_dropout_prob == model.config.attention_probs_dropout_prob == MiniBertConfig().hidden_dropout_prob
     assert (out / "model.safetensors").is_file() and not list(out.glob("*.bin"))
     mlm = AutoModelForMaskedLM.from_pretrained(out)
     weights = load_file(out / "model.safetensors")
@@ -237,9 +239,10 @@ def test_overwrite_replaces_the_run_and_keeps_other_files(tiny, tmp_path):
 def test_resume_after_sigkill_gives_the_losses_of_an_uninterrupted_run(tiny, tmp_path):
     """Kill a run (SIGKILL) after its checkpoint at step 50, resume it: every logged number and the final weights
     equal those of a run that was never interrupted. Step 50 lies inside the second epoch, with gradient
-    accumulation, so the data order, the masks and the dropout noise must all be restored."""
+    accumulation and dropout, so the data order, the masks and the dropout noise must all be restored."""
     env = subprocess_env(tmp_path)
-    settings = dict(tiny, max_steps=80, save_steps=10, eval_steps=20, gradient_accumulation_steps=2, save_total_limit=3)
+    settings = dict(tiny, max_steps=80, save_steps=10, eval_steps=20, gradient_accumulation_steps=2, save_total_limit=3,
+                    pretraining_dropout=0.1, dupe_factor=1)
     command = [sys.executable, "-m", "modeling_minibert.cli", "pretrain", *cli_args(**settings)]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     uninterrupted = subprocess.Popen([*command, "--output_dir", str(whole)], env=env, cwd=tmp_path,
@@ -335,6 +338,8 @@ def test_bad_input_fails_early_and_writes_nothing(tiny, tmp_path, corpus):
         (dict(mixed_precision="fp8"), ValueError, r"mixed_precision='fp8' must be one of"),
         (dict(resume=True, overwrite=True), ValueError, r"resume and overwrite exclude each other"),
         (dict(held_out_fraction=0), ValueError, r"held_out_fraction=0 must be between 0 and 1"),
+        (dict(dupe_factor=0), ValueError, r"dupe_factor=0 must be at least 1"),
+        (dict(pretraining_dropout=1.0), ValueError, r"pretraining_dropout=1.0 must be in \[0, 1\)"),
         (dict(tokenizer=str(tmp_path / "no-tokenizer")), FileNotFoundError, r"tokenizer folder not found: .*no-tokenizer"),
     ]
     for change, error, message in cases:
