@@ -580,14 +580,13 @@ def tracker_config(args: PretrainingArguments) -> dict:
 
 def plot_curves(records: list[dict], path: Path) -> None:
     """Loss (training and held-out) and accuracy (MLM and NSP) against the step, as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A bare Figure renders without pyplot, so the caller's backend (a notebook's inline plots) is left alone.
+    from matplotlib.figure import Figure
 
     train = [r for r in records if "loss" in r]
     evals = [r for r in records if "eval_mlm_loss" in r]
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
+    fig = Figure(figsize=(11, 4))
+    ax_loss, ax_acc = fig.subplots(1, 2)
     for key, label in (("loss", "train loss (MLM + NSP)"), ("mlm_loss", "train MLM loss"), ("nsp_loss", "train NSP loss")):
         ax_loss.plot([r["step"] for r in train], [r[key] for r in train], label=label)
     ax_loss.plot([r["step"] for r in evals], [r["eval_mlm_loss"] for r in evals], "o-", label="held-out MLM loss")
@@ -604,7 +603,6 @@ def plot_curves(records: list[dict], path: Path) -> None:
     fig.tight_layout()
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
     fig.savefig(tmp, dpi=110)
-    plt.close(fig)
     os.replace(tmp, path)
 
 
