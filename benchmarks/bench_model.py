@@ -7,7 +7,9 @@ flushed, for both), at the Mini-BERT config (T=64, batch 64)
 and at BERT-base size (T=128, batch 32); the peak memory a step adds; the ratio to transformers; and the share
 of this machine's measured matmul FLOP/s that the useful work reaches. On CUDA (when present) it runs in bf16.
 
-Each measurement runs in its own process so that peak memory is that run's alone.
+Each measurement runs in its own process so that peak memory is that run's alone, and the implementations are
+measured in interleaved rounds: the table gives medians across rounds and the range of the per-round ratios
+(a shared 2-core machine drifts by 20% or more between minutes).
 
     python benchmarks/bench_model.py                 # everything, a table + benchmarks/results/model.json
     python benchmarks/bench_model.py --sizes mini    # the Mini-BERT config only
@@ -20,6 +22,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -153,7 +156,7 @@ def measure(impl: str, size: str, mode: str, mixed: bool, device: str, steps: in
         base = torch.cuda.memory_allocated()
     else:
         base = rss_bytes()
-    warmup = 3 if compile_model else 2
+    warmup = 3 if compile_model else 2 if size == "mini" else 1
     for _ in range(warmup):
         step()
     times = []
@@ -188,7 +191,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     parser.add_argument("--modes", nargs="+", default=["inference", "training"], choices=["inference", "training"])
-    parser.add_argument("--steps", type=int, default=7, help="timed steps per measurement (median reported)")
+    parser.add_argument("--steps", type=int, default=7, help="timed steps per measurement (median; halved for base)")
+    parser.add_argument("--rounds", type=int, default=3, help="measurements of each implementation, interleaved")
     parser.add_argument("--compile", action="store_true", help="also measure torch.compile'd Mini-BERT")
     parser.add_argument("--output", default=str(Path(__file__).parent / "results" / "model.json"))
     parser.add_argument("--one", help=argparse.SUPPRESS)
@@ -203,27 +207,49 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     peak_matmul = matmul_flops_per_second(device)
     impls = ["transformers", "minibert"] + (["minibert+compile"] if args.compile else [])
-    jobs = [(s, m, mixed, i) for s in args.sizes for m in args.modes for mixed in (True, False) for i in impls]
-    rows = []
-    for size, mode, mixed, impl in tqdm(jobs, desc="measuring", unit="run"):
+    cases = [(s, m, mixed) for s in args.sizes for m in args.modes for mixed in (True, False)]
+    # Rounds interleave the implementations (alternating which goes first), so that a slow spell of a shared
+    # machine lands on both; ratios are taken within a round, then the median across rounds is reported.
+    jobs = [
+        (case, r, impl) for case in cases for r in range(args.rounds) for impl in (impls if r % 2 == 0 else impls[::-1])
+    ]
+    measured = {}
+    for (size, mode, mixed), r, impl in tqdm(jobs, desc="measuring", unit="run"):
         steps = args.steps if size == "mini" else max(3, args.steps // 2)
-        result = run_in_subprocess(
+        measured[size, mode, mixed, r, impl] = run_in_subprocess(
             impl=impl.split("+")[0], size=size, mode=mode, mixed=mixed, device=device, steps=steps,
             compile_model=impl.endswith("+compile"),
         )
-        rows.append(dict(size=size, mode=mode, batch="mixed" if mixed else "full", impl=impl, **result))
-    for row in rows:
-        ref = next(r for r in rows if r["impl"] == "transformers" and all(r[k] == row[k] for k in ("size", "mode", "batch")))
-        row["speedup"] = row["tokens_per_second"] / ref["tokens_per_second"]
-        row["memory_ratio"] = row["peak_memory_mb"] / max(ref["peak_memory_mb"], 1e-9)
-        row["matmul_share"] = row["useful_flops_per_second"] / peak_matmul
+    rows = []
+    for size, mode, mixed in cases:
+        for impl in impls:
+            runs = [measured[size, mode, mixed, r, impl] for r in range(args.rounds)]
+            refs = [measured[size, mode, mixed, r, "transformers"] for r in range(args.rounds)]
+            speedups = [run["tokens_per_second"] / ref["tokens_per_second"] for run, ref in zip(runs, refs)]
+            median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+            rows.append(dict(
+                size=size, mode=mode, batch="mixed" if mixed else "full", impl=impl, **median,
+                speedup=statistics.median(speedups), speedup_range=[min(speedups), max(speedups)],
+                memory_ratio=median["peak_memory_mb"] / max(statistics.median(r["peak_memory_mb"] for r in refs), 1e-9),
+                matmul_share=median["useful_flops_per_second"] / peak_matmul,
+                rounds=runs,
+            ))
 
-    header = f"{'size':5} {'mode':9} {'batch':5} {'impl':17} {'tokens/s':>10} {'x HF':>6} {'peak MB':>8} {'mem x':>6} {'matmul %':>8}"
-    lines = [f"device: {device}, threads: {torch.get_num_threads()}, matmul peak: {peak_matmul / 1e9:.1f} GFLOP/s", header]
+    header = (
+        f"{'size':5} {'mode':9} {'batch':5} {'impl':17} {'tokens/s':>10} {'x HF':>6} {'range':>11} "
+        f"{'peak MB':>8} {'mem x':>6} {'matmul %':>8}"
+    )
+    lines = [
+        f"device: {device}, threads: {torch.get_num_threads()}, matmul peak: {peak_matmul / 1e9:.1f} GFLOP/s, "
+        f"medians of {args.rounds} interleaved rounds",
+        header,
+    ]
     for r in rows:
+        low, high = r["speedup_range"]
         lines.append(
             f"{r['size']:5} {r['mode']:9} {r['batch']:5} {r['impl']:17} {r['tokens_per_second']:10.0f} "
-            f"{r['speedup']:6.2f} {r['peak_memory_mb']:8.0f} {r['memory_ratio']:6.2f} {100 * r['matmul_share']:7.1f}%"
+            f"{r['speedup']:6.2f} {low:5.2f}-{high:<5.2f} {r['peak_memory_mb']:8.0f} {r['memory_ratio']:6.2f} "
+            f"{100 * r['matmul_share']:7.1f}%"
         )
     print("\n".join(lines))
     output = Path(args.output)

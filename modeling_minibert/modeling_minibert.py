@@ -91,32 +91,117 @@ def check_inputs(
             raise ValueError(f"{name} contains {bad}, outside [0, {limit_name}={limit})")
 
 
+def functional_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """`nn.functional.dropout`, with a cheaper mask on CPU (see `BitMaskDropout`); CUDA and compiled graphs keep
+    torch's fused kernel."""
+    if not training or p in (0, 1) or x.device.type != "cpu" or torch.compiler.is_compiling():
+        return nn.functional.dropout(x, p, training)
+    return BitMaskDropout.apply(x, p)
+
+
+class BitMaskDropout(torch.autograd.Function):
+    """Dropout whose mask costs 16 random bits per element, drawn four at a time as 64-bit integers.
+
+    Hand-written because torch's CPU dropout draws a float per element (`bernoulli_`), which took about a fifth of
+    a CPU training step. `p` is rounded to a multiple of 2**-15 (at most 1.5e-5 off) and kept values are scaled by
+    the exact inverse of the rounded keep rate, so the expectation is unchanged. Draws come from torch's default
+    generator: `torch.manual_seed` and gradient checkpointing's RNG replay apply as usual.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
+        threshold = round(p * 2**15)
+        bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device).random_()  # [0, 2**63)
+        halves = bits.view(torch.int16).bitwise_and_(0x7FFF)  # four uniform 15-bit numbers per draw
+        dropped = halves[: x.numel()].lt(threshold).view(x.shape)
+        ctx.scale = 2**15 / (2**15 - threshold)
+        ctx.save_for_backward(dropped)
+        return x.masked_fill(dropped, 0).mul_(ctx.scale)  # masked_fill: multiplying by a bool mask converts it
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (dropped,) = ctx.saved_tensors
+        return grad_output.masked_fill(dropped, 0).mul_(ctx.scale), None
+
+
+class MiniBertDropout(nn.Dropout):
+    """`nn.Dropout` through `functional_dropout` above."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return functional_dropout(x, self.p, self.training)
+
+
 @dataclass
 class Packing:
-    """Where the real tokens of a padded (B, T) batch sit in its flattened form.
+    """Where the real tokens of a padded (B, T) batch go when packed, and how attention regroups them.
 
     Hand-written because neither torch nor transformers offers unpadding for CPU encoders: nested tensors fall
     back to slow kernels there, and transformers' varlen path is flash-attention (GPU) only.
+
+    Sequences are packed longest first, so that sequences of similar length sit next to each other. Attention,
+    the one step that needs the sequences apart, then runs once per bucket of such sequences, padded only to the
+    bucket's length (the buckets' padded layouts are S slots in all): on batches of mixed lengths, most of the
+    (B, T, T) scores a padded batch would compute are never computed.
     """
 
-    indices: torch.Tensor  # (N,) positions of real tokens in the flattened (B * T) batch
+    indices: torch.Tensor  # (N,) where each packed token sits in the flattened (B * T) batch
     batch_size: int
     seq_len: int
+    gather: torch.Tensor  # (S,) the packed token in each bucket slot (padding slots repeat a real token)
+    scatter: torch.Tensor  # (N,) the bucket slot of each packed token
+    bucket_shapes: list[tuple[int, int]]  # (sequences, length) of each bucket, in packing order
+    bucket_masks: list[torch.Tensor]  # (sequences, length) attention mask of each bucket
+
+    # A bucket holds the sequences whose lengths round up to the same multiple of this. CPU attention kernels run
+    # up to twice as fast on lengths that are multiples of 16 (47 tokens took longer than 48), and coarser steps
+    # would waste attention on padding while finer ones would pay per-call overhead for little.
+    BUCKET_STEP = 16
 
     @classmethod
     def from_mask(cls, attention_mask: torch.Tensor) -> Packing:
-        indices = attention_mask.flatten().nonzero(as_tuple=True)[0]
-        return cls(indices, *attention_mask.shape)
+        batch_size, seq_len = attention_mask.shape
+        lengths = attention_mask.sum(1)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        rows, cols = attention_mask[order].nonzero(as_tuple=True)
+        indices = order[rows] * seq_len + cols
+        sorted_lengths = lengths[order]
+        starts = sorted_lengths.cumsum(0) - sorted_lengths  # first packed token of each sequence
+
+        bucket_lengths = (-(-sorted_lengths // cls.BUCKET_STEP) * cls.BUCKET_STEP).tolist()
+        gather, bucket_shapes, bucket_masks = [], [], []
+        first = 0
+        while first < batch_size and bucket_lengths[first] > 0:  # sequences without tokens get no bucket
+            length = bucket_lengths[first]
+            last = first + bucket_lengths.count(length)  # sorted, so the bucket's sequences are consecutive
+            slots = torch.arange(length, device=attention_mask.device)
+            mask = slots < sorted_lengths[first:last, None]  # (n, L)
+            gather.append((starts[first:last, None] + torch.where(mask, slots, 0)).flatten())
+            bucket_shapes.append((last - first, length))
+            bucket_masks.append(mask.to(attention_mask.dtype))
+            first = last
+        real_slots = torch.cat([m.flatten() for m in bucket_masks]).nonzero(as_tuple=True)[0]
+        return cls(indices, batch_size, seq_len, torch.cat(gather), real_slots, bucket_shapes, bucket_masks)
 
     def unpad(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, ...) -> (N, ...)"""
-        return x.flatten(0, 1)[self.indices]
+        return x.flatten(0, 1).index_select(0, self.indices)
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:
         """(N, ...) -> (B, T, ...), zeros at padding."""
-        out = x.new_zeros(self.batch_size * self.seq_len, *x.shape[1:])
-        out[self.indices] = x
+        out = x.new_zeros(self.batch_size * self.seq_len, *x.shape[1:]).index_copy(0, self.indices, x)
         return out.view(self.batch_size, self.seq_len, *x.shape[1:])
+
+    def to_buckets(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """(N, ...) -> one (n, L, ...) tensor per bucket."""
+        slots = x.index_select(0, self.gather)  # (S, ...): one gather for all buckets, so one scatter backward
+        sizes = [n * length for n, length in self.bucket_shapes]
+        return [
+            chunk.view(n, length, *x.shape[1:]) for chunk, (n, length) in zip(slots.split(sizes), self.bucket_shapes)
+        ]
+
+    def from_buckets(self, buckets: list[torch.Tensor]) -> torch.Tensor:
+        """One (n, L, ...) tensor per bucket -> (N, ...)"""
+        return torch.cat([b.flatten(0, 1) for b in buckets]).index_select(0, self.scatter)
 
 
 class MiniBertEmbeddings(nn.Module):
@@ -128,7 +213,7 @@ class MiniBertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = MiniBertDropout(config.hidden_dropout_prob)
 
     def forward(
         self,
@@ -154,12 +239,15 @@ def eager_attention_forward(
     dropout: float = 0.0,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Softmax(QK^T * scaling + mask) V. q, k, v: (B, nh, T, hd); mask additive (B, 1, T, T). -> (B, T, nh, hd)"""
+    """Softmax(QK^T * scaling + mask) V. q, k, v: (B, nh, T, hd); mask (B, 1, T, T), additive or boolean
+    (True = attend, sdpa's format). -> (B, T, nh, hd)"""
     attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, nh, T, T)
-    if attention_mask is not None:
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        attn_weights = attn_weights.masked_fill(~attention_mask, torch.finfo(attn_weights.dtype).min)
+    elif attention_mask is not None:
         attn_weights = attn_weights + attention_mask
     attn_weights = nn.functional.softmax(attn_weights, dim=-1)
-    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_weights = functional_dropout(attn_weights, dropout, module.training)
     attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()  # (B, T, nh, hd)
     return attn_output, attn_weights
 
@@ -187,36 +275,40 @@ class MiniBertSelfAttention(nn.Module):
         packing: Packing | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """hidden_states (B, T, H), or (N, H) when packed -> same shape, and the weights (eager only)."""
+        """hidden_states (B, T, H) and the mask in the attention backend's format; or, packed, hidden_states (N, H)
+        and one such mask per bucket. -> same shape as hidden_states, and the weights (eager, padded only)."""
         # One matmul for Q, K and V: the three projections read the same input. The weights stay separate
         # parameters so that checkpoint keys line up with BERT's.
         weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])
         bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
         qkv = nn.functional.linear(hidden_states, weight, bias)  # (B, T, 3H) or (N, 3H)
-        if packing is not None:
-            # Attention is the one step that needs the sequences apart: re-pad just for it.
-            qkv = packing.pad(qkv)  # (B, T, 3H)
+        if packing is None:
+            attn_output, attn_weights = self._attend(qkv, attention_mask, **kwargs)
+            return attn_output, attn_weights
+        # Packed: attention is the one step that needs the sequences apart; run it bucket by bucket.
+        outputs = [
+            self._attend(bucket, mask, **kwargs)[0] for bucket, mask in zip(packing.to_buckets(qkv), attention_mask)
+        ]
+        return packing.from_buckets(outputs), None  # (N, H)
+
+    def _attend(
+        self, qkv: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """qkv (B, T, 3H), mask in the attention backend's format -> (B, T, H), and the weights (eager only)."""
         batch_size, seq_len, _ = qkv.shape
         qkv = qkv.view(batch_size, seq_len, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         query, key, value = qkv.unbind(0)  # each (B, nh, T, hd)
 
-        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.config._attn_implementation, eager_attention_forward
-        )
+        implementation = self.config._attn_implementation
+        dropout = self.dropout_prob if self.training else 0.0
+        if implementation == "sdpa" and dropout > 0 and qkv.device.type == "cpu":
+            # torch's CPU sdpa has no fused dropout and falls back to this same math with a slower dropout.
+            implementation = "eager"
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         attn_output, attn_weights = attention_interface(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=self.dropout_prob if self.training else 0.0,
-            scaling=self.scaling,
-            **kwargs,
+            self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling, **kwargs
         )
-        attn_output = attn_output.reshape(batch_size, seq_len, -1)  # (B, T, H)
-        if packing is not None:
-            attn_output = packing.unpad(attn_output)  # (N, H)
-        return attn_output, attn_weights
+        return attn_output.reshape(batch_size, seq_len, -1), attn_weights
 
 
 class MiniBertSelfOutput(nn.Module):
@@ -226,10 +318,11 @@ class MiniBertSelfOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = MiniBertDropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+        # In place: the sum is a fresh tensor that no backward needs, so skip allocating another.
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)).add_(input_tensor))
 
 
 class MiniBertAttention(nn.Module):
@@ -249,6 +342,10 @@ class MiniBertAttention(nn.Module):
         return self.output(attn_output, hidden_states), attn_weights
 
 
+# The same kernels as ACT2FN's "gelu" and "relu", writing into their input.
+IN_PLACE_ACTIVATIONS = {"gelu": torch.ops.aten.gelu_, "relu": torch.relu_}
+
+
 class MiniBertIntermediate(nn.Module):
     """First half of the position-wise FFN: H -> intermediate_size, activation."""
 
@@ -256,9 +353,14 @@ class MiniBertIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.intermediate_act_fn = ACT2FN[config.hidden_act]
+        self.in_place_act_fn = IN_PLACE_ACTIVATIONS.get(config.hidden_act)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.intermediate_act_fn(self.dense(hidden_states))
+        hidden_states = self.dense(hidden_states)  # (..., intermediate_size)
+        if self.in_place_act_fn is not None and not torch.is_grad_enabled():
+            # Without autograd nothing needs the pre-activation: overwrite the layer's largest tensor in place.
+            return self.in_place_act_fn(hidden_states)
+        return self.intermediate_act_fn(hidden_states)
 
 
 class MiniBertOutput(nn.Module):
@@ -268,10 +370,10 @@ class MiniBertOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = MiniBertDropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)).add_(input_tensor))
 
 
 class MiniBertLayer(GradientCheckpointingLayer):
@@ -515,13 +617,10 @@ class MiniBertModel(MiniBertPreTrainedModel):
                     for t in (input_ids, token_type_ids, position_ids, inputs_embeds)
                 )
             )
-            mask = create_bidirectional_mask(
-                config=self.config,
-                inputs_embeds=inputs_embeds if inputs_embeds is not None else torch.empty(
-                    batch_size, seq_len, 0, dtype=self.dtype, device=ref.device
-                ),
-                attention_mask=attention_mask,
-            )
+            if packing is None:
+                mask = self._backend_mask(attention_mask, embedding_output.dtype)
+            else:
+                mask = [self._backend_mask(m, embedding_output.dtype) for m in packing.bucket_masks]
             sequence_output, hidden_states, attentions = self.encoder(
                 embedding_output, mask, packing, output_hidden_states, output_attentions, **kwargs
             )
@@ -539,6 +638,13 @@ class MiniBertModel(MiniBertPreTrainedModel):
             hidden_states=hidden_states,
             attentions=attentions,
         )
+
+    def _backend_mask(self, attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+        """A (B, T) padding mask in the format the attention backend takes (None when it needs none)."""
+        if attention_mask is None:
+            return None
+        shape_and_dtype = torch.empty(*attention_mask.shape, 0, dtype=dtype, device=attention_mask.device)
+        return create_bidirectional_mask(config=self.config, inputs_embeds=shape_and_dtype, attention_mask=attention_mask)
 
     def _packing(self, attention_mask: torch.Tensor | None, output_attentions: bool) -> Packing | None:
         """Unpad when it saves work: a 2D mask with padding in it (attention weights keep the padded layout)."""
@@ -570,9 +676,9 @@ def _mlm_logits_and_loss(
     if labels is None:
         return predictions(sequence_output), None
     if model.training and model.config.sparse_prediction:
-        selected = labels.flatten() != -100
+        selected = (labels.flatten() != -100).nonzero(as_tuple=True)[0]
         labels = labels.flatten()[selected]
-        logits = predictions(sequence_output.flatten(0, 1)[selected])  # (M, V)
+        logits = predictions(sequence_output.flatten(0, 1).index_select(0, selected))  # (M, V); see Packing on index_select
     else:
         logits = predictions(sequence_output)
     loss = model.loss_function(logits, labels, vocab_size=model.config.vocab_size, **kwargs)
@@ -695,7 +801,7 @@ class MiniBertForSequenceClassification(MiniBertPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.bert = MiniBertModel(config)
-        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.dropout = MiniBertDropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -723,7 +829,7 @@ class MiniBertForMultipleChoice(MiniBertPreTrainedModel):
     def __init__(self, config: MiniBertConfig):
         super().__init__(config)
         self.bert = MiniBertModel(config)
-        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.dropout = MiniBertDropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
@@ -763,7 +869,7 @@ class MiniBertForTokenClassification(MiniBertPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.bert = MiniBertModel(config, add_pooling_layer=False)
-        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.dropout = MiniBertDropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 

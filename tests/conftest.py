@@ -72,3 +72,20 @@ def padded_batch(vocab_size: int, batch: int = 3, length: int = 12, seed: int = 
     token_types = torch.zeros_like(ids)
     token_types[:, length // 2 :] = 1
     return ids, mask, token_types.masked_fill(mask == 0, 0)
+
+
+# Rows of `ragged_batch`'s attention mask: (first, end) spans of real tokens in a length-40 row.
+RAGGED_SPANS = [[(0, 40)], [(0, 33)], [(20, 40)], [(0, 10), (15, 22)], [(0, 16)], [(0, 9)], [(0, 1)], [(0, 31)]]
+
+
+def ragged_batch(vocab_size: int, seed: int = 0):
+    """ids, mask, token types of 8 rows of length 40 whose real tokens number 40, 33, 20 (left-padded), 17 (with a
+    hole), 16, 9, 1 and 31: rows that fall into several of the unpadded encoder's attention buckets."""
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.zeros(len(RAGGED_SPANS), 40, dtype=torch.long)
+    for row, spans in enumerate(RAGGED_SPANS):
+        for first, end in spans:
+            mask[row, first:end] = 1
+    ids = torch.randint(5, vocab_size, mask.shape, generator=g) * mask
+    token_types = (torch.arange(40) >= 20).long().expand_as(mask) * mask
+    return ids, mask, token_types

@@ -7,11 +7,12 @@ import json
 import pytest
 import torch
 import transformers
-from conftest import TINY, padded_batch, run_python
+from conftest import TINY, padded_batch, ragged_batch, run_python
 from transformers import AutoModel, AutoModelForMaskedLM, BertConfig
 
 import modeling_minibert
 from modeling_minibert import AUTO_CLASSES, MiniBertConfig
+from modeling_minibert.modeling_minibert import Packing, functional_dropout
 from modeling_minibert.convert_bert import HEADS
 
 CONFIGS = {
@@ -137,16 +138,58 @@ def test_attentions_match_eager_bert_whatever_the_backend():
     assert mini.config._attn_implementation == "sdpa"  # switched to eager for that call only
 
 
-def test_unpadded_path_equals_padded_path_in_training():
+def test_packing_buckets_sequences_by_length_and_moves_tokens_losslessly():
+    ids, mask, _ = ragged_batch(TINY["vocab_size"])
+    mask = torch.cat([mask, torch.zeros_like(mask[:1])])  # and a row without tokens
+    packing = Packing.from_mask(mask)
+    # Longest first, lengths rounded up to multiples of 16: 40, 33 | 31, 20, 17 | 16, 9, 1; the empty row nowhere.
+    assert packing.bucket_shapes == [(2, 48), (3, 32), (3, 16)]
+    order = [0, 1, 7, 2, 3, 4, 5, 6]
+    assert [m.sum(1).tolist() for m in packing.bucket_masks] == [[40, 33], [31, 20, 17], [16, 9, 1]]
+
+    x = torch.randn(*mask.shape, 5)
+    packed = packing.unpad(x)
+    assert packed.shape == (int(mask.sum()), 5)
+    assert torch.equal(packing.pad(packed), x * mask[..., None])
+    buckets = packing.to_buckets(packed)
+    rows = [(bucket[i], bucket_mask[i].bool()) for bucket, bucket_mask in zip(buckets, packing.bucket_masks) for i in range(len(bucket))]
+    for (bucket_row, real), sequence in zip(rows, order, strict=True):  # each bucket row: one sequence, in order
+        assert torch.equal(bucket_row[real], x[sequence][mask[sequence].bool()])
+    assert torch.equal(packing.from_buckets(buckets), packed)
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_mixed_length_batch_matches_bert_across_buckets(attn):
+    """Left padding, a hole in the mask and lengths spanning three attention buckets, against BERT."""
+    bert, mini = twin_models("ForPreTraining", dict(TINY, max_position_embeddings=40), attn=attn)
+    ids, mask, types = ragged_batch(TINY["vocab_size"])
+    with torch.no_grad():
+        expected = bert(ids, mask, types, output_hidden_states=True)
+        got = mini(ids, mask, types, output_hidden_states=True)
+    # NSP reads position 0, which is padding in the left-padded row: BERT scores its padding there, Mini-BERT zeros.
+    cls_is_real = mask[:, 0].bool()
+    torch.testing.assert_close(got.seq_relationship_logits[cls_is_real], expected.seq_relationship_logits[cls_is_real])
+    token_level = [{k: v for k, v in out.items() if k != "seq_relationship_logits"} for out in (expected, got)]
+    assert_outputs_match(*token_level, mask)
+
+
+@pytest.mark.parametrize("batch", [padded_batch, ragged_batch])
+def test_unpadded_path_equals_padded_path_in_training(batch):
     """Same weights, same data: outputs and gradients agree between the unpadded and the padded encoder."""
-    config_kwargs = dict(TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config_kwargs = dict(TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=40)
+    ids, mask, types = batch(TINY["vocab_size"])
+    labels = torch.where(torch.rand(ids.shape, generator=torch.Generator().manual_seed(1)) < 0.3, ids, -100)
+    inputs = dict(
+        input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels.masked_fill(mask == 0, -100),
+        # -100 (ignored) where position 0, which NSP reads, is padding: see the test above
+        next_sentence_label=(torch.arange(len(ids)) % 2).masked_fill(mask[:, 0] == 0, -100),
+    )
     results = []
     for unpad in (True, False):
         torch.manual_seed(0)
         model = modeling_minibert.MiniBertForPreTraining(
             MiniBertConfig(**config_kwargs, unpad_inputs=unpad, sparse_prediction=False)
         ).train()
-        inputs = head_inputs("ForPreTraining", TINY["vocab_size"])
         out = model(**inputs)
         out.loss.backward()
         results.append((out, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
@@ -194,9 +237,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     grads = []
     for checkpointing in (False, True):
         torch.manual_seed(0)
-        model = modeling_minibert.MiniBertForPreTraining(
-            MiniBertConfig(**TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-        ).train()
+        model = modeling_minibert.MiniBertForPreTraining(MiniBertConfig(**TINY)).train()  # dropout replayed
         if checkpointing:
             model.activation_checkpointing_enable()
             assert model.is_activation_checkpointing
@@ -205,6 +246,42 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 10
     for name in grads[0]:
         torch.testing.assert_close(grads[1][name], grads[0][name], msg=name)
+
+
+def test_cpu_dropout_drops_at_rate_p_independently_and_keeps_the_mean():
+    p, n = 0.1, 2_000_000
+    sigma = (p * (1 - p) / n) ** 0.5
+    x = torch.ones(n, requires_grad=True)
+    torch.manual_seed(0)
+    out = functional_dropout(x, p, training=True)
+    dropped = out.detach() == 0
+    assert abs(dropped.float().mean() - p) < 5 * sigma
+    for lane in range(4):  # the four numbers cut from each 64-bit draw are each uniform
+        assert abs(dropped[lane::4].float().mean() - p) < 10 * sigma
+    both = (dropped[0::2] & dropped[1::2]).float().mean()  # and independent of each other
+    assert abs(both - p * p) < 5 * (p * p / (n / 2)) ** 0.5
+    kept = out.detach()[~dropped]
+    torch.testing.assert_close(kept, torch.full_like(kept, 2**15 / (2**15 - round(p * 2**15))))  # unbiased
+    out.sum().backward()
+    assert torch.equal(x.grad, out.detach())  # the gradient takes the same mask and scale
+
+    torch.manual_seed(0)
+    assert torch.equal(functional_dropout(x.detach(), p, training=True), out.detach())  # torch's seed governs it
+    assert functional_dropout(x, p, training=False) is x
+
+
+def test_attention_dropout_is_the_same_with_every_backend():
+    """In CPU training the sdpa backend runs eager math, so the same seed gives the same dropout and loss."""
+    inputs = head_inputs("ForPreTraining", TINY["vocab_size"])
+    losses = []
+    for attn in ("eager", "sdpa"):
+        torch.manual_seed(0)
+        config = MiniBertConfig(**TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.5, attn_implementation=attn)
+        model = modeling_minibert.MiniBertForPreTraining(config).train()
+        losses.append(model(**inputs).loss)
+        with torch.no_grad():
+            assert not torch.equal(model(**inputs).loss, model.eval()(**inputs).loss)  # dropout did act
+    assert torch.equal(losses[0], losses[1])
 
 
 def test_mlm_decoder_is_tied_to_word_embeddings_unless_untied():
