@@ -116,12 +116,12 @@ class BitMaskDropout(torch.autograd.Function):
         dropped = halves[: x.numel()].lt(threshold).view(x.shape)
         ctx.scale = 2**15 / (2**15 - threshold)
         ctx.save_for_backward(dropped)
-        return x.masked_fill(dropped, 0).mul_(ctx.scale)  # masked_fill: multiplying by a bool mask converts it
+        return torch.where(dropped, 0.0, x).mul_(ctx.scale)  # not x * mask: multiplying by a bool converts it
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
         (dropped,) = ctx.saved_tensors
-        return grad_output.masked_fill(dropped, 0).mul_(ctx.scale), None
+        return torch.where(dropped, 0.0, grad_output).mul_(ctx.scale), None
 
 
 class MiniBertDropout(nn.Dropout):
