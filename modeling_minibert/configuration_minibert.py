@@ -27,7 +27,7 @@ class MiniBertConfig(PretrainedConfig):
         mlm_head_transform: keep BERT's dense + activation + LayerNorm before the MLM decoder; when False the
             decoder is a single projection of the hidden states.
         unpad_inputs: when the attention mask has padding, run the dense work on the non-pad tokens only and
-            attention per sequence (same outputs, less work on mixed-length batches).
+            attention per bucket of sequences of similar length (same outputs, less work on mixed-length batches).
         sparse_prediction: in training with MLM labels, compute logits and loss only where the label is not -100
             (the returned `logits` then hold those rows only, shape (num_masked, vocab_size)).
     """

@@ -4,9 +4,9 @@ Self-contained on purpose (imports only torch, transformers and the configuratio
 next to every saved checkpoint so that `trust_remote_code=True` works without the package installed.
 
 Module and parameter names follow transformers' `modeling_bert.py`, so BERT checkpoints line up key for key.
-What Mini-BERT adds is speed: with padding in the batch, the dense work runs on the real tokens only
-(`MiniBertConfig.unpad_inputs`), and MLM training computes logits only at masked positions
-(`MiniBertConfig.sparse_prediction`).
+What Mini-BERT adds is speed: with padding in the batch, the dense work runs on the real tokens only and attention
+per bucket of similar lengths (`MiniBertConfig.unpad_inputs`, see `Packing`), MLM training computes logits only at
+masked positions (`MiniBertConfig.sparse_prediction`), and CPU dropout is cheaper (`BitMaskDropout`).
 
 Shapes: B batch, T sequence length, H hidden size, nh heads, hd head size (H = nh * hd), N real (non-pad)
 tokens in the batch, V vocabulary size.
