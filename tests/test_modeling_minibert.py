@@ -305,7 +305,9 @@ def test_guide_variant_is_expressible_and_has_its_parameter_count():
 
 
 @pytest.mark.parametrize("head", HEADS)
-def test_save_and_reload_every_head_bit_identical(head, tmp_path):
+def test_save_and_reload_every_head(head, tmp_path):
+    """Weights come back bit for bit; outputs equal to float rounding (BLAS sums in an order that depends on how
+    a weight is aligned in memory, and safetensors places tensors at 8-byte offsets only)."""
     _, mini = twin_models(head, TINY)
     inputs = {k: v for k, v in head_inputs(head, TINY["vocab_size"]).items() if "label" not in k and "positions" not in k}
     mini.save_pretrained(tmp_path)
@@ -314,10 +316,14 @@ def test_save_and_reload_every_head_bit_identical(head, tmp_path):
     auto_class = next(a for a, m in AUTO_CLASSES.items() if m is type(mini))
     reloaded = auto_class.from_pretrained(tmp_path).eval()
     assert type(reloaded) is type(mini)
+    saved, loaded = mini.state_dict(), reloaded.state_dict()
+    assert saved.keys() == loaded.keys()
+    for key, value in saved.items():
+        assert torch.equal(value, loaded[key]), key
     with torch.no_grad():
         before, after = mini(**inputs), reloaded(**inputs)
     for key, value in before.items():
-        assert torch.equal(value, after[key]), key
+        torch.testing.assert_close(after[key], value, atol=1e-6, rtol=1e-6, msg=key)
 
 
 def test_saved_folder_loads_with_trust_remote_code_without_the_package(tmp_path):
