@@ -1,6 +1,6 @@
 """Rotten Tomatoes sentiment: a fine-tuned Mini-BERT against a TF-IDF + logistic-regression baseline, same split.
 
-The split is by movie (see `modeling_minibert.rotten_tomatoes`): about 10.2k training, 1.4k validation and
+The split is by movie (see `benchmarks/rotten_tomatoes.py`): about 10.2k training, 1.4k validation and
 1.3k test snippets. The fine-tuned model keeps its best validation epoch; both are scored once on the test split.
 
     python benchmarks/finetune_rotten_tomatoes.py --model minibert-pretrained
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from matplotlib.figure import Figure  # noqa: E402
 
 from modeling_minibert.finetuning import finetune_sequence_classification  # noqa: E402
-from modeling_minibert.rotten_tomatoes import load_rotten_tomatoes, tfidf_baseline  # noqa: E402
+from rotten_tomatoes import load_rotten_tomatoes, tfidf_baseline  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 

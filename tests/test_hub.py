@@ -36,7 +36,7 @@ from modeling_minibert.hub import (
     push_to_hub,
     refresh_model_card,
 )
-from modeling_minibert.local_hub import LocalHub
+from tools.local_hub import LocalHub
 from tokenization import make_tokenizer
 
 USER = "hub-tester"

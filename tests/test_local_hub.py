@@ -1,4 +1,4 @@
-"""Tests for `modeling_minibert.local_hub`: the real huggingface_hub client against the local server, over HTTP.
+"""Tests for `tools.local_hub`: the real huggingface_hub client against the local server, over HTTP.
 
 These run in this process with an explicit `endpoint=`, which every HfApi call accepts; the two settings
 huggingface_hub reads at import (Xet uploads, offline mode) are switched for the duration of each test.
@@ -23,7 +23,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from modeling_minibert.local_hub import DEFAULT_GITATTRIBUTES, LocalHub, git_blob_oid
+from tools.local_hub import DEFAULT_GITATTRIBUTES, LocalHub, git_blob_oid
 
 TOKEN = "hf_localtest_0123456789abcdef"
 

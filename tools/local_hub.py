@@ -10,7 +10,7 @@ repositories in a folder so a demo's pushes survive a restart.
         hub.configure_clients()    # point this process's huggingface_hub and transformers here
         model.push_to_hub("my-model")          # -> local-user/my-model
 
-or, from a shell: `python -m modeling_minibert.local_hub hub-data` (prints the variables to export).
+or, from a shell: `python -m tools.local_hub hub-data` (prints the variables to export).
 
 What it stores, under `root_dir`:
   - `repos/{type}/{namespace}/{name}.json`: branches, tags, pull-request refs and commits; each
@@ -1082,7 +1082,7 @@ class LocalHub:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m modeling_minibert.local_hub ROOT`: serve a folder until interrupted."""
+    """`python -m tools.local_hub ROOT`: serve a folder until interrupted."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("root_dir", help="folder holding the repositories")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
