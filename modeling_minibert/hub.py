@@ -33,6 +33,8 @@ from safetensors import safe_open
 from transformers import TrainerCallback
 from transformers.dynamic_module_utils import custom_object_save
 
+from modeling_minibert.files import write_text
+
 logger = logging.getLogger(__name__)
 
 PICKLE_PATTERNS = ["*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle", "*.ckpt"]
@@ -224,6 +226,30 @@ def build_model_card(folder: str | os.PathLike, repo_id: str, revision: str | No
         lines += ["No tokenizer was saved with this checkpoint: use the one it was trained with.", ""]
     lines += ["## License", "", "Apache-2.0.", ""]
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines))
+
+
+def write_model_card(
+    folder: str | os.PathLike,
+    *,
+    task: str | None = None,
+    base_model: str | None = None,
+    dataset_name: str | None = None,
+    license: str = "apache-2.0",
+) -> Path:
+    """Write README.md into a job's output folder, as Trainer writes its card at the end of a run.
+
+    `task` is the pipeline tag ("fill-mask", "text-classification", ...); `base_model` the model the run started
+    from; `dataset_name` the training data. The card's results come from the folder's results files.
+    """
+    folder = Path(folder)
+    card = build_model_card(folder, folder.name)
+    for key, value in {"pipeline_tag": task, "base_model": base_model, "license": license}.items():
+        if value is not None:
+            card.data[key] = value
+    if dataset_name is not None:
+        card.data["datasets"] = [dataset_name]
+    write_text(folder / "README.md", str(card))
+    return folder / "README.md"
 
 
 def refresh_model_card(folder: Path, repo_id: str, revision: str | None = None) -> Path:
