@@ -13,7 +13,9 @@ measured in interleaved rounds: the table gives medians across rounds and the ra
 
     python benchmarks/bench_model.py                 # everything, a table + benchmarks/results/model.json
     python benchmarks/bench_model.py --sizes mini    # the Mini-BERT config only
-    python benchmarks/bench_model.py --compile       # also torch.compile'd Mini-BERT
+    python benchmarks/bench_model.py --compile       # also torch.compile'd transformers and Mini-BERT
+
+The README's Speed table is `readme_table()` of the committed benchmarks/results/model.json.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from report import RESULTS, markdown_table, write_results
 
 SIZES = {
     "mini": dict(
@@ -208,8 +212,8 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=["inference", "training"], choices=["inference", "training"])
     parser.add_argument("--steps", type=int, default=7, help="timed steps per measurement (median; halved for base)")
     parser.add_argument("--rounds", type=int, default=3, help="measurements of each implementation, interleaved")
-    parser.add_argument("--compile", action="store_true", help="also measure torch.compile'd Mini-BERT")
-    parser.add_argument("--output", default=str(Path(__file__).parent / "results" / "model.json"))
+    parser.add_argument("--compile", action="store_true", help="also measure torch.compile'd transformers and Mini-BERT")
+    parser.add_argument("--output", default=str(RESULTS / "model.json"))
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -221,7 +225,7 @@ def main() -> None:
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     peak_matmul = matmul_flops_per_second(device)
-    impls = ["transformers", "minibert"] + (["minibert+compile"] if args.compile else [])
+    impls = ["transformers", "minibert"] + (["transformers+compile", "minibert+compile"] if args.compile else [])
     cases = [(s, m, mixed) for s in args.sizes for m in args.modes for mixed in (True, False)]
     # Rounds interleave the implementations (alternating which goes first), so that a slow spell of a shared
     # machine lands on both; ratios are taken within a round, then the median across rounds is reported.
@@ -242,9 +246,15 @@ def main() -> None:
             refs = [measured[size, mode, mixed, r, "transformers"] for r in range(args.rounds)]
             speedups = [run["tokens_per_second"] / ref["tokens_per_second"] for run, ref in zip(runs, refs)]
             median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+            # Compiled Mini-BERT is also compared with compiled transformers, like with like.
+            like = "transformers+compile" if impl == "minibert+compile" else "transformers"
+            likes = [measured[size, mode, mixed, r, like] for r in range(args.rounds)]
+            like_speedups = [run["tokens_per_second"] / ref["tokens_per_second"] for run, ref in zip(runs, likes)]
             rows.append(dict(
                 size=size, mode=mode, batch="mixed" if mixed else "full", impl=impl, **median,
                 speedup=statistics.median(speedups), speedup_range=[min(speedups), max(speedups)],
+                speedup_like_for_like=statistics.median(like_speedups),
+                speedup_like_for_like_range=[min(like_speedups), max(like_speedups)],
                 memory_ratio=median["peak_memory_mb"] / max(statistics.median(r["peak_memory_mb"] for r in refs), 1e-9),
                 matmul_share=median["useful_flops_per_second"] / peak_matmul,
                 rounds=runs,
@@ -267,12 +277,37 @@ def main() -> None:
             f"{100 * r['matmul_share']:7.1f}%"
         )
     print("\n".join(lines))
-    output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_suffix(".tmp")
-    tmp.write_text(json.dumps(dict(device=device, matmul_flops_per_second=peak_matmul, rows=rows), indent=2))
-    os.replace(tmp, output)
+    output = write_results(
+        args.output, dict(device=device, threads=torch.get_num_threads(), matmul_flops_per_second=peak_matmul,
+                          rounds=args.rounds, rows=rows),
+    )
     print(f"wrote {output}")
+
+
+def readme_table(results: dict) -> str:
+    """The README's Speed table: per size, mode and batch, transformers and Mini-BERT tokens/s with the ratio and
+    its range across rounds; with --compile, the ratio of compiled Mini-BERT to compiled transformers."""
+    rows = {(r["size"], r["mode"], r["batch"], r["impl"]): r for r in results["rows"]}
+    compiled = any(impl == "minibert+compile" for *_, impl in rows)
+    header = ["size", "mode", "batch", "transformers tokens/s", "Mini-BERT tokens/s", "× (range)", "peak memory ×",
+              "matmul FLOP/s share"]
+    if compiled:
+        header += ["compiled × compiled transformers (range)"]
+    lines = []
+    for (size, mode, batch, impl), row in rows.items():
+        if impl != "minibert":
+            continue
+        ref = rows[size, mode, batch, "transformers"]
+        low, high = row["speedup_range"]
+        cells = [size, mode, batch, f"{ref['tokens_per_second']:,.0f}", f"{row['tokens_per_second']:,.0f}",
+                 f"**{row['speedup']:.2f}** ({low:.2f}–{high:.2f})", f"{row['memory_ratio']:.2f}",
+                 f"{100 * row['matmul_share']:.1f}%"]
+        if compiled:
+            c = rows[size, mode, batch, "minibert+compile"]
+            low, high = c["speedup_like_for_like_range"]
+            cells.append(f"{c['speedup_like_for_like']:.2f} ({low:.2f}–{high:.2f})")
+        lines.append(cells)
+    return markdown_table(header, lines, "lllrrrrr" + ("r" if compiled else ""))
 
 
 if __name__ == "__main__":
