@@ -402,6 +402,114 @@ def test_encoding_arbitrary_unicode(trained, text, pair):
     tokenizer.decode(ids, skip_special_tokens=True)
 
 
+# --- reproducibility and bounded memory ----------------------------------------------------------------------
+
+REPRODUCIBILITY_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+from tokenization import train_tokenizer
+corpora, out = json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2])
+for name, (texts, vocab_size) in corpora.items():
+    tokenizer = train_tokenizer(texts, vocab_size=vocab_size, show_progress=False)
+    vocab = tokenizer.get_vocab()
+    (out / f"{name}.txt").write_text("\n".join(sorted(vocab, key=vocab.__getitem__)), encoding="utf-8")
+"""
+
+
+def test_training_is_reproducible_across_processes(tmp_path):
+    # Rust seeds its hash maps per process: only separate processes show the tie-breaking by hash order.
+    rare = "".join(chr(0x4E00 + i) for i in range(300)) + " " + " ".join(chr(0x0410 + i) + "x" for i in range(32))
+    corpora = {
+        # Too small to fill the vocabulary: merges stop at min_frequency among many tied counts.
+        "small": (bbc_texts(20), 8192),
+        # More characters than limit_alphabet, hundreds seen once: which ones are dropped is a tie.
+        "rare_characters": (bbc_texts(10) + [rare], 120),
+    }
+    spec = tmp_path / "corpora.json"
+    spec.write_text(json.dumps(corpora), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    runs = []
+    for i in range(4):
+        out = tmp_path / f"run{i}"
+        out.mkdir()
+        runs.append((out, subprocess.Popen([sys.executable, "-c", REPRODUCIBILITY_SCRIPT, str(spec), str(out)], env=env,
+                                           stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
+    for out, process in runs:
+        assert process.wait(timeout=300) == 0, process.stderr.read()
+    for name, (_, vocab_size) in corpora.items():
+        vocabs = [(out / f"{name}.txt").read_text(encoding="utf-8") for out, _ in runs]
+        assert all(vocab == vocabs[0] for vocab in vocabs[1:]), f"{name}: the runs gave different vocabularies"
+    assert len(vocabs[0].split("\n")) == 120
+    assert len((runs[0][0] / "small.txt").read_text(encoding="utf-8").split("\n")) < 8192
+
+
+LONG_LINE_SCRIPT = r"""
+import sys
+from tokenization import train_tokenizer
+
+def peak_mb():  # VmHWM: the resident high-water mark, reset below by writing 5 to clear_refs
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
+
+def rss_mb():
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmRSS")) / 1024
+
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")
+before = rss_mb()
+tokenizer = train_tokenizer([sys.argv[1]], vocab_size=300, show_progress=False)
+print(peak_mb() - before, len(tokenizer))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux's /proc/self/clear_refs")
+def test_a_long_line_is_trained_in_bounded_memory(tmp_path):
+    # 2 MB on one line: the trainer keeps ~100 bytes per byte of a text in flight, so a whole line cost ~200 MB
+    # (a 30 MB line, 7.7 GB); fed in 64 KB pieces it costs a few MB, whatever the line's length.
+    words = [f"w{i}{'abcdefgh'[i % 8] * (i % 5)}" for i in range(4000)]
+    line = " ".join(words[(i * 7919) % len(words)] for i in range(300_000))
+    data = tmp_path / "one_line.txt"
+    data.write_text(line + "\n", encoding="utf-8")
+    assert data.stat().st_size > 2_000_000
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-c", LONG_LINE_SCRIPT, str(data)], env=env, capture_output=True,
+                            text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    peak, size = result.stdout.split()
+    assert float(peak) < 64, f"training on one 2 MB line took {float(peak):.0f} MB"
+    assert int(size) == 300
+
+
+def test_long_lines_are_cut_at_whitespace(tmp_path):
+    from tokenization.corpus import _bounded_lines, split_long_text
+
+    text = "short line\n" + "é word " * 20 + "\n" + "x" * 50 + "ü" * 10 + "\n" + "tail without newline"
+    path = tmp_path / "lines.txt"
+    path.write_bytes(text.encode("utf-8"))
+    pieces = list(_bounded_lines(path, limit=32))
+    assert b"".join(pieces) == text.encode("utf-8")  # nothing lost, nothing repeated
+    assert all(len(p) <= 32 for p in pieces)
+    for piece in pieces:
+        piece.decode("utf-8")  # never a character cut in two
+    # A piece of a long line ends at whitespace when the piece holds any.
+    long_pieces = [p for p in pieces if p.startswith(("é".encode(), b"word"))]
+    assert long_pieces and all(p.endswith((b" ", b"\n")) for p in long_pieces)
+
+    texts = list(split_long_text("abc def " * 10 + "z" * 45, limit=16))
+    assert "".join(texts) == "abc def " * 10 + "z" * 45
+    assert all(len(t) <= 16 for t in texts) and texts[0] == "abc def abc def "
+    assert list(split_long_text("short", limit=16)) == ["short"]
+
+
+def test_non_utf8_byte_in_a_long_line_is_named(tmp_path, monkeypatch):
+    import tokenization.corpus
+
+    monkeypatch.setattr(tokenization.corpus, "MAX_PIECE_CHARS", 16)
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"first line\n" + b"words and more words " * 4 + b"\xff rest\n")
+    with pytest.raises(ValueError, match=r"bad\.txt is not valid UTF-8: byte 0xff at offset 95 \(line 2\)"):
+        train_tokenizer([bad], vocab_size=100, show_progress=False)
+
+
 def test_non_utf8_file_is_named(tmp_path):
     good, bad = tmp_path / "good.txt", tmp_path / "latin1.txt"
     good.write_text("some good text\n", encoding="utf-8")

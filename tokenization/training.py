@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -74,23 +75,29 @@ def train_tokenizer(
         check_output_dir(Path(output_dir), overwrite)  # fail before training, not after
     corpus = Corpus(inputs, show_progress=show_progress)
 
-    # tokenizers numbers the "##x" tokens in hash-map order, and merge ties are broken by id, so the same
-    # corpus gives a different vocabulary on every run (huggingface/tokenizers#1794). Pre-registering the
-    # "##x" tokens in sorted order makes training reproducible; finding them costs a first, merge-free pass.
-    first_pieces = []
+    # tokenizers' trainer is not reproducible on its own (huggingface/tokenizers#1794): it numbers the "##x"
+    # tokens in hash-map order and breaks merge ties by id, and when the corpus has more characters than
+    # `limit_alphabet` it drops the rarest in hash-map order among equal counts. Rust's hash maps are seeded
+    # per process, so two runs differ, most on small corpora, where ties are common. We fix what it would
+    # leave to chance: which characters are kept (by count, then code point) and the ids of their "##"
+    # forms (registered first, sorted). That costs one or two merge-free passes over the text first.
+    initial_alphabet, first_pieces = [], []
     if corpus.reiterable:
-        first_pieces = _continuation_tokens(corpus, limit_alphabet, lowercase, strip_accents)
+        initial_alphabet, first_pieces = _alphabet(corpus, limit_alphabet, lowercase, strip_accents)
     backend = build_backend(None, lowercase, strip_accents)
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         special_tokens=list(SPECIAL_TOKEN_IDS) + first_pieces,
-        limit_alphabet=limit_alphabet,
+        # The chosen characters are forced in (an initial alphabet counts as most frequent) and the limit
+        # then drops exactly the others.
+        limit_alphabet=len(initial_alphabet) if initial_alphabet else limit_alphabet,
+        initial_alphabet=initial_alphabet,
         continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
         # Our tqdm bar shows the reading; the Rust bars would draw over it.
         show_progress=False,
     )
-    desc = "reading corpus (2/2: merges)" if first_pieces else "reading corpus"
+    desc = "reading corpus (merges)" if corpus.reiterable else "reading corpus"
     backend.train_from_iterator(corpus.batches(desc), trainer)
 
     vocab = backend.get_vocab()
@@ -110,19 +117,32 @@ def train_tokenizer(
     return tokenizer
 
 
-def _continuation_tokens(corpus: Corpus, limit_alphabet: int, lowercase: bool, strip_accents: bool | None) -> list[str]:
-    """The "##x" tokens training will create, sorted: a training pass that stops before any merge."""
+def _alphabet(corpus: Corpus, limit_alphabet: int, lowercase: bool, strip_accents: bool | None) -> tuple[list[str], list[str]]:
+    """The characters training will keep and the "##" forms it will make of them, both in a fixed order.
+
+    Returns (the characters, sorted, or [] when all of them fit in `limit_alphabet`; the "##x" tokens, sorted).
+    """
+    # A training pass with no room for merges: its vocabulary is every character seen, and "##x" for those
+    # seen inside a word.
     backend = build_backend(None, lowercase, strip_accents)
-    n_special = len(SPECIAL_TOKEN_IDS)
     trainer = trainers.WordPieceTrainer(
-        vocab_size=n_special + limit_alphabet,  # room for the alphabet only: no merges
-        special_tokens=list(SPECIAL_TOKEN_IDS),
-        limit_alphabet=limit_alphabet,
-        continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
-        show_progress=False,
+        vocab_size=1, special_tokens=[], continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX, show_progress=False
     )
-    backend.train_from_iterator(corpus.batches("reading corpus (1/2: alphabet)"), trainer)
-    return sorted(t for t in backend.get_vocab(with_added_tokens=False) if t.startswith(CONTINUING_SUBWORD_PREFIX))
+    backend.train_from_iterator(corpus.batches("reading corpus (alphabet)"), trainer)
+    vocab = backend.get_vocab(with_added_tokens=False)
+    chars = {t for t in vocab if not t.startswith(CONTINUING_SUBWORD_PREFIX)}
+    kept: list[str] = []
+    if len(chars) > limit_alphabet:
+        # Keep the most frequent characters, ties broken by code point rather than by hash order.
+        counts: Counter[str] = Counter()
+        normalizer = backend.normalizer
+        for batch in corpus.batches("reading corpus (character counts)"):
+            for text in batch:
+                counts.update(normalizer.normalize_str(text))
+        kept = sorted(sorted(chars, key=lambda c: (-counts[c], c))[:limit_alphabet])
+        chars = set(kept)
+    pieces = sorted(t for t in vocab if t.startswith(CONTINUING_SUBWORD_PREFIX) and t[len(CONTINUING_SUBWORD_PREFIX):] in chars)
+    return kept, pieces
 
 
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
