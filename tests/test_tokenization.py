@@ -555,7 +555,7 @@ def test_output_dir_checked_before_training_and_replaced_atomically(tmp_path, tr
         raise AssertionError("training started")
         yield
 
-    with pytest.raises(FileExistsError, match=f"{re.escape(str(out))} already exists and is not empty"):
+    with pytest.raises(FileExistsError, match=f"output_dir {re.escape(str(out))} is not empty; pass --overwrite_output_dir"):
         train_tokenizer(must_not_be_read(), vocab_size=100, output_dir=out)
     save_tokenizer(trained[0], out, overwrite=True)
     assert not (out / "stale.txt").exists() and (out / "vocab.txt").exists()
@@ -618,11 +618,14 @@ def test_cli_trains_saves_and_summarises(tmp_path, corpus, capsys):
     data = tmp_path / "corpus.txt"
     data.write_text("\n".join(corpus), encoding="utf-8")
     out = tmp_path / "tok"
-    code = main(["train-tokenizer", "--input", str(data), "--vocab-size", "500", "--output-dir", str(out),
+    # Underscores as in transformers' example scripts; dashes accepted too.
+    code = main(["train-tokenizer", "--train_file", str(data), "--vocab_size", "500", "--output-dir", str(out),
                  "--model-max-length", "64"])
     captured = capsys.readouterr()
     assert code == 0
     assert "reading corpus" in captured.err  # the progress bar
+    assert "warning" not in captured.err and "deprecated" not in captured.err
+    assert f"saved a 500-token WordPiece vocabulary to {out}" in captured.out
     assert re.search(r"vocabulary size\s+500", captured.out)
     assert re.search(r"words split \(>1 pc\)\s+\d+\.\d\d%", captured.out)
     assert re.search(r"\[UNK\] rate\s+\d+\.\d+%", captured.out)
@@ -635,7 +638,72 @@ def test_cli_reports_bad_file(tmp_path, capsys):
 
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"\xff\xfe broken")
-    code = main(["train-tokenizer", "--input", str(bad), "--output-dir", str(tmp_path / "out"), "--quiet"])
+    code = main(["train-tokenizer", "--train_file", str(bad), "--output_dir", str(tmp_path / "out"), "--disable_tqdm"])
     assert code == 2
     assert f"error: {bad} is not valid UTF-8" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_cli_requires_train_file(tmp_path, capsys):
+    from modeling_minibert.cli import main
+
+    assert main(["train-tokenizer", "--output_dir", str(tmp_path / "out")]) == 2
+    assert "minibert train-tokenizer: error: --train_file is required" in capsys.readouterr().err
+
+
+def test_smaller_vocabulary_than_asked_is_said(tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="tokenization.training"):
+        tokenizer = train_tokenizer(["the cat sat on the mat", "the dog ate the cat food"] * 3, vocab_size=8192,
+                                    show_progress=False)
+    assert len(tokenizer) < 100
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the vocabulary has {len(tokenizer)} tokens, fewer than vocab_size=8,192: every pair seen at least "
+        "min_frequency=2 times is merged; more text or a lower min_frequency gives more"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tokenization.training"):
+        train_tokenizer(["the cat sat on the mat"] * 3, vocab_size=len(tokenizer) - 20, show_progress=False)
+    assert caplog.records == []  # filled: nothing to say
+
+
+def test_cli_says_the_real_size_and_accepts_old_names_with_a_warning(tmp_path):
+    data = tmp_path / "small.txt"
+    data.write_text("the cat sat on the mat\nthe dog ate the cat food\n" * 3, encoding="utf-8")
+    out = tmp_path / "tok"
+    out.mkdir()
+    (out / "old.txt").write_text("x")
+    # Every old name at once: --input, --cased, --no-strip-accents, --overwrite, --quiet.
+    command = [sys.executable, "-m", "modeling_minibert.cli", "train-tokenizer", "--input", str(data),
+               "--output-dir", str(out), "--cased", "--no-strip-accents", "--overwrite", "--quiet"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    size = len(transformers.AutoTokenizer.from_pretrained(out))
+    assert size < 100
+    assert result.stdout.startswith(f"saved a {size}-token WordPiece vocabulary to {out}\n")
+    assert result.stderr.splitlines() == [
+        *(f"minibert train-tokenizer: warning: {old} is deprecated and will be removed in the next release; use {new}"
+          for old, new in [("--input", "--train_file"), ("--cased", "--no_lowercase"),
+                           ("--no-strip-accents", "--strip_accents false"), ("--overwrite", "--overwrite_output_dir"),
+                           ("--quiet", "--disable_tqdm")]),
+        f"minibert train-tokenizer: warning: the vocabulary has {size} tokens, fewer than vocab_size=8,192: every pair "
+        "seen at least min_frequency=2 times is merged; more text or a lower min_frequency gives more",
+    ]
+    config = json.loads((out / "tokenizer_config.json").read_text())
+    assert config["do_lower_case"] is False and config["strip_accents"] is False
+    assert not (out / "old.txt").exists()
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--lowercase", "false"], {"do_lower_case": False, "strip_accents": None}),
+    (["--no_lowercase", "--strip_accents"], {"do_lower_case": False, "strip_accents": True}),
+    (["--strip-accents", "false"], {"do_lower_case": True, "strip_accents": False}),
+])
+def test_cli_boolean_flags(tmp_path, flags, expected):
+    from modeling_minibert.cli import main
+
+    data = tmp_path / "small.txt"
+    data.write_text("Café naïve the cat sat\n" * 4, encoding="utf-8")
+    assert main(["train-tokenizer", "--train-file", str(data), "--output_dir", str(tmp_path / "tok"), "--vocab_size",
+                 "30", "--min_frequency", "1", "--disable_tqdm", *flags]) == 0
+    config = json.loads((tmp_path / "tok" / "tokenizer_config.json").read_text())
+    assert {k: config.get(k) for k in expected} == expected
