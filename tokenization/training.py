@@ -15,10 +15,10 @@ from pathlib import Path
 from tokenizers import trainers
 from transformers import HfArgumentParser
 
-from modeling_minibert.files import check_output_dir
 from tokenization.corpus import Corpus
 from tokenization.summary import format_summary, tokenizer_summary
 from tokenization.wordpiece import (
+    _files,
     CONTINUING_SUBWORD_PREFIX,
     SPECIAL_TOKEN_IDS,
     BertTokenizerFast,
@@ -79,7 +79,7 @@ def train_tokenizer(
     if model_max_length is not None and model_max_length < 2:
         raise ValueError(f"model_max_length={model_max_length} must be at least 2 ([CLS] and [SEP])")
     if output_dir is not None:
-        check_output_dir(output_dir, overwrite)  # fail before training, not after
+        _files().check_output_dir(output_dir, overwrite)  # fail before training, not after
     corpus = Corpus(inputs, show_progress=show_progress)
 
     # tokenizers' trainer is not reproducible on its own (huggingface/tokenizers#1794): it numbers the "##x"

@@ -21,8 +21,6 @@ import transformers
 from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 
-from modeling_minibert.files import check_output_dir, staged_folder, write_text
-
 # Fixed ids: the model's config assumes pad_token_id == 0, and fixing the others keeps every vocabulary
 # we train interchangeable at the positions a checkpoint cares about.
 SPECIAL_TOKENS: dict[str, str] = {
@@ -90,7 +88,7 @@ class BertTokenizerFast(transformers.BertTokenizer):
         if bad:
             raise ValueError(f"token {bad[0]!r} contains a line break: cannot write {VOCAB_FILE}")
         path = os.path.join(save_directory, (filename_prefix + "-" if filename_prefix else "") + VOCAB_FILE)
-        write_text(path, "".join(token + "\n" for token in tokens))
+        _files().write_text(path, "".join(token + "\n" for token in tokens))
         return (path,)
 
     def _save_pretrained(
@@ -104,7 +102,7 @@ class BertTokenizerFast(transformers.BertTokenizer):
         vocab_files = self.save_vocabulary(str(save_directory), filename_prefix)
         # transformers 5 keeps the special tokens in tokenizer_config.json; the separate map is for older readers.
         map_path = os.path.join(save_directory, (filename_prefix + "-" if filename_prefix else "") + SPECIAL_TOKENS_MAP_FILE)
-        write_text(map_path, json.dumps(self.special_tokens_map, indent=2, sort_keys=True) + "\n")
+        _files().write_text(map_path, json.dumps(self.special_tokens_map, indent=2, sort_keys=True) + "\n")
         return file_names + vocab_files + (map_path,)
 
 
@@ -205,8 +203,9 @@ def save_tokenizer(tokenizer: transformers.PreTrainedTokenizerBase, output_dir: 
     Readers never see a half-written folder. An existing non-empty `output_dir` raises FileExistsError
     unless `overwrite`.
     """
-    output_dir = check_output_dir(output_dir, overwrite)
-    with staged_folder(output_dir) as staging:
+    files = _files()
+    output_dir = files.check_output_dir(output_dir, overwrite)
+    with files.staged_folder(output_dir) as staging:
         tokenizer.save_pretrained(staging)
     return output_dir
 
@@ -214,3 +213,11 @@ def save_tokenizer(tokenizer: transformers.PreTrainedTokenizerBase, output_dir: 
 def _token_content(token) -> str:
     # tokenizer_config.json stores special tokens either as strings or as serialized AddedToken dicts.
     return token["content"] if isinstance(token, dict) else str(token)
+
+
+def _files():
+    """The project's atomic writers, imported when first needed: importing `modeling_minibert` loads torch and
+    the model, which tokenizing does not need (a tokenizer folder must stay usable without them)."""
+    from modeling_minibert import files
+
+    return files
