@@ -709,3 +709,116 @@ def test_cli_boolean_flags(tmp_path, flags, expected):
                  "30", "--min_frequency", "1", "--disable_tqdm", *flags]) == 0
     config = json.loads((tmp_path / "tok" / "tokenizer_config.json").read_text())
     assert {k: config.get(k) for k in expected} == expected
+
+
+# --- a model folder's tokenizer, loaded without the package ---------------------------------------------------
+
+PROMPT = "Do you wish to run the custom code"
+TYPE_WARNING = "to instantiate a model of type"
+
+PIPELINES_SCRIPT = r"""
+import json, sys
+from transformers import AutoTokenizer, pipeline
+folders, text = json.loads(sys.argv[1]), "the cat sat on the [MASK] ."
+out = {}
+fill = pipeline("fill-mask", model=folders["mlm"], trust_remote_code=True)
+out["fill-mask"] = [(p["token"], round(p["score"], 5)) for p in fill(text, top_k=3)]
+classify = pipeline("text-classification", model=folders["classifier"], trust_remote_code=True)
+out["text-classification"] = [(p["label"], round(p["score"], 5)) for p in classify(["the cat sat", "a dog ran"])]
+tag = pipeline("token-classification", model=folders["tagger"], trust_remote_code=True)
+out["token-classification"] = [(p["entity"], p["word"], round(float(p["score"]), 5)) for p in tag("the cat sat")]
+out["tokenizer"] = AutoTokenizer.from_pretrained(folders["mlm"], trust_remote_code=True)(text)["input_ids"]
+out["classes"] = [type(p.model).__name__ for p in (fill, classify, tag)] + [type(fill.tokenizer).__name__]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def model_folders(tmp_path_factory):
+    """Tiny Mini-BERT MLM, classifier and tagger folders with a tokenizer trained here, saved with save_pretrained."""
+    import modeling_minibert
+    from modeling_minibert import MiniBertConfig
+
+    root = tmp_path_factory.mktemp("models")
+    texts = ["the cat sat on the mat .", "a dog ran in the park .", "the bird flew over the house ."] * 4
+    tokenizer = train_tokenizer(texts, vocab_size=60, min_frequency=1, model_max_length=24, show_progress=False)
+    sizes = dict(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                 intermediate_size=64, max_position_embeddings=24)
+    heads = {"mlm": (modeling_minibert.MiniBertForMaskedLM, {}),
+             "classifier": (modeling_minibert.MiniBertForSequenceClassification, {"num_labels": 2}),
+             "tagger": (modeling_minibert.MiniBertForTokenClassification, {"num_labels": 3})}
+    folders = {}
+    for name, (model_class, extra) in heads.items():
+        torch.manual_seed(0)
+        folder = root / name
+        model_class(MiniBertConfig(**sizes, **extra)).eval().save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        folders[name] = str(folder)
+    return folders, tokenizer
+
+
+def run_without_the_package(script: str, *args: str) -> subprocess.CompletedProcess:
+    """`script` in a fresh interpreter that cannot import the project, with stdin at end of file (no one to answer)."""
+    from conftest import BLOCK_PACKAGE, clean_env
+
+    return subprocess.run([sys.executable, "-c", BLOCK_PACKAGE + script, *args], env=clean_env(), cwd=REPO.parent,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+
+
+def test_pipelines_load_a_folder_without_the_package_or_a_prompt(model_folders):
+    folders, tokenizer = model_folders
+    result = run_without_the_package(PIPELINES_SCRIPT, json.dumps(folders))
+    assert result.returncode == 0, result.stderr[-3000:]
+    for stream in (result.stdout, result.stderr):
+        assert PROMPT not in stream and TYPE_WARNING not in stream, stream[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["classes"] == ["MiniBertForMaskedLM", "MiniBertForSequenceClassification",
+                              "MiniBertForTokenClassification", "BertTokenizer"]
+    text = "the cat sat on the [MASK] ."
+    assert out["tokenizer"] == tokenizer(text)["input_ids"]
+
+    # The same pipelines with the package imported give the same answers.
+    import modeling_minibert  # noqa: F401  (registers the Auto classes)
+
+    fill = transformers.pipeline("fill-mask", model=folders["mlm"])
+    assert out["fill-mask"] == [[p["token"], round(p["score"], 5)] for p in fill(text, top_k=3)]
+    classify = transformers.pipeline("text-classification", model=folders["classifier"])
+    assert out["text-classification"] == [[p["label"], round(p["score"], 5)] for p in classify(["the cat sat", "a dog ran"])]
+    tag = transformers.pipeline("token-classification", model=folders["tagger"])
+    assert out["token-classification"] == [[p["entity"], p["word"], round(float(p["score"]), 5)] for p in tag("the cat sat")]
+
+
+AUTOTOKENIZER_SCRIPT = r"""
+import json, sys
+from transformers import AutoTokenizer
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
+print("\nRESULT", json.dumps([type(tokenizer).__name__, tokenizer("the cat sat on the [MASK] .")["input_ids"]]))
+"""
+
+
+def result_line(stdout: str):
+    # A line of its own: transformers' prompt, when it appears, is written to stdout without a line break.
+    return json.loads(stdout.split("\nRESULT ")[-1])
+
+
+def test_autotokenizer_on_a_tokenizer_folder_needs_no_trust(model_folders, tmp_path):
+    folders, tokenizer = model_folders
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    result = run_without_the_package(AUTOTOKENIZER_SCRIPT, str(tmp_path / "tokenizer"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert PROMPT not in result.stdout + result.stderr and TYPE_WARNING not in result.stderr
+    assert result_line(result.stdout) == ["BertTokenizer", tokenizer("the cat sat on the [MASK] .")["input_ids"]]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "transformers 5.23's AutoTokenizer.from_pretrained always loads config.json through AutoConfig before it reads "
+    "tokenizer_config.json (4.x skipped config.json when tokenizer_class was set), and AutoConfig asks before "
+    "running the AutoConfig class a config.json's auto_map names; with no answer it falls back to a bare "
+    "PreTrainedConfig, which warns about model type ``. Pass trust_remote_code=True (tested above)."))
+def test_autotokenizer_on_a_model_folder_without_trust_remote_code(model_folders):
+    folders, tokenizer = model_folders
+    result = run_without_the_package(AUTOTOKENIZER_SCRIPT, folders["mlm"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result_line(result.stdout) == ["BertTokenizer", tokenizer("the cat sat on the [MASK] .")["input_ids"]]
+    assert PROMPT not in result.stdout + result.stderr
+    assert TYPE_WARNING not in result.stderr
