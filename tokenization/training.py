@@ -49,9 +49,12 @@ def train_tokenizer(
 
     Args:
         inputs: text files (a path, or a list of paths) or any iterable of strings. Files and re-iterable
-            collections (lists, datasets columns) are read twice and give the same vocabulary on every run; a
-            one-shot iterator (a generator) is read once, and tokenizers' training is then not reproducible.
-        vocab_size: size of the vocabulary, the 5 special tokens included ([PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4).
+            collections (lists, datasets columns) are read two or three times and give the same vocabulary in
+            every process; a one-shot iterator (a generator) is read once, and is then not reproducible.
+            Lines longer than 64 KB are fed in pieces cut at whitespace, so memory does not grow with them.
+        vocab_size: most entries in the vocabulary, the 5 special tokens included ([PAD]=0, [UNK]=1, [CLS]=2,
+            [SEP]=3, [MASK]=4). A corpus too small to fill it gives fewer, and a warning is logged (the model's
+            `vocab_size` should be `len(tokenizer)`).
         output_dir: if given, the tokenizer is saved there with `save_pretrained` (atomically).
         lowercase, strip_accents: BERT normalisation; `strip_accents=None` follows `lowercase`.
         min_frequency: pairs seen fewer times are not merged.
