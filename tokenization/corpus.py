@@ -1,7 +1,12 @@
-"""Training text: files or an iterable of strings, streamed in batches with a progress bar.
+"""Training text: files or an iterable of strings, streamed in bounded batches with a progress bar.
 
 Reading the files here (rather than handing paths to `tokenizers`) lets a file that is not UTF-8 fail with
 its name, offset and line; `tokenizers` only says "stream did not contain valid UTF-8".
+
+Long lines are cut into pieces of at most `MAX_PIECE_CHARS`, at whitespace: the Rust trainer keeps about a
+hundred bytes of alignment and split bookkeeping per byte of the text it is working on, so one 30 MB line
+(a dump without line breaks) took 7.7 GB. Cutting at whitespace keeps every word whole (but for "words"
+longer than a piece, which WordPiece turns into [UNK] anyway).
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 BATCH_LINES = 1000  # lines handed to the Rust trainer per call: amortises the Python -> Rust crossing
+BATCH_CHARS = 1 << 20  # ... and at most about this much text per call, whatever the line lengths
+MAX_PIECE_CHARS = 1 << 16  # longest piece of one line the trainer sees (bytes for files, characters for texts)
+WHITESPACE = (" ", "\t", "\r", "\f", "\v", "\n")
 
 
 class Corpus:
@@ -55,17 +63,21 @@ class Corpus:
 
     def _text_batches(self, desc: str) -> Iterator[list[str]]:
         batch: list[str] = []
+        chars = texts = 0
         with tqdm(unit=" texts", desc=desc, disable=not self.show_progress) as bar:
             for i, text in enumerate(self.texts):
                 if not isinstance(text, str):
                     raise TypeError(f"text #{i} is a {type(text).__name__}, expected str")
-                batch.append(text)
-                if len(batch) == BATCH_LINES:
-                    bar.update(len(batch))
-                    yield batch
-                    batch = []
+                texts += 1
+                for piece in split_long_text(text):
+                    batch.append(piece)
+                    chars += len(piece)
+                    if len(batch) == BATCH_LINES or chars >= BATCH_CHARS:
+                        bar.update(texts)
+                        yield batch
+                        batch, chars, texts = [], 0, 0
             if batch:
-                bar.update(len(batch))
+                bar.update(texts)
                 yield batch
 
 
@@ -93,24 +105,71 @@ def _is_file(x: str | os.PathLike) -> bool:
         return False
 
 
+def split_long_text(text: str, limit: int | None = None) -> Iterator[str]:
+    """`text` in pieces of at most `limit` (default `MAX_PIECE_CHARS`) characters, each ending at whitespace where there is any."""
+    limit = limit or MAX_PIECE_CHARS
+    start = 0
+    while len(text) - start > limit:
+        cut = max(text.rfind(c, start, start + limit) for c in WHITESPACE) + 1
+        if cut <= start:  # no whitespace in a whole piece: not a word WordPiece would keep anyway
+            cut = start + limit
+        yield text[start:cut]
+        start = cut
+    yield text[start:] if start else text
+
+
 def _read_utf8_lines(path: Path) -> Iterator[tuple[list[str], int]]:
-    """Yield (lines, bytes read) batches of a UTF-8 file; ValueError naming the file at the first bad byte."""
+    """Yield (lines, bytes read) batches of a UTF-8 file; ValueError naming the file at the first bad byte.
+
+    A line longer than `MAX_PIECE_CHARS` bytes comes as several pieces (see `_bounded_lines`), so memory
+    stays bounded whatever the file's line lengths.
+    """
     batch: list[str] = []
     size = offset = 0
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            try:
-                batch.append(raw.decode("utf-8"))
-            except UnicodeDecodeError as err:
-                raise ValueError(
-                    f"{path} is not valid UTF-8: byte 0x{raw[err.start]:02x} at offset {offset + err.start} "
-                    f"(line {lineno}) cannot be decoded; re-encode the file as UTF-8"
-                ) from None
-            offset += len(raw)
-            size += len(raw)
-            if len(batch) == BATCH_LINES:
-                yield batch, size
-                batch, size = [], 0
+    lineno = 1
+    for raw in _bounded_lines(path):
+        try:
+            batch.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise ValueError(
+                f"{path} is not valid UTF-8: byte 0x{raw[err.start]:02x} at offset {offset + err.start} "
+                f"(line {lineno}) cannot be decoded; re-encode the file as UTF-8"
+            ) from None
+        offset += len(raw)
+        size += len(raw)
+        lineno += raw.endswith(b"\n")
+        if len(batch) == BATCH_LINES or size >= BATCH_CHARS:
+            yield batch, size
+            batch, size = [], 0
     if batch:
         yield batch, size
+
+
+def _bounded_lines(path: Path, limit: int | None = None) -> Iterator[bytes]:
+    """The file's lines as bytes, a line longer than `limit` cut after its last ASCII whitespace in each piece.
+
+    ASCII bytes never occur inside a UTF-8 multi-byte character, so a cut at one never splits a character;
+    without whitespace the cut goes before the last character that starts in the piece.
+    """
+    limit = limit or MAX_PIECE_CHARS
+    carry = b""
+    with open(path, "rb") as f:
+        while True:
+            piece = carry + f.readline(limit - len(carry))
+            if not piece:
+                return
+            if len(piece) < limit or piece.endswith(b"\n"):  # a whole line (or the end of the file)
+                carry = b""
+                yield piece
+                continue
+            cut = max(piece.rfind(c.encode()) for c in WHITESPACE) + 1
+            if cut <= 0:
+                cut = len(piece)
+                for back in range(1, 4):  # back to the lead byte of a character the piece may have cut
+                    if piece[-back] & 0xC0 != 0x80:
+                        cut = len(piece) - back if piece[-back] >= 0xC0 else len(piece)
+                        break
+                cut = cut or len(piece)
+            carry = piece[cut:]
+            yield piece[:cut]
 

@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import logging
 import os
+import sys
+from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokenizers import trainers
+from transformers import HfArgumentParser
 
 from tokenization.corpus import Corpus
 from tokenization.summary import format_summary, tokenizer_summary
 from tokenization.wordpiece import (
+    _files,
     CONTINUING_SUBWORD_PREFIX,
     SPECIAL_TOKEN_IDS,
     BertTokenizerFast,
     build_backend,
-    check_output_dir,
     make_tokenizer,
     save_tokenizer,
 )
+
+logger = logging.getLogger(__name__)
 
 MIN_VOCAB_SIZE = 16  # the special tokens plus room for a minimal alphabet
 MAX_ALPHABET = 1000  # as in tokenizers' BertWordPieceTokenizer: rarer characters become [UNK]
@@ -41,9 +49,12 @@ def train_tokenizer(
 
     Args:
         inputs: text files (a path, or a list of paths) or any iterable of strings. Files and re-iterable
-            collections (lists, datasets columns) are read twice and give the same vocabulary on every run; a
-            one-shot iterator (a generator) is read once, and tokenizers' training is then not reproducible.
-        vocab_size: size of the vocabulary, the 5 special tokens included ([PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4).
+            collections (lists, datasets columns) are read two or three times and give the same vocabulary in
+            every process; a one-shot iterator (a generator) is read once, and is then not reproducible.
+            Lines longer than 64 KB are fed in pieces cut at whitespace, so memory does not grow with them.
+        vocab_size: most entries in the vocabulary, the 5 special tokens included ([PAD]=0, [UNK]=1, [CLS]=2,
+            [SEP]=3, [MASK]=4). A corpus too small to fill it gives fewer, and a warning is logged (the model's
+            `vocab_size` should be `len(tokenizer)`).
         output_dir: if given, the tokenizer is saved there with `save_pretrained` (atomically).
         lowercase, strip_accents: BERT normalisation; `strip_accents=None` follows `lowercase`.
         min_frequency: pairs seen fewer times are not merged.
@@ -71,26 +82,32 @@ def train_tokenizer(
     if model_max_length is not None and model_max_length < 2:
         raise ValueError(f"model_max_length={model_max_length} must be at least 2 ([CLS] and [SEP])")
     if output_dir is not None:
-        check_output_dir(Path(output_dir), overwrite)  # fail before training, not after
+        _files().check_output_dir(output_dir, overwrite)  # fail before training, not after
     corpus = Corpus(inputs, show_progress=show_progress)
 
-    # tokenizers numbers the "##x" tokens in hash-map order, and merge ties are broken by id, so the same
-    # corpus gives a different vocabulary on every run (huggingface/tokenizers#1794). Pre-registering the
-    # "##x" tokens in sorted order makes training reproducible; finding them costs a first, merge-free pass.
-    first_pieces = []
+    # tokenizers' trainer is not reproducible on its own (huggingface/tokenizers#1794): it numbers the "##x"
+    # tokens in hash-map order and breaks merge ties by id, and when the corpus has more characters than
+    # `limit_alphabet` it drops the rarest in hash-map order among equal counts. Rust's hash maps are seeded
+    # per process, so two runs differ, most on small corpora, where ties are common. We fix what it would
+    # leave to chance: which characters are kept (by count, then code point) and the ids of their "##"
+    # forms (registered first, sorted). That costs one or two merge-free passes over the text first.
+    initial_alphabet, first_pieces = [], []
     if corpus.reiterable:
-        first_pieces = _continuation_tokens(corpus, limit_alphabet, lowercase, strip_accents)
+        initial_alphabet, first_pieces = _alphabet(corpus, limit_alphabet, lowercase, strip_accents)
     backend = build_backend(None, lowercase, strip_accents)
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         special_tokens=list(SPECIAL_TOKEN_IDS) + first_pieces,
-        limit_alphabet=limit_alphabet,
+        # The chosen characters are forced in (an initial alphabet counts as most frequent) and the limit
+        # then drops exactly the others.
+        limit_alphabet=len(initial_alphabet) if initial_alphabet else limit_alphabet,
+        initial_alphabet=initial_alphabet,
         continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
         # Our tqdm bar shows the reading; the Rust bars would draw over it.
         show_progress=False,
     )
-    desc = "reading corpus (2/2: merges)" if first_pieces else "reading corpus"
+    desc = "reading corpus (merges)" if corpus.reiterable else "reading corpus"
     backend.train_from_iterator(corpus.batches(desc), trainer)
 
     vocab = backend.get_vocab()
@@ -101,6 +118,12 @@ def train_tokenizer(
             f"the trained vocabulary has {len(vocab)} entries, more than vocab_size={vocab_size}: the alphabet "
             f"(limit_alphabet={limit_alphabet} characters and their ## forms) does not fit; lower limit_alphabet"
         )
+    if len(vocab) < vocab_size:
+        # Not an error (the vocabulary is complete for this text), but the model's vocab_size should follow it.
+        logger.warning(
+            f"the vocabulary has {len(vocab):,} tokens, fewer than vocab_size={vocab_size:,}: every pair seen at "
+            f"least min_frequency={min_frequency} times is merged; more text or a lower min_frequency gives more"
+        )
     # The trainer puts special tokens first, in order; the model relies on it (pad_token_id=0).
     if any(vocab[token] != i for token, i in SPECIAL_TOKEN_IDS.items()):
         raise RuntimeError(f"tokenizers placed the special tokens at unexpected ids: {[vocab[t] for t in SPECIAL_TOKEN_IDS]}")
@@ -110,58 +133,125 @@ def train_tokenizer(
     return tokenizer
 
 
-def _continuation_tokens(corpus: Corpus, limit_alphabet: int, lowercase: bool, strip_accents: bool | None) -> list[str]:
-    """The "##x" tokens training will create, sorted: a training pass that stops before any merge."""
+def _alphabet(corpus: Corpus, limit_alphabet: int, lowercase: bool, strip_accents: bool | None) -> tuple[list[str], list[str]]:
+    """The characters training will keep and the "##" forms it will make of them, both in a fixed order.
+
+    Returns (the characters, sorted, or [] when all of them fit in `limit_alphabet`; the "##x" tokens, sorted).
+    """
+    # A training pass with no room for merges: its vocabulary is every character seen, and "##x" for those
+    # seen inside a word.
     backend = build_backend(None, lowercase, strip_accents)
-    n_special = len(SPECIAL_TOKEN_IDS)
     trainer = trainers.WordPieceTrainer(
-        vocab_size=n_special + limit_alphabet,  # room for the alphabet only: no merges
-        special_tokens=list(SPECIAL_TOKEN_IDS),
-        limit_alphabet=limit_alphabet,
-        continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,
-        show_progress=False,
+        vocab_size=1, special_tokens=[], continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX, show_progress=False
     )
-    backend.train_from_iterator(corpus.batches("reading corpus (1/2: alphabet)"), trainer)
-    return sorted(t for t in backend.get_vocab(with_added_tokens=False) if t.startswith(CONTINUING_SUBWORD_PREFIX))
+    backend.train_from_iterator(corpus.batches("reading corpus (alphabet)"), trainer)
+    vocab = backend.get_vocab(with_added_tokens=False)
+    chars = {t for t in vocab if not t.startswith(CONTINUING_SUBWORD_PREFIX)}
+    kept: list[str] = []
+    if len(chars) > limit_alphabet:
+        # Keep the most frequent characters, ties broken by code point rather than by hash order.
+        counts: Counter[str] = Counter()
+        normalizer = backend.normalizer
+        for batch in corpus.batches("reading corpus (character counts)"):
+            for text in batch:
+                counts.update(normalizer.normalize_str(text))
+        kept = sorted(sorted(chars, key=lambda c: (-counts[c], c))[:limit_alphabet])
+        chars = set(kept)
+    pieces = sorted(t for t in vocab if t.startswith(CONTINUING_SUBWORD_PREFIX) and t[len(CONTINUING_SUBWORD_PREFIX):] in chars)
+    return kept, pieces
+
+
+@dataclass(kw_only=True)
+class TokenizerTrainingArguments:
+    """`minibert train-tokenizer`'s options, named as in transformers' example scripts and `TrainingArguments`."""
+
+    train_file: list[str] | None = field(default=None, metadata={"help": "one or more UTF-8 text files to train on (required)"})
+    output_dir: str = field(metadata={"help": "folder to save the tokenizer in (with save_pretrained)"})
+    vocab_size: int = field(default=8192, metadata={"help": "most tokens in the vocabulary, special tokens included (default: 8192)"})
+    min_frequency: int = field(default=2, metadata={"help": "fewest occurrences of a pair for it to be merged (default: 2)"})
+    lowercase: bool = field(default=True, metadata={"help": "lowercase the text, as uncased BERT (the default; --no_lowercase keeps case)"})
+    strip_accents: bool | None = field(
+        default=None,
+        # nargs/const: a bare --strip_accents means true, as for the other booleans.
+        metadata={"help": "strip accents [true|false] (default: when lowercasing)", "nargs": "?", "const": True},
+    )
+    limit_alphabet: int | None = field(
+        default=None, metadata={"help": "most single characters to keep (default: min(1000, (vocab_size - 5) // 2))"}
+    )
+    model_max_length: int | None = field(
+        default=None, metadata={"help": "longest sequence the model takes: its max_position_embeddings (default: no limit)"}
+    )
+    overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty output folder (default: false)"})
+    disable_tqdm: bool = field(default=False, metadata={"help": "no progress bar (default: false)"})
+
+
+# Old option -> (the new one, what the old one set): accepted for one more release, with a warning.
+DEPRECATED_OPTIONS: dict[str, tuple[str, dict]] = {
+    "--input": ("--train_file", {"dest": "train_file", "nargs": "+"}),
+    "--cased": ("--no_lowercase", {"dest": "lowercase", "nargs": 0, "const": False}),
+    "--no-strip-accents": ("--strip_accents false", {"dest": "strip_accents", "nargs": 0, "const": False}),
+    "--overwrite": ("--overwrite_output_dir", {"dest": "overwrite_output_dir", "nargs": 0, "const": True}),
+    "--quiet": ("--disable_tqdm", {"dest": "disable_tqdm", "nargs": 0, "const": True}),
+}
+
+
+class DeprecatedOption(argparse.Action):
+    """An old option name: does what its replacement does, and says once on stderr which name to use."""
+
+    def __init__(self, option_strings, dest, replacement: str, nargs=None, const=None, **kwargs):
+        super().__init__(option_strings, dest, nargs=nargs, const=const, help=argparse.SUPPRESS, **kwargs)
+        self.replacement = replacement
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(
+            f"minibert train-tokenizer: warning: {option_string} is deprecated and will be removed in the next "
+            f"release; use {self.replacement}",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train-tokenizer",
+        # HfArgumentParser makes the options from the dataclass, accepting --foo_bar and --foo-bar alike.
+        parents=[HfArgumentParser(TokenizerTrainingArguments, add_help=False)],
         help="train a WordPiece vocabulary and save a fast tokenizer",
         description="Train a BERT WordPiece vocabulary on UTF-8 text files and save it with save_pretrained.",
     )
-    parser.add_argument("--input", nargs="+", required=True, metavar="FILE", help="UTF-8 text files")
-    parser.add_argument("--vocab-size", type=int, default=8192, help="vocabulary size, special tokens included (default 8192)")
-    parser.add_argument("--output-dir", required=True, help="folder to save the tokenizer in")
-    parser.add_argument("--min-frequency", type=int, default=2, help="minimum pair count for a merge (default 2)")
-    parser.add_argument("--cased", action="store_true", help="keep case (and accents, unless --strip-accents)")
-    parser.add_argument(
-        "--strip-accents", action=argparse.BooleanOptionalAction, default=None,
-        help="strip accents (default: when lowercasing)",
-    )
-    parser.add_argument("--limit-alphabet", type=int, default=None, help="most single characters to keep")
-    parser.add_argument("--model-max-length", type=int, default=None, help="longest sequence the model takes")
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    for old, (new, kwargs) in DEPRECATED_OPTIONS.items():
+        parser.add_argument(old, action=DeprecatedOption, replacement=new, default=argparse.SUPPRESS, **kwargs)
     parser.set_defaults(func=run_cli)
 
 
-def run_cli(args: argparse.Namespace) -> int:
-    files = [Path(f) for f in args.input]  # Path: a missing file is an error, never text
-    tokenizer = train_tokenizer(
-        files,
-        vocab_size=args.vocab_size,
-        output_dir=args.output_dir,
-        lowercase=not args.cased,
-        strip_accents=args.strip_accents,
-        min_frequency=args.min_frequency,
-        show_progress=not args.quiet,
-        limit_alphabet=args.limit_alphabet,
-        model_max_length=args.model_max_length,
-        overwrite=args.overwrite,
-    )
+def run_cli(namespace: argparse.Namespace) -> int:
+    names = {f.name for f in dataclasses.fields(TokenizerTrainingArguments)}
+    args = TokenizerTrainingArguments(**{k: v for k, v in vars(namespace).items() if k in names})
+    if not args.train_file:
+        raise ValueError("--train_file is required: one or more UTF-8 text files to train on")
+    files = [Path(f) for f in args.train_file]  # Path: a missing file is an error, never text
+    # The library's warnings (a vocabulary smaller than asked) as one line in the CLI's own voice.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("minibert train-tokenizer: warning: %(message)s"))
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        tokenizer = train_tokenizer(
+            files,
+            vocab_size=args.vocab_size,
+            output_dir=args.output_dir,
+            lowercase=args.lowercase,
+            strip_accents=args.strip_accents,
+            min_frequency=args.min_frequency,
+            show_progress=not args.disable_tqdm,
+            limit_alphabet=args.limit_alphabet,
+            model_max_length=args.model_max_length,
+            overwrite=args.overwrite_output_dir,
+        )
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
     texts = (line for batch in Corpus(files, show_progress=False) for line in batch)
-    print(f"saved to {args.output_dir}")
+    print(f"saved a {len(tokenizer):,}-token WordPiece vocabulary to {args.output_dir}")
     print(format_summary(tokenizer_summary(tokenizer, texts)))
     return 0

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import transformers
@@ -90,7 +88,7 @@ class BertTokenizerFast(transformers.BertTokenizer):
         if bad:
             raise ValueError(f"token {bad[0]!r} contains a line break: cannot write {VOCAB_FILE}")
         path = os.path.join(save_directory, (filename_prefix + "-" if filename_prefix else "") + VOCAB_FILE)
-        _write_atomically(path, "".join(token + "\n" for token in tokens))
+        _files().write_text(path, "".join(token + "\n" for token in tokens))
         return (path,)
 
     def _save_pretrained(
@@ -104,7 +102,7 @@ class BertTokenizerFast(transformers.BertTokenizer):
         vocab_files = self.save_vocabulary(str(save_directory), filename_prefix)
         # transformers 5 keeps the special tokens in tokenizer_config.json; the separate map is for older readers.
         map_path = os.path.join(save_directory, (filename_prefix + "-" if filename_prefix else "") + SPECIAL_TOKENS_MAP_FILE)
-        _write_atomically(map_path, json.dumps(self.special_tokens_map, indent=2, sort_keys=True) + "\n")
+        _files().write_text(map_path, json.dumps(self.special_tokens_map, indent=2, sort_keys=True) + "\n")
         return file_names + vocab_files + (map_path,)
 
 
@@ -200,41 +198,16 @@ def load_tokenizer(path: str | os.PathLike, **kwargs) -> BertTokenizerFast:
 
 
 def save_tokenizer(tokenizer: transformers.PreTrainedTokenizerBase, output_dir: str | os.PathLike, overwrite: bool = False) -> Path:
-    """`save_pretrained` into a temporary folder beside `output_dir`, then rename it into place.
+    """`save_pretrained` into a staging folder beside `output_dir`, then rename it into place.
 
     Readers never see a half-written folder. An existing non-empty `output_dir` raises FileExistsError
     unless `overwrite`.
     """
-    output_dir = Path(output_dir)
-    check_output_dir(output_dir, overwrite)
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=output_dir.parent, prefix=f".{output_dir.name}.tmp-"))
-    old = None
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; give the folder the usual permissions
-        tokenizer.save_pretrained(tmp)
-        if output_dir.exists() and any(output_dir.iterdir()):
-            old = output_dir.with_name(f".{output_dir.name}.old-{tmp.name.rsplit('-', 1)[-1]}")
-            os.replace(output_dir, old)
-        os.replace(tmp, output_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and not output_dir.exists():
-            os.replace(old, output_dir)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    files = _files()
+    output_dir = files.check_output_dir(output_dir, overwrite)
+    with files.staged_folder(output_dir) as staging:
+        tokenizer.save_pretrained(staging)
     return output_dir
-
-
-def check_output_dir(output_dir: Path, overwrite: bool) -> None:
-    """Fail early, before any training, if `output_dir` cannot be written."""
-    if output_dir.exists() and not output_dir.is_dir():
-        raise FileExistsError(f"{output_dir} exists and is not a folder")
-    if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
-        raise FileExistsError(f"{output_dir} already exists and is not empty (use overwrite=True / --overwrite)")
 
 
 def _token_content(token) -> str:
@@ -242,12 +215,9 @@ def _token_content(token) -> str:
     return token["content"] if isinstance(token, dict) else str(token)
 
 
-def _write_atomically(path: str | os.PathLike, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+def _files():
+    """The project's atomic writers, imported when first needed: importing `modeling_minibert` loads torch and
+    the model, which tokenizing does not need (a tokenizer folder must stay usable without them)."""
+    from modeling_minibert import files
+
+    return files
