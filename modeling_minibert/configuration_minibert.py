@@ -11,6 +11,24 @@ from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
 
+LAYER_NORM_POSITIONS = ("post", "pre")
+
+# (fields, accepted types, how the error names them)
+FIELD_TYPES = (
+    (
+        ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+         "max_position_embeddings", "type_vocab_size"),
+        (int,),
+        "an integer",
+    ),
+    (("pad_token_id",), (int, type(None)), "an integer or null"),
+    (("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range", "layer_norm_eps"), (int, float), "a number"),
+    (("classifier_dropout",), (int, float, type(None)), "a number or null"),
+    (("hidden_act", "layer_norm_position"), (str,), "a string"),
+    (("tie_word_embeddings", "final_layer_norm", "mlm_head_transform", "unpad_inputs", "sparse_prediction"), (bool,), "true or false"),
+)
+
+
 @strict
 class MiniBertConfig(PretrainedConfig):
     r"""
@@ -23,7 +41,11 @@ class MiniBertConfig(PretrainedConfig):
     mlm_head_transform=False, tie_word_embeddings=False`.
 
     Mini-BERT-only fields:
-        final_layer_norm: add a LayerNorm after the last encoder block.
+        layer_norm_position: "post" (BERT: LayerNorm after each residual sum) or "pre" (LayerNorm on the input of
+            each attention and FFN branch, inside the residual branch, plus a final LayerNorm; often trains stably
+            at higher learning rates). The parameters are the same: pre-LN uses BERT's LayerNorms in other places.
+            Pre-LN sets `final_layer_norm=True`, which it needs. Only "post" converts to transformers' BERT.
+        final_layer_norm: add a LayerNorm after the last encoder block (always there with pre-LN).
         mlm_head_transform: keep BERT's dense + activation + LayerNorm before the MLM decoder; when False the
             decoder is a single projection of the hidden states.
         unpad_inputs: when the attention mask has padding, run the dense work on the non-pad tokens only and
@@ -49,6 +71,7 @@ class MiniBertConfig(PretrainedConfig):
     pad_token_id: int | None = 0
     classifier_dropout: float | int | None = None
     tie_word_embeddings: bool = True
+    layer_norm_position: str = "post"
     final_layer_norm: bool = False
     mlm_head_transform: bool = True
     unpad_inputs: bool = True
@@ -57,7 +80,16 @@ class MiniBertConfig(PretrainedConfig):
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         # Checked here rather than in `validate_*` methods: those are wrapped by `@strict` into an error that is
-        # not a ValueError, and users catch ValueError for bad configs.
+        # not a ValueError, and users catch ValueError for bad configs. Types first: a config.json with
+        # "hidden_size": "abc" or 2.5 layers would otherwise fail far from the field (or build a wrong model).
+        self._check_types()
+        if self.layer_norm_position not in LAYER_NORM_POSITIONS:
+            raise ValueError(
+                f"MiniBertConfig.layer_norm_position must be one of {', '.join(map(repr, LAYER_NORM_POSITIONS))}, "
+                f"got {self.layer_norm_position!r}"
+            )
+        if self.layer_norm_position == "pre":
+            self.final_layer_norm = True  # pre-LN's residual stream is normalised only there
         for name in (
             "vocab_size",
             "hidden_size",
@@ -90,6 +122,14 @@ class MiniBertConfig(PretrainedConfig):
             raise ValueError(
                 f"MiniBertConfig.pad_token_id ({self.pad_token_id}) must be in [0, vocab_size={self.vocab_size})"
             )
+
+    def _check_types(self) -> None:
+        for names, types, expected in FIELD_TYPES:
+            for name in names:
+                value = getattr(self, name)
+                # bool is an int in Python, but `true` layers is a mistake worth naming
+                if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                    raise ValueError(f"MiniBertConfig.{name} must be {expected}, got {value!r}")
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, **kwargs) -> MiniBertConfig:

@@ -41,16 +41,8 @@ SHARED_CONFIG_FIELDS = (
     "label2id",
     "problem_type",
 )
-HEADS = (
-    "Model",
-    "ForPreTraining",
-    "ForMaskedLM",
-    "ForNextSentencePrediction",
-    "ForSequenceClassification",
-    "ForMultipleChoice",
-    "ForTokenClassification",
-    "ForQuestionAnswering",
-)
+# Head suffixes shared by both families ("Model", "ForMaskedLM", ...), from the one list of heads.
+HEADS = tuple(target.split(".")[-1].removeprefix("MiniBert") for target in modeling_minibert.AUTO_MAP.values())
 TOKENIZER_FILES = (
     "vocab.txt",
     "tokenizer.json",

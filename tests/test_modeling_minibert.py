@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 import torch
@@ -23,6 +24,10 @@ CONFIGS = {
     ),
     "gelu_new-untied-3-layers": dict(TINY, hidden_act="gelu_new", num_hidden_layers=3, tie_word_embeddings=False),
 }
+
+
+# Output fields Mini-BERT adds to BERT's (the parts of the pretraining loss, and where sparse logits sit).
+MINI_BERT_ONLY_FIELDS = ("mlm_loss", "next_sentence_loss", "masked_positions")
 
 
 def twin_models(head: str, config_kwargs: dict, attn: str = "sdpa", unpad: bool = True, **extra):
@@ -65,7 +70,7 @@ def assert_outputs_match(bert_out, mini_out, mask: torch.Tensor, atol: float = 1
     unspecified once the encoder runs unpadded)."""
     keep = mask.bool()
     bert_fields = {k: v for k, v in bert_out.items() if v is not None}
-    mini_fields = {k: v for k, v in mini_out.items() if v is not None}
+    mini_fields = {k: v for k, v in mini_out.items() if v is not None and k not in MINI_BERT_ONLY_FIELDS}
     assert bert_fields.keys() == mini_fields.keys()
     for key, expected in bert_fields.items():
         got = mini_fields[key]
@@ -138,10 +143,63 @@ def test_attentions_match_eager_bert_whatever_the_backend():
     assert mini.config._attn_implementation == "sdpa"  # switched to eager for that call only
 
 
+def test_concurrent_calls_with_and_without_attentions_give_single_threaded_outputs():
+    """Asking for attentions picks the eager kernel for that call only, without touching the config that every
+    thread shares: a thread that does not ask keeps its backend, and one that asks gets its weights."""
+    _, model = twin_models("Model", TINY, attn="sdpa")
+    ids, mask, types = padded_batch(TINY["vocab_size"])
+    with torch.no_grad():
+        reference = {
+            wants: model(ids, attention_mask=mask, token_type_ids=types, output_attentions=wants)
+            for wants in (False, True)
+        }
+    assert reference[True].attentions is not None and reference[False].attentions is None
+    start = threading.Barrier(2)
+    failures = []
+
+    def run(wants_attentions: bool) -> None:
+        start.wait()
+        try:
+            for _ in range(60):
+                with torch.no_grad():
+                    out = model(ids, attention_mask=mask, token_type_ids=types, output_attentions=wants_attentions)
+                expected = reference[wants_attentions]
+                # the same kernels as single-threaded: bit for bit
+                assert torch.equal(out.last_hidden_state, expected.last_hidden_state)
+                if wants_attentions:
+                    assert all(torch.equal(g, e) for g, e in zip(out.attentions, expected.attentions, strict=True))
+        except Exception as err:  # reported by the main thread
+            failures.append((wants_attentions, repr(err)))
+
+    threads = [threading.Thread(target=run, args=(wants,)) for wants in (False, True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
+    assert model.config._attn_implementation == "sdpa"
+
+
+def test_unpad_inputs_argument_chooses_the_path_for_one_call():
+    """`unpad_inputs=False` (what the QA head asks) gives BERT's hidden states at padding positions too; the
+    default path leaves them at zero. Neither call changes the model."""
+    bert, mini = twin_models("Model", TINY)
+    ids, mask, types = padded_batch(TINY["vocab_size"])
+    padding = ~mask.bool()
+    with torch.no_grad():
+        expected = bert(ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        padded = mini(ids, attention_mask=mask, token_type_ids=types, unpad_inputs=False).last_hidden_state
+        unpadded = mini(ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+    torch.testing.assert_close(padded, expected, atol=1e-5, rtol=1e-4)
+    assert padding.any() and not torch.equal(padded[padding], torch.zeros_like(padded[padding]))
+    assert torch.equal(unpadded[padding], torch.zeros_like(unpadded[padding]))
+    assert mini.config.unpad_inputs
+
+
 def test_packing_buckets_sequences_by_length_and_moves_tokens_losslessly():
     ids, mask, _ = ragged_batch(TINY["vocab_size"])
     mask = torch.cat([mask, torch.zeros_like(mask[:1])])  # and a row without tokens
-    packing = Packing.from_mask(mask)
+    packing = Packing.from_mask(mask, backend_mask=lambda m: m)  # the buckets' (n, L) padding masks as they are
     # Longest first, lengths rounded up to multiples of 16: 40, 33 | 31, 20, 17 | 16, 9, 1; the empty row nowhere.
     assert packing.bucket_shapes == [(2, 48), (3, 32), (3, 16)]
     order = [0, 1, 7, 2, 3, 4, 5, 6]
