@@ -196,6 +196,23 @@ def test_unpad_inputs_argument_chooses_the_path_for_one_call():
     assert mini.config.unpad_inputs
 
 
+def test_default_config_unpads_and_predicts_sparsely():
+    """The speed features are on by default, and a default model really uses them (every other test passes
+    them explicitly): padding positions come out as the unpadded path's zeros, training MLM logits are (M, V)."""
+    config = MiniBertConfig(**TINY)
+    assert config.unpad_inputs is True and config.sparse_prediction is True
+    model = modeling_minibert.MiniBertForMaskedLM(config)
+    inputs = head_inputs("ForMaskedLM", TINY["vocab_size"])
+    padding = inputs["attention_mask"] == 0
+    assert padding.any()
+    with torch.no_grad():
+        hidden = model.eval()(**inputs, output_hidden_states=True).hidden_states[-1]
+    assert torch.equal(hidden[padding], torch.zeros_like(hidden[padding]))
+    out = model.train()(**inputs)
+    assert out.logits.shape == (int((inputs["labels"] != -100).sum()), TINY["vocab_size"])
+    assert out.masked_positions is not None
+
+
 def test_packing_buckets_sequences_by_length_and_moves_tokens_losslessly():
     ids, mask, _ = ragged_batch(TINY["vocab_size"])
     mask = torch.cat([mask, torch.zeros_like(mask[:1])])  # and a row without tokens
@@ -277,6 +294,57 @@ def test_sparse_prediction_scores_only_labelled_positions_with_the_same_loss():
         assert model.eval()(**inputs).logits.shape == (3, 12, TINY["vocab_size"])
 
 
+@pytest.mark.parametrize("head", ["ForPreTraining", "ForMaskedLM"])
+def test_masked_positions_let_sparse_logits_be_scored_as_dense_ones(head):
+    """What an evaluation loop does with the outputs alone: sparse rows at `masked_positions` give the same
+    predictions, accuracy and loss as the dense logits at the labelled positions."""
+    config_kwargs = dict(TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    inputs = head_inputs(head, TINY["vocab_size"])
+    labels = inputs["labels"]
+    outputs = {}
+    for sparse in (True, False):
+        torch.manual_seed(0)
+        model = getattr(modeling_minibert, f"MiniBert{head}")(MiniBertConfig(**config_kwargs, sparse_prediction=sparse))
+        outputs[sparse] = model.train()(**inputs)
+    sparse_out, dense_out = outputs[True], outputs[False]
+    logits = "prediction_logits" if head == "ForPreTraining" else "logits"
+    assert dense_out.masked_positions is None
+    positions = sparse_out.masked_positions
+    assert positions.dtype == torch.long and positions.tolist() == (labels.view(-1) != -100).nonzero().flatten().tolist()
+    sparse_predictions = sparse_out[logits].argmax(-1)
+    dense_labelled = labels != -100
+    dense_predictions = dense_out[logits][dense_labelled].argmax(-1)
+    assert torch.equal(sparse_predictions, dense_predictions)
+    sparse_hits = sparse_predictions == labels.view(-1)[positions]
+    assert torch.equal(sparse_hits, dense_predictions == labels[dense_labelled])
+    torch.testing.assert_close(sparse_out.loss, dense_out.loss)
+    if head == "ForPreTraining":
+        assert isinstance(sparse_out, transformers.models.bert.modeling_bert.BertForPreTrainingOutput)
+        for out in (sparse_out, dense_out):
+            torch.testing.assert_close(out.mlm_loss + out.next_sentence_loss, out.loss, rtol=0, atol=0)
+        nsp = torch.nn.functional.cross_entropy(sparse_out.seq_relationship_logits, inputs["next_sentence_label"])
+        torch.testing.assert_close(sparse_out.next_sentence_loss, nsp)
+    else:
+        assert isinstance(sparse_out, transformers.modeling_outputs.MaskedLMOutput)
+    model.eval()
+    with torch.no_grad():  # evaluation: full logits, so no positions
+        assert model(**inputs).masked_positions is None
+
+
+def test_pretraining_loss_parts_without_both_labels():
+    """As in BERT, `loss` needs both labels; each part is there whenever its own label is."""
+    _, mini = twin_models("ForPreTraining", TINY)
+    inputs = head_inputs("ForPreTraining", TINY["vocab_size"])
+    with torch.no_grad():
+        mlm_only = mini(**{k: v for k, v in inputs.items() if k != "next_sentence_label"})
+        nsp_only = mini(**{k: v for k, v in inputs.items() if k != "labels"})
+        both = mini(**inputs)
+    assert mlm_only.loss is None and mlm_only.next_sentence_loss is None
+    torch.testing.assert_close(mlm_only.mlm_loss, both.mlm_loss)
+    assert nsp_only.loss is None and nsp_only.mlm_loss is None
+    torch.testing.assert_close(nsp_only.next_sentence_loss, both.next_sentence_loss)
+
+
 def test_num_items_in_batch_from_trainer_sets_the_loss_denominator():
     _, mini = twin_models("ForMaskedLM", TINY)
     inputs = head_inputs("ForMaskedLM", TINY["vocab_size"])
@@ -285,9 +353,16 @@ def test_num_items_in_batch_from_trainer_sets_the_loss_denominator():
         summed = mini(**inputs, num_items_in_batch=torch.tensor(1)).loss
         n = int((inputs["labels"] != -100).sum())
     torch.testing.assert_close(summed, mean_loss * n)
-    _, classifier = twin_models("ForSequenceClassification", TINY)
-    with torch.no_grad():  # the other heads accept it too
-        classifier(**head_inputs("ForSequenceClassification", TINY["vocab_size"]), num_items_in_batch=3)
+    # The classification heads take it the same way (transformers' loss functions): the sum over labelled items
+    # divided by num_items_in_batch.
+    for head in ("ForSequenceClassification", "ForTokenClassification"):
+        _, classifier = twin_models(head, TINY)
+        inputs = head_inputs(head, TINY["vocab_size"])
+        n = int((inputs["labels"] != -100).sum())
+        with torch.no_grad():
+            mean_loss = classifier(**inputs).loss
+            summed = classifier(**inputs, num_items_in_batch=torch.tensor(1)).loss
+        torch.testing.assert_close(summed, mean_loss * n, msg=head)
 
 
 def test_gradient_checkpointing_gives_the_same_gradients():
