@@ -6,9 +6,41 @@ every saved checkpoint so that `trust_remote_code=True` works without the packag
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 from huggingface_hub.dataclasses import strict
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
+
+
+def check_model_path(name_or_path: str | os.PathLike) -> None:
+    """Raise FileNotFoundError for a model folder that does not exist, unless the name could be a Hub repo id
+    ("user/model"), which `from_pretrained` then looks up on the Hub.
+
+    transformers reports a missing folder such as `./runs/model` as a malformed repo id, which hides the cause.
+    """
+    path = Path(name_or_path)
+    if path.exists():
+        return
+    try:
+        validate_repo_id(str(name_or_path))
+    except HFValidationError:
+        raise FileNotFoundError(f"model folder {name_or_path} does not exist") from None
+
+
+def read_config_json(folder: str | os.PathLike) -> dict:
+    """The parsed config.json of a local model folder, or a one-line ValueError naming the file."""
+    path = Path(folder) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
+    return config
 
 
 LAYER_NORM_POSITIONS = ("post", "pre")
@@ -134,7 +166,11 @@ class MiniBertConfig(PretrainedConfig):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, **kwargs) -> MiniBertConfig:
         """`PretrainedConfig.from_pretrained`, but a config.json of another model type is an error, not a warning:
-        BERT folders go through `minibert convert-bert` instead."""
+        BERT folders go through `minibert convert-bert` instead. A missing folder or a config.json that is not
+        JSON is a one-line error naming it."""
+        check_model_path(pretrained_model_name_or_path)
+        if (Path(pretrained_model_name_or_path) / "config.json").is_file():
+            read_config_json(pretrained_model_name_or_path)
         config_dict, _ = cls.get_config_dict(pretrained_model_name_or_path, **dict(kwargs))
         model_type = config_dict.get("model_type")
         if model_type is not None and model_type != cls.model_type:
@@ -149,4 +185,4 @@ class MiniBertConfig(PretrainedConfig):
         return self.hidden_size // self.num_attention_heads
 
 
-__all__ = ["MiniBertConfig"]
+__all__ = ["MiniBertConfig", "check_model_path"]

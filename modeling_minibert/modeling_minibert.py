@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from torch import nn
 from torch.nn import CrossEntropyLoss
 from transformers import PreTrainedModel
@@ -43,7 +43,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 from transformers.utils.generic import can_return_tuple
 
-from .configuration_minibert import MiniBertConfig
+from .configuration_minibert import MiniBertConfig, check_model_path
 
 
 @dataclass
@@ -553,6 +553,44 @@ class MiniBertPreTrainingHeads(nn.Module):
         return self.predictions(sequence_output), self.seq_relationship(pooled_output)
 
 
+def check_weights_fit_config(config: MiniBertConfig, weight_files: list[Path], folder: Path) -> None:
+    """Compare the config's sizes with the weights' shapes, read from the safetensors headers only (nothing is
+    loaded or allocated), and raise a one-line ValueError naming the first field that disagrees.
+
+    Without this, `vocab_size: 10000000` allocates gigabytes before failing, and a wrong `hidden_size` ends in a
+    mismatch report. Fewer layers in the weights than in the config is refused too: transformers would fill the
+    rest with random layers and only warn.
+    """
+    shapes = {}
+    for path in weight_files:
+        try:
+            with safe_open(path, framework="pt") as f:
+                shapes.update({key.removeprefix("bert."): (tuple(f.get_slice(key).get_shape()), path) for key in f.keys()})
+        except Exception as err:  # safetensors raises its own error types for unreadable headers
+            raise ValueError(f"{path} is truncated or corrupted: {err}") from err
+    expected = (  # (field, weight, the field's value read from that weight's shape)
+        ("vocab_size", "embeddings.word_embeddings.weight", lambda shape: shape[0]),
+        ("hidden_size", "embeddings.word_embeddings.weight", lambda shape: shape[-1]),
+        ("max_position_embeddings", "embeddings.position_embeddings.weight", lambda shape: shape[0]),
+        ("type_vocab_size", "embeddings.token_type_embeddings.weight", lambda shape: shape[0]),
+        ("intermediate_size", "encoder.layer.0.intermediate.dense.weight", lambda shape: shape[0]),
+    )
+    for field, key, value_in in expected:
+        if key in shapes:
+            shape, path = shapes[key]
+            if value_in(shape) != getattr(config, field):
+                raise ValueError(
+                    f"{folder / 'config.json'} says {field}={getattr(config, field)} but the weights in {path.name} "
+                    f"have {field}={value_in(shape)} ({key} has shape {list(shape)})"
+                )
+    layers = {int(key.split(".")[2]) for key in shapes if key.startswith("encoder.layer.")}
+    if layers and len(layers) < config.num_hidden_layers:
+        raise ValueError(
+            f"{folder / 'config.json'} says num_hidden_layers={config.num_hidden_layers} but the weights hold "
+            f"{len(layers)} layers"
+        )
+
+
 def classifier_dropout(config: MiniBertConfig) -> float:
     """The task heads' dropout: `classifier_dropout`, or the hidden dropout when unset (as in BERT)."""
     return config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
@@ -576,23 +614,32 @@ class MiniBertPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args, **kwargs):
-        """`PreTrainedModel.from_pretrained`, refusing pickle weights unless asked (`use_safetensors=False`), and
-        naming the file when a `model.safetensors` is truncated or corrupted."""
+        """`PreTrainedModel.from_pretrained`, with one-line errors before any allocation for a local folder that
+        does not exist, holds no weights, holds only pickle weights (refused unless `use_safetensors=False`), or
+        whose config disagrees with its weights' shapes; and naming the file when a `model.safetensors` is
+        truncated or corrupted."""
         kwargs.setdefault("use_safetensors", True)
+        check_model_path(pretrained_model_name_or_path)
         folder = Path(pretrained_model_name_or_path)
-        if kwargs["use_safetensors"] and folder.is_dir() and not any(folder.glob("*.safetensors*")):
+        if folder.is_dir() and not kwargs.get("subfolder"):
+            weights = sorted(folder.glob("*.safetensors"))
             pickles = sorted(p.name for p in folder.glob("*.bin"))
-            if pickles:
+            if kwargs["use_safetensors"] and not weights and pickles:
                 raise ValueError(
                     f"{folder} holds only pickle weights ({', '.join(pickles)}), which can run arbitrary code when "
                     "loaded; pass use_safetensors=False if you trust them"
                 )
+            if not weights and not pickles:
+                raise FileNotFoundError(f"{folder} holds no model weights (no model.safetensors)")
+            config = kwargs.get("config")
+            if weights and not kwargs.get("ignore_mismatched_sizes"):
+                if not isinstance(config, MiniBertConfig):
+                    config = MiniBertConfig.from_pretrained(folder)
+                check_weights_fit_config(config, weights, folder)
         try:
             return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         except SafetensorError as err:
-            raise ValueError(
-                f"{Path(pretrained_model_name_or_path) / 'model.safetensors'} is truncated or corrupted: {err}"
-            ) from err
+            raise ValueError(f"{folder / 'model.safetensors'} is truncated or corrupted: {err}") from err
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
         """`PreTrainedModel.save_pretrained`, plus two guarantees.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 
 import pytest
@@ -13,6 +14,7 @@ from transformers import AutoModel, AutoModelForMaskedLM, BertConfig
 
 import modeling_minibert
 from modeling_minibert import AUTO_CLASSES, MiniBertConfig
+from modeling_minibert.configuration_minibert import check_model_path
 from modeling_minibert.modeling_minibert import Packing, functional_dropout
 from modeling_minibert.convert_bert import HEADS
 
@@ -569,3 +571,73 @@ def test_torch_compile_gives_the_same_outputs():
     torch.testing.assert_close(compiled_loss, eager_loss)
     for name, grad in eager_grads.items():
         torch.testing.assert_close(model.get_parameter(name).grad, grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_float_masks_are_taken_as_bert_takes_them():
+    """1.0/0.0 masks, as many users build them, give the same outputs as integer masks and as BERT, on the
+    unpadded and the padded path."""
+    for unpad in (True, False):
+        bert, mini = twin_models("ForMaskedLM", TINY, unpad=unpad)
+        ids, mask, types = padded_batch(TINY["vocab_size"])
+        with torch.no_grad():
+            expected = bert(ids, attention_mask=mask.float(), token_type_ids=types).logits
+            for dtype in (torch.float32, torch.float16, torch.bool, torch.int32):
+                got = mini(ids, attention_mask=mask.to(dtype), token_type_ids=types).logits
+                keep = mask.bool()
+                torch.testing.assert_close(got[keep], expected[keep], atol=1e-5, rtol=1e-4, msg=f"{dtype}")
+
+
+@pytest.mark.parametrize("value", [2, 0.5, -1, -10000.0])
+def test_non_binary_masks_are_refused_early(value):
+    """BERT casts the mask to bool (nonzero = attend), which silently inverts an additive mask (0 / -10000);
+    Mini-BERT names the value instead."""
+    model = modeling_minibert.MiniBertForMaskedLM(MiniBertConfig(**TINY)).eval()
+    ids, mask, types = padded_batch(TINY["vocab_size"])
+    bad = mask.float().masked_fill(mask == 0, value) if value < 0 else mask.float().masked_fill(mask == 1, value)
+    with pytest.raises(ValueError, match=rf"attention_mask contains {value}.*only 1 \(attend\) and 0 \(padding\)"):
+        model(ids, attention_mask=bad, token_type_ids=types)
+
+
+def saved_folder(tmp_path, head: str = "ForMaskedLM", **config_kwargs):
+    folder = tmp_path / "model"
+    getattr(modeling_minibert, f"MiniBert{head}")(MiniBertConfig(**{**TINY, **config_kwargs})).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(vocab_size=10**7), r"config.json says vocab_size=10000000 but the weights in model.safetensors have "
+                                 r"vocab_size=120 \(embeddings.word_embeddings.weight has shape \[120, 32\]\)"),
+        (dict(vocab_size=10**12), r"says vocab_size=1000000000000 but the weights .* have vocab_size=120"),
+        (dict(hidden_size=64), r"says hidden_size=64 but the weights in model.safetensors have hidden_size=32"),
+        (dict(max_position_embeddings=512), r"says max_position_embeddings=512 but .* have max_position_embeddings=24"),
+        (dict(intermediate_size=128), r"says intermediate_size=128 but .* have intermediate_size=64"),
+        (dict(num_hidden_layers=3), r"says num_hidden_layers=3 but the weights hold 2 layers"),
+    ],
+)
+def test_config_that_disagrees_with_its_weights_is_refused_before_allocating(tmp_path, change, message, monkeypatch):
+    folder = saved_folder(tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **change}))
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was built before the check")
+
+    monkeypatch.setattr(modeling_minibert.modeling_minibert.MiniBertEmbeddings, "__init__", no_model)
+    for load in (AutoModelForMaskedLM.from_pretrained, AutoModel.from_pretrained):
+        with pytest.raises(ValueError, match=message):
+            load(folder)
+
+
+def test_folder_without_weights_or_that_does_not_exist_is_named(tmp_path):
+    folder = saved_folder(tmp_path)
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match=r"model holds no model weights \(no model.safetensors\)"):
+        AutoModel.from_pretrained(folder)
+    for missing in (tmp_path / "nowhere", "./nowhere", "runs/nowhere/model"):
+        with pytest.raises(FileNotFoundError, match=rf"model folder {re.escape(str(missing))} does not exist"):
+            modeling_minibert.MiniBertForMaskedLM.from_pretrained(missing)
+        with pytest.raises(FileNotFoundError, match=r"does not exist"):
+            MiniBertConfig.from_pretrained(missing)
+    check_model_path("alice/model")  # could be a Hub repo: left to the Hub to answer
