@@ -641,3 +641,66 @@ def test_folder_without_weights_or_that_does_not_exist_is_named(tmp_path):
         with pytest.raises(FileNotFoundError, match=r"does not exist"):
             MiniBertConfig.from_pretrained(missing)
     check_model_path("alice/model")  # could be a Hub repo: left to the Hub to answer
+
+
+def pre_ln_reference(model: modeling_minibert.MiniBertModel, ids: torch.Tensor) -> torch.Tensor:
+    """Pre-LN written out from its definition, reading the model's parameters: x + Attn(LN(x)), then
+    x + FFN(LN(x)) per block, and a final LayerNorm."""
+    nh = model.config.num_attention_heads
+    positions = torch.arange(ids.shape[1]).expand_as(ids)
+    h = model.embeddings(ids, torch.zeros_like(ids), positions)
+    for layer in model.encoder.layer:
+        attention = layer.attention.self
+        x = layer.attention.output.LayerNorm(h)
+        q, k, v = (proj(x).unflatten(-1, (nh, -1)).transpose(1, 2) for proj in (attention.query, attention.key, attention.value))
+        context = torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(2)
+        h = h + layer.attention.output.dense(context)
+        x = layer.output.LayerNorm(h)
+        h = h + layer.output.dense(torch.nn.functional.gelu(layer.intermediate.dense(x)))
+    return model.encoder.LayerNorm(h)
+
+
+def test_pre_layer_norm_is_the_pre_ln_block_with_berts_parameter_names():
+    config = MiniBertConfig(**TINY, layer_norm_position="pre")
+    model = modeling_minibert.MiniBertModel(config).eval()
+    post = modeling_minibert.MiniBertModel(MiniBertConfig(**TINY, final_layer_norm=True))
+    assert model.state_dict().keys() == post.state_dict().keys()  # same names, used in other places
+    ids, mask, types = padded_batch(TINY["vocab_size"])
+    with torch.no_grad():
+        for parameter in model.parameters():  # away from the init (LayerNorms at 1 and 0), so every wire shows
+            parameter.add_(0.3 * torch.randn_like(parameter))
+        full = model(ids).last_hidden_state
+        torch.testing.assert_close(full, pre_ln_reference(model, ids), atol=1e-5, rtol=1e-4)
+        post.load_state_dict(model.state_dict())
+        assert not torch.allclose(full, post.eval()(ids).last_hidden_state, atol=1e-2)  # the same weights, wired otherwise
+        unpadded = model(ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        padded = model(ids, attention_mask=mask, token_type_ids=types, unpad_inputs=False).last_hidden_state
+    keep = mask.bool()
+    torch.testing.assert_close(unpadded[keep], padded[keep], atol=1e-5, rtol=1e-4)
+
+
+def test_pre_layer_norm_trains_and_reloads(tmp_path):
+    torch.manual_seed(0)
+    config = MiniBertConfig(**TINY, layer_norm_position="pre", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = modeling_minibert.MiniBertForPreTraining(config).train()
+    inputs = head_inputs("ForPreTraining", TINY["vocab_size"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(30):
+        loss = model(**inputs).loss
+        losses.append(loss.item())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    assert losses[-1] < 0.3 * losses[0], losses
+
+    model.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["layer_norm_position"] == "pre"
+    reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
+    assert reloaded.config.layer_norm_position == "pre" and reloaded.bert.encoder.LayerNorm is not None
+    features = {k: v for k, v in inputs.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+    with torch.no_grad():
+        expected = model.eval()(**features).prediction_logits
+        got = reloaded(**features).logits
+    keep = features["attention_mask"].bool()
+    torch.testing.assert_close(got[keep], expected[keep], atol=1e-6, rtol=1e-6)
