@@ -774,18 +774,24 @@ def _mlm_logits_and_loss(
     predictions: MiniBertLMPredictionHead,
     sequence_output: torch.Tensor,
     labels: torch.Tensor | None,
+    sparse_prediction: bool | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """MLM logits (B, T, V), loss, and None; in training with sparse_prediction, logits (M, V) at the M labelled
-    positions, loss, and those positions (M,) as flat indices into the B * T positions.
+    """MLM logits (B, T, V), loss, and None; when sparse, logits (M, V) at the M labelled positions, loss, and
+    those positions (M,) as flat indices into the B * T positions.
 
-    Scoring only the labelled positions skips most of the largest matmul in pretraining (H x V per token), since
-    usually 15% of tokens carry a label.
+    Sparse by default in training with `config.sparse_prediction`, dense in evaluation (as BERT); a caller that
+    only scores the labelled positions (an evaluation loop) passes `sparse_prediction=True`. Scoring only those
+    skips most of the largest matmul in pretraining (H x V per token), since usually 15% of tokens carry a label.
     """
     if labels is None:
+        if sparse_prediction:
+            raise ValueError("sparse_prediction=True needs labels: they mark the positions to score")
         return predictions(sequence_output), None, None
+    if sparse_prediction is None:
+        sparse_prediction = model.training and model.config.sparse_prediction
     masked_positions = None
-    if model.training and model.config.sparse_prediction:
+    if sparse_prediction:
         masked_positions = (labels.flatten() != -100).nonzero(as_tuple=True)[0]  # (M,)
         labels = labels.flatten()[masked_positions]
         # (M, V); index_select rather than boolean indexing: its backward is a cheap index_add
@@ -824,16 +830,19 @@ class MiniBertForPreTraining(MiniBertPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         next_sentence_label: torch.Tensor | None = None,
+        sparse_prediction: bool | None = None,
         **kwargs,
     ) -> MiniBertForPreTrainingOutput:
         """labels (B, T) with -100 where not masked; next_sentence_label (B,): 0 = B follows A, 1 = random B.
+        sparse_prediction: score only the labelled positions (default: `config.sparse_prediction` in training,
+        False in evaluation).
 
-        prediction_logits (B, T, V), or (M, V) in sparse training (rows at `masked_positions`);
-        seq_relationship_logits (B, 2). loss = mlm_loss + next_sentence_loss when both labels are given (as BERT).
+        prediction_logits (B, T, V), or (M, V) when sparse (rows at `masked_positions`); seq_relationship_logits
+        (B, 2). loss = mlm_loss + next_sentence_loss when both labels are given (as BERT).
         """
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         mlm_logits, mlm_loss, masked_positions = _mlm_logits_and_loss(
-            self, self.cls.predictions, outputs.last_hidden_state, labels, **kwargs
+            self, self.cls.predictions, outputs.last_hidden_state, labels, sparse_prediction, **kwargs
         )
         nsp_logits = self.cls.seq_relationship(outputs.pooler_output)  # (B, 2)
         nsp_loss = None
@@ -876,13 +885,15 @@ class MiniBertForMaskedLM(MiniBertPreTrainedModel):
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
+        sparse_prediction: bool | None = None,
         **kwargs,
     ) -> MiniBertMaskedLMOutput:
-        """labels (B, T) with -100 where not masked. logits (B, T, V), or (M, V) in sparse training (rows at
-        `masked_positions`)."""
+        """labels (B, T) with -100 where not masked. sparse_prediction: score only the labelled positions
+        (default: `config.sparse_prediction` in training, False in evaluation). logits (B, T, V), or (M, V) when
+        sparse (rows at `masked_positions`)."""
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits, loss, masked_positions = _mlm_logits_and_loss(
-            self, self.cls.predictions, outputs.last_hidden_state, labels, **kwargs
+            self, self.cls.predictions, outputs.last_hidden_state, labels, sparse_prediction, **kwargs
         )
         return MiniBertMaskedLMOutput(
             loss=loss,

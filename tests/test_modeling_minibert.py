@@ -329,8 +329,13 @@ def test_masked_positions_let_sparse_logits_be_scored_as_dense_ones(head):
     else:
         assert isinstance(sparse_out, transformers.modeling_outputs.MaskedLMOutput)
     model.eval()
-    with torch.no_grad():  # evaluation: full logits, so no positions
+    with torch.no_grad():  # evaluation: full logits, so no positions, unless the caller asks for sparse ones
         assert model(**inputs).masked_positions is None
+        asked = model(**inputs, sparse_prediction=True)
+    assert torch.equal(asked.masked_positions, positions)
+    torch.testing.assert_close(asked[logits], sparse_out[logits])
+    with pytest.raises(ValueError, match=r"sparse_prediction=True needs labels"):
+        model(inputs["input_ids"], sparse_prediction=True)
 
 
 def test_pretraining_loss_parts_without_both_labels():
