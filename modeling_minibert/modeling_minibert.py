@@ -6,7 +6,8 @@ next to every saved checkpoint so that `trust_remote_code=True` works without th
 Module and parameter names follow transformers' `modeling_bert.py`, so BERT checkpoints line up key for key.
 What Mini-BERT adds is speed: with padding in the batch, the dense work runs on the real tokens only and attention
 per bucket of similar lengths (`MiniBertConfig.unpad_inputs`, see `Packing`), MLM training computes logits only at
-masked positions (`MiniBertConfig.sparse_prediction`), and CPU dropout is cheaper (`BitMaskDropout`).
+masked positions (`MiniBertConfig.sparse_prediction`), and CPU dropout is cheaper (`BitMaskDropout`). An opt-in
+pre-LayerNorm block (`MiniBertConfig.layer_norm_position="pre"`) uses the same parameters in other places.
 
 Shapes: B batch, T sequence length, H hidden size, nh heads, hd head size (H = nh * hd), N real (non-pad)
 tokens in the batch, V vocabulary size.
@@ -15,7 +16,6 @@ tokens in the batch, V vocabulary size.
 from __future__ import annotations
 
 import copy
-import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -619,6 +619,8 @@ class MiniBertPreTrainedModel(PreTrainedModel):
         whose config disagrees with its weights' shapes; and naming the file when a `model.safetensors` is
         truncated or corrupted."""
         kwargs.setdefault("use_safetensors", True)
+        if pretrained_model_name_or_path is None:  # weights from `state_dict=`: no folder to check
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         check_model_path(pretrained_model_name_or_path)
         folder = Path(pretrained_model_name_or_path)
         if folder.is_dir() and not kwargs.get("subfolder"):
