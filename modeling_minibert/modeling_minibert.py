@@ -1073,7 +1073,8 @@ class MiniBertForQuestionAnswering(MiniBertPreTrainedModel):
         )
 
 
-# Auto class -> head, written into every saved config so that any head loads with trust_remote_code.
+# Auto class -> head: the one list of heads. Written into every saved config so that any head loads with
+# trust_remote_code; the package's Auto registration, `__all__` and convert-bert derive from it.
 AUTO_MAP = {
     "AutoModel": "modeling_minibert.MiniBertModel",
     "AutoModelForPreTraining": "modeling_minibert.MiniBertForPreTraining",

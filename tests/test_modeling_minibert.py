@@ -240,9 +240,13 @@ def test_mixed_length_batch_matches_bert_across_buckets(attn):
     """Left padding, a hole in the mask and lengths spanning three attention buckets, against BERT."""
     bert, mini = twin_models("ForPreTraining", dict(TINY, max_position_embeddings=40), attn=attn)
     ids, mask, types = ragged_batch(TINY["vocab_size"])
+    masks_seen = []
+    for layer in mini.bert.encoder.layer:  # what the layers are given as attention_mask: a tensor or None
+        layer.register_forward_pre_hook(lambda module, args: masks_seen.append(args[1]))
     with torch.no_grad():
         expected = bert(ids, mask, types, output_hidden_states=True)
         got = mini(ids, mask, types, output_hidden_states=True)
+    assert masks_seen == [None] * TINY["num_hidden_layers"]  # packed: each bucket's mask travels in `Packing`
     # NSP reads position 0, which is padding in the left-padded row: BERT scores its padding there, Mini-BERT zeros.
     cls_is_real = mask[:, 0].bool()
     torch.testing.assert_close(got.seq_relationship_logits[cls_is_real], expected.seq_relationship_logits[cls_is_real])
