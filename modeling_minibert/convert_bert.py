@@ -110,6 +110,13 @@ def _match_state_dict(model: torch.nn.Module, weights: dict[str, torch.Tensor], 
     unknown = sorted(set(weights) - set(model.state_dict()) - set(BERT_ONLY_KEYS))
     if unknown:
         raise ValueError(f"{source} has weights the target has no place for: {', '.join(unknown)}")
+    target = model.state_dict()
+    for key in sorted(needed):  # a config that disagrees with its weights, named instead of a load traceback
+        if weights[key].shape != target[key].shape:
+            raise ValueError(
+                f"{source}: {key} has shape {list(weights[key].shape)} but its config.json implies "
+                f"{list(target[key].shape)}"
+            )
     return {key: weights[key] for key in needed}
 
 
