@@ -6,9 +6,59 @@ every saved checkpoint so that `trust_remote_code=True` works without the packag
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 from huggingface_hub.dataclasses import strict
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
+
+
+def check_model_path(name_or_path: str | os.PathLike) -> None:
+    """Raise FileNotFoundError for a model folder that does not exist, unless the name could be a Hub repo id
+    ("user/model"), which `from_pretrained` then looks up on the Hub.
+
+    transformers reports a missing folder such as `./runs/model` as a malformed repo id, which hides the cause.
+    """
+    path = Path(name_or_path)
+    if path.exists():
+        return
+    try:
+        validate_repo_id(str(name_or_path))
+    except HFValidationError:
+        raise FileNotFoundError(f"model folder {name_or_path} does not exist") from None
+
+
+def read_config_json(folder: str | os.PathLike) -> dict:
+    """The parsed config.json of a local model folder, or a one-line ValueError naming the file."""
+    path = Path(folder) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must hold a JSON object, got {type(config).__name__}")
+    return config
+
+
+LAYER_NORM_POSITIONS = ("post", "pre")
+
+# (fields, accepted types, how the error names them)
+FIELD_TYPES = (
+    (
+        ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+         "max_position_embeddings", "type_vocab_size"),
+        (int,),
+        "an integer",
+    ),
+    (("pad_token_id",), (int, type(None)), "an integer or null"),
+    (("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range", "layer_norm_eps"), (int, float), "a number"),
+    (("classifier_dropout",), (int, float, type(None)), "a number or null"),
+    (("hidden_act", "layer_norm_position"), (str,), "a string"),
+    (("tie_word_embeddings", "final_layer_norm", "mlm_head_transform", "unpad_inputs", "sparse_prediction"), (bool,), "true or false"),
+)
 
 
 @strict
@@ -23,7 +73,11 @@ class MiniBertConfig(PretrainedConfig):
     mlm_head_transform=False, tie_word_embeddings=False`.
 
     Mini-BERT-only fields:
-        final_layer_norm: add a LayerNorm after the last encoder block.
+        layer_norm_position: "post" (BERT: LayerNorm after each residual sum) or "pre" (LayerNorm on the input of
+            each attention and FFN branch, inside the residual branch, plus a final LayerNorm; often trains stably
+            at higher learning rates). The parameters are the same: pre-LN uses BERT's LayerNorms in other places.
+            Pre-LN sets `final_layer_norm=True`, which it needs. Only "post" converts to transformers' BERT.
+        final_layer_norm: add a LayerNorm after the last encoder block (always there with pre-LN).
         mlm_head_transform: keep BERT's dense + activation + LayerNorm before the MLM decoder; when False the
             decoder is a single projection of the hidden states.
         unpad_inputs: when the attention mask has padding, run the dense work on the non-pad tokens only and
@@ -49,6 +103,7 @@ class MiniBertConfig(PretrainedConfig):
     pad_token_id: int | None = 0
     classifier_dropout: float | int | None = None
     tie_word_embeddings: bool = True
+    layer_norm_position: str = "post"
     final_layer_norm: bool = False
     mlm_head_transform: bool = True
     unpad_inputs: bool = True
@@ -57,7 +112,16 @@ class MiniBertConfig(PretrainedConfig):
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         # Checked here rather than in `validate_*` methods: those are wrapped by `@strict` into an error that is
-        # not a ValueError, and users catch ValueError for bad configs.
+        # not a ValueError, and users catch ValueError for bad configs. Types first: a config.json with
+        # "hidden_size": "abc" or 2.5 layers would otherwise fail far from the field (or build a wrong model).
+        self._check_types()
+        if self.layer_norm_position not in LAYER_NORM_POSITIONS:
+            raise ValueError(
+                f"MiniBertConfig.layer_norm_position must be one of {', '.join(map(repr, LAYER_NORM_POSITIONS))}, "
+                f"got {self.layer_norm_position!r}"
+            )
+        if self.layer_norm_position == "pre":
+            self.final_layer_norm = True  # pre-LN's residual stream is normalised only there
         for name in (
             "vocab_size",
             "hidden_size",
@@ -91,10 +155,22 @@ class MiniBertConfig(PretrainedConfig):
                 f"MiniBertConfig.pad_token_id ({self.pad_token_id}) must be in [0, vocab_size={self.vocab_size})"
             )
 
+    def _check_types(self) -> None:
+        for names, types, expected in FIELD_TYPES:
+            for name in names:
+                value = getattr(self, name)
+                # bool is an int in Python, but `true` layers is a mistake worth naming
+                if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                    raise ValueError(f"MiniBertConfig.{name} must be {expected}, got {value!r}")
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, **kwargs) -> MiniBertConfig:
         """`PretrainedConfig.from_pretrained`, but a config.json of another model type is an error, not a warning:
-        BERT folders go through `minibert convert-bert` instead."""
+        BERT folders go through `minibert convert-bert` instead. A missing folder or a config.json that is not
+        JSON is a one-line error naming it."""
+        check_model_path(pretrained_model_name_or_path)
+        if (Path(pretrained_model_name_or_path) / "config.json").is_file():
+            read_config_json(pretrained_model_name_or_path)
         config_dict, _ = cls.get_config_dict(pretrained_model_name_or_path, **dict(kwargs))
         model_type = config_dict.get("model_type")
         if model_type is not None and model_type != cls.model_type:
@@ -109,4 +185,4 @@ class MiniBertConfig(PretrainedConfig):
         return self.hidden_size // self.num_attention_heads
 
 
-__all__ = ["MiniBertConfig"]
+__all__ = ["MiniBertConfig", "check_model_path"]

@@ -7,10 +7,8 @@ the target needs is there: nothing is invented, and leftovers other than known B
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -18,7 +16,8 @@ from safetensors.torch import load_file
 from transformers import BertConfig
 
 from . import modeling_minibert
-from .configuration_minibert import MiniBertConfig
+from .configuration_minibert import MiniBertConfig, read_config_json
+from .files import check_output_dir, staged_folder
 
 # Fields with the same meaning in BertConfig and MiniBertConfig.
 SHARED_CONFIG_FIELDS = (
@@ -41,16 +40,8 @@ SHARED_CONFIG_FIELDS = (
     "label2id",
     "problem_type",
 )
-HEADS = (
-    "Model",
-    "ForPreTraining",
-    "ForMaskedLM",
-    "ForNextSentencePrediction",
-    "ForSequenceClassification",
-    "ForMultipleChoice",
-    "ForTokenClassification",
-    "ForQuestionAnswering",
-)
+# Head suffixes shared by both families ("Model", "ForMaskedLM", ...), from the one list of heads.
+HEADS = tuple(target.split(".")[-1].removeprefix("MiniBert") for target in modeling_minibert.AUTO_MAP.values())
 TOKENIZER_FILES = (
     "vocab.txt",
     "tokenizer.json",
@@ -65,9 +56,11 @@ BERT_ONLY_KEYS = ("bert.embeddings.position_ids", "embeddings.position_ids", "cl
 
 def _read_config(folder: Path) -> dict:
     path = folder / "config.json"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"model folder {folder} does not exist")
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: {folder} is not a saved model folder")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_config_json(folder)
 
 
 def _read_weights(folder: Path, allow_pickle: bool) -> dict[str, torch.Tensor]:
@@ -106,31 +99,25 @@ def _match_state_dict(model: torch.nn.Module, weights: dict[str, torch.Tensor], 
         model, "get_expanded_tied_weights_keys"
     ) else set()
     needed = set(model.state_dict()) - tied
+    # BERT's decoder bias is its output bias (one tensor, saved under either name); Mini-BERT keeps one name.
     if "cls.predictions.decoder.bias" in weights and "cls.predictions.bias" not in weights:
         weights["cls.predictions.bias"] = weights["cls.predictions.decoder.bias"]
+    if "cls.predictions.decoder.bias" in needed and "cls.predictions.bias" in weights:
+        weights.setdefault("cls.predictions.decoder.bias", weights["cls.predictions.bias"])
     missing = sorted(needed - set(weights))
     if missing:
         raise ValueError(f"{source} lacks weights the target needs: {', '.join(missing)}")
     unknown = sorted(set(weights) - set(model.state_dict()) - set(BERT_ONLY_KEYS))
     if unknown:
         raise ValueError(f"{source} has weights the target has no place for: {', '.join(unknown)}")
+    target = model.state_dict()
+    for key in sorted(needed):  # a config that disagrees with its weights, named instead of a load traceback
+        if weights[key].shape != target[key].shape:
+            raise ValueError(
+                f"{source}: {key} has shape {list(weights[key].shape)} but its config.json implies "
+                f"{list(target[key].shape)}"
+            )
     return {key: weights[key] for key in needed}
-
-
-def _write_folder(out: Path, overwrite: bool, save) -> None:
-    """Build the output in a temporary sibling folder, then move it into place in one rename."""
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"{out} already exists and is not empty; pass overwrite=True (--overwrite) to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}-"))
-    try:
-        save(staging)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 def _copy_tokenizer_files(src: Path, dst: Path) -> None:
@@ -153,11 +140,9 @@ def _fill_and_write(
     model.load_state_dict(state, strict=False)
     model.tie_weights()
 
-    def save(folder: Path) -> None:
-        model.save_pretrained(folder)
-        _copy_tokenizer_files(src, folder)
-
-    _write_folder(out, overwrite, save)
+    with staged_folder(out) as staging:
+        model.save_pretrained(staging)
+        _copy_tokenizer_files(src, staging)
     return out
 
 
@@ -170,6 +155,7 @@ def convert_bert_to_minibert(
     """
     src, out = Path(src), Path(out)
     source_config = _read_config(src)
+    check_output_dir(out, overwrite)
     if source_config.get("model_type") != "bert":
         raise ValueError(
             f"{src / 'config.json'} has model_type {source_config.get('model_type')!r}, expected 'bert'"
@@ -191,16 +177,18 @@ def convert_minibert_to_bert(
 
     src, out = Path(src), Path(out)
     source_config = _read_config(src)
+    check_output_dir(out, overwrite)
     if source_config.get("model_type") != MiniBertConfig.model_type:
         raise ValueError(
             f"{src / 'config.json'} has model_type {source_config.get('model_type')!r}, expected 'minibert'"
         )
     config = MiniBertConfig.from_dict(source_config)
-    for field, bert_value in (("final_layer_norm", False), ("mlm_head_transform", True)):
+    # The Mini-BERT-only shapes. (An untied MLM decoder is not among them: BertConfig has tie_word_embeddings.)
+    for field, bert_value in (("layer_norm_position", "post"), ("final_layer_norm", False), ("mlm_head_transform", True)):
         if getattr(config, field) != bert_value:
             raise ValueError(
-                f"{src / 'config.json'}: {field}={getattr(config, field)} has no BERT equivalent "
-                f"(BERT needs {field}={bert_value})"
+                f"{src / 'config.json'}: {field}={getattr(config, field)!r} has no BERT equivalent "
+                f"(BERT needs {field}={bert_value!r})"
             )
     head = _head_of(source_config.get("architectures"), "MiniBert", src)
     bert_config = BertConfig(**{name: getattr(config, name) for name in SHARED_CONFIG_FIELDS})
@@ -222,8 +210,11 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         "head and tokenizer files; with --to-bert, the other way.",
     )
     parser.add_argument("src", help="folder saved with save_pretrained")
-    parser.add_argument("out", help="output folder (must not exist unless --overwrite)")
-    parser.add_argument("--to-bert", action="store_true", help="convert a Mini-BERT folder to transformers' BERT")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    parser.add_argument("--allow-pickle", action="store_true", help="accept pytorch_model.bin (pickle) weights")
+    parser.add_argument("out", help="output folder (must be empty unless --overwrite_output_dir)")
+    parser.add_argument("--to-bert", "--to_bert", action="store_true", help="convert a Mini-BERT folder to transformers' BERT")
+    parser.add_argument(
+        "--overwrite_output_dir", "--overwrite-output-dir", "--overwrite", dest="overwrite", action="store_true",
+        help="replace an existing output folder",
+    )
+    parser.add_argument("--allow-pickle", "--allow_pickle", action="store_true", help="accept pytorch_model.bin (pickle) weights")
     parser.set_defaults(func=_run_cli)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -56,27 +59,38 @@ def example_inputs(config: MiniBertConfig, batch_size: int, seq_len: int, choice
 
 
 def export_onnx(
-    folder: str | os.PathLike, output: str | os.PathLike, head: str | None = None, verify: bool = True
+    folder: str | os.PathLike,
+    output: str | os.PathLike,
+    head: str | None = None,
+    verify: bool = True,
+    overwrite: bool = False,
 ) -> Path:
     """Write `output` (.onnx) for the model in `folder`; with `verify`, compare onnxruntime to PyTorch.
 
-    Returns the output path. Raises ValueError when the exported graph disagrees beyond 1e-4.
+    Before any export work, refuses (one line each) a folder that is not a saved model, an `output` that already
+    exists (a file unless `overwrite`; a folder always) and a place that cannot be written. Returns the output
+    path. Raises ValueError when the exported graph disagrees beyond 1e-4.
     """
-    model = load_for_export(folder, head)
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    choices = 2 if type(model).__name__ == "MiniBertForMultipleChoice" else None
-    seq_len = min(16, model.config.max_position_embeddings)
-    inputs = example_inputs(model.config, 2, seq_len, choices)
-    with torch.no_grad():
-        output_names = [k for k, v in model(*inputs[:2], token_type_ids=inputs[2]).items() if v is not None]
-    batch = torch.export.Dim("batch")
-    sequence = torch.export.Dim("sequence", max=model.config.max_position_embeddings)
-    axes = {0: batch, 2: sequence} if choices else {0: batch, 1: sequence}
-    if choices:
-        axes[1] = torch.export.Dim("choice")
-    with tempfile.TemporaryDirectory(dir=output.parent, prefix=".export-") as staging:
-        staged = Path(staging) / output.name
+    folder, output = Path(folder), Path(output)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"model folder {folder} does not exist")
+    if output.is_dir():
+        raise FileExistsError(f"{output} is a folder; give the path of the .onnx file to write")
+    if output.exists() and not overwrite:
+        raise FileExistsError(f"{output} already exists; pass overwrite=True (--overwrite) to replace it")
+    with _staging_beside(output) as staging:
+        model = load_for_export(folder, head)
+        choices = 2 if type(model).__name__ == "MiniBertForMultipleChoice" else None
+        seq_len = min(16, model.config.max_position_embeddings)
+        inputs = example_inputs(model.config, 2, seq_len, choices)
+        with torch.no_grad():
+            output_names = [k for k, v in model(*inputs[:2], token_type_ids=inputs[2]).items() if v is not None]
+        batch = torch.export.Dim("batch")
+        sequence = torch.export.Dim("sequence", max=model.config.max_position_embeddings)
+        axes = {0: batch, 2: sequence} if choices else {0: batch, 1: sequence}
+        if choices:
+            axes[1] = torch.export.Dim("choice")
+        staged = staging / output.name
         torch.onnx.export(
             _TupleOutputs(model),
             inputs,
@@ -91,9 +105,28 @@ def export_onnx(
         )
         if verify:
             verify_onnx(model, staged, choices)
-        for file in Path(staging).iterdir():  # the .onnx and, for large models, its .onnx.data
-            os.replace(file, output.parent / file.name)
     return output
+
+
+@contextmanager
+def _staging_beside(output: Path) -> Iterator[Path]:
+    """A hidden folder beside `output` for the export to write into; on success its files (the .onnx and, for
+    large models, its .onnx.data) are renamed into place, on failure it is removed.
+
+    Hand-written beside `files.staged_folder`, which replaces a whole folder: an export's output is a file next
+    to others. Creating the folder first is also the check that the place can be written, before any work.
+    """
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.partial-"))
+    except OSError as err:
+        raise OSError(f"cannot write {output}: {err.strerror or err}") from None
+    try:
+        yield staging
+        for file in staging.iterdir():
+            os.replace(file, output.parent / file.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def verify_onnx(model: MiniBertPreTrainedModel, path: Path, choices: int | None) -> float:
@@ -123,7 +156,7 @@ def verify_onnx(model: MiniBertPreTrainedModel, path: Path, choices: int | None)
 
 
 def _run_cli(args: argparse.Namespace) -> None:
-    path = export_onnx(args.folder, args.output, head=args.head, verify=not args.no_verify)
+    path = export_onnx(args.folder, args.output, head=args.head, verify=not args.no_verify, overwrite=args.overwrite)
     print(f"wrote {path}")
 
 
@@ -136,5 +169,6 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("folder", help="a saved Mini-BERT folder")
     parser.add_argument("output", help="the .onnx file to write")
     parser.add_argument("--head", help="class to export instead of the folder's own, e.g. MiniBertModel")
-    parser.add_argument("--no-verify", action="store_true", help="skip the onnxruntime comparison")
+    parser.add_argument("--no-verify", "--no_verify", action="store_true", help="skip the onnxruntime comparison")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     parser.set_defaults(func=_run_cli)

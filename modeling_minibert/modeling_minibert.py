@@ -6,7 +6,8 @@ next to every saved checkpoint so that `trust_remote_code=True` works without th
 Module and parameter names follow transformers' `modeling_bert.py`, so BERT checkpoints line up key for key.
 What Mini-BERT adds is speed: with padding in the batch, the dense work runs on the real tokens only and attention
 per bucket of similar lengths (`MiniBertConfig.unpad_inputs`, see `Packing`), MLM training computes logits only at
-masked positions (`MiniBertConfig.sparse_prediction`), and CPU dropout is cheaper (`BitMaskDropout`).
+masked positions (`MiniBertConfig.sparse_prediction`), and CPU dropout is cheaper (`BitMaskDropout`). An opt-in
+pre-LayerNorm block (`MiniBertConfig.layer_norm_position="pre"`) uses the same parameters in other places.
 
 Shapes: B batch, T sequence length, H hidden size, nh heads, hd head size (H = nh * hd), N real (non-pad)
 tokens in the batch, V vocabulary size.
@@ -14,15 +15,15 @@ tokens in the batch, V vocabulary size.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
+import copy
 import os
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from torch import nn
 from torch.nn import CrossEntropyLoss
 from transformers import PreTrainedModel
@@ -42,10 +43,33 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 from transformers.utils.generic import can_return_tuple
 
-from .configuration_minibert import MiniBertConfig
+from .configuration_minibert import MiniBertConfig, check_model_path
 
 
-MiniBertForPreTrainingOutput = BertForPreTrainingOutput
+@dataclass
+class MiniBertForPreTrainingOutput(BertForPreTrainingOutput):
+    r"""
+    BERT's pretraining output, plus what training and evaluation read without re-deriving it:
+
+    mlm_loss (`torch.Tensor` scalar, when `labels` is given): the masked-LM part of `loss`.
+    next_sentence_loss (`torch.Tensor` scalar, when `next_sentence_label` is given): the NSP part of `loss`.
+    masked_positions (`torch.LongTensor` of shape `(M,)`): in sparse training, the flat indices into the B * T
+        positions of the M labelled rows that `prediction_logits` (M, V) holds; None when it is (B, T, V).
+    """
+
+    mlm_loss: torch.Tensor | None = None
+    next_sentence_loss: torch.Tensor | None = None
+    masked_positions: torch.LongTensor | None = None
+
+
+@dataclass
+class MiniBertMaskedLMOutput(MaskedLMOutput):
+    r"""
+    masked_positions (`torch.LongTensor` of shape `(M,)`): in sparse training, the flat indices into the B * T
+        positions of the M labelled rows that `logits` (M, V) holds; None when it is (B, T, V).
+    """
+
+    masked_positions: torch.LongTensor | None = None
 
 
 def check_inputs(
@@ -89,6 +113,15 @@ def check_inputs(
         if low < 0 or high >= limit:
             bad = low if low < 0 else high
             raise ValueError(f"{name} contains {bad}, outside [0, {limit_name}={limit})")
+    # Any dtype is accepted (bool, int, float 1.0/0.0), as by BERT. Other values are refused rather than taken
+    # as BERT takes them: transformers' mask helper casts to bool, so "nonzero = attend", which silently inverts
+    # an additive mask (0 = attend, -10000 = padding) and gives 0.5 or 2 no meaning.
+    if attention_mask is not None and attention_mask.dtype != torch.bool and attention_mask.numel():
+        odd = attention_mask[(attention_mask != 0) & (attention_mask != 1)]
+        if odd.numel():
+            raise ValueError(
+                f"attention_mask contains {odd[0].item()}; it must hold only 1 (attend) and 0 (padding)"
+            )
 
 
 def functional_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -150,7 +183,7 @@ class Packing:
     gather: torch.Tensor  # (S,) the packed token in each bucket slot (padding slots repeat a real token)
     scatter: torch.Tensor  # (N,) the bucket slot of each packed token
     bucket_shapes: list[tuple[int, int]]  # (sequences, length) of each bucket, in packing order
-    bucket_masks: list[torch.Tensor]  # (sequences, length) attention mask of each bucket
+    bucket_masks: list[torch.Tensor | None]  # each bucket's attention mask, in the attention backend's format
 
     # A bucket holds the sequences whose lengths round up to the same multiple of this. CPU attention kernels run
     # up to twice as fast on lengths that are multiples of 16 (47 tokens took longer than 48), and coarser steps
@@ -158,29 +191,37 @@ class Packing:
     BUCKET_STEP = 16
 
     @classmethod
-    def from_mask(cls, attention_mask: torch.Tensor) -> Packing:
+    def from_mask(
+        cls, attention_mask: torch.Tensor, backend_mask: Callable[[torch.Tensor], torch.Tensor | None]
+    ) -> Packing:
+        """attention_mask (B, T), nonzero at real tokens; `backend_mask` turns a bucket's (n, L) padding mask into
+        what the attention backend takes (see `MiniBertModel._backend_mask`)."""
+        attention_mask = attention_mask.bool()
         batch_size, seq_len = attention_mask.shape
-        lengths = attention_mask.sum(1)
+        lengths = attention_mask.sum(1)  # (B,)
         order = torch.argsort(lengths, descending=True, stable=True)
         rows, cols = attention_mask[order].nonzero(as_tuple=True)
         indices = order[rows] * seq_len + cols
         sorted_lengths = lengths[order]
         starts = sorted_lengths.cumsum(0) - sorted_lengths  # first packed token of each sequence
 
-        bucket_lengths = (-(-sorted_lengths // cls.BUCKET_STEP) * cls.BUCKET_STEP).tolist()
-        gather, bucket_shapes, bucket_masks = [], [], []
+        rounded = (-(-sorted_lengths // cls.BUCKET_STEP) * cls.BUCKET_STEP).tolist()
+        gather, bucket_shapes, padding_masks = [], [], []
         first = 0
-        while first < batch_size and bucket_lengths[first] > 0:  # sequences without tokens get no bucket
-            length = bucket_lengths[first]
-            last = first + bucket_lengths.count(length)  # sorted, so the bucket's sequences are consecutive
+        while first < batch_size and rounded[first] > 0:  # sequences without tokens get no bucket
+            length = rounded[first]
+            last = first + rounded.count(length)  # sorted, so the bucket's sequences are consecutive
             slots = torch.arange(length, device=attention_mask.device)
             mask = slots < sorted_lengths[first:last, None]  # (n, L)
             gather.append((starts[first:last, None] + torch.where(mask, slots, 0)).flatten())
             bucket_shapes.append((last - first, length))
-            bucket_masks.append(mask.to(attention_mask.dtype))
+            padding_masks.append(mask)
             first = last
-        real_slots = torch.cat([m.flatten() for m in bucket_masks]).nonzero(as_tuple=True)[0]
-        return cls(indices, batch_size, seq_len, torch.cat(gather), real_slots, bucket_shapes, bucket_masks)
+        real_slots = torch.cat([m.flatten() for m in padding_masks]).nonzero(as_tuple=True)[0]
+        return cls(
+            indices, batch_size, seq_len, torch.cat(gather), real_slots, bucket_shapes,
+            [backend_mask(m) for m in padding_masks],
+        )
 
     def unpad(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, ...) -> (N, ...)"""
@@ -259,7 +300,6 @@ class MiniBertSelfAttention(nn.Module):
 
     def __init__(self, config: MiniBertConfig):
         super().__init__()
-        self.config = config
         self.num_heads = config.num_attention_heads
         self.head_dim = config.hidden_size // config.num_attention_heads
         self.scaling = self.head_dim**-0.5
@@ -272,39 +312,41 @@ class MiniBertSelfAttention(nn.Module):
         self,
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None,
+        attn_implementation: str,
         packing: Packing | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """hidden_states (B, T, H) and the mask in the attention backend's format; or, packed, hidden_states (N, H)
-        and one such mask per bucket. -> same shape as hidden_states, and the weights (eager, padded only)."""
+        """hidden_states (B, T, H) and the mask in `attn_implementation`'s format; or, packed, hidden_states (N, H),
+        no mask here and the buckets' masks in `packing`. -> same shape as hidden_states, and the weights (eager,
+        padded only)."""
         # One matmul for Q, K and V: the three projections read the same input. The weights stay separate
         # parameters so that checkpoint keys line up with BERT's.
         weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])
         bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
         qkv = nn.functional.linear(hidden_states, weight, bias)  # (B, T, 3H) or (N, 3H)
         if packing is None:
-            attn_output, attn_weights = self._attend(qkv, attention_mask, **kwargs)
-            return attn_output, attn_weights
+            return self._attend(qkv, attention_mask, attn_implementation, **kwargs)
         # Packed: attention is the one step that needs the sequences apart; run it bucket by bucket.
         outputs = [
-            self._attend(bucket, mask, **kwargs)[0] for bucket, mask in zip(packing.to_buckets(qkv), attention_mask)
+            self._attend(bucket, mask, attn_implementation, **kwargs)[0]
+            for bucket, mask in zip(packing.to_buckets(qkv), packing.bucket_masks)
         ]
         return packing.from_buckets(outputs), None  # (N, H)
 
     def _attend(
-        self, qkv: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs
+        self, qkv: torch.Tensor, attention_mask: torch.Tensor | None, attn_implementation: str, **kwargs
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """qkv (B, T, 3H), mask in the attention backend's format -> (B, T, H), and the weights (eager only)."""
         batch_size, seq_len, _ = qkv.shape
         qkv = qkv.view(batch_size, seq_len, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         query, key, value = qkv.unbind(0)  # each (B, nh, T, hd)
 
-        implementation = self.config._attn_implementation
         dropout = self.dropout_prob if self.training else 0.0
-        if implementation == "sdpa" and dropout > 0 and qkv.device.type == "cpu":
+        if attn_implementation == "sdpa" and dropout > 0 and qkv.device.type == "cpu":
             # torch's CPU sdpa has no fused dropout and falls back to this same math with a slower dropout.
-            implementation = "eager"
-        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+            # The eager function below takes sdpa's boolean mask too.
+            attn_implementation = "eager"
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(attn_implementation, eager_attention_forward)
         attn_output, attn_weights = attention_interface(
             self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling, **kwargs
         )
@@ -312,17 +354,20 @@ class MiniBertSelfAttention(nn.Module):
 
 
 class MiniBertSelfOutput(nn.Module):
-    """Attention output projection, dropout, residual, LayerNorm (post-LN, as BERT)."""
+    """Attention output projection, dropout, residual; then LayerNorm when post-LN (BERT). Pre-LN applies this
+    LayerNorm to the attention's input instead (see `MiniBertAttention`)."""
 
     def __init__(self, config: MiniBertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = MiniBertDropout(config.hidden_dropout_prob)
+        self.post_norm = config.layer_norm_position == "post"
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
         # In place: the sum is a fresh tensor that no backward needs, so skip allocating another.
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)).add_(input_tensor))
+        residual = self.dropout(self.dense(hidden_states)).add_(input_tensor)
+        return self.LayerNorm(residual) if self.post_norm else residual
 
 
 class MiniBertAttention(nn.Module):
@@ -335,10 +380,14 @@ class MiniBertAttention(nn.Module):
         self,
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None,
+        attn_implementation: str,
         packing: Packing | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        attn_output, attn_weights = self.self(hidden_states, attention_mask, packing, **kwargs)
+        # Pre-LN normalises the branch's input and leaves the residual stream unnormalised. The LayerNorm keeps
+        # BERT's name (attention.output.LayerNorm) so that both variants have the same parameters.
+        attention_input = hidden_states if self.output.post_norm else self.output.LayerNorm(hidden_states)
+        attn_output, attn_weights = self.self(attention_input, attention_mask, attn_implementation, packing, **kwargs)
         return self.output(attn_output, hidden_states), attn_weights
 
 
@@ -364,20 +413,24 @@ class MiniBertIntermediate(nn.Module):
 
 
 class MiniBertOutput(nn.Module):
-    """Second half of the FFN: intermediate_size -> H, dropout, residual, LayerNorm."""
+    """Second half of the FFN: intermediate_size -> H, dropout, residual; then LayerNorm when post-LN (BERT).
+    Pre-LN applies this LayerNorm to the FFN's input instead (see `MiniBertLayer`)."""
 
     def __init__(self, config: MiniBertConfig):
         super().__init__()
         self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = MiniBertDropout(config.hidden_dropout_prob)
+        self.post_norm = config.layer_norm_position == "post"
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)).add_(input_tensor))
+        residual = self.dropout(self.dense(hidden_states)).add_(input_tensor)
+        return self.LayerNorm(residual) if self.post_norm else residual
 
 
 class MiniBertLayer(GradientCheckpointingLayer):
-    """One encoder block: self-attention then FFN, each with residual + LayerNorm."""
+    """One encoder block: self-attention then FFN, each with a residual and a LayerNorm (after the sum in BERT's
+    post-LN; on the branch's input in the pre-LN variant)."""
 
     def __init__(self, config: MiniBertConfig):
         super().__init__()
@@ -388,12 +441,16 @@ class MiniBertLayer(GradientCheckpointingLayer):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None,
+        attn_implementation: str,
         packing: Packing | None = None,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        attention_output, attn_weights = self.attention(hidden_states, attention_mask, packing, **kwargs)
-        layer_output = self.output(self.intermediate(attention_output), attention_output)
+        attention_output, attn_weights = self.attention(
+            hidden_states, attention_mask, attn_implementation, packing, **kwargs
+        )
+        ffn_input = attention_output if self.output.post_norm else self.output.LayerNorm(attention_output)
+        layer_output = self.output(self.intermediate(ffn_input), attention_output)
         return layer_output, attn_weights
 
 
@@ -401,23 +458,26 @@ class MiniBertEncoder(nn.Module):
     def __init__(self, config: MiniBertConfig):
         super().__init__()
         self.layer = nn.ModuleList([MiniBertLayer(config) for _ in range(config.num_hidden_layers)])
-        # Absent in BERT; the Mini-BERT guide's variant normalises the last block's output once more.
+        # Absent in BERT. The Mini-BERT guide's variant normalises the last block's output once more; pre-LN
+        # needs it, since its residual stream is never normalised otherwise (the config sets it for pre-LN).
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.final_layer_norm else None
 
     def forward(
         self,
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None,
+        attn_implementation: str,
         packing: Packing | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
         **kwargs,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
-        """-> last hidden state, hidden states (embeddings + one per layer), attentions; all in the input's layout."""
+        """hidden_states (B, T, H), or (N, H) with `packing` (the mask is then None: each bucket's is in `packing`).
+        -> last hidden state, hidden states (embeddings + one per layer), attentions; all in the input's layout."""
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_attentions = () if output_attentions else None
         for layer in self.layer:
-            hidden_states, attn_weights = layer(hidden_states, attention_mask, packing, **kwargs)
+            hidden_states, attn_weights = layer(hidden_states, attention_mask, attn_implementation, packing, **kwargs)
             if output_hidden_states:
                 all_hidden_states += (hidden_states,)
             if output_attentions:
@@ -493,6 +553,44 @@ class MiniBertPreTrainingHeads(nn.Module):
         return self.predictions(sequence_output), self.seq_relationship(pooled_output)
 
 
+def check_weights_fit_config(config: MiniBertConfig, weight_files: list[Path], folder: Path) -> None:
+    """Compare the config's sizes with the weights' shapes, read from the safetensors headers only (nothing is
+    loaded or allocated), and raise a one-line ValueError naming the first field that disagrees.
+
+    Without this, `vocab_size: 10000000` allocates gigabytes before failing, and a wrong `hidden_size` ends in a
+    mismatch report. Fewer layers in the weights than in the config is refused too: transformers would fill the
+    rest with random layers and only warn.
+    """
+    shapes = {}
+    for path in weight_files:
+        try:
+            with safe_open(path, framework="pt") as f:
+                shapes.update({key.removeprefix("bert."): (tuple(f.get_slice(key).get_shape()), path) for key in f.keys()})
+        except Exception as err:  # safetensors raises its own error types for unreadable headers
+            raise ValueError(f"{path} is truncated or corrupted: {err}") from err
+    expected = (  # (field, weight, the field's value read from that weight's shape)
+        ("vocab_size", "embeddings.word_embeddings.weight", lambda shape: shape[0]),
+        ("hidden_size", "embeddings.word_embeddings.weight", lambda shape: shape[-1]),
+        ("max_position_embeddings", "embeddings.position_embeddings.weight", lambda shape: shape[0]),
+        ("type_vocab_size", "embeddings.token_type_embeddings.weight", lambda shape: shape[0]),
+        ("intermediate_size", "encoder.layer.0.intermediate.dense.weight", lambda shape: shape[0]),
+    )
+    for field, key, value_in in expected:
+        if key in shapes:
+            shape, path = shapes[key]
+            if value_in(shape) != getattr(config, field):
+                raise ValueError(
+                    f"{folder / 'config.json'} says {field}={getattr(config, field)} but the weights in {path.name} "
+                    f"have {field}={value_in(shape)} ({key} has shape {list(shape)})"
+                )
+    layers = {int(key.split(".")[2]) for key in shapes if key.startswith("encoder.layer.")}
+    if layers and len(layers) < config.num_hidden_layers:
+        raise ValueError(
+            f"{folder / 'config.json'} says num_hidden_layers={config.num_hidden_layers} but the weights hold "
+            f"{len(layers)} layers"
+        )
+
+
 def classifier_dropout(config: MiniBertConfig) -> float:
     """The task heads' dropout: `classifier_dropout`, or the hidden dropout when unset (as in BERT)."""
     return config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
@@ -516,23 +614,34 @@ class MiniBertPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args, **kwargs):
-        """`PreTrainedModel.from_pretrained`, refusing pickle weights unless asked (`use_safetensors=False`), and
-        naming the file when a `model.safetensors` is truncated or corrupted."""
+        """`PreTrainedModel.from_pretrained`, with one-line errors before any allocation for a local folder that
+        does not exist, holds no weights, holds only pickle weights (refused unless `use_safetensors=False`), or
+        whose config disagrees with its weights' shapes; and naming the file when a `model.safetensors` is
+        truncated or corrupted."""
         kwargs.setdefault("use_safetensors", True)
+        if pretrained_model_name_or_path is None:  # weights from `state_dict=`: no folder to check
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        check_model_path(pretrained_model_name_or_path)
         folder = Path(pretrained_model_name_or_path)
-        if kwargs["use_safetensors"] and folder.is_dir() and not any(folder.glob("*.safetensors*")):
+        if folder.is_dir() and not kwargs.get("subfolder"):
+            weights = sorted(folder.glob("*.safetensors"))
             pickles = sorted(p.name for p in folder.glob("*.bin"))
-            if pickles:
+            if kwargs["use_safetensors"] and not weights and pickles:
                 raise ValueError(
                     f"{folder} holds only pickle weights ({', '.join(pickles)}), which can run arbitrary code when "
                     "loaded; pass use_safetensors=False if you trust them"
                 )
+            if not weights and not pickles:
+                raise FileNotFoundError(f"{folder} holds no model weights (no model.safetensors)")
+            config = kwargs.get("config")
+            if weights and not kwargs.get("ignore_mismatched_sizes"):
+                if not isinstance(config, MiniBertConfig):
+                    config = MiniBertConfig.from_pretrained(folder)
+                check_weights_fit_config(config, weights, folder)
         try:
             return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         except SafetensorError as err:
-            raise ValueError(
-                f"{Path(pretrained_model_name_or_path) / 'model.safetensors'} is truncated or corrupted: {err}"
-            ) from err
+            raise ValueError(f"{folder / 'model.safetensors'} is truncated or corrupted: {err}") from err
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
         """`PreTrainedModel.save_pretrained`, plus two guarantees.
@@ -560,8 +669,6 @@ class MiniBertModel(MiniBertPreTrainedModel):
         self.embeddings = MiniBertEmbeddings(config)
         self.encoder = MiniBertEncoder(config)
         self.pooler = MiniBertPooler(config) if add_pooling_layer else None
-        # A head whose outputs depend on hidden states at padding positions turns unpadding off.
-        self.padding_outputs_needed = False
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -580,12 +687,16 @@ class MiniBertModel(MiniBertPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        unpad_inputs: bool | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPooling:
         """
         input_ids, attention_mask, token_type_ids, position_ids: (B, T); inputs_embeds: (B, T, H).
+        attention_mask: 1 at real tokens, 0 at padding, in any dtype.
+        unpad_inputs: overrides `config.unpad_inputs` for this call; False gives hidden states at padding positions
+            too, for heads that read them.
         Returns last_hidden_state (B, T, H), pooler_output (B, H), hidden_states and attentions when asked.
-        With `config.unpad_inputs` and padding in the batch, hidden states at padding positions are zeros
+        When unpadding runs (the default, with padding in the batch), hidden states at padding positions are zeros
         (they are never attended to, and no head should read them).
         """
         check_inputs(self.config, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
@@ -593,6 +704,7 @@ class MiniBertModel(MiniBertPreTrainedModel):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
+        unpad_inputs = unpad_inputs if unpad_inputs is not None else self.config.unpad_inputs
         for name in ("num_items_in_batch", "return_loss"):  # Trainer's bookkeeping, not model input
             kwargs.pop(name, None)
 
@@ -605,28 +717,23 @@ class MiniBertModel(MiniBertPreTrainedModel):
         else:
             position_ids = position_ids.expand(batch_size, seq_len)
 
-        attn_implementation = self.config._attn_implementation
-        if output_attentions and attn_implementation != "eager":
-            # Only the eager kernel materialises attention weights; use it for this call alone.
-            self.config._attn_implementation = "eager"
-        try:
-            packing = self._packing(attention_mask, output_attentions)
-            embedding_output = self.embeddings(
-                *(
-                    (None if t is None else packing.unpad(t)) if packing is not None else t
-                    for t in (input_ids, token_type_ids, position_ids, inputs_embeds)
-                )
+        # Only the eager kernel materialises attention weights. The choice travels down as an argument: the config
+        # is shared by every submodule and every thread using the model, so it is never changed here.
+        attn_implementation = "eager" if output_attentions else self.config._attn_implementation
+        dtype = inputs_embeds.dtype if inputs_embeds is not None else self.embeddings.word_embeddings.weight.dtype
+        packing = None
+        if unpad_inputs and not output_attentions and self._has_padding(attention_mask):
+            packing = Packing.from_mask(attention_mask, lambda m: self._backend_mask(m, dtype, attn_implementation))
+        embedding_output = self.embeddings(
+            *(
+                (None if t is None else packing.unpad(t)) if packing is not None else t
+                for t in (input_ids, token_type_ids, position_ids, inputs_embeds)
             )
-            if packing is None:
-                mask = self._backend_mask(attention_mask, embedding_output.dtype)
-            else:
-                mask = [self._backend_mask(m, embedding_output.dtype) for m in packing.bucket_masks]
-            sequence_output, hidden_states, attentions = self.encoder(
-                embedding_output, mask, packing, output_hidden_states, output_attentions, **kwargs
-            )
-        finally:
-            self.config._attn_implementation = attn_implementation
-
+        )
+        mask = None if packing is not None else self._backend_mask(attention_mask, dtype, attn_implementation)
+        sequence_output, hidden_states, attentions = self.encoder(
+            embedding_output, mask, attn_implementation, packing, output_hidden_states, output_attentions, **kwargs
+        )
         if packing is not None:
             sequence_output = packing.pad(sequence_output)
             if hidden_states is not None:
@@ -639,26 +746,29 @@ class MiniBertModel(MiniBertPreTrainedModel):
             attentions=attentions,
         )
 
-    def _backend_mask(self, attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-        """A (B, T) padding mask in the format the attention backend takes (None when it needs none)."""
+    def _backend_mask(
+        self, attention_mask: torch.Tensor | None, dtype: torch.dtype, attn_implementation: str
+    ) -> torch.Tensor | None:
+        """A (B, T) padding mask in the format `attn_implementation` takes (None when it needs none)."""
         if attention_mask is None:
             return None
+        config = self.config
+        if attn_implementation != config._attn_implementation:
+            # transformers' mask helper reads the backend from a config: give it a private copy to read.
+            config = copy.copy(config)
+            config._attn_implementation = attn_implementation
         shape_and_dtype = torch.empty(*attention_mask.shape, 0, dtype=dtype, device=attention_mask.device)
-        return create_bidirectional_mask(config=self.config, inputs_embeds=shape_and_dtype, attention_mask=attention_mask)
+        return create_bidirectional_mask(config=config, inputs_embeds=shape_and_dtype, attention_mask=attention_mask)
 
-    def _packing(self, attention_mask: torch.Tensor | None, output_attentions: bool) -> Packing | None:
-        """Unpad when it saves work: a 2D mask with padding in it (attention weights keep the padded layout)."""
-        if (
-            not self.config.unpad_inputs
-            or self.padding_outputs_needed
-            or output_attentions
-            or attention_mask is None
-            or attention_mask.dim() != 2
-            or torch.compiler.is_compiling()  # data-dependent shapes; the compiled graph stays padded
-            or bool(attention_mask.all())
-        ):
-            return None
-        return Packing.from_mask(attention_mask)
+    @staticmethod
+    def _has_padding(attention_mask: torch.Tensor | None) -> bool:
+        """Whether unpadding would save work: a mask with padding in it, outside a compiled graph (whose shapes
+        cannot depend on the data: it stays padded)."""
+        return (
+            attention_mask is not None
+            and not torch.compiler.is_compiling()
+            and not bool(attention_mask.all())
+        )
 
 
 def _mlm_logits_and_loss(
@@ -666,23 +776,32 @@ def _mlm_logits_and_loss(
     predictions: MiniBertLMPredictionHead,
     sequence_output: torch.Tensor,
     labels: torch.Tensor | None,
+    sparse_prediction: bool | None = None,
     **kwargs,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """MLM logits (B, T, V) and loss; in training with sparse_prediction, logits (M, V) at the M labelled positions.
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """MLM logits (B, T, V), loss, and None; when sparse, logits (M, V) at the M labelled positions, loss, and
+    those positions (M,) as flat indices into the B * T positions.
 
-    Scoring only the labelled positions skips most of the largest matmul in pretraining (H x V per token), since
-    usually 15% of tokens carry a label.
+    Sparse by default in training with `config.sparse_prediction`, dense in evaluation (as BERT); a caller that
+    only scores the labelled positions (an evaluation loop) passes `sparse_prediction=True`. Scoring only those
+    skips most of the largest matmul in pretraining (H x V per token), since usually 15% of tokens carry a label.
     """
     if labels is None:
-        return predictions(sequence_output), None
-    if model.training and model.config.sparse_prediction:
-        selected = (labels.flatten() != -100).nonzero(as_tuple=True)[0]
-        labels = labels.flatten()[selected]
-        logits = predictions(sequence_output.flatten(0, 1).index_select(0, selected))  # (M, V); see Packing on index_select
+        if sparse_prediction:
+            raise ValueError("sparse_prediction=True needs labels: they mark the positions to score")
+        return predictions(sequence_output), None, None
+    if sparse_prediction is None:
+        sparse_prediction = model.training and model.config.sparse_prediction
+    masked_positions = None
+    if sparse_prediction:
+        masked_positions = (labels.flatten() != -100).nonzero(as_tuple=True)[0]  # (M,)
+        labels = labels.flatten()[masked_positions]
+        # (M, V); index_select rather than boolean indexing: its backward is a cheap index_add
+        logits = predictions(sequence_output.flatten(0, 1).index_select(0, masked_positions))
     else:
         logits = predictions(sequence_output)
     loss = model.loss_function(logits, labels, vocab_size=model.config.vocab_size, **kwargs)
-    return logits, loss
+    return logits, loss, masked_positions
 
 
 class MiniBertForPreTraining(MiniBertPreTrainedModel):
@@ -713,23 +832,34 @@ class MiniBertForPreTraining(MiniBertPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         next_sentence_label: torch.Tensor | None = None,
+        sparse_prediction: bool | None = None,
         **kwargs,
     ) -> MiniBertForPreTrainingOutput:
-        """labels (B, T) with -100 where not masked; next_sentence_label (B,): 0 = B follows A, 1 = random B."""
+        """labels (B, T) with -100 where not masked; next_sentence_label (B,): 0 = B follows A, 1 = random B.
+        sparse_prediction: score only the labelled positions (default: `config.sparse_prediction` in training,
+        False in evaluation).
+
+        prediction_logits (B, T, V), or (M, V) when sparse (rows at `masked_positions`); seq_relationship_logits
+        (B, 2). loss = mlm_loss + next_sentence_loss when both labels are given (as BERT).
+        """
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        mlm_logits, mlm_loss = _mlm_logits_and_loss(
-            self, self.cls.predictions, outputs.last_hidden_state, labels, **kwargs
+        mlm_logits, mlm_loss, masked_positions = _mlm_logits_and_loss(
+            self, self.cls.predictions, outputs.last_hidden_state, labels, sparse_prediction, **kwargs
         )
         nsp_logits = self.cls.seq_relationship(outputs.pooler_output)  # (B, 2)
-        loss = None
-        if mlm_loss is not None and next_sentence_label is not None:
-            loss = mlm_loss + CrossEntropyLoss()(nsp_logits.view(-1, 2), next_sentence_label.view(-1))
+        nsp_loss = None
+        if next_sentence_label is not None:
+            nsp_loss = CrossEntropyLoss()(nsp_logits.view(-1, 2), next_sentence_label.view(-1))
+        loss = mlm_loss + nsp_loss if mlm_loss is not None and nsp_loss is not None else None
         return MiniBertForPreTrainingOutput(
             loss=loss,
             prediction_logits=mlm_logits,
             seq_relationship_logits=nsp_logits,
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
+            mlm_loss=mlm_loss,
+            next_sentence_loss=nsp_loss,
+            masked_positions=masked_positions,
         )
 
 
@@ -757,13 +887,22 @@ class MiniBertForMaskedLM(MiniBertPreTrainedModel):
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
+        sparse_prediction: bool | None = None,
         **kwargs,
-    ) -> MaskedLMOutput:
-        """labels (B, T) with -100 where not masked. logits (B, T, V), or (M, V) in sparse training."""
+    ) -> MiniBertMaskedLMOutput:
+        """labels (B, T) with -100 where not masked. sparse_prediction: score only the labelled positions
+        (default: `config.sparse_prediction` in training, False in evaluation). logits (B, T, V), or (M, V) when
+        sparse (rows at `masked_positions`)."""
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
-        logits, loss = _mlm_logits_and_loss(self, self.cls.predictions, outputs.last_hidden_state, labels, **kwargs)
-        return MaskedLMOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        logits, loss, masked_positions = _mlm_logits_and_loss(
+            self, self.cls.predictions, outputs.last_hidden_state, labels, sparse_prediction, **kwargs
+        )
+        return MiniBertMaskedLMOutput(
+            loss=loss,
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            masked_positions=masked_positions,
         )
 
 
@@ -898,9 +1037,6 @@ class MiniBertForQuestionAnswering(MiniBertPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.bert = MiniBertModel(config, add_pooling_layer=False)
-        # BERT's span loss is a softmax over every position, padding included: exact parity needs BERT's hidden
-        # states at padding positions, which only the padded path computes.
-        self.bert.padding_outputs_needed = True
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -918,7 +1054,11 @@ class MiniBertForQuestionAnswering(MiniBertPreTrainedModel):
     ) -> QuestionAnsweringModelOutput:
         """start/end_positions (B,); positions outside the sequence are clamped and ignored, as in BERT.
         start_logits, end_logits (B, T)."""
-        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        # BERT's span loss is a softmax over every position, padding included: exact parity needs BERT's hidden
+        # states at padding positions, which only the padded path computes.
+        outputs = self.bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, unpad_inputs=False, **kwargs
+        )
         logits = self.qa_outputs(outputs.last_hidden_state)  # (B, T, 2)
         start_logits, end_logits = (t.squeeze(-1).contiguous() for t in logits.split(1, dim=-1))
         loss = None
@@ -933,7 +1073,8 @@ class MiniBertForQuestionAnswering(MiniBertPreTrainedModel):
         )
 
 
-# Auto class -> head, written into every saved config so that any head loads with trust_remote_code.
+# Auto class -> head: the one list of heads. Written into every saved config so that any head loads with
+# trust_remote_code; the package's Auto registration, `__all__` and convert-bert derive from it.
 AUTO_MAP = {
     "AutoModel": "modeling_minibert.MiniBertModel",
     "AutoModelForPreTraining": "modeling_minibert.MiniBertForPreTraining",
@@ -945,15 +1086,12 @@ AUTO_MAP = {
     "AutoModelForQuestionAnswering": "modeling_minibert.MiniBertForQuestionAnswering",
 }
 
+# Derived from AUTO_MAP, the one list of heads.
 __all__ = [
-    "MiniBertForMaskedLM",
-    "MiniBertForMultipleChoice",
-    "MiniBertForNextSentencePrediction",
-    "MiniBertForPreTraining",
-    "MiniBertForQuestionAnswering",
-    "MiniBertForSequenceClassification",
-    "MiniBertForTokenClassification",
+    "AUTO_MAP",
+    "MiniBertForPreTrainingOutput",
     "MiniBertLayer",
-    "MiniBertModel",
+    "MiniBertMaskedLMOutput",
     "MiniBertPreTrainedModel",
+    *(target.split(".")[-1] for target in AUTO_MAP.values()),
 ]

@@ -39,6 +39,13 @@ def test_bert_base_and_large_are_expressible():
         ("hidden_dropout_prob", 1.0, r"hidden_dropout_prob must be in \[0, 1\), got 1.0"),
         ("attention_probs_dropout_prob", -0.1, r"attention_probs_dropout_prob must be in \[0, 1\), got -0.1"),
         ("pad_token_id", 9000, r"pad_token_id \(9000\) must be in \[0, vocab_size=8192\)"),
+        ("hidden_size", "abc", r"hidden_size must be an integer, got 'abc'"),
+        ("num_hidden_layers", 2.5, r"num_hidden_layers must be an integer, got 2.5"),
+        ("num_hidden_layers", True, r"num_hidden_layers must be an integer, got True"),
+        ("hidden_dropout_prob", "0.1", r"hidden_dropout_prob must be a number, got '0.1'"),
+        ("unpad_inputs", 1, r"unpad_inputs must be true or false, got 1"),
+        ("hidden_act", 3, r"hidden_act must be a string, got 3"),
+        ("layer_norm_position", "middle", r"layer_norm_position must be one of 'post', 'pre', got 'middle'"),
     ],
 )
 def test_invalid_values_raise_value_error_naming_field_and_value(field, value, message):
@@ -60,3 +67,38 @@ def test_config_of_another_model_type_is_refused_naming_the_file(tmp_path):
     BertConfig().save_pretrained(tmp_path)
     with pytest.raises(ValueError, match=r"config.json in .* has model_type 'bert', expected 'minibert'"):
         MiniBertConfig.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("hidden_size", "abc", r"MiniBertConfig.hidden_size must be an integer, got 'abc'"),
+        ("num_hidden_layers", 2.5, r"MiniBertConfig.num_hidden_layers must be an integer, got 2.5"),
+        ("layer_norm_position", "PRE", r"layer_norm_position must be one of 'post', 'pre', got 'PRE'"),
+    ],
+)
+def test_config_json_with_a_wrong_field_is_refused_naming_it(tmp_path, field, value, message):
+    MiniBertConfig().save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**saved, field: value}))
+    for load in (AutoConfig.from_pretrained, MiniBertConfig.from_pretrained):
+        with pytest.raises(ValueError, match=message):
+            load(tmp_path)
+
+
+def test_invalid_json_is_named_with_its_position(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "minibert",}')
+    with pytest.raises(ValueError, match=rf"{tmp_path / 'config.json'} is not valid JSON: .*line 1 column 27"):
+        MiniBertConfig.from_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"config.json must hold a JSON object, got list"):
+        MiniBertConfig.from_pretrained(tmp_path)
+
+
+def test_pre_layer_norm_is_opt_in_and_brings_its_final_layer_norm(tmp_path):
+    assert MiniBertConfig().layer_norm_position == "post"
+    config = MiniBertConfig(layer_norm_position="pre")
+    assert config.final_layer_norm is True  # pre-LN's residual stream is normalised only there
+    config.save_pretrained(tmp_path)
+    loaded = AutoConfig.from_pretrained(tmp_path)
+    assert (loaded.layer_norm_position, loaded.final_layer_norm) == ("pre", True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -54,10 +55,16 @@ def test_cli_converts_both_ways_and_refuses_to_overwrite(tmp_path, capsys):
     assert cli_main(["convert-bert", "--to-bert", str(tmp_path / "mini"), str(tmp_path / "back")]) == 0
     assert json.loads((tmp_path / "back" / "config.json").read_text())["model_type"] == "bert"
     before = (tmp_path / "mini" / "model.safetensors").read_bytes()
+    capsys.readouterr()
     assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini")]) == 2
-    assert "already exists and is not empty" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        f"minibert convert-bert: error: output_dir {tmp_path / 'mini'} is not empty; pass --overwrite_output_dir to "
+        "replace it, or choose another folder\n"
+    )
     assert (tmp_path / "mini" / "model.safetensors").read_bytes() == before
+    assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini"), "--overwrite_output_dir"]) == 0
     assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini"), "--overwrite"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["back", "bert", "mini"]  # no staging or previous copy
 
 
 def test_missing_weights_are_reported_by_name_and_nothing_is_written(tmp_path):
@@ -75,8 +82,9 @@ def test_unsupported_sources_are_refused_clearly(tmp_path):
     transformers.BertLMHeadModel(BertConfig(**TINY, is_decoder=True)).save_pretrained(tmp_path / "decoder")
     with pytest.raises(ValueError, match=r"architecture 'BertLMHeadModel' has no counterpart"):
         convert_bert_to_minibert(tmp_path / "decoder", tmp_path / "out")
+    (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match=r"config.json does not exist"):
-        convert_bert_to_minibert(tmp_path / "nowhere", tmp_path / "out")
+        convert_bert_to_minibert(tmp_path / "empty", tmp_path / "out")
 
     bert = saved_bert(tmp_path / "pickled", "Model")
     (tmp_path / "pickled" / "model.safetensors").unlink()
@@ -91,9 +99,57 @@ def test_unsupported_sources_are_refused_clearly(tmp_path):
     torch.testing.assert_close(got, expected)
 
 
-def test_minibert_only_features_cannot_become_bert(tmp_path):
+@pytest.mark.parametrize(
+    "config_kwargs, message",
+    [
+        (dict(final_layer_norm=True), r"final_layer_norm=True has no BERT equivalent \(BERT needs final_layer_norm=False\)"),
+        (dict(layer_norm_position="pre"),
+         r"layer_norm_position='pre' has no BERT equivalent \(BERT needs layer_norm_position='post'\)"),
+        (dict(mlm_head_transform=False), r"mlm_head_transform=False has no BERT equivalent"),
+    ],
+)
+def test_minibert_only_features_cannot_become_bert(tmp_path, capsys, config_kwargs, message):
     from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM
 
-    MiniBertForMaskedLM(MiniBertConfig(**TINY, final_layer_norm=True)).save_pretrained(tmp_path / "mini")
-    with pytest.raises(ValueError, match=r"final_layer_norm=True has no BERT equivalent"):
+    MiniBertForMaskedLM(MiniBertConfig(**TINY, **config_kwargs)).save_pretrained(tmp_path / "mini")
+    with pytest.raises(ValueError, match=message):
         convert_minibert_to_bert(tmp_path / "mini", tmp_path / "bert")
+    capsys.readouterr()
+    assert cli_main(["convert-bert", "--to-bert", str(tmp_path / "mini"), str(tmp_path / "bert")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("minibert convert-bert: error: ") and err.count("\n") == 1
+    assert re.search(message, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mini"]
+
+
+def test_untied_mlm_decoder_converts_to_bert(tmp_path):
+    """BERT holds an untied decoder too (tie_word_embeddings=False), so it is not refused."""
+    from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM
+
+    mini = MiniBertForMaskedLM(MiniBertConfig(**TINY, tie_word_embeddings=False)).eval()
+    mini.save_pretrained(tmp_path / "mini")
+    convert_minibert_to_bert(tmp_path / "mini", tmp_path / "bert")
+    bert = transformers.BertForMaskedLM.from_pretrained(tmp_path / "bert").eval()
+    ids, mask, types = padded_batch(TINY["vocab_size"])
+    with torch.no_grad():
+        expected = bert(ids, attention_mask=mask, token_type_ids=types).logits
+        got = mini(ids, attention_mask=mask, token_type_ids=types).logits
+    torch.testing.assert_close(got[mask.bool()], expected[mask.bool()])
+
+
+def test_broken_sources_are_one_line(tmp_path, capsys):
+    saved_bert(tmp_path / "bert", "Model")
+    config = json.loads((tmp_path / "bert" / "config.json").read_text())
+    (tmp_path / "bert" / "config.json").write_text(json.dumps({**config, "intermediate_size": 128}))
+    with pytest.raises(ValueError, match=r"encoder.layer.0.intermediate.dense.bias has shape \[64\] but its config.json "
+                                         r"implies \[128\]"):
+        convert_bert_to_minibert(tmp_path / "bert", tmp_path / "out")
+    (tmp_path / "bert" / "config.json").write_text("{oops")
+    with pytest.raises(ValueError, match=r"config.json is not valid JSON: .*line 1 column 2"):
+        convert_bert_to_minibert(tmp_path / "bert", tmp_path / "out")
+    with pytest.raises(FileNotFoundError, match=r"model folder .*nowhere does not exist"):
+        convert_bert_to_minibert(tmp_path / "nowhere", tmp_path / "out")
+    capsys.readouterr()
+    assert cli_main(["convert-bert", str(tmp_path / "nowhere"), str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == f"minibert convert-bert: error: model folder {tmp_path / 'nowhere'} does not exist\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bert"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -71,9 +72,82 @@ def test_cli_prints_predictions(folder, capsys):
 def test_bad_input(folder, tmp_path, capsys):
     with pytest.raises(ValueError, match=r"the text must contain \[MASK\], got 'no mask here'"):
         fill_mask(folder, "no mask here")
-    with pytest.raises(FileNotFoundError, match=r"no saved model in .*nowhere \(config.json not found\)"):
-        fill_mask(tmp_path / "nowhere", "a [MASK].")
+    with pytest.raises(FileNotFoundError, match=r"no saved model in .* \(config.json not found\)"):
+        fill_mask(tmp_path, "a [MASK].")
     with pytest.raises(ValueError, match=r"top_k=0 must be at least 1"):
         fill_mask(folder, "a [MASK].", top_k=0)
     assert cli.main(["fill-mask", str(folder), "no mask here"]) == 2
     assert "minibert fill-mask: error: the text must contain [MASK]" in capsys.readouterr().err
+
+
+def copy_folder(folder: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(folder, tmp_path / "copy"))
+
+
+def test_top_k_beyond_the_vocabulary_is_refused_naming_the_limit(folder, capsys):
+    vocab_size = MiniBertConfig.from_pretrained(folder).vocab_size
+    assert len(fill_mask(folder, "a [MASK].", top_k=vocab_size)) == vocab_size  # exactly the limit: fine
+    with pytest.raises(ValueError, match=rf"top_k={vocab_size + 1} exceeds the vocabulary size \({vocab_size}\)"):
+        fill_mask(folder, "a [MASK].", top_k=vocab_size + 1)
+    assert cli.main(["fill-mask", str(folder), "a [MASK].", "--top_k", "100000"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"minibert fill-mask: error: top_k=100000 exceeds the vocabulary size ({vocab_size})\n"
+
+
+def test_a_vocabulary_without_the_mask_token_is_refused(folder, tmp_path):
+    """Without [MASK] in vocab.txt, a BERT tokenizer appends it as a new id: predictions would be made at a
+    token the model never saw."""
+    broken = copy_folder(folder, tmp_path)
+    (broken / "tokenizer.json").unlink()  # the slow path: vocab.txt is the vocabulary
+    lines = (broken / "vocab.txt").read_text().splitlines()
+    (broken / "vocab.txt").write_text("\n".join(line for line in lines if line != "[MASK]") + "\n")
+    with pytest.raises(ValueError, match=rf"the vocabulary in .* lacks \[MASK\] \(the tokenizer added it as id {len(lines) - 1}"):
+        fill_mask(broken, "a [MASK].")
+
+
+def test_weights_without_an_mlm_head_are_refused(folder, tmp_path, capsys):
+    """A fine-tuned classifier has no MLM head: transformers would build a random one and only warn."""
+    from transformers import AutoTokenizer
+
+    from modeling_minibert import MiniBertForSequenceClassification
+
+    classifier = tmp_path / "classifier"
+    MiniBertForSequenceClassification(MiniBertConfig.from_pretrained(folder)).save_pretrained(classifier)
+    AutoTokenizer.from_pretrained(folder).save_pretrained(classifier)
+    with pytest.raises(ValueError, match=r"holds no masked-LM head \(MiniBertForSequenceClassification weights lack "
+                                         r"cls.predictions.bias"):
+        fill_mask(classifier, "a [MASK].")
+    assert cli.main(["fill-mask", str(classifier), "a [MASK]."]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("minibert fill-mask: error:") and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        (lambda f: (f / "config.json").write_text("{oops"), r"config.json is not valid JSON: .*line 1 column 2"),
+        (lambda f: (f / "model.safetensors").unlink(), r"holds no model weights \(no model.safetensors\)"),
+        (lambda f: (f / "config.json").write_text(
+            (f / "config.json").read_text().replace('"hidden_size": 32', '"hidden_size": "abc"')),
+         r"MiniBertConfig.hidden_size must be an integer, got 'abc'"),
+        (lambda f: (f / "config.json").write_text(
+            (f / "config.json").read_text().replace('"vocab_size": ', '"vocab_size": 1000')),
+         r"config.json says vocab_size=1000\d+ but the weights in model.safetensors have vocab_size=\d+"),
+    ],
+)
+def test_broken_folders_give_one_line_from_the_cli(folder, tmp_path, capsys, breakage, message):
+    broken = copy_folder(folder, tmp_path)
+    breakage(broken)
+    assert cli.main(["fill-mask", str(broken), "a [MASK]."]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert re.search(message, err), err
+
+
+def test_a_folder_that_does_not_exist_is_named(tmp_path, capsys):
+    with pytest.raises(FileNotFoundError, match=r"model folder .*nowhere does not exist"):
+        fill_mask(tmp_path / "nowhere", "a [MASK].")
+    assert cli.main(["fill-mask", str(tmp_path / "nowhere"), "a [MASK]."]) == 2
+    assert capsys.readouterr().err == f"minibert fill-mask: error: model folder {tmp_path / 'nowhere'} does not exist\n"

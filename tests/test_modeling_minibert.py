@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import threading
 
 import pytest
 import torch
@@ -12,6 +14,7 @@ from transformers import AutoModel, AutoModelForMaskedLM, BertConfig
 
 import modeling_minibert
 from modeling_minibert import AUTO_CLASSES, MiniBertConfig
+from modeling_minibert.configuration_minibert import check_model_path
 from modeling_minibert.modeling_minibert import Packing, functional_dropout
 from modeling_minibert.convert_bert import HEADS
 
@@ -23,6 +26,10 @@ CONFIGS = {
     ),
     "gelu_new-untied-3-layers": dict(TINY, hidden_act="gelu_new", num_hidden_layers=3, tie_word_embeddings=False),
 }
+
+
+# Output fields Mini-BERT adds to BERT's (the parts of the pretraining loss, and where sparse logits sit).
+MINI_BERT_ONLY_FIELDS = ("mlm_loss", "next_sentence_loss", "masked_positions")
 
 
 def twin_models(head: str, config_kwargs: dict, attn: str = "sdpa", unpad: bool = True, **extra):
@@ -65,7 +72,7 @@ def assert_outputs_match(bert_out, mini_out, mask: torch.Tensor, atol: float = 1
     unspecified once the encoder runs unpadded)."""
     keep = mask.bool()
     bert_fields = {k: v for k, v in bert_out.items() if v is not None}
-    mini_fields = {k: v for k, v in mini_out.items() if v is not None}
+    mini_fields = {k: v for k, v in mini_out.items() if v is not None and k not in MINI_BERT_ONLY_FIELDS}
     assert bert_fields.keys() == mini_fields.keys()
     for key, expected in bert_fields.items():
         got = mini_fields[key]
@@ -138,10 +145,80 @@ def test_attentions_match_eager_bert_whatever_the_backend():
     assert mini.config._attn_implementation == "sdpa"  # switched to eager for that call only
 
 
+def test_concurrent_calls_with_and_without_attentions_give_single_threaded_outputs():
+    """Asking for attentions picks the eager kernel for that call only, without touching the config that every
+    thread shares: a thread that does not ask keeps its backend, and one that asks gets its weights."""
+    _, model = twin_models("Model", TINY, attn="sdpa")
+    ids, mask, types = padded_batch(TINY["vocab_size"])
+    with torch.no_grad():
+        reference = {
+            wants: model(ids, attention_mask=mask, token_type_ids=types, output_attentions=wants)
+            for wants in (False, True)
+        }
+    assert reference[True].attentions is not None and reference[False].attentions is None
+    start = threading.Barrier(2)
+    failures = []
+
+    def run(wants_attentions: bool) -> None:
+        start.wait()
+        try:
+            for _ in range(60):
+                with torch.no_grad():
+                    out = model(ids, attention_mask=mask, token_type_ids=types, output_attentions=wants_attentions)
+                expected = reference[wants_attentions]
+                # the same kernels as single-threaded: bit for bit
+                assert torch.equal(out.last_hidden_state, expected.last_hidden_state)
+                if wants_attentions:
+                    assert all(torch.equal(g, e) for g, e in zip(out.attentions, expected.attentions, strict=True))
+        except Exception as err:  # reported by the main thread
+            failures.append((wants_attentions, repr(err)))
+
+    threads = [threading.Thread(target=run, args=(wants,)) for wants in (False, True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
+    assert model.config._attn_implementation == "sdpa"
+
+
+def test_unpad_inputs_argument_chooses_the_path_for_one_call():
+    """`unpad_inputs=False` (what the QA head asks) gives BERT's hidden states at padding positions too; the
+    default path leaves them at zero. Neither call changes the model."""
+    bert, mini = twin_models("Model", TINY)
+    ids, mask, types = padded_batch(TINY["vocab_size"])
+    padding = ~mask.bool()
+    with torch.no_grad():
+        expected = bert(ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        padded = mini(ids, attention_mask=mask, token_type_ids=types, unpad_inputs=False).last_hidden_state
+        unpadded = mini(ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+    torch.testing.assert_close(padded, expected, atol=1e-5, rtol=1e-4)
+    assert padding.any() and not torch.equal(padded[padding], torch.zeros_like(padded[padding]))
+    assert torch.equal(unpadded[padding], torch.zeros_like(unpadded[padding]))
+    assert mini.config.unpad_inputs
+
+
+def test_default_config_unpads_and_predicts_sparsely():
+    """The speed features are on by default, and a default model really uses them (every other test passes
+    them explicitly): padding positions come out as the unpadded path's zeros, training MLM logits are (M, V)."""
+    config = MiniBertConfig(**TINY)
+    assert config.unpad_inputs is True and config.sparse_prediction is True
+    model = modeling_minibert.MiniBertForMaskedLM(config)
+    inputs = head_inputs("ForMaskedLM", TINY["vocab_size"])
+    padding = inputs["attention_mask"] == 0
+    assert padding.any()
+    with torch.no_grad():
+        hidden = model.eval()(**inputs, output_hidden_states=True).hidden_states[-1]
+    assert torch.equal(hidden[padding], torch.zeros_like(hidden[padding]))
+    out = model.train()(**inputs)
+    assert out.logits.shape == (int((inputs["labels"] != -100).sum()), TINY["vocab_size"])
+    assert out.masked_positions is not None
+
+
 def test_packing_buckets_sequences_by_length_and_moves_tokens_losslessly():
     ids, mask, _ = ragged_batch(TINY["vocab_size"])
     mask = torch.cat([mask, torch.zeros_like(mask[:1])])  # and a row without tokens
-    packing = Packing.from_mask(mask)
+    packing = Packing.from_mask(mask, backend_mask=lambda m: m)  # the buckets' (n, L) padding masks as they are
     # Longest first, lengths rounded up to multiples of 16: 40, 33 | 31, 20, 17 | 16, 9, 1; the empty row nowhere.
     assert packing.bucket_shapes == [(2, 48), (3, 32), (3, 16)]
     order = [0, 1, 7, 2, 3, 4, 5, 6]
@@ -163,9 +240,13 @@ def test_mixed_length_batch_matches_bert_across_buckets(attn):
     """Left padding, a hole in the mask and lengths spanning three attention buckets, against BERT."""
     bert, mini = twin_models("ForPreTraining", dict(TINY, max_position_embeddings=40), attn=attn)
     ids, mask, types = ragged_batch(TINY["vocab_size"])
+    masks_seen = []
+    for layer in mini.bert.encoder.layer:  # what the layers are given as attention_mask: a tensor or None
+        layer.register_forward_pre_hook(lambda module, args: masks_seen.append(args[1]))
     with torch.no_grad():
         expected = bert(ids, mask, types, output_hidden_states=True)
         got = mini(ids, mask, types, output_hidden_states=True)
+    assert masks_seen == [None] * TINY["num_hidden_layers"]  # packed: each bucket's mask travels in `Packing`
     # NSP reads position 0, which is padding in the left-padded row: BERT scores its padding there, Mini-BERT zeros.
     cls_is_real = mask[:, 0].bool()
     torch.testing.assert_close(got.seq_relationship_logits[cls_is_real], expected.seq_relationship_logits[cls_is_real])
@@ -219,6 +300,62 @@ def test_sparse_prediction_scores_only_labelled_positions_with_the_same_loss():
         assert model.eval()(**inputs).logits.shape == (3, 12, TINY["vocab_size"])
 
 
+@pytest.mark.parametrize("head", ["ForPreTraining", "ForMaskedLM"])
+def test_masked_positions_let_sparse_logits_be_scored_as_dense_ones(head):
+    """What an evaluation loop does with the outputs alone: sparse rows at `masked_positions` give the same
+    predictions, accuracy and loss as the dense logits at the labelled positions."""
+    config_kwargs = dict(TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    inputs = head_inputs(head, TINY["vocab_size"])
+    labels = inputs["labels"]
+    outputs = {}
+    for sparse in (True, False):
+        torch.manual_seed(0)
+        model = getattr(modeling_minibert, f"MiniBert{head}")(MiniBertConfig(**config_kwargs, sparse_prediction=sparse))
+        outputs[sparse] = model.train()(**inputs)
+    sparse_out, dense_out = outputs[True], outputs[False]
+    logits = "prediction_logits" if head == "ForPreTraining" else "logits"
+    assert dense_out.masked_positions is None
+    positions = sparse_out.masked_positions
+    assert positions.dtype == torch.long and positions.tolist() == (labels.view(-1) != -100).nonzero().flatten().tolist()
+    sparse_predictions = sparse_out[logits].argmax(-1)
+    dense_labelled = labels != -100
+    dense_predictions = dense_out[logits][dense_labelled].argmax(-1)
+    assert torch.equal(sparse_predictions, dense_predictions)
+    sparse_hits = sparse_predictions == labels.view(-1)[positions]
+    assert torch.equal(sparse_hits, dense_predictions == labels[dense_labelled])
+    torch.testing.assert_close(sparse_out.loss, dense_out.loss)
+    if head == "ForPreTraining":
+        assert isinstance(sparse_out, transformers.models.bert.modeling_bert.BertForPreTrainingOutput)
+        for out in (sparse_out, dense_out):
+            torch.testing.assert_close(out.mlm_loss + out.next_sentence_loss, out.loss, rtol=0, atol=0)
+        nsp = torch.nn.functional.cross_entropy(sparse_out.seq_relationship_logits, inputs["next_sentence_label"])
+        torch.testing.assert_close(sparse_out.next_sentence_loss, nsp)
+    else:
+        assert isinstance(sparse_out, transformers.modeling_outputs.MaskedLMOutput)
+    model.eval()
+    with torch.no_grad():  # evaluation: full logits, so no positions, unless the caller asks for sparse ones
+        assert model(**inputs).masked_positions is None
+        asked = model(**inputs, sparse_prediction=True)
+    assert torch.equal(asked.masked_positions, positions)
+    torch.testing.assert_close(asked[logits], sparse_out[logits])
+    with pytest.raises(ValueError, match=r"sparse_prediction=True needs labels"):
+        model(inputs["input_ids"], sparse_prediction=True)
+
+
+def test_pretraining_loss_parts_without_both_labels():
+    """As in BERT, `loss` needs both labels; each part is there whenever its own label is."""
+    _, mini = twin_models("ForPreTraining", TINY)
+    inputs = head_inputs("ForPreTraining", TINY["vocab_size"])
+    with torch.no_grad():
+        mlm_only = mini(**{k: v for k, v in inputs.items() if k != "next_sentence_label"})
+        nsp_only = mini(**{k: v for k, v in inputs.items() if k != "labels"})
+        both = mini(**inputs)
+    assert mlm_only.loss is None and mlm_only.next_sentence_loss is None
+    torch.testing.assert_close(mlm_only.mlm_loss, both.mlm_loss)
+    assert nsp_only.loss is None and nsp_only.mlm_loss is None
+    torch.testing.assert_close(nsp_only.next_sentence_loss, both.next_sentence_loss)
+
+
 def test_num_items_in_batch_from_trainer_sets_the_loss_denominator():
     _, mini = twin_models("ForMaskedLM", TINY)
     inputs = head_inputs("ForMaskedLM", TINY["vocab_size"])
@@ -227,9 +364,16 @@ def test_num_items_in_batch_from_trainer_sets_the_loss_denominator():
         summed = mini(**inputs, num_items_in_batch=torch.tensor(1)).loss
         n = int((inputs["labels"] != -100).sum())
     torch.testing.assert_close(summed, mean_loss * n)
-    _, classifier = twin_models("ForSequenceClassification", TINY)
-    with torch.no_grad():  # the other heads accept it too
-        classifier(**head_inputs("ForSequenceClassification", TINY["vocab_size"]), num_items_in_batch=3)
+    # The classification heads take it the same way (transformers' loss functions): the sum over labelled items
+    # divided by num_items_in_batch.
+    for head in ("ForSequenceClassification", "ForTokenClassification"):
+        _, classifier = twin_models(head, TINY)
+        inputs = head_inputs(head, TINY["vocab_size"])
+        n = int((inputs["labels"] != -100).sum())
+        with torch.no_grad():
+            mean_loss = classifier(**inputs).loss
+            summed = classifier(**inputs, num_items_in_batch=torch.tensor(1)).loss
+        torch.testing.assert_close(summed, mean_loss * n, msg=head)
 
 
 def test_gradient_checkpointing_gives_the_same_gradients():
@@ -436,3 +580,136 @@ def test_torch_compile_gives_the_same_outputs():
     torch.testing.assert_close(compiled_loss, eager_loss)
     for name, grad in eager_grads.items():
         torch.testing.assert_close(model.get_parameter(name).grad, grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_float_masks_are_taken_as_bert_takes_them():
+    """1.0/0.0 masks, as many users build them, give the same outputs as integer masks and as BERT, on the
+    unpadded and the padded path."""
+    for unpad in (True, False):
+        bert, mini = twin_models("ForMaskedLM", TINY, unpad=unpad)
+        ids, mask, types = padded_batch(TINY["vocab_size"])
+        with torch.no_grad():
+            expected = bert(ids, attention_mask=mask.float(), token_type_ids=types).logits
+            for dtype in (torch.float32, torch.float16, torch.bool, torch.int32):
+                got = mini(ids, attention_mask=mask.to(dtype), token_type_ids=types).logits
+                keep = mask.bool()
+                torch.testing.assert_close(got[keep], expected[keep], atol=1e-5, rtol=1e-4, msg=f"{dtype}")
+
+
+@pytest.mark.parametrize("value", [2, 0.5, -1, -10000.0])
+def test_non_binary_masks_are_refused_early(value):
+    """BERT casts the mask to bool (nonzero = attend), which silently inverts an additive mask (0 / -10000);
+    Mini-BERT names the value instead."""
+    model = modeling_minibert.MiniBertForMaskedLM(MiniBertConfig(**TINY)).eval()
+    ids, mask, types = padded_batch(TINY["vocab_size"])
+    bad = mask.float().masked_fill(mask == 0, value) if value < 0 else mask.float().masked_fill(mask == 1, value)
+    with pytest.raises(ValueError, match=rf"attention_mask contains {value}.*only 1 \(attend\) and 0 \(padding\)"):
+        model(ids, attention_mask=bad, token_type_ids=types)
+
+
+def saved_folder(tmp_path, head: str = "ForMaskedLM", **config_kwargs):
+    folder = tmp_path / "model"
+    getattr(modeling_minibert, f"MiniBert{head}")(MiniBertConfig(**{**TINY, **config_kwargs})).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(vocab_size=10**7), r"config.json says vocab_size=10000000 but the weights in model.safetensors have "
+                                 r"vocab_size=120 \(embeddings.word_embeddings.weight has shape \[120, 32\]\)"),
+        (dict(vocab_size=10**12), r"says vocab_size=1000000000000 but the weights .* have vocab_size=120"),
+        (dict(hidden_size=64), r"says hidden_size=64 but the weights in model.safetensors have hidden_size=32"),
+        (dict(max_position_embeddings=512), r"says max_position_embeddings=512 but .* have max_position_embeddings=24"),
+        (dict(intermediate_size=128), r"says intermediate_size=128 but .* have intermediate_size=64"),
+        (dict(num_hidden_layers=3), r"says num_hidden_layers=3 but the weights hold 2 layers"),
+    ],
+)
+def test_config_that_disagrees_with_its_weights_is_refused_before_allocating(tmp_path, change, message, monkeypatch):
+    folder = saved_folder(tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **change}))
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was built before the check")
+
+    monkeypatch.setattr(modeling_minibert.modeling_minibert.MiniBertEmbeddings, "__init__", no_model)
+    for load in (AutoModelForMaskedLM.from_pretrained, AutoModel.from_pretrained):
+        with pytest.raises(ValueError, match=message):
+            load(folder)
+
+
+def test_folder_without_weights_or_that_does_not_exist_is_named(tmp_path):
+    folder = saved_folder(tmp_path)
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match=r"model holds no model weights \(no model.safetensors\)"):
+        AutoModel.from_pretrained(folder)
+    for missing in (tmp_path / "nowhere", "./nowhere", "runs/nowhere/model"):
+        with pytest.raises(FileNotFoundError, match=rf"model folder {re.escape(str(missing))} does not exist"):
+            modeling_minibert.MiniBertForMaskedLM.from_pretrained(missing)
+        with pytest.raises(FileNotFoundError, match=r"does not exist"):
+            MiniBertConfig.from_pretrained(missing)
+    check_model_path("alice/model")  # could be a Hub repo: left to the Hub to answer
+
+
+def pre_ln_reference(model: modeling_minibert.MiniBertModel, ids: torch.Tensor) -> torch.Tensor:
+    """Pre-LN written out from its definition, reading the model's parameters: x + Attn(LN(x)), then
+    x + FFN(LN(x)) per block, and a final LayerNorm."""
+    nh = model.config.num_attention_heads
+    positions = torch.arange(ids.shape[1]).expand_as(ids)
+    h = model.embeddings(ids, torch.zeros_like(ids), positions)
+    for layer in model.encoder.layer:
+        attention = layer.attention.self
+        x = layer.attention.output.LayerNorm(h)
+        q, k, v = (proj(x).unflatten(-1, (nh, -1)).transpose(1, 2) for proj in (attention.query, attention.key, attention.value))
+        context = torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(2)
+        h = h + layer.attention.output.dense(context)
+        x = layer.output.LayerNorm(h)
+        h = h + layer.output.dense(torch.nn.functional.gelu(layer.intermediate.dense(x)))
+    return model.encoder.LayerNorm(h)
+
+
+def test_pre_layer_norm_is_the_pre_ln_block_with_berts_parameter_names():
+    config = MiniBertConfig(**TINY, layer_norm_position="pre")
+    model = modeling_minibert.MiniBertModel(config).eval()
+    post = modeling_minibert.MiniBertModel(MiniBertConfig(**TINY, final_layer_norm=True))
+    assert model.state_dict().keys() == post.state_dict().keys()  # same names, used in other places
+    ids, mask, types = padded_batch(TINY["vocab_size"])
+    with torch.no_grad():
+        for parameter in model.parameters():  # away from the init (LayerNorms at 1 and 0), so every wire shows
+            parameter.add_(0.3 * torch.randn_like(parameter))
+        full = model(ids).last_hidden_state
+        torch.testing.assert_close(full, pre_ln_reference(model, ids), atol=1e-5, rtol=1e-4)
+        post.load_state_dict(model.state_dict())
+        assert not torch.allclose(full, post.eval()(ids).last_hidden_state, atol=1e-2)  # the same weights, wired otherwise
+        unpadded = model(ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        padded = model(ids, attention_mask=mask, token_type_ids=types, unpad_inputs=False).last_hidden_state
+    keep = mask.bool()
+    torch.testing.assert_close(unpadded[keep], padded[keep], atol=1e-5, rtol=1e-4)
+
+
+def test_pre_layer_norm_trains_and_reloads(tmp_path):
+    torch.manual_seed(0)
+    config = MiniBertConfig(**TINY, layer_norm_position="pre", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = modeling_minibert.MiniBertForPreTraining(config).train()
+    inputs = head_inputs("ForPreTraining", TINY["vocab_size"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(30):
+        loss = model(**inputs).loss
+        losses.append(loss.item())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    assert losses[-1] < 0.3 * losses[0], losses
+
+    model.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["layer_norm_position"] == "pre"
+    reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
+    assert reloaded.config.layer_norm_position == "pre" and reloaded.bert.encoder.LayerNorm is not None
+    features = {k: v for k, v in inputs.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+    with torch.no_grad():
+        expected = model.eval()(**features).prediction_logits
+        got = reloaded(**features).logits
+    keep = features["attention_mask"].bool()
+    torch.testing.assert_close(got[keep], expected[keep], atol=1e-6, rtol=1e-6)
