@@ -63,6 +63,8 @@ def _populate(hub: LocalHub) -> str:
     lfs = {"key": "lfsFile", "value": {"path": "model.safetensors", "algo": "sha256", "oid": oid, "size": len(data)}}
     commit = _commit_body(_file_op("config.json", b"{}"), _file_op("README.md", README), lfs)
     assert request(hub, "POST", "/api/models/alice/r1/commit/main", commit).status == 200
+    # A repository that a wrongly accepted delete would remove (rather than r1, which every case reads).
+    assert request(hub, "POST", "/api/repos/create", b'{"name": "victim"}').status == 200
     return oid
 
 
@@ -79,6 +81,9 @@ def hub(canary):
     with LocalHub(canary.parent / "hub", token=TOKEN, user="alice", **LIMITS) as server:
         server.lfs_oid = _populate(server)
         yield server
+        # No case passed by breaking the repository the others read.
+        assert server.repo_files("alice/r1")["README.md"] == README
+        assert request(server, "GET", "/api/models/alice/victim", auth=False).status == 200
 
 
 @pytest.fixture
@@ -261,7 +266,7 @@ BODY_FIELDS = [
     ("POST", "/api/repos/create", lambda v: {"name": v}),
     ("POST", "/api/repos/create", lambda v: {"name": "ok", "organization": v}),
     ("DELETE", "/api/repos/delete", lambda v: {"name": v}),
-    ("DELETE", "/api/repos/delete", lambda v: {"name": "r1", "organization": v}),
+    ("DELETE", "/api/repos/delete", lambda v: {"name": "victim", "organization": v}),
     ("POST", "/api/models/alice/r1/branch/b1", lambda v: {"startingPoint": v}),
     ("POST", "/api/models/alice/r1/tag/main", lambda v: {"tag": v}),
     ("POST", "/api/models/alice/r1/paths-info/main", lambda v: {"paths": [v]}),

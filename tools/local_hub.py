@@ -71,6 +71,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 import yaml
 
 from modeling_minibert.files import umask, write_text
+from modeling_minibert.hub import TASKS  # architecture suffix -> (Auto class, pipeline tag), from AUTO_MAP
 
 logger = logging.getLogger(__name__)
 
@@ -88,12 +89,6 @@ DEFAULT_GITATTRIBUTES = "".join(
         "*.tar", "*.tflite", "*.tgz", "*.wasm", "*.xz", "*.zip", "*.zst", "*tfevents*",
     )
 )
-# Like the Hub, a model's pipeline tag comes from its card, else from its config's architecture.
-_PIPELINE_TAGS = {
-    "ForMaskedLM": "fill-mask", "ForPreTraining": "fill-mask", "ForSequenceClassification": "text-classification",
-    "ForTokenClassification": "token-classification", "ForQuestionAnswering": "question-answering",
-    "Model": "feature-extraction",
-}
 _REPO_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$")
 _COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
 # Stored files are named by these and nothing else: git blob sha1s in objects/, sha256s in lfs/.
@@ -700,7 +695,8 @@ class HubApp:
                 architecture = architecture if isinstance(architecture, str) else ""
                 if info["pipeline_tag"] is None:
                     info["pipeline_tag"] = next(
-                        (tag for suffix, tag in _PIPELINE_TAGS.items() if architecture.endswith(suffix)), None
+                        # Like the Hub: from the card, else from the config's architecture.
+                        (tag for suffix, (_, tag) in TASKS.items() if architecture.endswith(suffix)), None
                     )
                 info["library_name"] = info["library_name"] or "transformers"
             counts: dict[str, int] = {}
