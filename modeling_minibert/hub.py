@@ -109,7 +109,8 @@ def never_uploaded(path: str) -> bool:
     *folders, name = path.split("/")
     if any(fnmatchcase(part, pattern) for part in folders for pattern in IGNORED_FOLDERS):
         return True
-    return name.startswith(".") or any(fnmatchcase(name, pattern) for pattern in TRAINING_STATE_PATTERNS)
+    hidden = name.startswith(".") and name != ".gitattributes"
+    return hidden or any(fnmatchcase(name, pattern) for pattern in TRAINING_STATE_PATTERNS)
 
 
 def files_to_upload(folder: Path) -> list[str]:

@@ -109,6 +109,14 @@ with torch.no_grad():
 out["clf_probs"] = {labels[i]: p for i, p in enumerate(probs.tolist())}
 out["clf_params"] = clf.num_parameters()
 out["clf_fp"] = fingerprint(clf)
+# The card's example for readers with this package: it loads the pushed model with the package's classes.
+from huggingface_hub import hf_hub_download
+with open(hf_hub_download(f"{user}/tiny-clf", "README.md")) as f:
+    blocks = [block.split("```", 1)[0] for block in f.read().split("```python\n")[1:]]
+namespace = {}
+exec(compile(next(b for b in blocks if "import modeling_minibert" in b), "README.md snippet", "exec"), namespace)
+out["card_package_module"] = type(namespace["model"]).__module__
+out["card_package_fp"] = fingerprint(namespace["model"])
 
 # Trainer pushes from a background thread at every save, then at the end.
 args = TrainingArguments(
@@ -172,7 +180,9 @@ out["clf_fp_experiment"] = fingerprint(
     AutoModelForSequenceClassification.from_pretrained(clf_repo, revision="experiment", trust_remote_code=True))
 with open(hf_hub_download(clf_repo, "README.md")) as f:
     out["card"] = f.read()
-snippet = out["card"].split("```python\n", 1)[1].split("```", 1)[0]
+# The card's example for readers without this package (the one that loads the repository's own code).
+blocks = [block.split("```", 1)[0] for block in out["card"].split("```python\n")[1:]]
+snippet = next(block for block in blocks if "trust_remote_code=True" in block)
 exec(compile(snippet, "README.md usage snippet", "exec"), {})  # the card's example, as a reader would run it
 
 step2 = pushed["commits"]["tiny-trainer"]["Training in progress, step 2"]
@@ -266,6 +276,9 @@ def test_minibert_push_uploads_a_complete_folder_and_a_model_card(e2e):
     assert pulled["clf_task"] == "text-classification"
     assert pulled["clf"] == pytest.approx(pushed["clf_probs"], abs=1e-6)
     assert pulled["clf_fp_experiment"] == pytest.approx(pushed["clf_fp"], rel=1e-12)
+    # The card's "with the package" example loads the package's own class, no remote code.
+    assert pushed["card_package_module"] == "modeling_minibert.modeling_minibert"
+    assert pushed["card_package_fp"] == pytest.approx(pushed["clf_fp"], rel=1e-12)
     assert 'revision="experiment"' in hub.repo_files(f"{USER}/tiny-clf", "experiment")["README.md"].decode()
 
 
