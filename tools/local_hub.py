@@ -318,6 +318,8 @@ class Request:
     query: dict[str, list[str]]
     headers: Mapping[str, str]
     body: bytes
+    # An LFS upload's body, streamed to a file under the root instead of memory: (path, sha256, size).
+    upload: tuple[Path, str, int] | None = None
 
     def json(self) -> dict:
         """The body as a JSON object (every endpoint takes one); anything else is the client's error, a 400."""
@@ -999,11 +1001,12 @@ class HubApp:
         if ticket not in self._upload_tickets:
             raise HubError(403, "Unknown or already used LFS upload URL")
         sha, size = self._upload_tickets[ticket]
-        actual = hashlib.sha256(request.body).hexdigest()
-        if actual != sha or len(request.body) != size:
-            raise HubError(400, f"Uploaded content has sha256 {actual} and {len(request.body)} bytes; "
+        assert request.upload is not None  # the handler streams every upload to a file
+        received, actual, length = request.upload
+        if actual != sha or length != size:
+            raise HubError(400, f"Uploaded content has sha256 {actual} and {length} bytes; "
                                 f"expected {sha} and {size} bytes")
-        _write_bytes(self._object_path("lfs", sha), request.body)
+        os.replace(received, self._object_path("lfs", sha))
         del self._upload_tickets[ticket]
         return Response.json({})
 
@@ -1048,14 +1051,18 @@ class _Handler(BaseHTTPRequestHandler):
             raise HubError(400, f"Invalid Content-Length {', '.join(lengths)[:40]!r}: expected one decimal number")
         return int(lengths[0])
 
-    def _read_body(self, length: int | None, limit: int) -> bytes:
-        """Read at most `limit` bytes of body; a body that ends early or is framed wrong is a 400."""
+    def _body_parts(self, length: int | None, limit: int) -> Iterator[bytes]:
+        """The body in parts of at most 1 MiB, at most `limit` bytes; one that ends early or is framed wrong is a 400."""
         if length is not None:
-            body = self.rfile.read(length)
-            if len(body) < length:
-                raise HubError(400, f"The request body ended after {len(body)} of {length} bytes")
-            return body
-        chunks, total = [], 0
+            remaining = length
+            while remaining:
+                part = self.rfile.read(min(remaining, 1 << 20))
+                if not part:
+                    raise HubError(400, f"The request body ended after {length - remaining} of {length} bytes")
+                remaining -= len(part)
+                yield part
+            return
+        total = 0
         while True:
             line = self.rfile.readline(1026)
             size = line.split(b";")[0].strip()
@@ -1065,15 +1072,31 @@ class _Handler(BaseHTTPRequestHandler):
             if size == 0:
                 for _ in range(100):  # trailers, ignored
                     if self.rfile.readline(8192) in (b"\r\n", b"\n", b""):
-                        return b"".join(chunks)
+                        return
                 raise HubError(400, "Too many trailer lines after a chunked body")
             total += size
             if total > limit:
                 raise HubError(413, f"Request body is over this hub's limit of {limit} bytes")
-            chunk = self.rfile.read(size)
-            if len(chunk) < size or self.rfile.readline(3) not in (b"\r\n", b"\n"):
-                raise HubError(400, "A chunk of the body is shorter than its size line says")
-            chunks.append(chunk)
+            yield from self._body_parts(size, size)
+            if self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                raise HubError(400, "A chunk of the body is longer than its size line says")
+
+    def _receive_upload(self, length: int | None, limit: int) -> tuple[Path, str, int]:
+        """Stream an LFS upload into a hidden file beside the LFS store, hashing it on the way."""
+        store = self.server.app.root / "lfs"
+        fd, tmp = tempfile.mkstemp(dir=store, prefix=".upload-", suffix=".tmp")
+        digest, size = hashlib.sha256(), 0
+        try:
+            with os.fdopen(fd, "wb") as f:
+                for part in self._body_parts(length, limit):
+                    digest.update(part)
+                    f.write(part)
+                    size += len(part)
+            os.chmod(tmp, 0o666 & ~umask())
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return Path(tmp), digest.hexdigest(), size
 
     def _serve(self) -> None:
         split = urlsplit(self.path)
@@ -1092,7 +1115,10 @@ class _Handler(BaseHTTPRequestHandler):
             if self.headers.get("Expect", "").lower() == "100-continue":
                 self.send_response_only(100)
                 self.end_headers()
-            request.body = self._read_body(length, limit)
+            if request.segments[:1] == ["lfs-upload"]:  # admitted: a PUT to a live upload URL
+                request.upload = self._receive_upload(length, limit)
+            else:
+                request.body = b"".join(self._body_parts(length, limit))
         except HubError as err:
             # The rest of the body (if any) stays unread, so the connection cannot carry another request.
             self.close_connection = True
@@ -1110,6 +1136,9 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as err:  # a bug here must reach the client as a 500, not a dropped connection
             logger.exception("local hub: %s %s failed", self.command, split.path)
             response = Response.json({"error": f"Local hub internal error: {type(err).__name__}: {err}"}, status=500)
+        finally:
+            if request.upload is not None:
+                request.upload[0].unlink(missing_ok=True)  # moved into the store if it was accepted
         self._send(response)
 
     @staticmethod
