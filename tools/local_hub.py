@@ -60,6 +60,7 @@ import struct
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
@@ -99,6 +100,7 @@ _UNSAFE_IN_HEADER = re.compile(r"[^\x20-\x7e]")
 DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024  # LFS uploads are capped by their declared size instead
 DEFAULT_MAX_CONNECTIONS = 32
 DEFAULT_REQUEST_TIMEOUT = 30.0  # seconds a connection may wait for the client's next bytes
+LINGER_SECONDS, LINGER_BYTES = 1.0, 1 << 20  # what a closing connection reads of a client's unwanted input
 # The one message for which huggingface_hub does *not* turn a 401 into RepositoryNotFoundError.
 _BAD_TOKEN_MESSAGE = "Invalid credentials in Authorization header"
 _XET_MESSAGE = (
@@ -1030,6 +1032,9 @@ class _Handler(BaseHTTPRequestHandler):
     """Turns HTTP/1.1 requests into `Request`s for `server.app` and writes back its `Response`."""
 
     protocol_version = "HTTP/1.1"  # keep-alive, as the client expects; every answer carries Content-Length
+    # The version assumed until the request line is parsed: the stdlib's "HTTP/0.9" would answer a malformed
+    # request line with a bare body, no status line or headers.
+    default_request_version = "HTTP/1.0"
     # Headers and body leave in separate writes: with Nagle's algorithm and the client's delayed ACK, each
     # answer would wait ~40 ms.
     disable_nagle_algorithm = True
@@ -1218,7 +1223,7 @@ class _Server(ThreadingHTTPServer):
                 )
             except OSError:
                 pass
-            self.shutdown_request(request)
+            self._linger_and_close(request, wait=0.0)  # not in the accepting thread: no waiting here
             return
         try:
             super().process_request(request, client_address)
@@ -1231,6 +1236,30 @@ class _Server(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self.slots.release()
+
+    def shutdown_request(self, request: socket.socket) -> None:
+        self._linger_and_close(request, wait=LINGER_SECONDS)
+
+    @staticmethod
+    def _linger_and_close(request: socket.socket, wait: float) -> None:
+        """Close after reading (and dropping) what the client still sends, briefly and up to a bound.
+
+        Closing a socket with unread input makes the kernel reset the connection, and the client may lose the
+        answer (a 413 for a body it is still sending, a 400 for a bad line): so the server stops sending,
+        then drains for at most `wait` seconds and LINGER_BYTES, as web servers do ("lingering close").
+        """
+        try:
+            request.shutdown(socket.SHUT_WR)
+            deadline, drained = time.monotonic() + wait, 0
+            while drained < LINGER_BYTES:
+                request.settimeout(max(deadline - time.monotonic(), 0.0))
+                data = request.recv(65536)
+                if not data:
+                    break
+                drained += len(data)
+        except OSError:  # nothing more to read now, a timeout, or the client is gone
+            pass
+        request.close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that went away mid-answer is routine, not a server bug worth a traceback.
