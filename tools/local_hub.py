@@ -705,8 +705,12 @@ class HubApp:
                 info["library_name"] = info["library_name"] or "transformers"
             counts: dict[str, int] = {}
             for path, entry in commit.files.items():
-                if path.endswith(".safetensors") and entry.is_lfs and _OBJECT_IDS["lfs"].fullmatch(entry.lfs_sha256):
-                    for dtype, n in (_parameter_count(self._content_path(entry)) or {}).items():
+                if path.endswith(".safetensors") and entry.is_lfs:
+                    try:
+                        found = _parameter_count(self._content_path(entry)) or {}
+                    except HubError:  # a stored entry with an invalid object id: nothing to count
+                        found = {}
+                    for dtype, n in found.items():
                         counts[dtype] = counts.get(dtype, 0) + n
             if counts:
                 info["safetensors"] = {"parameters": counts, "total": sum(counts.values())}
