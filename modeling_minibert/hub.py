@@ -168,6 +168,11 @@ def read_metrics(folder: Path) -> tuple[dict[str, float], str | None]:
     return metrics, dataset
 
 
+def is_hub_model_id(name: str) -> bool:
+    """Whether `name` reads as a Hub model id ("namespace/name") rather than a local folder."""
+    return bool(re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", name)) and not Path(name).exists()
+
+
 def split_metric(key: str) -> tuple[str, str] | None:
     """("validation" | "test", metric) for a result key that is an evaluation metric, else None.
 
@@ -254,13 +259,15 @@ def build_model_card(
     has_tokenizer = any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt", "tokenizer_config.json"))
     custom_code = "auto_map" in config
     name = repo_id.split("/")[-1]
+    # `base_model` in the metadata must name a Hub model; a run started from a local folder says so in the text.
+    on_hub = base_model is not None and is_hub_model_id(base_model)
 
     data = ModelCardData(
         license=license,
         library_name="transformers",
         pipeline_tag=pipeline_tag,
         tags=[model_type, "bert"] + (["custom_code"] if custom_code else []),
-        base_model=base_model,
+        base_model=base_model if on_hub else None,
         datasets=[dataset_name] if dataset_name else None,
         model_name=name,
         eval_results=eval_results(metrics, pipeline_tag, dataset_name) or None,
@@ -284,7 +291,8 @@ def build_model_card(
             f"A Mini-BERT model: a small encoder with BERT's architecture (`model_type: {model_type}`), "
             f"here as `{architecture}`"
             + (f" for {pipeline_tag}" if pipeline_tag else "")
-            + (f", fine-tuned from [{base_model}](https://huggingface.co/{base_model})" if base_model else "")
+            + (f", fine-tuned from [{base_model}](https://huggingface.co/{base_model})" if on_hub else "")
+            + (f", fine-tuned from the local model `{base_model}`" if base_model and not on_hub else "")
             + ". It loads with plain transformers: the modeling code travels with the weights."
         ),
         "",

@@ -668,6 +668,17 @@ def test_question_answering_results_and_a_written_card_at_push(saved_classifier,
     assert f'AutoModelForQuestionAnswering.from_pretrained("{USER}/qa", trust_remote_code=True)' in pushed.text
 
 
+def test_a_local_base_model_is_named_in_the_text_only(saved_classifier, tmp_path, monkeypatch):
+    folder, _ = saved_classifier
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "pretrained").mkdir(parents=True)
+    for local in ("runs/pretrained", "./minibert-pretrained", "/abs/minibert"):
+        write_model_card(folder, task="text-classification", base_model=local)
+        card = ModelCard.load(folder / "README.md")
+        assert card.data.base_model is None  # the Hub refuses a base_model that is not a model id
+        assert f"fine-tuned from the local model `{local}`" in card.text
+
+
 def test_a_staged_folder_card_is_named_for_its_final_folder(saved_classifier, tmp_path):
     staging = tmp_path / ".my-run.partial-abc123"
     saved_classifier[0].rename(staging)
