@@ -604,11 +604,13 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         "push",
         help="upload a saved model folder to the Hugging Face Hub",
         description=(
-            "Upload FOLDER (a save_pretrained folder) to the Hub repository REPO_ID, with a generated model card. "
+            "Upload FOLDER (a save_pretrained folder or a pretrain/finetune output folder) to the Hub repository "
+            "REPO_ID, with its model card: model, tokenizer, card, results and plots; never checkpoint-*/ folders or "
+            "training state (optimizer, scheduler, RNG states, training_args.bin). "
             "The Hub is HF_ENDPOINT (default huggingface.co); the token is --token, HF_TOKEN or `hf auth login`'s."
         ),
     )
-    parser.add_argument("folder", metavar="FOLDER", help="saved model folder (config.json, model.safetensors, ...)")
+    parser.add_argument("folder", metavar="FOLDER", help="saved model or job output folder (config.json, model.safetensors, ...)")
     parser.add_argument("repo_id", metavar="REPO_ID", help='"namespace/name"; created if missing')
     parser.add_argument("--private", action="store_true", help="create the repository private")
     parser.add_argument("--revision", metavar="BRANCH", help="branch to push to (created from main if new)")
