@@ -26,16 +26,19 @@ from huggingface_hub import HfApi, ModelCard, constants
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalTokenNotFoundError
 from conftest import BLOCK_PACKAGE, REPO, TINY, clean_env
 
-from modeling_minibert import MiniBertConfig, MiniBertForSequenceClassification
+from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, MiniBertForSequenceClassification
 from modeling_minibert.cli import main as cli_main
 from modeling_minibert.hub import (
     CARD_MARKER,
     _token_scrubbed,
+    TASKS,
     build_model_card,
     files_to_upload,
     push_to_hub,
     refresh_model_card,
+    write_model_card,
 )
+from modeling_minibert.modeling_minibert import AUTO_MAP
 from tools.local_hub import LocalHub
 from tokenization import make_tokenizer
 
@@ -106,6 +109,14 @@ with torch.no_grad():
 out["clf_probs"] = {labels[i]: p for i, p in enumerate(probs.tolist())}
 out["clf_params"] = clf.num_parameters()
 out["clf_fp"] = fingerprint(clf)
+# The card's example for readers with this package: it loads the pushed model with the package's classes.
+from huggingface_hub import hf_hub_download
+with open(hf_hub_download(f"{user}/tiny-clf", "README.md")) as f:
+    blocks = [block.split("```", 1)[0] for block in f.read().split("```python\n")[1:]]
+namespace = {}
+exec(compile(next(b for b in blocks if "import modeling_minibert" in b), "README.md snippet", "exec"), namespace)
+out["card_package_module"] = type(namespace["model"]).__module__
+out["card_package_fp"] = fingerprint(namespace["model"])
 
 # Trainer pushes from a background thread at every save, then at the end.
 args = TrainingArguments(
@@ -169,7 +180,9 @@ out["clf_fp_experiment"] = fingerprint(
     AutoModelForSequenceClassification.from_pretrained(clf_repo, revision="experiment", trust_remote_code=True))
 with open(hf_hub_download(clf_repo, "README.md")) as f:
     out["card"] = f.read()
-snippet = out["card"].split("```python\n", 1)[1].split("```", 1)[0]
+# The card's example for readers without this package (the one that loads the repository's own code).
+blocks = [block.split("```", 1)[0] for block in out["card"].split("```python\n")[1:]]
+snippet = next(block for block in blocks if "trust_remote_code=True" in block)
 exec(compile(snippet, "README.md usage snippet", "exec"), {})  # the card's example, as a reader would run it
 
 step2 = pushed["commits"]["tiny-trainer"]["Training in progress, step 2"]
@@ -263,6 +276,9 @@ def test_minibert_push_uploads_a_complete_folder_and_a_model_card(e2e):
     assert pulled["clf_task"] == "text-classification"
     assert pulled["clf"] == pytest.approx(pushed["clf_probs"], abs=1e-6)
     assert pulled["clf_fp_experiment"] == pytest.approx(pushed["clf_fp"], rel=1e-12)
+    # The card's "with the package" example loads the package's own class, no remote code.
+    assert pushed["card_package_module"] == "modeling_minibert.modeling_minibert"
+    assert pushed["card_package_fp"] == pytest.approx(pushed["clf_fp"], rel=1e-12)
     assert 'revision="experiment"' in hub.repo_files(f"{USER}/tiny-clf", "experiment")["README.md"].decode()
 
 
@@ -328,10 +344,16 @@ def test_model_card_describes_the_folder(saved_classifier):
     )
     card = build_model_card(folder, "me/topics", revision="v2-branch")
     assert card.data.to_dict() == {
+        "datasets": ["BBC News topics"],
         "library_name": "transformers",
         "license": "apache-2.0",
         "pipeline_tag": "text-classification",
         "tags": ["minibert", "bert", "custom_code"],
+        "model-index": [{"name": "topics", "results": [{
+            "task": {"type": "text-classification"},
+            "dataset": {"name": "BBC News topics", "type": "custom", "split": "validation"},
+            "metrics": [{"type": "accuracy", "value": 0.625, "name": "Accuracy"}],
+        }]}],
     }
     assert "`MiniBertForSequenceClassification`" in card.text
     assert f"| Parameters | {model.num_parameters():,} |" in card.text
@@ -339,7 +361,8 @@ def test_model_card_describes_the_folder(saved_classifier):
     assert f"| Max sequence length | {TINY['max_position_embeddings']} |" in card.text
     assert "Labels: `LABEL_0`, `LABEL_1`, `LABEL_2`" in card.text
     assert "BBC News topics" in card.text
-    assert "| eval_accuracy | 0.625 |" in card.text and "| step | 20 |" in card.text  # the last line wins
+    assert "| eval_accuracy | 0.625 |" in card.text  # the last line wins
+    assert "| step |" not in card.text  # bookkeeping, not a result
     assert 'AutoModelForSequenceClassification.from_pretrained("me/topics", revision="v2-branch", trust_remote_code=True)' in card.text
     assert 'pipeline("text-classification", model="me/topics", revision="v2-branch", trust_remote_code=True)' in card.text
 
@@ -484,6 +507,190 @@ def test_bad_folder_and_names(saved_classifier, tmp_path):
         push_to_hub(folder, "me/too/deep", token=TOKEN)
     with pytest.raises(ValueError, match="revision='" + "a" * 40 + "' must be a branch name"):
         push_to_hub(folder, "me/clf", token=TOKEN, revision="a" * 40)
+
+
+# ---------------------------------------------------------------------------------------------
+# Job output folders: what a push uploads, and the card a job writes.
+# ---------------------------------------------------------------------------------------------
+
+PRETRAIN_RESULTS = {
+    "epoch": 1.0, "step": 50, "learning_rate": 0.0, "train_loss": 7.25, "train_runtime": 12.5,
+    "train_samples_per_second": 128.0, "train_steps_per_second": 4.0, "eval_loss": 6.5, "eval_mlm_loss": 5.875,
+    "eval_mlm_accuracy": 0.1425, "eval_nsp_loss": 0.625, "eval_nsp_accuracy": 0.6325, "perplexity": 356.25,
+    "eval_runtime": 1.5, "eval_samples": 64,
+}
+FINETUNE_RESULTS = {
+    "epoch": 3.0, "train_loss": 0.5, "train_runtime": 30.0, "train_samples_per_second": 99.5, "total_flos": 1234.0,
+    "eval_loss": 0.4375, "eval_accuracy": 0.8125, "eval_f1": 0.8, "eval_runtime": 2.0, "eval_samples_per_second": 50.0,
+    "test_loss": 0.5, "test_accuracy": 0.75, "test_f1": 0.7375,
+}
+
+
+def _write(folder: Path, files: dict[str, bytes | str]) -> None:
+    for name, content in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+
+
+@pytest.fixture
+def pretraining_output(tmp_path, saved_classifier):
+    """A pretraining run's output folder: final model and tokenizer, results, plots, checkpoints old and new."""
+    folder = tmp_path / "minibert-pretrained"
+    MiniBertForPreTraining(MiniBertConfig(**TINY)).save_pretrained(folder)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (saved_classifier[0] / name).is_file():
+            (folder / name).write_bytes((saved_classifier[0] / name).read_bytes())
+    _write(folder, {
+        "all_results.json": json.dumps(PRETRAIN_RESULTS),
+        "train_results.json": json.dumps({k: v for k, v in PRETRAIN_RESULTS.items() if k.startswith("train_")}),
+        "metrics.jsonl": '{"step": 10, "loss": 9.5, "learning_rate": 0.0001}\n{"step": 50, "eval_mlm_accuracy": 0.1}\n',
+        "training_curves.png": b"\x89PNG\r\n\x1a\n" + bytes(64),
+        "checkpoint-50/model.safetensors": b"w", "checkpoint-50/optimizer.bin": b"p", "checkpoint-50/scheduler.bin": b"p",
+        "checkpoint-50/random_states_0.pkl": b"p", "checkpoint-50/metrics.jsonl": "{}",
+        "checkpoints/checkpoint-00000050/optimizer.bin": b"p",  # an older run's layout
+        "checkpoints/checkpoint-00000050/model.safetensors": b"w",
+        "runs/run-1/checkpoint-7/optimizer.bin": b"p",  # at any depth
+        ".lock": "", ".minibert-pretrained.partial-x/config.json": "{}",
+    })
+    write_model_card(folder, task="fill-mask", dataset_name="SetFit/bbc-news")
+    return folder
+
+
+@pytest.fixture
+def finetuning_output(tmp_path, saved_classifier):
+    """A Trainer fine-tuning run's output folder."""
+    folder = saved_classifier[0]
+    _write(folder, {
+        "all_results.json": json.dumps(FINETUNE_RESULTS), "eval_results.json": "{}", "trainer_state.json": "{}",
+        "training_args.bin": b"pickle", "confusion_matrix.png": b"\x89PNG\r\n\x1a\n" + bytes(16),
+        "runs/Nov23_14-00-00/events.out.tfevents.1.host": b"\0tb",
+        "checkpoint-4/model.safetensors": b"w", "checkpoint-4/optimizer.pt": b"p", "checkpoint-4/scheduler.pt": b"p",
+        "checkpoint-4/rng_state.pth": b"p", "checkpoint-4/trainer_state.json": "{}", "checkpoint-4/training_args.bin": b"p",
+        "checkpoint-8/scaler.pt": b"p",
+    })
+    write_model_card(folder, task="text-classification", base_model="me/minibert-bbc", dataset_name="rotten_tomatoes")
+    return folder
+
+
+@pytest.fixture
+def local_hub(tmp_path, monkeypatch):
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    with LocalHub(tmp_path / "hub", token=TOKEN, user=USER) as hub:
+        yield hub
+
+
+def test_pushing_a_pretraining_output_folder_leaves_checkpoints_and_state_behind(pretraining_output, local_hub):
+    push_to_hub(pretraining_output, "bbc", token=TOKEN, endpoint=local_hub.endpoint)  # no flag needed
+    pushed = local_hub.repo_files(f"{USER}/bbc")
+    assert set(pushed) == {
+        ".gitattributes", "README.md", "config.json", "model.safetensors", "configuration_minibert.py",
+        "modeling_minibert.py", "vocab.txt", "tokenizer.json", "tokenizer_config.json", "all_results.json",
+        "train_results.json", "metrics.jsonl", "training_curves.png",
+    } | {n for n in ("special_tokens_map.json", "question_answering_pipeline.py") if (pretraining_output / n).is_file()}
+    card = ModelCard(pushed["README.md"].decode())
+    assert card.data.pipeline_tag == "fill-mask" and card.data.datasets == ["SetFit/bbc-news"]  # kept from the job
+
+
+def test_pushing_a_finetuning_output_folder_leaves_checkpoints_and_state_behind(finetuning_output, local_hub, capsys):
+    local_hub.configure_clients()  # the CLI takes its endpoint from the environment
+    assert cli_main(["push", str(finetuning_output), "clf", "--token", TOKEN, "--license", "mit"]) == 0
+    pushed = set(local_hub.repo_files(f"{USER}/clf"))
+    assert {"all_results.json", "eval_results.json", "trainer_state.json", "confusion_matrix.png",
+            "runs/Nov23_14-00-00/events.out.tfevents.1.host", "model.safetensors", "README.md"} <= pushed
+    assert not [p for p in pushed if p.startswith("checkpoint-") or p.endswith((".bin", ".pt", ".pth"))], pushed
+    card = ModelCard(local_hub.repo_files(f"{USER}/clf")["README.md"].decode())
+    assert (card.data.license, card.data.base_model) == ("mit", "me/minibert-bbc")
+    # A pickle that is not training state is still refused, and says what is never uploaded anyway.
+    (finetuning_output / "pytorch_model.bin").write_bytes(b"pickle")
+    with pytest.raises(ValueError, match=r"pickle files \(pytorch_model.bin\), .*Checkpoints and training state are "
+                                         r"never uploaded"):
+        push_to_hub(finetuning_output, "clf", token=TOKEN, endpoint=local_hub.endpoint)
+
+
+def _index(card: ModelCard) -> dict[tuple[str, str], float]:
+    """(split, metric name) -> value, from the card's model-index as the Hub reads it."""
+    (entry,) = card.data.to_dict()["model-index"]
+    (result,) = entry["results"]
+    return {(result["dataset"]["split"], m["name"]): m["value"] for m in result["metrics"]}
+
+
+def test_a_pretraining_card_holds_its_results(pretraining_output):
+    card = ModelCard.load(pretraining_output / "README.md")
+    data = card.data.to_dict()
+    assert (data["pipeline_tag"], data["license"], data["datasets"]) == ("fill-mask", "apache-2.0", ["SetFit/bbc-news"])
+    assert "base_model" not in data
+    assert data["model-index"][0]["name"] == "minibert-pretrained"
+    assert data["model-index"][0]["results"][0]["dataset"] == {
+        "name": "SetFit/bbc-news", "type": "SetFit/bbc-news", "split": "validation"}
+    assert _index(card) == {("validation", "MLM accuracy"): 0.1425, ("validation", "NSP accuracy"): 0.6325,
+                            ("validation", "Perplexity"): 356.25}  # all_results.json wins over metrics.jsonl
+    for row in ("| eval_mlm_accuracy | 0.1425 |", "| perplexity | 356.2 |", "| eval_nsp_accuracy | 0.6325 |",
+                "| eval_loss | 6.5 |", "| train_loss | 7.25 |"):
+        assert row in card.text, row
+    for bookkeeping in ("step", "epoch", "learning_rate", "train_runtime", "samples_per_second", "eval_samples"):
+        assert f"| {bookkeeping}" not in card.text and bookkeeping not in str(data["model-index"]), bookkeeping
+    assert "import modeling_minibert" in card.text
+    assert 'AutoModelForPreTraining.from_pretrained("minibert-pretrained", trust_remote_code=True)' in card.text
+    assert 'AutoModelForPreTraining.from_pretrained("minibert-pretrained")\n' in card.text  # with the package
+
+
+def test_a_finetuning_card_holds_its_base_model_and_results(finetuning_output):
+    card = ModelCard.load(finetuning_output / "README.md")
+    data = card.data.to_dict()
+    assert (data["base_model"], data["datasets"], data["pipeline_tag"]) == (
+        "me/minibert-bbc", ["rotten_tomatoes"], "text-classification")
+    results = data["model-index"][0]["results"]
+    values = {(r["dataset"]["split"], m["type"]): m["value"] for r in results for m in r["metrics"]}
+    assert values == {("validation", "accuracy"): 0.8125, ("validation", "f1"): 0.8,
+                      ("test", "accuracy"): 0.75, ("test", "f1"): 0.7375}
+    assert "total_flos" not in card.content and "fine-tuned from [me/minibert-bbc]" in card.text
+
+
+def test_question_answering_results_and_a_written_card_at_push(saved_classifier, local_hub):
+    folder, _ = saved_classifier
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["MiniBertForQuestionAnswering"]}))
+    (folder / "all_results.json").write_text(json.dumps({"eval_exact_match": 71.5, "eval_f1": 80.25, "epoch": 2.0}))
+    write_model_card(folder / "", task="question-answering", base_model="me/base", license="cc-by-4.0")
+    card = ModelCard.load(folder / "README.md")
+    values = {m["name"]: m["value"] for m in card.data.to_dict()["model-index"][0]["results"][0]["metrics"]}
+    assert values == {"Exact match": 71.5, "F1": 80.25}
+    assert card.data.license == "cc-by-4.0"
+    # At push the card is rebuilt for the repository, keeping what the job knew.
+    push_to_hub(folder, "qa", token=TOKEN, endpoint=local_hub.endpoint)
+    pushed = ModelCard(local_hub.repo_files(f"{USER}/qa")["README.md"].decode())
+    assert (pushed.data.license, pushed.data.base_model, pushed.data.pipeline_tag) == (
+        "cc-by-4.0", "me/base", "question-answering")
+    assert pushed.data.to_dict()["model-index"][0]["name"] == "qa"
+    assert f'AutoModelForQuestionAnswering.from_pretrained("{USER}/qa", trust_remote_code=True)' in pushed.text
+
+
+def test_a_local_base_model_is_named_in_the_text_only(saved_classifier, tmp_path, monkeypatch):
+    folder, _ = saved_classifier
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "pretrained").mkdir(parents=True)
+    for local in ("runs/pretrained", "./minibert-pretrained", "/abs/minibert"):
+        write_model_card(folder, task="text-classification", base_model=local)
+        card = ModelCard.load(folder / "README.md")
+        assert card.data.base_model is None  # the Hub refuses a base_model that is not a model id
+        assert f"fine-tuned from the local model `{local}`" in card.text
+
+
+def test_a_staged_folder_card_is_named_for_its_final_folder(saved_classifier, tmp_path):
+    staging = tmp_path / ".my-run.partial-abc123"
+    saved_classifier[0].rename(staging)
+    (staging / "eval_results.json").write_text('{"eval_accuracy": 0.5}')
+    write_model_card(staging, task="text-classification")
+    assert ModelCard.load(staging / "README.md").data.to_dict()["model-index"][0]["name"] == "my-run"
+    assert "# my-run" in (staging / "README.md").read_text()
+
+
+def test_every_head_has_a_task():
+    # The heads come from AUTO_MAP: a head added there is known to the card and the local hub at once.
+    assert {auto_class for auto_class, _ in TASKS.values()} == set(AUTO_MAP)
 
 
 @pytest.mark.real_hub

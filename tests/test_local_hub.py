@@ -226,8 +226,11 @@ def test_lfs_uploads_are_checked(hub, api):
     )
     refused = httpx2.post(f"{hub.endpoint}/api/models/alice/lfs/commit/main", content=commit, headers=headers)
     assert refused.status_code == 422 and "was never uploaded" in refused.json()["error"]
+    assert httpx2.put(href, content=data[:-1]).status_code == 400  # a short upload
     assert httpx2.put(href, content=data).status_code == 200
     assert httpx2.put(href, content=data).status_code == 403  # the upload URL works once
+    # Uploads stream to a file beside the store; refused ones leave nothing behind.
+    assert sorted(p.name for p in (hub.root_dir / "lfs").iterdir()) == [oid]
     assert httpx2.post(f"{hub.endpoint}/api/models/alice/lfs/commit/main", content=commit, headers=headers).is_success
     assert hub.repo_files("alice/lfs")["w.safetensors"] == data
 

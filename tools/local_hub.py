@@ -31,6 +31,14 @@ Errors carry `X-Error-Code` (`RepoNotFound`, `RevisionNotFound`, `EntryNotFound`
 
 Writes need `Authorization: Bearer <token>`; a wrong token gets 401 on any request. The server
 never logs request headers, so the token appears in no log line.
+
+It is meant for one machine, but anyone who can reach the port must not be able to turn it against
+its host: a request's body is judged by its headers before a byte is read (too large: 413, malformed
+framing: 400, a write without a token: 401) and capped; a client that stalls is cut off after
+`request_timeout` seconds; at most `max_connections` are served at once (beyond that: 503); object ids
+are hex digests and every stored file is looked up by one, never by a path taken from a request; no
+request data reaches a response header with a control character in it; and malformed JSON of any shape
+is a 400. tests/test_local_hub_security.py holds the cases.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ import struct
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
@@ -61,6 +70,9 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import yaml
+
+from modeling_minibert.files import umask, write_text
+from modeling_minibert.hub import TASKS  # architecture suffix -> (Auto class, pipeline tag), from AUTO_MAP
 
 logger = logging.getLogger(__name__)
 
@@ -78,14 +90,17 @@ DEFAULT_GITATTRIBUTES = "".join(
         "*.tar", "*.tflite", "*.tgz", "*.wasm", "*.xz", "*.zip", "*.zst", "*tfevents*",
     )
 )
-# Like the Hub, a model's pipeline tag comes from its card, else from its config's architecture.
-_PIPELINE_TAGS = {
-    "ForMaskedLM": "fill-mask", "ForPreTraining": "fill-mask", "ForSequenceClassification": "text-classification",
-    "ForTokenClassification": "token-classification", "ForQuestionAnswering": "question-answering",
-    "Model": "feature-extraction",
-}
 _REPO_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$")
 _COMMIT_ID = re.compile(r"^[0-9a-f]{40}$")
+# Stored files are named by these and nothing else: git blob sha1s in objects/, sha256s in lfs/.
+_OBJECT_IDS = {"objects": re.compile(r"[0-9a-f]{40}"), "lfs": re.compile(r"[0-9a-f]{64}")}
+_REF_NAME = re.compile(r"[A-Za-z0-9._/-]+")
+# Anything but printable ASCII in a header value could end the header (CR, LF) or confuse a client (NUL).
+_UNSAFE_IN_HEADER = re.compile(r"[^\x20-\x7e]")
+DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024  # LFS uploads are capped by their declared size instead
+DEFAULT_MAX_CONNECTIONS = 32
+DEFAULT_REQUEST_TIMEOUT = 30.0  # seconds a connection may wait for the client's next bytes
+LINGER_SECONDS, LINGER_BYTES = 1.0, 1 << 20  # what a closing connection reads of a client's unwanted input
 # The one message for which huggingface_hub does *not* turn a 401 into RepositoryNotFoundError.
 _BAD_TOKEN_MESSAGE = "Invalid credentials in Authorization header"
 _XET_MESSAGE = (
@@ -160,6 +175,20 @@ def lfs_pointer(sha256: str, size: int) -> bytes:
     return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
 
 
+def _write_bytes(path: Path, data: bytes) -> None:
+    """`files.write_text` for bytes (stored objects): a temporary file beside `path`, renamed into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o666 & ~umask())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
@@ -180,11 +209,51 @@ def _matches(path: str, patterns: list[str]) -> bool:
     return False
 
 
-def _validate_path(path: str) -> str:
+def _validate_path(path: object) -> str:
+    if not isinstance(path, str):
+        raise HubError(400, f"A path in a repository must be a string, not {type(path).__name__}")
     parts = path.split("/")
-    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts) or parts[0] == ".git":
+    if (not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts) or parts[0] == ".git"
+            or "\\" in path or re.search(r"[\x00-\x1f\x7f]", path)):
         raise HubError(400, f"Invalid path in repository: {path!r}")
     return path
+
+
+def _sha256(oid: str) -> str:
+    if not _OBJECT_IDS["lfs"].fullmatch(oid):
+        raise HubError(400, f"Invalid LFS oid {oid[:100]!r}: expected a sha256, 64 lowercase hex digits")
+    return oid
+
+
+def _valid_ref(name: str) -> bool:
+    """Branch and tag names: no empty, '.' or '..' parts (git's rules, in short)."""
+    return bool(_REF_NAME.fullmatch(name)) and all(part not in ("", ".", "..") for part in name.split("/"))
+
+
+_REQUIRED = object()
+
+
+def _field(data: Mapping, name: str, kind: type | tuple[type, ...], default: Any = _REQUIRED, where: str = "") -> Any:
+    """`data[name]` checked against `kind`; `default` when it is missing or null (a 400 if there is none)."""
+    value = data.get(name)
+    if value is None:
+        if default is _REQUIRED:
+            raise HubError(400, f"{where or 'Request body'}: missing field {name!r}")
+        return default
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, (int,))):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise HubError(400, f"{where or 'Request body'}: field {name!r} must be {names}, not {type(value).__name__}")
+    return value
+
+
+def _list_of(values: list, kind: type, name: str) -> list:
+    if not all(isinstance(v, kind) for v in values):
+        raise HubError(400, f"Request body: every item of {name!r} must be {kind.__name__}")
+    return values
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _safetensors_parameter_count(path: Path) -> dict[str, int] | None:
@@ -206,6 +275,13 @@ def _safetensors_parameter_count(path: Path) -> dict[str, int] | None:
             n *= dim
         counts[info["dtype"]] = counts.get(info["dtype"], 0) + n
     return counts
+
+
+def _parameter_count(path: Path) -> dict[str, int] | None:
+    try:
+        return _safetensors_parameter_count(path)
+    except (TypeError, KeyError, AttributeError):  # a header of the wrong shape: no count, as on the Hub
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,6 +306,13 @@ class HubError(Exception):
         self.body = dict(body or {})  # extra JSON fields next to "error"
 
 
+def _parse_json(data: bytes | str, what: str) -> Any:
+    try:
+        return json.loads(data, parse_constant=_reject_constant)  # strict: no NaN / Infinity
+    except (ValueError, RecursionError) as err:
+        raise HubError(400, f"{what} is not valid JSON: {err}") from None
+
+
 @dataclasses.dataclass
 class Request:
     method: str
@@ -237,12 +320,15 @@ class Request:
     query: dict[str, list[str]]
     headers: Mapping[str, str]
     body: bytes
+    # An LFS upload's body, streamed to a file under the root instead of memory: (path, sha256, size).
+    upload: tuple[Path, str, int] | None = None
 
-    def json(self) -> Any:
-        try:
-            return json.loads(self.body or b"{}")
-        except ValueError as err:
-            raise HubError(400, f"Request body is not valid JSON: {err}") from None
+    def json(self) -> dict:
+        """The body as a JSON object (every endpoint takes one); anything else is the client's error, a 400."""
+        data = _parse_json(self.body or b"{}", "Request body")
+        if not isinstance(data, dict):
+            raise HubError(400, f"Request body must be a JSON object, not {type(data).__name__}")
+        return data
 
     def flag(self, name: str) -> bool:
         return self.query.get(name, ["false"])[-1].lower() in ("1", "true")
@@ -284,8 +370,15 @@ def _entry_not_found(path: str, revision: str, commit_id: str | None = None) -> 
 class HubApp:
     """The Hub's behaviour over a folder. `handle(request)` is thread-safe: state sits under `self._lock`."""
 
-    def __init__(self, root_dir: str | os.PathLike, tokens: Mapping[str, str], orgs: Mapping[str, list[str]]):
-        self.root = Path(root_dir)
+    def __init__(
+        self,
+        root_dir: str | os.PathLike,
+        tokens: Mapping[str, str],
+        orgs: Mapping[str, list[str]],
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    ):
+        self.root = Path(root_dir).resolve()
+        self.max_body_size = max_body_size
         self.tokens = dict(tokens)  # token -> user name
         self.orgs = {user: list(names) for user, names in orgs.items()}  # user -> organisations they write to
         self.endpoint = ""  # set by the server once it knows its port
@@ -300,33 +393,45 @@ class HubApp:
 
     # -- storage -------------------------------------------------------------------------------
 
-    def _atomic_write(self, path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+    def _inside(self, path: Path) -> Path:
+        """`path`, resolved, if it lies under the root; request data never names a file anywhere else."""
+        resolved = path.resolve()
+        if not resolved.is_relative_to(self.root):
+            raise HubError(400, "Invalid name: it points outside the hub's storage")
+        return resolved
 
     def _save(self, repo: Repo) -> None:
-        path = self.root / "repos" / repo.repo_type / f"{repo.repo_id}.json"
-        self._atomic_write(path, json.dumps(repo.to_json(), indent=1).encode())
+        path = self._inside(self.root / "repos" / repo.repo_type / f"{repo.repo_id}.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, json.dumps(repo.to_json(), indent=1))
 
     def _store_blob(self, content: bytes) -> str:
         oid = git_blob_oid(content)
-        path = self.root / "objects" / oid
+        path = self._object_path("objects", oid)
         if not path.exists():
-            self._atomic_write(path, content)
+            _write_bytes(path, content)
         return oid
 
+    def _object_path(self, store: str, oid: object) -> Path:
+        """The stored file of an object: `objects/{sha1}` or `lfs/{sha256}`, for well-formed ids only."""
+        if not isinstance(oid, str) or not _OBJECT_IDS[store].fullmatch(oid):
+            raise HubError(404, f"Stored file has an invalid object id: not a {store} digest", "EntryNotFound")
+        return self._inside(self.root / store / oid)
+
     def _content_path(self, entry: FileEntry) -> Path:
-        return self.root / ("lfs" if entry.is_lfs else "objects") / (entry.lfs_sha256 or entry.oid)
+        return self._object_path("lfs", entry.lfs_sha256) if entry.is_lfs else self._object_path("objects", entry.oid)
 
     def _read(self, entry: FileEntry) -> bytes:
         return self._content_path(entry).read_bytes()
+
+    def _read_or_none(self, entry: FileEntry | None) -> bytes | None:
+        """Contents for what the server derives from files (card data, config); None if unreadable."""
+        if entry is None:
+            return None
+        try:
+            return self._read(entry)
+        except (HubError, OSError):
+            return None
 
     # -- auth and lookups ----------------------------------------------------------------------
 
@@ -381,6 +486,34 @@ class HubApp:
             commit_id = commit.parents[0] if commit.parents else ""
 
     # -- dispatch ------------------------------------------------------------------------------
+
+    def admit(self, request: Request, length: int | None) -> int:
+        """Judge a request by its line and headers, before its body is read; return the body's size limit.
+
+        `length` is the declared Content-Length (None for a chunked body). Raises the HubError to answer
+        instead: 403 for an unknown upload URL, 413 for a body over the limit, 401 for a write without a
+        (valid) token. So an anonymous client cannot make the server hold a large body in memory.
+        """
+        seg, method = request.segments, request.method
+        if seg[:1] == ["lfs-upload"] and len(seg) == 2 and method == "PUT":
+            with self._lock:
+                ticket = self._upload_tickets.get(seg[1])
+            if ticket is None:
+                raise HubError(403, "Unknown or already used LFS upload URL")
+            if length is not None and length > ticket[1]:
+                raise HubError(413, f"This upload URL takes {ticket[1]} bytes, not {length}")
+            return ticket[1]
+        if length is not None and length > self.max_body_size:
+            raise HubError(413, f"Request body of {length} bytes is over this hub's limit of {self.max_body_size} "
+                                "bytes")
+        reads = method in ("GET", "HEAD") or method == "POST" and (
+            seg == ["api", "validate-yaml"] or (len(seg) >= 5 and seg[0] == "api" and seg[4] == "paths-info")
+        )
+        if reads:
+            self._user(request)  # a wrong token is refused on any request
+        else:
+            self._require_user(request)
+        return self.max_body_size
 
     def handle(self, request: Request) -> Response:
         seg, method = request.segments, request.method
@@ -451,8 +584,7 @@ class HubApp:
     def _create_repo(self, request: Request) -> Response:
         user = self._require_user(request)
         payload = request.json()
-        repo_type = payload.get("type") or "model"
-        name, namespace = payload.get("name") or "", payload.get("organization") or user
+        repo_type, name, namespace = self._repo_fields(payload, user)
         if repo_type not in REPO_TYPES:
             raise HubError(400, f"Invalid repo type {repo_type!r}: expected one of {REPO_TYPES}")
         if not _REPO_NAME.match(name) or "--" in name or ".." in name:
@@ -464,7 +596,11 @@ class HubApp:
         if (repo_type, repo_id) in self.repos:
             # The client reads the existing repo's URL from this answer (create_repo(exist_ok=True)).
             raise HubError(409, f"You already created this {repo_type} repo: {repo_id}", body={"url": url})
-        private = payload.get("visibility", "private" if payload.get("private") else "public") != "public"
+        private = _field(payload, "private", bool, False)
+        visibility = _field(payload, "visibility", str, "private" if private else "public")
+        if visibility not in ("public", "private"):
+            raise HubError(400, f"Invalid visibility {visibility!r}: 'public' or 'private'")
+        private = visibility == "private"
         now = _now()
         oid = self._store_blob(DEFAULT_GITATTRIBUTES.encode())
         first = Commit(
@@ -479,16 +615,24 @@ class HubApp:
 
     def _delete_repo(self, request: Request) -> Response:
         user = self._require_user(request)
-        payload = request.json()
-        repo_type = payload.get("type") or "model"
-        repo_id = f"{payload.get('organization') or user}/{payload.get('name')}"
-        repo = self._repo(request, repo_type, repo_id, write=True)
+        repo_type, name, namespace = self._repo_fields(request.json(), user)
+        repo = self._repo(request, repo_type, f"{namespace}/{name}", write=True)
         del self.repos[(repo.repo_type, repo.repo_id)]
         (self.root / "repos" / repo.repo_type / f"{repo.repo_id}.json").unlink()
         return Response.json({})
 
+    @staticmethod
+    def _repo_fields(payload: dict, user: str) -> tuple[str, str, str]:
+        """(type, name, namespace) of a create/delete request; the namespace defaults to the token's user."""
+        repo_type = _field(payload, "type", str, "model")
+        name = _field(payload, "name", str)
+        namespace = _field(payload, "organization", str, user)
+        if not _REPO_NAME.match(namespace):
+            raise HubError(400, f"Invalid namespace {namespace!r}: letters, digits, '-', '_', '.'")
+        return repo_type, name, namespace
+
     def _validate_yaml(self, request: Request) -> Response:
-        content = request.json().get("content", "")
+        content = _field(request.json(), "content", str)
         match = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", content, flags=re.DOTALL)
         if match is None:
             warning = {"message": "Empty or missing yaml metadata in repo card"}
@@ -508,10 +652,10 @@ class HubApp:
     # -- reading a revision --------------------------------------------------------------------
 
     def _card_data(self, commit: Commit) -> dict:
-        entry = commit.files.get("README.md")
-        if entry is None:
+        content = self._read_or_none(commit.files.get("README.md"))
+        if content is None:
             return {}
-        match = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", self._read(entry).decode("utf-8", "replace"), re.DOTALL)
+        match = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", content.decode("utf-8", "replace"), re.DOTALL)
         try:
             data = yaml.safe_load(match.group(1)) if match else None
         except yaml.YAMLError:
@@ -535,7 +679,7 @@ class HubApp:
             "_id": hashlib.sha1(f"{repo_type}/{repo_id}".encode()).hexdigest()[:24], "id": repo_id,
             "author": repo.namespace, "sha": commit.id, "lastModified": commit.date, "createdAt": repo.created_at,
             "private": repo.private, "gated": False, "disabled": False, "downloads": 0, "likes": 0,
-            "tags": list(card.get("tags") or []), "cardData": card, "siblings": siblings,
+            "tags": card["tags"] if isinstance(card.get("tags"), list) else [], "cardData": card, "siblings": siblings,
             "usedStorage": sum(e.size for e in commit.files.values()),
         }
         if repo_type == "model":
@@ -544,21 +688,29 @@ class HubApp:
             info["library_name"] = card.get("library_name")
             if "config.json" in commit.files:
                 try:
-                    config = json.loads(self._read(commit.files["config.json"]))
+                    config = json.loads(self._read_or_none(commit.files["config.json"]) or b"{}")
                 except ValueError:
                     config = {}
+                config = config if isinstance(config, dict) else {}
                 keys = ("architectures", "model_type", "auto_map")
                 info["config"] = {k: config[k] for k in keys if k in config}
-                architecture = (config.get("architectures") or [""])[0]
+                architectures = config.get("architectures")
+                architecture = architectures[0] if isinstance(architectures, list) and architectures else ""
+                architecture = architecture if isinstance(architecture, str) else ""
                 if info["pipeline_tag"] is None:
                     info["pipeline_tag"] = next(
-                        (tag for suffix, tag in _PIPELINE_TAGS.items() if architecture.endswith(suffix)), None
+                        # Like the Hub: from the card, else from the config's architecture.
+                        (tag for suffix, (_, tag) in TASKS.items() if architecture.endswith(suffix)), None
                     )
                 info["library_name"] = info["library_name"] or "transformers"
             counts: dict[str, int] = {}
             for path, entry in commit.files.items():
                 if path.endswith(".safetensors") and entry.is_lfs:
-                    for dtype, n in (_safetensors_parameter_count(self._content_path(entry)) or {}).items():
+                    try:
+                        found = _parameter_count(self._content_path(entry)) or {}
+                    except HubError:  # a stored entry with an invalid object id: nothing to count
+                        found = {}
+                    for dtype, n in found.items():
                         counts[dtype] = counts.get(dtype, 0) + n
             if counts:
                 info["safetensors"] = {"parameters": counts, "total": sum(counts.values())}
@@ -617,10 +769,16 @@ class HubApp:
         commit = repo.commits[self._resolve(repo, revision)]
         if "json" in request.headers.get("Content-Type", ""):
             payload = request.json()
-            paths, expand = payload.get("paths", []), bool(payload.get("expand"))
+            paths = _list_of(_field(payload, "paths", list), str, "paths")
+            expand = _field(payload, "expand", bool, False)
         else:  # huggingface_hub posts a form: paths=a&paths=b&expand=False
-            form = parse_qs(request.body.decode())
-            paths, expand = form.get("paths", []), form.get("expand", ["false"])[-1].lower() in ("1", "true")
+            try:
+                form = parse_qs(request.body.decode(), strict_parsing=bool(request.body), errors="strict")
+            except (UnicodeDecodeError, ValueError):
+                raise HubError(400, "paths-info takes a form (paths=...&expand=...) or a JSON object") from None
+            if "paths" not in form:
+                raise HubError(400, "Request body: missing field 'paths'")
+            paths, expand = form["paths"], form.get("expand", ["false"])[-1].lower() in ("1", "true")
         items = [self._entry_json(repo, commit, p.strip("/"), expand) for p in paths]
         return Response.json([item for item in items if item is not None])
 
@@ -681,17 +839,19 @@ class HubApp:
         repo = self._repo(request, repo_type, repo_id, write=True)
         if branch in repo.branches:
             raise HubError(409, f"Reference already exists: branch {branch!r} in {repo_id}")
-        if not branch or branch.startswith("refs/") or not re.fullmatch(r"[A-Za-z0-9._/-]+", branch):
+        if not _valid_ref(branch) or branch.startswith("refs/"):
             raise HubError(400, f"Invalid branch name {branch!r}")
-        start = request.json().get("startingPoint") or DEFAULT_BRANCH
+        start = _field(request.json(), "startingPoint", str, DEFAULT_BRANCH)
+        if not start:
+            raise HubError(400, "Invalid startingPoint '': name a branch, tag or commit")
         repo.branches[branch] = self._resolve(repo, start)
         self._save(repo)
         return Response.json({})
 
     def _create_tag(self, request: Request, repo_type: str, repo_id: str, revision: str) -> Response:
         repo = self._repo(request, repo_type, repo_id, write=True)
-        tag = request.json().get("tag") or ""
-        if not tag or not re.fullmatch(r"[A-Za-z0-9._/-]+", tag):
+        tag = _field(request.json(), "tag", str)
+        if not _valid_ref(tag):
             raise HubError(400, f"Invalid tag name {tag!r}")
         if tag in repo.tags:
             raise HubError(409, f"Reference already exists: tag {tag!r} in {repo_id}")
@@ -728,13 +888,17 @@ class HubApp:
         payload = request.json()
         gitattributes = self._read(files[".gitattributes"]).decode() if ".gitattributes" in files else ""
         lfs_patterns = _lfs_patterns(gitattributes)
-        ignore = [line.strip() for line in (payload.get("gitIgnore") or "").splitlines()
+        ignore = [line.strip() for line in _field(payload, "gitIgnore", str, "").splitlines()
                   if line.strip() and not line.startswith("#")]
         answers = []
-        for item in payload.get("files", []):
-            path = _validate_path(item["path"])
-            sample = base64.b64decode(item.get("sample", ""))
-            is_lfs = _matches(path, lfs_patterns) or item.get("size", 0) >= LFS_SIZE_THRESHOLD or b"\0" in sample
+        for item in _list_of(_field(payload, "files", list), dict, "files"):
+            path = _validate_path(_field(item, "path", str, where="files[]"))
+            try:
+                sample = base64.b64decode(_field(item, "sample", str, "", where=path), validate=True)
+            except binascii.Error:
+                raise HubError(400, f"File {path}: sample must be base64") from None
+            size = _field(item, "size", int, 0, where=path)
+            is_lfs = _matches(path, lfs_patterns) or size >= LFS_SIZE_THRESHOLD or b"\0" in sample
             existing = files.get(path)
             oid = None
             if existing is not None:  # what the client compares with its own hash to skip unchanged files
@@ -747,35 +911,42 @@ class HubApp:
         repo = self._repo(request, repo_type, repo_id, write=True)
         user = self._require_user(request)
         try:
-            lines = [json.loads(line) for line in request.body.decode().splitlines() if line.strip()]
-        except ValueError as err:
-            raise HubError(400, f"Commit payload is not valid NDJSON: {err}") from None
+            text = request.body.decode()
+        except UnicodeDecodeError:
+            raise HubError(400, "Commit payload is not UTF-8") from None
+        lines = [_parse_json(line, "A commit payload line") for line in text.splitlines() if line.strip()]
+        if not all(isinstance(line, dict) for line in lines):
+            raise HubError(400, "Commit payload: every line must be a JSON object")
         if not lines or lines[0].get("key") != "header":
             raise HubError(400, "Commit payload must start with a header line")
-        header = lines[0]["value"]
+        header = _field(lines[0], "value", dict, where="Commit header")
+        title = _field(header, "summary", str, "", where="Commit header")
+        message = _field(header, "description", str, "", where="Commit header")
+        parent_commit = _field(header, "parentCommit", str, None, where="Commit header")
         create_pr = request.flag("create_pr")
         branch, head = self._branch_head(repo, DEFAULT_BRANCH if create_pr else revision)
-        parent_commit = header.get("parentCommit")
         if parent_commit and parent_commit != head:
             raise HubError(412, f"A commit has happened since {parent_commit}: the head of {branch} is {head}")
         files = dict(repo.commits[head].files)
         for line in lines[1:]:
-            key, value = line.get("key"), line.get("value", {})
+            key, value = line.get("key"), _field(line, "value", dict, where="Commit operation")
             path = _validate_path(value.get("path", ""))
             if key == "file":
                 try:
-                    content = base64.b64decode(value["content"], validate=True)
-                except (KeyError, binascii.Error):
+                    content = base64.b64decode(_field(value, "content", str, where=path), validate=True)
+                except binascii.Error:
                     raise HubError(400, f"File {path}: content must be base64") from None
                 files[path] = FileEntry(size=len(content), oid=self._store_blob(content))
             elif key == "lfsFile":
-                sha = value.get("oid", "")
-                obj = self.root / "lfs" / sha
-                if value.get("algo", "sha256") != "sha256" or not obj.is_file():
+                sha = _sha256(_field(value, "oid", str, where=path))
+                algo = _field(value, "algo", str, "sha256", where=path)
+                declared = _field(value, "size", int, None, where=path)
+                obj = self._object_path("lfs", sha)
+                if algo != "sha256" or not obj.is_file():
                     raise HubError(422, f"LFS object {sha} for {path} was never uploaded: upload it before committing")
                 size = obj.stat().st_size
-                if value.get("size") not in (None, size):
-                    raise HubError(422, f"LFS object {sha} for {path} has {size} bytes, not {value['size']}")
+                if declared not in (None, size):
+                    raise HubError(422, f"LFS object {sha} for {path} has {size} bytes, not {declared}")
                 pointer = lfs_pointer(sha, size)
                 files[path] = FileEntry(size=size, oid=git_blob_oid(pointer), lfs_sha256=sha, pointer_size=len(pointer))
             elif key == "deletedFile":
@@ -788,10 +959,9 @@ class HubApp:
                 for p in inside:
                     del files[p]
             else:
-                raise HubError(400, f"Unknown commit operation {key!r}")
+                raise HubError(400, f"Unknown commit operation {str(key)[:40]!r}")
         now = _now()
         commit_id = hashlib.sha1(f"{head}/{now}/{uuid.uuid4()}".encode()).hexdigest()
-        title, message = header.get("summary") or "", header.get("description") or ""
         repo.commits[commit_id] = Commit(commit_id, [head], title, message, now, user, files)
         data: dict[str, Any] = {"success": True, "commitOid": commit_id, "hookOutput": "",
                                 "commitUrl": f"{self._repo_url(repo_type, repo_id)}/commit/{commit_id}"}
@@ -812,14 +982,14 @@ class HubApp:
         if payload.get("operation") != "upload":
             raise HubError(400, "The local hub's LFS batch API only supports the 'upload' operation")
         objects = []
-        for obj in payload.get("objects", []):
+        for obj in _list_of(_field(payload, "objects", list), dict, "objects"):
             sha, size = str(obj.get("oid", "")), obj.get("size")
             if not re.fullmatch(r"[0-9a-f]{64}", sha) or not isinstance(size, int):
                 objects.append({"oid": sha, "size": size if isinstance(size, int) else 0,
                                 "error": {"code": 422, "message": "oid must be a sha256 and size an integer"}})
                 continue
             answer: dict[str, Any] = {"oid": sha, "size": size, "authenticated": True}
-            stored = self.root / "lfs" / sha
+            stored = self._object_path("lfs", sha)
             if not (stored.is_file() and stored.stat().st_size == size):  # no "actions": already uploaded
                 ticket = secrets.token_urlsafe(16)
                 self._upload_tickets[ticket] = (sha, size)
@@ -837,20 +1007,23 @@ class HubApp:
         if ticket not in self._upload_tickets:
             raise HubError(403, "Unknown or already used LFS upload URL")
         sha, size = self._upload_tickets[ticket]
-        actual = hashlib.sha256(request.body).hexdigest()
-        if actual != sha or len(request.body) != size:
-            raise HubError(400, f"Uploaded content has sha256 {actual} and {len(request.body)} bytes; "
+        assert request.upload is not None  # the handler streams every upload to a file
+        received, actual, length = request.upload
+        if actual != sha or length != size:
+            raise HubError(400, f"Uploaded content has sha256 {actual} and {length} bytes; "
                                 f"expected {sha} and {size} bytes")
-        self._atomic_write(self.root / "lfs" / sha, request.body)
+        os.replace(received, self._object_path("lfs", sha))
         del self._upload_tickets[ticket]
         return Response.json({})
 
     def _lfs_verify(self, request: Request, repo_type: str, repo_id: str) -> Response:
         self._repo(request, repo_type, repo_id, write=True)
         payload = request.json()
-        stored = self.root / "lfs" / str(payload.get("oid", ""))
-        if not stored.is_file() or stored.stat().st_size != payload.get("size"):
-            raise HubError(404, f"LFS object {payload.get('oid')} of {payload.get('size')} bytes was not uploaded")
+        # Only a sha256 names a stored object: any other string would be a path, and the answer an oracle.
+        sha, size = _sha256(_field(payload, "oid", str)), _field(payload, "size", int)
+        stored = self._object_path("lfs", sha)
+        if not stored.is_file() or stored.stat().st_size != size:
+            raise HubError(404, f"LFS object {sha} of {size} bytes was not uploaded")
         return Response.json({})
 
 
@@ -863,23 +1036,76 @@ class _Handler(BaseHTTPRequestHandler):
     """Turns HTTP/1.1 requests into `Request`s for `server.app` and writes back its `Response`."""
 
     protocol_version = "HTTP/1.1"  # keep-alive, as the client expects; every answer carries Content-Length
+    # The version assumed until the request line is parsed: the stdlib's "HTTP/0.9" would answer a malformed
+    # request line with a bare body, no status line or headers.
+    default_request_version = "HTTP/1.0"
     # Headers and body leave in separate writes: with Nagle's algorithm and the client's delayed ACK, each
     # answer would wait ~40 ms.
     disable_nagle_algorithm = True
     server: _Server
 
-    def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks = []
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    return b"".join(chunks)
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+    def _declared_length(self) -> int | None:
+        """The body's declared size from its framing headers (None: chunked), before any of it is read."""
+        codings = [c.strip().lower() for v in self.headers.get_all("Transfer-Encoding") or [] for c in v.split(",")]
+        lengths = self.headers.get_all("Content-Length") or []
+        if codings:
+            if codings != ["chunked"]:
+                raise HubError(501, f"Unsupported Transfer-Encoding {', '.join(codings)!r}: only 'chunked'")
+            if lengths:  # two framings for one body: the classic request-smuggling shape
+                raise HubError(400, "A request may not have both Content-Length and Transfer-Encoding")
+            return None
+        if not lengths:
+            return 0
+        if len(lengths) > 1 or not re.fullmatch(r"[0-9]+", lengths[0].strip()):
+            raise HubError(400, f"Invalid Content-Length {', '.join(lengths)[:40]!r}: expected one decimal number")
+        return int(lengths[0])
+
+    def _body_parts(self, length: int | None, limit: int) -> Iterator[bytes]:
+        """The body in parts of at most 1 MiB, at most `limit` bytes; one that ends early or is framed wrong is a 400."""
+        if length is not None:
+            remaining = length
+            while remaining:
+                part = self.rfile.read(min(remaining, 1 << 20))
+                if not part:
+                    raise HubError(400, f"The request body ended after {length - remaining} of {length} bytes")
+                remaining -= len(part)
+                yield part
+            return
+        total = 0
+        while True:
+            line = self.rfile.readline(1026)
+            size = line.split(b";")[0].strip()
+            if not line.endswith(b"\n") or not re.fullmatch(rb"[0-9a-fA-F]+", size):
+                raise HubError(400, f"Invalid chunk size line {line[:40]!r} in a chunked body")
+            size = int(size, 16)
+            if size == 0:
+                for _ in range(100):  # trailers, ignored
+                    if self.rfile.readline(8192) in (b"\r\n", b"\n", b""):
+                        return
+                raise HubError(400, "Too many trailer lines after a chunked body")
+            total += size
+            if total > limit:
+                raise HubError(413, f"Request body is over this hub's limit of {limit} bytes")
+            yield from self._body_parts(size, size)
+            if self.rfile.readline(3) not in (b"\r\n", b"\n"):
+                raise HubError(400, "A chunk of the body is longer than its size line says")
+
+    def _receive_upload(self, length: int | None, limit: int) -> tuple[Path, str, int]:
+        """Stream an LFS upload into a hidden file beside the LFS store, hashing it on the way."""
+        store = self.server.app.root / "lfs"
+        fd, tmp = tempfile.mkstemp(dir=store, prefix=".upload-", suffix=".tmp")
+        digest, size = hashlib.sha256(), 0
+        try:
+            with os.fdopen(fd, "wb") as f:
+                for part in self._body_parts(length, limit):
+                    digest.update(part)
+                    f.write(part)
+                    size += len(part)
+            os.chmod(tmp, 0o666 & ~umask())
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return Path(tmp), digest.hexdigest(), size
 
     def _serve(self) -> None:
         split = urlsplit(self.path)
@@ -888,22 +1114,56 @@ class _Handler(BaseHTTPRequestHandler):
             segments=[unquote(s) for s in split.path.split("/")[1:] if s != ""],
             query=parse_qs(split.query),
             headers=self.headers,
-            body=self._read_body(),
+            body=b"",
         )
+        app = self.server.app
         try:
-            response = self.server.app.handle(request)
+            # Everything the headers can tell is settled before a byte of the body is read.
+            length = self._declared_length()
+            limit = app.admit(request, length)
+            if self.headers.get("Expect", "").lower() == "100-continue":
+                self.send_response_only(100)
+                self.end_headers()
+            if request.segments[:1] == ["lfs-upload"]:  # admitted: a PUT to a live upload URL
+                request.upload = self._receive_upload(length, limit)
+            else:
+                request.body = b"".join(self._body_parts(length, limit))
         except HubError as err:
-            headers = {"X-Error-Message": err.message.encode("ascii", "replace").decode(), **err.headers}
-            if err.code:
-                headers["X-Error-Code"] = err.code
-            response = Response.json({"error": err.message, **err.body}, status=err.status, headers=headers)
+            # The rest of the body (if any) stays unread, so the connection cannot carry another request.
+            self.close_connection = True
+            self._send(self._error_response(err, {"Connection": "close"}))
+            return
+        except TimeoutError:
+            self.close_connection = True
+            self._send(self._error_response(HubError(408, "The request body did not arrive in time"),
+                                            {"Connection": "close"}))
+            return
+        try:
+            response = app.handle(request)
+        except HubError as err:
+            response = self._error_response(err)
         except Exception as err:  # a bug here must reach the client as a 500, not a dropped connection
             logger.exception("local hub: %s %s failed", self.command, split.path)
             response = Response.json({"error": f"Local hub internal error: {type(err).__name__}: {err}"}, status=500)
+        finally:
+            if request.upload is not None:
+                request.upload[0].unlink(missing_ok=True)  # moved into the store if it was accepted
+        self._send(response)
+
+    @staticmethod
+    def _error_response(err: HubError, extra: Mapping[str, str] | None = None) -> Response:
+        headers = {"X-Error-Message": err.message, **err.headers, **(extra or {})}
+        if err.code:
+            headers["X-Error-Code"] = err.code
+        return Response.json({"error": err.message, **err.body}, status=err.status, headers=headers)
+
+    def _send(self, response: Response) -> None:
         self.send_response(response.status)
         length = response.length if response.file is not None else len(response.body)
         for name, value in {**response.headers, "Content-Length": str(length)}.items():
-            self.send_header(name, value)
+            # Header values echo request data (paths, revisions, names): a CR or LF would start a header of
+            # the client's choosing, so only printable ASCII is sent.
+            self.send_header(name, _UNSAFE_IN_HEADER.sub("?", value))
         self.end_headers()
         if self.command == "HEAD":
             return
@@ -920,9 +1180,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(chunk)
                 remaining -= len(chunk)
 
+    def handle_expect_100(self) -> bool:
+        return True  # "100 Continue" only once the headers have passed `admit` (see `_serve`)
+
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _serve
 
     def setup(self) -> None:
+        self.timeout = self.server.request_timeout  # a socket timeout: a stalled client frees its thread
         super().setup()
         with self.server.connections_lock:
             self.server.connections.add(self.connection)
@@ -938,15 +1202,75 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
+    """A thread per connection, at most `max_connections` of them; beyond that a quick 503."""
+
     daemon_threads = True  # a stuck client never keeps the interpreter alive
     app: HubApp
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, max_connections: int, request_timeout: float, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self.request_timeout = request_timeout
+        self.slots = threading.BoundedSemaphore(max_connections)
         # Open keep-alive connections: `shutdown()` only stops accepting new ones, and a client's pool
         # would go on being served by their threads after `stop()`.
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
+
+    def process_request(self, request: socket.socket, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            body = json.dumps({"error": "The local hub is serving as many connections as it allows; retry"}).encode()
+            try:
+                request.settimeout(1.0)
+                request.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+                    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+                )
+            except OSError:
+                pass
+            self._linger_and_close(request, wait=0.0)  # not in the accepting thread: no waiting here
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def shutdown_request(self, request: socket.socket) -> None:
+        self._linger_and_close(request, wait=LINGER_SECONDS)
+
+    @staticmethod
+    def _linger_and_close(request: socket.socket, wait: float) -> None:
+        """Close after reading (and dropping) what the client still sends, briefly and up to a bound.
+
+        Closing a socket with unread input makes the kernel reset the connection, and the client may lose the
+        answer (a 413 for a body it is still sending, a 400 for a bad line): so the server stops sending,
+        then drains for at most `wait` seconds and LINGER_BYTES, as web servers do ("lingering close").
+        """
+        try:
+            request.shutdown(socket.SHUT_WR)
+            deadline, drained = time.monotonic() + wait, 0
+            while drained < LINGER_BYTES:
+                request.settimeout(max(deadline - time.monotonic(), 0.0))
+                data = request.recv(65536)
+                if not data:
+                    break
+                drained += len(data)
+        except OSError:  # nothing more to read now, a timeout, or the client is gone
+            pass
+        request.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that went away mid-answer is routine, not a server bug worth a traceback.
+        if isinstance(sys.exc_info()[1], OSError):
+            logger.debug("local hub: connection from %s ended: %s", client_address[0], sys.exc_info()[1])
+        else:
+            logger.exception("local hub: error while serving %s", client_address[0])
 
     def close_connections(self) -> None:
         with self.connections_lock:
@@ -966,6 +1290,9 @@ class LocalHub:
         user: the account the token belongs to; repos are created under this namespace by default.
         orgs: organisations `user` may also create repositories in.
         port: 0 picks a free port; `endpoint` tells which.
+        max_body_size: largest request body accepted (413 beyond), except LFS uploads (their declared size).
+        max_connections: connections served at once; more get 503 (Retry-After: 1) until one closes.
+        request_timeout: seconds a connection may stay silent (idle keep-alive or a stalled body).
 
     Use as a context manager (or `start()` / `stop()`); the server runs in a daemon thread.
     """
@@ -978,13 +1305,21 @@ class LocalHub:
         user: str = "local-user",
         orgs: tuple[str, ...] = (),
         port: int = 0,
+        max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ):
         if not _REPO_NAME.match(user):
             raise ValueError(f"Invalid user name {user!r}: letters, digits, '-', '_', '.'")
         self.root_dir = Path(root_dir)
         self.token = token if token is not None else "hf_local_" + secrets.token_hex(16)
         self.user = user
-        self.app = HubApp(self.root_dir, {self.token: user}, {user: list(orgs)})
+        for name, value in (("max_body_size", max_body_size), ("max_connections", max_connections),
+                            ("request_timeout", request_timeout)):
+            if not value > 0:
+                raise ValueError(f"{name}={value!r} must be positive")
+        self.app = HubApp(self.root_dir, {self.token: user}, {user: list(orgs)}, max_body_size=max_body_size)
+        self._limits = {"max_connections": max_connections, "request_timeout": request_timeout}
         self._port = port
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -1046,7 +1381,7 @@ class LocalHub:
     def start(self) -> LocalHub:
         if self._server is not None:
             return self
-        self._server = _Server(("127.0.0.1", self._port), _Handler)
+        self._server = _Server(("127.0.0.1", self._port), _Handler, **self._limits)
         self._server.app = self.app
         self.app.endpoint = self.endpoint
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="local-hub", daemon=True)

@@ -1,0 +1,737 @@
+"""Security suite for `tools.local_hub`, over real HTTP on 127.0.0.1 (issue 16).
+
+The server is started by the README for anyone to use, so it must not be turnable against its host:
+  - no request can make it read or reveal a file outside its root (path traversal in every field that
+    names something: repo ids, file paths, LFS oids, revisions; plain and URL-encoded);
+  - no request data reaches a response header with a line break in it (header injection);
+  - bodies are judged by their headers before a byte is read: too large -> 413, malformed -> 400,
+    a write without a token -> 401; a body that never arrives times out and frees its thread;
+  - wrong-shaped JSON is a 400, never a 500;
+  - a bounded number of connections is served at once, and the server stays responsive beyond it;
+  - a fuzz of request lines and bodies never gets a 500 or a byte of a file outside the root.
+
+Malformed requests go through raw sockets (no client library would send them); the tables are the suite.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import socket
+import threading
+import time
+from urllib.parse import quote
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tools.local_hub import LocalHub
+
+TOKEN = "hf_securitytest_0123456789abcdef"
+CANARY = b"CANARY-outside-the-hub-root-7f3a"
+LIMITS = {"max_body_size": 1 << 20, "max_connections": 8, "request_timeout": 1.0}
+README = b"---\nlicense: apache-2.0\n---\n# r1\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# A server with one public repository (alice/r1: config.json, README.md, an LFS file) and a canary
+# file beside its root.
+# ---------------------------------------------------------------------------------------------
+
+
+def _file_op(path: str, content: bytes) -> dict:
+    return {"key": "file", "value": {"path": path, "content": base64.b64encode(content).decode(), "encoding": "base64"}}
+
+
+def _commit_body(*operations: dict, header: dict | None = None) -> bytes:
+    lines = [{"key": "header", "value": header if header is not None else {"summary": "s"}}, *operations]
+    return "\n".join(json.dumps(line) for line in lines).encode()
+
+
+def _populate(hub: LocalHub) -> str:
+    """alice/r1 with config.json, README.md and an LFS file; returns the LFS oid. (Raw requests: fast.)"""
+    assert request(hub, "POST", "/api/repos/create", b'{"name": "r1"}').status == 200
+    data = b"weights" * 50
+    oid = hashlib.sha256(data).hexdigest()
+    batch = request(hub, "POST", "/alice/r1.git/info/lfs/objects/batch",
+                    json.dumps({"operation": "upload", "objects": [{"oid": oid, "size": len(data)}]}).encode())
+    href = json.loads(batch.body)["objects"][0]["actions"]["upload"]["href"]
+    assert request(hub, "PUT", href.removeprefix(hub.endpoint), data, auth=False).status == 200
+    lfs = {"key": "lfsFile", "value": {"path": "model.safetensors", "algo": "sha256", "oid": oid, "size": len(data)}}
+    commit = _commit_body(_file_op("config.json", b"{}"), _file_op("README.md", README), lfs)
+    assert request(hub, "POST", "/api/models/alice/r1/commit/main", commit).status == 200
+    # A repository that a wrongly accepted delete would remove (rather than r1, which every case reads).
+    assert request(hub, "POST", "/api/repos/create", b'{"name": "victim"}').status == 200
+    return oid
+
+
+@pytest.fixture(scope="module")
+def canary(tmp_path_factory):
+    path = tmp_path_factory.mktemp("security") / "canary.txt"
+    path.write_bytes(CANARY)
+    return path
+
+
+@pytest.fixture(scope="module")
+def hub(canary):
+    """One server for the table-driven cases (fast): each case is refused, changing nothing, or adds a name."""
+    with LocalHub(canary.parent / "hub", token=TOKEN, user="alice", **LIMITS) as server:
+        server.lfs_oid = _populate(server)
+        yield server
+        # No case passed by breaking the repository the others read.
+        assert server.repo_files("alice/r1")["README.md"] == README
+        assert request(server, "GET", "/api/models/alice/victim", auth=False).status == 200
+
+
+@pytest.fixture
+def fresh_hub(tmp_path):
+    """A server of its own, for the cases that count threads or change the repository."""
+    with LocalHub(tmp_path / "hub", token=TOKEN, user="alice", **LIMITS) as server:
+        server.lfs_oid = _populate(server)
+        yield server
+
+
+# ---------------------------------------------------------------------------------------------
+# Raw HTTP.
+# ---------------------------------------------------------------------------------------------
+
+
+class Answer:
+    """A response read off the wire: status, the raw header block, headers (lower-cased names) and body."""
+
+    def __init__(self, raw: bytes):
+        self.raw = raw
+        head, _, self.body = raw.partition(b"\r\n\r\n")
+        self.head = head
+        lines = head.split(b"\r\n")
+        self.status = int(lines[0].split()[1]) if lines[0].startswith(b"HTTP/") else 0
+        self.headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            self.headers.setdefault(name.strip().lower().decode("latin-1"), []).append(value.strip())
+
+    def __repr__(self) -> str:
+        return f"Answer({self.raw[:300]!r})"
+
+
+def send(hub: LocalHub, data: bytes, timeout: float = 5.0, shut_write: bool = False) -> Answer:
+    """Send raw bytes on a fresh connection; read one response (the server closes or sends Content-Length)."""
+    host, port = hub.endpoint.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        try:
+            sock.sendall(data)
+            if shut_write:
+                sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # the server answered and closed before taking it all: its answer is still to be read
+        raw = b""
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            raw += chunk
+            head, sep, body = raw.partition(b"\r\n\r\n")
+            if sep:
+                length = [line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+                if length and len(body) >= int(length[0].split(b":")[1]):
+                    break
+    return Answer(raw)
+
+
+def request(hub: LocalHub, method: str, target: str, body: bytes = b"", headers: dict | None = None,
+            auth: bool = True, **kwargs) -> Answer:
+    lines = [f"{method} {target} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
+    if auth:
+        lines.append(f"Authorization: Bearer {TOKEN}")
+    headers = {"Content-Length": str(len(body)), **(headers or {})}
+    lines += [f"{name}: {value}" for name, value in headers.items() if value is not None]
+    return send(hub, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body, **kwargs)
+
+
+def assert_safe(answer: Answer) -> None:
+    """Never a 500, never the canary, every header line one clean line."""
+    assert answer.status != 0, answer
+    assert answer.status != 500, answer
+    assert CANARY not in answer.raw, answer
+    for line in answer.head.split(b"\r\n")[1:]:
+        assert b"\r" not in line and b"\n" not in line, answer
+        name, sep, value = line.partition(b": ")
+        assert sep and name.replace(b"-", b"").isalnum(), answer
+        assert all(0x20 <= c < 0x7F or c == 0x09 for c in value), answer
+    for injected in ("set-cookie", "x-injected"):
+        assert injected not in answer.headers, answer
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Path traversal, field by field.
+# ---------------------------------------------------------------------------------------------
+
+# What an attacker puts where a name goes; {canary} is the canary's absolute path.
+TRAVERSALS = [
+    "{canary}",
+    "../canary.txt",
+    "../../canary.txt",
+    "../../../../../../{canary}",
+    "lfs/../../canary.txt",
+    "./../canary.txt",
+    "..\\..\\canary.txt",
+    "%2e%2e/%2e%2e/canary.txt",
+    "..%2f..%2fcanary.txt",
+    "%2e%2e%2f%2e%2e%2fcanary.txt",
+    "%252e%252e%252fcanary.txt",
+    "/etc/passwd",
+    "..",
+    "",
+]
+
+
+def _traversal(template: str, canary) -> str:
+    return template.replace("{canary}", str(canary))
+
+
+@pytest.mark.parametrize("template", TRAVERSALS)
+def test_a_commit_cannot_point_an_lfs_file_outside_the_store(hub, canary, template):
+    oid = _traversal(template, canary)
+    for size in (len(CANARY), None):
+        op = {"key": "lfsFile", "value": {"path": "stolen.bin", "algo": "sha256", "oid": oid, "size": size}}
+        answer = request(hub, "POST", "/api/models/alice/r1/commit/main", _commit_body(op))
+        assert_safe(answer)
+        assert answer.status in (400, 422), answer
+    served = request(hub, "GET", "/alice/r1/resolve/main/stolen.bin", auth=False)
+    assert served.status == 404 and CANARY not in served.raw
+
+
+@pytest.mark.parametrize("template", TRAVERSALS + ["A" * 64, "0" * 63, "0" * 65])
+def test_lfs_verify_is_no_file_existence_oracle(hub, canary, template):
+    oid = _traversal(template, canary)
+
+    def verify(oid: str, size: int) -> Answer:
+        payload = json.dumps({"oid": oid, "size": size}).encode()
+        return request(hub, "POST", "/alice/r1.git/info/lfs/objects/verify", payload)
+
+    existing, missing = verify(oid, len(CANARY)), verify(oid.replace("canary", "nothing-here"), len(CANARY))
+    for answer in (existing, missing):
+        assert_safe(answer)
+        assert answer.status in (400, 404, 422), answer
+    # The same answer whether or not the named file exists.
+    assert (existing.status, existing.body.replace(b"canary", b"X")) == (
+        missing.status, missing.body.replace(b"nothing-here", b"X"))
+    # A real object still verifies.
+    assert verify(hub.lfs_oid, 350).status == 200
+
+
+# Every URL that takes a repo id, a revision or a file path, with the slot to fill.
+URL_SLOTS = [
+    ("GET", "/{x}/resolve/main/config.json"),
+    ("GET", "/alice/{x}/resolve/main/config.json"),
+    ("GET", "/alice/r1/resolve/{x}/config.json"),
+    ("GET", "/alice/r1/resolve/main/{x}"),
+    ("HEAD", "/alice/r1/resolve/main/{x}"),
+    ("GET", "/alice/r1/resolve/main/sub/{x}"),
+    ("GET", "/api/models/{x}/r1"),
+    ("GET", "/api/models/alice/{x}"),
+    ("GET", "/api/models/alice/r1/revision/{x}"),
+    ("GET", "/api/models/alice/r1/tree/{x}"),
+    ("GET", "/api/models/alice/r1/tree/main/{x}"),
+    ("GET", "/api/models/alice/r1/commits/{x}"),
+    ("GET", "/datasets/{x}/resolve/main/config.json"),
+    ("POST", "/api/models/alice/r1/branch/{x}"),
+    ("DELETE", "/api/models/alice/r1/branch/{x}"),
+    ("POST", "/api/models/alice/r1/tag/{x}"),
+    ("POST", "/api/models/alice/r1/preupload/{x}"),
+    ("POST", "/api/models/alice/r1/commit/{x}"),
+    ("PUT", "/lfs-upload/{x}"),
+    ("POST", "/{x}.git/info/lfs/objects/batch"),
+]
+
+
+@pytest.mark.parametrize("method,slot", URL_SLOTS)
+@pytest.mark.parametrize("template", TRAVERSALS[:-1])
+@pytest.mark.parametrize("encode", [False, True], ids=["as-is", "encoded"])
+def test_traversal_in_urls_serves_nothing_outside(hub, canary, method, slot, template, encode):
+    value = _traversal(template, canary)
+    value = quote(value, safe="") if encode else value.replace("\\", "%5C")
+    body = b'{"tag": "t1"}' if "tag" in slot else b"{}"
+    answer = request(hub, method, slot.replace("{x}", value), body)
+    assert_safe(answer)
+    # A branch may be named like a path ("tmp/x/canary.txt"): that is a name, not a file.
+    assert answer.status >= 400 or slot.endswith("/branch/{x}") and ".." not in value, answer
+
+
+# Fields of JSON bodies that name something (repo names, organisations, paths, refs).
+BODY_FIELDS = [
+    ("POST", "/api/repos/create", lambda v: {"name": v}),
+    ("POST", "/api/repos/create", lambda v: {"name": "ok", "organization": v}),
+    ("DELETE", "/api/repos/delete", lambda v: {"name": v}),
+    ("DELETE", "/api/repos/delete", lambda v: {"name": "victim", "organization": v}),
+    ("POST", "/api/models/alice/r1/branch/b1", lambda v: {"startingPoint": v}),
+    ("POST", "/api/models/alice/r1/tag/main", lambda v: {"tag": v}),
+    ("POST", "/api/models/alice/r1/paths-info/main", lambda v: {"paths": [v]}),
+    ("POST", "/api/models/alice/r1/preupload/main", lambda v: {"files": [{"path": v, "sample": "", "size": 1}]}),
+]
+
+
+@pytest.mark.parametrize("method,path,make", BODY_FIELDS)
+@pytest.mark.parametrize("template", TRAVERSALS)
+def test_traversal_in_json_fields_is_refused(hub, canary, method, path, make, template):
+    def outside() -> list:
+        return sorted(p for p in canary.parent.parent.rglob("*") if hub.root_dir not in (p, *p.parents))
+
+    before = outside()
+    answer = request(hub, method, path, json.dumps(make(_traversal(template, canary))).encode(),
+                     headers={"Content-Type": "application/json"})
+    assert_safe(answer)
+    if "paths-info" in path:
+        assert answer.status == 200 and json.loads(answer.body) == []  # nothing there, as for any unknown path
+    elif "preupload" in path and "%" in template:
+        assert answer.status == 200  # JSON is not URL-decoded: "%2e%2e" is a literal (harmless) file name
+    else:
+        assert 400 <= answer.status < 500, answer
+    # Nothing was created outside the root either.
+    assert outside() == before
+
+
+@pytest.mark.parametrize("template", TRAVERSALS)
+@pytest.mark.parametrize("key", ["file", "deletedFile", "deletedFolder", "lfsFile"])
+def test_traversal_in_commit_paths_is_refused(hub, canary, template, key):
+    value = {"path": _traversal(template, canary), "content": "eA==", "oid": hub.lfs_oid, "size": 350}
+    answer = request(hub, "POST", "/api/models/alice/r1/commit/main",
+                     _commit_body({"key": key, "value": value}, header={}))
+    assert_safe(answer)
+    if "%" in template and key in ("file", "lfsFile"):
+        # JSON is not URL-decoded: "%2e%2e" is a literal name, stored inside the repository and served from it.
+        assert answer.status == 200, answer
+        served = request(hub, "GET", "/alice/r1/resolve/main/" + quote(value["path"]), auth=False)
+        assert served.body == (b"x" if key == "file" else b"weights" * 50)
+    elif "%" in template:
+        assert answer.status in (200, 404), answer  # deleting that literal name, if an earlier case made it
+    else:
+        assert answer.status in (400, 404), answer
+
+
+def test_a_stored_entry_pointing_outside_is_never_served(tmp_path, canary):
+    # A repository written by an older, unchecked server: its LFS entry names the canary.
+    with LocalHub(tmp_path / "hub", token=TOKEN, user="alice") as server:
+        _populate(server)
+    record = tmp_path / "hub" / "repos" / "model" / "alice" / "r1.json"
+    data = json.loads(record.read_text())
+    head = data["branches"]["main"]
+    data["commits"][head]["files"]["model.safetensors"]["lfs_sha256"] = str(canary)
+    data["commits"][head]["files"]["config.json"]["oid"] = "../../canary.txt"
+    record.write_text(json.dumps(data))
+    with LocalHub(tmp_path / "hub", token=TOKEN, user="alice") as server:
+        for path in ("model.safetensors", "config.json"):
+            answer = request(server, "GET", f"/alice/r1/resolve/main/{path}", auth=False)
+            assert_safe(answer)
+            assert answer.status == 404 and b"invalid object id" in answer.body, answer
+        info = request(server, "GET", "/api/models/alice/r1", auth=False)
+        assert info.status == 200 and CANARY not in info.raw
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. CR/LF in every echoed value.
+# ---------------------------------------------------------------------------------------------
+
+INJECTIONS = ["x%0d%0aSet-Cookie:%20a=b", "x%0aX-Injected:%201", "x%0dX-Injected:%201", "x%0d%0a%0d%0a<html>",
+              "x%c2%85X-Injected:%201", "x%00y"]
+ECHOING_URLS = [
+    ("GET", "/alice/r1/resolve/main/{x}"),
+    ("HEAD", "/alice/r1/resolve/main/{x}"),
+    ("GET", "/alice/r1/resolve/{x}/config.json"),
+    ("GET", "/alice/{x}/resolve/main/config.json"),
+    ("GET", "/api/models/alice/{x}"),
+    ("GET", "/api/models/alice/r1/revision/{x}"),
+    ("GET", "/api/models/alice/r1/tree/main/{x}"),
+    ("GET", "/api/models/alice/r1/commits/{x}"),
+    ("POST", "/api/models/alice/r1/branch/{x}"),
+    ("DELETE", "/api/models/alice/r1/tag/{x}"),
+    ("POST", "/api/models/alice/r1/commit/{x}"),
+    ("GET", "/nothing/{x}"),
+    ("PUT", "/lfs-upload/{x}"),
+]
+
+
+@pytest.mark.parametrize("method,slot", ECHOING_URLS)
+@pytest.mark.parametrize("injection", INJECTIONS)
+@pytest.mark.parametrize("auth", [False, True], ids=["anonymous", "token"])
+def test_no_line_break_from_the_url_reaches_a_header(hub, method, slot, injection, auth):
+    answer = request(hub, method, slot.replace("{x}", injection), b"{}", auth=auth)
+    assert_safe(answer)
+    assert answer.status >= 400
+    if method != "HEAD" and b"x-error-message" in answer.head.lower():
+        assert answer.body.startswith(b"{")  # the body follows the headers where Content-Length says
+
+
+ECHOING_BODIES = [
+    ("POST", "/api/repos/create", lambda v: {"name": v}),
+    ("POST", "/api/repos/create", lambda v: {"name": "ok", "type": v}),
+    ("POST", "/api/repos/create", lambda v: {"name": "ok", "organization": v}),
+    ("POST", "/api/models/alice/r1/tag/main", lambda v: {"tag": v}),
+    ("POST", "/api/models/alice/r1/branch/b2", lambda v: {"startingPoint": v}),
+    ("POST", "/alice/r1.git/info/lfs/objects/verify", lambda v: {"oid": v, "size": 1}),
+    ("POST", "/alice/r1.git/info/lfs/objects/batch", lambda v: {"operation": v}),
+]
+COMMIT_LINES = [
+    lambda v: {"key": "deletedFile", "value": {"path": v}},
+    lambda v: {"key": "deletedFolder", "value": {"path": v}},
+    lambda v: {"key": "file", "value": {"path": v, "content": "!"}},
+    lambda v: {"key": "lfsFile", "value": {"path": "a.bin", "oid": v}},
+    lambda v: {"key": v, "value": {"path": "a"}},
+]
+
+
+@pytest.mark.parametrize("method,path,make", ECHOING_BODIES)
+@pytest.mark.parametrize("value", ["x\r\nSet-Cookie: a=b", "x\nX-Injected: 1", "x\rX-Injected: 1", "x\u2028y\x85z"])
+def test_no_line_break_from_a_json_body_reaches_a_header(hub, method, path, make, value):
+    answer = request(hub, method, path, json.dumps(make(value)).encode())
+    assert_safe(answer)
+    assert 400 <= answer.status < 500, answer
+
+
+@pytest.mark.parametrize("make", COMMIT_LINES)
+@pytest.mark.parametrize("value", ["x\r\nSet-Cookie: a=b", "x\nX-Injected: 1", "a/x\rX-Injected: 1"])
+def test_no_line_break_from_a_commit_reaches_a_header(hub, make, value):
+    answer = request(hub, "POST", "/api/models/alice/r1/commit/main", _commit_body(make(value), header={}))
+    assert_safe(answer)
+    assert 400 <= answer.status < 500, answer
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Bodies: judged by their headers first, capped, and never waited on forever.
+# ---------------------------------------------------------------------------------------------
+
+WRITES = [
+    ("POST", "/api/repos/create"),
+    ("DELETE", "/api/repos/delete"),
+    ("POST", "/api/models/alice/r1/commit/main"),
+    ("POST", "/api/models/alice/r1/preupload/main"),
+    ("POST", "/api/models/alice/r1/branch/b1"),
+    ("POST", "/alice/r1.git/info/lfs/objects/batch"),
+    ("POST", "/alice/r1.git/info/lfs/objects/verify"),
+    ("PUT", "/lfs-upload/unknown-ticket"),
+]
+
+
+@pytest.mark.parametrize("method,path", WRITES)
+@pytest.mark.parametrize("auth", [False, True], ids=["anonymous", "token"])
+def test_an_oversize_body_is_refused_before_it_is_read(hub, method, path, auth):
+    # Only the headers are sent: an answer at all proves the server did not wait for 400 GB.
+    start = time.monotonic()
+    answer = request(hub, method, path, headers={"Content-Length": str(400 << 30)}, auth=auth)
+    assert time.monotonic() - start < 0.9  # well under the request timeout
+    assert_safe(answer)
+    expected = 403 if "lfs-upload" in path else 413
+    assert answer.status == expected, answer
+    assert answer.headers["connection"] == [b"close"]
+
+
+@pytest.mark.parametrize("method,path", WRITES)
+def test_an_anonymous_write_is_refused_before_its_body_is_read(hub, method, path):
+    start = time.monotonic()
+    answer = request(hub, method, path, headers={"Content-Length": "1000"}, auth=False)
+    assert time.monotonic() - start < 0.9
+    assert_safe(answer)
+    assert answer.status == (403 if "lfs-upload" in path else 401), answer
+
+
+def test_a_body_within_the_limit_but_over_an_upload_ticket_is_refused(hub):
+    data = b"x" * 100
+    oid = hashlib.sha256(data).hexdigest()
+    batch = request(hub, "POST", "/alice/r1.git/info/lfs/objects/batch",
+                    json.dumps({"operation": "upload", "objects": [{"oid": oid, "size": 100}]}).encode())
+    href = json.loads(batch.body)["objects"][0]["actions"]["upload"]["href"].removeprefix(hub.endpoint)
+    answer = request(hub, "PUT", href, headers={"Content-Length": "5000"}, auth=False)
+    assert answer.status == 413 and b"100 bytes" in answer.body, answer
+    assert request(hub, "PUT", href, data, auth=False).status == 200  # the ticket still works
+
+
+def test_the_body_size_limit_holds_for_authenticated_writes(fresh_hub):
+    hub = fresh_hub
+    big = json.dumps({"name": "big", "pad": "x" * (LIMITS["max_body_size"] + 10)}).encode()
+    answer = request(hub, "POST", "/api/repos/create", big)
+    assert answer.status == 413 and b"1048576" in answer.body, answer
+    assert request(hub, "POST", "/api/repos/create", b'{"name": "small"}').status == 200
+
+
+CHUNKED = {"Content-Length": None, "Transfer-Encoding": "chunked"}
+# (headers, body, status with a token, status without): framing headers are judged before the token, chunk
+# sizes (part of the body) after it.
+BAD_FRAMING = [
+    ({"Content-Length": "abc"}, b"", 400, 400),
+    ({"Content-Length": "-1"}, b"", 400, 400),
+    ({"Content-Length": "+5"}, b"hello", 400, 400),
+    ({"Content-Length": "1e3"}, b"", 400, 400),
+    ({"Content-Length": "0x10"}, b"", 400, 400),
+    ({"Content-Length": " "}, b"", 400, 400),
+    ({"Content-Length": "5, 6"}, b"hello", 400, 400),
+    ({"Content-Length": "99999999999999999999999999999"}, b"", 413, 413),
+    ({"Content-Length": "5", "Transfer-Encoding": "chunked"}, b"0\r\n\r\n", 400, 400),
+    ({"Content-Length": None, "Transfer-Encoding": "gzip"}, b"", 501, 501),
+    ({"Content-Length": None, "Transfer-Encoding": "gzip, chunked"}, b"0\r\n\r\n", 501, 501),
+    ({**CHUNKED}, b"zz\r\nhello\r\n0\r\n\r\n", 400, 401),
+    ({**CHUNKED}, b"-5\r\nhello\r\n0\r\n\r\n", 400, 401),
+    ({**CHUNKED}, b"\r\n", 400, 401),
+    ({**CHUNKED}, b"5\r\nhelloXX0\r\n\r\n", 400, 401),
+    ({**CHUNKED}, b"5\r\nhel", 400, 401),
+    ({**CHUNKED}, b"1" * 5000 + b"\r\n", 400, 401),
+    ({**CHUNKED}, b"ffffffffffffffffffff\r\n", 413, 401),
+]
+
+
+@pytest.mark.parametrize("headers,body,with_token,anonymous", BAD_FRAMING)
+@pytest.mark.parametrize("auth", [False, True], ids=["anonymous", "token"])
+def test_bad_framing_is_a_400_without_a_traceback(hub, caplog, capfd, headers, body, with_token, anonymous, auth):
+    with caplog.at_level(logging.DEBUG, logger="tools.local_hub"):
+        answer = request(hub, "POST", "/api/repos/create", body, headers=headers, auth=auth, shut_write=True)
+    assert_safe(answer)
+    assert answer.status == (with_token if auth else anonymous), answer
+    assert "Traceback" not in caplog.text and "Traceback" not in capfd.readouterr().err
+
+
+def test_chunked_bodies_are_read_and_capped(fresh_hub):
+    hub = fresh_hub
+    payload = b'{"name": "chunked"}'
+    body = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (payload[:5], payload[5:])) + b"0\r\n\r\n"
+    answer = request(hub, "POST", "/api/repos/create", body, headers=CHUNKED)
+    assert answer.status == 200, answer
+    chunk = b"x" * (256 << 10)
+    body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(5)) + b"0\r\n\r\n"
+    answer = request(hub, "POST", "/api/repos/create", body, headers=CHUNKED)
+    assert answer.status == 413, answer
+
+
+@pytest.mark.parametrize("headers,sent", [
+    ({"Content-Length": "100"}, b'{"name": '),
+    ({"Content-Length": None, "Transfer-Encoding": "chunked"}, b"10\r\n{\"name\""),
+])
+def test_a_partial_body_times_out_and_frees_its_thread(fresh_hub, caplog, capfd, headers, sent):
+    hub = fresh_hub
+    threads = threading.active_count()
+    start = time.monotonic()
+    with caplog.at_level(logging.DEBUG, logger="tools.local_hub"):
+        answer = request(hub, "POST", "/api/repos/create", sent, headers=headers, timeout=10)
+    waited = time.monotonic() - start
+    assert LIMITS["request_timeout"] * 0.9 <= waited < LIMITS["request_timeout"] + 3, waited
+    assert answer.status in (0, 408), answer  # a 408 if the socket still takes it, else just closed
+    assert "Traceback" not in caplog.text and "Traceback" not in capfd.readouterr().err
+    deadline = time.monotonic() + 3
+    while threading.active_count() > threads and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() <= threads
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Wrong-shaped JSON is a 400.
+# ---------------------------------------------------------------------------------------------
+
+SHAPES = [b"[]", b'"x"', b"1", b"null", b"true", b"{", b"\xff\xfe", b'{"a": NaN}']
+JSON_ENDPOINTS = [
+    ("POST", "/api/repos/create", [{"name": 1}, {"name": "ok", "type": []}, {"name": "ok", "organization": {}},
+                                   {"name": "ok", "private": "yes"}, {"name": "ok", "visibility": 3}]),
+    ("DELETE", "/api/repos/delete", [{"name": ["r1"]}, {"name": "r1", "type": 1}]),
+    ("POST", "/api/validate-yaml", [{"content": 1}, {"content": ["---"]}]),
+    ("POST", "/api/models/alice/r1/paths-info/main", [{"paths": "config.json"}, {"paths": [1]}, {"paths": [["a"]]}]),
+    ("POST", "/api/models/alice/r1/branch/b1", [{"startingPoint": 1}, {"startingPoint": ["main"]}]),
+    ("POST", "/api/models/alice/r1/tag/main", [{"tag": 1}, {"tag": None}, {"tag": ["v"]}]),
+    ("POST", "/api/models/alice/r1/preupload/main", [
+        {"files": "a"}, {"files": [1]}, {"files": [{"path": 1}]}, {"files": [{"path": "a", "sample": 1}]},
+        {"files": [{"path": "a", "sample": "!!!"}]}, {"files": [{"path": "a", "size": "1"}]},
+        {"files": [{"path": "a"}], "gitIgnore": 1}, {"files": [{}]}]),
+    ("POST", "/alice/r1.git/info/lfs/objects/batch", [
+        {"operation": "upload", "objects": {}}, {"operation": "upload", "objects": [1]},
+        {"operation": "upload", "objects": "x"}, {"operation": 1}]),
+    ("POST", "/alice/r1.git/info/lfs/objects/verify", [{"oid": 1, "size": 1}, {"oid": ["a"]}, {"size": "x"}, {}]),
+]
+COMMITS = [
+    b"", b"[]", b"1\n", b'{"key": "header"}', b'{"key": "header", "value": []}',
+    b'{"key": "header", "value": {"summary": 1}}', b'{"key": "header", "value": {"parentCommit": []}}',
+    b'{"key": "header", "value": {}}\n[1]', b'{"key": "header", "value": {}}\n{"key": "file"}',
+    b'{"key": "header", "value": {}}\n{"key": "file", "value": []}',
+    b'{"key": "header", "value": {}}\n{"key": "file", "value": {"path": 1}}',
+    b'{"key": "header", "value": {}}\n{"key": "file", "value": {"path": "a", "content": 1}}',
+    b'{"key": "header", "value": {}}\n{"key": "lfsFile", "value": {"path": "a", "oid": 1}}',
+    b'{"key": "header", "value": {}}\n{"key": "lfsFile", "value": {"path": "a", "oid": "%s", "size": "350"}}',
+    b'{"key": "header", "value": {}}\n{"key": ["file"], "value": {"path": "a"}}',
+    b'\xff\xfe{"key": "header"}',
+]
+
+
+def _shape_cases():
+    for method, path, fields in JSON_ENDPOINTS:
+        for body in SHAPES:
+            yield pytest.param(method, path, body, id=f"{path}-{body!r}")
+        for value in fields:
+            yield pytest.param(method, path, json.dumps(value).encode(), id=f"{path}-{value}")
+    for body in COMMITS + SHAPES:
+        yield pytest.param("POST", "/api/models/alice/r1/commit/main", body, id=f"commit-{body!r}")
+
+
+@pytest.mark.parametrize("method,path,body", list(_shape_cases()))
+def test_wrong_shaped_json_is_a_400(hub, method, path, body):
+    body = body.replace(b"%s", hub.lfs_oid.encode())
+    answer = request(hub, method, path, body, headers={"Content-Type": "application/json"})
+    assert_safe(answer)
+    assert answer.status == 400, answer
+    assert json.loads(answer.body)["error"]
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Bounded concurrency.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_connections_are_capped_and_the_server_stays_responsive(tmp_path):
+    # A long request timeout, so that the idle connections surely hold their slots while the test looks.
+    with LocalHub(tmp_path / "hub", token=TOKEN, user="alice", **{**LIMITS, "request_timeout": 30}) as hub:
+        _populate(hub)
+        _check_capped_and_responsive(hub)
+
+
+def _check_capped_and_responsive(hub: LocalHub) -> None:
+    threads = threading.active_count()
+    cap = LIMITS["max_connections"]
+    host, port = hub.endpoint.removeprefix("http://").split(":")
+    idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(cap * 3)]
+    try:
+        time.sleep(0.2)
+        assert threading.active_count() <= threads + cap
+        # Beyond the cap a new client gets a quick 503 rather than a hang.
+        start = time.monotonic()
+        answer = request(hub, "GET", "/api/models/alice/r1", auth=False)
+        assert time.monotonic() - start < 0.5
+        assert answer.status == 503 and answer.headers["retry-after"] == [b"1"], answer
+    finally:
+        for sock in idle:
+            sock.close()
+
+    # A bounded load loop: 4 clients x 40 requests, fresh connections, 2x the cap in flight at most.
+    statuses: list[int] = []
+    peak = [0]
+
+    def client() -> None:
+        for _ in range(40):
+            statuses.append(request(hub, "GET", "/alice/r1/resolve/main/config.json", auth=False).status)
+            peak[0] = max(peak[0], threading.active_count())
+
+    start = time.monotonic()
+    workers = [threading.Thread(target=client) for _ in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert time.monotonic() - start < 20
+    assert peak[0] <= threads + 4 + cap
+    assert len(statuses) == 160 and set(statuses) <= {200, 503} and statuses.count(200) >= 150, statuses
+    assert request(hub, "GET", "/alice/r1/resolve/main/config.json", auth=False).body == b"{}"
+
+
+def test_idle_keep_alive_connections_are_closed_after_the_timeout(fresh_hub):
+    hub = fresh_hub
+    host, port = hub.endpoint.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        start = time.monotonic()
+        assert sock.recv(1) == b""
+        assert time.monotonic() - start < LIMITS["request_timeout"] + 2
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Fuzz: request lines and bodies.
+# ---------------------------------------------------------------------------------------------
+
+ATOMS = ["alice", "r1", "api", "models", "datasets", "resolve", "main", "tree", "revision", "commit", "commits",
+         "paths-info", "preupload", "branch", "tag", "refs", "config.json", "README.md", "model.safetensors",
+         "r1.git", "info", "lfs", "objects", "batch", "verify", "lfs-upload", "..", ".", "%2e%2e", "%2f", "%00",
+         "%0d%0a", "%c0%ae", "canary.txt", "objects", "repos", "model", "alice%2fr1", "~", "%252e"]
+
+
+@st.composite
+def fuzz_requests(draw, canary_path: str):
+    segments = draw(st.lists(st.one_of(st.sampled_from(ATOMS + [quote(canary_path, safe="")]),
+                                       st.text(st.characters(min_codepoint=33, max_codepoint=126,
+                                                             exclude_characters="?#%"), max_size=8)),
+                             max_size=8))
+    method = draw(st.sampled_from(["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]))
+    query = draw(st.sampled_from(["", "?recursive=true", "?expand=1&blobs=true", "?create_pr=1", "?x=%0d%0a"]))
+    json_values = st.recursive(
+        st.none() | st.booleans() | st.integers(-2, 10**6) | st.sampled_from(TRAVERSALS + [canary_path, "\r\n"])
+        | st.text(max_size=10),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+            st.sampled_from(["name", "path", "oid", "size", "paths", "files", "objects", "operation", "key", "value",
+                             "tag", "startingPoint", "content", "organization", "type", "sample"]), inner, max_size=4),
+        max_leaves=8,
+    )
+    body = draw(st.one_of(
+        st.just(b""),
+        json_values.map(lambda v: json.dumps(v).encode()),
+        st.lists(json_values.map(json.dumps), max_size=3).map(lambda ls: "\n".join(ls).encode()),
+        st.binary(max_size=64),
+    ))
+    auth = draw(st.booleans())
+    return method, "/" + "/".join(segments) + query, body, auth
+
+
+def test_fuzzed_requests_never_escape_the_root_nor_fail(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz")
+    canary = root / "canary.txt"
+    canary.write_bytes(CANARY)
+    with LocalHub(root / "hub", token=TOKEN, user="alice", **LIMITS) as server:
+        _populate(server)
+
+        @settings(max_examples=100, deadline=None, database=None,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+        @given(fuzz_requests(str(canary)))
+        def check(case):
+            method, target, body, auth = case
+            assert_safe(request(server, method, target, body, auth=auth))
+
+        check()
+        # The repository is still whole and served.
+        assert request(server, "GET", "/alice/r1/resolve/main/README.md", auth=False).body == README
+
+
+@st.composite
+def raw_requests(draw, canary_path: str) -> bytes:
+    """Whole requests as bytes: odd methods, targets of any byte, odd versions and framing headers."""
+    method = draw(st.sampled_from([b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"get", b"G\xe9T", b"CONNECT"]))
+    target = draw(st.one_of(
+        st.binary(max_size=40).map(lambda b: b"/" + b.replace(b"\r", b"").replace(b"\n", b"").replace(b" ", b"")),
+        st.sampled_from([b"*", b"http://127.0.0.1/alice/r1/resolve/main/config.json", b"//" + canary_path.encode(),
+                         b"/alice/r1/resolve/main/" + b"%2e%2e/" * 8 + canary_path.encode().lstrip(b"/"),
+                         b"/" + b"a" * 5000]),
+    ))
+    version = draw(st.sampled_from([b"HTTP/1.1", b"HTTP/1.0", b"HTTP/2.0", b"HTTP/1.1x", b"FTP/1.1", b"HTTP/01.1"]))
+    headers = draw(st.lists(st.sampled_from([
+        b"Content-Length: 5", b"Content-Length: -3", b"Content-Length: 10000000000", b"Content-Length: x",
+        b"Transfer-Encoding: chunked", b"Transfer-Encoding: identity", b"Expect: 100-continue",
+        b"Authorization: Bearer " + TOKEN.encode(), b"Authorization: Basic abc", b"Range: bytes=0-1",
+        b"Content-Type: application/json", b"X-Long: " + b"y" * 70000, b"no colon here",
+    ]), max_size=4))
+    body = draw(st.binary(max_size=30))
+    return method + b" " + target + b" " + version + b"\r\n" + b"\r\n".join([b"Host: x", *headers]) + b"\r\n\r\n" + body
+
+
+def test_fuzzed_raw_requests_never_escape_the_root_nor_fail(tmp_path_factory, caplog):
+    root = tmp_path_factory.mktemp("fuzz-raw")
+    canary = root / "canary.txt"
+    canary.write_bytes(CANARY)
+    with LocalHub(root / "hub", token=TOKEN, user="alice", **LIMITS) as server:
+        _populate(server)
+
+        @settings(max_examples=100, deadline=None, database=None,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+        @given(raw_requests(str(canary)))
+        def check(data):
+            answer = send(server, data, shut_write=True)
+            assert answer.status not in (0, 500), answer  # always an answer, never an internal error
+            assert_safe(answer)
+
+        with caplog.at_level(logging.DEBUG, logger="tools.local_hub"):
+            check()
+        assert "Traceback" not in caplog.text
+        assert request(server, "GET", "/alice/r1/resolve/main/README.md", auth=False).body == README
