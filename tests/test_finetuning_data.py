@@ -10,7 +10,7 @@ import huggingface_hub
 import pytest
 from datasets import ClassLabel, Dataset, DatasetDict, Features, List, Value
 
-from modeling_minibert.finetuning_data import (
+from modeling_minibert.finetuning.data import (
     DataError,
     check_labels,
     dataset_splits,
