@@ -73,7 +73,8 @@ def test_output_folder_holds_trainers_result_files(checkpoint, tmp_path):
     assert all_results["eval_accuracy"] == result.metrics["accuracy"] and all_results["test_samples"] == 16
     state = json.loads((output / "trainer_state.json").read_text())
     assert state["global_step"] == 2 and [e["epoch"] for e in state["log_history"] if "eval_loss" in e] == [1, 2]
-    assert (output / "README.md").read_text().startswith("---")
+    card = (output / "README.md").read_text()
+    assert card.startswith("---") and ".partial-" not in card  # written under the folder's final name
 
 
 def test_checkpoints_are_kept_on_request(checkpoint, tmp_path):
@@ -207,7 +208,7 @@ def test_max_length_is_bounded_by_the_position_table():
         check_max_length(100, tokenizer, config)
 
 
-def test_unknown_task_and_missing_model(tmp_path):
+def test_unknown_task_and_a_folder_without_tokenizer(tmp_path):
     with pytest.raises(ValueError, match=r"unknown task 'summarization'; choose one of \['sequence-classification'"):
         finetune("summarization", "x", "y", tmp_path / "o")
     data = Dataset.from_dict({"text": ["a"], "label": ["x"]})

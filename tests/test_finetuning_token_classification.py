@@ -113,7 +113,7 @@ def test_label_all_tokens_reaches_the_batches_trainer_trains_on(checkpoint, tmp_
     assert batch.tolist() == [expected] * 4
 
 
-def test_part_of_speech_tags_score_token_accuracy(checkpoint, tmp_path):
+def test_part_of_speech_tags_are_scored_by_token_accuracy_not_entities(checkpoint, tmp_path):
     rows = {"words": [["the", "cat", "sat"], ["a", "dog", "ran"]] * 10, "pos": [["DT", "NN", "VB"]] * 20}
     data = Dataset.from_dict(rows)
     result = finetune_token_classification(

@@ -253,9 +253,6 @@ def train_and_save(
             trainer.save_state()
             metric = (args.metric_for_best_model or prepared.metric).removeprefix("eval_")
             plot_training_curves(trainer.state.log_history, metric, trainer.state.best_global_step, staging / CURVES_FILE)
-            hub.write_model_card(
-                staging, task=PIPELINE_TAGS[task], base_model=str(model_source), dataset_name=dataset_name(train_data)
-            )
             if keep_checkpoints:
                 for checkpoint in output.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
                     os.replace(checkpoint, staging / checkpoint.name)
@@ -263,6 +260,9 @@ def train_and_save(
         if created and output.is_dir() and not any(output.iterdir()):
             output.rmdir()
         raise
+    # Written once the folder has its final name: the card takes its title from the folder's name (in the staging
+    # folder it would be the hidden ".NAME.partial-..."). write_text is atomic, so the card is whole or absent.
+    hub.write_model_card(output, task=PIPELINE_TAGS[task], base_model=str(model_source), dataset_name=dataset_name(train_data))
     if push:
         hub.push_to_hub(output, repo_id, token=token, private=bool(private))
     return FinetuneResult(
