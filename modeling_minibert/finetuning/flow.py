@@ -213,29 +213,31 @@ def train_and_save(
 
     created = not output.exists()
     try:
-        with staged_folder(output) as staging:
-            trainer = Trainer(
-                model=model,
-                args=args,
-                data_collator=prepared.collator,
-                train_dataset=prepared.train,
-                eval_dataset=prepared.validation,
-                processing_class=tokenizer,
-                compute_metrics=prepared.metrics_for("validation") if prepared.validation is not None else None,
-                preprocess_logits_for_metrics=prepared.preprocess_logits,
-            )
-            train_metrics = trainer.train(resume_from_checkpoint=resume).metrics
-            train_metrics["train_samples"] = len(prepared.train)
-            # One pass over the validation data with the final (best) model gives its scores and its predictions.
-            validation = None
-            results = {"train": train_metrics}
-            if prepared.validation is not None:
-                validation = trainer.predict(prepared.validation, metric_key_prefix="eval")
-                results["eval"] = {**validation.metrics, "eval_samples": len(prepared.validation)}
-            if prepared.test is not None:
-                trainer.compute_metrics = prepared.metrics_for("test")
-                results["test"] = {**trainer.evaluate(prepared.test, metric_key_prefix="test"), "test_samples": len(prepared.test)}
+        trainer = Trainer(
+            model=model,
+            args=args,
+            data_collator=prepared.collator,
+            train_dataset=prepared.train,
+            eval_dataset=prepared.validation,
+            processing_class=tokenizer,
+            compute_metrics=prepared.metrics_for("validation") if prepared.validation is not None else None,
+            preprocess_logits_for_metrics=prepared.preprocess_logits,
+        )
+        train_metrics = trainer.train(resume_from_checkpoint=resume).metrics
+        train_metrics["train_samples"] = len(prepared.train)
+        # One pass over the validation data with the final (best) model gives its scores and its predictions.
+        validation = None
+        results = {"train": train_metrics}
+        if prepared.validation is not None:
+            validation = trainer.predict(prepared.validation, metric_key_prefix="eval")
+            results["eval"] = {**validation.metrics, "eval_samples": len(prepared.validation)}
+        if prepared.test is not None:
+            trainer.compute_metrics = prepared.metrics_for("test")
+            results["test"] = {**trainer.evaluate(prepared.test, metric_key_prefix="test"), "test_samples": len(prepared.test)}
 
+        # Only now is the final folder staged: a run killed while training leaves OUTPUT with its checkpoints and
+        # nothing else, ready for resume_from_checkpoint.
+        with staged_folder(output) as staging:
             # Checkpoints stay in OUTPUT; everything else is written to the staging folder that replaces it.
             trainer.args.output_dir = str(staging)
             if extra_outputs is not None:
@@ -264,7 +266,7 @@ def train_and_save(
     # folder it would be the hidden ".NAME.partial-..."). write_text is atomic, so the card is whole or absent.
     hub.write_model_card(output, task=PIPELINE_TAGS[task], base_model=str(model_source), dataset_name=dataset_name(train_data))
     if push:
-        hub.push_to_hub(output, repo_id, token=token, private=bool(private))
+        hub.push_to_hub(output, repo_id, token=token, private=bool(private), revision=args.hub_revision)
     return FinetuneResult(
         output,
         strip_prefix(results.get("eval", {}), "eval_"),
