@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import uuid
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest

@@ -147,6 +147,10 @@ def build_parser(**parser_options: Any) -> HfArgumentParser:
     parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments), **parser_options)
     parser.set_defaults(**{**TRAINING_DEFAULTS, **dict.fromkeys(CONTEXTUAL)})
     by_option = {option: action for action in parser._actions for option in action.option_strings}
+    # TrainingArguments' help texts do not state defaults; ours differ from its own, so say them.
+    for name, value in TRAINING_DEFAULTS.items():
+        if name not in CONTEXTUAL:
+            by_option["--" + name].help = (by_option["--" + name].help or "").rstrip(". ") + f" (default here: {value})"
     for name in CONTEXTUAL:
         by_option["--" + name].help = (by_option["--" + name].help or "").rstrip(". ") + " (default: chosen for the run)"
     # `--resume_from_checkpoint` alone resumes from the newest checkpoint-N in --output_dir, as pretrain's does.
