@@ -75,18 +75,14 @@ def test_output_folder_holds_trainers_result_files(checkpoint, tmp_path):
     assert card.startswith("---") and ".partial-" not in card  # written under the folder's final name
 
 
-def test_checkpoints_are_kept_on_request(checkpoint, tmp_path):
-    finetune_sequence_classification(
-        checkpoint, GOOD_BAD, tmp_path / "out", max_steps=4, save_strategy="steps", save_steps=2, save_total_limit=None,
-        keep_checkpoints=True, **QUIET,
-    )
-    assert sorted(p.name for p in (tmp_path / "out").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
-    assert "model.safetensors" in saved_files(tmp_path / "out" / "checkpoint-2")
-
-
-def test_an_interrupted_run_resumes_to_the_same_weights(checkpoint, tmp_path, monkeypatch):
+def test_an_interrupted_run_resumes_to_the_same_weights_and_checkpoints_are_kept_on_request(checkpoint, tmp_path, monkeypatch):
     options = dict(per_device_train_batch_size=4, max_steps=4, save_strategy="steps", save_steps=2, **QUIET)
-    whole = finetune_sequence_classification(checkpoint, GOOD_BAD, tmp_path / "whole", **options)
+    whole = finetune_sequence_classification(
+        checkpoint, GOOD_BAD, tmp_path / "whole", keep_checkpoints=True, save_total_limit=None, **options
+    )
+    # Checkpoints are kept on request (and, as assert_clean_output checks below, removed by default).
+    assert sorted(p.name for p in whole.output_dir.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    assert "model.safetensors" in saved_files(whole.output_dir / "checkpoint-2")
 
     training_step, calls = Trainer.training_step, []
 
