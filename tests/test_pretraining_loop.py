@@ -17,6 +17,7 @@ from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, AutoToke
 
 import modeling_minibert
 from modeling_minibert.configuration_minibert import MiniBertConfig
+from modeling_minibert.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
 from modeling_minibert.pretraining import PretrainingArguments, pretrain
 from modeling_minibert.pretraining.data import (
     DataCollatorForPreTraining,
@@ -227,6 +228,16 @@ def test_continued_pretraining_starts_from_the_model_and_its_tokenizer(run, tiny
     assert "nsp_loss" not in read_metrics(tmp_path / "mlm")[0]
     saved = json.loads((tmp_path / "mlm" / "config.json").read_text())
     assert saved["architectures"] == ["MiniBertForMaskedLM"]
+
+    # A transformers BERT folder is converted first (`minibert convert-bert`), then continued like any Mini-BERT.
+    bert, converted = tmp_path / "bert", tmp_path / "converted"
+    convert_minibert_to_bert(source, bert)
+    with pytest.raises(ValueError, match=r"holds a 'bert' model, not a Mini-BERT; .* `minibert convert-bert"):
+        pretrain(output_dir=str(tmp_path / "x"), model_name_or_path=str(bert), max_steps=3, **settings)
+    convert_bert_to_minibert(bert, converted)
+    from_bert = pretrain(output_dir=str(tmp_path / "from-bert"), model_name_or_path=str(converted), max_steps=3, **settings)
+    assert "eval_nsp_accuracy" in from_bert
+    assert read_metrics(tmp_path / "from-bert")[0]["mlm_loss"] < fresh_start - 0.3
     with pytest.raises(ValueError, match="config_overrides shapes a new model"):
         pretrain(output_dir=str(tmp_path / "x"), model_name_or_path=str(source), **dict(tiny, max_steps=5))
 

@@ -236,10 +236,11 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
             kwargs["action"] = "store_true"
         elif old == "show_progress":
             deprecated.add_argument("--no_show_progress", "--no-show-progress", action="store_false", **kwargs)
-            kwargs.update(type=_bool, nargs="?", const=True)
+            kwargs.update(type=_bool, nargs="?", const=True, metavar="BOOL")
         elif old == "train_files":
-            kwargs["nargs"] = "+"
+            kwargs.update(nargs="+", metavar="FILE")
         else:
+            kwargs["metavar"] = old.upper()
             kwargs["type"] = float if old in ("held_out_fraction",) else (int if old in ("max_length", "batch_size") else str)
         deprecated.add_argument(*options, **kwargs)
     parser.set_defaults(func=run_cli)

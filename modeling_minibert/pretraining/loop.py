@@ -22,6 +22,7 @@ again at peak x (new - s) / (new - warmup) and decays to 0 at the new end.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import time
@@ -309,6 +310,12 @@ def check_model_source(args: PretrainingArguments) -> Path | None:
     source = Path(args.model_name_or_path)
     if not (source / "config.json").is_file():
         raise FileNotFoundError(f"model_name_or_path={source} is not a saved model folder (no config.json)")
+    model_type = json.loads((source / "config.json").read_text()).get("model_type")
+    if model_type != MiniBertConfig.model_type:
+        raise ValueError(
+            f"model_name_or_path={source} holds a {model_type!r} model, not a Mini-BERT; a transformers BERT folder "
+            f"is first converted with `minibert convert-bert {source} OUTPUT`"
+        )
     if not (source / "model.safetensors").is_file():
         raise FileNotFoundError(f"model_name_or_path={source} holds no model.safetensors")
     return source
