@@ -249,7 +249,7 @@ def test_max_time_fits_the_schedule_stops_evaluates_and_saves(tiny, tmp_path):
                                                    logging_steps=5, eval_steps=25, save_steps=25))
     steps = summary["global_step"]
     assert 10 < steps < 100_000
-    assert summary["train_runtime"] < seconds + 1.5
+    assert summary["train_runtime"] < seconds + 3, "stopped when the budget ran out (less the final evaluation and save)"
     records = read_metrics(out)
     assert records[-1]["step"] == steps and "eval_mlm_accuracy" in records[-1], "evaluated where it stopped"
     assert (out / f"checkpoint-{steps}").is_dir() and (out / "model.safetensors").is_file()

@@ -185,7 +185,10 @@ def _train(args, accelerator, out, config, source, nsp, tokenizer, train_set, ev
     start_step = 0
     if resume_from is not None:
         resume_from = load_checkpoint(accelerator, out, resume_from)
-        start_step = run_folder.checkpoint_step(resume_from)["step"] if resume_from is not None else 0
+        saved = run_folder.checkpoint_step(resume_from) if resume_from is not None else {"step": 0}
+        start_step = saved["step"]
+        if args.max_time and "total_steps" in saved:  # the time-fitted total, until this session refits it
+            total_steps = min(args.max_steps, saved["total_steps"])
     total_steps = max(total_steps, start_step)
     refit_schedule(scheduler, args, total_steps)  # a resumed run may have been given a new max_steps
     metrics = MetricsLog(out / run_folder.METRICS_FILE, keep_until=start_step, enabled=is_main)
@@ -256,7 +259,7 @@ def _train(args, accelerator, out, config, source, nsp, tokenizer, train_set, ev
                 budget.spent_on_eval(time.perf_counter() - paused)
         if done % args.save_steps == 0 or finished:  # the last one makes a finished run resumable
             paused = time.perf_counter()
-            run_folder.save_checkpoint(accelerator, out, done, args.save_total_limit)
+            run_folder.save_checkpoint(accelerator, out, done, args.save_total_limit, extra={"total_steps": total_steps})
             if budget is not None:
                 budget.spent_on_save(time.perf_counter() - paused)
     progress.close()
