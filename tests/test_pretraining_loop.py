@@ -309,39 +309,42 @@ KILLER = textwrap.dedent("""
 
 
 def test_sigkill_at_seeded_points_then_resume_equals_an_uninterrupted_run(tiny, tmp_path):
-    """Kill a run (SIGKILL) at seeded random points (mid-line in metrics.jsonl, and inside a checkpoint write),
-    resume it each time: every logged number and the final weights equal an uninterrupted run's. The run spans
-    two epochs with gradient accumulation and dropout, so the data order, masks and dropout noise must all be
-    restored."""
+    """Kill a run (SIGKILL) at seeded random points, mid-line in metrics.jsonl and then inside a checkpoint write,
+    resuming each time: every logged number and the final weights equal an uninterrupted run's. The first
+    resume lies inside the second epoch, with gradient accumulation and dropout, so the data order, the masks
+    and the dropout noise must all be restored."""
     env = subprocess_env(tmp_path)
-    settings = dict(tiny, max_steps=60, save_steps=10, eval_steps=20, gradient_accumulation_steps=2,
+    settings = dict(tiny, max_steps=80, save_steps=10, eval_steps=20, gradient_accumulation_steps=2,
                     save_total_limit=3, pretraining_dropout=0.1, dupe_factor=1, logging_steps=2)
     command = ["-m", "modeling_minibert.cli", "pretrain", *cli_args(**settings)]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     uninterrupted = subprocess.Popen([PYTHON, *command, "--output_dir", str(whole)], env=env, cwd=tmp_path,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     rng = random.Random(17)
-    kills = [f"metrics:{rng.randrange(4, 25, 2)}", f"save:{rng.choice([30, 40])}", f"metrics:{rng.randrange(52, 59, 2)}"]
-    for n, kill in enumerate(kills):
-        resume = ["--resume_from_checkpoint"] if n else []
+    torn_at, save_at = rng.randrange(52, 59, 2), rng.choice([60, 70])
+    for kill, resume in ((f"metrics:{torn_at}", []), (f"save:{save_at}", ["--resume_from_checkpoint"])):
+        # (the first victim runs beside the uninterrupted run: two cores)
         victim = subprocess.run([PYTHON, "-c", KILLER, kill, *command[2:], "--output_dir", str(killed), *resume],
                                 env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
         assert victim.returncode == -9, (kill, victim.stderr[-2000:])
-        where, step = kill.split(":")
-        if where == "save":
-            assert (killed / f".tmp-checkpoint-{step}").is_dir() and not (killed / f"checkpoint-{step}").exists()
+        if resume:
+            assert "resuming at step 50" in victim.stdout
+            assert (killed / f".tmp-checkpoint-{save_at}").is_dir() and not (killed / f"checkpoint-{save_at}").exists()
         else:
             assert not (killed / "metrics.jsonl").read_text().endswith("\n"), "the last line is torn"
     result = subprocess.run([PYTHON, *command, "--output_dir", str(killed), "--resume_from_checkpoint"], env=env,
                             cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "resuming at step 50" in result.stdout
+    assert f"resuming at step {save_at - 10}" in result.stdout
     _, err = uninterrupted.communicate(timeout=240)
     assert uninterrupted.returncode == 0, err[-2000:]
+    batches_per_epoch = json.loads((whole / TRAIN_RESULTS_FILE).read_text())["train_samples"] // settings["per_device_train_batch_size"]
+    batch = 50 * settings["gradient_accumulation_steps"]
+    assert batch > batches_per_epoch and batch % batches_per_epoch, "the first resume lies inside the second epoch"
     assert read_metrics(killed) == read_metrics(whole)  # every loss, accuracy and learning rate, exactly
     a, b = load_file(whole / "model.safetensors"), load_file(killed / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    assert not list(killed.glob(".*")), "leftovers of the interrupted saves and the dead run's lock are gone"
+    assert not list(killed.glob(".*")), "leftovers of the interrupted save and the dead run's lock are gone"
 
 
 # --- DDP -------------------------------------------------------------------------------------------------------

@@ -128,13 +128,7 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
             eval_set = build_nsp_dataset(held_out_docs, tokenizer, args.max_seq_length, args.seed + 1)
             check_sizes(args, train_set, eval_set, accelerator.num_processes)
             if is_main:  # only now that every check has passed
-                try:
-                    out.mkdir(parents=True, exist_ok=True)
-                    run_folder.acquire_lock(out)
-                except FileExistsError:
-                    raise
-                except OSError as err:
-                    raise OSError(err.errno, f"cannot write to output_dir {out}: {err.strerror or err}") from err
+                run_folder.acquire_lock(out)
                 lock_held = True
                 run_folder.clean_leftovers(out)
                 if not run_exists:
@@ -410,8 +404,10 @@ def refit_schedule(scheduler, args: PretrainingArguments, total_steps: int) -> N
 
 def load_checkpoint(accelerator: Accelerator, out: Path, chosen: Path | None) -> Path | None:
     """Load `chosen` (the newest complete checkpoint), falling back to older ones if it cannot be read."""
-    candidates = [chosen] + [p for p in reversed(run_folder.checkpoints(out)) if p != chosen and int(p.name.split("-")[1]) < int(chosen.name.split("-")[1])] if chosen else []
-    for folder in candidates:
+    if chosen is None:
+        return None
+    older = [p for p in reversed(run_folder.checkpoints(out)) if run_folder.step_of(p) < run_folder.step_of(chosen)]
+    for folder in [chosen, *older]:
         problem = run_folder.checkpoint_problem(folder)
         if problem is None:
             try:
@@ -420,9 +416,7 @@ def load_checkpoint(accelerator: Accelerator, out: Path, chosen: Path | None) ->
             except Exception as err:  # a damaged file: safetensors, torch.load and numpy each raise their own
                 problem = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         warnings.warn(f"skipping the broken checkpoint {folder}: {problem}; falling back to an older one", stacklevel=2)
-    if candidates:
-        raise ValueError(f"no checkpoint in {out} can be read; start again with --overwrite_output_dir")
-    return None
+    raise ValueError(f"no checkpoint in {out} can be read; start again with --overwrite_output_dir")
 
 
 class TimeBudget:

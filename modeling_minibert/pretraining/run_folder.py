@@ -90,8 +90,21 @@ def check_unlocked(out: Path) -> None:
 
 
 def acquire_lock(out: Path) -> Path:
-    """Create `out/.pretraining.lock` naming this process; take over the lock of a dead one."""
+    """Create `out/.pretraining.lock` naming this process (and `out` if need be); take over a dead run's lock.
+
+    The first write into the folder: a folder that cannot be written is reported here, in one line.
+    """
     lock = out / LOCK_FILE
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        return _create_lock(out, lock)
+    except FileExistsError:
+        raise
+    except OSError as err:
+        raise OSError(err.errno, f"cannot write to output_dir {out}: {err.strerror or err}") from err
+
+
+def _create_lock(out: Path, lock: Path) -> Path:
     record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")})
     for _ in range(2):
         try:
@@ -198,10 +211,14 @@ def save_folder_files(out: Path, save) -> None:
 
 # --- checkpoints -----------------------------------------------------------------------------------------------
 
+def step_of(checkpoint: Path) -> int:
+    return int(checkpoint.name[len(CHECKPOINT_PREFIX):])
+
+
 def checkpoints(out: Path) -> list[Path]:
     """Checkpoint folders (complete or not), oldest first."""
     found = [p for p in out.glob(f"{CHECKPOINT_PREFIX}*") if p.is_dir() and p.name[len(CHECKPOINT_PREFIX):].isdigit()]
-    return sorted(found, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX):]))
+    return sorted(found, key=step_of)
 
 
 def checkpoint_problem(folder: Path) -> str | None:
