@@ -159,7 +159,7 @@ def test_each_epoch_draws_new_masks(tiny, tokenizer_dir, corpus):
 def test_a_folder_holding_a_run_is_refused_unless_resume_or_overwrite(run, tiny, tmp_path):
     out, summary, settings = run
     before = snapshot(out)
-    with pytest.raises(FileExistsError, match=r"already holds a pretraining run; pass --resume_from_checkpoint .*, --overwrite_output_dir"):
+    with pytest.raises(FileExistsError, match=r"is not empty; pass --resume_from_checkpoint to continue the run saved there, --overwrite_output_dir"):
         pretrain(output_dir=str(out), **settings)
     with pytest.raises(ValueError, match=r"cannot resume the run in .*: .*learning_rate=0.002 \(now 0.001\)"):
         pretrain(output_dir=str(out), **dict(settings, learning_rate=1e-3, resume_from_checkpoint=True))
@@ -168,7 +168,7 @@ def test_a_folder_holding_a_run_is_refused_unless_resume_or_overwrite(run, tiny,
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
-    with pytest.raises(FileExistsError, match=r"already holds files; pass --resume_from_checkpoint"):
+    with pytest.raises(FileExistsError, match=r"other is not empty; pass --resume_from_checkpoint"):
         pretrain(output_dir=str(other), max_steps=5, **tiny)
     with pytest.raises(FileExistsError, match=r"holds files but no pretraining run to resume"):
         pretrain(output_dir=str(other), max_steps=5, resume_from_checkpoint=True, **tiny)
@@ -406,3 +406,41 @@ def test_two_process_ddp_synchronises_and_matches_one_process_on_the_same_global
     assert losses == pytest.approx(alone_losses, rel=1e-4)
     train = json.loads((ddp / "run" / TRAIN_RESULTS_FILE).read_text())
     assert train["epoch"] == pytest.approx(12 * 8 * 2 / train["train_samples"], abs=0.01)  # 2 x 8 per step
+
+
+# --- bad input -------------------------------------------------------------------------------------------------
+
+def test_bad_input_fails_early_and_writes_nothing(tiny, tmp_path, run):
+    out = tmp_path / "out"
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    three = tmp_path / "three.txt"
+    three.write_text("One doc.\n\nTwo docs.\n\nThree docs.\n")
+    source = run[0]
+    cases = [
+        (dict(train_file=[str(tmp_path / "missing.txt")]), FileNotFoundError, r"text file not found: .*missing\.txt"),
+        (dict(train_file=[str(empty)]), ValueError, r"text file .*empty\.txt is empty"),
+        (dict(train_file=[str(three)]), ValueError, r"corpus is too small for a held-out split: 3 document\(s\)"),
+        (dict(per_device_train_batch_size=4096), ValueError, r"corpus is too small: \d+ training example\(s\) .* per_device_train_batch_size x processes = 4096"),
+        (dict(max_seq_length=80), ValueError, r"max_seq_length=80 exceeds max_position_embeddings=64"),
+        (dict(config_overrides="hidden_size=30,num_attention_heads=4"), ValueError, r"hidden_size \(30\) must be divisible"),
+        (dict(config_overrides="colour=3"), ValueError, r"config_overrides='colour=3': key colour isn't in the original config"),
+        (dict(tokenizer_name=str(tmp_path / "no-tokenizer")), FileNotFoundError, r"tokenizer folder not found: .*no-tokenizer"),
+        (dict(config_overrides=None, model_name_or_path=str(tmp_path)), FileNotFoundError, r"is not a saved model folder \(no config.json\)"),
+        (dict(config_overrides=None, model_name_or_path=str(source), max_seq_length=80), ValueError, r"max_seq_length=80 exceeds max_position_embeddings=64$"),
+        (dict(resume_from_checkpoint=str(tmp_path / "checkpoint-5")), FileNotFoundError, r"no pretraining run to resume in"),
+    ]
+    for change, error, message in cases:
+        settings = dict(tiny, output_dir=str(out), max_steps=5)
+        settings.update(change)
+        with pytest.raises(error, match=message):
+            pretrain(**settings)
+        assert not out.exists(), f"{change} wrote {list(out.rglob('*'))}"
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path, capsys):
+    from modeling_minibert import cli
+
+    code = cli.main(["pretrain", "--output_dir", str(tmp_path / "out"), "--train_file", str(tmp_path / "nope.txt")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().splitlines() == [f"minibert pretrain: error: text file not found: {tmp_path / 'nope.txt'}"]

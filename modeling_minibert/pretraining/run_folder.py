@@ -27,7 +27,7 @@ import time
 import warnings
 from pathlib import Path
 
-from modeling_minibert.files import umask, write_json, write_text
+from modeling_minibert.files import check_output_dir, umask, write_json, write_text
 
 ARGS_FILE = "pretraining_args.json"
 METRICS_FILE = "metrics.jsonl"
@@ -141,14 +141,10 @@ def check_run_folder(out: Path, args) -> tuple[bool, Path | None]:
     if not contents or args.overwrite_output_dir:
         if args.resume_from_checkpoint not in (None, "latest"):
             raise FileNotFoundError(f"no pretraining run to resume in {out} (resume_from_checkpoint={args.resume_from_checkpoint})")
-        return False, None
-    saved_file = out / ARGS_FILE
+        return False, None  # a new run (resuming a run that never started starts it)
     if args.resume_from_checkpoint is None:
-        what = "a pretraining run" if saved_file.is_file() else "files"
-        raise FileExistsError(
-            f"output_dir {out} already holds {what}; pass --resume_from_checkpoint to continue the run saved there, "
-            f"--overwrite_output_dir to replace it, or choose another folder"
-        )
+        check_output_dir(out, overwrite=False, resume_hint=True)  # raises: the folder holds something
+    saved_file = out / ARGS_FILE
     if not saved_file.is_file():
         raise FileExistsError(f"output_dir {out} holds files but no pretraining run to resume (no {ARGS_FILE})")
     try:
@@ -253,7 +249,9 @@ def checkpoint_step(folder: Path) -> dict:
 def save_checkpoint(accelerator, out: Path, step: int, keep: int, extra: dict | None = None) -> Path:
     """`accelerator.save_state` into a hidden folder, renamed into place once complete; keep the newest `keep`.
 
-    The rename is atomic, so a run killed mid-save still has its previous checkpoint, whole. `progress.json`,
+    The rename is atomic, so a run killed mid-save still has its previous checkpoint, whole. (Not
+    `files.staged_folder`: every process of a distributed run writes its own files into the same staging
+    folder, so its name must be known to all, not drawn by `mkdtemp`.) `progress.json`,
     written last, records the step and each file's size, so that a checkpoint damaged later is recognised.
     A write that fails (disk full, read-only) leaves the older checkpoints as they were.
     """
@@ -368,9 +366,4 @@ def plot_curves(records: list[dict], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    save_folder_files(path.parent, lambda staging: fig.savefig(staging / path.name, dpi=110))
