@@ -140,24 +140,37 @@ def test_leftovers_of_interrupted_saves_are_removed(copy):
 
 # --- places that cannot be written -----------------------------------------------------------------------------
 
-def test_disk_full_ends_in_one_line_with_the_checkpoints_intact(copy, monkeypatch, capsys):
+@pytest.mark.parametrize("writer", ["checkpoint", "model"])
+def test_disk_full_ends_in_one_line_with_the_checkpoints_intact(copy, writer, monkeypatch, capsys):
+    """The disk fills while a checkpoint is written (Accelerate's writer), or while the final model is saved
+    (transformers' writer, after checkpoint-30 was written whole)."""
     out, resume = copy
     import accelerate.utils.other
+    import transformers.modeling_utils
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(accelerate.utils.other, "safe_save_file", full)
+    owner = accelerate.utils.other if writer == "checkpoint" else transformers.modeling_utils
+    monkeypatch.setattr(owner, "safe_save_file", full)
     checkpoints = {k: v for k, v in snapshot(out).items() if k.startswith("checkpoint-")}
     code = cli.main(["pretrain", *cli_args(**{k: v for k, v in resume.items() if k != "resume_from_checkpoint"}),
                      "--resume_from_checkpoint"])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
-    assert err.strip().splitlines() == [
-        f"minibert pretrain: error: [Errno 28] cannot write checkpoint-30 in {out}: No space left on device; "
-        "the checkpoints already there are intact (checkpoint-10, checkpoint-20)"
-    ]
-    assert {k: v for k, v in snapshot(out).items() if k.startswith("checkpoint-")} == checkpoints
+    if writer == "checkpoint":
+        expected = (f"cannot write checkpoint-30 in {out}: No space left on device; "
+                    "the checkpoints already there are intact (checkpoint-10, checkpoint-20)")
+    else:
+        expected = f"cannot write into {out}: No space left on device"
+    assert err.strip().splitlines() == [f"minibert pretrain: error: [Errno 28] {expected}"]
+    after = {k: v for k, v in snapshot(out).items() if k.startswith("checkpoint-")}
+    if writer == "checkpoint":
+        assert after == checkpoints
+    else:  # checkpoint-30 was written whole, and checkpoint-10 rotated out (save_total_limit=2)
+        assert {k: v for k, v in after.items() if k.startswith("checkpoint-20/")} == {
+            k: v for k, v in checkpoints.items() if k.startswith("checkpoint-20/")}
+        assert sorted({k.split("/")[0] for k in after}) == ["checkpoint-20", "checkpoint-30"]
     assert not list(out.glob(".*")), "no half-written checkpoint, and the lock is released"
 
 

@@ -28,7 +28,7 @@ import math
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
@@ -285,7 +285,8 @@ def _train(args, accelerator, out, config, source, nsp, tokenizer, train_set, ev
         trained = accelerator.unwrap_model(model)
         # Dropout is a training-time setting, not part of the weights: fine-tuning gets the model's own values.
         trained.config.hidden_dropout_prob, trained.config.attention_probs_dropout_prob = saved_dropout
-        run_folder.save_folder_files(out, lambda folder: trained.save_pretrained(folder, state_dict=state_dict))
+        with _no_shard_progress_bar():
+            run_folder.save_folder_files(out, lambda folder: trained.save_pretrained(folder, state_dict=state_dict))
         run_folder.plot_curves(metrics.read(), out / run_folder.PLOT_FILE)
         run_folder.save_results(out, train_metrics, eval_metrics)
         from modeling_minibert.hub import write_model_card
@@ -294,6 +295,20 @@ def _train(args, accelerator, out, config, source, nsp, tokenizer, train_set, ev
     accelerator.wait_for_everyone()
     accelerator.end_training()  # also ends the process group of a distributed run
     return summary
+
+
+@contextmanager
+def _no_shard_progress_bar() -> Iterator[None]:
+    """transformers draws a "Writing model shards" bar for our single shard: noise on stderr."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
 
 
 # --- pieces of the loop ----------------------------------------------------------------------------------------

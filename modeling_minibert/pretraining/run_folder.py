@@ -25,6 +25,8 @@ import shutil
 import socket
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from modeling_minibert.files import check_output_dir, umask, write_json, write_text
@@ -51,6 +53,25 @@ RUN_FILES = (
 )
 
 logger = logging.getLogger(__name__)
+
+
+def is_write_error(err: BaseException) -> bool:
+    """A place that cannot be written (disk full, read-only, no permission), however the writer reports it."""
+    if isinstance(err, FileExistsError):
+        return False
+    # safetensors reports a full disk as its own error type; the user needs one line either way.
+    return isinstance(err, OSError) or any(s in str(err) for s in WRITE_ERRORS)
+
+
+@contextmanager
+def naming_write_errors(what: str) -> Iterator[None]:
+    """Turn a failed write into one `OSError` line that names what could not be written."""
+    try:
+        yield
+    except Exception as err:
+        if not is_write_error(err):
+            raise
+        raise OSError(getattr(err, "errno", None) or errno.EIO, f"cannot write {what}: {getattr(err, 'strerror', None) or err}") from err
 
 
 # --- the lock --------------------------------------------------------------------------------------------------
@@ -195,9 +216,10 @@ def save_folder_files(out: Path, save) -> None:
     """
     staging = out / f".saving-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
     try:
-        save(staging)
+        with naming_write_errors(f"into {out}"):
+            staging.mkdir()
+            save(staging)
         for path in staging.iterdir():
             os.chmod(path, 0o666 & ~umask())  # some writers stage their files private (0600)
             os.replace(path, out / path.name)
@@ -274,8 +296,7 @@ def save_checkpoint(accelerator, out: Path, step: int, keep: int, extra: dict | 
     except BaseException as err:
         if accelerator.is_main_process:
             shutil.rmtree(tmp, ignore_errors=True)
-        # safetensors reports a full disk as its own error type; the user needs one line either way.
-        if isinstance(err, OSError) or any(s in str(err) for s in WRITE_ERRORS):
+        if is_write_error(err):
             kept = [p.name for p in checkpoints(out)]
             raise OSError(
                 getattr(err, "errno", None) or errno.EIO,
@@ -305,7 +326,7 @@ class MetricsLog:
 
     def write(self, record: dict) -> None:
         if self.enabled:
-            with self.path.open("a") as f:
+            with naming_write_errors(self.path), self.path.open("a") as f:
                 f.write(json.dumps(record) + "\n")
 
     def read(self) -> list[dict]:
@@ -330,10 +351,11 @@ class MetricsLog:
 
 def save_results(out: Path, train_metrics: dict, eval_metrics: dict) -> dict:
     """`train_results.json`, `eval_results.json` and `all_results.json`, as `Trainer.save_metrics` writes them."""
-    write_json(out / TRAIN_RESULTS_FILE, train_metrics)
-    write_json(out / EVAL_RESULTS_FILE, eval_metrics)
     all_results = {**train_metrics, **eval_metrics}
-    write_json(out / ALL_RESULTS_FILE, all_results)
+    with naming_write_errors(f"the results into {out}"):
+        write_json(out / TRAIN_RESULTS_FILE, train_metrics)
+        write_json(out / EVAL_RESULTS_FILE, eval_metrics)
+        write_json(out / ALL_RESULTS_FILE, all_results)
     return all_results
 
 
