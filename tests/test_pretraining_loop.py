@@ -192,6 +192,11 @@ def test_resuming_may_raise_max_steps_and_the_schedule_follows_the_new_total(run
         assert record["learning_rate"] == pytest.approx(peak * (60 - record["step"]) / (60 - warmup), rel=1e-6)
     assert sorted(p.name for p in copy.glob("checkpoint-*")) == ["checkpoint-50", "checkpoint-60"]
 
+    # From a chosen checkpoint: the steps after it are replayed, exactly.
+    history = read_metrics(copy)
+    replay = pretrain(output_dir=str(copy), **dict(settings, max_steps=60, resume_from_checkpoint=str(copy / "checkpoint-50")))
+    assert replay["steps_this_session"] == 10 and read_metrics(copy) == history
+
 
 def test_overwrite_replaces_the_run_and_keeps_other_files(tiny, tmp_path):
     out = tmp_path / "run"

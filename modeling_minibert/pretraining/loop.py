@@ -133,7 +133,7 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
                 run_folder.clean_leftovers(out)
                 if not run_exists:
                     run_folder.start_run_folder(out, args, tokenizer)
-        summary = _train(args, accelerator, out, config, source, nsp, tokenizer, train_set, eval_set,
+        summary = train_and_save(args, accelerator, out, config, source, nsp, tokenizer, train_set, eval_set,
                          train_docs, held_out_docs, resume_from)
     finally:
         if lock_held:
@@ -147,8 +147,9 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
     return summary
 
 
-def _train(args, accelerator, out, config, source, nsp, tokenizer, train_set, eval_set, train_docs, held_out_docs,
-           resume_from) -> dict:
+def train_and_save(args, accelerator, out, config, source, nsp, tokenizer, train_set, eval_set, train_docs,
+                   held_out_docs, resume_from) -> dict:
+    """The second half of `pretrain`, run while it holds the folder's lock: model, loop, checkpoints, save."""
     is_main = accelerator.is_main_process
 
     # --- model, optimizer, schedule, data loaders ----------------------------------------------------------------
