@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 
 import pytest
 
 from modeling_minibert import cli
-from modeling_minibert.pretraining import PretrainingArguments, pretrain
+from modeling_minibert.pretraining import PretrainingArguments, add_cli, pretrain
 from modeling_minibert.pretraining.arguments import RENAMED, arguments_from_namespace
-
-import argparse
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="minibert")
-    from modeling_minibert.pretraining import add_cli
-
     add_cli(parser.add_subparsers(dest="command", required=True))
     return parser.parse_args(["pretrain", *argv])
 

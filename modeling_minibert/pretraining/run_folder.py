@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import json
-import logging
 import os
 import shutil
 import socket
@@ -51,8 +50,6 @@ RUN_FILES = (
     "modeling_minibert.py", "question_answering_pipeline.py", "tokenizer.json", "tokenizer_config.json",
     "special_tokens_map.json", "vocab.txt",
 )
-
-logger = logging.getLogger(__name__)
 
 
 def is_write_error(err: BaseException) -> bool:
