@@ -504,25 +504,6 @@ def epoch_batches(loader: DataLoader, collator: DataCollatorForPreTraining, star
         epoch, skip = epoch + 1, 0
 
 
-def _with_contract_outputs(outputs, batch: dict):
-    """ADAPTER, TO BE REMOVED when the model helper's outputs (contract 5) land: fills `mlm_loss`,
-    `next_sentence_loss` and `masked_positions` from what today's `MiniBertForPreTraining` returns."""
-    if hasattr(outputs, "masked_positions") or "labels" not in batch:
-        return outputs
-    logits = outputs.prediction_logits if hasattr(outputs, "prediction_logits") else outputs.logits
-    flat = batch["labels"].flatten()
-    positions = (flat != -100).nonzero(as_tuple=True)[0] if logits.dim() == 2 else None
-    rows = logits if positions is not None else logits.flatten(0, 1)
-    targets = flat[positions] if positions is not None else flat
-    outputs["masked_positions"] = positions
-    outputs["mlm_loss"] = torch.nn.functional.cross_entropy(rows.float(), targets, ignore_index=-100)
-    if "next_sentence_label" in batch:
-        outputs["next_sentence_loss"] = torch.nn.functional.cross_entropy(
-            outputs.seq_relationship_logits.float(), batch["next_sentence_label"]
-        )
-    return outputs
-
-
 def masked_predictions(outputs, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The model's MLM predictions (M,) and the targets (M,) at the masked positions.
 
@@ -545,7 +526,6 @@ def mlm_loss_of(outputs) -> torch.Tensor:
 def batch_statistics(outputs, batch: dict) -> torch.Tensor:
     """(loss, nsp loss, mlm correct, mlm count, nsp correct, examples) of one micro-batch, summed over examples."""
     with torch.no_grad():
-        outputs = _with_contract_outputs(outputs, batch)
         predicted, targets = masked_predictions(outputs, batch["labels"])
         n = batch["input_ids"].shape[0]
         nsp_labels = batch.get("next_sentence_label")
@@ -585,7 +565,8 @@ def evaluate(model: torch.nn.Module, eval_loader: DataLoader, accelerator: Accel
         if not nsp:
             batch.pop("next_sentence_label")
         with accelerator.autocast():
-            outputs = _with_contract_outputs(model(**batch), batch)
+            # Only the masked rows are scored (as in training): (M, V) logits instead of (B, T, V).
+            outputs = model(**batch, sparse_prediction=True)
         predicted, targets = masked_predictions(outputs, batch["labels"])
         n = batch["input_ids"].shape[0]
         mlm_loss_sum += mlm_loss_of(outputs).item() * targets.numel()
