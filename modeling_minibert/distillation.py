@@ -593,6 +593,12 @@ def distill(
     for role, data, path in (("validation", validation_data, args.validation_file), ("test", test_data, args.test_file)):
         if data is not None or path is not None:
             splits[role] = data if data is not None else path
+    evaluation = getattr(training_args.eval_strategy, "value", training_args.eval_strategy)
+    if "validation" not in splits and (evaluation != "no" or training_args.load_best_model_at_end):
+        raise ValueError(
+            f"eval_strategy={evaluation!r} and load_best_model_at_end={training_args.load_best_model_at_end} need "
+            "validation data (validation_file); pass --eval_strategy no --load_best_model_at_end false without it"
+        )
     examples = {role: load_examples(source, task, text_column, label_column) for role, source in splits.items()}
     flat = lambda ys: [t for y in ys for t in y] if token_task else list(ys)  # noqa: E731
     data_labels = sorted(set(flat(examples["train"].labels)))

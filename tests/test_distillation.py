@@ -24,7 +24,9 @@ from modeling_minibert.distillation import (
     CACHE_FILE,
     CURVES_FILE,
     TEACHER_DIR,
+    DistillationArguments,
     DistillationCollator,
+    DistillationTrainingArguments,
     augment,
     distill,
     distillation_loss,
@@ -316,6 +318,16 @@ def test_bad_inputs_fail_before_training(case, error, message, other_labels_teac
         options["finetune_teacher"] = True  # a valid teacher: only the option under test is wrong
     with pytest.raises(error, match=message):
         run(teacher, student, tmp_path / "out", **options)
+    assert not (tmp_path / "out").exists()
+
+
+def test_evaluation_without_validation_data_is_refused(teacher, student, tmp_path):
+    args = DistillationArguments(
+        task="sequence-classification", teacher_model_name_or_path=str(teacher), model_name_or_path=str(student),
+        train_file="",
+    )
+    with pytest.raises(ValueError, match=r"eval_strategy='epoch' and load_best_model_at_end=True need validation data"):
+        distill(args, DistillationTrainingArguments(output_dir=str(tmp_path / "out")), train_data=sentiment(20, 0))
     assert not (tmp_path / "out").exists()
 
 
