@@ -24,7 +24,7 @@ from modeling_minibert.finetuning.data import (
     text_column,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def write(path: Path, text: str) -> Path:
