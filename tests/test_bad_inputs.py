@@ -58,6 +58,7 @@ CONLL_GOOD = "EU NNP B-ORG\nrejects VBZ O\nGerman JJ B-MISC\n\nPeter NNP B-PER\n
 # The files the issue names, and a few more. A line number in the message is the first line that is wrong.
 DATA_FILES: dict[str, bytes] = {
     "corpus.txt": "\n".join(TEXTS).encode(),
+    "documents.txt": "\n\n".join(f"{a} {b}\n{c}" for a, b, c in zip(TEXTS, TEXTS[1:], TEXTS[2:])).encode(),
     "empty.txt": b"",
     "blank.txt": b"\n\n   \n",
     "latin1.txt": "caf\xe9 cr\xe8me br\xfbl\xe9e\n".encode("latin-1"),
@@ -256,6 +257,24 @@ def push(p, folder: str = "broken", repo_id: str = "alice/model", **kwargs):
     from modeling_minibert.hub import push_to_hub
 
     return push_to_hub(getattr(p, folder), repo_id, token="hf_notarealtoken", **kwargs)
+
+
+def pretrain_api(p, **kwargs):
+    from modeling_minibert.pretraining import pretrain
+
+    kwargs.setdefault("output_dir", str(p.out))
+    kwargs.setdefault("train_file", [str(p.data / "documents.txt")])
+    return pretrain(max_steps=2, disable_tqdm=True, report_to="none", **kwargs)
+
+
+def pretrain_cli(*words: str, train: str = "{data}/documents.txt", output: str = "{out}", model: str | None = None
+                 ) -> tuple[str, ...]:
+    """A tiny new model with the fixtures' tokenizer, or (`model`) continued pretraining of a folder."""
+    shape = ("--model_name_or_path", model) if model else (
+        "--tokenizer_name", "{mlm}", "--config_overrides",
+        "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64,max_position_embeddings=24")
+    return ("pretrain", "--train_file", train, "--output_dir", output, "--max_steps", "2", "--disable_tqdm", "true",
+            *shape, "--max_seq_length", "24", *words)
 
 
 def tune(p, task: str = "sequence-classification", train: str = "classes.csv", model: str = "mlm", **kwargs):
@@ -531,6 +550,43 @@ ROWS: list[Row] = [
     Row("finetune-squad-without-answers", ("{data}/squad_no_answers.json", "no answer"),
         finetune_cli(task="question-answering", train="{data}/squad_no_answers.json"),
         lambda p: tune(p, "question-answering", "squad_no_answers.json")),
+    # -- pretrain (its own table is in tests/test_pretraining_loop.py; these are the cross-cutting cases) ---------
+    Row("pretrain-train-file-missing", ("{data}/nope.txt",), pretrain_cli(train="{data}/nope.txt"),
+        lambda p: pretrain_api(p, train_file=[str(p.data / "nope.txt")]), FileNotFoundError),
+    Row("pretrain-train-file-blank", ("{data}/blank.txt", "empty"), pretrain_cli(train="{data}/blank.txt"),
+        lambda p: pretrain_api(p, train_file=[str(p.data / "blank.txt")])),
+    Row("pretrain-train-file-latin1", ("{data}/latin1.txt", "UTF-8"), pretrain_cli(train="{data}/latin1.txt"),
+        lambda p: pretrain_api(p, train_file=[str(p.data / "latin1.txt")])),
+    Row("pretrain-train-file-a-folder", ("{data}",), pretrain_cli(train="{data}"),
+        lambda p: pretrain_api(p, train_file=[str(p.data)]), FileNotFoundError),
+    Row("pretrain-max-seq-length-above-positions", ("max_seq_length=80", "max_position_embeddings=24"),
+        pretrain_cli("--max_seq_length", "80")),
+    Row("pretrain-config-overrides-unknown-field", ("colour",), pretrain_cli("--config_overrides", "colour=3"),
+        lambda p: pretrain_api(p, config_overrides="colour=3")),
+    Row("pretrain-config-overrides-not-a-number", ("hidden_size",), pretrain_cli("--config_overrides", "hidden_size=big"),
+        lambda p: pretrain_api(p, config_overrides="hidden_size=big")),
+    Row("pretrain-batch-size-zero", ("per_device_train_batch_size", "0"), pretrain_cli("--per_device_train_batch_size", "0"),
+        lambda p: pretrain_api(p, per_device_train_batch_size=0)),
+    Row("pretrain-mlm-probability-above-one", ("mlm_probability", "1.5"), pretrain_cli("--mlm_probability", "1.5"),
+        lambda p: pretrain_api(p, mlm_probability=1.5),
+        xfail="checked only when the data collator is built, after the tokenizer and pretraining_args.json are "
+              "written: the output folder is left holding half a run (pretraining/loop.py, train_and_save)"),
+    Row("pretrain-negative-max-steps", ("max_steps", "-5"), pretrain_cli("--max_steps=-5")),
+    Row("pretrain-model-does-not-exist", ("{nowhere}",), pretrain_cli(model="{nowhere}"),
+        lambda p: pretrain_api(p, model_name_or_path=str(p.nowhere)), FileNotFoundError),
+    Row("pretrain-model-config-vocab-10M", ("vocab_size=10000000",), pretrain_cli(model="{broken}"),
+        lambda p: pretrain_api(p, model_name_or_path=str(p.broken), max_seq_length=24), source="mlm",
+        breakage=edit_config(vocab_size=BIG), seconds=5,
+        xfail="fast and one line, but the weights are loaded only after the tokenizer and pretraining_args.json are "
+              "written: the output folder is left holding half a run (pretraining/loop.py, train_and_save)"),
+    Row("pretrain-tokenizer-does-not-exist", ("{nowhere}",), pretrain_cli("--tokenizer_name", "{nowhere}"),
+        lambda p: pretrain_api(p, tokenizer_name=str(p.nowhere)), FileNotFoundError),
+    Row("pretrain-into-read-only-folder", ("{readonly}/run",), pretrain_cli(output="{readonly}/run"),
+        lambda p: pretrain_api(p, output_dir=str(p.readonly / "run")), OSError),
+    Row("pretrain-into-a-file", ("{data}/corpus.txt",), pretrain_cli(output="{data}/corpus.txt"),
+        lambda p: pretrain_api(p, output_dir=str(p.data / "corpus.txt")), FileExistsError),
+    Row("pretrain-into-non-empty-folder", ("{classifier}",), pretrain_cli(output="{classifier}"),
+        lambda p: pretrain_api(p, output_dir=str(p.classifier)), FileExistsError),
     # -- the command line itself -----------------------------------------------------------------------------------
     Row("unknown-command", ("'fine-tune'",), ("fine-tune", "--help")),
 ]
@@ -652,4 +708,4 @@ def test_a_real_process_exits_2_without_a_traceback(row, sources, readonly, tmp_
 def test_the_table_covers_every_command():
     """A new command gets rows too."""
     covered = {row.cli[0] for row in ROWS if row.cli}
-    assert set(cli.COMMANDS) - covered - {"distill", "pretrain"} == set()
+    assert set(cli.COMMANDS) - covered - {"distill"} == set()
