@@ -121,9 +121,9 @@ def kill_points(seed: int = 16) -> list:
 # Trainer writes checkpoint-N in place (no staging), and `finetune --resume_from_checkpoint` takes the newest
 # checkpoint-N whatever its state (finetuning/flow.py: resume_checkpoint -> get_last_checkpoint).
 TORN_CHECKPOINT = (
-    "a checkpoint torn by the kill is resumed from: without trainer_state.json the resume stops with "
-    "'No such file' (exit 2), with a torn one it is a JSONDecodeError traceback; the previous, finished "
-    "checkpoint is not used"
+    "--resume_from_checkpoint takes the newest checkpoint-N even when the fault left it unfinished: without "
+    "trainer_state.json the resume stops ('No such file' or 'Can't find a valid checkpoint', exit 2), with a torn "
+    "one it is a JSONDecodeError traceback; the previous, finished checkpoint is not used"
 )
 
 
