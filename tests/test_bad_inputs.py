@@ -276,6 +276,21 @@ def pretrain_cli(*words: str, train: str = "{data}/documents.txt", output: str =
             *shape, "--max_seq_length", "24", *words)
 
 
+def distill_api(p, teacher: str = "classifier", train: str = "classes.csv", **kwargs):
+    from modeling_minibert.distillation import distill
+
+    kwargs.setdefault("output_dir", str(p.out))
+    return distill(task="sequence-classification", teacher_model_name_or_path=str(getattr(p, teacher)),
+                   model_name_or_path=str(p.mlm), train_file=str(p.data / train), report_to="none",
+                   show_progress=False, **kwargs)
+
+
+def distill_cli(*words: str, teacher: str = "{classifier}", train: str = "{data}/classes.csv", output: str = "{out}",
+                task: str = "sequence-classification") -> tuple[str, ...]:
+    return ("distill", "--task", task, "--teacher_model_name_or_path", teacher, "--model_name_or_path", "{mlm}",
+            "--train_file", train, "--output_dir", output, "--disable_tqdm", "true", *words)
+
+
 def tune(p, task: str = "sequence-classification", train: str = "classes.csv", model: str = "mlm", **kwargs):
     from modeling_minibert.finetuning import finetune
 
@@ -412,7 +427,7 @@ ROWS: list[Row] = [
         lambda p: convert(p, "bert", "classifier"), FileExistsError),
     Row("convert-into-a-file", ("{data}/corpus.txt", "not a folder"), ("convert-bert", "{bert}", "{data}/corpus.txt"),
         lambda p: convert(SimpleNamespace(bert=p.bert, out=p.data / "corpus.txt"), "bert"), FileExistsError),
-    Row("convert-into-read-only-place", ("{readonly}",), ("convert-bert", "{bert}", "{readonly}/out"),
+    Row("convert-into-read-only-place", ("cannot write {readonly}/out", "Read-only file system"), ("convert-bert", "{bert}", "{readonly}/out"),
         lambda p: convert(SimpleNamespace(bert=p.bert, out=p.readonly / "out"), "bert"), OSError),
     Row("convert-unknown-architecture", ("{broken}/config.json", "'BertForCausalLM'"), ("convert-bert", "{broken}", "{out}"),
         lambda p: convert(p), source="bert", breakage=edit_config(architectures=["BertForCausalLM"])),
@@ -468,7 +483,7 @@ ROWS: list[Row] = [
     Row("tokenizer-output-a-file", ("{data}/corpus.txt", "not a folder"),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{data}/corpus.txt"),
         lambda p: train_tok(p, [p.data / "corpus.txt"], output_dir=p.data / "corpus.txt"), FileExistsError),
-    Row("tokenizer-output-read-only", ("{readonly}",),
+    Row("tokenizer-output-read-only", ("cannot write {readonly}/tok",),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{readonly}/tok", "--disable_tqdm", "true",
          "--vocab_size", "100"),
         lambda p: train_tok(p, [p.data / "corpus.txt"], vocab_size=100, output_dir=p.readonly / "tok"), OSError),
@@ -586,6 +601,28 @@ ROWS: list[Row] = [
         lambda p: pretrain_api(p, output_dir=str(p.data / "corpus.txt")), FileExistsError),
     Row("pretrain-into-non-empty-folder", ("{classifier}",), pretrain_cli(output="{classifier}"),
         lambda p: pretrain_api(p, output_dir=str(p.classifier)), FileExistsError),
+    # -- distill ---------------------------------------------------------------------------------------------------
+    Row("distill-temperature-zero", ("temperature=0",), distill_cli("--temperature", "0"), lambda p: distill_api(p, temperature=0)),
+    Row("distill-alpha-above-one", ("alpha=1.5",), distill_cli("--alpha", "1.5"), lambda p: distill_api(p, alpha=1.5)),
+    Row("distill-word-dropout-one", ("word_dropout=1.0",), distill_cli("--word_dropout", "1.0"),
+        lambda p: distill_api(p, word_dropout=1.0)),
+    Row("distill-max-seq-length-two", ("max_seq_length=2",), distill_cli("--max_seq_length", "2"),
+        lambda p: distill_api(p, max_seq_length=2)),
+    Row("distill-unknown-task", ("--task", "'summarization'"), distill_cli(task="summarization"), by_argparse=True),
+    Row("distill-transfer-file-missing", ("{data}/nope.txt",), distill_cli("--transfer_file", "{data}/nope.txt"),
+        lambda p: distill_api(p, transfer_file=[str(p.data / "nope.txt")]), FileNotFoundError),
+    Row("distill-train-file-missing", ("{data}/nope.csv",), distill_cli(train="{data}/nope.csv"),
+        lambda p: distill_api(p, train="nope.csv"), FileNotFoundError),
+    Row("distill-train-file-unknown-format", ("{data}/corpus.txt", "'.txt'"), distill_cli(train="{data}/corpus.txt"),
+        lambda p: distill_api(p, train="corpus.txt")),
+    Row("distill-teacher-does-not-exist", ("{nowhere}",), distill_cli(teacher="{nowhere}"),
+        lambda p: distill_api(p, teacher="nowhere"), FileNotFoundError),
+    Row("distill-teacher-labels-differ", ("{classifier}", "LABEL_0", "'0'"), distill_cli(),
+        lambda p: distill_api(p)),
+    Row("distill-into-non-empty-folder", ("{bert}", "not empty"), distill_cli(output="{bert}"),
+        lambda p: distill_api(p, output_dir=str(p.bert)), FileExistsError),
+    Row("distill-into-read-only-folder", ("cannot write {readonly}/run",), distill_cli("--finetune_teacher", "true", output="{readonly}/run"),
+        lambda p: distill_api(p, finetune_teacher=True, output_dir=str(p.readonly / "run")), OSError),
     # -- the command line itself -----------------------------------------------------------------------------------
     Row("unknown-command", ("'fine-tune'",), ("fine-tune", "--help")),
 ]
@@ -707,4 +744,4 @@ def test_a_real_process_exits_2_without_a_traceback(row, sources, readonly, tmp_
 def test_the_table_covers_every_command():
     """A new command gets rows too."""
     covered = {row.cli[0] for row in ROWS if row.cli}
-    assert set(cli.COMMANDS) - covered - {"distill"} == set()
+    assert set(cli.COMMANDS) - covered == set()
