@@ -35,7 +35,7 @@ from accelerate import Accelerator, DataLoaderConfiguration, PartialState, skip_
 from accelerate.utils import DistributedType, set_seed
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
-from transformers import HfArgumentParser, PreTrainedTokenizerBase, get_linear_schedule_with_warmup
+from transformers import HfArgumentParser, PreTrainedTokenizerBase, get_scheduler
 
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import MiniBertForPreTraining
@@ -74,6 +74,9 @@ RUN_FILES = (
 )
 # Arguments that do not change what is trained, so a resumed run may differ in them.
 NOT_RUN_IDENTITY = ("output_dir", "resume", "overwrite", "show_progress")
+# Held-out MLM is always scored at BERT's 15% token masking (80/10/10), whatever the training masking: a run
+# trained at 30% or with whole-word masking is then compared with the default on the very same masked tokens.
+EVAL_MLM_PROBABILITY = 0.15
 
 
 @dataclass
@@ -103,7 +106,11 @@ class PretrainingArguments:
     max_steps: int = field(default=2500, metadata={"help": "optimizer steps"})
     learning_rate: float = field(default=1e-3, metadata={"help": "peak learning rate (AdamW)"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay (not on biases and LayerNorm)"})
-    warmup_steps: int = field(default=100, metadata={"help": "linear warmup steps, then linear decay to 0"})
+    warmup_steps: int = field(default=100, metadata={"help": "linear warmup steps, then the decay of lr_scheduler_type"})
+    lr_scheduler_type: str = field(default="linear", metadata={"help": "transformers' schedule after warmup: linear (to 0 at max_steps), cosine, constant_with_warmup, ..."})
+    adam_beta1: float = field(default=0.9, metadata={"help": "AdamW beta1"})
+    adam_beta2: float = field(default=0.999, metadata={"help": "AdamW beta2"})
+    adam_epsilon: float = field(default=1e-6, metadata={"help": "AdamW epsilon"})
     max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm"})
     mixed_precision: Literal["no", "bf16", "fp16"] = field(default="no", metadata={"help": "autocast dtype"})
     seed: int = field(default=42, metadata={"help": "seed of the split, pairs, masks, order, init and dropout"})
@@ -210,11 +217,15 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
     # matters on CPU, where squared tiny gradients in the second moment otherwise slow the update many-fold.
     torch.set_flush_denormal(True)
     optimizer = torch.optim.AdamW(
-        param_groups(model, args.weight_decay), lr=args.learning_rate, betas=(0.9, 0.999), eps=1e-6, fused=True
+        param_groups(model, args.weight_decay), lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+        eps=args.adam_epsilon, fused=True,
     )
-    scheduler = get_linear_schedule_with_warmup(optimizer, min(args.warmup_steps, args.max_steps), args.max_steps)
+    scheduler = get_scheduler(
+        args.lr_scheduler_type, optimizer, num_warmup_steps=min(args.warmup_steps, args.max_steps),
+        num_training_steps=args.max_steps,
+    )
     collator = DataCollatorForPreTraining(tokenizer, args.mlm_probability, args.whole_word_mask, seed=args.seed)
-    eval_collator = DataCollatorForPreTraining(tokenizer, args.mlm_probability, args.whole_word_mask, seed=args.seed + 1)
+    eval_collator = DataCollatorForPreTraining(tokenizer, EVAL_MLM_PROBABILITY, whole_word_mask=False, seed=args.seed + 1)
     train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, drop_last=True, collate_fn=collator)
     eval_loader = DataLoader(eval_set, batch_size=args.batch_size, collate_fn=eval_collator)
     model, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(

@@ -171,19 +171,16 @@ def test_saved_model_loads_with_the_auto_classes_and_fill_mask(run):
     assert len(predictions) == 3 and predictions[0]["score"] >= predictions[1]["score"]
 
 
-def test_held_out_metrics_match_a_plain_forward_of_the_saved_model(run, tiny, corpus):
-    """Recompute the final evaluation with the saved model's ordinary forward (full logits): same numbers.
-
-    Uses the run's held-out recipe: the document split with the run's seed, pairs seeded seed + 1, masks from the
-    collator seeded seed + 1, batches of batch_size in order.
-    """
-    out, summary = run
+def held_out_metrics_of_a_plain_forward(out: Path, tiny: dict, corpus: Path) -> tuple[float, float, int]:
+    """(MLM accuracy, NSP accuracy, pairs) of the saved model's ordinary forward (full logits) on the run's
+    held-out recipe: the document split with the run's seed, pairs seeded seed + 1, BERT's 15% token masks from
+    the collator seeded seed + 1, batches of batch_size in order."""
     seed = PretrainingArguments().seed
     tokenizer = AutoTokenizer.from_pretrained(out)
     model = AutoModelForPreTraining.from_pretrained(out).eval()
     _, held_out = split_documents(read_text_files([corpus]), tiny["held_out_fraction"], seed)
     eval_set = build_nsp_dataset(held_out, tokenizer, tiny["max_length"], seed + 1)
-    collator = DataCollatorForPreTraining(tokenizer, seed=seed + 1)
+    collator = DataCollatorForPreTraining(tokenizer, mlm_probability=0.15, whole_word_mask=False, seed=seed + 1)
     correct = count = nsp_correct = 0
     with torch.no_grad():
         for start in range(0, len(eval_set), tiny["batch_size"]):
@@ -194,9 +191,26 @@ def test_held_out_metrics_match_a_plain_forward_of_the_saved_model(run, tiny, co
             correct += int((outputs.prediction_logits.argmax(-1)[masked] == labels[masked]).sum())
             count += int(masked.sum())
             nsp_correct += int((outputs.seq_relationship_logits.argmax(-1) == nsp).sum())
-    assert summary["held_out_examples"] == len(eval_set)
-    assert summary["eval_mlm_accuracy"] == pytest.approx(correct / count, abs=1e-9)
-    assert summary["eval_nsp_accuracy"] == pytest.approx(nsp_correct / len(eval_set), abs=1e-9)
+    return correct / count, nsp_correct / len(eval_set), len(eval_set)
+
+
+def test_held_out_metrics_match_a_plain_forward_of_the_saved_model(run, tiny, corpus):
+    """Recompute the final evaluation with the saved model's ordinary forward (full logits): same numbers."""
+    out, summary = run
+    mlm_accuracy, nsp_accuracy, pairs = held_out_metrics_of_a_plain_forward(out, tiny, corpus)
+    assert summary["held_out_examples"] == pairs
+    assert summary["eval_mlm_accuracy"] == pytest.approx(mlm_accuracy, abs=1e-9)
+    assert summary["eval_nsp_accuracy"] == pytest.approx(nsp_accuracy, abs=1e-9)
+
+
+def test_held_out_masking_is_15_percent_tokens_whatever_the_training_masking(tiny, corpus, tmp_path):
+    """A run trained at 40% whole-word masking is scored on the default's held-out masks (15%, token level), so
+    its accuracy compares with a default run's."""
+    out = tmp_path / "masked-40"
+    summary = pretrain(output_dir=str(out), max_steps=10, mlm_probability=0.4, whole_word_mask=True, **tiny)
+    mlm_accuracy, nsp_accuracy, _ = held_out_metrics_of_a_plain_forward(out, tiny, corpus)
+    assert summary["eval_mlm_accuracy"] == pytest.approx(mlm_accuracy, abs=1e-9)
+    assert summary["eval_nsp_accuracy"] == pytest.approx(nsp_accuracy, abs=1e-9)
 
 
 # --- the run folder --------------------------------------------------------------------------------------------
