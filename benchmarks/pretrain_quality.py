@@ -182,7 +182,7 @@ def run_minibert(budget_minutes: float, work: Path, tokenizer_dir: Path, flags: 
     if flags["max_time"] is not None:
         # The CLI fits its schedule to the budget; the warmup stays the recipe's fraction of the expected steps.
         # The CLI fits its schedule (and its default warmup) to the budget.
-        values.update(max_time=budget_minutes, max_steps=NEVER, save_steps=NEVER)
+        values.update(max_time=budget_minutes, save_steps=NEVER)
     else:
         calibration = calibrate_minibert(work, flags, values, env, log)
         steps = max(10, int(calibration * budget_minutes * 60))
