@@ -427,14 +427,16 @@ def attach_timing(rows: list[dict], path: Path) -> None:
 
 def write(output: Path, results: dict, args: argparse.Namespace) -> None:
     # Another ablation process may have added rows since this one started: keep them (ours win on a clash).
-    if output.is_file():
-        on_disk = {(r["row"], r["budget_steps"]): r for r in json.loads(output.read_text()).get("rows", [])}
-        results = {**on_disk, **results}
+    previous = json.loads(output.read_text()) if output.is_file() else {}
+    on_disk = {(r["row"], r["budget_steps"]): r for r in previous.get("rows", [])}
+    results = {**on_disk, **results}
+    command = " ".join([Path(sys.executable).name, *sys.argv])
+    commands = [c for c in previous.get("commands", []) if c != command] + [command]
     rows = sorted(results.values(), key=lambda r: (r["budget_steps"], list(ROWS).index(r["row"])))
     attach_timing(rows, output.with_name(TIMING_FILE))
     timing_file = output.with_name(TIMING_FILE)
     record = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "commands": commands,  # every command that added to this file, the last one last
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "cpu_count": os.cpu_count(),
         "versions": versions(),
