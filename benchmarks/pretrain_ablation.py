@@ -448,6 +448,8 @@ def write(output: Path, results: dict, args: argparse.Namespace) -> None:
         "timing_run": json.loads(timing_file.read_text()).get("_measured") if timing_file.is_file() else None,
         "rows": rows,
     }
+    # Notes added by hand (status, partial rows) stay.
+    record.update({k: v for k, v in previous.items() if k not in record and k != "command"})
     write_json(output, record)
     write_text(output.with_suffix(".md"), markdown(rows))
 
