@@ -1,0 +1,458 @@
+"""Ablation of the pretraining recipe: which changes to the default `minibert pretrain` buy held-out quality.
+
+    python benchmarks/pretrain_ablation.py                        # every row, 1,000 steps x 32 examples, 2 at a time
+    python benchmarks/pretrain_ablation.py --rows default lr_2e-3 --steps 2500
+    python benchmarks/pretrain_ablation.py --timing_rounds 3 --rows mask_0.30 batch_16 pre_ln   # steps/s ratios
+    python benchmarks/pretrain_ablation.py --report --steps 500   # rewrite the JSON and table from saved results
+
+Quality and speed are measured apart, because the machine is shared:
+- quality: every row trains for the same number of examples (steps x batch), so its held-out accuracy does not
+  depend on machine load. Held-out MLM accuracy is always scored at 15% token masking on the same held-out
+  documents and masks (a row that trains at 30% or with whole-word masking is scored like the default); NSP on
+  the same held-out 64-token pairs (a row that trains on longer sequences is still evaluated on those).
+- speed: short runs of each row and the default, interleaved in rounds with alternating order; the steps/s ratio
+  to the default in the same round, median and range over rounds. Evaluation and checkpoint time are excluded.
+
+Each run is a subprocess (`--worker`), with OMP_NUM_THREADS=1 when two run side by side. Rows differ from the
+default only in what their `overrides` say; `vocab_size` rows change the task (a smaller vocabulary makes MLM
+accuracy easier), which the table flags. The pre-LayerNorm row patches the encoder blocks in the worker (see
+`_use_pre_layer_norm`) until the package has an official config field for it.
+
+Writes benchmarks/results/pretrain_ablation.json (rows, command, date, cpu count, versions) and .md (the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT))
+
+from modeling_minibert.files import write_json, write_text  # noqa: E402  (this checkout's package)
+DEFAULT_BATCH = 32
+EVAL_MAX_LENGTH = 64  # the held-out pairs every row is scored on
+WARMUP_FRACTION = 0.04
+TIMING_FILE = "pretrain_ablation_timing.json"  # the default's 100 of 2,500 steps; rows keep the fraction when the step count changes
+
+# name -> (what changes, pretrain keyword arguments, extra switches). Steps are set from --steps (and the batch
+# size, so that every row sees the same number of examples); warmup from WARMUP_FRACTION unless a row sets it.
+ROWS: dict[str, tuple[str, dict, dict]] = {
+    "default": ("default (lr 1e-3, warmup 4%, linear to 0, batch 32, 15% masking, vocab 8192, dupe 5)", {}, {}),
+    "lr_5e-4": ("peak learning rate 5e-4", {"learning_rate": 5e-4}, {}),
+    "lr_2e-3": ("peak learning rate 2e-3", {"learning_rate": 2e-3}, {}),
+    "lr_4e-3": ("peak learning rate 4e-3", {"learning_rate": 4e-3}, {}),
+    "warmup_10pct": ("warmup 10% of the steps", {}, {"warmup_fraction": 0.10}),
+    "warmup_1pct": ("warmup 1% of the steps", {}, {"warmup_fraction": 0.01}),
+    "cosine": ("cosine decay instead of linear", {"lr_scheduler_type": "cosine"}, {}),
+    "beta2_0.98": ("AdamW beta2 0.98", {"adam_beta2": 0.98}, {}),
+    "wd_0.1": ("weight decay 0.1", {"weight_decay": 0.1}, {}),
+    "no_clip": ("no gradient clipping (max_grad_norm 1e9)", {"max_grad_norm": 1e9}, {}),
+    "mask_0.20": ("masking rate 20% (scored at 15%)", {"mlm_probability": 0.20}, {}),
+    "mask_0.30": ("masking rate 30% (scored at 15%)", {"mlm_probability": 0.30}, {}),
+    "mask_0.40": ("masking rate 40% (scored at 15%)", {"mlm_probability": 0.40}, {}),
+    "wwm": ("whole-word masking (scored with token masking)", {"whole_word_mask": True}, {}),
+    "batch_16": ("batch 16, twice the steps", {"batch_size": 16}, {}),
+    "batch_64": ("batch 64, half the steps", {"batch_size": 64}, {}),
+    "batch_16_mask_0.30": ("batch 16, twice the steps, masking rate 30%", {"batch_size": 16, "mlm_probability": 0.30}, {}),
+    "batch_64_lr_2e-3": ("batch 64, half the steps, lr 2e-3", {"batch_size": 64, "learning_rate": 2e-3}, {}),
+    "seq_128": ("128-token sequences, batch 16 (same tokens per step; scored on the 64-token pairs)",
+                {"max_length": 128, "batch_size": 16, "config_overrides": "max_position_embeddings=128"},
+                {"keep_steps": True}),
+    "vocab_4096": ("vocabulary 4,096 (a different, easier MLM task)", {"vocab_size": 4096}, {"vocab_changed": True}),
+    "vocab_16384": ("vocabulary 16,384 (a different, harder MLM task)", {"vocab_size": 16384}, {"vocab_changed": True}),
+    "dupe_1": ("dupe factor 1", {"dupe_factor": 1}, {}),
+    "dupe_10": ("dupe factor 10", {"dupe_factor": 10}, {}),
+    "pre_ln": ("pre-LayerNorm blocks + final LayerNorm", {}, {"pre_ln": True}),
+    "pre_ln_lr_2e-3": ("pre-LayerNorm, lr 2e-3", {"learning_rate": 2e-3}, {"pre_ln": True}),
+    "pre_ln_lr_4e-3": ("pre-LayerNorm, lr 4e-3", {"learning_rate": 4e-3}, {"pre_ln": True}),
+}
+
+
+# Rows that change only numbers of the optimizer or schedule: every step does the default's work.
+SAME_WORK = {"lr_5e-4", "lr_2e-3", "lr_4e-3", "warmup_10pct", "warmup_1pct", "cosine", "beta2_0.98", "wd_0.1", "no_clip",
+             "dupe_1", "dupe_10"}
+
+
+def run_kwargs(name: str, steps: int, output_dir: str, extra: dict | None = None) -> tuple[dict, dict]:
+    """The `pretrain` keyword arguments of a row at a budget of `steps` default-sized batches."""
+    _, overrides, switches = ROWS[name]
+    kwargs = {**overrides, **(extra or {})}
+    batch = kwargs.get("batch_size", DEFAULT_BATCH)
+    if not switches.get("keep_steps"):
+        steps = max(1, round(steps * DEFAULT_BATCH / batch))  # the same number of examples as the default
+    kwargs.setdefault("max_steps", steps)
+    kwargs.setdefault("warmup_steps", round(switches.get("warmup_fraction", WARMUP_FRACTION) * kwargs["max_steps"]))
+    kwargs.update(output_dir=output_dir, overwrite=True, show_progress=False, save_total_limit=1)
+    return kwargs, switches
+
+
+# --- the worker: one run in this process ---------------------------------------------------------------------
+
+def _use_pre_layer_norm() -> None:
+    """Patch the encoder blocks to pre-LN: x + Attn(LN(x)), then x + FFN(LN(x)); a final LayerNorm after the
+    last block (config `final_layer_norm=True`). Same parameters and names as BERT's block, used in another order."""
+    from modeling_minibert import modeling_minibert as mm
+
+    def layer_forward(self, hidden_states, attention_mask=None, packing=None, **kwargs):
+        attention = self.attention
+        attn, weights = attention.self(attention.output.LayerNorm(hidden_states), attention_mask, packing, **kwargs)
+        hidden_states = attention.output.dropout(attention.output.dense(attn)) + hidden_states
+        ffn = self.output.dense(self.intermediate(self.output.LayerNorm(hidden_states)))
+        return self.output.dropout(ffn) + hidden_states, weights
+
+    mm.MiniBertLayer.forward = layer_forward
+
+
+def _score_on_64_token_pairs() -> None:
+    """Rows trained on longer sequences are evaluated on the default's held-out 64-token pairs."""
+    from modeling_minibert import pretraining
+
+    build = pretraining.build_nsp_dataset
+
+    def build_nsp_dataset(documents, tokenizer, max_length=64, seed=42, dupe_factor=1):
+        if dupe_factor == 1:  # the held-out set (the training set is built with the run's dupe factor)
+            max_length = EVAL_MAX_LENGTH
+        return build(documents, tokenizer, max_length, seed, dupe_factor)
+
+    pretraining.build_nsp_dataset = build_nsp_dataset
+
+
+def _exclude_eval_and_save_time() -> dict:
+    """Time spent evaluating and checkpointing, to subtract from the loop's time in timing runs."""
+    from modeling_minibert import pretraining
+
+    spent = {"seconds": 0.0}
+    for name in ("evaluate", "save_checkpoint"):
+        original = getattr(pretraining, name)
+
+        def timed(*args, _original=original, **kwargs):
+            start = time.perf_counter()
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                spent["seconds"] += time.perf_counter() - start
+
+        setattr(pretraining, name, timed)
+    return spent
+
+
+def worker(spec: dict) -> dict:
+    if spec["switches"].get("pre_ln"):
+        _use_pre_layer_norm()
+        overrides = spec["kwargs"].get("config_overrides")
+        spec["kwargs"]["config_overrides"] = ",".join(filter(None, [overrides, "final_layer_norm=True"]))
+    if spec["kwargs"].get("dupe_factor", 5) == 1 and spec["kwargs"].get("max_length", 64) != EVAL_MAX_LENGTH:
+        raise ValueError("a dupe_factor=1 row cannot change max_length (the held-out set is told apart by it)")
+    _score_on_64_token_pairs()
+    spent = _exclude_eval_and_save_time()
+    from modeling_minibert.pretraining import pretrain
+
+    summary = pretrain(**spec["kwargs"])
+    result = result_of_run(Path(summary["output_dir"]), spec["kwargs"].get("batch_size", DEFAULT_BATCH))
+    result["steps_per_second"] = summary["steps"] / (summary["seconds_this_session"] - spent["seconds"])
+    return result
+
+
+def result_of_run(folder: Path, batch_size: int) -> dict:
+    """A row's numbers from a finished run's folder (results file and metrics)."""
+    from modeling_minibert.pretraining import METRICS_FILE, RESULTS_FILE
+
+    curve = [json.loads(line) for line in (folder / METRICS_FILE).read_text().splitlines()]
+    evals = [{k: r[k] for k in ("step", "eval_mlm_accuracy", "eval_nsp_accuracy")} for r in curve if "eval_mlm_accuracy" in r]
+    if not (folder / RESULTS_FILE).is_file():
+        # A run that stopped after its last evaluation but before saving (e.g. its ablation process was stopped).
+        last = [r for r in curve if "eval_mlm_accuracy" in r][-1]
+        return {"steps": last["step"], "train_examples_seen": last["step"] * batch_size, "train_pairs": None,
+                "held_out_pairs": None, "epochs": None, "eval_mlm_accuracy": last["eval_mlm_accuracy"],
+                "eval_mlm_perplexity": last["eval_mlm_perplexity"], "eval_nsp_accuracy": last["eval_nsp_accuracy"],
+                "steps_per_second": None, "wall_seconds": None, "eval_curve": evals}
+    summary = json.loads((folder / RESULTS_FILE).read_text())
+    return {
+        "steps": summary["steps"],
+        "train_examples_seen": summary["steps"] * batch_size,
+        "train_pairs": summary["train_examples"],
+        "held_out_pairs": summary["held_out_examples"],
+        "epochs": summary["epochs"],
+        "eval_mlm_accuracy": summary["eval_mlm_accuracy"],
+        "eval_mlm_perplexity": summary["eval_mlm_perplexity"],
+        "eval_nsp_accuracy": summary["eval_nsp_accuracy"],
+        # Includes evaluation and checkpoint time when read from a folder (the worker subtracts them).
+        "steps_per_second": summary["steps_per_second"],
+        "wall_seconds": summary["seconds_this_session"],
+        "eval_curve": evals,
+    }
+
+
+def timing_worker(name: str, steps: int, warmup_steps: int = 5) -> dict:
+    """Steps/s of a row's training step (collate, forward, backward, clip, AdamW), on synthetic full-length pairs.
+
+    Only what a row changes in the work matters here (masked rows, batch, length, vocabulary, block order), so the
+    text is synthetic: random ids in the row's vocabulary, ~75% of tokens starting a word.
+    """
+    import random
+
+    import torch
+
+    from modeling_minibert.modeling_minibert import MiniBertForPreTraining
+    from modeling_minibert.pretraining import PretrainingArguments, build_config, param_groups
+    from modeling_minibert.pretraining_data import DataCollatorForPreTraining
+    from tokenization import make_tokenizer
+
+    kwargs, switches = run_kwargs(name, steps, "unused")
+    if switches.get("pre_ln"):
+        _use_pre_layer_norm()
+        kwargs["config_overrides"] = ",".join(filter(None, [kwargs.get("config_overrides"), "final_layer_norm=True"]))
+    args = PretrainingArguments(**{k: v for k, v in kwargs.items() if k != "max_steps"}, max_steps=steps)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(args.vocab_size - 5)]
+    tokenizer = make_tokenizer({t: i for i, t in enumerate(vocab)})
+    config = build_config(args)
+    config.vocab_size, config.hidden_dropout_prob, config.attention_probs_dropout_prob = len(tokenizer), 0.0, 0.0
+    rng = random.Random(0)
+    half = (args.max_length - 3) // 2
+    examples = [
+        {"input_ids": [2, *(rng.randrange(5, len(tokenizer)) for _ in range(half)), 3,
+                       *(rng.randrange(5, len(tokenizer)) for _ in range(args.max_length - 3 - half)), 3],
+         "token_type_ids": [0] * (half + 2) + [1] * (args.max_length - 2 - half),
+         "special_tokens_mask": [1] + [0] * half + [1] + [0] * (args.max_length - 3 - half) + [1],
+         "word_starts": [0] + [int(rng.random() < 0.75) for _ in range(args.max_length - 2)] + [0],
+         "next_sentence_label": rng.randrange(2), "example_id": k}
+        for k in range(args.batch_size * 8)
+    ]
+    torch.manual_seed(0)
+    torch.set_flush_denormal(True)
+    model = MiniBertForPreTraining(config).train()
+    optimizer = torch.optim.AdamW(param_groups(model, args.weight_decay), lr=args.learning_rate, fused=True)
+    collator = DataCollatorForPreTraining(tokenizer, args.mlm_probability, args.whole_word_mask)
+    started = 0.0
+    for step in range(warmup_steps + steps):
+        if step == warmup_steps:
+            started = time.perf_counter()
+        first = (step % 8) * args.batch_size
+        collator.epoch = step
+        batch = collator(examples[first : first + args.batch_size])
+        loss = model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return {"steps_per_second": steps / (time.perf_counter() - started), "batch_size": args.batch_size}
+
+
+def launch(name: str, steps: int, threads: int, eval_steps: int | None, log_dir: Path) -> dict:
+    """Run one row in a subprocess; its result (or the tail of its error)."""
+    with tempfile.TemporaryDirectory(prefix=f"ablation-{name}-") as tmp:
+        extra = {"eval_steps": eval_steps} if eval_steps else {}
+        kwargs, switches = run_kwargs(name, steps, tmp, extra)
+        kwargs.setdefault("eval_steps", kwargs["max_steps"])
+        kwargs.setdefault("logging_steps", 10)
+        kwargs["save_steps"] = kwargs["max_steps"] - kwargs["max_steps"] % kwargs["logging_steps"] or kwargs["logging_steps"]
+        spec = {"kwargs": kwargs, "switches": switches}
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+        log = log_dir / f"{name}-{steps}.log"
+        with log.open("w") as f:
+            proc = subprocess.run(
+                [sys.executable, __file__, "--worker", json.dumps(spec)], env=env, stdout=subprocess.PIPE, stderr=f,
+                text=True,
+            )
+        if proc.returncode:
+            tail = log.read_text().strip().splitlines()[-3:]
+            return {"error": " | ".join(tail) or f"exit status {proc.returncode}", "kwargs": kwargs}
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        kwargs.pop("output_dir")
+        return {**result, "kwargs": kwargs, "switches": switches}
+
+
+# --- the table -----------------------------------------------------------------------------------------------
+
+def versions() -> dict:
+    import accelerate
+    import tokenizers
+    import torch
+    import transformers
+
+    return {
+        "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+        "accelerate": accelerate.__version__, "tokenizers": tokenizers.__version__,
+    }
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = [
+        "| change | steps x batch | held-out MLM acc. | NSP acc. | steps/s ratio to default (range) | time for these examples vs default |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        if "error" in row:
+            lines.append(f"| {row['change']} | failed: {row['error'][:80]} | | | | |")
+            continue
+        timing = row.get("timing")
+        speed = f"{timing['ratio_median']:.2f} ({timing['ratio_min']:.2f}-{timing['ratio_max']:.2f})" if timing else "n/a"
+        if timing and timing.get("note"):
+            speed = "1 (same work)"
+        default_steps = row["budget_steps"]
+        relative = f"{row['steps'] / default_steps / timing['ratio_median']:.2f}" if timing else "n/a"
+        flag = " *" if row.get("switches", {}).get("vocab_changed") else ""
+        lines.append(
+            f"| {row['change']}{flag} | {row['steps']} x {row['kwargs'].get('batch_size', DEFAULT_BATCH)} | "
+            f"{row['eval_mlm_accuracy']:.3f} | {row['eval_nsp_accuracy']:.3f} | {speed} | {relative} |"
+        )
+    lines.append("")
+    lines.append("\\* a different vocabulary: MLM accuracy is not comparable with the other rows.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS), metavar="ROW",
+                        help=f"rows to run (default: all): {', '.join(ROWS)}")
+    parser.add_argument("--steps", type=int, default=1000, help="optimizer steps at batch 32 (rows with another batch size keep the examples)")
+    parser.add_argument("--eval_steps", type=int, default=None, help="held-out evaluation every N steps (default: at the end)")
+    parser.add_argument("--jobs", type=int, default=2, help="runs side by side (each with OMP_NUM_THREADS=1 when > 1)")
+    parser.add_argument("--timing_rounds", type=int, default=0,
+                        help="instead of quality runs: rounds of interleaved speed runs of --rows and the default")
+    parser.add_argument("--timing_steps", type=int, default=40, help="timed steps of each speed run")
+    parser.add_argument("--collect", nargs=2, metavar=("ROW", "FOLDER"),
+                        help="add the finished run in FOLDER (e.g. one whose ablation process was stopped) as ROW")
+    parser.add_argument("--report", action="store_true", help="only rewrite the JSON and table from the saved results")
+    parser.add_argument("--timing_threads", type=int, default=1, help="OMP threads of each speed run")
+    parser.add_argument("--output", default=str(RESULTS / "pretrain_ablation.json"),
+                        help="results JSON (rows of an existing file are kept unless re-run)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--timing_worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    if args.timing_worker:
+        print(json.dumps(timing_worker(args.timing_worker, args.timing_steps)))
+        return 0
+
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    log_dir = output.parent / "pretrain_ablation_logs"
+    log_dir.mkdir(exist_ok=True)
+    saved = json.loads(output.read_text()) if output.is_file() else {}
+    results = {(r["row"], r["budget_steps"]): r for r in saved.get("rows", [])}
+    threads = 1 if args.jobs > 1 else (os.cpu_count() or 1)
+
+    def quality(name: str) -> dict:
+        started = time.time()
+        result = launch(name, args.steps, threads, args.eval_steps, log_dir)
+        result.update(row=name, change=ROWS[name][0], budget_steps=args.steps, threads=threads)
+        status = result.get("error") or (
+            f"MLM {result['eval_mlm_accuracy']:.3f}, NSP {result['eval_nsp_accuracy']:.3f}, "
+            f"{result['steps_per_second']:.2f} steps/s"
+        )
+        print(f"{name} ({args.steps} steps): {status} [{time.time() - started:.0f} s]", flush=True)
+        return result
+
+    if args.collect:
+        name, folder = args.collect
+        kwargs, switches = run_kwargs(name, args.steps, folder)
+        result = result_of_run(Path(folder), kwargs.get("batch_size", DEFAULT_BATCH))
+        saved_args = json.loads((Path(folder) / "pretraining_args.json").read_text())
+        differing = {k: saved_args.get(k) for k, v in kwargs.items() if k in saved_args and k != "output_dir" and k not in ("eval_steps", "save_steps", "logging_steps", "save_total_limit") and saved_args[k] != v}
+        if differing:
+            raise SystemExit(f"{folder} is not a run of row {name}: it differs in {differing}")
+        if result["steps"] != kwargs["max_steps"]:
+            raise SystemExit(f"{folder} ran {result['steps']} steps; row {name} at --steps {args.steps} has {kwargs['max_steps']}")
+        kwargs.pop("output_dir")
+        results[(name, args.steps)] = {**result, "kwargs": kwargs, "switches": switches, "row": name,
+                                       "change": ROWS[name][0], "budget_steps": args.steps, "threads": 1,
+                                       "collected_from_folder": True}
+    quality_rows = [] if (args.report or args.timing_rounds or args.collect) else args.rows
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for result in pool.map(quality, quality_rows):
+            results[(result["row"], args.steps)] = result
+            write(output, results, args)  # after every row: an interrupted ablation keeps what it measured
+
+    if args.timing_rounds:
+        timing(args, output.with_name(TIMING_FILE))
+    write(output, results, args)
+    print(markdown(sorted(results.values(), key=lambda r: (r["budget_steps"], list(ROWS).index(r["row"])))))
+    return 0
+
+
+def timing(args: argparse.Namespace, path: Path) -> None:
+    """Interleaved rounds, one run at a time, order reversed every round; ratios to the default of the same round."""
+    names = ["default", *[n for n in args.rows if n != "default" and n not in SAME_WORK]]
+    saved = json.loads(path.read_text()) if path.is_file() else {}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": str(args.timing_threads)}
+    rates: dict[str, list[float]] = {n: [] for n in names}
+    for round_ in range(args.timing_rounds):
+        for name in names if round_ % 2 == 0 else names[::-1]:
+            proc = subprocess.run([sys.executable, __file__, "--timing_worker", name, "--timing_steps", str(args.timing_steps)],
+                                  env=env, capture_output=True, text=True, check=True)
+            rates[name].append(json.loads(proc.stdout.strip().splitlines()[-1])["steps_per_second"])
+        print(f"timing round {round_ + 1}: " + ", ".join(f"{n} {r[-1]:.2f}" for n, r in rates.items()), flush=True)
+    for name in names[1:]:
+        ratios = [r / d for r, d in zip(rates[name], rates["default"])]
+        saved[name] = {"ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+                       "ratios": ratios, "steps_per_second": rates[name], "default_steps_per_second": rates["default"]}
+    saved["_measured"] = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "rounds": args.timing_rounds,
+                          "timed_steps": args.timing_steps, "threads": args.timing_threads,
+                          "load_average": os.getloadavg()[0], "command": " ".join([Path(sys.executable).name, *sys.argv])}
+    write_json(path, saved)
+
+
+# Rows whose step is another row's step (only the optimizer's numbers differ): timed as that row.
+# batch_16_mask_0.30 is approximated by batch_16 (the 30% masking step measured within noise of the default's).
+TIMED_AS = {"pre_ln_lr_2e-3": "pre_ln", "pre_ln_lr_4e-3": "pre_ln", "batch_64_lr_2e-3": "batch_64",
+            "batch_16_mask_0.30": "batch_16"}
+
+
+def attach_timing(rows: list[dict], path: Path) -> None:
+    saved = json.loads(path.read_text()) if path.is_file() else {}
+    saved.update({row: saved[timed] for row, timed in TIMED_AS.items() if timed in saved})
+    for row in rows:
+        if row["row"] == "default":
+            row["timing"] = {"ratio_median": 1.0, "ratio_min": 1.0, "ratio_max": 1.0}
+        elif row["row"] in SAME_WORK:
+            row["timing"] = {"ratio_median": 1.0, "ratio_min": 1.0, "ratio_max": 1.0, "note": "the same computation as the default"}
+        elif row["row"] in saved:
+            row["timing"] = saved[row["row"]]
+
+
+def write(output: Path, results: dict, args: argparse.Namespace) -> None:
+    # Another ablation process may have added rows since this one started: keep them (ours win on a clash).
+    previous = json.loads(output.read_text()) if output.is_file() else {}
+    on_disk = {(r["row"], r["budget_steps"]): r for r in previous.get("rows", [])}
+    results = {**on_disk, **results}
+    command = " ".join([Path(sys.executable).name, *sys.argv])
+    commands = [c for c in previous.get("commands", []) if c != command] + [command]
+    rows = sorted(results.values(), key=lambda r: (r["budget_steps"], list(ROWS).index(r["row"])))
+    attach_timing(rows, output.with_name(TIMING_FILE))
+    timing_file = output.with_name(TIMING_FILE)
+    record = {
+        "commands": commands,  # every command that added to this file, the last one last
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "cpu_count": os.cpu_count(),
+        "versions": versions(),
+        "notes": (
+            "quality at a fixed number of examples (steps x batch = budget_steps x 32), held-out MLM accuracy at 15% "
+            "token masking and NSP accuracy on the same held-out 64-token pairs for every row; timing ratios from "
+            "separate interleaved runs"
+        ),
+        "timing_run": json.loads(timing_file.read_text()).get("_measured") if timing_file.is_file() else None,
+        "rows": rows,
+    }
+    # Notes added by hand (status, partial rows) stay.
+    record.update({k: v for k, v in previous.items() if k not in record and k != "command"})
+    write_json(output, record)
+    write_text(output.with_suffix(".md"), markdown(rows))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
