@@ -814,3 +814,42 @@ def test_autotokenizer_on_a_model_folder_without_trust_remote_code(model_folders
     assert result_line(result.stdout) == ["BertTokenizer", tokenizer("the cat sat on the [MASK] .")["input_ids"]]
     assert PROMPT not in result.stdout + result.stderr
     assert TYPE_WARNING not in result.stderr
+
+
+# --- found by mutation testing (tools/mutation.py): behaviour no other test looked at ------------------------
+
+SMALL_VOCAB = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "a": 5, "##b": 6}
+
+
+def test_make_tokenizer_names_the_vocabulary_and_the_missing_token():
+    vocab = {token: i for token, i in SMALL_VOCAB.items() if token != "[MASK]"}
+    with pytest.raises(ValueError, match=r"^the vocabulary: the vocabulary lacks the special token '\[MASK\]'$"):
+        make_tokenizer(vocab)
+
+
+def test_vocab_txt_is_not_written_with_renumbered_ids(tmp_path):
+    # vocab.txt keeps ids as line numbers: a gap (id 7 missing) would shift every later token by one.
+    tokenizer = make_tokenizer({**SMALL_VOCAB, "c": 8})
+    with pytest.raises(ValueError, match=r"^vocabulary ids are not contiguous from 0 to 7: cannot write vocab\.txt$"):
+        tokenizer.save_vocabulary(str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("line_break", ["\n", "\r"])
+def test_vocab_txt_is_not_written_with_a_token_holding_a_line_break(tmp_path, line_break):
+    # Either break alone splits the token over two lines of vocab.txt.
+    token = f"a{line_break}b"
+    tokenizer = make_tokenizer({**SMALL_VOCAB, token: 7})
+    with pytest.raises(ValueError, match=rf"^token {re.escape(repr(token))} contains a line break: cannot write vocab\.txt$"):
+        tokenizer.save_vocabulary(str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_filename_prefix_names_every_file_save_pretrained_writes(tmp_path):
+    tokenizer = make_tokenizer(SMALL_VOCAB)
+    written = tokenizer.save_pretrained(tmp_path, filename_prefix="run1")
+    names = ["run1-special_tokens_map.json", "run1-tokenizer.json", "run1-tokenizer_config.json", "run1-vocab.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
+    assert sorted(Path(p).name for p in written) == names
+    assert (tmp_path / "run1-vocab.txt").read_text(encoding="utf-8") == "".join(t + "\n" for t in SMALL_VOCAB)
+    assert json.loads((tmp_path / "run1-special_tokens_map.json").read_text())["mask_token"] == "[MASK]"
