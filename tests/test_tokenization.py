@@ -853,3 +853,41 @@ def test_filename_prefix_names_every_file_save_pretrained_writes(tmp_path):
     assert sorted(Path(p).name for p in written) == names
     assert (tmp_path / "run1-vocab.txt").read_text(encoding="utf-8") == "".join(t + "\n" for t in SMALL_VOCAB)
     assert json.loads((tmp_path / "run1-special_tokens_map.json").read_text())["mask_token"] == "[MASK]"
+    # sorted keys: the same tokenizer always writes the same bytes
+    assert list(json.loads((tmp_path / "run1-special_tokens_map.json").read_text())) == sorted(SPECIAL_TOKENS_KEYS)
+
+
+def test_make_tokenizer_wraps_single_texts_and_pairs_in_cls_and_sep():
+    # The session-scoped `trained` tokenizer is built once, so only a tokenizer built inside the test shows
+    # mutmut that build_backend's template is checked.
+    tokenizer = make_tokenizer(SMALL_VOCAB)
+    assert tokenizer("ab a")["input_ids"] == [2, 5, 6, 5, 3]
+    pair = tokenizer("a", "ab")
+    assert pair["input_ids"] == [2, 5, 3, 5, 6, 3]
+    assert pair["token_type_ids"] == [0, 0, 0, 1, 1, 1]
+
+
+def test_vocab_txt_with_a_repeated_token_names_both_lines(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join([*SMALL_VOCAB, "c", "a"]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: token 'a' appears twice \(lines 6 and 9\)$"):
+        load_tokenizer(path)
+
+
+def test_special_tokens_stored_as_added_token_dicts_are_read(tmp_path):
+    # tokenizer_config.json may hold special tokens as serialized AddedTokens ({"content": ...}) instead of strings.
+    make_tokenizer(SMALL_VOCAB).save_pretrained(tmp_path)
+    config_file = tmp_path / "tokenizer_config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    for key in SPECIAL_TOKENS_KEYS:
+        config[key] = {"content": config[key], "lstrip": False, "normalized": False, "rstrip": False,
+                       "single_word": False, "special": True}
+    config_file.write_text(json.dumps(config), encoding="utf-8")
+    assert load_tokenizer(tmp_path).mask_token == "[MASK]"
+    config["mask_token"]["content"] = "[MSK]"  # a mask token the vocabulary lacks is named as such
+    config_file.write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"tokenizer\.json: the vocabulary lacks the special token '\[MSK\]'"):
+        load_tokenizer(tmp_path)
+
+
+SPECIAL_TOKENS_KEYS = ["pad_token", "unk_token", "cls_token", "sep_token", "mask_token"]

@@ -41,9 +41,10 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "mutation.json"
 
 # The one table: module -> the pytest arguments that select the tests covering it (its own test module; a `-k`
-# expression drops tests that only re-run the same code in a fresh interpreter, where mutmut cannot follow it).
+# expression drops tests that cannot run under mutmut).
 MODULES: dict[str, list[str]] = {
-    "modeling_minibert/modeling_minibert.py": ["tests/test_modeling_minibert.py"],
+    # torch.compile cannot trace through mutmut's trampolines (the function that picks the mutant at run time)
+    "modeling_minibert/modeling_minibert.py": ["tests/test_modeling_minibert.py", "-k", "not torch_compile"],
     "tokenization/wordpiece.py": ["tests/test_tokenization.py"],
 }
 
@@ -162,13 +163,12 @@ def run_module(module: str, args: argparse.Namespace, workdir: Path) -> dict:
         sample = sorted(random.Random(args.seed).sample(names, args.max_mutants))
     code, output = _mutmut(project, ["run", "--max-children", str(args.max_children), *sample],
                            timeout=max(deadline - time.monotonic(), 1))
-    if code not in (0, None):
-        tail = output[-3000:]
-        if "Failed to run clean test" in output or "Traceback" in tail:
-            raise RuntimeError(f"mutmut failed on {module} (exit {code}):\n{tail}")
+    (project / "mutmut-run.log").write_text(output, encoding="utf-8")
     seconds = time.monotonic() - started
 
     exit_codes = _read_meta(project, module)
+    if code is not None and all(exit_codes.get(name) is None for name in sample):
+        raise RuntimeError(f"mutmut checked no mutant of {module} (exit {code}):\n{output[-3000:]}")
     counts = {"killed": 0, "timeout": 0, "crashed": 0, "survived": 0, "suspicious": 0, "no_tests": 0,
               "not_checked": 0}
     survivors = []
@@ -217,6 +217,10 @@ def run_module(module: str, args: argparse.Namespace, workdir: Path) -> dict:
     }
 
 
+def _percent(score: float | None) -> str:
+    return "n/a" if score is None else f"{score:.0%}"
+
+
 def markdown(modules: dict[str, dict]) -> str:
     lines = [
         "| module | mutants checked (of all) | killed | timeout/crash | survived | equivalent | score | minutes |",
@@ -226,7 +230,7 @@ def markdown(modules: dict[str, dict]) -> str:
         lines.append(
             f"| `{module}` | {r['checked']} ({r['mutants_total']}) | {r['killed']} | {r['timeout'] + r['crashed']} "
             f"| {r['survived'] + r['suspicious'] + r['no_tests'] - r['equivalent']} | {r['equivalent']} "
-            f"| {r['score_excluding_equivalent']:.0%} | {r['seconds'] / 60:.1f} |"
+            f"| {_percent(r['score_excluding_equivalent'])} | {r['seconds'] / 60:.1f} |"
         )
     return "\n".join(lines)
 
