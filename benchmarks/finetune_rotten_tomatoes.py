@@ -3,8 +3,10 @@
 The split is by movie (see `benchmarks/rotten_tomatoes.py`): about 10.2k training, 1.4k validation and
 1.3k test snippets. The fine-tuned model keeps its best validation epoch; both are scored once on the test split.
 
-    python benchmarks/finetune_rotten_tomatoes.py --model minibert-pretrained
-    python benchmarks/finetune_rotten_tomatoes.py --model FOLDER --epochs 5 --learning-rate 5e-5
+    python benchmarks/finetune_rotten_tomatoes.py --model_name_or_path minibert-pretrained
+    python benchmarks/finetune_rotten_tomatoes.py --model_name_or_path FOLDER --num_train_epochs 5 --learning_rate 5e-5
+
+(The options are named as `minibert finetune`'s; the older --model, --epochs, --batch-size still work.)
 
 Writes benchmarks/results/rotten_tomatoes.json, a bar chart beside it (rotten_tomatoes.png) and the fine-tuned
 model to benchmarks/results/rotten_tomatoes-model/.
@@ -13,8 +15,6 @@ model to benchmarks/results/rotten_tomatoes-model/.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from matplotlib.figure import Figure  # noqa: E402
 
+from modeling_minibert.files import write_json  # noqa: E402
 from modeling_minibert.finetuning import finetune_sequence_classification  # noqa: E402
 from rotten_tomatoes import load_rotten_tomatoes, tfidf_baseline  # noqa: E402
 
@@ -45,19 +46,19 @@ def plot(results: dict, path: Path) -> None:
     ax.axhline(results["majority_test_accuracy"], color="grey", linestyle="--", linewidth=1, label="majority class")
     ax.set_title(f"Rotten Tomatoes test split ({results['sizes']['test']} snippets)")
     ax.legend(loc="upper right", fontsize=8)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    figure.savefig(tmp, dpi=120, bbox_inches="tight")
-    os.replace(tmp, path)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, help="a `minibert pretrain` output folder (model + tokenizer)")
+    parser.add_argument("--model_name_or_path", "--model", dest="model", required=True,
+                        help="a `minibert pretrain` output folder (model + tokenizer)")
     parser.add_argument("--output", default=str(RESULTS / "rotten_tomatoes.json"))
-    parser.add_argument("--model-dir", default=None, help="where the fine-tuned model goes (default: beside --output)")
-    parser.add_argument("--epochs", type=float, default=3.0)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--learning-rate", type=float, default=1e-4)
+    parser.add_argument("--output_dir", "--model-dir", dest="model_dir", default=None,
+                        help="where the fine-tuned model goes (default: beside --output)")
+    parser.add_argument("--num_train_epochs", "--epochs", dest="epochs", type=float, default=3.0)
+    parser.add_argument("--per_device_train_batch_size", "--batch-size", dest="batch_size", type=int, default=32)
+    parser.add_argument("--learning_rate", "--learning-rate", dest="learning_rate", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--limit", type=int, default=None, help="use only the first N training snippets (smoke runs)")
     args = parser.parse_args(argv)
@@ -99,9 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
             "learning_rate": args.learning_rate,
         },
     }
-    tmp = output.with_name(f".{output.name}.tmp")
-    tmp.write_text(json.dumps(results, indent=2) + "\n")
-    os.replace(tmp, output)
+    write_json(output, results)
     plot(results, output.with_suffix(".png"))
     print(f"wrote {output} and {output.with_suffix('.png')}")
     return results

@@ -20,7 +20,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupShuffleSplit
 
-from modeling_minibert.finetuning_metrics import classification_metrics
+from modeling_minibert.finetuning.metrics import classification_metrics
 
 DATA_FILE = "data/rotten_tomatoes_corpus_full.csv.bz2"
 LABELS = ("fresh", "rotten")

@@ -2,6 +2,8 @@
 
     pretraining.txt                            plain text, one document per paragraph block, blank lines between
     sentiment_{train,validation,test}.csv      columns text,label (positive / negative)
+    ner_{train,validation}.conll               CoNLL columns: token and BIO entity tag (PER, LOC, ORG)
+    qa_{train,validation}.json                 SQuAD 1.1 JSON: extractive question answering
 
 The sentences follow templates, so the files are small, license-free, and learnable in seconds; they show the
 formats, not what a real corpus gives. Rerun to regenerate: `python examples/make_examples.py`.
@@ -10,6 +12,7 @@ formats, not what a real corpus gives. Rerun to regenerate: `python examples/mak
 from __future__ import annotations
 
 import csv
+import json
 import random
 from pathlib import Path
 
@@ -46,6 +49,72 @@ TOPICS = {
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
 
 
+PEOPLE = ["Ana", "Ben", "Carla", "Dmitri", "Elena", "Farid", "Grace", "Hugo", "Ines", "Jonas", "Keiko", "Liam",
+          "Maya", "Nils", "Olga", "Pedro", "Quinn", "Rosa", "Sami", "Tara"]
+PLACES = ["Lisbon", "Paris", "Berlin", "Oslo", "Madrid", "Cairo", "Lima", "Quito", "Dublin", "Vienna",
+          "New York", "Buenos Aires", "San Diego", "Hong Kong", "Cape Town"]
+ORGS = ["Acme", "Globex", "Initech", "Umbrella", "Stark Industries", "Wayne Enterprises", "Blue Sky Airlines",
+        "Red River Bank", "Hooli", "Vandelay"]
+FILLERS = ["The weather was mild that year .", "Nobody expected the results .", "It rained for most of the week .",
+           "The report was published on Monday .", "Prices went up again in the spring ."]
+
+# NER templates: (text with slots) ; slot -> entity type.
+NER_TEMPLATES = [
+    "{PER} lives in {LOC} .",
+    "{PER} works for {ORG} in {LOC} .",
+    "Yesterday {PER} visited {LOC} with {PER2} .",
+    "{ORG} opened an office in {LOC} .",
+    "The manager of {ORG} is {PER} .",
+    "{PER} said the weather in {LOC} was fine .",
+    "Nothing happened today .",
+]
+SLOT_TYPES = {"PER": ("PER", PEOPLE), "PER2": ("PER", PEOPLE), "LOC": ("LOC", PLACES), "ORG": ("ORG", ORGS)}
+
+
+def ner_sentence(rng: random.Random) -> list[tuple[str, str]]:
+    template = rng.choice(NER_TEMPLATES)
+    pairs: list[tuple[str, str]] = []
+    for word in template.split():
+        if word.startswith("{"):
+            entity_type, names = SLOT_TYPES[word[1:-1]]
+            for k, part in enumerate(rng.choice(names).split()):
+                pairs.append((part, ("B-" if k == 0 else "I-") + entity_type))
+        else:
+            pairs.append((word, "O"))
+    return pairs
+
+
+def write_conll(path: Path, sentences: list[list[tuple[str, str]]]) -> None:
+    lines = ["-DOCSTART- O", ""]
+    for sentence in sentences:
+        lines += [f"{token} {tag}" for token, tag in sentence] + [""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def qa_paragraph(rng: random.Random, index: int) -> dict:
+    person, colleague = rng.sample(PEOPLE, 2)
+    place, org = rng.choice(PLACES), rng.choice(ORGS)
+    facts = [f"{person} lives in {place} .", f"{colleague} works for {org} ."]
+    sentences = facts + rng.sample(FILLERS, rng.randint(0, 3))
+    rng.shuffle(sentences)
+    context = " ".join(sentences)
+    questions = [
+        (f"Where does {person} live ?", place, f"{person} lives in "),
+        (f"Which company does {colleague} work for ?", org, f"{colleague} works for "),
+    ]
+    qas = []
+    for q, (question, answer, prefix) in enumerate(questions):
+        start = context.index(prefix) + len(prefix)
+        assert context[start : start + len(answer)] == answer
+        qas.append({"id": f"q{index}-{q}", "question": question, "answers": [{"text": answer, "answer_start": start}]})
+    return {"context": context, "qas": qas}
+
+
+def write_squad(path: Path, paragraphs: list[dict]) -> None:
+    document = {"version": "1.1", "data": [{"title": "Templated facts", "paragraphs": paragraphs}]}
+    path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+
+
 def sentiment_row(rng: random.Random) -> tuple[str, str]:
     label = rng.choice(["positive", "negative"])
     words = GOOD if label == "positive" else BAD
@@ -77,6 +146,12 @@ def main() -> None:
     rng = random.Random(0)
     for split, n in (("train", 400), ("validation", 80), ("test", 80)):
         write_csv(HERE / f"sentiment_{split}.csv", [sentiment_row(rng) for _ in range(n)])
+    rng = random.Random(0)  # the NER and QA files as first written, under the tests' fixed expectations
+    write_conll(HERE / "ner_train.conll", [ner_sentence(rng) for _ in range(300)])
+    write_conll(HERE / "ner_validation.conll", [ner_sentence(rng) for _ in range(60)])
+    write_squad(HERE / "qa_train.json", [qa_paragraph(rng, i) for i in range(150)])
+    write_squad(HERE / "qa_validation.json", [qa_paragraph(rng, 1000 + i) for i in range(30)])
+    rng = random.Random(1)
     (HERE / "pretraining.txt").write_text("\n\n".join(document(rng) for _ in range(300)) + "\n", encoding="utf-8")
 
 

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
 from . import AUTO_CLASSES
+from .files import staged_files
 from .modeling_minibert import MiniBertConfig, MiniBertPreTrainedModel
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
@@ -78,7 +75,7 @@ def export_onnx(
         raise FileExistsError(f"{output} is a folder; give the path of the .onnx file to write")
     if output.exists() and not overwrite:
         raise FileExistsError(f"{output} already exists; pass overwrite=True (--overwrite) to replace it")
-    with _staging_beside(output) as staging:
+    with staged_files(output) as staging:
         model = load_for_export(folder, head)
         choices = 2 if type(model).__name__ == "MiniBertForMultipleChoice" else None
         seq_len = min(16, model.config.max_position_embeddings)
@@ -106,27 +103,6 @@ def export_onnx(
         if verify:
             verify_onnx(model, staged, choices)
     return output
-
-
-@contextmanager
-def _staging_beside(output: Path) -> Iterator[Path]:
-    """A hidden folder beside `output` for the export to write into; on success its files (the .onnx and, for
-    large models, its .onnx.data) are renamed into place, on failure it is removed.
-
-    Hand-written beside `files.staged_folder`, which replaces a whole folder: an export's output is a file next
-    to others. Creating the folder first is also the check that the place can be written, before any work.
-    """
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.partial-"))
-    except OSError as err:
-        raise OSError(f"cannot write {output}: {err.strerror or err}") from None
-    try:
-        yield staging
-        for file in staging.iterdir():
-            os.replace(file, output.parent / file.name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def verify_onnx(model: MiniBertPreTrainedModel, path: Path, choices: int | None) -> float:

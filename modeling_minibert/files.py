@@ -3,8 +3,9 @@
 Readers (a resumed run, a user, `minibert push`) must never see half a file. So writers stage their output
 beside its final place and rename it in (`os.replace` is atomic within a filesystem):
 
-    write_text / write_json      one file
-    staged_folder                a whole folder (a fine-tuned model, a converted checkpoint, an ONNX export)
+    write_bytes / write_text / write_json      one file
+    staged_folder        a whole folder (a fine-tuned model, a converted checkpoint)
+    staged_files         files that a library writes by name beside others (an ONNX export and its weights)
     check_output_dir             refuse, before any work, a folder that already holds something
 
 Staged files get the permissions a plain `open()` would give (`mkstemp` and `mkdtemp` make them private).
@@ -29,18 +30,23 @@ def umask() -> int:
     return mask
 
 
-def write_text(path: str | os.PathLike, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, then rename it into place."""
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to a temporary file beside `path`, then rename it into place."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.chmod(tmp, 0o666 & ~umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """`write_bytes` of `text` in UTF-8."""
+    write_bytes(path, text.encode("utf-8"))
 
 
 def write_json(path: str | os.PathLike, payload: Any) -> None:
@@ -70,6 +76,28 @@ def staged_folder(output: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+@contextmanager
+def staged_files(output: str | os.PathLike) -> Iterator[Path]:
+    """Yield a hidden folder beside the file `output`; on success every file written into it is renamed into
+    `output`'s folder (the file itself and any side files), on failure the folder is removed.
+
+    Creating the folder is also the check, before any work, that the place can be written.
+    """
+    output = Path(output)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.partial-"))
+    except OSError as err:
+        raise OSError(f"cannot write {output}: {err.strerror or err}") from None
+    try:
+        yield staging
+        for file in staging.iterdir():
+            os.chmod(file, 0o666 & ~umask())
+            os.replace(file, output.parent / file.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def check_output_dir(output: str | os.PathLike, overwrite: bool = False, resume_hint: bool = False) -> Path:

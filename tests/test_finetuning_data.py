@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import datasets
@@ -10,7 +11,7 @@ import huggingface_hub
 import pytest
 from datasets import ClassLabel, Dataset, DatasetDict, Features, List, Value
 
-from modeling_minibert.finetuning_data import (
+from modeling_minibert.finetuning.data import (
     DataError,
     check_labels,
     dataset_splits,
@@ -23,7 +24,7 @@ from modeling_minibert.finetuning_data import (
     text_column,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def write(path: Path, text: str) -> Path:
@@ -212,3 +213,40 @@ def test_missing_sources(tmp_path, monkeypatch):
         load_data("not-a-dataset-anywhere")
     with pytest.raises(DataError, match=r"d\.xlsx: unknown file type '\.xlsx'"):
         load_data(write(tmp_path / "d.xlsx", "x"))
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        # One line of a 3-column file lost its tag: its POS column must not become the tag.
+        ("EU NNP B-ORG\nrejects VBZ\nplans NNS O\n",
+         r"bad\.conll, line 2: expected 3 columns like line 1, got 2: 'rejects VBZ'"),
+        # A stray fourth column must not become the tag either.
+        ("EU NNP B-ORG\nrejects VBZ O extra\n",
+         r"bad\.conll, line 2: expected 3 columns like line 1, got 4: 'rejects VBZ O extra'"),
+        ("EU B-ORG\n\nPeter NNP B-PER\n", r"bad\.conll, line 3: expected 2 columns like line 1, got 3: 'Peter NNP B-PER'"),
+    ],
+    ids=["missing-last-column", "extra-column", "sentences-disagree"],
+)
+def test_conll_lines_must_have_the_files_column_count(tmp_path, text, message):
+    with pytest.raises(DataError, match=message) as raised:
+        read_conll(write(tmp_path / "bad.conll", text))
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("character", ["\x00", "\x07", "\x7f", "\x9b"], ids=["NUL", "BEL", "DEL", "C1-CSI"])
+@pytest.mark.parametrize("where", ["tag", "token"])
+def test_conll_control_characters_are_refused(tmp_path, character, where):
+    token, tag = ("Pe" + character + "ter", "B-PER") if where == "token" else ("Peter", "B-PER" + character)
+    path = write(tmp_path / "ctl.conll", f"EU B-ORG\n{token} {tag}\n")
+    escaped = repr(token if where == "token" else tag)
+    with pytest.raises(DataError, match=rf"ctl\.conll, line 2: the {where} {re.escape(escaped)} contains the control character U\+{ord(character):04X}") as raised:
+        read_conll(path)
+    assert "\n" not in str(raised.value) and character not in str(raised.value)
+
+
+def test_control_characters_in_tag_lists_are_refused(tmp_path):
+    rows = [{"tokens": ["a", "b"], "tags": ["O", "B-X\x00"]}]
+    data = load_data(write(tmp_path / "t.json", json.dumps(rows)), conll=True)
+    with pytest.raises(DataError, match=r"t\.json, row 1, field 'tags': the tag 'B-X\\x00' contains the control character U\+0000"):
+        tag_columns(data, "tokens", "tags")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from modeling_minibert.finetuning_metrics import (
+from modeling_minibert.finetuning.metrics import (
     answer_f1,
     classification_metrics,
     is_bio_scheme,
@@ -39,15 +39,15 @@ def test_is_bio_scheme():
 
 def test_entity_scores_by_hand():
     references = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
-    # PER found with the wrong right boundary (does not count), LOC right, ORG missed, one spurious LOC.
-    predictions = [["B-PER", "O", "O", "B-LOC"], ["O", "B-LOC"]]
+    # PER found with the wrong right boundary (does not count), LOC right, ORG missed.
+    predictions = [["B-PER", "O", "O", "B-LOC"], ["O", "O"]]
     scores = token_classification_metrics(predictions, references)
-    # 3 true entities, 3 predicted (PER[0:1], LOC, LOC), 1 correct.
-    assert scores["precision"] == pytest.approx(1 / 3)
+    # 3 true entities, 2 predicted (PER[0:1], LOC), 1 correct: precision and recall differ.
+    assert scores["precision"] == pytest.approx(1 / 2)
     assert scores["recall"] == pytest.approx(1 / 3)
-    assert scores["f1"] == pytest.approx(1 / 3)
-    assert scores["accuracy"] == pytest.approx(3 / 6)  # tokens: B-PER, O, B-LOC right
-    assert scores["f1_LOC"] == pytest.approx(2 / 3)  # P 1/2, R 1/1
+    assert scores["f1"] == pytest.approx(2 * (1 / 2) * (1 / 3) / (1 / 2 + 1 / 3))
+    assert scores["accuracy"] == pytest.approx(4 / 6)  # tokens: B-PER, O, B-LOC, O right
+    assert scores["f1_LOC"] == 1.0
     assert scores["f1_PER"] == 0 and scores["f1_ORG"] == 0
 
 
@@ -76,15 +76,15 @@ def test_squad_normalisation_and_f1():
     assert answer_f1("", "") == 1.0 and answer_f1("x", "") == 0.0
 
 
-def test_squad_metrics_by_hand():
+def test_squad_metrics_by_hand_on_the_0_to_100_scale():
     references = {"a": ["Lisbon", "the city of Lisbon"], "b": ["Acme Corp"], "c": ["Oslo"]}
     predictions = {"a": "city of Lisbon", "b": "Acme", "c": "Paris"}
     scores = squad_metrics(predictions, references)
-    # a: exact 1 (normalised "city of lisbon" == "city of lisbon"); b: F1 2/3; c: 0
-    assert scores["exact_match"] == pytest.approx(1 / 3)
-    assert scores["f1"] == pytest.approx((1 + 2 / 3 + 0) / 3)
+    # a: exact 1 (normalised "city of lisbon" == "city of lisbon"); b: F1 2/3; c: 0. Percentages, as `squad` has them.
+    assert scores["exact_match"] == pytest.approx(100 / 3)
+    assert scores["f1"] == pytest.approx(100 * (1 + 2 / 3 + 0) / 3)
     # A question without a prediction scores 0 rather than being skipped.
-    assert squad_metrics({"a": "Lisbon"}, references)["exact_match"] == pytest.approx(1 / 3)
+    assert squad_metrics({"a": "Lisbon"}, references)["exact_match"] == pytest.approx(100 / 3)
     with pytest.raises(ValueError, match=r"no reference answers: \['zzz'\]"):
         squad_metrics({"zzz": "x"}, references)
 

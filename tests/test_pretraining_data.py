@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from modeling_minibert.pretraining_data import (
+from modeling_minibert.pretraining.data import (
     IS_NEXT,
     RANDOM_NEXT,
     DataCollatorForPreTraining,

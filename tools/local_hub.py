@@ -71,7 +71,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import yaml
 
-from modeling_minibert.files import umask, write_text
+from modeling_minibert.files import umask, write_bytes, write_text
 from modeling_minibert.hub import TASKS  # architecture suffix -> (Auto class, pipeline tag), from AUTO_MAP
 
 logger = logging.getLogger(__name__)
@@ -173,20 +173,6 @@ def git_blob_oid(content: bytes) -> str:
 def lfs_pointer(sha256: str, size: int) -> bytes:
     """The small text git stores in place of an LFS file."""
     return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    """`files.write_text` for bytes (stored objects): a temporary file beside `path`, renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o666 & ~umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _now() -> str:
@@ -409,7 +395,8 @@ class HubApp:
         oid = git_blob_oid(content)
         path = self._object_path("objects", oid)
         if not path.exists():
-            _write_bytes(path, content)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_bytes(path, content)
         return oid
 
     def _object_path(self, store: str, oid: object) -> Path:

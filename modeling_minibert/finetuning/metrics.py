@@ -1,8 +1,8 @@
 """Scores of the fine-tuning tasks, as plain functions of predictions and references.
 
-Every score is a fraction in [0, 1]. Classification scores come from scikit-learn, entity scores from seqeval; the
-SQuAD answer scores are written here because `evaluate` fetches its metrics from the Hub at run time, which does
-not work offline.
+Classification and tagging scores are fractions in [0, 1] (scikit-learn, seqeval); SQuAD's exact match and F1 are
+percentages in [0, 100], as the `squad` metric and run_qa.py report them. The SQuAD scores are written here
+because `evaluate` fetches its metrics from the Hub at run time, which does not work offline.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def answer_f1(prediction: str, reference: str) -> float:
 
 
 def squad_metrics(predictions: Mapping[str, str], references: Mapping[str, Sequence[str]]) -> dict[str, float]:
-    """Exact match and F1 of predicted answers against the reference answers of each question id.
+    """Exact match and F1 (percentages, 0-100) of predicted answers against the reference answers of each question id.
 
     Each question scores its best match over its references (SQuAD lists several correct answers); the scores
     are averaged over the questions of `references`, and a question without a prediction scores 0.
@@ -110,7 +110,7 @@ def squad_metrics(predictions: Mapping[str, str], references: Mapping[str, Seque
             continue
         exact += max(float(normalize_answer(prediction) == normalize_answer(a)) for a in answers)
         f1 += max(answer_f1(prediction, a) for a in answers)
-    return {"exact_match": exact / len(references), "f1": f1 / len(references)}
+    return {"exact_match": 100 * exact / len(references), "f1": 100 * f1 / len(references)}
 
 
 def _check_lengths(a: Sequence, b: Sequence, a_name: str, b_name: str) -> None:

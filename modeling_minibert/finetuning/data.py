@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,7 +178,8 @@ def read_conll(path: str | os.PathLike, tag_column: int = -1) -> NamedDataset:
     """A CoNLL-style file -> dataset with `tokens` and `tags` (lists of strings), one row per sentence.
 
     Each line holds a token and its tag separated by whitespace (more columns are allowed, as in CoNLL-2003's
-    "token POS chunk NER"; `tag_column` picks the tag, by default the last). A blank line ends a sentence;
+    "token POS chunk NER"; `tag_column` picks the tag, by default the last). Every line has the first line's
+    number of columns, and no token or tag holds a control character. A blank line ends a sentence;
     "-DOCSTART-" lines are skipped. Hand-written because `datasets` has no CoNLL reader (the CoNLL-2003 loader
     is a Hub script tied to that one dataset).
     """
@@ -198,6 +200,7 @@ def read_conll(path: str | os.PathLike, tag_column: int = -1) -> NamedDataset:
             tokens.clear()
             tags.clear()
 
+    width = first_line = None  # every token line has as many columns as the first one
     for number, line in enumerate(text.splitlines(), start=1):
         columns = line.split()
         if not columns or columns[0] == DOCSTART:
@@ -205,10 +208,18 @@ def read_conll(path: str | os.PathLike, tag_column: int = -1) -> NamedDataset:
             continue
         if len(columns) < 2:
             raise DataError(f"{path}, line {number}: expected a token and a tag separated by whitespace, got {line!r}")
+        if width is None:
+            width, first_line = len(columns), number
+        elif len(columns) != width:
+            # A line that lost its tag (or gained a column) would otherwise train on another column as the tag.
+            raise DataError(f"{path}, line {number}: expected {width} columns like line {first_line}, got {len(columns)}: {line!r}")
         try:
             tag = columns[tag_column]
         except IndexError:
             raise DataError(f"{path}, line {number}: no column {tag_column} for the tag in {line!r}") from None
+        for kind, value in (("token", columns[0]), ("tag", tag)):
+            if (problem := _control_character(kind, value)) is not None:
+                raise DataError(f"{path}, line {number}: {problem}")
         if not tokens:
             lines.append(number)
         tokens.append(columns[0])
@@ -323,6 +334,8 @@ def tag_columns(data: NamedDataset, tokens_column: str, tags_column: str) -> tup
         for tag in tags:
             if _is_missing(tag):
                 raise DataError(f"{data.where(i, tags_column)}: missing tag")
+            if isinstance(tag, str) and (problem := _control_character("tag", tag)) is not None:
+                raise DataError(f"{data.where(i, tags_column)}: {problem}")
     if isinstance(tag_feature, ClassLabel):
         all_tags = [[tag_feature.int2str(t) for t in tags] for tags in all_tags]
     else:
@@ -411,6 +424,15 @@ def _normalise_answers(raw: Any, where: str) -> dict[str, list]:
         if isinstance(start, bool) or not isinstance(start, int) or start < 0:
             raise DataError(f"{where}: answer_start must be a non-negative integer, got {start!r}")
     return {"text": list(texts), "answer_start": list(starts)}
+
+
+def _control_character(kind: str, value: str) -> str | None:
+    """Why `value` cannot be a token or tag (it holds a control character: NUL, escape sequences, ...), or None.
+    Such characters come from corrupt or binary files; as labels they would reach config.json and the pipelines."""
+    for ch in value:
+        if unicodedata.category(ch) == "Cc":
+            return f"the {kind} {value!r} contains the control character U+{ord(ch):04X}"
+    return None
 
 
 def _is_missing(value: Any) -> bool:

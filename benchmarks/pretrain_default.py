@@ -1,0 +1,95 @@
+"""The default `minibert pretrain`, as the README's first command runs it, measured and recorded.
+
+    python benchmarks/pretrain_default.py                      # the defaults (BBC News), into a temporary folder
+    python benchmarks/pretrain_default.py -- --max_time 60     # anything after -- goes to `minibert pretrain`
+
+Writes benchmarks/results/pretrain_default.json (or --output): the command, wall-clock minutes, steps/s, the
+final held-out scores, the evaluation curve, and fill-mask's top predictions on a few sentences; and a PNG of the
+held-out curves beside it. The README's pretraining figures are `readme_table()` of that file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from report import RESULTS, markdown_table, write_results
+
+PROBES = [
+    "the government said the [MASK] would rise next year.",
+    "the film won an [MASK] for best actress.",
+    "shares in the company [MASK] sharply on monday.",
+]
+
+
+def fill_mask(folder: Path) -> dict[str, list[str]]:
+    from modeling_minibert.fill_mask import fill_mask as predict
+
+    return {probe: [p["token_str"] for p in predict(folder, probe, top_k=5)] for probe in PROBES}
+
+
+def plot(curve: list[dict], path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6, 3.5))
+    axis = figure.add_subplot()
+    steps = [r["step"] for r in curve]
+    for key, label in (("eval_mlm_accuracy", "held-out MLM accuracy"), ("eval_nsp_accuracy", "held-out NSP accuracy")):
+        axis.plot(steps, [r[key] for r in curve], marker="o", markersize=3, label=label)
+    axis.set_xlabel("step")
+    axis.set_ylim(0, 1)
+    axis.grid(alpha=0.3)
+    axis.legend()
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", default=str(RESULTS / "pretrain_default.json"))
+    parser.add_argument("--output_dir", help="keep the pretrained model here (default: a temporary folder)")
+    parser.add_argument("pretrain_args", nargs="*", help="extra `minibert pretrain` arguments (after --)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.output_dir or Path(tmp) / "minibert-pretrained")
+        command = [sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--output_dir", str(folder),
+                   "--report_to", "none", *args.pretrain_args]
+        start = time.perf_counter()
+        subprocess.run(command, check=True)
+        minutes = (time.perf_counter() - start) / 60
+        results = json.loads((folder / "all_results.json").read_text())
+        records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        curve = [r for r in records if "eval_mlm_accuracy" in r]
+        predictions = fill_mask(folder)
+    output = Path(args.output)
+    write_results(output, dict(
+        pretrain_args=args.pretrain_args, wall_minutes=minutes, results=results, curve=curve,
+        fill_mask=predictions,
+    ))
+    plot(curve, output.with_suffix(".png"))
+    print(readme_table(json.loads(output.read_text())))
+
+
+def readme_table(results: dict) -> str:
+    r = results["results"]
+    steps = r.get("train_steps") or r.get("global_step") or (results["curve"][-1]["step"] if results["curve"] else 0)
+    row = [
+        " ".join(["`minibert pretrain`", *results["pretrain_args"]]),
+        f"{results['wall_minutes']:.1f}",
+        f"{steps:,}",
+        f"{r['eval_mlm_accuracy']:.3f}",
+        f"{r['perplexity']:.0f}" if "perplexity" in r else "",
+        f"{r['eval_nsp_accuracy']:.3f}" if "eval_nsp_accuracy" in r else "",
+        "; ".join(f"{probe.replace('[MASK]', '__')} → {', '.join(top[:3])}" for probe, top in results["fill_mask"].items()),
+    ]
+    header = ["run", "minutes", "steps", "held-out MLM accuracy", "perplexity", "NSP accuracy", "fill-mask top 3"]
+    return markdown_table(header, [row], "lrrrrrl")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,334 @@
+"""The options of a fine-tuning run, and the `minibert finetune` command built from them.
+
+As in transformers' run_glue.py / run_ner.py / run_qa.py, three dataclasses hold every option and
+`HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))` turns them into the command line:
+every `TrainingArguments` field is a flag under its own name (`--num_train_epochs`, `--report_to`, `--bf16`, ...),
+and `--foo_bar` and `--foo-bar` both work. The Python functions take the same `TrainingArguments` fields as
+keyword arguments; `training_arguments` fills in our defaults (`TRAINING_DEFAULTS`) where the caller gave none,
+for the API and the command line alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import HfArgumentParser, TrainingArguments
+
+TASKS = ("sequence-classification", "token-classification", "question-answering")
+
+# Our defaults for `TrainingArguments` (any of its fields can be passed to override them). The learning rate is
+# higher than bert-base's usual 2e-5..5e-5 because small encoders fine-tune best with larger steps. The README's
+# fine-tuning section states these numbers; tests/test_finetuning_arguments.py pins them.
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "num_train_epochs": 3.0,
+    "per_device_train_batch_size": 32,
+    "per_device_eval_batch_size": 64,
+    "learning_rate": 1e-4,
+    "weight_decay": 0.01,
+    "warmup_steps": 0.1,  # a fraction: 10% of the training steps
+    "eval_strategy": "epoch",  # with validation data; without it nothing is evaluated
+    "load_best_model_at_end": True,  # likewise
+    "logging_steps": 10,
+    "report_to": "none",
+    # Trainer keeps the best and the newest checkpoint (for load_best_model_at_end and --resume_from_checkpoint).
+    "save_total_limit": 1,
+    "seed": 42,
+}
+
+# Defaults that depend on the run (is there validation data? which task?): None on the command line means "not
+# given", and `training_arguments` decides.
+CONTEXTUAL = ("eval_strategy", "load_best_model_at_end", "save_strategy", "eval_steps", "save_steps", "metric_for_best_model")
+
+
+@dataclass
+class ModelArguments:
+    """Which model to start from."""
+
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "checkpoint folder or Hub id, of any Mini-BERT head (required)"}
+    )
+    tokenizer_name: str | None = field(default=None, metadata={"help": "tokenizer folder or Hub id, if not the model's"})
+
+
+@dataclass
+class DataTrainingArguments:
+    """What to train on and evaluate, and what to keep."""
+
+    task: str | None = field(default=None, metadata={"help": "the task (required)", "choices": TASKS})
+    train_file: str | None = field(
+        default=None,
+        metadata={"help": "CSV/TSV/JSON/JSONL; CoNLL for token classification; SQuAD JSON for question answering"},
+    )
+    validation_file: str | None = field(default=None, metadata={"help": "scores each evaluation; picks the best model"})
+    test_file: str | None = field(default=None, metadata={"help": "scored once, with the final model"})
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "instead of --train_file: a datasets folder (save_to_disk or data files) or name"}
+    )
+    train_split: str = field(default="train", metadata={"help": "with --dataset_name"})
+    validation_split: str = field(default="validation", metadata={"help": "with --dataset_name; used if it exists"})
+    test_split: str | None = field(default=None, metadata={"help": "with --dataset_name"})
+    text_column_name: str | None = field(
+        default=None,
+        metadata={"help": "text (sequence classification, default 'text') or words (token classification, default 'tokens')"},
+    )
+    text_pair_column_name: str | None = field(default=None, metadata={"help": "second text of a pair (sequence classification)"})
+    label_column_name: str | None = field(
+        default=None, metadata={"help": "label (default 'label'), or tags (token classification, default 'tags')"}
+    )
+    labels: str | None = field(
+        default=None, metadata={"help": "comma-separated label names in id order (default: sorted training labels)"}
+    )
+    label_all_tokens: bool = field(default=False, metadata={"help": "token classification: train every sub-token"})
+    question_column_name: str = field(default="question", metadata={"help": "question answering"})
+    context_column_name: str = field(default="context", metadata={"help": "question answering"})
+    answer_column_name: str = field(default="answers", metadata={"help": "question answering"})
+    max_seq_length: int | None = field(default=None, metadata={"help": "tokens per input (default: the model's maximum)"})
+    doc_stride: int | None = field(default=None, metadata={"help": "question answering: overlap of context windows"})
+    n_best_size: int = field(default=20, metadata={"help": "question answering: candidate answers kept per question"})
+    max_answer_length: int = field(default=30, metadata={"help": "question answering: longest answer, in tokens"})
+    overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty --output_dir"})
+    keep_checkpoints: bool = field(
+        default=False,
+        metadata={"help": "keep Trainer's checkpoint-N folders in --output_dir (default: removed once the run ends)"},
+    )
+
+
+# Old option -> (new option, the value it stands for when the old one was a switch). Accepted for one release.
+DEPRECATED_OPTIONS: dict[str, tuple[str, str | None]] = {
+    "--model": ("--model_name_or_path", None),
+    "--tokenizer": ("--tokenizer_name", None),
+    "--overwrite": ("--overwrite_output_dir", "true"),
+    "--dataset": ("--dataset_name", None),
+    "--text-column": ("--text_column_name", None),
+    "--text-pair-column": ("--text_pair_column_name", None),
+    "--label-column": ("--label_column_name", None),
+    "--question-column": ("--question_column_name", None),
+    "--context-column": ("--context_column_name", None),
+    "--answers-column": ("--answer_column_name", None),
+    "--max-length": ("--max_seq_length", None),
+    "--n-best": ("--n_best_size", None),
+    "--epochs": ("--num_train_epochs", None),
+    "--batch-size": ("--per_device_train_batch_size", None),
+    "--eval-batch-size": ("--per_device_eval_batch_size", None),
+    "--warmup": ("--warmup_steps", None),
+    "--no-load-best-model-at-end": ("--load_best_model_at_end", "false"),
+    "--group-by-length": ("--train_sampling_strategy", "group_by_length"),
+    "--quiet": ("--disable_tqdm", "true"),
+}
+
+
+class _DeprecatedOption(argparse.Action):
+    """An old option name: says which new one to use, then acts as the new one."""
+
+    def __init__(self, option_strings, dest, new: argparse.Action, switch_value: str | None, **kwargs):
+        super().__init__(option_strings, dest, nargs=0 if switch_value is not None else None, **kwargs)
+        self.new, self.switch_value = new, switch_value
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        new_name = self.new.option_strings[0]
+        shown = f"{new_name} {self.switch_value}" if self.switch_value is not None else new_name
+        print(
+            f"minibert finetune: warning: {option_string} is deprecated and will be removed in the next release; "
+            f"use {shown}",
+            file=sys.stderr,
+        )
+        value = self.switch_value if self.switch_value is not None else values
+        setattr(namespace, self.new.dest, self.new.type(value) if self.new.type is not None else value)
+
+
+def build_parser(**parser_options: Any) -> HfArgumentParser:
+    """The `finetune` options: the three dataclasses, our defaults, the deprecated names."""
+    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments), **parser_options)
+    parser.set_defaults(**{**TRAINING_DEFAULTS, **dict.fromkeys(CONTEXTUAL)})
+    by_option = {option: action for action in parser._actions for option in action.option_strings}
+    # TrainingArguments' help texts do not state defaults; ours differ from its own, so say them.
+    for name, value in TRAINING_DEFAULTS.items():
+        if name not in CONTEXTUAL:
+            by_option["--" + name].help = (by_option["--" + name].help or "").rstrip(". ") + f" (default here: {value})"
+    for name in CONTEXTUAL:
+        by_option["--" + name].help = (by_option["--" + name].help or "").rstrip(". ") + " (default: chosen for the run)"
+    # `--resume_from_checkpoint` alone resumes from the newest checkpoint-N in --output_dir, as pretrain's does.
+    by_option["--resume_from_checkpoint"].nargs = "?"
+    by_option["--resume_from_checkpoint"].const = True
+    deprecated = parser.add_argument_group("deprecated names (accepted for one release)")
+    for old, (new, switch_value) in DEPRECATED_OPTIONS.items():
+        deprecated.add_argument(
+            old, action=_DeprecatedOption, dest="deprecated" + old, default=argparse.SUPPRESS, new=by_option[new],
+            switch_value=switch_value, metavar=None if switch_value is not None else "VALUE", help=f"use {new}",
+        )
+    return parser
+
+
+def parse_args(argv: list[str]) -> tuple[ModelArguments, DataTrainingArguments, dict[str, Any]]:
+    """Command-line words -> model and data arguments, and the `TrainingArguments` options for `training_arguments`."""
+    return split_namespace(build_parser(prog="minibert finetune").parse_args(argv))
+
+
+def split_namespace(namespace: argparse.Namespace) -> tuple[ModelArguments, DataTrainingArguments, dict[str, Any]]:
+    values = vars(namespace)
+    model_args = ModelArguments(**_fields_of(ModelArguments, values))
+    data_args = DataTrainingArguments(**_fields_of(DataTrainingArguments, values))
+    # Only what differs from the parser's defaults goes on: `training_arguments` applies the same defaults to
+    # the command line and the Python API, and decides the contextual ones.
+    defaults = _parser_defaults()
+    training = {k: v for k, v in _fields_of(TrainingArguments, values).items() if k not in defaults or v != defaults[k]}
+    return model_args, data_args, training
+
+
+@functools.cache
+def _parser_defaults() -> dict[str, Any]:
+    """What the parser gives for options left out (our defaults, and TrainingArguments' own as parsed)."""
+    return vars(build_parser(add_help=False).parse_args([]))
+
+
+def _fields_of(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    return {k: v for k, v in values.items() if k in names}
+
+
+def training_arguments(output_dir: str, has_validation: bool, metric: str, **options: Any) -> TrainingArguments:
+    """`TrainingArguments` from our defaults and `options` (its own field names, plus `group_by_length=True`).
+
+    Checkpoints are saved whenever Trainer evaluates (load_best_model_at_end needs it), else once per epoch.
+    Without validation data nothing is evaluated, and the model of the last step is the one saved.
+    """
+    options = dict(options)
+    if options.pop("group_by_length", False):
+        options["train_sampling_strategy"] = "group_by_length"
+    fields = {f.name for f in dataclasses.fields(TrainingArguments) if f.init}
+    unknown = sorted(set(options) - fields)
+    if unknown:
+        raise ValueError(f"unknown training option(s) {unknown}: use TrainingArguments field names")
+    args = {**TRAINING_DEFAULTS, "metric_for_best_model": metric, **options}
+    if not torch.cuda.is_available():
+        # Without it TrainingArguments refuses bf16 on a CPU-only machine, where torch's autocast supports it.
+        args["use_cpu"] = True
+    if not has_validation:
+        if options.get("load_best_model_at_end"):
+            raise ValueError("load_best_model_at_end needs validation data (--validation_file)")
+        if options.get("eval_strategy", "no") != "no":
+            raise ValueError(f"eval_strategy={options['eval_strategy']!r} needs validation data (--validation_file)")
+        args.update(eval_strategy="no", load_best_model_at_end=False)
+    if args["eval_strategy"] == "no" and "load_best_model_at_end" not in options:
+        args["load_best_model_at_end"] = False
+    # load_best_model_at_end needs a checkpoint at every evaluation; without evaluations, one per epoch still lets
+    # an interrupted run resume.
+    args.setdefault("save_strategy", "epoch" if args["eval_strategy"] == "no" else args["eval_strategy"])
+    if args["eval_strategy"] == "steps":
+        args.setdefault("eval_steps", args["logging_steps"])
+        args.setdefault("save_steps", args["eval_steps"])
+    args["output_dir"] = str(output_dir)
+    return TrainingArguments(**args)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The command
+
+
+def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "finetune",
+        # HfArgumentParser turns the dataclasses into options: one source of truth for the API and the CLI.
+        parents=[build_parser(add_help=False)],
+        help="fine-tune a checkpoint for classification, tagging or question answering",
+        description=(
+            "Fine-tune a Mini-BERT checkpoint with transformers' Trainer and save the final model, its tokenizer, "
+            "label maps, results (all_results.json, trainer_state.json) and model card to --output_dir. "
+            "Every TrainingArguments field is an option under its own name."
+        ),
+    )
+    parser.set_defaults(func=run_cli)
+
+
+def run_cli(namespace: argparse.Namespace) -> int:
+    # Imported here: the package imports this module for `add_cli`.
+    from modeling_minibert.finetuning import finetune
+
+    model_args, data_args, training = split_namespace(namespace)
+    for name, value in (("--task", data_args.task), ("--model_name_or_path", model_args.model_name_or_path),
+                        ("--output_dir", namespace.output_dir)):
+        if value is None:
+            raise ValueError(f"the option {name} is required")
+    if (data_args.train_file is None) == (data_args.dataset_name is None):
+        raise ValueError("give exactly one of --train_file and --dataset_name")
+    result = finetune(data_args.task, model_args.model_name_or_path, **finetune_options(model_args, data_args), **training)
+    print(f"saved to {result.output_dir}")
+    for name, scores in (("validation", result.metrics), ("test", result.test_metrics)):
+        if scores:
+            shown = ", ".join(
+                f"{k}={v:.4f}" for k, v in scores.items()
+                if isinstance(v, float) and "runtime" not in k and "per_second" not in k
+            )
+            print(f"{name}: {shown}")
+    return 0
+
+
+def finetune_options(model_args: ModelArguments, data_args: DataTrainingArguments) -> dict[str, Any]:
+    """The keyword arguments of the task's Python function (besides the model and the TrainingArguments fields)."""
+    if data_args.dataset_name is not None:
+        from modeling_minibert.finetuning.data import dataset_splits
+
+        splits = dataset_splits(data_args.dataset_name) or []
+        train_data = data_args.dataset_name
+        validation_data = data_args.validation_file or (
+            data_args.dataset_name if data_args.validation_split in splits else None
+        )
+        test_data = data_args.test_file or (data_args.dataset_name if data_args.test_split else None)
+    else:
+        train_data, validation_data, test_data = data_args.train_file, data_args.validation_file, data_args.test_file
+    options: dict[str, Any] = dict(
+        train_data=train_data,
+        validation_data=validation_data,
+        test_data=test_data,
+        tokenizer=model_args.tokenizer_name,
+        train_split=data_args.train_split,
+        validation_split=data_args.validation_split,
+        test_split=data_args.test_split or "test",
+        overwrite=data_args.overwrite_output_dir,
+        keep_checkpoints=data_args.keep_checkpoints,
+        max_length=data_args.max_seq_length,
+    )
+    labels = data_args.labels.split(",") if data_args.labels else None
+    if data_args.task == "sequence-classification":
+        options.update(
+            text_column=data_args.text_column_name or "text",
+            text_pair_column=data_args.text_pair_column_name,
+            label_column=data_args.label_column_name or "label",
+            labels=labels,
+        )
+    elif data_args.task == "token-classification":
+        options.update(
+            tokens_column=data_args.text_column_name or "tokens",
+            tags_column=data_args.label_column_name or "tags",
+            labels=labels,
+            label_all_tokens=data_args.label_all_tokens,
+        )
+    else:
+        options.update(
+            question_column=data_args.question_column_name,
+            context_column=data_args.context_column_name,
+            answers_column=data_args.answer_column_name,
+            doc_stride=data_args.doc_stride,
+            n_best=data_args.n_best_size,
+            max_answer_length=data_args.max_answer_length,
+        )
+    return options
+
+
+__all__ = [
+    "DEPRECATED_OPTIONS",
+    "DataTrainingArguments",
+    "ModelArguments",
+    "TASKS",
+    "TRAINING_DEFAULTS",
+    "add_cli",
+    "build_parser",
+    "parse_args",
+    "training_arguments",
+]

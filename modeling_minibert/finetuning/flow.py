@@ -1,0 +1,294 @@
+"""The flow every task shares: load the model and tokenizer, train with `Trainer`, save the output folder.
+
+The output folder follows Trainer and the example scripts:
+
+    OUTPUT/checkpoint-N/        Trainer's checkpoints while training (resume with resume_from_checkpoint)
+    OUTPUT/config.json, model.safetensors, tokenizer files    the final model: the best evaluation's, or the last
+    OUTPUT/all_results.json     train_*, eval_*, test_* metrics (plus train_ / eval_ / test_results.json)
+    OUTPUT/trainer_state.json   the log history, the best step
+    OUTPUT/README.md            the model card;  training_curves.png (and a confusion matrix for classification)
+
+The final folder is built in a hidden staging folder beside OUTPUT and replaces OUTPUT only when complete
+(`files.staged_folder`); the checkpoints are dropped then, unless `keep_checkpoints` moves them along. If the run
+fails, OUTPUT keeps its checkpoints, so `resume_from_checkpoint` can continue it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset
+from transformers import (
+    AutoConfig,
+    EvalPrediction,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    AutoTokenizer,
+    Trainer,
+    set_seed,
+)
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, PredictionOutput, get_last_checkpoint
+
+import modeling_minibert  # noqa: F401 - registers Mini-BERT with the Auto classes
+from modeling_minibert import hub
+from modeling_minibert.files import check_output_dir, staged_folder
+from modeling_minibert.finetuning.arguments import TRAINING_DEFAULTS, training_arguments
+from modeling_minibert.finetuning.data import DataSource, NamedDataset, load_data, sorted_labels
+from modeling_minibert.finetuning.plots import CURVES_FILE, plot_training_curves
+
+# The pipeline tag of each task, for the model card.
+PIPELINE_TAGS = {
+    "sequence-classification": "text-classification",
+    "token-classification": "token-classification",
+    "question-answering": "question-answering",
+}
+
+
+@dataclass
+class FinetuneResult:
+    """What a fine-tuning run produced. Scores are named without Trainer's `eval_` / `test_` / `train_` prefix."""
+
+    output_dir: Path
+    metrics: dict[str, float]  # validation scores of the saved model; empty without validation data
+    test_metrics: dict[str, float] | None = None
+    labels: list[str] | None = None  # class / tag names in id order (None for question answering)
+    train_metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Prepared:
+    """A task's tokenized data and how Trainer should batch and score it."""
+
+    train: Dataset
+    validation: Dataset | None
+    test: Dataset | None
+    collator: Callable
+    metric: str  # metric_for_best_model
+    metrics_for: Callable[[str], Callable[[EvalPrediction], dict[str, float]]]  # role -> compute_metrics
+    preprocess_logits: Callable | None = None
+
+
+def check_output(output_dir: str | os.PathLike, overwrite: bool, training_options: dict[str, Any]) -> Path:
+    """Fail before any work if the output folder would be clobbered (resuming continues the run saved there) or
+    cannot be written."""
+    resuming = bool(training_options.get("resume_from_checkpoint"))
+    output = check_output_dir(output_dir, overwrite=overwrite or resuming, resume_hint=True)
+    check_writable(output.absolute())
+    return output
+
+
+def load_splits(
+    train_data: DataSource,
+    validation_data: DataSource | None,
+    test_data: DataSource | None,
+    train_split: str,
+    validation_split: str,
+    test_split: str,
+    conll: bool = False,
+) -> dict[str, NamedDataset]:
+    sources = {"train": (train_data, train_split), "validation": (validation_data, validation_split), "test": (test_data, test_split)}
+    return {
+        role: load_data(source, split=split, conll=conll)
+        for role, (source, split) in sources.items()
+        if source is not None
+    }
+
+
+def label_names(labels: Sequence[str] | None, train_values: list, model: str | os.PathLike) -> list[str]:
+    """The label set in id order: as given, else the starting model's own order if it has exactly these labels
+    (fine-tuning a fine-tuned model again keeps its ids), else sorted."""
+    if labels is not None:
+        names = [str(label) for label in labels]
+        if len(set(names)) != len(names) or not names:
+            raise ValueError(f"labels must be distinct and non-empty, got {names}")
+        return names
+    names = sorted_labels(train_values)
+    try:
+        label2id = load_config(model).label2id
+    except (OSError, ValueError):
+        return names
+    if set(label2id) == set(names) and sorted(label2id.values()) == list(range(len(names))):
+        return sorted(names, key=label2id.__getitem__)
+    return names
+
+
+def load_tokenizer(model: str | os.PathLike, tokenizer: str | os.PathLike | None) -> PreTrainedTokenizerBase:
+    source = str(tokenizer if tokenizer is not None else model)
+    path = Path(source)
+    if path.is_dir() and not any((path / name).exists() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")):
+        raise FileNotFoundError(f"{path}: no tokenizer in this folder (pass tokenizer= / --tokenizer_name)")
+    try:
+        tok = AutoTokenizer.from_pretrained(source)
+    except OSError as err:
+        raise FileNotFoundError(f"cannot load a tokenizer from {source!r}: {err}") from err
+    if not tok.is_fast:
+        raise ValueError(f"{source}: fine-tuning needs a fast tokenizer (word ids and offsets), got {type(tok).__name__}")
+    return tok
+
+
+def load_config(model: str | os.PathLike):
+    try:
+        return AutoConfig.from_pretrained(str(model))
+    except OSError as err:
+        raise FileNotFoundError(f"cannot load a model from {str(model)!r}: {err}") from err
+
+
+def load_model(auto_class: type, model: str | os.PathLike, seed: int, **config_overrides: Any) -> PreTrainedModel:
+    """The model with a new head for the task. Seeded first, as the example scripts do: the new head's random
+    init must be the same in every run with the same seed (and in the run a resumed run continues)."""
+    set_seed(seed)
+    try:
+        return auto_class.from_pretrained(str(model), **config_overrides)
+    except OSError as err:
+        raise FileNotFoundError(f"cannot load a model from {str(model)!r}: {err}") from err
+
+
+def check_max_length(requested: int | None, tokenizer: PreTrainedTokenizerBase, config) -> int:
+    limit = getattr(config, "max_position_embeddings", None) or tokenizer.model_max_length
+    if requested is None:
+        return int(min(limit, tokenizer.model_max_length))
+    if not 2 < requested <= limit:
+        raise ValueError(f"max_length={requested} must be above 2 and at most the model's max_position_embeddings={limit}")
+    return requested
+
+
+def seed_of(training_options: dict[str, Any]) -> int:
+    return training_options.get("seed", TRAINING_DEFAULTS["seed"])
+
+
+def argmax(logits, labels):
+    """Keep only predicted ids during evaluation: Trainer would otherwise hold every logit of the eval set."""
+    return logits.argmax(dim=-1)
+
+
+def strip_prefix(metrics: dict[str, float], prefix: str) -> dict[str, float]:
+    return {k.removeprefix(prefix): v for k, v in metrics.items()}
+
+
+def dataset_name(source: DataSource) -> str | None:
+    """How the model card names the training data: a file's or folder's name, a dataset name; None in memory."""
+    if isinstance(source, (str, os.PathLike)):
+        return Path(source).name or str(source)
+    return None
+
+
+def check_writable(output: Path) -> None:
+    """Fail before any work if Trainer could not write its checkpoints into `output`, or the final folder could
+    not be staged beside it. Probes with a temporary folder, so nothing is left behind either way."""
+    places = [output, output.parent] if output.is_dir() else [next(p for p in output.parents if p.is_dir())]
+    try:
+        for place in places:
+            tempfile.TemporaryDirectory(dir=place).cleanup()
+    except OSError as err:
+        raise OSError(f"output_dir {output} cannot be written: {err.strerror or err}") from None
+
+
+def train_and_save(
+    task: str,
+    model_source: str | os.PathLike,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prepared: Prepared,
+    output: Path,
+    labels: list[str] | None,
+    train_data: DataSource,
+    training_options: dict[str, Any],
+    keep_checkpoints: bool = False,
+    extra_outputs: Callable[[Trainer, Path, PredictionOutput | None], None] | None = None,
+) -> FinetuneResult:
+    args = training_arguments(str(output), prepared.validation is not None, prepared.metric, **training_options)
+    # The final folder is pushed once, complete, by hub.push_to_hub: Trainer's own push would upload every
+    # checkpoint as it is saved. The token stays out of the args Trainer pickles into its checkpoints.
+    push, repo_id, token, private = args.push_to_hub, args.hub_model_id, args.hub_token, args.hub_private_repo
+    if push and not repo_id:
+        raise ValueError("push_to_hub needs hub_model_id (--hub_model_id NAMESPACE/NAME)")
+    args.push_to_hub, args.hub_token = False, None
+    resume = resume_checkpoint(output, args.resume_from_checkpoint)
+
+    created = not output.exists()
+    try:
+        trainer = Trainer(
+            model=model,
+            args=args,
+            data_collator=prepared.collator,
+            train_dataset=prepared.train,
+            eval_dataset=prepared.validation,
+            processing_class=tokenizer,
+            compute_metrics=prepared.metrics_for("validation") if prepared.validation is not None else None,
+            preprocess_logits_for_metrics=prepared.preprocess_logits,
+        )
+        train_metrics = trainer.train(resume_from_checkpoint=resume).metrics
+        train_metrics["train_samples"] = len(prepared.train)
+        # One pass over the validation data with the final (best) model gives its scores and its predictions.
+        validation = None
+        results = {"train": train_metrics}
+        if prepared.validation is not None:
+            validation = trainer.predict(prepared.validation, metric_key_prefix="eval")
+            results["eval"] = {**validation.metrics, "eval_samples": len(prepared.validation)}
+        if prepared.test is not None:
+            trainer.compute_metrics = prepared.metrics_for("test")
+            results["test"] = {**trainer.evaluate(prepared.test, metric_key_prefix="test"), "test_samples": len(prepared.test)}
+
+        # Only now is the final folder staged: a run killed while training leaves OUTPUT with its checkpoints and
+        # nothing else, ready for resume_from_checkpoint.
+        with staged_folder(output) as staging:
+            # Checkpoints stay in OUTPUT; everything else is written to the staging folder that replaces it.
+            trainer.args.output_dir = str(staging)
+            if extra_outputs is not None:
+                extra_outputs(trainer, staging, validation)
+            # Pipelines truncate to model_max_length: it must not exceed the position table.
+            limit = getattr(trainer.model.config, "max_position_embeddings", None)
+            if limit is not None and tokenizer.model_max_length > limit:
+                tokenizer.model_max_length = limit
+            # Not trainer.save_model: it also pickles the arguments (training_args.bin).
+            trainer.model.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
+            for split, metrics in results.items():
+                trainer.log_metrics(split, metrics)
+                trainer.save_metrics(split, metrics)
+            trainer.save_state()
+            metric = (args.metric_for_best_model or prepared.metric).removeprefix("eval_")
+            plot_training_curves(trainer.state.log_history, metric, trainer.state.best_global_step, staging / CURVES_FILE)
+            if keep_checkpoints:
+                for checkpoint in output.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
+                    os.replace(checkpoint, staging / checkpoint.name)
+    except BaseException:
+        if created and output.is_dir() and not any(output.iterdir()):
+            output.rmdir()
+        raise
+    # Written once the folder has its final name: the card takes its title from the folder's name (in the staging
+    # folder it would be the hidden ".NAME.partial-..."). write_text is atomic, so the card is whole or absent.
+    hub.write_model_card(output, task=PIPELINE_TAGS[task], base_model=str(model_source), dataset_name=dataset_name(train_data))
+    if push:
+        hub.push_to_hub(output, repo_id, token=token, private=bool(private), revision=args.hub_revision)
+    return FinetuneResult(
+        output,
+        strip_prefix(results.get("eval", {}), "eval_"),
+        strip_prefix(results["test"], "test_") if "test" in results else None,
+        labels,
+        strip_prefix(train_metrics, "train_"),
+    )
+
+
+def resume_checkpoint(output: Path, requested: str | bool | None) -> str | None:
+    """The checkpoint to resume from: a path as given, or (True, "true", "last") the newest one in `output`."""
+    if requested in (None, False, "", "false", "False"):
+        return None
+    if requested in (True, "true", "True", "last"):
+        last = get_last_checkpoint(output) if output.is_dir() else None
+        if last is None:
+            raise FileNotFoundError(f"resume_from_checkpoint: no {PREFIX_CHECKPOINT_DIR}-N folder in {output} to resume from")
+        return last
+    if not Path(requested).is_dir():
+        raise FileNotFoundError(f"resume_from_checkpoint: {requested} is not a checkpoint folder")
+    return str(requested)
+
+
+def copy_beside(source: str | os.PathLike, folder: Path) -> None:
+    shutil.copy(source, folder / Path(source).name)

@@ -1,0 +1,211 @@
+"""Extractive question answering (SQuAD v1 style): question + context -> answer span; exact match and F1 (0-100).
+
+As in transformers' run_qa.py + utils_qa.py, the task also builds its features (overlapping context windows with
+the answer's token span) and decodes answers from start/end logits. The window and span arithmetic itself lives in
+`question_answering_pipeline.py`, which travels with every QA checkpoint, so that training, evaluation and the
+pipeline cut and read windows identically.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from datasets import Dataset
+from transformers import (
+    AutoModelForQuestionAnswering,
+    EvalPrediction,
+    PreTrainedTokenizerBase,
+    Trainer,
+    default_data_collator,
+)
+from transformers.trainer_utils import PredictionOutput
+
+from modeling_minibert import question_answering_pipeline
+from modeling_minibert.files import write_json
+from modeling_minibert.finetuning.data import (
+    DataError,
+    DataSource,
+    NamedDataset,
+    QuestionAnswerExamples,
+    column_values,
+    question_answer_columns,
+)
+from modeling_minibert.finetuning.flow import (
+    FinetuneResult,
+    Prepared,
+    check_max_length,
+    check_output,
+    copy_beside,
+    load_config,
+    load_model,
+    load_splits,
+    load_tokenizer,
+    seed_of,
+    train_and_save,
+)
+from modeling_minibert.finetuning.metrics import squad_metrics
+from modeling_minibert.question_answering_pipeline import best_answers, default_window, question_room, tokenize_windows
+
+PREDICTIONS_FILE = "eval_predictions.json"
+
+
+def finetune_question_answering(
+    model: str | os.PathLike,
+    train_data: DataSource,
+    output_dir: str | os.PathLike,
+    validation_data: DataSource | None = None,
+    test_data: DataSource | None = None,
+    *,
+    question_column: str = "question",
+    context_column: str = "context",
+    answers_column: str = "answers",
+    max_length: int | None = None,
+    doc_stride: int | None = None,
+    n_best: int = 20,
+    max_answer_length: int = 30,
+    tokenizer: str | os.PathLike | None = None,
+    train_split: str = "train",
+    validation_split: str = "validation",
+    test_split: str = "test",
+    overwrite: bool = False,
+    keep_checkpoints: bool = False,
+    **training_options: Any,
+) -> FinetuneResult:
+    """Fine-tune extractive question answering (SQuAD v1 style: every answer is a span of its context).
+
+    Each question + context becomes windows of `max_length` tokens that overlap by `doc_stride` tokens (defaults:
+    the model's `max_position_embeddings`, and a quarter of it). A window that holds the whole answer is trained
+    to point at it; the others point at [CLS]. At evaluation the best span over all windows of a question, at
+    most `max_answer_length` tokens long, is its answer; `eval_predictions.json` keeps the `n_best`
+    candidates of each question.
+
+    Data: SQuAD JSON files, or JSON / JSON-lines / `datasets` data with question, context and answers columns
+    (answers as {"text": [...], "answer_start": [...]}, or a list of {"text", "answer_start"}). The saved folder carries the question-answering pipeline
+    (transformers 5 has none): `pipeline("question-answering", model=output_dir, trust_remote_code=True)`.
+    The other arguments are those of `finetune_sequence_classification`.
+    """
+    if n_best < 1:
+        raise ValueError(f"n_best={n_best} must be at least 1")
+    if max_answer_length < 1:
+        raise ValueError(f"max_answer_length={max_answer_length} must be at least 1")
+    output = check_output(output_dir, overwrite, training_options)
+    splits = load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split)
+    examples = {
+        role: question_answer_columns(data, question_column, context_column, answers_column)
+        for role, data in splits.items()
+    }
+    tok = load_tokenizer(model, tokenizer)
+    config = load_config(model)
+    default_length, default_stride = default_window(tok, config)
+    length = check_max_length(max_length, tok, config) if max_length is not None else default_length
+    stride = doc_stride if doc_stride is not None else min(default_stride, length // 4)
+    if not 0 <= stride < length:
+        raise ValueError(f"doc_stride={stride} must be at least 0 and below max_length={length}")
+    features = {role: qa_features(tok, splits[role], examples[role], length, stride) for role in splits}
+
+    def metrics_for(role: str) -> Callable[[EvalPrediction], dict[str, float]]:
+        def compute(p: EvalPrediction) -> dict[str, float]:
+            start_logits, end_logits = p.predictions
+            answers = qa_answers(examples[role], features[role], start_logits, end_logits, 1, max_answer_length)
+            predictions = {qid: found[0]["answer"] if found else "" for qid, found in answers.items()}
+            references = dict(zip(examples[role].ids, (a["text"] for a in examples[role].answers)))
+            return squad_metrics(predictions, references)
+
+        return compute
+
+    prepared = Prepared(
+        train=features["train"],
+        validation=features.get("validation"),
+        test=features.get("test"),
+        collator=default_data_collator,  # windows are padded to max_length already
+        metric="f1",
+        metrics_for=metrics_for,
+    )
+    network = load_model(AutoModelForQuestionAnswering, model, seed_of(training_options))
+
+    def extra_outputs(trainer: Trainer, staging: Path, validation: PredictionOutput | None) -> None:
+        # The pipeline file travels with the weights; the config tells pipeline() where it is.
+        trainer.model.config.custom_pipelines = question_answering_pipeline.CUSTOM_PIPELINES
+        copy_beside(question_answering_pipeline.__file__, staging)
+        if validation is not None:
+            start_logits, end_logits = validation.predictions
+            n_best_answers = qa_answers(
+                examples["validation"], prepared.validation, start_logits, end_logits, n_best, max_answer_length
+            )
+            write_json(staging / PREDICTIONS_FILE, n_best_answers)
+
+    return train_and_save(
+        "question-answering", model, network, tok, prepared, output, None, train_data, training_options,
+        keep_checkpoints, extra_outputs,
+    )
+
+
+def qa_features(
+    tokenizer: PreTrainedTokenizerBase, data: NamedDataset, examples: QuestionAnswerExamples, max_length: int, doc_stride: int
+) -> Dataset:
+    """Windows of each question + context with the answer's token span (start_positions, end_positions; 0 = [CLS]
+    when the window does not hold the whole answer), plus what post-processing needs: example_index,
+    offset_mapping and context_mask."""
+    room = question_room(tokenizer, max_length, doc_stride)
+    question_lengths = [len(ids) for ids in tokenizer(examples.questions, add_special_tokens=False)["input_ids"]]
+    for i, n in enumerate(question_lengths):
+        if n > room:
+            raise DataError(
+                f"{data.where(i, 'question')}: the question is {n} tokens; with max_length={max_length} and "
+                f"doc_stride={doc_stride} it may be at most {room} (raise max_length or lower doc_stride)"
+            )
+    encoding = tokenize_windows(tokenizer, examples.questions, examples.contexts, max_length, doc_stride)
+    example_index = encoding.pop("overflow_to_sample_mapping")
+    starts, ends, masks = [], [], []
+    for w, offsets in enumerate(encoding["offset_mapping"]):
+        context_mask = [sid == 1 for sid in encoding.sequence_ids(w)]
+        context_tokens = [t for t, inside in enumerate(context_mask) if inside]
+        answer = examples.answers[example_index[w]]
+        start_char = answer["answer_start"][0]
+        end_char = start_char + len(answer["text"][0])
+        first, last = context_tokens[0], context_tokens[-1]
+        if offsets[first][0] <= start_char and offsets[last][1] >= end_char:
+            start = first
+            while start < last and offsets[start][1] <= start_char:
+                start += 1  # the first token that ends after the answer starts
+            end = last
+            while end > start and offsets[end][0] >= end_char:
+                end -= 1  # the last token that starts before the answer ends
+        else:
+            start = end = 0
+        starts.append(start)
+        ends.append(end)
+        masks.append(context_mask)
+    return Dataset.from_dict(
+        {
+            **encoding,
+            "start_positions": starts,
+            "end_positions": ends,
+            "example_index": example_index,
+            "context_mask": masks,
+        }
+    )
+
+
+def qa_answers(
+    examples: QuestionAnswerExamples,
+    features: Dataset,
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    n_best: int,
+    max_answer_length: int,
+) -> dict[str, list[dict[str, Any]]]:
+    """Question id -> its `n_best` answers (best first), from the logits (num_windows, T) of its windows."""
+    windows: dict[int, list] = {}
+    offsets = column_values(features, "offset_mapping")
+    masks = column_values(features, "context_mask")
+    for w, example in enumerate(column_values(features, "example_index")):
+        windows.setdefault(example, []).append((start_logits[w], end_logits[w], offsets[w], masks[w]))
+    return {
+        examples.ids[i]: best_answers(windows.get(i, []), examples.contexts[i], n_best, max_answer_length)
+        for i in range(len(examples.ids))
+    }

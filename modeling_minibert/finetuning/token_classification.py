@@ -1,0 +1,148 @@
+"""Token classification: words -> one tag each; seqeval entity P/R/F1 for BIO tags, else token accuracy."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from datasets import Dataset
+from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, EvalPrediction
+
+from modeling_minibert.finetuning.data import DataSource, check_labels, tag_columns
+from modeling_minibert.finetuning.flow import (
+    FinetuneResult,
+    Prepared,
+    argmax,
+    check_max_length,
+    check_output,
+    label_names,
+    load_config,
+    load_model,
+    load_splits,
+    load_tokenizer,
+    seed_of,
+    train_and_save,
+)
+from modeling_minibert.finetuning.metrics import is_bio_scheme, token_classification_metrics
+
+
+def finetune_token_classification(
+    model: str | os.PathLike,
+    train_data: DataSource,
+    output_dir: str | os.PathLike,
+    validation_data: DataSource | None = None,
+    test_data: DataSource | None = None,
+    *,
+    tokens_column: str = "tokens",
+    tags_column: str = "tags",
+    labels: Sequence[str] | None = None,
+    label_all_tokens: bool = False,
+    max_length: int | None = None,
+    tokenizer: str | os.PathLike | None = None,
+    train_split: str = "train",
+    validation_split: str = "validation",
+    test_split: str = "test",
+    overwrite: bool = False,
+    keep_checkpoints: bool = False,
+    **training_options: Any,
+) -> FinetuneResult:
+    """Fine-tune a tagger: one tag per word (named entities in BIO/IOB tags, part-of-speech tags, ...).
+
+    Words are split into sub-tokens by the tokenizer; a word's tag goes on its first sub-token and the others are
+    ignored (-100), or with `label_all_tokens` every sub-token is trained on (continuations of a "B-X" word as
+    "I-X"). Scores are always word-level: evaluation reads the first sub-token of each word. Words past
+    `max_length` tokens are cut off, for training and scoring alike.
+
+    Data: CoNLL files (token and tag per line, blank line between sentences), or CSV/JSON(L)/`datasets` data with
+    a list-of-words column `tokens_column` and a list-of-tags column `tags_column`. The other arguments are those
+    of `finetune_sequence_classification`.
+    """
+    output = check_output(output_dir, overwrite, training_options)
+    splits = load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split, conll=True)
+    read_splits = {role: tag_columns(data, tokens_column, tags_column) for role, data in splits.items()}
+    names = label_names(labels, read_splits["train"][1], model)
+    for role, data in splits.items():
+        check_labels(data, tags_column, read_splits[role][1], names)
+
+    tok = load_tokenizer(model, tokenizer)
+    length = check_max_length(max_length, tok, load_config(model))
+    tokenized = {
+        role: tag_features(tok, *read_splits[role], names, length, label_all_tokens=label_all_tokens and role == "train")
+        for role in splits
+    }
+
+    def metrics_for(role: str) -> Callable[[EvalPrediction], dict[str, float]]:
+        def compute(p: EvalPrediction) -> dict[str, float]:
+            predictions, references = [], []
+            for pred_row, label_row in zip(p.predictions, p.label_ids):
+                keep = label_row != -100
+                predictions.append([names[i] for i in pred_row[keep]])
+                references.append([names[i] for i in label_row[keep]])
+            return token_classification_metrics(predictions, references, names)
+
+        return compute
+
+    prepared = Prepared(
+        train=tokenized["train"],
+        validation=tokenized.get("validation"),
+        test=tokenized.get("test"),
+        collator=DataCollatorForTokenClassification(tok),
+        metric="f1" if is_bio_scheme(names) else "accuracy",
+        metrics_for=metrics_for,
+        preprocess_logits=argmax,
+    )
+    network = load_model(
+        AutoModelForTokenClassification,
+        model,
+        seed_of(training_options),
+        num_labels=len(names),
+        id2label=dict(enumerate(names)),
+        label2id={name: i for i, name in enumerate(names)},
+    )
+    return train_and_save(
+        "token-classification", model, network, tok, prepared, output, names, train_data, training_options,
+        keep_checkpoints,
+    )
+
+
+def tag_features(
+    tokenizer, words: list[list[str]], tags: list[list[str]], names: Sequence[str], max_length: int, label_all_tokens: bool
+) -> Dataset:
+    """Tokenized sentences with one label per token (see `align_word_labels`): what Trainer trains on."""
+    label2id = {name: i for i, name in enumerate(names)}
+    continuation = continuation_labels(names) if label_all_tokens else None
+    encoding = tokenizer(words, is_split_into_words=True, truncation=True, max_length=max_length)
+    labels = [
+        align_word_labels(encoding.word_ids(i), [label2id[t] for t in sentence_tags], continuation)
+        for i, sentence_tags in enumerate(tags)
+    ]
+    return Dataset.from_dict({**encoding, "labels": labels})
+
+
+def continuation_labels(label_names: Sequence[str]) -> dict[int, int]:
+    """Label id -> the id later sub-tokens of a word with that label get: "B-X" continues as "I-X" (when the tag
+    set has it, so that no sub-token starts a second entity), any other label as itself."""
+    label2id = {name: i for i, name in enumerate(label_names)}
+    return {
+        label2id[name]: label2id.get("I-" + name[2:], label2id[name]) if name.startswith("B-") else label2id[name]
+        for name in label_names
+    }
+
+
+def align_word_labels(word_ids: Sequence[int | None], word_labels: Sequence[int], continuation: dict[int, int] | None) -> list[int]:
+    """Word labels -> token labels, from the tokenizer's `word_ids()` (None for [CLS], [SEP] and padding).
+
+    A word's first sub-token gets its label; the others get -100 (ignored by the loss), or with `continuation`
+    (label all tokens) `continuation[label]`. Special tokens get -100.
+    """
+    labels, previous = [], None
+    for word in word_ids:
+        if word is None:
+            labels.append(-100)
+        elif word != previous:
+            labels.append(word_labels[word])
+        else:
+            labels.append(continuation[word_labels[word]] if continuation is not None else -100)
+        previous = word
+    return labels

