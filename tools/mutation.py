@@ -46,11 +46,21 @@ MODULES: dict[str, list[str]] = {
     # torch.compile cannot trace through mutmut's trampolines (the function that picks the mutant at run time)
     "modeling_minibert/modeling_minibert.py": ["tests/test_modeling_minibert.py", "-k", "not torch_compile"],
     "tokenization/wordpiece.py": ["tests/test_tokenization.py"],
+    "modeling_minibert/finetuning/metrics.py": ["tests/test_finetuning_metrics.py"],
+    "modeling_minibert/pretraining/data.py": ["tests/test_pretraining_data.py"],
+    "modeling_minibert/pretraining/loop.py": ["tests/test_pretraining_loop.py"],
 }
 
 # Mutants that change no observable behaviour, by mutmut's name, with the mutated line as mutmut shows it (so a
 # stale entry -- the function changed and the number now names another mutant -- is reported, not trusted).
-EQUIVALENT: dict[str, tuple[str, str]] = {}
+EQUIVALENT: dict[str, tuple[str, str]] = {
+    "tokenization.wordpiece.x_build_backend__mutmut_8": (
+        'unk_token=SPECIAL_TOKENS["unk_token"],', "tokenizers' WordPiece defaults unk_token to \"[UNK]\", the same token"),
+    "tokenization.wordpiece.x_build_backend__mutmut_9": (
+        "continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,", "WordPiece's default continuing_subword_prefix is \"##\""),
+    "tokenization.wordpiece.x_build_backend__mutmut_23": (
+        "+        handle_chinese_chars=True,", "BertNormalizer's default clean_text is True"),
+}
 
 # Folders and files the tests read besides the packages (mutmut copies tests/, setup.cfg and pyproject.toml itself).
 ALSO_COPY = ["tools", "benchmarks", "examples", "notebooks", "README.md"]
@@ -221,16 +231,19 @@ def _percent(score: float | None) -> str:
     return "n/a" if score is None else f"{score:.0%}"
 
 
-def markdown(modules: dict[str, dict]) -> str:
+def readme_table(results: dict) -> str:
+    """The README's table of `results` (the contents of mutation.json), one row per module, in `MODULES` order."""
     lines = [
-        "| module | mutants checked (of all) | killed | timeout/crash | survived | equivalent | score | minutes |",
+        "| module | mutants checked (of all) | killed | timeout or crash | survived | equivalent | score | minutes |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for module, r in modules.items():
+    modules = results["modules"]
+    for module in sorted(modules, key=lambda m: list(MODULES).index(m) if m in MODULES else len(MODULES)):
+        r = modules[module]
         lines.append(
             f"| `{module}` | {r['checked']} ({r['mutants_total']}) | {r['killed']} | {r['timeout'] + r['crashed']} "
             f"| {r['survived'] + r['suspicious'] + r['no_tests'] - r['equivalent']} | {r['equivalent']} "
-            f"| {_percent(r['score_excluding_equivalent'])} | {r['seconds'] / 60:.1f} |"
+            f"| {_percent(r['score_excluding_equivalent'])} | {r['seconds'] / 60:.0f} |"
         )
     return "\n".join(lines)
 
@@ -282,7 +295,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"kept the mutated copies in {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    print(markdown({m: results["modules"][m] for m in modules}))
+    print(readme_table(results))
 
 
 if __name__ == "__main__":
