@@ -57,6 +57,12 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "modeling_minibert.modeling_minibert.xǁMiniBertIntermediateǁ__init____mutmut_8": (
         "IN_PLACE_ACTIVATIONS.get(None)", "the in-place activation only saves memory: the out-of-place one gives the same "
         "values"),
+    "modeling_minibert.finetuning.metrics.x_token_classification_metrics__mutmut_83": (
+        "output_dict=True, zero_division=None)", "only the report's F1 is read: a type with a 0/0 precision or recall has "
+        "0 for the other, so its F1 is 0 whatever zero_division sets"),
+    "modeling_minibert.finetuning.metrics.x_token_classification_metrics__mutmut_115": (
+        '+        "macro_f1": float(f1_score(flat_ref, flat_pred, average="macro", )),', "F1 = 2TP / (2TP + FP + FN) "
+        "is never 0/0 for a tag that occurs in the references or predictions, the only tags scored"),
     "tokenization.wordpiece.x_build_backend__mutmut_8": (
         'unk_token=SPECIAL_TOKENS["unk_token"],', "tokenizers' WordPiece defaults unk_token to \"[UNK]\", the same token"),
     "tokenization.wordpiece.x_build_backend__mutmut_9": (
