@@ -325,3 +325,24 @@ def test_whole_word_masking_masks_every_piece_of_a_word(dataset, tokenizer):
 def test_collator_rejects_a_bad_probability(tokenizer):
     with pytest.raises(ValueError, match=r"mlm_probability=1.5 must be between 0 and 1"):
         DataCollatorForPreTraining(tokenizer, mlm_probability=1.5)
+
+
+# --- found by mutation testing (tools/mutation.py): behaviour no other test looked at ------------------------
+
+
+def test_tokenized_sentences_keep_their_documents_and_order(tokenizer):
+    documents = ["Shares rose. Profits fell! The firm said so.", "", "One more line.\nAnd the last one."]
+    tokenized = tokenize_documents(documents, tokenizer)
+    expected = [
+        [tokenizer(s, add_special_tokens=False)["input_ids"] for s in split_sentences(doc)]
+        for doc in documents
+        if split_sentences(doc)
+    ]
+    assert [[segment.ids for segment in doc] for doc in tokenized] == expected
+    assert [len(doc) for doc in tokenized] == [3, 2]
+
+
+def test_collator_rejects_masking_every_token(tokenizer):
+    # 1 would leave no unmasked context to predict from: the bound is exclusive.
+    with pytest.raises(ValueError, match=r"^mlm_probability=1 must be between 0 and 1 \(exclusive\)$"):
+        DataCollatorForPreTraining(tokenizer, mlm_probability=1)
