@@ -858,8 +858,7 @@ def test_filename_prefix_names_every_file_save_pretrained_writes(tmp_path):
 
 
 def test_make_tokenizer_wraps_single_texts_and_pairs_in_cls_and_sep():
-    # The session-scoped `trained` tokenizer is built once, so only a tokenizer built inside the test shows
-    # mutmut that build_backend's template is checked.
+    # make_tokenizer's own result (the session's `trained` tokenizer is built once, before any test runs).
     tokenizer = make_tokenizer(SMALL_VOCAB)
     assert tokenizer("ab a")["input_ids"] == [2, 5, 6, 5, 3]
     pair = tokenizer("a", "ab")

@@ -69,6 +69,9 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         'unk_token=SPECIAL_TOKENS["unk_token"],', "tokenizers' WordPiece defaults unk_token to \"[UNK]\", the same token"),
     "tokenization.wordpiece.x_build_backend__mutmut_9": (
         "continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,", "WordPiece's default continuing_subword_prefix is \"##\""),
+    "tokenization.wordpiece.x_build_backend__mutmut_39": (
+        "single=None,", "transformers' BertTokenizer sets its own [CLS] $A [SEP] template when it wraps the backend, "
+        "and make_tokenizer is the only caller that passes a vocabulary"),
     "tokenization.wordpiece.x_build_backend__mutmut_23": (
         "+        handle_chinese_chars=True,", "BertNormalizer's default clean_text is True"),
 }
@@ -298,7 +301,7 @@ def main(argv: list[str] | None = None) -> None:
                 versions=_versions(),
             )
             # each module records its own run, since modules may be rerun one at a time
-            result.update(date=results["date"], command=results["command"])
+            result.update(date=results["date"], command=results["command"].split(" --output")[0])
             args.output.parent.mkdir(parents=True, exist_ok=True)
             args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     finally:
