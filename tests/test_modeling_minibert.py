@@ -783,3 +783,10 @@ def test_eval_mode_gives_the_attention_backend_no_dropout_and_the_callers_kwargs
         model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], probe="seen")
     assert len(calls) >= TINY["num_hidden_layers"]
     assert all(call["dropout"] == 0.0 and call["probe"] == "seen" for call in calls)
+
+
+def test_from_pretrained_passes_model_arguments_to_the_model(tmp_path):
+    # As in transformers: positional arguments after the path go to the model's __init__ (here add_pooling_layer).
+    modeling_minibert.MiniBertModel(MiniBertConfig(**TINY)).save_pretrained(tmp_path)
+    assert modeling_minibert.MiniBertModel.from_pretrained(tmp_path, False).pooler is None
+    assert modeling_minibert.MiniBertModel.from_pretrained(tmp_path).pooler is not None
