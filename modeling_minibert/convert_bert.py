@@ -18,6 +18,7 @@ from transformers import BertConfig
 from . import modeling_minibert
 from .configuration_minibert import MiniBertConfig, read_config_json
 from .files import check_output_dir, staged_folder
+from .modeling_minibert import check_weights_fit_config
 
 # Fields with the same meaning in BertConfig and MiniBertConfig.
 SHARED_CONFIG_FIELDS = (
@@ -79,6 +80,13 @@ def _read_weights(folder: Path, allow_pickle: bool) -> dict[str, torch.Tensor]:
             )
         return torch.load(pickle_path, map_location="cpu", weights_only=True)
     raise FileNotFoundError(f"no model.safetensors in {folder}")
+
+
+def _check_sizes(config: MiniBertConfig, folder: Path) -> None:
+    """Compare the config's sizes with the safetensors header before the target model is built: a config saying
+    vocab_size=10000000 would otherwise allocate gigabytes first. (Pickled weights are checked once loaded.)"""
+    if (folder / "model.safetensors").is_file():
+        check_weights_fit_config(config, [folder / "model.safetensors"], folder)
 
 
 def _head_of(architectures: list[str] | None, prefix: str, folder: Path) -> str:
@@ -165,6 +173,7 @@ def convert_bert_to_minibert(
     if bert_config.is_decoder or bert_config.add_cross_attention:
         raise ValueError(f"{src / 'config.json'} describes a BERT decoder; Mini-BERT is an encoder only")
     config = MiniBertConfig(**{name: getattr(bert_config, name) for name in SHARED_CONFIG_FIELDS})
+    _check_sizes(config, src)
     model = getattr(modeling_minibert, f"MiniBert{head}")(config)
     return _fill_and_write(model, head, src, out, overwrite, allow_pickle)
 
@@ -191,6 +200,7 @@ def convert_minibert_to_bert(
                 f"(BERT needs {field}={bert_value!r})"
             )
     head = _head_of(source_config.get("architectures"), "MiniBert", src)
+    _check_sizes(config, src)
     bert_config = BertConfig(**{name: getattr(config, name) for name in SHARED_CONFIG_FIELDS})
     model = getattr(transformers, f"Bert{head}")(bert_config)
     return _fill_and_write(model, head, src, out, overwrite, allow_pickle)

@@ -61,8 +61,11 @@ def staged_folder(output: str | os.PathLike) -> Iterator[Path]:
     A folder already at `output` is swapped out and deleted only once the new one is in place.
     """
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
+    except OSError as err:  # named as the user gave it, not as the hidden staging folder
+        raise OSError(f"cannot write {output}: {err.strerror or err}") from None
     try:
         staging.chmod(0o777 & ~umask())
         yield staging

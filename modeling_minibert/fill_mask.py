@@ -16,6 +16,8 @@ from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, pipeli
 import modeling_minibert  # noqa: F401  (registers Mini-BERT with the Auto classes)
 from modeling_minibert.configuration_minibert import read_config_json
 
+VOCABULARY_FILES = ("tokenizer.json", "vocab.txt")
+
 
 def fill_mask(model_dir: str | os.PathLike, text: str, top_k: int = 5) -> list[dict] | list[list[dict]]:
     """transformers' fill-mask pipeline on a saved model folder: for each [MASK], the `top_k` predictions
@@ -36,7 +38,7 @@ def fill_mask(model_dir: str | os.PathLike, text: str, top_k: int = 5) -> list[d
     config = AutoConfig.from_pretrained(folder)
     if top_k > config.vocab_size:
         raise ValueError(f"top_k={top_k} exceeds the vocabulary size ({config.vocab_size})")
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = _load_tokenizer(folder)
     _check_mask_token(tokenizer, folder)
     if tokenizer.mask_token not in text:
         raise ValueError(f"the text must contain {tokenizer.mask_token}, got {text!r}")
@@ -49,6 +51,18 @@ def fill_mask(model_dir: str | os.PathLike, text: str, top_k: int = 5) -> list[d
             "fill-mask needs a pretrained (MLM) model, not a fine-tuned one"
         )
     return pipeline("fill-mask", model=model, tokenizer=tokenizer, top_k=top_k)(text)
+
+
+def _load_tokenizer(folder: Path):
+    """The folder's tokenizer, refusing one without a vocabulary: from tokenizer_config.json alone transformers
+    builds a tokenizer of the special tokens only, which turns every word into [UNK] without a word of warning."""
+    vocabularies = [name for name in VOCABULARY_FILES if (folder / name).is_file()]
+    if not vocabularies:
+        raise FileNotFoundError(f"no tokenizer vocabulary in {folder} (neither {' nor '.join(VOCABULARY_FILES)})")
+    try:
+        return AutoTokenizer.from_pretrained(folder)
+    except Exception as err:  # json's, tokenizers' and transformers' own error types for a broken file
+        raise ValueError(f"cannot load the tokenizer in {folder} ({', '.join(vocabularies)}): {err}") from err
 
 
 def _check_mask_token(tokenizer, folder: Path) -> None:

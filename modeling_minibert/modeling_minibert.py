@@ -99,6 +99,10 @@ def check_inputs(
             raise ValueError(f"{name} has shape {tuple(tensor.shape)} but input_ids has shape {shape}")
     if position_ids is not None and tuple(position_ids.shape[-1:]) != shape[-1:]:
         raise ValueError(f"position_ids has shape {tuple(position_ids.shape)} but input_ids has shape {shape}")
+    for name, tensor in (("input_ids", input_ids), ("token_type_ids", token_type_ids), ("position_ids", position_ids)):
+        # An embedding lookup with float ids fails deep inside torch, naming neither the argument nor the fix.
+        if tensor is not None and (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool):
+            raise ValueError(f"{name} must hold integer ids (torch.long), got dtype {tensor.dtype}")
     if torch.compiler.is_compiling():
         return  # value checks need host syncs that would break the compiled graph
     limits = (

@@ -5,7 +5,9 @@ early, the final folder pushed to a (local) Hub, and saved folders that load wit
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shutil
 import subprocess
 import uuid
 from types import SimpleNamespace
@@ -24,7 +26,7 @@ from modeling_minibert.finetuning import (
     finetune_sequence_classification,
     finetune_token_classification,
 )
-from modeling_minibert.finetuning.flow import check_max_length
+from modeling_minibert.finetuning.flow import check_max_length, resume_checkpoint
 from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
 
 from conftest import run_python
@@ -110,6 +112,46 @@ def test_an_interrupted_run_resumes_to_the_same_weights_and_checkpoints_are_kept
     for name in expected:
         torch.testing.assert_close(got[name], expected[name], rtol=0, atol=1e-6)
     assert_clean_output(resumed.output_dir)
+
+
+@pytest.fixture(scope="module")
+def saved_checkpoints(checkpoint, tmp_path_factory):
+    """checkpoint-2 and checkpoint-4 of a finished run, as Trainer saved them."""
+    output = tmp_path_factory.mktemp("kept") / "run"
+    finetune_sequence_classification(checkpoint, GOOD_BAD, output, keep_checkpoints=True, save_total_limit=None,
+                                     per_device_train_batch_size=4, max_steps=4, save_strategy="steps", save_steps=2, **QUIET)
+    return output
+
+
+def cut_in_half(path):
+    os.truncate(path, path.stat().st_size // 2)
+
+
+def set_global_step(path):
+    state = json.loads(path.read_text())
+    path.write_text(json.dumps({**state, "global_step": 2}))
+
+
+@pytest.mark.parametrize("damage, file, problem", [
+    (cut_in_half, "model.safetensors", "model.safetensors has"),
+    (cut_in_half, "optimizer.pt", "optimizer.pt unreadable"),
+    (os.remove, "scheduler.pt", "no scheduler.pt"),
+    (cut_in_half, "trainer_state.json", "trainer_state.json unreadable"),
+    (set_global_step, "trainer_state.json", "trainer_state.json has global_step 2, not 4"),
+], ids=["weights-cut", "optimizer-cut", "scheduler-missing", "state-torn", "state-of-another-step"])
+def test_resume_skips_an_unfinished_newest_checkpoint_for_the_one_before(saved_checkpoints, tmp_path, caplog, damage, file, problem):
+    output = tmp_path / "run"
+    for name in ("checkpoint-2", "checkpoint-4"):
+        shutil.copytree(saved_checkpoints / name, output / name)
+    assert resume_checkpoint(output, True) == str(output / "checkpoint-4")  # whole: the newest is taken
+    damage(output / "checkpoint-4" / file)
+    with caplog.at_level(logging.WARNING, logger="modeling_minibert.finetuning.flow"):
+        assert resume_checkpoint(output, True) == str(output / "checkpoint-2")
+    [warning] = caplog.messages
+    assert f"skipping the unfinished {output / 'checkpoint-4'} ({problem}" in warning and "\n" not in warning
+    # Named explicitly, an unfinished checkpoint is refused, not silently replaced by another.
+    with pytest.raises(ValueError, match=rf"resume_from_checkpoint: .*checkpoint-4 is unfinished \({problem}"):
+        resume_checkpoint(output, str(output / "checkpoint-4"))
 
 
 def test_resume_without_a_checkpoint_is_a_clear_error(checkpoint, tmp_path):

@@ -13,6 +13,7 @@ of the records (in CSV files the header is not a row); CoNLL errors name the lin
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import os
@@ -144,6 +145,7 @@ def _non_empty(data: NamedDataset) -> NamedDataset:
 def _read_file(path: Path, conll: bool) -> NamedDataset:
     if _is_blank(path):
         raise DataError(f"{path}: the file is empty")
+    _check_utf8(path)
     suffix = path.suffix.lower()
     if suffix == ".json":
         squad = _try_read_squad(path)
@@ -164,6 +166,24 @@ def _read_file(path: Path, conll: bool) -> NamedDataset:
             raise DataError(f"{path}: no rows") from None
         raise DataError(f"{path}: cannot be read as {builder.upper()}: {err}") from err
     return NamedDataset(dataset, str(path))
+
+
+def _check_utf8(path: Path) -> None:
+    """Refuse a file that is not UTF-8 before `datasets` reads it: its CSV reader logs its own error line and
+    raises a generic "error while generating the dataset" that names neither the file's encoding nor the byte."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    done = 0
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(1 << 20)
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as err:
+                raise DataError(f"{path}: not valid UTF-8 ({err.reason} at byte {done + err.start}); "
+                                "save it as UTF-8") from None
+            if not chunk:
+                return
+            done += len(chunk)
 
 
 def _is_blank(path: Path) -> bool:

@@ -15,9 +15,14 @@ fails, OUTPUT keeps its checkpoints, so `resume_from_checkpoint` can continue it
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import re
 import shutil
+import struct
 import tempfile
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +38,7 @@ from transformers import (
     Trainer,
     set_seed,
 )
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, PredictionOutput, get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, PredictionOutput
 
 import modeling_minibert  # noqa: F401 - registers Mini-BERT with the Auto classes
 from modeling_minibert import hub
@@ -41,6 +46,8 @@ from modeling_minibert.files import check_output_dir, staged_folder
 from modeling_minibert.finetuning.arguments import TRAINING_DEFAULTS, training_arguments
 from modeling_minibert.finetuning.data import DataSource, NamedDataset, load_data, sorted_labels
 from modeling_minibert.finetuning.plots import CURVES_FILE, plot_training_curves
+
+logger = logging.getLogger(__name__)
 
 # The pipeline tag of each task, for the model card.
 PIPELINE_TAGS = {
@@ -76,10 +83,15 @@ class Prepared:
 
 def check_output(output_dir: str | os.PathLike, overwrite: bool, training_options: dict[str, Any]) -> Path:
     """Fail before any work if the output folder would be clobbered (resuming continues the run saved there) or
-    cannot be written."""
+    cannot be written, or if there is no checkpoint to resume from.
+
+    `training_options["resume_from_checkpoint"]` is replaced (in place) by the checkpoint chosen, so the check and
+    its warning about skipped unfinished checkpoints happen once, before the data is read."""
     resuming = bool(training_options.get("resume_from_checkpoint"))
     output = check_output_dir(output_dir, overwrite=overwrite or resuming, resume_hint=True)
     check_writable(output.absolute())
+    if "resume_from_checkpoint" in training_options:
+        training_options["resume_from_checkpoint"] = resume_checkpoint(output, training_options["resume_from_checkpoint"])
     return output
 
 
@@ -209,7 +221,7 @@ def train_and_save(
     if push and not repo_id:
         raise ValueError("push_to_hub needs hub_model_id (--hub_model_id NAMESPACE/NAME)")
     args.push_to_hub, args.hub_token = False, None
-    resume = resume_checkpoint(output, args.resume_from_checkpoint)
+    resume = args.resume_from_checkpoint  # chosen by check_output
 
     created = not output.exists()
     try:
@@ -277,17 +289,116 @@ def train_and_save(
 
 
 def resume_checkpoint(output: Path, requested: str | bool | None) -> str | None:
-    """The checkpoint to resume from: a path as given, or (True, "true", "last") the newest one in `output`."""
+    """The checkpoint to resume from: a path as given, or (True, "true", "last") the newest complete one in `output`.
+
+    Trainer writes checkpoint-N in place, so a kill or a full disk during a save leaves an unfinished folder; it
+    is skipped (with a one-line warning) for the one before. If every checkpoint-N is unfinished, the run was
+    stopped inside its first save: it starts again from the beginning, which is where that save would resume.
+
+    Raises:
+        FileNotFoundError: no checkpoint-N folder in `output`, or `requested` is not a folder.
+        ValueError: `requested` names a checkpoint that is unfinished.
+    """
     if requested in (None, False, "", "false", "False"):
         return None
     if requested in (True, "true", "True", "last"):
-        last = get_last_checkpoint(output) if output.is_dir() else None
-        if last is None:
+        found = sorted(checkpoints_in(output), key=lambda item: item[0], reverse=True)
+        if not found:
             raise FileNotFoundError(f"resume_from_checkpoint: no {PREFIX_CHECKPOINT_DIR}-N folder in {output} to resume from")
-        return last
+        for _, folder in found:
+            problem = checkpoint_problem(folder)
+            if problem is None:
+                return str(folder)
+            logger.warning(f"resume_from_checkpoint: skipping the unfinished {folder} ({problem}); falling back to the one before")
+        logger.warning(f"resume_from_checkpoint: no finished {PREFIX_CHECKPOINT_DIR}-N in {output}; starting from the beginning")
+        return None
     if not Path(requested).is_dir():
         raise FileNotFoundError(f"resume_from_checkpoint: {requested} is not a checkpoint folder")
+    problem = checkpoint_problem(Path(requested))
+    if problem is not None:
+        raise ValueError(f"resume_from_checkpoint: {requested} is unfinished ({problem})")
     return str(requested)
+
+
+def checkpoints_in(output: Path) -> list[tuple[int, Path]]:
+    """The checkpoint-N folders in `output`, with their N."""
+    if not output.is_dir():
+        return []
+    pattern = re.compile(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)")
+    return [(int(m.group(1)), p) for p in output.iterdir() if (m := pattern.fullmatch(p.name)) and p.is_dir()]
+
+
+def checkpoint_problem(folder: Path) -> str | None:
+    """Why Trainer could not resume exactly from `folder`, or None if it is complete.
+
+    Complete means: trainer_state.json (Trainer's last write) parses and its global_step is the folder's N, and
+    the weights, optimizer and scheduler it restores are whole. Checked by size from the files' own tables (the
+    safetensors header, the zip directory torch.save writes), without loading the tensors: a file cut short by a
+    kill or a full disk fails these checks. transformers has no such check (its get_last_checkpoint only looks
+    for the folder name), hence this one.
+    """
+    try:
+        state = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "no trainer_state.json"
+    except (OSError, ValueError) as err:
+        return f"trainer_state.json unreadable: {err}"
+    step = folder.name.rsplit("-", 1)[-1]
+    if not isinstance(state, dict) or str(state.get("global_step")) != step:
+        return f"trainer_state.json has global_step {state.get('global_step') if isinstance(state, dict) else None}, not {step}"
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            return f"{index.name} unreadable: {err}"
+    else:
+        shards = ["model.safetensors"]
+    for name in shards:
+        problem = safetensors_problem(folder / name)
+        if problem is not None:
+            return problem
+    for name in ("optimizer.pt", "scheduler.pt"):
+        problem = torch_file_problem(folder / name)
+        if problem is not None:
+            return problem
+    if (folder / "rng_state.pth").exists():
+        return torch_file_problem(folder / "rng_state.pth")
+    return None
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """None if `path` is as long as its safetensors header says (8-byte length, JSON header, then the data)."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            (header_size,) = struct.unpack("<Q", f.read(8))
+            if header_size > size - 8:
+                return f"{path.name} is cut short ({size} bytes)"
+            header = json.loads(f.read(header_size))
+        end = max((entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"), default=0)
+    except FileNotFoundError:
+        return f"no {path.name}"
+    except (OSError, ValueError, struct.error, KeyError, TypeError, IndexError) as err:
+        return f"{path.name} unreadable: {err}"
+    if size != 8 + header_size + end:
+        return f"{path.name} has {size} bytes, its header says {8 + header_size + end}"
+    return None
+
+
+def torch_file_problem(path: Path) -> str | None:
+    """None if `path`, a torch.save file (a zip archive), is whole: its directory (at the end) reads, and every
+    entry lies inside the file."""
+    try:
+        size = path.stat().st_size
+        with zipfile.ZipFile(path) as archive:
+            if any(info.header_offset + info.compress_size > size for info in archive.infolist()):
+                return f"{path.name} is cut short ({size} bytes)"
+    except FileNotFoundError:
+        return f"no {path.name}"
+    except (OSError, zipfile.BadZipFile) as err:
+        return f"{path.name} unreadable: {err}"
+    return None
 
 
 def copy_beside(source: str | os.PathLike, folder: Path) -> None:

@@ -34,19 +34,7 @@ from modeling_minibert.finetuning.data import (
     column_values,
     question_answer_columns,
 )
-from modeling_minibert.finetuning.flow import (
-    FinetuneResult,
-    Prepared,
-    check_max_length,
-    check_output,
-    copy_beside,
-    load_config,
-    load_model,
-    load_splits,
-    load_tokenizer,
-    seed_of,
-    train_and_save,
-)
+from modeling_minibert.finetuning import flow
 from modeling_minibert.finetuning.metrics import squad_metrics
 from modeling_minibert.question_answering_pipeline import best_answers, default_window, question_room, tokenize_windows
 
@@ -74,7 +62,7 @@ def finetune_question_answering(
     overwrite: bool = False,
     keep_checkpoints: bool = False,
     **training_options: Any,
-) -> FinetuneResult:
+) -> flow.FinetuneResult:
     """Fine-tune extractive question answering (SQuAD v1 style: every answer is a span of its context).
 
     Each question + context becomes windows of `max_length` tokens that overlap by `doc_stride` tokens (defaults:
@@ -92,16 +80,16 @@ def finetune_question_answering(
         raise ValueError(f"n_best={n_best} must be at least 1")
     if max_answer_length < 1:
         raise ValueError(f"max_answer_length={max_answer_length} must be at least 1")
-    output = check_output(output_dir, overwrite, training_options)
-    splits = load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split)
+    output = flow.check_output(output_dir, overwrite, training_options)
+    splits = flow.load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split)
     examples = {
         role: question_answer_columns(data, question_column, context_column, answers_column)
         for role, data in splits.items()
     }
-    tok = load_tokenizer(model, tokenizer)
-    config = load_config(model)
+    tok = flow.load_tokenizer(model, tokenizer)
+    config = flow.load_config(model)
     default_length, default_stride = default_window(tok, config)
-    length = check_max_length(max_length, tok, config) if max_length is not None else default_length
+    length = flow.check_max_length(max_length, tok, config) if max_length is not None else default_length
     stride = doc_stride if doc_stride is not None else min(default_stride, length // 4)
     if not 0 <= stride < length:
         raise ValueError(f"doc_stride={stride} must be at least 0 and below max_length={length}")
@@ -117,7 +105,7 @@ def finetune_question_answering(
 
         return compute
 
-    prepared = Prepared(
+    prepared = flow.Prepared(
         train=features["train"],
         validation=features.get("validation"),
         test=features.get("test"),
@@ -125,12 +113,12 @@ def finetune_question_answering(
         metric="f1",
         metrics_for=metrics_for,
     )
-    network = load_model(AutoModelForQuestionAnswering, model, seed_of(training_options))
+    network = flow.load_model(AutoModelForQuestionAnswering, model, flow.seed_of(training_options))
 
     def extra_outputs(trainer: Trainer, staging: Path, validation: PredictionOutput | None) -> None:
         # The pipeline file travels with the weights; the config tells pipeline() where it is.
         trainer.model.config.custom_pipelines = question_answering_pipeline.CUSTOM_PIPELINES
-        copy_beside(question_answering_pipeline.__file__, staging)
+        flow.copy_beside(question_answering_pipeline.__file__, staging)
         if validation is not None:
             start_logits, end_logits = validation.predictions
             n_best_answers = qa_answers(
@@ -138,7 +126,7 @@ def finetune_question_answering(
             )
             write_json(staging / PREDICTIONS_FILE, n_best_answers)
 
-    return train_and_save(
+    return flow.train_and_save(
         "question-answering", model, network, tok, prepared, output, None, train_data, training_options,
         keep_checkpoints, extra_outputs,
     )

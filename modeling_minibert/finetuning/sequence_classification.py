@@ -13,20 +13,7 @@ from transformers.trainer_utils import PredictionOutput
 
 from modeling_minibert.finetuning import data as finetuning_data
 from modeling_minibert.finetuning.data import DataSource, NamedDataset, check_labels
-from modeling_minibert.finetuning.flow import (
-    FinetuneResult,
-    Prepared,
-    argmax,
-    check_max_length,
-    check_output,
-    label_names,
-    load_config,
-    load_model,
-    load_splits,
-    load_tokenizer,
-    seed_of,
-    train_and_save,
-)
+from modeling_minibert.finetuning import flow
 from modeling_minibert.finetuning.metrics import classification_metrics
 from modeling_minibert.finetuning.plots import CONFUSION_FILE, plot_confusion_matrix
 
@@ -50,7 +37,7 @@ def finetune_sequence_classification(
     overwrite: bool = False,
     keep_checkpoints: bool = False,
     **training_options: Any,
-) -> FinetuneResult:
+) -> flow.FinetuneResult:
     """Fine-tune a classifier of single texts or text pairs.
 
     Args:
@@ -75,8 +62,8 @@ def finetune_sequence_classification(
         FileExistsError: `output_dir` is not empty and neither `overwrite` nor `resume_from_checkpoint` is set.
         OSError: `output_dir` cannot be written.
     """
-    output = check_output(output_dir, overwrite, training_options)
-    splits = load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split)
+    output = flow.check_output(output_dir, overwrite, training_options)
+    splits = flow.load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split)
 
     def read(data: NamedDataset) -> tuple[list[str], list[str] | None, list[str]]:
         texts = finetuning_data.text_column(data, text_column)
@@ -84,12 +71,12 @@ def finetune_sequence_classification(
         return texts, pairs, finetuning_data.label_column(data, label_column)
 
     read_splits = {role: read(data) for role, data in splits.items()}
-    names = label_names(labels, read_splits["train"][2], model)
+    names = flow.label_names(labels, read_splits["train"][2], model)
     for role, data in splits.items():
         check_labels(data, label_column, read_splits[role][2], names)
 
-    tok = load_tokenizer(model, tokenizer)
-    length = check_max_length(max_length, tok, load_config(model))
+    tok = flow.load_tokenizer(model, tokenizer)
+    length = flow.check_max_length(max_length, tok, flow.load_config(model))
     label2id = {name: i for i, name in enumerate(names)}
 
     def features(texts: list[str], pairs: list[str] | None, values: list[str]) -> Dataset:
@@ -101,19 +88,19 @@ def finetune_sequence_classification(
     def metrics_for(role: str) -> Callable[[EvalPrediction], dict[str, float]]:
         return lambda p: classification_metrics(p.predictions, p.label_ids)
 
-    prepared = Prepared(
+    prepared = flow.Prepared(
         train=tokenized["train"],
         validation=tokenized.get("validation"),
         test=tokenized.get("test"),
         collator=DataCollatorWithPadding(tok),
         metric="accuracy",
         metrics_for=metrics_for,
-        preprocess_logits=argmax,
+        preprocess_logits=flow.argmax,
     )
-    network = load_model(
+    network = flow.load_model(
         AutoModelForSequenceClassification,
         model,
-        seed_of(training_options),
+        flow.seed_of(training_options),
         num_labels=len(names),
         id2label=dict(enumerate(names)),
         label2id=label2id,
@@ -124,7 +111,7 @@ def finetune_sequence_classification(
         if validation is not None:
             plot_confusion_matrix(validation.predictions, validation.label_ids, names, staging / CONFUSION_FILE)
 
-    return train_and_save(
+    return flow.train_and_save(
         "sequence-classification", model, network, tok, prepared, output, names, train_data, training_options,
         keep_checkpoints, extra_outputs=confusion_matrix,
     )

@@ -10,20 +10,7 @@ from datasets import Dataset
 from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, EvalPrediction
 
 from modeling_minibert.finetuning.data import DataSource, check_labels, tag_columns
-from modeling_minibert.finetuning.flow import (
-    FinetuneResult,
-    Prepared,
-    argmax,
-    check_max_length,
-    check_output,
-    label_names,
-    load_config,
-    load_model,
-    load_splits,
-    load_tokenizer,
-    seed_of,
-    train_and_save,
-)
+from modeling_minibert.finetuning import flow
 from modeling_minibert.finetuning.metrics import is_bio_scheme, token_classification_metrics
 
 
@@ -46,7 +33,7 @@ def finetune_token_classification(
     overwrite: bool = False,
     keep_checkpoints: bool = False,
     **training_options: Any,
-) -> FinetuneResult:
+) -> flow.FinetuneResult:
     """Fine-tune a tagger: one tag per word (named entities in BIO/IOB tags, part-of-speech tags, ...).
 
     Words are split into sub-tokens by the tokenizer; a word's tag goes on its first sub-token and the others are
@@ -58,15 +45,15 @@ def finetune_token_classification(
     a list-of-words column `tokens_column` and a list-of-tags column `tags_column`. The other arguments are those
     of `finetune_sequence_classification`.
     """
-    output = check_output(output_dir, overwrite, training_options)
-    splits = load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split, conll=True)
+    output = flow.check_output(output_dir, overwrite, training_options)
+    splits = flow.load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split, conll=True)
     read_splits = {role: tag_columns(data, tokens_column, tags_column) for role, data in splits.items()}
-    names = label_names(labels, read_splits["train"][1], model)
+    names = flow.label_names(labels, read_splits["train"][1], model)
     for role, data in splits.items():
         check_labels(data, tags_column, read_splits[role][1], names)
 
-    tok = load_tokenizer(model, tokenizer)
-    length = check_max_length(max_length, tok, load_config(model))
+    tok = flow.load_tokenizer(model, tokenizer)
+    length = flow.check_max_length(max_length, tok, flow.load_config(model))
     tokenized = {
         role: tag_features(tok, *read_splits[role], names, length, label_all_tokens=label_all_tokens and role == "train")
         for role in splits
@@ -83,24 +70,24 @@ def finetune_token_classification(
 
         return compute
 
-    prepared = Prepared(
+    prepared = flow.Prepared(
         train=tokenized["train"],
         validation=tokenized.get("validation"),
         test=tokenized.get("test"),
         collator=DataCollatorForTokenClassification(tok),
         metric="f1" if is_bio_scheme(names) else "accuracy",
         metrics_for=metrics_for,
-        preprocess_logits=argmax,
+        preprocess_logits=flow.argmax,
     )
-    network = load_model(
+    network = flow.load_model(
         AutoModelForTokenClassification,
         model,
-        seed_of(training_options),
+        flow.seed_of(training_options),
         num_labels=len(names),
         id2label=dict(enumerate(names)),
         label2id={name: i for i, name in enumerate(names)},
     )
-    return train_and_save(
+    return flow.train_and_save(
         "token-classification", model, network, tok, prepared, output, names, train_data, training_options,
         keep_checkpoints,
     )

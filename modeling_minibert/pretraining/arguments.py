@@ -122,6 +122,8 @@ class PretrainingArguments:
             )
         if self.max_time is not None and self.max_time <= 0:
             raise ValueError(f"max_time={self.max_time} must be a positive number of minutes")
+        if not 0 < self.mlm_probability < 1:
+            raise ValueError(f"mlm_probability={self.mlm_probability} must be between 0 and 1 (exclusive)")
         if not 0 < self.validation_split_percentage < 100:
             raise ValueError(f"validation_split_percentage={self.validation_split_percentage} must be between 0 and 100 (exclusive)")
         if self.pretraining_dropout is not None and not 0 <= self.pretraining_dropout < 1:

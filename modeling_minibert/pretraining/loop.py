@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase, get_scheduler
 
 from modeling_minibert.configuration_minibert import MiniBertConfig
-from modeling_minibert.modeling_minibert import MiniBertForMaskedLM, MiniBertForPreTraining
+from modeling_minibert.modeling_minibert import MiniBertForMaskedLM, MiniBertForPreTraining, check_weights_fit_config
 from modeling_minibert.pretraining import run_folder
 from modeling_minibert.pretraining.arguments import PretrainingArguments, upgrade_names
 from modeling_minibert.pretraining.data import (
@@ -108,6 +108,8 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
     documents = load_documents(args.train_file, args.dataset_name, args.dataset_split, args.text_column_name)
     train_docs, held_out_docs = split_documents(documents, args.held_out_fraction, args.seed)
     config = build_config(args, source)
+    if source is not None:  # the sizes its config gives against its weights' headers: nothing is loaded yet
+        check_weights_fit_config(config, sorted(source.glob("*.safetensors")), source)
     nsp = args.nsp if args.nsp is not None else (source is None or has_nsp_head(source))
     if nsp and source is not None and not has_nsp_head(source):
         raise ValueError(f"model_name_or_path={source} has no NSP head ({NSP_HEAD_KEY}); pass --no_nsp to train MLM only")

@@ -1,0 +1,739 @@
+"""Bad inputs, table-driven: each row is one mistake a user makes, given to the CLI or to the Python API.
+
+For every row: the CLI exits with code 2 and prints exactly one line, `minibert CMD: error: ...`, that names the
+offending file, field or value (no traceback); the API raises the documented exception type with a one-line
+message naming the same; and nothing is written: the test's whole folder (the output path, its hidden
+`.partial-*` / `.tmp` / `.saving-*` siblings, the broken input itself) is the same afterwards as before.
+A few rows also run as a real `python -m modeling_minibert.cli` process, to prove the exit code and the absence of
+a traceback end to end. Rows marked with `seconds` must fail within that time (sizes are checked before memory is
+allocated).
+
+Templates in `cli` and `names` are filled from the paths of `Paths`: `{mlm}` (a tiny pretrained-style folder),
+`{classifier}`, `{bert}` (transformers' BertForMaskedLM), `{data}` (input files, good and bad), `{broken}` (a
+copy of `source` with `breakage` applied), `{out}` (an output folder or file that must not appear), `{onnx}`
+(`{out}.onnx`), `{readonly}` (a folder nobody may write to).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import transformers
+
+from modeling_minibert import (
+    MiniBertConfig,
+    MiniBertForMaskedLM,
+    MiniBertForPreTraining,
+    MiniBertForSequenceClassification,
+    MiniBertModel,
+    cli,
+)
+from tests.conftest import REPO, TINY, clean_env
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fixtures: tiny folders and input files, built once per module
+# ----------------------------------------------------------------------------------------------------------------
+
+TEXTS = [
+    "The company said profits rose sharply in the third quarter.",
+    "Shares in the firm fell after the chief executive resigned.",
+    "The government said the economy grew faster than expected.",
+] * 10
+
+CONLL_GOOD = "EU NNP B-ORG\nrejects VBZ O\nGerman JJ B-MISC\n\nPeter NNP B-PER\nBlackburn NNP I-PER\n"
+# The files the issue names, and a few more. A line number in the message is the first line that is wrong.
+DATA_FILES: dict[str, bytes] = {
+    "corpus.txt": "\n".join(TEXTS).encode(),
+    "documents.txt": "\n\n".join(f"{a} {b}\n{c}" for a, b, c in zip(TEXTS, TEXTS[1:], TEXTS[2:])).encode(),
+    "empty.txt": b"",
+    "blank.txt": b"\n\n   \n",
+    "latin1.txt": "caf\xe9 cr\xe8me br\xfbl\xe9e\n".encode("latin-1"),
+    "utf16.txt": "the company said profits rose\n".encode("utf-16"),
+    "good.conll": CONLL_GOOD.encode(),
+    "missing_column.conll": CONLL_GOOD.replace("rejects VBZ O", "rejects VBZ").encode(),
+    "extra_column.conll": CONLL_GOOD.replace("German JJ B-MISC", "German JJ B-MISC extra").encode(),
+    "nul_tag.conll": CONLL_GOOD.replace("B-PER", "B-\x00PER").encode(),
+    "classes.csv": b"text,label\n" + b"".join(f"{t},{i % 2}\n".encode() for i, t in enumerate(TEXTS)),
+    "latin1.csv": "text,label\ncaf\xe9 cr\xe8me,0\nthe company said,1\n".encode("latin-1"),
+    "header_only.csv": b"text,label\n",
+    "missing_label.csv": b"text,label\nthe company said,1\nprofits rose,\n",
+    "squad_no_answers.json": json.dumps({"data": [{"paragraphs": [{"context": "profits rose", "qas": [
+        {"id": "1", "question": "what rose?", "answers": []}]}]}]}).encode(),
+}
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory) -> SimpleNamespace:
+    """Folders and files the rows read (never write): models with a tokenizer trained on a few lines."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    from tokenization import train_tokenizer
+
+    root = tmp_path_factory.mktemp("sources")
+    tokenizer = train_tokenizer(TEXTS, vocab_size=120, show_progress=False)
+    config = MiniBertConfig(**{**TINY, "vocab_size": len(tokenizer)})
+    torch.manual_seed(0)
+    folders = {
+        "mlm": MiniBertForPreTraining(config),
+        "classifier": MiniBertForSequenceClassification(config),
+        "bert": BertForMaskedLM(BertConfig(**{**TINY, "vocab_size": len(tokenizer)})),
+    }
+    for name, model in folders.items():
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    (root / "data").mkdir()
+    for name, content in DATA_FILES.items():
+        (root / "data" / name).write_bytes(content)
+    return SimpleNamespace(**{name: root / name for name in (*folders, "data")})
+
+
+@pytest.fixture(scope="module")
+def readonly(tmp_path_factory):
+    """A folder that cannot be written, even by root: a read-only tmpfs where mounting is allowed, else a
+    chmod 555 folder (enough for other users), else a kernel folder."""
+    place = tmp_path_factory.mktemp("readonly")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(place)], capture_output=True).returncode == 0
+    if not mounted:
+        place.chmod(0o555)
+    for candidate in (place, Path("/sys/kernel")):
+        try:
+            shutil.rmtree(tempfile.mkdtemp(dir=candidate))
+        except OSError:
+            break
+    else:
+        pytest.skip("no read-only place on this machine")
+    yield candidate
+    if mounted:
+        subprocess.run(["umount", str(place)], check=True)
+    place.chmod(0o755)
+
+
+class _CurrentStderr:
+    """Writes to whatever sys.stderr is when written to (a handler keeps the stream it was given)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+@pytest.fixture(autouse=True)
+def _library_logs_to_this_tests_stderr():
+    """Libraries (transformers, datasets, torch, ...) give their loggers a handler on the sys.stderr of the moment
+    they are imported: in one process running many tests, an earlier test's (closed) capture. Point them at the
+    current one, so that what they log is seen (and counted) here, as a user would see it."""
+    loggers = [logging.getLogger(), *(logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict))]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if type(handler) is logging.StreamHandler:  # not pytest's own capture handlers (subclasses)
+                handler.stream = _CurrentStderr()  # not setStream: it would flush the closed stream
+                vars(handler).pop("flush", None)  # transformers binds flush to the stderr of the time
+    # As in a fresh process: `minibert fill-mask` quiets transformers for the rest of the process it runs in.
+    transformers.logging.set_verbosity(transformers.logging._get_default_logging_level())
+    transformers.logging.enable_progress_bar()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The table
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    names: tuple[str, ...]  # what the message must contain (templates)
+    cli: tuple[str, ...] | None = None  # argv of `minibert` (templates)
+    api: Callable[[SimpleNamespace], object] | None = None  # called with the paths; must raise `error`
+    error: type[BaseException] = ValueError  # the API's documented exception type
+    source: str | None = None  # a fixture folder copied to {broken}, then broken with `breakage`
+    breakage: Callable[[Path], object] | None = None
+    seconds: float | None = None  # must fail within this time
+    by_argparse: bool = False  # refused by argparse, whose usage line comes before the error line
+    in_subprocess: bool = False  # also run as `python -m modeling_minibert.cli`
+    xfail: str | None = None  # a known defect (both ways): strict, so a fix is noticed
+    cli_xfail: str | None = None  # a known defect of the command line only
+
+
+def edit_config(**changes) -> Callable[[Path], None]:
+    def breakage(folder: Path) -> None:
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, **changes}))
+
+    return breakage
+
+
+def write(name: str, content: bytes | str) -> Callable[[Path], None]:
+    def breakage(folder: Path) -> None:
+        path = folder / name
+        path.unlink(missing_ok=True)
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+
+    return breakage
+
+
+def delete(*names: str) -> Callable[[Path], None]:
+    def breakage(folder: Path) -> None:
+        for name in names:
+            (folder / name).unlink()
+
+    return breakage
+
+
+def truncate(name: str, keep: int) -> Callable[[Path], None]:
+    def breakage(folder: Path) -> None:
+        (folder / name).write_bytes((folder / name).read_bytes()[:keep])
+
+    return breakage
+
+
+def replace_by_folder(name: str) -> Callable[[Path], None]:
+    def breakage(folder: Path) -> None:
+        (folder / name).unlink()
+        (folder / name).mkdir()
+
+    return breakage
+
+
+def without_mask_token(folder: Path) -> None:
+    (folder / "tokenizer.json").unlink()  # vocab.txt is then the vocabulary
+    lines = (folder / "vocab.txt").read_text().splitlines()
+    (folder / "vocab.txt").write_text("\n".join(line for line in lines if line != "[MASK]") + "\n")
+
+
+def fill(p: SimpleNamespace, folder: str = "broken", text: str = "the company said [MASK] rose.", **kwargs):
+    from modeling_minibert.fill_mask import fill_mask
+
+    return fill_mask(getattr(p, folder), text, **kwargs)
+
+
+def forward(**inputs):
+    """A call of a tiny base model on the given tensors (input_ids defaults to a 2 x 8 batch)."""
+    inputs.setdefault("input_ids", torch.arange(16).reshape(2, 8) + 5)
+    return lambda p: MiniBertModel(MiniBertConfig(**TINY)).eval()(**inputs)
+
+
+def half_mask(value) -> torch.Tensor:
+    """A (2, 8) mask whose second row ends in four `value`s."""
+    return torch.tensor([[1.0] * 8, [1.0] * 4 + [float(value)] * 4])
+
+
+def convert(p, src: str = "broken", out: str = "out", **kwargs):
+    from modeling_minibert.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
+
+    to_bert = kwargs.pop("to_bert", False)
+    return (convert_minibert_to_bert if to_bert else convert_bert_to_minibert)(getattr(p, src), getattr(p, out), **kwargs)
+
+
+def export(p, src: str = "broken", out: str = "onnx", **kwargs):
+    from modeling_minibert.export_onnx import export_onnx
+
+    return export_onnx(getattr(p, src), getattr(p, out), **kwargs)
+
+
+def train_tok(p, inputs, **kwargs):
+    from tokenization import train_tokenizer
+
+    kwargs.setdefault("output_dir", p.out)
+    return train_tokenizer(inputs, show_progress=False, **kwargs)
+
+
+def push(p, folder: str = "broken", repo_id: str = "alice/model", **kwargs):
+    from modeling_minibert.hub import push_to_hub
+
+    return push_to_hub(getattr(p, folder), repo_id, token="hf_notarealtoken", **kwargs)
+
+
+def pretrain_api(p, **kwargs):
+    from modeling_minibert.pretraining import pretrain
+
+    kwargs.setdefault("output_dir", str(p.out))
+    kwargs.setdefault("train_file", [str(p.data / "documents.txt")])
+    return pretrain(max_steps=2, disable_tqdm=True, report_to="none", **kwargs)
+
+
+def pretrain_cli(*words: str, train: str = "{data}/documents.txt", output: str = "{out}", model: str | None = None
+                 ) -> tuple[str, ...]:
+    """A tiny new model with the fixtures' tokenizer, or (`model`) continued pretraining of a folder."""
+    shape = ("--model_name_or_path", model) if model else (
+        "--tokenizer_name", "{mlm}", "--config_overrides",
+        "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64,max_position_embeddings=24")
+    return ("pretrain", "--train_file", train, "--output_dir", output, "--max_steps", "2", "--disable_tqdm", "true",
+            *shape, "--max_seq_length", "24", *words)
+
+
+def distill_api(p, teacher: str = "classifier", train: str = "classes.csv", **kwargs):
+    from modeling_minibert.distillation import distill
+
+    kwargs.setdefault("output_dir", str(p.out))
+    return distill(task="sequence-classification", teacher_model_name_or_path=str(getattr(p, teacher)),
+                   model_name_or_path=str(p.mlm), train_file=str(p.data / train), report_to="none",
+                   show_progress=False, **kwargs)
+
+
+def distill_cli(*words: str, teacher: str = "{classifier}", train: str = "{data}/classes.csv", output: str = "{out}",
+                task: str = "sequence-classification") -> tuple[str, ...]:
+    return ("distill", "--task", task, "--teacher_model_name_or_path", teacher, "--model_name_or_path", "{mlm}",
+            "--train_file", train, "--output_dir", output, "--disable_tqdm", "true", *words)
+
+
+def tune(p, task: str = "sequence-classification", train: str = "classes.csv", model: str = "mlm", **kwargs):
+    from modeling_minibert.finetuning import finetune
+
+    kwargs.setdefault("output_dir", p.out)
+    return finetune(task, getattr(p, model), p.data / train, report_to="none", disable_tqdm=True, **kwargs)
+
+
+def finetune_cli(*words: str, task: str = "sequence-classification", train: str = "{data}/classes.csv",
+                 output: str = "{out}") -> tuple[str, ...]:
+    return ("finetune", "--task", task, "--model_name_or_path", "{mlm}", "--train_file", train, "--output_dir", output,
+            "--disable_tqdm", "true", *words)
+
+
+MASK = "the company said [MASK] rose."
+BIG = 10_000_000  # the issue's vocab_size: 3 GB allocated for 21 s before the fix
+
+ROWS: list[Row] = [
+    # -- config.json: wrong types, impossible values, not JSON -----------------------------------------------------
+    Row("config-hidden_size-a-string", ("hidden_size", "'abc'"), ("fill-mask", "{broken}", MASK),
+        lambda p: MiniBertForMaskedLM.from_pretrained(p.broken), source="mlm", breakage=edit_config(hidden_size="abc")),
+    Row("config-layers-a-float", ("num_hidden_layers", "2.5"), ("export-onnx", "{broken}", "{onnx}"),
+        lambda p: MiniBertModel.from_pretrained(p.broken), source="mlm", breakage=edit_config(num_hidden_layers=2.5)),
+    Row("config-layers-a-bool", ("num_hidden_layers", "True"), ("fill-mask", "{broken}", MASK),
+        lambda p: MiniBertConfig.from_pretrained(p.broken), source="mlm", breakage=edit_config(num_hidden_layers=True)),
+    Row("config-negative-vocab", ("vocab_size", "-5"), ("fill-mask", "{broken}", MASK),
+        lambda p: MiniBertConfig.from_pretrained(p.broken), source="mlm", breakage=edit_config(vocab_size=-5)),
+    Row("config-zero-heads", ("num_attention_heads", "0"), ("export-onnx", "{broken}", "{onnx}"),
+        lambda p: MiniBertConfig(num_attention_heads=0), source="mlm", breakage=edit_config(num_attention_heads=0)),
+    Row("config-heads-do-not-divide", ("hidden_size (30)", "num_attention_heads (4)"), None,
+        lambda p: MiniBertConfig(hidden_size=30, num_attention_heads=4)),
+    Row("config-unknown-activation", ("hidden_act", "'swish2'"), ("fill-mask", "{broken}", MASK),
+        lambda p: MiniBertConfig(hidden_act="swish2"), source="mlm", breakage=edit_config(hidden_act="swish2")),
+    Row("config-dropout-above-one", ("hidden_dropout_prob", "1.5"), None, lambda p: MiniBertConfig(hidden_dropout_prob=1.5)),
+    Row("config-pad-id-outside-vocab", ("pad_token_id (120)", "vocab_size=120"), None,
+        lambda p: MiniBertConfig(vocab_size=120, pad_token_id=120)),
+    Row("config-layer-norm-position", ("layer_norm_position", "'middle'"), None,
+        lambda p: MiniBertConfig(layer_norm_position="middle")),
+    Row("config-invalid-json", ("{broken}/config.json", "not valid JSON", "line 1 column 2"), ("fill-mask", "{broken}", MASK),
+        lambda p: MiniBertForMaskedLM.from_pretrained(p.broken), source="mlm", breakage=write("config.json", "{oops")),
+    Row("config-empty-file", ("{broken}/config.json", "not valid JSON"), ("export-onnx", "{broken}", "{onnx}"),
+        lambda p: MiniBertModel.from_pretrained(p.broken), source="mlm", breakage=write("config.json", "")),
+    Row("config-latin1-bytes", ("{broken}/config.json", "not valid JSON", "0xe9"), ("convert-bert", "--to-bert", "{broken}", "{out}"),
+        lambda p: MiniBertConfig.from_pretrained(p.broken), source="mlm",
+        breakage=write("config.json", b'{"hidden_act": "g\xe9lu"}')),
+    Row("config-a-json-list", ("{broken}/config.json", "JSON object", "list"), ("fill-mask", "{broken}", MASK),
+        lambda p: MiniBertConfig.from_pretrained(p.broken), source="mlm", breakage=write("config.json", "[1, 2]")),
+    Row("config-of-another-model-type", ("{bert}", "'bert'"), ("export-onnx", "{bert}", "{onnx}"),
+        lambda p: MiniBertModel.from_pretrained(p.bert)),
+    Row("config-a-folder", ("{broken}", "config.json"), ("fill-mask", "{broken}", MASK),
+        lambda p: fill(p), FileNotFoundError, source="mlm", breakage=replace_by_folder("config.json")),
+    # -- weights: missing, pickled, truncated, disagreeing with the config ----------------------------------------
+    Row("weights-missing", ("{broken}", "no model.safetensors"), ("fill-mask", "{broken}", MASK),
+        lambda p: MiniBertForMaskedLM.from_pretrained(p.broken), FileNotFoundError, source="mlm",
+        breakage=delete("model.safetensors")),
+    Row("weights-missing-export", ("{broken}", "no model.safetensors"), ("export-onnx", "{broken}", "{onnx}"),
+        lambda p: export(p), FileNotFoundError, source="mlm", breakage=delete("model.safetensors")),
+    Row("weights-missing-convert", ("{broken}", "model.safetensors"), ("convert-bert", "{broken}", "{out}"),
+        lambda p: convert(p), FileNotFoundError, source="bert", breakage=delete("model.safetensors")),
+    Row("weights-only-a-pickle", ("{broken}", "pytorch_model.bin", "pickle"), ("fill-mask", "{broken}", MASK),
+        lambda p: MiniBertModel.from_pretrained(p.broken), source="mlm",
+        breakage=lambda f: (f / "model.safetensors").rename(f / "pytorch_model.bin")),
+    Row("weights-truncated", ("{broken}/model.safetensors", "truncated or corrupted"), ("fill-mask", "{broken}", MASK),
+        lambda p: MiniBertModel.from_pretrained(p.broken), source="mlm", breakage=truncate("model.safetensors", 3000)),
+    Row("weights-empty-file", ("{broken}/model.safetensors", "truncated or corrupted"), ("export-onnx", "{broken}", "{onnx}"),
+        lambda p: MiniBertModel.from_pretrained(p.broken), source="mlm", breakage=truncate("model.safetensors", 0)),
+    Row("weights-truncated-convert", ("{broken}/model.safetensors",), ("convert-bert", "{broken}", "{out}"),
+        lambda p: convert(p), source="bert", breakage=truncate("model.safetensors", 3000)),
+    Row("config-vocab-10M-fill-mask", ("vocab_size=10000000", "vocab_size=120"), ("fill-mask", "{broken}", MASK),
+        lambda p: MiniBertForMaskedLM.from_pretrained(p.broken), source="mlm", breakage=edit_config(vocab_size=BIG),
+        seconds=3, in_subprocess=True),
+    Row("config-vocab-10^12", ("vocab_size=1000000000000",), ("export-onnx", "{broken}", "{onnx}"),
+        lambda p: MiniBertForPreTraining.from_pretrained(p.broken), source="mlm", breakage=edit_config(vocab_size=10**12),
+        seconds=3),
+    Row("config-vocab-10M-convert", ("vocab_size", "10000000"), ("convert-bert", "{broken}", "{out}"),
+        lambda p: convert(p), source="bert", breakage=edit_config(vocab_size=BIG), seconds=3),
+    Row("config-vocab-10M-to-bert", ("vocab_size", "10000000"), ("convert-bert", "--to-bert", "{broken}", "{out}"),
+        lambda p: convert(p, to_bert=True), source="mlm", breakage=edit_config(vocab_size=BIG), seconds=3),
+    Row("config-hidden-size-disagrees", ("hidden_size=64", "hidden_size=32"), ("fill-mask", "{broken}", MASK),
+        lambda p: MiniBertModel.from_pretrained(p.broken), source="mlm", breakage=edit_config(hidden_size=64)),
+    Row("config-more-layers-than-weights", ("num_hidden_layers=5", "2 layers"), ("export-onnx", "{broken}", "{onnx}"),
+        lambda p: MiniBertModel.from_pretrained(p.broken), source="mlm", breakage=edit_config(num_hidden_layers=5)),
+    Row("config-positions-disagree", ("max_position_embeddings=512", "max_position_embeddings=24"),
+        ("convert-bert", "--to-bert", "{broken}", "{out}"),
+        lambda p: MiniBertModel.from_pretrained(p.broken), source="mlm", breakage=edit_config(max_position_embeddings=512)),
+    # -- model paths -----------------------------------------------------------------------------------------------
+    Row("model-path-does-not-exist", ("{out}", "does not exist"), ("fill-mask", "{out}", MASK),
+        lambda p: MiniBertModel.from_pretrained(p.out), FileNotFoundError),
+    Row("model-path-relative-not-a-repo-id", ("no/such/model", "does not exist"), ("export-onnx", "./no/such/model", "{onnx}"),
+        lambda p: MiniBertConfig.from_pretrained("./no/such/model"), FileNotFoundError),
+    Row("model-path-is-a-file", ("{data}/corpus.txt",), ("fill-mask", "{data}/corpus.txt", MASK),
+        lambda p: fill(SimpleNamespace(broken=p.data / "corpus.txt")),
+        FileNotFoundError),
+    Row("model-path-empty-folder", ("{broken}", "config.json"), ("fill-mask", "{broken}", MASK),
+        lambda p: fill(p), FileNotFoundError, source="mlm",
+        breakage=lambda f: [x.unlink() for x in f.iterdir()]),
+    # -- fill-mask -------------------------------------------------------------------------------------------------
+    Row("fill-mask-top-k-100000", ("top_k=100000", "vocabulary size (120)"), ("fill-mask", "{mlm}", MASK, "--top_k", "100000"),
+        lambda p: fill(p, "mlm", top_k=100000)),
+    Row("fill-mask-top-k-zero", ("top_k=0",), ("fill-mask", "{mlm}", MASK, "--top-k", "0"), lambda p: fill(p, "mlm", top_k=0)),
+    Row("fill-mask-top-k-negative", ("top_k=-3",), ("fill-mask", "{mlm}", MASK, "--top_k=-3"), lambda p: fill(p, "mlm", top_k=-3)),
+    Row("fill-mask-top-k-not-a-number", ("--top_k", "'abc'"), ("fill-mask", "{mlm}", MASK, "--top_k", "abc"), by_argparse=True),
+    Row("fill-mask-no-mask-in-text", ("[MASK]", "'no mask here'"), ("fill-mask", "{mlm}", "no mask here"),
+        lambda p: fill(p, "mlm", text="no mask here")),
+    Row("fill-mask-vocab-without-mask", ("{broken}", "lacks [MASK]"), ("fill-mask", "{broken}", MASK),
+        lambda p: fill(p), source="mlm", breakage=without_mask_token),
+    Row("fill-mask-no-vocabulary-at-all", ("{broken}", "no tokenizer vocabulary"), ("fill-mask", "{broken}", MASK),
+        lambda p: fill(p), FileNotFoundError, source="mlm", breakage=delete("tokenizer.json", "vocab.txt")),
+    Row("fill-mask-tokenizer-json-broken", ("{broken}", "tokenizer.json", "line 1 column 2"), ("fill-mask", "{broken}", MASK),
+        lambda p: fill(p), source="mlm", breakage=write("tokenizer.json", "{oops")),
+    Row("fill-mask-classifier-folder", ("{classifier}", "no masked-LM head", "MiniBertForSequenceClassification"),
+        ("fill-mask", "{classifier}", MASK), lambda p: fill(p, "classifier")),
+    Row("fill-mask-text-longer-than-positions", ("sequence length", "max_position_embeddings=24"),
+        ("fill-mask", "{mlm}", MASK + " the company said" * 10), lambda p: fill(p, "mlm", text=MASK + " the company said" * 10)),
+    # -- model inputs (API only) -----------------------------------------------------------------------------------
+    Row("mask-half", ("attention_mask", "0.5"), None, forward(attention_mask=half_mask(0.5))),
+    Row("mask-two", ("attention_mask", "2"), None, forward(attention_mask=half_mask(2).long())),
+    Row("mask-additive", ("attention_mask", "-10000"), None, forward(attention_mask=half_mask(-10000))),
+    Row("mask-nan", ("attention_mask", "nan"), None, forward(attention_mask=half_mask(float("nan")))),
+    Row("mask-wrong-shape", ("attention_mask", "(2, 7)", "(2, 8)"), None, forward(attention_mask=torch.ones(2, 7))),
+    Row("ids-beyond-vocab", ("input_ids", "120", "vocab_size=120"), None, forward(input_ids=torch.full((2, 8), 120))),
+    Row("ids-negative", ("input_ids", "-1"), None, forward(input_ids=torch.full((2, 8), -1))),
+    Row("ids-one-dimensional", ("input_ids", "(8,)"), None, forward(input_ids=torch.ones(8, dtype=torch.long))),
+    Row("ids-floats", ("input_ids", "float"), None, forward(input_ids=torch.ones(2, 8))),
+    Row("ids-longer-than-positions", ("sequence length 30", "max_position_embeddings=24"), None,
+        forward(input_ids=torch.ones(2, 30, dtype=torch.long))),
+    Row("token-types-beyond-type-vocab", ("token_type_ids", "2", "type_vocab_size=2"), None,
+        forward(token_type_ids=torch.full((2, 8), 2))),
+    # -- convert-bert ----------------------------------------------------------------------------------------------
+    Row("convert-source-does-not-exist", ("{out}", "does not exist"), ("convert-bert", "{out}", "{onnx}"),
+        lambda p: convert(p, "out", "onnx"), FileNotFoundError),
+    Row("convert-minibert-without-to-bert", ("{mlm}/config.json", "'minibert'", "'bert'"), ("convert-bert", "{mlm}", "{out}"),
+        lambda p: convert(p, "mlm")),
+    Row("convert-into-non-empty-folder", ("{classifier}", "not empty"), ("convert-bert", "{bert}", "{classifier}"),
+        lambda p: convert(p, "bert", "classifier"), FileExistsError),
+    Row("convert-into-a-file", ("{data}/corpus.txt", "not a folder"), ("convert-bert", "{bert}", "{data}/corpus.txt"),
+        lambda p: convert(SimpleNamespace(bert=p.bert, out=p.data / "corpus.txt"), "bert"), FileExistsError),
+    Row("convert-into-read-only-place", ("cannot write {readonly}/out", "Read-only file system"), ("convert-bert", "{bert}", "{readonly}/out"),
+        lambda p: convert(SimpleNamespace(bert=p.bert, out=p.readonly / "out"), "bert"), OSError),
+    Row("convert-unknown-architecture", ("{broken}/config.json", "'BertForCausalLM'"), ("convert-bert", "{broken}", "{out}"),
+        lambda p: convert(p), source="bert", breakage=edit_config(architectures=["BertForCausalLM"])),
+    # -- export-onnx -----------------------------------------------------------------------------------------------
+    Row("export-to-read-only-place", ("cannot write {readonly}/model.onnx",), ("export-onnx", "{mlm}", "{readonly}/model.onnx"),
+        lambda p: export(SimpleNamespace(broken=p.mlm, onnx=p.readonly / "model.onnx")), OSError, in_subprocess=True),
+    Row("export-to-existing-file", ("{data}/corpus.txt", "already exists"), ("export-onnx", "{mlm}", "{data}/corpus.txt"),
+        lambda p: export(SimpleNamespace(broken=p.mlm, onnx=p.data / "corpus.txt")), FileExistsError),
+    Row("export-to-a-folder", ("{classifier}", "is a folder"), ("export-onnx", "{mlm}", "{classifier}", "--overwrite"),
+        lambda p: export(SimpleNamespace(broken=p.mlm, onnx=p.classifier), overwrite=True), FileExistsError),
+    Row("export-source-does-not-exist", ("{out}", "does not exist"), ("export-onnx", "{out}", "{onnx}"),
+        lambda p: export(p, "out"), FileNotFoundError),
+    Row("export-unknown-head", ("'BertModel'",), ("export-onnx", "{mlm}", "{onnx}", "--head", "BertModel"),
+        lambda p: export(p, "mlm", head="BertModel")),
+    # -- train-tokenizer -------------------------------------------------------------------------------------------
+    Row("tokenizer-vocab-size-below-minimum", ("vocab_size=3", "16"),
+        ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--vocab_size", "3"),
+        lambda p: train_tok(p, [p.data / "corpus.txt"], vocab_size=3)),
+    Row("tokenizer-vocab-size-negative", ("vocab_size=-100",),
+        ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--vocab_size=-100"),
+        lambda p: train_tok(p, [p.data / "corpus.txt"], vocab_size=-100)),
+    Row("tokenizer-min-frequency-zero", ("min_frequency=0",),
+        ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--min_frequency", "0"),
+        lambda p: train_tok(p, [p.data / "corpus.txt"], min_frequency=0)),
+    Row("tokenizer-limit-alphabet-zero", ("limit_alphabet=0",),
+        ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--limit_alphabet", "0"),
+        lambda p: train_tok(p, [p.data / "corpus.txt"], limit_alphabet=0)),
+    Row("tokenizer-model-max-length-one", ("model_max_length=1",),
+        ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--model_max_length", "1"),
+        lambda p: train_tok(p, [p.data / "corpus.txt"], model_max_length=1)),
+    Row("tokenizer-no-train-file", ("--train_file",), ("train-tokenizer", "--output_dir", "{out}")),
+    Row("tokenizer-train-file-missing", ("{data}/nope.txt",),
+        ("train-tokenizer", "--train_file", "{data}/nope.txt", "--output_dir", "{out}"),
+        lambda p: train_tok(p, [p.data / "nope.txt"]), FileNotFoundError),
+    Row("tokenizer-train-file-a-folder", ("{data}",), ("train-tokenizer", "--train_file", "{data}", "--output_dir", "{out}"),
+        lambda p: train_tok(p, [p.data]), FileNotFoundError),
+    Row("tokenizer-empty-file", ("{data}/empty.txt", "no text"),
+        ("train-tokenizer", "--train_file", "{data}/empty.txt", "--output_dir", "{out}", "--disable_tqdm", "true"),
+        lambda p: train_tok(p, [p.data / "empty.txt"])),
+    Row("tokenizer-blank-lines-only", ("{data}/blank.txt", "no text"),
+        ("train-tokenizer", "--train_file", "{data}/blank.txt", "--output_dir", "{out}", "--disable_tqdm", "true"),
+        lambda p: train_tok(p, [p.data / "blank.txt"])),
+    Row("tokenizer-no-texts", ("no text",), None, lambda p: train_tok(p, [])),
+    Row("tokenizer-latin1-file", ("{data}/latin1.txt", "UTF-8", "0xe9"),
+        ("train-tokenizer", "--train_file", "{data}/latin1.txt", "--output_dir", "{out}", "--disable_tqdm", "true"),
+        lambda p: train_tok(p, [p.data / "latin1.txt"])),
+    Row("tokenizer-utf16-file", ("{data}/utf16.txt", "UTF-8"),
+        ("train-tokenizer", "--train_file", "{data}/utf16.txt", "--output_dir", "{out}", "--disable_tqdm", "true"),
+        lambda p: train_tok(p, [p.data / "utf16.txt"])),
+    Row("tokenizer-output-not-empty", ("{mlm}", "not empty"),
+        ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{mlm}"),
+        lambda p: train_tok(p, [p.data / "corpus.txt"], output_dir=p.mlm), FileExistsError),
+    Row("tokenizer-output-a-file", ("{data}/corpus.txt", "not a folder"),
+        ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{data}/corpus.txt"),
+        lambda p: train_tok(p, [p.data / "corpus.txt"], output_dir=p.data / "corpus.txt"), FileExistsError),
+    Row("tokenizer-output-read-only", ("cannot write {readonly}/tok",),
+        ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{readonly}/tok", "--disable_tqdm", "true",
+         "--vocab_size", "100"),
+        lambda p: train_tok(p, [p.data / "corpus.txt"], vocab_size=100, output_dir=p.readonly / "tok"), OSError),
+    Row("tokenizer-a-text-not-a-string", ("text #1", "int"), None, lambda p: train_tok(p, ["a b c", 7], output_dir=None),
+        TypeError),
+    # -- push (every check is local: the Hub is never asked) -------------------------------------------------------
+    Row("push-repo-id-three-parts", ("'a/b/c'",), ("push", "{mlm}", "a/b/c"), lambda p: push(p, "mlm", "a/b/c")),
+    Row("push-repo-id-dot-dot", ("'alice/..'",), ("push", "{mlm}", "alice/.."), lambda p: push(p, "mlm", "alice/..")),
+    Row("push-repo-id-with-space", ("'alice/my model'",), ("push", "{mlm}", "alice/my model"),
+        lambda p: push(p, "mlm", "alice/my model")),
+    Row("push-pickle-in-folder", ("{broken}", "extra.pt", "pickle"), ("push", "{broken}", "alice/model"),
+        lambda p: push(p), source="mlm", breakage=write("extra.pt", b"not really a pickle")),
+    Row("push-pickle-weights", ("pytorch_model.bin",), ("push", "{broken}", "alice/model"),
+        lambda p: push(p), source="mlm", breakage=lambda f: (f / "model.safetensors").rename(f / "pytorch_model.bin")),
+    Row("push-revision-a-commit-id", ("revision='" + "a" * 40 + "'",), ("push", "{mlm}", "alice/model", "--revision", "a" * 40),
+        lambda p: push(p, "mlm", revision="a" * 40)),
+    Row("push-folder-does-not-exist", ("{out}",), ("push", "{out}", "alice/model"), lambda p: push(p, "out"), FileNotFoundError),
+    Row("push-folder-without-config", ("{data}", "config.json"), ("push", "{data}", "alice/model"),
+        lambda p: push(p, "data"), FileNotFoundError),
+    # -- finetune --------------------------------------------------------------------------------------------------
+    Row("finetune-into-read-only-folder", ("output_dir {readonly}/run", "cannot be written"), finetune_cli(output="{readonly}/run"),
+        lambda p: tune(p, output_dir=p.readonly / "run"), OSError, in_subprocess=True),
+    Row("finetune-into-non-empty-folder", ("{classifier}", "not empty"), finetune_cli(output="{classifier}"),
+        lambda p: tune(p, output_dir=p.classifier), FileExistsError),
+    Row("finetune-into-a-file", ("{data}/corpus.txt", "not a folder"), finetune_cli(output="{data}/corpus.txt"),
+        lambda p: tune(p, output_dir=p.data / "corpus.txt"), FileExistsError),
+    Row("finetune-unknown-task", ("--task", "'summarization'"), finetune_cli(task="summarization"), by_argparse=True),
+    Row("finetune-unknown-task-api", ("'summarization'",), None, lambda p: tune(p, "summarization")),
+    Row("finetune-no-task", ("--task",), finetune_cli()[:1] + finetune_cli()[3:]),
+    Row("finetune-model-does-not-exist", ("{nowhere}",), finetune_cli()[:4] + ("{nowhere}",) + finetune_cli()[5:],
+        lambda p: tune(p, model="nowhere"), FileNotFoundError),
+    Row("finetune-model-without-weights", ("{broken}", "model.safetensors"),
+        finetune_cli()[:4] + ("{broken}",) + finetune_cli()[5:],
+        lambda p: tune(p, model="broken"), FileNotFoundError, source="mlm", breakage=delete("model.safetensors")),
+    Row("finetune-model-config-vocab-10M", ("vocab_size=10000000",), finetune_cli()[:4] + ("{broken}",) + finetune_cli()[5:],
+        lambda p: tune(p, model="broken"), source="mlm", breakage=edit_config(vocab_size=BIG), seconds=5),
+    Row("finetune-train-file-missing", ("{data}/nope.csv",), finetune_cli(train="{data}/nope.csv"),
+        lambda p: tune(p, train="nope.csv"), FileNotFoundError),
+    Row("finetune-train-file-empty", ("{data}/empty.txt", "empty"), finetune_cli(task="token-classification", train="{data}/empty.txt"),
+        lambda p: tune(p, "token-classification", "empty.txt")),
+    Row("finetune-csv-header-only", ("{data}/header_only.csv", "no rows"), finetune_cli(train="{data}/header_only.csv"),
+        lambda p: tune(p, train="header_only.csv")),
+    Row("finetune-csv-latin1", ("{data}/latin1.csv", "UTF-8"), finetune_cli(train="{data}/latin1.csv"),
+        lambda p: tune(p, train="latin1.csv")),
+    Row("finetune-csv-missing-label", ("{data}/missing_label.csv", "row 2", "'label'"), finetune_cli(train="{data}/missing_label.csv"),
+        lambda p: tune(p, train="missing_label.csv")),
+    Row("finetune-unknown-text-column", ("'review'", "['text', 'label']"), finetune_cli("--text_column_name", "review"),
+        lambda p: tune(p, text_column="review")),
+    Row("finetune-unknown-label-column", ("'sentiment'",), finetune_cli("--label_column_name", "sentiment"),
+        lambda p: tune(p, label_column="sentiment")),
+    Row("finetune-labels-not-in-the-data", ("'1'", "['0', 'positive']"), finetune_cli("--labels", "0,positive"),
+        lambda p: tune(p, labels=["0", "positive"])),
+    Row("finetune-duplicate-labels", ("['0', '0']",), None, lambda p: tune(p, labels=["0", "0"])),
+    Row("finetune-max-seq-length-above-positions", ("max_length=1000", "max_position_embeddings=24"),
+        finetune_cli("--max_seq_length", "1000"), lambda p: tune(p, max_length=1000)),
+    Row("finetune-max-seq-length-zero", ("max_length=0",), finetune_cli("--max_seq_length", "0"), lambda p: tune(p, max_length=0)),
+    Row("finetune-unknown-training-option", ("'learning_rte'",), None, lambda p: tune(p, learning_rte=1e-3)),
+    Row("finetune-learning-rate-not-a-number", ("--learning_rate", "'fast'"), finetune_cli("--learning_rate", "fast"),
+        by_argparse=True),
+    Row("finetune-resume-without-checkpoint", ("{out}", "checkpoint"), finetune_cli("--resume_from_checkpoint"),
+        lambda p: tune(p, resume_from_checkpoint=True), FileNotFoundError),
+    Row("finetune-conll-missing-column", ("{data}/missing_column.conll", "line 2", "3 columns"),
+        finetune_cli(task="token-classification", train="{data}/missing_column.conll"),
+        lambda p: tune(p, "token-classification", "missing_column.conll")),
+    Row("finetune-conll-extra-column", ("{data}/extra_column.conll", "line 3", "'German JJ B-MISC extra'"),
+        finetune_cli(task="token-classification", train="{data}/extra_column.conll"),
+        lambda p: tune(p, "token-classification", "extra_column.conll")),
+    Row("finetune-conll-nul-in-tag", ("{data}/nul_tag.conll", "line 5"),
+        finetune_cli(task="token-classification", train="{data}/nul_tag.conll"),
+        lambda p: tune(p, "token-classification", "nul_tag.conll")),
+    Row("finetune-conll-latin1", ("{data}/latin1.txt", "UTF-8"),
+        finetune_cli(task="token-classification", train="{data}/latin1.txt"),
+        lambda p: tune(p, "token-classification", "latin1.txt")),
+    Row("finetune-squad-without-answers", ("{data}/squad_no_answers.json", "no answer"),
+        finetune_cli(task="question-answering", train="{data}/squad_no_answers.json"),
+        lambda p: tune(p, "question-answering", "squad_no_answers.json")),
+    # -- pretrain (its own table is in tests/test_pretraining_loop.py; these are the cross-cutting cases) ---------
+    Row("pretrain-train-file-missing", ("{data}/nope.txt",), pretrain_cli(train="{data}/nope.txt"),
+        lambda p: pretrain_api(p, train_file=[str(p.data / "nope.txt")]), FileNotFoundError),
+    Row("pretrain-train-file-blank", ("{data}/blank.txt", "empty"), pretrain_cli(train="{data}/blank.txt"),
+        lambda p: pretrain_api(p, train_file=[str(p.data / "blank.txt")])),
+    Row("pretrain-train-file-latin1", ("{data}/latin1.txt", "UTF-8"), pretrain_cli(train="{data}/latin1.txt"),
+        lambda p: pretrain_api(p, train_file=[str(p.data / "latin1.txt")])),
+    Row("pretrain-train-file-a-folder", ("{data}",), pretrain_cli(train="{data}"),
+        lambda p: pretrain_api(p, train_file=[str(p.data)]), FileNotFoundError),
+    Row("pretrain-max-seq-length-above-positions", ("max_seq_length=80", "max_position_embeddings=24"),
+        pretrain_cli("--max_seq_length", "80")),
+    Row("pretrain-config-overrides-unknown-field", ("colour",), pretrain_cli("--config_overrides", "colour=3"),
+        lambda p: pretrain_api(p, config_overrides="colour=3")),
+    Row("pretrain-config-overrides-not-a-number", ("hidden_size",), pretrain_cli("--config_overrides", "hidden_size=big"),
+        lambda p: pretrain_api(p, config_overrides="hidden_size=big")),
+    Row("pretrain-batch-size-zero", ("per_device_train_batch_size", "0"), pretrain_cli("--per_device_train_batch_size", "0"),
+        lambda p: pretrain_api(p, per_device_train_batch_size=0)),
+    Row("pretrain-mlm-probability-above-one", ("mlm_probability", "1.5"), pretrain_cli("--mlm_probability", "1.5"),
+        lambda p: pretrain_api(p, mlm_probability=1.5)),
+    Row("pretrain-negative-max-steps", ("max_steps", "-5"), pretrain_cli("--max_steps=-5")),
+    Row("pretrain-model-does-not-exist", ("{nowhere}",), pretrain_cli(model="{nowhere}"),
+        lambda p: pretrain_api(p, model_name_or_path=str(p.nowhere)), FileNotFoundError),
+    Row("pretrain-model-config-vocab-10M", ("vocab_size=10000000",), pretrain_cli(model="{broken}"),
+        lambda p: pretrain_api(p, model_name_or_path=str(p.broken), max_seq_length=24), source="mlm",
+        breakage=edit_config(vocab_size=BIG), seconds=5),
+    Row("pretrain-tokenizer-does-not-exist", ("{nowhere}",), pretrain_cli("--tokenizer_name", "{nowhere}"),
+        lambda p: pretrain_api(p, tokenizer_name=str(p.nowhere)), FileNotFoundError),
+    Row("pretrain-into-read-only-folder", ("{readonly}/run",), pretrain_cli(output="{readonly}/run"),
+        lambda p: pretrain_api(p, output_dir=str(p.readonly / "run")), OSError),
+    Row("pretrain-into-a-file", ("{data}/corpus.txt",), pretrain_cli(output="{data}/corpus.txt"),
+        lambda p: pretrain_api(p, output_dir=str(p.data / "corpus.txt")), FileExistsError),
+    Row("pretrain-into-non-empty-folder", ("{classifier}",), pretrain_cli(output="{classifier}"),
+        lambda p: pretrain_api(p, output_dir=str(p.classifier)), FileExistsError),
+    # -- distill ---------------------------------------------------------------------------------------------------
+    Row("distill-temperature-zero", ("temperature=0",), distill_cli("--temperature", "0"), lambda p: distill_api(p, temperature=0)),
+    Row("distill-alpha-above-one", ("alpha=1.5",), distill_cli("--alpha", "1.5"), lambda p: distill_api(p, alpha=1.5)),
+    Row("distill-word-dropout-one", ("word_dropout=1.0",), distill_cli("--word_dropout", "1.0"),
+        lambda p: distill_api(p, word_dropout=1.0)),
+    Row("distill-max-seq-length-two", ("max_seq_length=2",), distill_cli("--max_seq_length", "2"),
+        lambda p: distill_api(p, max_seq_length=2)),
+    Row("distill-unknown-task", ("--task", "'summarization'"), distill_cli(task="summarization"), by_argparse=True),
+    Row("distill-transfer-file-missing", ("{data}/nope.txt",), distill_cli("--transfer_file", "{data}/nope.txt"),
+        lambda p: distill_api(p, transfer_file=[str(p.data / "nope.txt")]), FileNotFoundError),
+    Row("distill-train-file-missing", ("{data}/nope.csv",), distill_cli(train="{data}/nope.csv"),
+        lambda p: distill_api(p, train="nope.csv"), FileNotFoundError),
+    Row("distill-train-file-unknown-format", ("{data}/corpus.txt", "'.txt'"), distill_cli(train="{data}/corpus.txt"),
+        lambda p: distill_api(p, train="corpus.txt")),
+    Row("distill-teacher-does-not-exist", ("{nowhere}",), distill_cli(teacher="{nowhere}"),
+        lambda p: distill_api(p, teacher="nowhere"), FileNotFoundError),
+    Row("distill-teacher-labels-differ", ("{classifier}", "LABEL_0", "'0'"), distill_cli(),
+        lambda p: distill_api(p)),
+    Row("distill-into-non-empty-folder", ("{bert}", "not empty"), distill_cli(output="{bert}"),
+        lambda p: distill_api(p, output_dir=str(p.bert)), FileExistsError),
+    Row("distill-into-read-only-folder", ("cannot write {readonly}/run",), distill_cli("--finetune_teacher", "true", output="{readonly}/run"),
+        lambda p: distill_api(p, finetune_teacher=True, output_dir=str(p.readonly / "run")), OSError),
+    # -- the command line itself -----------------------------------------------------------------------------------
+    Row("unknown-command", ("'fine-tune'",), ("fine-tune", "--help")),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The checks
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def rows_with(attribute: str) -> list:
+    def marks(row: Row) -> list:
+        reason = row.xfail or (row.cli_xfail if attribute != "api" else None)
+        return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+
+    return [pytest.param(row, id=row.id, marks=marks(row)) for row in ROWS if getattr(row, attribute)]
+
+
+def paths_for(row: Row, sources: SimpleNamespace, readonly: Path, tmp_path: Path) -> SimpleNamespace:
+    paths = SimpleNamespace(**vars(sources), readonly=readonly, out=tmp_path / "out", onnx=tmp_path / "out.onnx",
+                            broken=tmp_path / "broken", nowhere=tmp_path / "nowhere")
+    if row.source:
+        shutil.copytree(getattr(sources, row.source), paths.broken)
+        row.breakage(paths.broken)
+    return paths
+
+
+def tree(*roots: Path) -> dict[str, tuple]:
+    """Every file and folder under `roots` (hidden ones too), with size and modification time."""
+    entries = {}
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in dirnames + filenames:
+                path = Path(dirpath, name)
+                stat = path.lstat()
+                entries[str(path)] = (path.is_dir(), stat.st_size, stat.st_mtime_ns)
+    return entries
+
+
+def fill_in(template: str, paths: SimpleNamespace) -> str:
+    return template.format(**{k: str(v) for k, v in vars(paths).items()})
+
+
+# A tqdm progress bar's frame (datasets shows one while reading a file): progress, not part of the error.
+PROGRESS = re.compile(r"[^\r\n]*\[\d\d:\d\d(<[^\]]*)?, *[^\]]*/s\]")
+
+
+def without_progress_bars(stderr: str) -> str:
+    return PROGRESS.sub("", stderr).replace("\r", "")
+
+
+def check_one_line(message: str, row: Row, paths: SimpleNamespace) -> None:
+    assert "Traceback" not in message, message
+    message = without_progress_bars(message).lstrip("\n")
+    assert "\n" not in message.rstrip("\n"), f"more than one line:\n{message}"
+    for name in row.names:
+        assert fill_in(name, paths) in message, f"{fill_in(name, paths)!r} not named in: {message}"
+
+
+@pytest.mark.parametrize("row", rows_with("cli"))
+def test_cli_refuses_with_one_line_and_exit_code_2(row, sources, readonly, tmp_path, capsys):
+    paths = paths_for(row, sources, readonly, tmp_path)
+    argv = [fill_in(word, paths) for word in row.cli]
+    before = tree(tmp_path, sources.data, readonly)
+    capsys.readouterr()
+    start = time.perf_counter()
+    try:
+        code = cli.main(argv)
+    except SystemExit as exit:  # argparse's own refusals
+        code = exit.code
+    elapsed = time.perf_counter() - start
+    out, err = capsys.readouterr()
+    err = without_progress_bars(err).lstrip("\n")
+    assert code == 2, f"exit code {code}; stderr: {err}"
+    assert out == ""
+    if row.by_argparse:
+        usage, _, err = err.rpartition("minibert")  # argparse prints its usage lines first
+        assert usage.startswith("usage: minibert"), usage
+        err = "minibert" + err
+    prefix = "minibert:" if argv[0] not in cli.COMMANDS else f"minibert {argv[0]}:"
+    assert err.startswith(f"{prefix} error: "), err
+    check_one_line(err, row, paths)
+    assert tree(tmp_path, sources.data, readonly) == before, "something was written"
+    if row.seconds:
+        assert elapsed < row.seconds, f"took {elapsed:.1f} s"
+
+
+@pytest.mark.parametrize("row", rows_with("api"))
+def test_api_raises_the_documented_error_with_one_line(row, sources, readonly, tmp_path):
+    paths = paths_for(row, sources, readonly, tmp_path)
+    before = tree(tmp_path, sources.data, readonly)
+    start = time.perf_counter()
+    with pytest.raises(row.error) as raised:
+        row.api(paths)
+    elapsed = time.perf_counter() - start
+    check_one_line(str(raised.value), row, paths)
+    assert tree(tmp_path, sources.data, readonly) == before, "something was written"
+    if row.seconds:
+        assert elapsed < row.seconds, f"took {elapsed:.1f} s"
+
+
+@pytest.mark.parametrize("row", rows_with("in_subprocess"))
+def test_a_real_process_exits_2_without_a_traceback(row, sources, readonly, tmp_path):
+    paths = paths_for(row, sources, readonly, tmp_path)
+    argv = [fill_in(word, paths) for word in row.cli]
+    before = tree(tmp_path, sources.data, readonly)
+    result = subprocess.run(
+        [sys.executable, "-m", "modeling_minibert.cli", *argv], cwd=tmp_path, capture_output=True, text=True,
+        env=clean_env(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1"), timeout=120,
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stdout == ""
+    err = without_progress_bars(result.stderr).lstrip("\n")
+    assert err.startswith(f"minibert {argv[0]}: error: "), result.stderr[-3000:]
+    check_one_line(err, row, paths)
+    assert tree(tmp_path, sources.data, readonly) == before, "something was written"
+
+
+def test_the_table_covers_every_command():
+    """A new command gets rows too."""
+    covered = {row.cli[0] for row in ROWS if row.cli}
+    assert set(cli.COMMANDS) - covered == set()
