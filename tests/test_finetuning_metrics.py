@@ -121,3 +121,29 @@ def test_best_answers_merges_overlapping_windows():
     assert answers[0]["answer"] == "two"
     alone = best_answers([second], context, top_k=1)[0]
     assert answers[0]["score"] == pytest.approx(alone["score"])
+
+
+# --- found by mutation testing (tools/mutation.py): behaviour no other test looked at ------------------------
+
+
+def test_a_class_never_predicted_scores_zero_without_warnings():
+    # scikit-learn and seqeval warn (UndefinedMetricWarning) on a 0/0 precision unless told what it is worth.
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tags = token_classification_metrics([["DT", "NN", "NN"]], [["DT", "NN", "VB"]])
+        entities = token_classification_metrics([["B-PER", "O", "O"]], [["B-PER", "O", "B-ORG"]])
+    assert tags["macro_f1"] == pytest.approx((1 + 2 / 3 + 0) / 3)  # DT 1, NN P 1/2 R 1 F1 2/3, VB never predicted
+    assert entities["f1_ORG"] == 0 and entities["f1_PER"] == 1
+
+
+def test_recall_without_any_true_entity_is_zero():
+    # The label set says BIO; the references hold no entity, so recall is 0/0: scored 0, not 1.
+    scores = token_classification_metrics([["B-PER", "O"]], [["O", "O"]], label_names=["O", "B-PER", "I-PER"])
+    assert scores["recall"] == 0 and scores["precision"] == 0 and scores["f1"] == 0
+
+
+def test_empty_references_are_refused_by_name():
+    with pytest.raises(ValueError, match=r"^no tags to score: every reference sentence is empty$"):
+        token_classification_metrics([[]], [[]])

