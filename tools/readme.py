@@ -1,7 +1,8 @@
 """The README's runnable blocks and its result tables, for tests/test_readme.py and for refreshing the tables.
 
 Result tables: a line `<!-- results: benchmarks/results/NAME.json SCRIPT -->` is followed by a Markdown table that
-is `readme_table(results)` of the benchmark script `benchmarks/SCRIPT.py` on that committed results file, so a
+is `readme_table(results)` of the script `benchmarks/SCRIPT.py` (or `SCRIPT.py` when it names a folder, as
+`tools/mutation`) on that committed results file, so a
 figure cannot drift from its run. After a benchmark run, `python tools/readme.py` rewrites every such table.
 
 Runnable blocks: every ```bash and ```python block runs (tests/test_readme.py), in order, from the root of a
@@ -54,11 +55,13 @@ def blocks(text: str) -> list[Block]:
 
 
 def benchmark_module(script: str):
-    """Import benchmarks/SCRIPT.py by path (benchmarks/ is not a package; its scripts import each other)."""
+    """Import a script by path: `NAME` is benchmarks/NAME.py, `FOLDER/NAME` is FOLDER/NAME.py (benchmarks/ is not a
+    package; its scripts import each other, so it goes on sys.path)."""
     folder = str(REPO / "benchmarks")
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    spec = importlib.util.spec_from_file_location(script, REPO / "benchmarks" / f"{script}.py")
+    path = REPO / f"{script}.py" if "/" in script else REPO / "benchmarks" / f"{script}.py"
+    spec = importlib.util.spec_from_file_location(Path(script).name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
