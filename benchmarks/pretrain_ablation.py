@@ -3,7 +3,7 @@
     python benchmarks/pretrain_ablation.py                        # every row, 1,000 steps x 32 examples, 2 at a time
     python benchmarks/pretrain_ablation.py --rows default lr_2e-3 --steps 2500
     python benchmarks/pretrain_ablation.py --timing_rounds 3 --rows mask_0.30 batch_16 pre_ln   # steps/s ratios
-    python benchmarks/pretrain_ablation.py --report --steps 500   # rewrite the JSON and table from saved results
+    python benchmarks/pretrain_ablation.py --report --steps 500   # rewrite the JSON from saved results, print the table
 
 Quality and speed are measured apart, because the machine is shared:
 - quality: every row trains for the same number of examples (steps x batch), so its held-out accuracy does not
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timing_steps", type=int, default=40, help="timed steps of each speed run")
     parser.add_argument("--collect", nargs=2, metavar=("ROW", "FOLDER"),
                         help="add the finished run in FOLDER (e.g. one whose ablation process was stopped) as ROW")
-    parser.add_argument("--report", action="store_true", help="only rewrite the JSON and table from the saved results")
+    parser.add_argument("--report", action="store_true", help="only rewrite the JSON from the saved results (and print its table)")
     parser.add_argument("--timing_threads", type=int, default=1, help="OMP threads of each speed run")
     parser.add_argument("--output", default=str(RESULTS / "pretrain_ablation.json"),
                         help="results JSON (rows of an existing file are kept unless re-run)")
