@@ -362,8 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     flags = cli_flags()
     runs: list[dict] = []
     record = {"recipe": RECIPE, "model_sizes": MODEL_SIZES, "minibert_flags": flags, "runs": runs}
-    with tempfile.TemporaryDirectory(prefix="pretrain-quality-") as tmp, \
-            (output.parent / "pretrain_quality.log").open("w") as log:
+    log_dir = output.parent / "pretrain_quality_logs"  # a folder: results/*/ is git-ignored, the JSON is not
+    log_dir.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="pretrain-quality-") as tmp, (log_dir / "pretrain_quality.log").open("w") as log:
         work = Path(tmp)
         tokenizer_dir = work / "tokenizer"
         make_tokenizer(tokenizer_dir)
