@@ -3,7 +3,7 @@
     python benchmarks/pretrain_ablation.py                        # every row, 1,000 steps x 32 examples, 2 at a time
     python benchmarks/pretrain_ablation.py --rows default lr_2e-3 --steps 2500
     python benchmarks/pretrain_ablation.py --timing_rounds 3 --rows mask_0.30 batch_16 pre_ln   # steps/s ratios
-    python benchmarks/pretrain_ablation.py --report --steps 500   # rewrite the JSON and table from saved results
+    python benchmarks/pretrain_ablation.py --report --steps 500   # rewrite the JSON from saved results, print the table
 
 Quality and speed are measured apart, because the machine is shared:
 - quality: every row trains for the same number of examples (steps x batch), so its held-out accuracy does not
@@ -15,10 +15,11 @@ Quality and speed are measured apart, because the machine is shared:
 
 Each run is a subprocess (`--worker`), with OMP_NUM_THREADS=1 when two run side by side. Rows differ from the
 default only in what their `overrides` say; `vocab_size` rows change the task (a smaller vocabulary makes MLM
-accuracy easier), which the table flags. The pre-LayerNorm row patches the encoder blocks in the worker (see
-`_use_pre_layer_norm`) until the package has an official config field for it.
+accuracy easier), which the table flags. The pre-LayerNorm rows use the config's `layer_norm_position="pre"`
+(through `config_overrides`). Row overrides are `minibert pretrain` arguments (modeling_minibert.pretraining).
 
-Writes benchmarks/results/pretrain_ablation.json (rows, command, date, cpu count, versions) and .md (the table).
+Writes benchmarks/results/pretrain_ablation.json (rows, commands, and report.py's `run` block); the README's
+ablation table is `readme_table` of that file (tools/readme.py renders it).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -40,11 +40,16 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT))
 
-from modeling_minibert.files import write_json, write_text  # noqa: E402  (this checkout's package)
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from modeling_minibert.files import write_json  # noqa: E402  (this checkout's package)
+from report import markdown_table, write_results  # noqa: E402
 DEFAULT_BATCH = 32
 EVAL_MAX_LENGTH = 64  # the held-out pairs every row is scored on
 WARMUP_FRACTION = 0.04
 TIMING_FILE = "pretrain_ablation_timing.json"  # the default's 100 of 2,500 steps; rows keep the fraction when the step count changes
+
+PRE_LN = "layer_norm_position=pre"  # MiniBertConfig's pre-LN variant (it adds the final LayerNorm itself)
 
 # name -> (what changes, pretrain keyword arguments, extra switches). Steps are set from --steps (and the batch
 # size, so that every row sees the same number of examples); warmup from WARMUP_FRACTION unless a row sets it.
@@ -63,20 +68,20 @@ ROWS: dict[str, tuple[str, dict, dict]] = {
     "mask_0.30": ("masking rate 30% (scored at 15%)", {"mlm_probability": 0.30}, {}),
     "mask_0.40": ("masking rate 40% (scored at 15%)", {"mlm_probability": 0.40}, {}),
     "wwm": ("whole-word masking (scored with token masking)", {"whole_word_mask": True}, {}),
-    "batch_16": ("batch 16, twice the steps", {"batch_size": 16}, {}),
-    "batch_64": ("batch 64, half the steps", {"batch_size": 64}, {}),
-    "batch_16_mask_0.30": ("batch 16, twice the steps, masking rate 30%", {"batch_size": 16, "mlm_probability": 0.30}, {}),
-    "batch_64_lr_2e-3": ("batch 64, half the steps, lr 2e-3", {"batch_size": 64, "learning_rate": 2e-3}, {}),
+    "batch_16": ("batch 16, twice the steps", {"per_device_train_batch_size": 16}, {}),
+    "batch_64": ("batch 64, half the steps", {"per_device_train_batch_size": 64}, {}),
+    "batch_16_mask_0.30": ("batch 16, twice the steps, masking rate 30%", {"per_device_train_batch_size": 16, "mlm_probability": 0.30}, {}),
+    "batch_64_lr_2e-3": ("batch 64, half the steps, lr 2e-3", {"per_device_train_batch_size": 64, "learning_rate": 2e-3}, {}),
     "seq_128": ("128-token sequences, batch 16 (same tokens per step; scored on the 64-token pairs)",
-                {"max_length": 128, "batch_size": 16, "config_overrides": "max_position_embeddings=128"},
+                {"max_seq_length": 128, "per_device_train_batch_size": 16, "config_overrides": "max_position_embeddings=128"},
                 {"keep_steps": True}),
     "vocab_4096": ("vocabulary 4,096 (a different, easier MLM task)", {"vocab_size": 4096}, {"vocab_changed": True}),
     "vocab_16384": ("vocabulary 16,384 (a different, harder MLM task)", {"vocab_size": 16384}, {"vocab_changed": True}),
     "dupe_1": ("dupe factor 1", {"dupe_factor": 1}, {}),
     "dupe_10": ("dupe factor 10", {"dupe_factor": 10}, {}),
-    "pre_ln": ("pre-LayerNorm blocks + final LayerNorm", {}, {"pre_ln": True}),
-    "pre_ln_lr_2e-3": ("pre-LayerNorm, lr 2e-3", {"learning_rate": 2e-3}, {"pre_ln": True}),
-    "pre_ln_lr_4e-3": ("pre-LayerNorm, lr 4e-3", {"learning_rate": 4e-3}, {"pre_ln": True}),
+    "pre_ln": ("pre-LayerNorm blocks + final LayerNorm", {"config_overrides": PRE_LN}, {}),
+    "pre_ln_lr_2e-3": ("pre-LayerNorm, lr 2e-3", {"learning_rate": 2e-3, "config_overrides": PRE_LN}, {}),
+    "pre_ln_lr_4e-3": ("pre-LayerNorm, lr 4e-3", {"learning_rate": 4e-3, "config_overrides": PRE_LN}, {}),
 }
 
 
@@ -89,53 +94,43 @@ def run_kwargs(name: str, steps: int, output_dir: str, extra: dict | None = None
     """The `pretrain` keyword arguments of a row at a budget of `steps` default-sized batches."""
     _, overrides, switches = ROWS[name]
     kwargs = {**overrides, **(extra or {})}
-    batch = kwargs.get("batch_size", DEFAULT_BATCH)
+    batch = batch_size(kwargs)
     if not switches.get("keep_steps"):
         steps = max(1, round(steps * DEFAULT_BATCH / batch))  # the same number of examples as the default
     kwargs.setdefault("max_steps", steps)
     kwargs.setdefault("warmup_steps", round(switches.get("warmup_fraction", WARMUP_FRACTION) * kwargs["max_steps"]))
-    kwargs.update(output_dir=output_dir, overwrite=True, show_progress=False, save_total_limit=1)
+    kwargs.update(output_dir=output_dir, overwrite_output_dir=True, disable_tqdm=True, save_total_limit=1, report_to=["none"])
     return kwargs, switches
+
+
+def batch_size(kwargs: dict) -> int:
+    """A row's batch size; rows saved before the flags were renamed call it `batch_size`."""
+    return kwargs.get("per_device_train_batch_size", kwargs.get("batch_size", DEFAULT_BATCH))
 
 
 # --- the worker: one run in this process ---------------------------------------------------------------------
 
-def _use_pre_layer_norm() -> None:
-    """Patch the encoder blocks to pre-LN: x + Attn(LN(x)), then x + FFN(LN(x)); a final LayerNorm after the
-    last block (config `final_layer_norm=True`). Same parameters and names as BERT's block, used in another order."""
-    from modeling_minibert import modeling_minibert as mm
-
-    def layer_forward(self, hidden_states, attention_mask=None, packing=None, **kwargs):
-        attention = self.attention
-        attn, weights = attention.self(attention.output.LayerNorm(hidden_states), attention_mask, packing, **kwargs)
-        hidden_states = attention.output.dropout(attention.output.dense(attn)) + hidden_states
-        ffn = self.output.dense(self.intermediate(self.output.LayerNorm(hidden_states)))
-        return self.output.dropout(ffn) + hidden_states, weights
-
-    mm.MiniBertLayer.forward = layer_forward
-
-
 def _score_on_64_token_pairs() -> None:
     """Rows trained on longer sequences are evaluated on the default's held-out 64-token pairs."""
-    from modeling_minibert import pretraining
+    from modeling_minibert.pretraining import loop
 
-    build = pretraining.build_nsp_dataset
+    build = loop.build_nsp_dataset
 
     def build_nsp_dataset(documents, tokenizer, max_length=64, seed=42, dupe_factor=1):
         if dupe_factor == 1:  # the held-out set (the training set is built with the run's dupe factor)
             max_length = EVAL_MAX_LENGTH
         return build(documents, tokenizer, max_length, seed, dupe_factor)
 
-    pretraining.build_nsp_dataset = build_nsp_dataset
+    loop.build_nsp_dataset = build_nsp_dataset
 
 
 def _exclude_eval_and_save_time() -> dict:
     """Time spent evaluating and checkpointing, to subtract from the loop's time in timing runs."""
-    from modeling_minibert import pretraining
+    from modeling_minibert.pretraining import loop, run_folder
 
     spent = {"seconds": 0.0}
-    for name in ("evaluate", "save_checkpoint"):
-        original = getattr(pretraining, name)
+    for module, name in ((loop, "evaluate"), (run_folder, "save_checkpoint")):
+        original = getattr(module, name)
 
         def timed(*args, _original=original, **kwargs):
             start = time.perf_counter()
@@ -144,53 +139,51 @@ def _exclude_eval_and_save_time() -> dict:
             finally:
                 spent["seconds"] += time.perf_counter() - start
 
-        setattr(pretraining, name, timed)
+        setattr(module, name, timed)
     return spent
 
 
 def worker(spec: dict) -> dict:
-    if spec["switches"].get("pre_ln"):
-        _use_pre_layer_norm()
-        overrides = spec["kwargs"].get("config_overrides")
-        spec["kwargs"]["config_overrides"] = ",".join(filter(None, [overrides, "final_layer_norm=True"]))
-    if spec["kwargs"].get("dupe_factor", 5) == 1 and spec["kwargs"].get("max_length", 64) != EVAL_MAX_LENGTH:
-        raise ValueError("a dupe_factor=1 row cannot change max_length (the held-out set is told apart by it)")
+    if spec["kwargs"].get("dupe_factor", 5) == 1 and spec["kwargs"].get("max_seq_length", 64) != EVAL_MAX_LENGTH:
+        raise ValueError("a dupe_factor=1 row cannot change max_seq_length (the held-out set is told apart by it)")
     _score_on_64_token_pairs()
     spent = _exclude_eval_and_save_time()
     from modeling_minibert.pretraining import pretrain
 
     summary = pretrain(**spec["kwargs"])
-    result = result_of_run(Path(summary["output_dir"]), spec["kwargs"].get("batch_size", DEFAULT_BATCH))
-    result["steps_per_second"] = summary["steps"] / (summary["seconds_this_session"] - spent["seconds"])
+    result = result_of_run(Path(summary["output_dir"]), batch_size(spec["kwargs"]))
+    result["steps_per_second"] = summary["steps_this_session"] / (summary["train_runtime"] - spent["seconds"])
     return result
 
 
 def result_of_run(folder: Path, batch_size: int) -> dict:
-    """A row's numbers from a finished run's folder (results file and metrics)."""
-    from modeling_minibert.pretraining import METRICS_FILE, RESULTS_FILE
+    """A row's numbers from a finished run's folder (all_results.json and metrics.jsonl)."""
+    from modeling_minibert.pretraining.run_folder import ALL_RESULTS_FILE, METRICS_FILE
 
     curve = [json.loads(line) for line in (folder / METRICS_FILE).read_text().splitlines()]
-    evals = [{k: r[k] for k in ("step", "eval_mlm_accuracy", "eval_nsp_accuracy")} for r in curve if "eval_mlm_accuracy" in r]
-    if not (folder / RESULTS_FILE).is_file():
+    evaluations = [r for r in curve if "eval_mlm_accuracy" in r]
+    evals = [{k: r[k] for k in ("step", "eval_mlm_accuracy", "eval_nsp_accuracy")} for r in evaluations]
+    last = evaluations[-1]
+    if not (folder / ALL_RESULTS_FILE).is_file():
         # A run that stopped after its last evaluation but before saving (e.g. its ablation process was stopped).
-        last = [r for r in curve if "eval_mlm_accuracy" in r][-1]
         return {"steps": last["step"], "train_examples_seen": last["step"] * batch_size, "train_pairs": None,
                 "held_out_pairs": None, "epochs": None, "eval_mlm_accuracy": last["eval_mlm_accuracy"],
-                "eval_mlm_perplexity": last["eval_mlm_perplexity"], "eval_nsp_accuracy": last["eval_nsp_accuracy"],
+                "perplexity": last.get("perplexity"), "eval_nsp_accuracy": last["eval_nsp_accuracy"],
                 "steps_per_second": None, "wall_seconds": None, "eval_curve": evals}
-    summary = json.loads((folder / RESULTS_FILE).read_text())
+    summary = json.loads((folder / ALL_RESULTS_FILE).read_text())
     return {
-        "steps": summary["steps"],
-        "train_examples_seen": summary["steps"] * batch_size,
-        "train_pairs": summary["train_examples"],
-        "held_out_pairs": summary["held_out_examples"],
-        "epochs": summary["epochs"],
+        "steps": last["step"],
+        "train_examples_seen": last["step"] * batch_size,
+        "train_pairs": summary["train_samples"],
+        "held_out_pairs": summary["eval_samples"],
+        "epochs": summary["epoch"],
         "eval_mlm_accuracy": summary["eval_mlm_accuracy"],
-        "eval_mlm_perplexity": summary["eval_mlm_perplexity"],
+        "eval_mlm_loss": summary["eval_mlm_loss"],
+        "perplexity": summary["perplexity"],
         "eval_nsp_accuracy": summary["eval_nsp_accuracy"],
         # Includes evaluation and checkpoint time when read from a folder (the worker subtracts them).
-        "steps_per_second": summary["steps_per_second"],
-        "wall_seconds": summary["seconds_this_session"],
+        "steps_per_second": summary["train_steps_per_second"],
+        "wall_seconds": summary["train_runtime"],
         "eval_curve": evals,
     }
 
@@ -206,29 +199,27 @@ def timing_worker(name: str, steps: int, warmup_steps: int = 5) -> dict:
     import torch
 
     from modeling_minibert.modeling_minibert import MiniBertForPreTraining
-    from modeling_minibert.pretraining import PretrainingArguments, build_config, param_groups
-    from modeling_minibert.pretraining_data import DataCollatorForPreTraining
+    from modeling_minibert.pretraining import PretrainingArguments
+    from modeling_minibert.pretraining.data import DataCollatorForPreTraining
+    from modeling_minibert.pretraining.loop import build_config, param_groups
     from tokenization import make_tokenizer
 
-    kwargs, switches = run_kwargs(name, steps, "unused")
-    if switches.get("pre_ln"):
-        _use_pre_layer_norm()
-        kwargs["config_overrides"] = ",".join(filter(None, [kwargs.get("config_overrides"), "final_layer_norm=True"]))
+    kwargs, _ = run_kwargs(name, steps, "unused")
     args = PretrainingArguments(**{k: v for k, v in kwargs.items() if k != "max_steps"}, max_steps=steps)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(args.vocab_size - 5)]
     tokenizer = make_tokenizer({t: i for i, t in enumerate(vocab)})
     config = build_config(args)
     config.vocab_size, config.hidden_dropout_prob, config.attention_probs_dropout_prob = len(tokenizer), 0.0, 0.0
     rng = random.Random(0)
-    half = (args.max_length - 3) // 2
+    half = (args.max_seq_length - 3) // 2
     examples = [
         {"input_ids": [2, *(rng.randrange(5, len(tokenizer)) for _ in range(half)), 3,
-                       *(rng.randrange(5, len(tokenizer)) for _ in range(args.max_length - 3 - half)), 3],
-         "token_type_ids": [0] * (half + 2) + [1] * (args.max_length - 2 - half),
-         "special_tokens_mask": [1] + [0] * half + [1] + [0] * (args.max_length - 3 - half) + [1],
-         "word_starts": [0] + [int(rng.random() < 0.75) for _ in range(args.max_length - 2)] + [0],
+                       *(rng.randrange(5, len(tokenizer)) for _ in range(args.max_seq_length - 3 - half)), 3],
+         "token_type_ids": [0] * (half + 2) + [1] * (args.max_seq_length - 2 - half),
+         "special_tokens_mask": [1] + [0] * half + [1] + [0] * (args.max_seq_length - 3 - half) + [1],
+         "word_starts": [0] + [int(rng.random() < 0.75) for _ in range(args.max_seq_length - 2)] + [0],
          "next_sentence_label": rng.randrange(2), "example_id": k}
-        for k in range(args.batch_size * 8)
+        for k in range(args.per_device_train_batch_size * 8)
     ]
     torch.manual_seed(0)
     torch.set_flush_denormal(True)
@@ -239,15 +230,15 @@ def timing_worker(name: str, steps: int, warmup_steps: int = 5) -> dict:
     for step in range(warmup_steps + steps):
         if step == warmup_steps:
             started = time.perf_counter()
-        first = (step % 8) * args.batch_size
+        first = (step % 8) * args.per_device_train_batch_size
         collator.epoch = step
-        batch = collator(examples[first : first + args.batch_size])
+        batch = collator(examples[first : first + args.per_device_train_batch_size])
         loss = model(**batch).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    return {"steps_per_second": steps / (time.perf_counter() - started), "batch_size": args.batch_size}
+    return {"steps_per_second": steps / (time.perf_counter() - started), "batch_size": args.per_device_train_batch_size}
 
 
 def launch(name: str, steps: int, threads: int, eval_steps: int | None, log_dir: Path) -> dict:
@@ -276,41 +267,35 @@ def launch(name: str, steps: int, threads: int, eval_steps: int | None, log_dir:
 
 # --- the table -----------------------------------------------------------------------------------------------
 
-def versions() -> dict:
-    import accelerate
-    import tokenizers
-    import torch
-    import transformers
-
-    return {
-        "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-        "accelerate": accelerate.__version__, "tokenizers": tokenizers.__version__,
-    }
+VOCAB_FLAG = " (other vocabulary: MLM accuracy not comparable)"
 
 
-def markdown(rows: list[dict]) -> str:
-    lines = [
-        "| change | steps x batch | held-out MLM acc. | NSP acc. | steps/s ratio to default (range) | time for these examples vs default |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for row in rows:
+def _ordered(rows: list[dict]) -> list[dict]:
+    order = list(ROWS)
+    return sorted(rows, key=lambda r: (r["budget_steps"], order.index(r["row"]) if r["row"] in order else len(order)))
+
+
+def readme_table(results: dict) -> str:
+    """The README's ablation table from a results file of this script (`rows`, each with its timing)."""
+    header = ["change", "steps x batch", "held-out MLM acc.", "NSP acc.", "steps/s ratio to default (range)"]
+    lines = []
+    for row in _ordered(results["rows"]):
+        change = row["change"] + (VOCAB_FLAG if row.get("switches", {}).get("vocab_changed") else "")
         if "error" in row:
-            lines.append(f"| {row['change']} | failed: {row['error'][:80]} | | | | |")
+            lines.append([change, "failed: " + row["error"][:80].replace("|", "/"), "", "", ""])
             continue
         timing = row.get("timing")
-        speed = f"{timing['ratio_median']:.2f} ({timing['ratio_min']:.2f}-{timing['ratio_max']:.2f})" if timing else "n/a"
-        if timing and timing.get("note"):
+        if not timing:
+            speed = "not timed"
+        elif timing.get("note"):
             speed = "1 (same work)"
-        default_steps = row["budget_steps"]
-        relative = f"{row['steps'] / default_steps / timing['ratio_median']:.2f}" if timing else "n/a"
-        flag = " *" if row.get("switches", {}).get("vocab_changed") else ""
-        lines.append(
-            f"| {row['change']}{flag} | {row['steps']} x {row['kwargs'].get('batch_size', DEFAULT_BATCH)} | "
-            f"{row['eval_mlm_accuracy']:.3f} | {row['eval_nsp_accuracy']:.3f} | {speed} | {relative} |"
-        )
-    lines.append("")
-    lines.append("\\* a different vocabulary: MLM accuracy is not comparable with the other rows.")
-    return "\n".join(lines) + "\n"
+        elif row["row"] == "default":
+            speed = "1"
+        else:
+            speed = f"{timing['ratio_median']:.2f} ({timing['ratio_min']:.2f}-{timing['ratio_max']:.2f})"
+        lines.append([change, f"{row['steps']} x {batch_size(row['kwargs'])}", f"{row['eval_mlm_accuracy']:.3f}",
+                      f"{row['eval_nsp_accuracy']:.3f}", speed])
+    return markdown_table(header, lines, "lrrrr")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timing_steps", type=int, default=40, help="timed steps of each speed run")
     parser.add_argument("--collect", nargs=2, metavar=("ROW", "FOLDER"),
                         help="add the finished run in FOLDER (e.g. one whose ablation process was stopped) as ROW")
-    parser.add_argument("--report", action="store_true", help="only rewrite the JSON and table from the saved results")
+    parser.add_argument("--report", action="store_true", help="only rewrite the JSON from the saved results (and print its table)")
     parser.add_argument("--timing_threads", type=int, default=1, help="OMP threads of each speed run")
     parser.add_argument("--output", default=str(RESULTS / "pretrain_ablation.json"),
                         help="results JSON (rows of an existing file are kept unless re-run)")
@@ -361,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.collect:
         name, folder = args.collect
         kwargs, switches = run_kwargs(name, args.steps, folder)
-        result = result_of_run(Path(folder), kwargs.get("batch_size", DEFAULT_BATCH))
+        result = result_of_run(Path(folder), batch_size(kwargs))
         saved_args = json.loads((Path(folder) / "pretraining_args.json").read_text())
         differing = {k: saved_args.get(k) for k, v in kwargs.items() if k in saved_args and k != "output_dir" and k not in ("eval_steps", "save_steps", "logging_steps", "save_total_limit") and saved_args[k] != v}
         if differing:
@@ -380,8 +365,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.timing_rounds:
         timing(args, output.with_name(TIMING_FILE))
-    write(output, results, args)
-    print(markdown(sorted(results.values(), key=lambda r: (r["budget_steps"], list(ROWS).index(r["row"])))))
+    print(readme_table(write(output, results, args)))
     return 0
 
 
@@ -425,21 +409,18 @@ def attach_timing(rows: list[dict], path: Path) -> None:
             row["timing"] = saved[row["row"]]
 
 
-def write(output: Path, results: dict, args: argparse.Namespace) -> None:
+def write(output: Path, results: dict, args: argparse.Namespace) -> dict:
     # Another ablation process may have added rows since this one started: keep them (ours win on a clash).
     previous = json.loads(output.read_text()) if output.is_file() else {}
     on_disk = {(r["row"], r["budget_steps"]): r for r in previous.get("rows", [])}
     results = {**on_disk, **results}
     command = " ".join([Path(sys.executable).name, *sys.argv])
     commands = [c for c in previous.get("commands", []) if c != command] + [command]
-    rows = sorted(results.values(), key=lambda r: (r["budget_steps"], list(ROWS).index(r["row"])))
+    rows = _ordered(list(results.values()))
     attach_timing(rows, output.with_name(TIMING_FILE))
     timing_file = output.with_name(TIMING_FILE)
     record = {
         "commands": commands,  # every command that added to this file, the last one last
-        "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "cpu_count": os.cpu_count(),
-        "versions": versions(),
         "notes": (
             "quality at a fixed number of examples (steps x batch = budget_steps x 32), held-out MLM accuracy at 15% "
             "token masking and NSP accuracy on the same held-out 64-token pairs for every row; timing ratios from "
@@ -448,10 +429,11 @@ def write(output: Path, results: dict, args: argparse.Namespace) -> None:
         "timing_run": json.loads(timing_file.read_text()).get("_measured") if timing_file.is_file() else None,
         "rows": rows,
     }
-    # Notes added by hand (status, partial rows) stay.
-    record.update({k: v for k, v in previous.items() if k not in record and k != "command"})
-    write_json(output, record)
-    write_text(output.with_suffix(".md"), markdown(rows))
+    # Notes added by hand (status, partial rows) stay; the machine and versions are report.py's `run` block now
+    # (files written before it had them at the top level).
+    record.update({k: v for k, v in previous.items() if k not in record and k not in ("command", "run", "date", "cpu_count", "versions")})
+    write_results(output, record)
+    return record
 
 
 if __name__ == "__main__":

@@ -2,15 +2,15 @@
 
     python benchmarks/pretrain_quality.py                               # 5, 10 and 15 minutes, once each (about 1 h)
     python benchmarks/pretrain_quality.py --budgets 5 10 15 --repeats 2 # interleaved repeats: machine noise shows
-    python benchmarks/pretrain_quality.py --budgets 0.5 1               # a smoke run
+    python benchmarks/pretrain_quality.py --budgets 0.25 --output /tmp/pq/pretrain_quality.json   # a smoke run
 
 Both sides get the same things: the BBC News corpus, one WordPiece tokenizer (trained once on the training
 documents), the same held-out documents, the same 64-token NSP pairs (`build_nsp_dataset`), the same masking
 (`DataCollatorForPreTraining`, transformers' MLM masking at 15%), the same sizes (hidden 192, 3 layers, 4 heads,
-FFN 768, no dropout while pretraining), the same recipe (RECIPE below) and the same wall-clock budget for
-training, with the learning-rate schedule fitted to that budget. Each budget is its own run, as a user who says
-"train for 10 minutes" gets it.
-- Mini-BERT: `minibert pretrain` as a subprocess, with `--max_time` (minutes) when the CLI has it.
+FFN 768, no dropout while pretraining), the same recipe (RECIPE below: `minibert pretrain`'s defaults) and the
+same wall-clock budget for training, with the learning-rate schedule fitted to that budget. Each budget is its own
+run, as a user who says "train for 10 minutes" gets it.
+- Mini-BERT: `minibert pretrain` as a subprocess, with `--max_time` (minutes): it fits its schedule to the budget.
 - transformers: `BertForPreTraining(config, attn_implementation="sdpa")` trained by `Trainer` (fused AdamW, the
   same linear schedule), in a subprocess too. `Trainer` has no time budget: its `max_steps` is set from a short
   calibration run's steps/s, and a callback stops it if the budget runs out first.
@@ -18,7 +18,8 @@ Both saved models are then scored by this script on the same held-out batches an
 masked tokens, NSP accuracy over the pairs. Runs are sequential (each gets the whole machine) and interleaved, the
 order alternating between budgets and repeats.
 
-Writes benchmarks/results/pretrain_quality.json and pretrain_quality.png (accuracy against wall-clock minutes).
+Writes benchmarks/results/pretrain_quality.json (report.py's `run` block, the runs and their medians) and
+pretrain_quality.png (accuracy against wall-clock minutes); the README's table is `readme_table` of the JSON.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -40,43 +40,55 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT))
 
-from modeling_minibert.files import write_json, write_text  # noqa: E402  (this checkout's package)
-SEED = 42
-HELD_OUT_FRACTION = 0.05
-MAX_LENGTH = 64
-VOCAB_SIZE = 8192
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from modeling_minibert.pretraining.arguments import PretrainingArguments  # noqa: E402  (this checkout's package)
+from report import markdown_table, write_results  # noqa: E402
+
+_DEFAULTS = PretrainingArguments()
+SEED = _DEFAULTS.seed
+HELD_OUT_FRACTION = _DEFAULTS.held_out_fraction
+MAX_LENGTH = _DEFAULTS.max_seq_length
+VOCAB_SIZE = _DEFAULTS.vocab_size
 EVAL_BATCH_SIZE = 64
-# The recipe both sides train with (the `minibert pretrain` defaults; keep in step with them).
-RECIPE = dict(
-    batch_size=32, learning_rate=1e-3, warmup_fraction=0.04, weight_decay=0.01, max_grad_norm=1.0,
-    mlm_probability=0.15, dupe_factor=5, adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-6,
-)
+# The recipe both sides train with: `minibert pretrain`'s defaults, read from PretrainingArguments so that they
+# cannot drift. The warmup is the CLI's fixed number of steps (capped at the run's steps, as the CLI caps it).
+RECIPE = {name: getattr(_DEFAULTS, name) for name in (
+    "per_device_train_batch_size", "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay",
+    "max_grad_norm", "mlm_probability", "dupe_factor", "adam_beta1", "adam_beta2", "adam_epsilon",
+    "pretraining_dropout",
+)}
 MODEL_SIZES = dict(hidden_size=192, num_hidden_layers=3, num_attention_heads=4, intermediate_size=768,
                    max_position_embeddings=MAX_LENGTH)
 
-# `minibert pretrain` flags (HELPERS.md, contract 7), in ONE place. Each entry: what the benchmark sets -> the flag,
-# or None when the CLI has no such flag (the value then stays the CLI's default). The second column is today's
-# CLI (before the flags were renamed), used when `pretrain --help` does not list `--max_seq_length`.
+# `minibert pretrain` flags (HELPERS.md, contract 7) for what the benchmark sets, in ONE place; each is checked
+# against `pretrain --help` before any run (`cli_flags`).
 PRETRAIN_FLAGS = {
-    #  meaning              contract 7                       CLI before the rename
-    "output_dir":          ("--output_dir",                  "--output_dir"),
-    "overwrite":           ("--overwrite_output_dir",        "--overwrite"),
-    "tokenizer":           ("--tokenizer_name",              "--tokenizer"),
-    "max_length":          ("--max_seq_length",              "--max_length"),
-    "mlm_probability":     ("--mlm_probability",             "--mlm_probability"),
-    "dupe_factor":         ("--dupe_factor",                 "--dupe_factor"),
-    "batch_size":          ("--per_device_train_batch_size", "--batch_size"),
-    "learning_rate":       ("--learning_rate",               "--learning_rate"),
-    "weight_decay":        ("--weight_decay",                "--weight_decay"),
-    "warmup_steps":        ("--warmup_steps",                "--warmup_steps"),
-    "max_steps":           ("--max_steps",                   "--max_steps"),
-    "max_time":            ("--max_time",                    None),
-    "eval_steps":          ("--eval_steps",                  "--eval_steps"),
-    "save_steps":          ("--save_steps",                  "--save_steps"),
-    "logging_steps":       ("--logging_steps",               "--logging_steps"),
-    "seed":                ("--seed",                        "--seed"),
-    "held_out_fraction":   ("--validation_split_percentage", "--held_out_fraction"),
-    "quiet":               ("--disable_tqdm",                "--no_show_progress"),
+    "output_dir":          "--output_dir",
+    "overwrite":           "--overwrite_output_dir",
+    "tokenizer":           "--tokenizer_name",
+    "max_length":          "--max_seq_length",
+    "mlm_probability":     "--mlm_probability",
+    "dupe_factor":         "--dupe_factor",
+    "batch_size":          "--per_device_train_batch_size",
+    "learning_rate":       "--learning_rate",
+    "lr_scheduler_type":   "--lr_scheduler_type",
+    "weight_decay":        "--weight_decay",
+    "warmup_steps":        "--warmup_steps",
+    "max_grad_norm":       "--max_grad_norm",
+    "adam_beta1":          "--adam_beta1",
+    "adam_beta2":          "--adam_beta2",
+    "adam_epsilon":        "--adam_epsilon",
+    "pretraining_dropout": "--pretraining_dropout",
+    "max_steps":           "--max_steps",
+    "max_time":            "--max_time",
+    "eval_steps":          "--eval_steps",
+    "save_steps":          "--save_steps",
+    "logging_steps":       "--logging_steps",
+    "seed":                "--seed",
+    "held_out_fraction":   "--validation_split_percentage",
+    "report_to":           "--report_to",
+    "quiet":               "--disable_tqdm",
 }
 NEVER = 10**7  # eval_steps / save_steps: no evaluation or checkpoint inside the budget, only at the end
 
@@ -84,7 +96,7 @@ NEVER = 10**7  # eval_steps / save_steps: no evaluation or checkpoint inside the
 # --- shared data ---------------------------------------------------------------------------------------------
 
 def documents() -> tuple[list[str], list[str]]:
-    from modeling_minibert.pretraining_data import load_documents, split_documents
+    from modeling_minibert.pretraining.data import load_documents, split_documents
 
     return split_documents(load_documents(None), HELD_OUT_FRACTION, SEED)
 
@@ -99,7 +111,7 @@ def make_tokenizer(folder: Path) -> None:
 
 def datasets_for(tokenizer_dir: Path):
     """(training pairs, held-out pairs) exactly as `minibert pretrain` builds them."""
-    from modeling_minibert.pretraining_data import build_nsp_dataset
+    from modeling_minibert.pretraining.data import build_nsp_dataset
     from tokenization import load_tokenizer
 
     tokenizer = load_tokenizer(tokenizer_dir)
@@ -114,7 +126,7 @@ def score(model_dir: Path, kind: str, tokenizer_dir: Path) -> dict:
     import torch
     from torch.utils.data import DataLoader
 
-    from modeling_minibert.pretraining_data import DataCollatorForPreTraining
+    from modeling_minibert.pretraining.data import DataCollatorForPreTraining
 
     if kind == "minibert":
         from modeling_minibert.modeling_minibert import MiniBertForPreTraining as Model
@@ -143,25 +155,23 @@ def pretrain_command() -> list[str]:
     return [sys.executable, "-m", "modeling_minibert.cli", "pretrain"]
 
 
-def cli_flags() -> dict[str, str | None]:
-    """Flag names of the CLI in this checkout: contract 7's, or the ones from before the rename; None for a flag
-    that this CLI does not have (its default is then used)."""
+def cli_flags() -> dict[str, str]:
+    """PRETRAIN_FLAGS, once `pretrain --help` of this checkout is seen to list every one of them."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     help_text = subprocess.run([*pretrain_command(), "--help"], env=env, capture_output=True, text=True).stdout
-    column = 0 if "--max_seq_length" in help_text else 1
-    flags = {meaning: names[column] for meaning, names in PRETRAIN_FLAGS.items()}
     listed = set(re.findall(r"--[\w-]+", help_text))
-    return {meaning: flag if flag in listed else None for meaning, flag in flags.items()}
+    missing = sorted(flag for flag in PRETRAIN_FLAGS.values() if flag not in listed)
+    if missing:
+        raise SystemExit(f"pretrain_quality.py: error: `minibert pretrain --help` lists no {', '.join(missing)}")
+    return dict(PRETRAIN_FLAGS)
 
 
 def minibert_args(flags: dict, values: dict) -> list[str]:
     args = []
     for meaning, value in values.items():
         flag = flags[meaning]
-        if flag is None:
-            continue
-        if meaning == "held_out_fraction" and flag == "--validation_split_percentage":
-            value = round(value * 100)
+        if meaning == "held_out_fraction":
+            value = value * 100
         if value is True:
             args.append(flag)
         else:
@@ -171,49 +181,39 @@ def minibert_args(flags: dict, values: dict) -> list[str]:
 
 def run_minibert(budget_minutes: float, work: Path, tokenizer_dir: Path, flags: dict, log) -> dict:
     out = work / f"minibert-{budget_minutes}"
+    recipe = {("batch_size" if k == "per_device_train_batch_size" else k): v for k, v in RECIPE.items()}
     values = dict(
-        output_dir=out, overwrite=True, tokenizer=tokenizer_dir, max_length=MAX_LENGTH,
-        mlm_probability=RECIPE["mlm_probability"], dupe_factor=RECIPE["dupe_factor"], batch_size=RECIPE["batch_size"],
-        learning_rate=RECIPE["learning_rate"], weight_decay=RECIPE["weight_decay"], eval_steps=NEVER,
-        logging_steps=10, seed=SEED, held_out_fraction=HELD_OUT_FRACTION, quiet=True,
+        output_dir=out, overwrite=True, tokenizer=tokenizer_dir, max_length=MAX_LENGTH, **recipe,
+        # The CLI fits its schedule to the budget (max_steps stays its upper bound) and evaluates and saves once,
+        # when the budget runs out.
+        max_time=budget_minutes, eval_steps=NEVER, save_steps=NEVER, logging_steps=10, seed=SEED,
+        held_out_fraction=HELD_OUT_FRACTION, report_to="none", quiet=True,
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
-    calibration = None
-    if flags["max_time"] is not None:
-        # The CLI fits its schedule to the budget; the warmup stays the recipe's fraction of the expected steps.
-        # The CLI fits its schedule (and its default warmup) to the budget.
-        values.update(max_time=budget_minutes, save_steps=NEVER)
-    else:
-        calibration = calibrate_minibert(work, flags, values, env, log)
-        steps = max(10, int(calibration * budget_minutes * 60))
-        values.update(max_steps=steps, save_steps=steps - steps % 10,
-                      warmup_steps=round(RECIPE["warmup_fraction"] * steps))
     started = time.perf_counter()
     subprocess.run([*pretrain_command(), *minibert_args(flags, values)], env=env, check=True, stdout=log, stderr=log)
     wall = time.perf_counter() - started
     summary = read_summary(out)
     return {
-        "steps": summary.get("steps") or summary.get("train_steps"),
-        "train_seconds": summary.get("seconds_this_session") or summary.get("train_runtime"),
+        "steps": last_step(out),
+        "train_seconds": summary["train_runtime"],
         "process_seconds": wall,
-        "calibrated_steps_per_second": calibration,
-        "own_eval": {k: v for k, v in summary.items() if k.startswith("eval_")},
+        "own_eval": {k: v for k, v in summary.items() if k.startswith("eval_") or k == "perplexity"},
         **score(out, "minibert", tokenizer_dir),
     }
 
 
-def calibrate_minibert(work: Path, flags: dict, values: dict, env: dict, log) -> float:
-    out = work / "minibert-calibration"
-    calib = {**values, "output_dir": out, "max_steps": 40, "save_steps": 40, "warmup_steps": 4}
-    subprocess.run([*pretrain_command(), *minibert_args(flags, calib)], env=env, check=True, stdout=log, stderr=log)
-    return read_summary(out)["steps_per_second"]
-
-
 def read_summary(folder: Path) -> dict:
-    for name in ("all_results.json", "pretraining_results.json"):
-        if (folder / name).is_file():
-            return json.loads((folder / name).read_text())
-    raise FileNotFoundError(f"no results file in {folder}")
+    from modeling_minibert.pretraining.run_folder import ALL_RESULTS_FILE
+
+    return json.loads((folder / ALL_RESULTS_FILE).read_text())
+
+
+def last_step(folder: Path) -> int:
+    """The run's last optimizer step, from its history (metrics.jsonl: one record per logging/eval step)."""
+    from modeling_minibert.pretraining.run_folder import METRICS_FILE
+
+    return max(json.loads(line)["step"] for line in (folder / METRICS_FILE).read_text().splitlines())
 
 
 # --- transformers: BertForPreTraining + Trainer ----------------------------------------------------------------
@@ -223,7 +223,7 @@ def hf_worker(spec: dict) -> dict:
     import torch
     from transformers import BertConfig, BertForPreTraining, Trainer, TrainerCallback, TrainingArguments
 
-    from modeling_minibert.pretraining_data import DataCollatorForPreTraining
+    from modeling_minibert.pretraining.data import DataCollatorForPreTraining
 
     tokenizer_dir, out, budget = Path(spec["tokenizer_dir"]), Path(spec["output_dir"]), spec["budget_minutes"] * 60
     tokenizer, train_set, _ = datasets_for(tokenizer_dir)
@@ -245,14 +245,16 @@ def hf_worker(spec: dict) -> dict:
 
     def trainer(max_steps: int, output_dir: Path) -> Trainer:
         torch.manual_seed(SEED)
-        config = BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, hidden_dropout_prob=0.0,
-                            attention_probs_dropout_prob=0.0, attn_implementation="sdpa", **MODEL_SIZES)
+        dropout = RECIPE["pretraining_dropout"]
+        config = BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, hidden_dropout_prob=dropout,
+                            attention_probs_dropout_prob=dropout, attn_implementation="sdpa", **MODEL_SIZES)
         model = BertForPreTraining(config)
         assert model.config._attn_implementation == "sdpa", model.config._attn_implementation
         args = TrainingArguments(
-            output_dir=str(output_dir), max_steps=max_steps, per_device_train_batch_size=RECIPE["batch_size"],
+            output_dir=str(output_dir), max_steps=max_steps,
+            per_device_train_batch_size=RECIPE["per_device_train_batch_size"],
             learning_rate=RECIPE["learning_rate"], weight_decay=RECIPE["weight_decay"],
-            warmup_steps=max(1, round(RECIPE["warmup_fraction"] * max_steps)), lr_scheduler_type="linear",
+            warmup_steps=min(RECIPE["warmup_steps"], max_steps), lr_scheduler_type=RECIPE["lr_scheduler_type"],
             max_grad_norm=RECIPE["max_grad_norm"], adam_beta1=RECIPE["adam_beta1"], adam_beta2=RECIPE["adam_beta2"],
             adam_epsilon=RECIPE["adam_epsilon"], optim="adamw_torch_fused", logging_steps=50, save_strategy="no",
             eval_strategy="no", report_to=[], seed=SEED, data_seed=SEED, dataloader_drop_last=True,
@@ -290,16 +292,6 @@ def run_hf(budget_minutes: float, work: Path, tokenizer_dir: Path, log) -> dict:
 
 # --- report --------------------------------------------------------------------------------------------------
 
-def versions() -> dict:
-    import accelerate
-    import tokenizers
-    import torch
-    import transformers
-
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "accelerate": accelerate.__version__, "tokenizers": tokenizers.__version__}
-
-
 def summarize(runs: list[dict]) -> list[dict]:
     table = []
     for budget in sorted({r["budget_minutes"] for r in runs}):
@@ -316,15 +308,17 @@ def summarize(runs: list[dict]) -> list[dict]:
     return table
 
 
-def markdown(table: list[dict]) -> str:
-    lines = ["| budget (min) | system | steps | held-out MLM acc. (range) | NSP acc. (range) |", "|---:|---|---:|---:|---:|"]
-    for r in table:
+def readme_table(results: dict) -> str:
+    """The README's time-to-quality table from a results file of this script (its `table` of medians)."""
+    header = ["budget (min)", "system", "runs", "steps", "held-out MLM acc. (range)", "NSP acc. (range)"]
+    names = {"minibert": "Mini-BERT (`minibert pretrain`)", "transformers": "transformers BertForPreTraining + Trainer"}
+    rows = []
+    for r in results["table"]:
         mlm, nsp = r["eval_mlm_accuracy_range"], r["eval_nsp_accuracy_range"]
-        lines.append(
-            f"| {r['budget_minutes']:g} | {r['system']} | {r['steps']:.0f} | {r['eval_mlm_accuracy']:.3f} "
-            f"({mlm[0]:.3f}-{mlm[1]:.3f}) | {r['eval_nsp_accuracy']:.3f} ({nsp[0]:.3f}-{nsp[1]:.3f}) |"
-        )
-    return "\n".join(lines) + "\n"
+        rows.append([f"{r['budget_minutes']:g}", names.get(r["system"], r["system"]), str(r["runs"]), f"{r['steps']:.0f}",
+                     f"{r['eval_mlm_accuracy']:.3f} ({mlm[0]:.3f}-{mlm[1]:.3f})",
+                     f"{r['eval_nsp_accuracy']:.3f} ({nsp[0]:.3f}-{nsp[1]:.3f})"])
+    return markdown_table(header, rows, "rlrrrr")
 
 
 def plot(runs: list[dict], table: list[dict], path: Path) -> None:
@@ -367,11 +361,10 @@ def main(argv: list[str] | None = None) -> int:
     output.parent.mkdir(parents=True, exist_ok=True)
     flags = cli_flags()
     runs: list[dict] = []
-    record = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "cpu_count": os.cpu_count(),
-              "versions": versions(), "recipe": RECIPE, "model_sizes": MODEL_SIZES, "minibert_flags": flags,
-              "runs": runs}
-    with tempfile.TemporaryDirectory(prefix="pretrain-quality-") as tmp, \
-            (output.parent / "pretrain_quality.log").open("w") as log:
+    record = {"recipe": RECIPE, "model_sizes": MODEL_SIZES, "minibert_flags": flags, "runs": runs}
+    log_dir = output.parent / "pretrain_quality_logs"  # a folder: results/*/ is git-ignored, the JSON is not
+    log_dir.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="pretrain-quality-") as tmp, (log_dir / "pretrain_quality.log").open("w") as log:
         work = Path(tmp)
         tokenizer_dir = work / "tokenizer"
         make_tokenizer(tokenizer_dir)
@@ -394,13 +387,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{system} {budget:g} min (repeat {repeat + 1}): "
                           + (result.get("error") or f"MLM {result['eval_mlm_accuracy']:.3f}, NSP {result['eval_nsp_accuracy']:.3f}, "
                                                      f"{result['steps']} steps in {result['train_seconds']:.0f} s"), flush=True)
-                    record["date"] = datetime.datetime.now().isoformat(timespec="seconds")
                     record["table"] = summarize(runs)
-                    write_json(output, record)
-    table = summarize(runs)
-    plot(runs, table, output.with_suffix(".png"))
-    write_text(output.with_suffix(".md"), markdown(table))
-    print(markdown(table))
+                    write_results(output, record)  # after every run: an interrupted benchmark keeps what it measured
+    plot(runs, record["table"], output.with_suffix(".png"))
+    print(readme_table(record))
     return 0
 
 
