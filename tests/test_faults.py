@@ -108,10 +108,11 @@ MAX_STEPS, SAVE_STEPS = 8, 2  # checkpoints at steps 2, 4, 6, 8
 
 
 def kill_points(seed: int = 16) -> list:
-    """The seeded schedule: two kills inside training steps, two inside checkpoint saves (which save and which of
-    its files drawn too). Reproducible: the same seed gives the same points."""
+    """The seeded schedule: a kill inside a training step, two inside checkpoint saves (which save and which of
+    its files drawn too). Reproducible: the same seed gives the same points. (Pretraining's own kill test covers
+    more points; each point here costs two fine-tuning processes, and the suite's time is bounded.)"""
     rng = random.Random(seed)
-    steps = sorted(rng.sample(range(2, MAX_STEPS + 1), 2))
+    steps = sorted(rng.sample(range(2, MAX_STEPS + 1), 2))[:1]
     saves = [(rng.randint(1, MAX_STEPS // SAVE_STEPS - 1), file)
              for file in rng.sample(["model.safetensors", "optimizer.pt", "trainer_state.json"], 2)]
     return [pytest.param({"at": "step", "n": n, "action": "kill"}, id=f"kill-in-step-{n}") for n in steps] + [
