@@ -28,6 +28,17 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models train fastest on one thread (a second only busy-waits on a shared machine), and seeded runs
+    that tests compare with recorded numbers are reproducible on one. Modules that train take it with
+    `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """An environment in which this repository is not importable (no PYTHONPATH), for fresh-process checks."""
     env = {key: os.environ[key] for key in ("PATH", "HOME", "LANG", "TMPDIR") if key in os.environ}

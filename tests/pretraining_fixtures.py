@@ -50,13 +50,7 @@ def tiny(corpus, tokenizer_dir) -> dict:
     )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # Tiny models run fastest single-threaded, and other test processes share the cores.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def subprocess_env(tmp_path: Path, **extra: str) -> dict[str, str]:

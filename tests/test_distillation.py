@@ -43,13 +43,7 @@ PEOPLE = ["Ana", "Ben", "Carla", "Hugo", "Zoe"]
 QUIET = {"disable_tqdm": True, "logging_steps": 5, "learning_rate": 3e-3, "per_device_train_batch_size": 32, "seed": 0}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Models this small train fastest on one thread (a second only busy-waits on a shared machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def sentiment(n: int, seed: int) -> Dataset:

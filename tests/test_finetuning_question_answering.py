@@ -19,12 +19,7 @@ from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipel
 from fixtures.finetuning_checkpoint import FAST, QA_TRAIN, QA_VALIDATION, assert_clean_output, pretrained_checkpoint
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

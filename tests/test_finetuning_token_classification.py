@@ -16,13 +16,7 @@ from modeling_minibert.finetuning.data import load_data
 from fixtures.finetuning_checkpoint import FAST, NER_TRAIN, NER_VALIDATION, QUIET, assert_clean_output, pretrained_checkpoint
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Models this small train fastest on one thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

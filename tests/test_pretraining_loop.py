@@ -36,7 +36,7 @@ from modeling_minibert.pretraining.run_folder import (
 )
 from pretraining_fixtures import (  # noqa: F401 (fixtures)
     PYTHON,
-    _one_thread,
+    pytestmark,
     cli_args,
     corpus,
     free_port,

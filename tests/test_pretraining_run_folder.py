@@ -17,7 +17,7 @@ from modeling_minibert import cli
 from modeling_minibert.pretraining import pretrain
 from modeling_minibert.pretraining.run_folder import LOCK_FILE, METRICS_FILE, MetricsLog, acquire_lock, release_lock
 from pretraining_fixtures import (  # noqa: F401 (fixtures)
-    _one_thread,
+    pytestmark,
     cli_args,
     corpus,
     read_metrics,
