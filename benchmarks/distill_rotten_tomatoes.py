@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import shlex
 import subprocess
 import sys
@@ -42,7 +43,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer  # no
 from modeling_minibert.distillation import distill, predict_logits  # noqa: E402
 from modeling_minibert.files import write_json  # noqa: E402
 from modeling_minibert.finetuning import finetune_sequence_classification  # noqa: E402
-from rotten_tomatoes import load_rotten_tomatoes, tfidf_baseline  # noqa: E402
+from rotten_tomatoes import load_rotten_tomatoes, plot_sentences, tfidf_baseline  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 GOALS = {"above_tfidf": "distilled accuracy > TF-IDF", "within_3_points": "teacher - distilled <= 0.03 accuracy",
@@ -110,8 +111,9 @@ def plot(results: dict, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def run_tapt(student: str, texts: list[str], work: Path, steps: int) -> str | None:
-    """Task-adaptive pretraining: continue pretraining the student on the training texts, if `pretrain` can."""
+def run_tapt(student: str, texts: list[str], work: Path, steps: int) -> tuple[str, float] | None:
+    """Task-adaptive pretraining: continue pretraining the student on the training texts, if `pretrain` can.
+    Returns the folder and the pretraining subprocess's CPU minutes."""
     help_text = subprocess.run([sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--help"], capture_output=True, text=True).stdout
     if "--model_name_or_path" not in help_text:
         print("skipping task-adaptive pretraining: this `minibert pretrain` has no --model_name_or_path")
@@ -119,9 +121,13 @@ def run_tapt(student: str, texts: list[str], work: Path, steps: int) -> str | No
     corpus = work / "tapt_train.txt"
     corpus.write_text("\n\n".join(texts) + "\n", encoding="utf-8")
     output = work / "tapt"
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--model_name_or_path", student, "--train_file",
-                    str(corpus), "--output_dir", str(output), "--max_steps", str(steps), "--overwrite_output_dir"], check=True)
-    return str(output)
+                    str(corpus), "--output_dir", str(output), "--max_steps", str(steps), "--overwrite_output_dir",
+                    "--report_to", "none", "--disable_tqdm"], check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_seconds = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+    return str(output), cpu_seconds / 60
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -141,6 +147,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--learning_rate", type=float, default=1e-4, help="student fine-tuning and distillation")
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--augment_copies", type=int, default=1)
+    parser.add_argument("--transfer_plots", action="store_true",
+                        help="add the training films' plot-summary sentences (unlabelled) to the transfer set")
     parser.add_argument("--temperature", type=float, default=2.0)
     parser.add_argument("--alpha", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=42)
@@ -175,16 +183,26 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{name}: test accuracy {result.test_metrics['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
 
     fine_tune("Mini-BERT fine-tuned", args.student, work / "minibert-finetuned", args.epochs, args.learning_rate)
-    tapt = args.tapt_model or (run_tapt(args.student, list(splits["train"]["text"]), work, args.tapt_steps) if args.tapt_steps else None)
+    tapt, tapt_cpu_minutes = args.tapt_model, 0.0
+    if tapt is None and args.tapt_steps:
+        tapt, tapt_cpu_minutes = run_tapt(args.student, list(splits["train"]["text"]), work, args.tapt_steps) or (None, 0.0)
     if tapt:
         fine_tune("Mini-BERT TAPT + fine-tuned", tapt, work / "minibert-tapt-finetuned", args.epochs, args.learning_rate)
+        row = systems["Mini-BERT TAPT + fine-tuned"]
+        row["tapt_cpu_minutes"] = tapt_cpu_minutes  # the continued pretraining, counted in the row's CPU minutes
+        row["cpu_minutes"] += tapt_cpu_minutes
     fine_tune("teacher fine-tuned", teacher_source, work / "teacher", args.teacher_epochs, args.teacher_learning_rate)
 
+    transfer_files = []
+    if args.transfer_plots:
+        transfer_files.append(work / "plot_sentences.txt")
+        transfer_files[0].write_text("\n".join(plot_sentences(set(splits["train"]["movie_name"]))) + "\n", encoding="utf-8")
     with Stage() as s:
         result = distill(
             task="sequence-classification", teacher_model_name_or_path=str(work / "teacher"), model_name_or_path=args.student,
             output_dir=str(work / "minibert-distilled"), overwrite_output_dir=True, train_data=splits["train"],
             validation_data=splits["validation"], test_data=splits["test"], augment_copies=args.augment_copies,
+            transfer_file=[str(f) for f in transfer_files],
             temperature=args.temperature, alpha=args.alpha, max_seq_length=args.max_seq_length,
             num_train_epochs=args.epochs, learning_rate=args.learning_rate, **common,
         )
@@ -235,10 +253,6 @@ def main(argv: list[str] | None = None) -> dict:
     return results
 
 
-if __name__ == "__main__":
-    main()
-
-
 def readme_table(results: dict) -> str:
     """The README's distillation table: each system's test accuracy and macro-F1, CPU minutes, and for the teacher
     and the distilled student their inference throughput on the same batches."""
@@ -257,3 +271,7 @@ def readme_table(results: dict) -> str:
         ])
     header = ["system", "test accuracy", "test macro-F1", "CPU minutes", "inference examples/s"]
     return markdown_table(header, rows, "lrrrr")
+
+
+if __name__ == "__main__":
+    main()

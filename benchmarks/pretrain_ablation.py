@@ -79,14 +79,19 @@ ROWS: dict[str, tuple[str, dict, dict]] = {
     "vocab_16384": ("vocabulary 16,384 (a different, harder MLM task)", {"vocab_size": 16384}, {"vocab_changed": True}),
     "dupe_1": ("dupe factor 1", {"dupe_factor": 1}, {}),
     "dupe_10": ("dupe factor 10", {"dupe_factor": 10}, {}),
+    "lr_2e-3_warmup_10pct": ("peak learning rate 2e-3, warmup 10%", {"learning_rate": 2e-3}, {"warmup_fraction": 0.10}),
+    "mask_0.40_lr_2e-3_warmup_10pct": ("masking 40%, peak learning rate 2e-3, warmup 10%",
+                                       {"mlm_probability": 0.40, "learning_rate": 2e-3}, {"warmup_fraction": 0.10}),
     "pre_ln": ("pre-LayerNorm blocks + final LayerNorm", {"config_overrides": PRE_LN}, {}),
     "pre_ln_lr_2e-3": ("pre-LayerNorm, lr 2e-3", {"learning_rate": 2e-3, "config_overrides": PRE_LN}, {}),
     "pre_ln_lr_4e-3": ("pre-LayerNorm, lr 4e-3", {"learning_rate": 4e-3, "config_overrides": PRE_LN}, {}),
+    "pre_ln_lr_4e-3_warmup_10pct": ("pre-LayerNorm, lr 4e-3, warmup 10%", {"learning_rate": 4e-3, "config_overrides": PRE_LN},
+                                    {"warmup_fraction": 0.10}),
 }
 
 
 # Rows that change only numbers of the optimizer or schedule: every step does the default's work.
-SAME_WORK = {"lr_5e-4", "lr_2e-3", "lr_4e-3", "warmup_10pct", "warmup_1pct", "cosine", "beta2_0.98", "wd_0.1", "no_clip",
+SAME_WORK = {"lr_5e-4", "lr_2e-3", "lr_4e-3", "lr_2e-3_warmup_10pct", "warmup_10pct", "warmup_1pct", "cosine", "beta2_0.98", "wd_0.1", "no_clip",
              "dupe_1", "dupe_10"}
 
 
@@ -393,7 +398,8 @@ def timing(args: argparse.Namespace, path: Path) -> None:
 
 # Rows whose step is another row's step (only the optimizer's numbers differ): timed as that row.
 # batch_16_mask_0.30 is approximated by batch_16 (the 30% masking step measured within noise of the default's).
-TIMED_AS = {"pre_ln_lr_2e-3": "pre_ln", "pre_ln_lr_4e-3": "pre_ln", "batch_64_lr_2e-3": "batch_64",
+TIMED_AS = {"pre_ln_lr_2e-3": "pre_ln", "pre_ln_lr_4e-3": "pre_ln", "pre_ln_lr_4e-3_warmup_10pct": "pre_ln",
+            "mask_0.40_lr_2e-3_warmup_10pct": "mask_0.40", "batch_64_lr_2e-3": "batch_64",
             "batch_16_mask_0.30": "batch_16"}
 
 

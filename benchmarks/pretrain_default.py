@@ -33,7 +33,7 @@ def fill_mask(folder: Path) -> dict[str, list[str]]:
     return {probe: [p["token_str"] for p in predict(folder, probe, top_k=5)] for probe in PROBES}
 
 
-def plot(curve: list[dict], path: Path) -> None:
+def plot(curve: list[dict], path: Path, minutes_per_step: float | None = None) -> None:
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(6, 3.5))
@@ -42,6 +42,9 @@ def plot(curve: list[dict], path: Path) -> None:
     for key, label in (("eval_mlm_accuracy", "held-out MLM accuracy"), ("eval_nsp_accuracy", "held-out NSP accuracy")):
         axis.plot(steps, [r[key] for r in curve], marker="o", markersize=3, label=label)
     axis.set_xlabel("step")
+    if minutes_per_step:  # wall-clock minutes at the run's mean rate (train_runtime / steps, evaluations included)
+        top = axis.secondary_xaxis("top", functions=(lambda s: s * minutes_per_step, lambda m: m / minutes_per_step))
+        top.set_xlabel("minutes (at the run's mean rate)")
     axis.set_ylim(0, 1)
     axis.grid(alpha=0.3)
     axis.legend()
@@ -71,7 +74,8 @@ def main() -> None:
         pretrain_args=args.pretrain_args, wall_minutes=minutes, results=results, curve=curve,
         fill_mask=predictions,
     ))
-    plot(curve, output.with_suffix(".png"))
+    steps = curve[-1]["step"] if curve else 0
+    plot(curve, output.with_suffix(".png"), results["train_runtime"] / 60 / steps if steps else None)
     print(readme_table(json.loads(output.read_text())))
 
 

@@ -1,7 +1,8 @@
 """Time to quality: `minibert pretrain` against transformers' `BertForPreTraining` + `Trainer`, same budget.
 
-    python benchmarks/pretrain_quality.py                               # 5, 10 and 15 minutes, once each (about 1 h)
-    python benchmarks/pretrain_quality.py --budgets 5 10 15 --repeats 2 # interleaved repeats: machine noise shows
+    python benchmarks/pretrain_quality.py                               # 5, 10 and 15 minutes, side by side (35 min)
+    python benchmarks/pretrain_quality.py --budgets 5 10 15 --repeats 2 # repeats: machine noise shows
+    python benchmarks/pretrain_quality.py --sequential                  # one run at a time, all cores each (about 1 h)
     python benchmarks/pretrain_quality.py --budgets 0.25 --output /tmp/pq/pretrain_quality.json   # a smoke run
 
 Both sides get the same things: the BBC News corpus, one WordPiece tokenizer (trained once on the training
@@ -15,7 +16,11 @@ run, as a user who says "train for 10 minutes" gets it.
   same linear schedule), in a subprocess too. `Trainer` has no time budget: its `max_steps` is set from a short
   calibration run's steps/s, and a callback stops it if the budget runs out first.
 Both saved models are then scored by this script on the same held-out batches and masks: MLM accuracy over the
-masked tokens, NSP accuracy over the pairs. Runs are sequential (each gets the whole machine) and interleaved, the
+masked tokens, NSP accuracy over the pairs.
+
+By default the two systems of a budget train side by side, each pinned to its own core with one torch thread
+(`taskset`, OMP_NUM_THREADS=1; the cores swap every run): whatever else the shared machine does hits both at the
+same time, and a budget costs its minutes once. `--sequential` runs one at a time with every core instead, the
 order alternating between budgets and repeats.
 
 Writes benchmarks/results/pretrain_quality.json (report.py's `run` block, the runs and their medians) and
@@ -29,11 +34,13 @@ import datetime
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,7 +186,15 @@ def minibert_args(flags: dict, values: dict) -> list[str]:
     return args
 
 
-def run_minibert(budget_minutes: float, work: Path, tokenizer_dir: Path, flags: dict, log) -> dict:
+def pinned(core: int | None) -> tuple[list[str], dict]:
+    """Command prefix and environment of a worker: on one core with one thread, or (None) on the whole machine."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+    if core is None:
+        return [], env
+    return ["taskset", "-c", str(core)], {**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def run_minibert(budget_minutes: float, work: Path, tokenizer_dir: Path, flags: dict, log, core: int | None = None) -> dict:
     out = work / f"minibert-{budget_minutes}"
     recipe = {("batch_size" if k == "per_device_train_batch_size" else k): v for k, v in RECIPE.items()}
     values = dict(
@@ -189,17 +204,17 @@ def run_minibert(budget_minutes: float, work: Path, tokenizer_dir: Path, flags: 
         max_time=budget_minutes, eval_steps=NEVER, save_steps=NEVER, logging_steps=10, seed=SEED,
         held_out_fraction=HELD_OUT_FRACTION, report_to="none", quiet=True,
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+    prefix, env = pinned(core)
     started = time.perf_counter()
-    subprocess.run([*pretrain_command(), *minibert_args(flags, values)], env=env, check=True, stdout=log, stderr=log)
+    subprocess.run([*prefix, *pretrain_command(), *minibert_args(flags, values)], env=env, check=True, stdout=log, stderr=log)
     wall = time.perf_counter() - started
     summary = read_summary(out)
     return {
+        "model_dir": str(out),
         "steps": last_step(out),
         "train_seconds": summary["train_runtime"],
         "process_seconds": wall,
         "own_eval": {k: v for k, v in summary.items() if k.startswith("eval_") or k == "perplexity"},
-        **score(out, "minibert", tokenizer_dir),
     }
 
 
@@ -279,15 +294,15 @@ def hf_worker(spec: dict) -> dict:
             "calibrated_steps_per_second": rate}
 
 
-def run_hf(budget_minutes: float, work: Path, tokenizer_dir: Path, log) -> dict:
+def run_hf(budget_minutes: float, work: Path, tokenizer_dir: Path, log, core: int | None = None) -> dict:
     out = work / f"transformers-{budget_minutes}"
     spec = {"tokenizer_dir": str(tokenizer_dir), "output_dir": str(out), "budget_minutes": budget_minutes}
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+    prefix, env = pinned(core)
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--hf_worker", json.dumps(spec)], env=env, check=True,
+    proc = subprocess.run([*prefix, sys.executable, __file__, "--hf_worker", json.dumps(spec)], env=env, check=True,
                           stdout=subprocess.PIPE, stderr=log, text=True)
     timing = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {**timing, "process_seconds": time.perf_counter() - started, **score(out, "transformers", tokenizer_dir)}
+    return {"model_dir": str(out), **timing, "process_seconds": time.perf_counter() - started}
 
 
 # --- report --------------------------------------------------------------------------------------------------
@@ -349,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="rounds over all budgets (interleaved)")
     parser.add_argument("--systems", nargs="+", default=["minibert", "transformers"], choices=["minibert", "transformers"])
     parser.add_argument("--output", default=str(RESULTS / "pretrain_quality.json"))
+    parser.add_argument("--sequential", action="store_true",
+                        help="one run at a time on every core (default: the two systems side by side, a core each)")
     parser.add_argument("--hf_worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.hf_worker:
@@ -356,39 +373,55 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if any(b <= 0 for b in args.budgets) or args.repeats < 1:
         raise SystemExit("pretrain_quality.py: error: budgets must be positive and repeats at least 1")
+    side_by_side = not args.sequential and len(args.systems) == 2
+    if side_by_side and (os.cpu_count() or 1) < 2:
+        raise SystemExit("pretrain_quality.py: error: side-by-side runs need 2 cores; pass --sequential")
 
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     flags = cli_flags()
     runs: list[dict] = []
-    record = {"recipe": RECIPE, "model_sizes": MODEL_SIZES, "minibert_flags": flags, "runs": runs}
+    record = {"recipe": RECIPE, "model_sizes": MODEL_SIZES, "minibert_flags": flags,
+              "mode": "side by side, one core and one thread each" if side_by_side else "sequential, every core",
+              "runs": runs}
     log_dir = output.parent / "pretrain_quality_logs"  # a folder: results/*/ is git-ignored, the JSON is not
     log_dir.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="pretrain-quality-") as tmp, (log_dir / "pretrain_quality.log").open("w") as log:
         work = Path(tmp)
         tokenizer_dir = work / "tokenizer"
         make_tokenizer(tokenizer_dir)
+
+        def train(system: str, budget: float, core: int | None) -> dict:
+            try:
+                if system == "minibert":
+                    return run_minibert(budget, work, tokenizer_dir, flags, log, core)
+                return run_hf(budget, work, tokenizer_dir, log, core)
+            except subprocess.CalledProcessError as err:
+                return {"error": f"exit {err.returncode}; see {log.name}"}
+
         k = 0
         for repeat in range(args.repeats):
             for budget in args.budgets:
-                systems = args.systems if k % 2 == 0 else args.systems[::-1]  # alternate who goes first
+                systems = args.systems if k % 2 == 0 else args.systems[::-1]  # alternate who goes first / which core
                 k += 1
-                for system in systems:
-                    started = datetime.datetime.now().isoformat(timespec="seconds")
-                    try:
-                        if system == "minibert":
-                            result = run_minibert(budget, work, tokenizer_dir, flags, log)
-                        else:
-                            result = run_hf(budget, work, tokenizer_dir, log)
-                    except subprocess.CalledProcessError as err:
-                        result = {"error": f"exit {err.returncode}; see {log.name}"}
+                started = datetime.datetime.now().isoformat(timespec="seconds")
+                if side_by_side:
+                    with ThreadPoolExecutor(max_workers=2) as pool:
+                        trained = list(pool.map(train, systems, [budget] * 2, [0, 1]))
+                else:
+                    trained = [train(system, budget, None) for system in systems]
+                # Scored after both have finished, so that scoring never runs beside the other's training.
+                for core, (system, result) in enumerate(zip(systems, trained)):
+                    if "error" not in result:
+                        result.update(score(Path(result.pop("model_dir")), system, tokenizer_dir))
+                        shutil.rmtree(work / f"{system}-{budget}", ignore_errors=True)
                     runs.append({"system": system, "budget_minutes": budget, "repeat": repeat, "started": started,
-                                 "load_average": os.getloadavg()[0], **result})
+                                 "core": core if side_by_side else None, "load_average": os.getloadavg()[0], **result})
                     print(f"{system} {budget:g} min (repeat {repeat + 1}): "
                           + (result.get("error") or f"MLM {result['eval_mlm_accuracy']:.3f}, NSP {result['eval_nsp_accuracy']:.3f}, "
                                                      f"{result['steps']} steps in {result['train_seconds']:.0f} s"), flush=True)
-                    record["table"] = summarize(runs)
-                    write_results(output, record)  # after every run: an interrupted benchmark keeps what it measured
+                record["table"] = summarize(runs)
+                write_results(output, record)  # after every budget: an interrupted benchmark keeps what it measured
     plot(runs, record["table"], output.with_suffix(".png"))
     print(readme_table(record))
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bz2
 import csv
 import importlib.util
+import re
 from pathlib import Path
 
 from datasets import Dataset, DatasetDict
@@ -71,6 +72,15 @@ def load_rotten_tomatoes(validation_fraction: float = 0.1, test_fraction: float 
     )
 
 
+def plot_sentences(movies: set[str]) -> list[str]:
+    """Sentences of the file's unlabelled plot summaries of `movies` (pass the training split's movies, so that no
+    text of a validation or test film reaches a model): in-domain text for distillation's transfer set."""
+    with bz2.open(data_file(), "rt", encoding="utf-8", newline="") as f:
+        summaries = [row["text"] for row in csv.DictReader(f) if row["category"] == "plot" and row["movie_name"] in movies]
+    sentences = (s.strip() for text in summaries for s in re.split(r"(?<=[.!?])\s+", text))
+    return [s for s in sentences if len(s.split()) >= 4]
+
+
 def tfidf_baseline(splits: DatasetDict, c_values: tuple[float, ...] = BASELINE_C) -> dict[str, dict[str, float] | float]:
     """TF-IDF (word 1-2 grams) + logistic regression (liblinear: fast on sparse features), fit on "train", its
     inverse regularisation C chosen among `c_values` on "validation", scored on "test".
@@ -93,4 +103,4 @@ def tfidf_baseline(splits: DatasetDict, c_values: tuple[float, ...] = BASELINE_C
     return {"C": c, "validation": validation, "test": classification_metrics(list(classifier.predict(x_test)), y_test)}
 
 
-__all__ = ["LABELS", "data_file", "load_rotten_tomatoes", "tfidf_baseline"]
+__all__ = ["LABELS", "data_file", "load_rotten_tomatoes", "plot_sentences", "tfidf_baseline"]
