@@ -111,15 +111,19 @@ def plot(results: dict, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def run_tapt(student: str, texts: list[str], work: Path, steps: int) -> tuple[str, float] | None:
-    """Task-adaptive pretraining: continue pretraining the student on the training texts, if `pretrain` can.
+def run_tapt(student: str, train, work: Path, steps: int) -> tuple[str, float] | None:
+    """Task-adaptive pretraining: continue pretraining the student on the training texts, if `pretrain` can; one
+    document per film (its snippets, one per line), so that NSP pairs snippets of one film against another's.
     Returns the folder and the pretraining subprocess's CPU minutes."""
     help_text = subprocess.run([sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--help"], capture_output=True, text=True).stdout
     if "--model_name_or_path" not in help_text:
         print("skipping task-adaptive pretraining: this `minibert pretrain` has no --model_name_or_path")
         return None
+    films: dict[str, list[str]] = {}
+    for text, film in zip(train["text"], train["movie_name"]):
+        films.setdefault(film, []).append(text.replace("\n", " "))
     corpus = work / "tapt_train.txt"
-    corpus.write_text("\n\n".join(texts) + "\n", encoding="utf-8")
+    corpus.write_text("\n\n".join("\n".join(snippets) for snippets in films.values()) + "\n", encoding="utf-8")
     output = work / "tapt"
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--model_name_or_path", student, "--train_file",
@@ -185,7 +189,7 @@ def main(argv: list[str] | None = None) -> dict:
     fine_tune("Mini-BERT fine-tuned", args.student, work / "minibert-finetuned", args.epochs, args.learning_rate)
     tapt, tapt_cpu_minutes = args.tapt_model, 0.0
     if tapt is None and args.tapt_steps:
-        tapt, tapt_cpu_minutes = run_tapt(args.student, list(splits["train"]["text"]), work, args.tapt_steps) or (None, 0.0)
+        tapt, tapt_cpu_minutes = run_tapt(args.student, splits["train"], work, args.tapt_steps) or (None, 0.0)
     if tapt:
         fine_tune("Mini-BERT TAPT + fine-tuned", tapt, work / "minibert-tapt-finetuned", args.epochs, args.learning_rate)
         row = systems["Mini-BERT TAPT + fine-tuned"]

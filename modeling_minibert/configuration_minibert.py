@@ -1,6 +1,6 @@
 """Mini-BERT configuration.
 
-Self-contained on purpose (imports only transformers and huggingface_hub): this file is copied next to
+Self-contained on purpose (imports only transformers, huggingface_hub and safetensors): this file is copied next to
 every saved checkpoint so that `trust_remote_code=True` works without the package installed.
 """
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from huggingface_hub.dataclasses import strict
 from huggingface_hub.utils import HFValidationError, validate_repo_id
+from safetensors import safe_open
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
@@ -29,6 +30,44 @@ def check_model_path(name_or_path: str | os.PathLike) -> None:
         validate_repo_id(str(name_or_path))
     except HFValidationError:
         raise FileNotFoundError(f"model folder {name_or_path} does not exist") from None
+
+
+def check_weights_fit_config(config: "MiniBertConfig", weight_files: list[Path], folder: Path) -> None:
+    """Compare the config's sizes with the weights' shapes, read from the safetensors headers only (nothing is
+    loaded or allocated), and raise a one-line ValueError naming the first field that disagrees.
+
+    Without this, `vocab_size: 10000000` allocates gigabytes before failing, and a wrong `hidden_size` ends in a
+    mismatch report. Fewer layers in the weights than in the config is refused too: transformers would fill the
+    rest with random layers and only warn.
+    """
+    shapes = {}
+    for path in weight_files:
+        try:
+            with safe_open(path, framework="pt") as f:
+                shapes.update({key.removeprefix("bert."): (tuple(f.get_slice(key).get_shape()), path) for key in f.keys()})
+        except Exception as err:  # safetensors raises its own error types for unreadable headers
+            raise ValueError(f"{path} is truncated or corrupted: {err}") from err
+    expected = (  # (field, weight, the field's value read from that weight's shape)
+        ("vocab_size", "embeddings.word_embeddings.weight", lambda shape: shape[0]),
+        ("hidden_size", "embeddings.word_embeddings.weight", lambda shape: shape[-1]),
+        ("max_position_embeddings", "embeddings.position_embeddings.weight", lambda shape: shape[0]),
+        ("type_vocab_size", "embeddings.token_type_embeddings.weight", lambda shape: shape[0]),
+        ("intermediate_size", "encoder.layer.0.intermediate.dense.weight", lambda shape: shape[0]),
+    )
+    for field, key, value_in in expected:
+        if key in shapes:
+            shape, path = shapes[key]
+            if value_in(shape) != getattr(config, field):
+                raise ValueError(
+                    f"{folder / 'config.json'} says {field}={getattr(config, field)} but the weights in {path.name} "
+                    f"have {field}={value_in(shape)} ({key} has shape {list(shape)})"
+                )
+    layers = {int(key.split(".")[2]) for key in shapes if key.startswith("encoder.layer.")}
+    if layers and len(layers) < config.num_hidden_layers:
+        raise ValueError(
+            f"{folder / 'config.json'} says num_hidden_layers={config.num_hidden_layers} but the weights hold "
+            f"{len(layers)} layers"
+        )
 
 
 def read_config_json(folder: str | os.PathLike) -> dict:
@@ -185,4 +224,4 @@ class MiniBertConfig(PretrainedConfig):
         return self.hidden_size // self.num_attention_heads
 
 
-__all__ = ["MiniBertConfig", "check_model_path"]
+__all__ = ["MiniBertConfig", "check_model_path", "check_weights_fit_config"]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
+from safetensors import SafetensorError
 from torch import nn
 from torch.nn import CrossEntropyLoss
 from transformers import PreTrainedModel
@@ -43,7 +43,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 from transformers.utils.generic import can_return_tuple
 
-from .configuration_minibert import MiniBertConfig, check_model_path
+from .configuration_minibert import MiniBertConfig, check_model_path, check_weights_fit_config
 
 
 @dataclass
@@ -555,44 +555,6 @@ class MiniBertPreTrainingHeads(nn.Module):
 
     def forward(self, sequence_output: torch.Tensor, pooled_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.predictions(sequence_output), self.seq_relationship(pooled_output)
-
-
-def check_weights_fit_config(config: MiniBertConfig, weight_files: list[Path], folder: Path) -> None:
-    """Compare the config's sizes with the weights' shapes, read from the safetensors headers only (nothing is
-    loaded or allocated), and raise a one-line ValueError naming the first field that disagrees.
-
-    Without this, `vocab_size: 10000000` allocates gigabytes before failing, and a wrong `hidden_size` ends in a
-    mismatch report. Fewer layers in the weights than in the config is refused too: transformers would fill the
-    rest with random layers and only warn.
-    """
-    shapes = {}
-    for path in weight_files:
-        try:
-            with safe_open(path, framework="pt") as f:
-                shapes.update({key.removeprefix("bert."): (tuple(f.get_slice(key).get_shape()), path) for key in f.keys()})
-        except Exception as err:  # safetensors raises its own error types for unreadable headers
-            raise ValueError(f"{path} is truncated or corrupted: {err}") from err
-    expected = (  # (field, weight, the field's value read from that weight's shape)
-        ("vocab_size", "embeddings.word_embeddings.weight", lambda shape: shape[0]),
-        ("hidden_size", "embeddings.word_embeddings.weight", lambda shape: shape[-1]),
-        ("max_position_embeddings", "embeddings.position_embeddings.weight", lambda shape: shape[0]),
-        ("type_vocab_size", "embeddings.token_type_embeddings.weight", lambda shape: shape[0]),
-        ("intermediate_size", "encoder.layer.0.intermediate.dense.weight", lambda shape: shape[0]),
-    )
-    for field, key, value_in in expected:
-        if key in shapes:
-            shape, path = shapes[key]
-            if value_in(shape) != getattr(config, field):
-                raise ValueError(
-                    f"{folder / 'config.json'} says {field}={getattr(config, field)} but the weights in {path.name} "
-                    f"have {field}={value_in(shape)} ({key} has shape {list(shape)})"
-                )
-    layers = {int(key.split(".")[2]) for key in shapes if key.startswith("encoder.layer.")}
-    if layers and len(layers) < config.num_hidden_layers:
-        raise ValueError(
-            f"{folder / 'config.json'} says num_hidden_layers={config.num_hidden_layers} but the weights hold "
-            f"{len(layers)} layers"
-        )
 
 
 def classifier_dropout(config: MiniBertConfig) -> float:
