@@ -831,6 +831,9 @@ class MiniBertForPreTraining(MiniBertPreTrainedModel):
 
 class MiniBertForMaskedLM(MiniBertPreTrainedModel):
     _tied_weights_keys = {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight"}
+    # A pretraining folder (MLM + NSP) is what this head is usually loaded from: its pooler and NSP head are
+    # expected leftovers, not a problem to report (transformers 4's BertForMaskedLM ignored the pooler likewise).
+    _keys_to_ignore_on_load_unexpected = [r"^bert\.pooler\.", r"^cls\.seq_relationship\."]
 
     def __init__(self, config: MiniBertConfig):
         super().__init__(config)

@@ -15,7 +15,7 @@ from transformers import AutoModel, AutoModelForMaskedLM, BertConfig
 import modeling_minibert
 from modeling_minibert import AUTO_CLASSES, MiniBertConfig
 from modeling_minibert.configuration_minibert import check_model_path
-from modeling_minibert.modeling_minibert import Packing, functional_dropout
+from modeling_minibert.modeling_minibert import MiniBertForMaskedLM, MiniBertForPreTraining, Packing, functional_dropout
 from modeling_minibert.convert_bert import HEADS
 
 CONFIGS = {
@@ -790,3 +790,18 @@ def test_from_pretrained_passes_model_arguments_to_the_model(tmp_path):
     modeling_minibert.MiniBertModel(MiniBertConfig(**TINY)).save_pretrained(tmp_path)
     assert modeling_minibert.MiniBertModel.from_pretrained(tmp_path, False).pooler is None
     assert modeling_minibert.MiniBertModel.from_pretrained(tmp_path).pooler is not None
+
+
+def test_masked_lm_loads_a_pretraining_folder_without_a_load_report(tmp_path, capfd):
+    """The pooler and NSP head of a pretraining folder are expected leftovers for the MLM head: no report, and
+    the shared weights arrive intact."""
+    config = MiniBertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=32, max_position_embeddings=16)
+    pretrained = MiniBertForPreTraining(config)
+    pretrained.save_pretrained(tmp_path)
+    capfd.readouterr()
+    model, info = MiniBertForMaskedLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert info["unexpected_keys"] == set() and info["missing_keys"] == set()
+    printed = "".join(capfd.readouterr())
+    assert "UNEXPECTED" not in printed and "seq_relationship" not in printed
+    torch.testing.assert_close(model.cls.predictions.transform.dense.weight, pretrained.cls.predictions.transform.dense.weight)
