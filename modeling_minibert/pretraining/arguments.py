@@ -73,7 +73,7 @@ class PretrainingArguments:
     # 40%, not BERT's 15% (Wettig et al. 2023): more predictions per step; on the default run held-out MLM accuracy
     # (always scored at 15%) rises from 0.145 to 0.197 at 2,500 steps (benchmarks/pretrain_ablation.py).
     mlm_probability: float = field(default=0.40, metadata=_help(
-        "fraction of tokens (words with --whole_word_mask) to mask (80% [MASK], 10% random, 10% kept)"))
+        "fraction of tokens (words with --whole_word_mask) to mask (as BERT: 80/10/10 [MASK], random, kept)"))
     whole_word_mask: bool = field(default=False, metadata=_help("mask all pieces of a word together"))
     # --- optimisation (the recipe) ----------------------------------------------------------------------------------
     per_device_train_batch_size: int = field(default=32, metadata=_help("examples per device per micro-batch"))
