@@ -92,3 +92,13 @@ def test_identity_leaves_out_what_may_change_on_resume_and_the_token():
     identity = PretrainingArguments(hub_token="hf_secret", max_steps=9).identity()
     assert "hub_token" not in identity and "max_steps" not in identity and "max_time" not in identity
     assert identity["learning_rate"] == PretrainingArguments().learning_rate
+
+
+def test_max_time_alone_trains_for_the_time_not_the_default_step_count():
+    from modeling_minibert.pretraining.arguments import DEFAULT_MAX_STEPS
+
+    assert arguments_from_namespace(parse([])).max_steps == DEFAULT_MAX_STEPS == 4000
+    for_an_hour = arguments_from_namespace(parse(["--max_time", "60"]))
+    assert for_an_hour.max_steps > 10**9  # the time decides: 12,161 steps fit in an hour on one core
+    assert arguments_from_namespace(parse(["--max_time", "60", "--max_steps", "500"])).max_steps == 500
+    assert PretrainingArguments(max_time=1).max_steps > 10**9 and PretrainingArguments(max_steps=7).max_steps == 7

@@ -121,11 +121,13 @@ def defaults_table(name: str) -> dict[str, str]:
         if not line.startswith("|"):
             break
         cells = [c.strip().strip("`") for c in line.strip("|").split("|")]
-        rows[cells[0]] = cells[1]
+        rows[cells[0]] = cells[1].split(" (")[0]  # a remark in brackets may follow the value
     return rows
 
 
 def as_written(value) -> str:
+    if value is None:
+        return "unset"
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, float):

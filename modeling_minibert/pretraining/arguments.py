@@ -25,6 +25,8 @@ NOT_RUN_IDENTITY = (
     "hub_token", "per_device_eval_batch_size",
 )
 LATEST = "latest"  # `--resume_from_checkpoint` without a path: the newest good checkpoint in output_dir
+DEFAULT_MAX_STEPS = 4000  # the default run: about 15 minutes on 2 CPU cores
+NO_STEP_LIMIT = 10**12  # `--max_time` without `--max_steps`: the time alone decides
 
 
 def _help(text: str) -> dict:
@@ -79,7 +81,9 @@ class PretrainingArguments:
     per_device_train_batch_size: int = field(default=32, metadata=_help("examples per device per micro-batch"))
     per_device_eval_batch_size: int = field(default=32, metadata=_help("examples per device per evaluation batch"))
     gradient_accumulation_steps: int = field(default=1, metadata=_help("micro-batches per optimizer step"))
-    max_steps: int = field(default=4000, metadata=_help("optimizer steps (an upper bound when --max_time is set)"))
+    max_steps: int | None = field(default=None, metadata=_help(
+        f"optimizer steps; unset: {DEFAULT_MAX_STEPS:,}, or with --max_time as many as fit in the time (given "
+        "with --max_time: an upper bound)"))
     max_time: float | None = field(default=None, metadata=_help(
         "minutes of training: the schedule is fitted to the steps that fit in it, and the run stops, evaluates "
         "and saves when it runs out"))
@@ -108,6 +112,8 @@ class PretrainingArguments:
         "Hub token for --push_to_hub; unset: HF_TOKEN or the login (never written anywhere)"))
 
     def __post_init__(self):
+        if self.max_steps is None:  # "train for an hour" means an hour, not until the default's step count
+            self.max_steps = DEFAULT_MAX_STEPS if self.max_time is None else NO_STEP_LIMIT
         positive = ("vocab_size", "dupe_factor", "per_device_train_batch_size", "per_device_eval_batch_size",
                     "gradient_accumulation_steps", "max_steps", "logging_steps", "eval_steps", "save_steps",
                     "save_total_limit")
