@@ -336,7 +336,7 @@ def readme_table(results: dict) -> str:
     return markdown_table(header, rows, "rlrrrr")
 
 
-def plot(runs: list[dict], table: list[dict], path: Path) -> None:
+def plot(runs: list[dict], table: list[dict], path: Path, mode: str = "") -> None:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(10, 4))
@@ -351,7 +351,7 @@ def plot(runs: list[dict], table: list[dict], path: Path) -> None:
             ax.scatter([r["budget_minutes"] for r in points], [r[key] for r in points], color=color, alpha=0.4, s=18)
             medians = [r for r in table if r["system"] == system]
             ax.plot([r["budget_minutes"] for r in medians], [r[key] for r in medians], "o-", color=color, label=label)
-        ax.set(xlabel=f"training wall-clock budget (minutes, {os.cpu_count()} CPU cores)", ylabel="accuracy", title=title)
+        ax.set(xlabel=f"training wall-clock budget (minutes; {mode or f'{os.cpu_count()} CPU cores'})", ylabel="accuracy", title=title)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                                                      f"{result['steps']} steps in {result['train_seconds']:.0f} s"), flush=True)
                 record["table"] = summarize(runs)
                 write_results(output, record)  # after every budget: an interrupted benchmark keeps what it measured
-    plot(runs, record["table"], output.with_suffix(".png"))
+    plot(runs, record["table"], output.with_suffix(".png"), record["mode"])
     print(readme_table(record))
     return 0
 
