@@ -25,7 +25,7 @@ NOT_RUN_IDENTITY = (
     "hub_token", "per_device_eval_batch_size",
 )
 LATEST = "latest"  # `--resume_from_checkpoint` without a path: the newest good checkpoint in output_dir
-DEFAULT_MAX_STEPS = 4000  # the default run: 20.7 minutes on one core (benchmarks/results/pretrain_default.json)
+DEFAULT_MAX_STEPS = 4000  # the default run: 10.8 minutes on 2 cores (benchmarks/results/pretrain_default.json)
 NO_STEP_LIMIT = 10**12  # `--max_time` without `--max_steps`: the time alone decides
 
 
@@ -38,7 +38,7 @@ class PretrainingArguments:
     """Everything `pretrain` needs; each field is also a `minibert pretrain --option` (dashes or underscores).
 
     The defaults are the README's main job: BBC News, a fresh 8,192-token vocabulary, the default Mini-BERT
-    (192 hidden, 3 layers), 64-token pairs, 40% masking, 4,000 steps: 20.7 minutes on one CPU core.
+    (192 hidden, 3 layers), 64-token pairs, 40% masking, 4,000 steps: about 11 minutes on 2 CPU cores.
     """
 
     # --- where --------------------------------------------------------------------------------------------------
