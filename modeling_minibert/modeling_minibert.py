@@ -43,7 +43,8 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 from transformers.utils.generic import can_return_tuple
 
-from .configuration_minibert import MiniBertConfig, check_model_path, check_weights_fit_config
+from .configuration_minibert import MiniBertConfig, check_inputs, check_model_folder, check_model_path
+from .configuration_minibert import check_weights_fit_config  # noqa: F401  (the jobs import it from here)
 
 
 @dataclass
@@ -70,62 +71,6 @@ class MiniBertMaskedLMOutput(MaskedLMOutput):
     """
 
     masked_positions: torch.LongTensor | None = None
-
-
-def check_inputs(
-    config: MiniBertConfig,
-    input_ids: torch.Tensor | None,
-    attention_mask: torch.Tensor | None,
-    token_type_ids: torch.Tensor | None,
-    position_ids: torch.Tensor | None,
-    inputs_embeds: torch.Tensor | None,
-) -> None:
-    """Reject bad input before any tensor work, naming the value and the limit.
-
-    Out-of-range ids would otherwise surface as an opaque index error deep in an embedding (or a device assert
-    on GPU); mismatched shapes would broadcast silently.
-    """
-    if (input_ids is None) == (inputs_embeds is None):
-        raise ValueError("Pass exactly one of input_ids or inputs_embeds")
-    shape = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:-1])
-    if len(shape) != 2:
-        raise ValueError(f"input_ids must have shape (batch_size, sequence_length), got {shape}")
-    if shape[1] > config.max_position_embeddings:
-        raise ValueError(
-            f"sequence length {shape[1]} exceeds max_position_embeddings={config.max_position_embeddings}"
-        )
-    for name, tensor in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
-        if tensor is not None and tuple(tensor.shape) != shape:
-            raise ValueError(f"{name} has shape {tuple(tensor.shape)} but input_ids has shape {shape}")
-    if position_ids is not None and tuple(position_ids.shape[-1:]) != shape[-1:]:
-        raise ValueError(f"position_ids has shape {tuple(position_ids.shape)} but input_ids has shape {shape}")
-    for name, tensor in (("input_ids", input_ids), ("token_type_ids", token_type_ids), ("position_ids", position_ids)):
-        # An embedding lookup with float ids fails deep inside torch, naming neither the argument nor the fix.
-        if tensor is not None and (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool):
-            raise ValueError(f"{name} must hold integer ids (torch.long), got dtype {tensor.dtype}")
-    if torch.compiler.is_compiling():
-        return  # value checks need host syncs that would break the compiled graph
-    limits = (
-        ("input_ids", input_ids, config.vocab_size, "vocab_size"),
-        ("token_type_ids", token_type_ids, config.type_vocab_size, "type_vocab_size"),
-        ("position_ids", position_ids, config.max_position_embeddings, "max_position_embeddings"),
-    )
-    for name, tensor, limit, limit_name in limits:
-        if tensor is None or tensor.numel() == 0:
-            continue
-        low, high = int(tensor.min()), int(tensor.max())
-        if low < 0 or high >= limit:
-            bad = low if low < 0 else high
-            raise ValueError(f"{name} contains {bad}, outside [0, {limit_name}={limit})")
-    # Any dtype is accepted (bool, int, float 1.0/0.0), as by BERT. Other values are refused rather than taken
-    # as BERT takes them: transformers' mask helper casts to bool, so "nonzero = attend", which silently inverts
-    # an additive mask (0 = attend, -10000 = padding) and gives 0.5 or 2 no meaning.
-    if attention_mask is not None and attention_mask.dtype != torch.bool and attention_mask.numel():
-        odd = attention_mask[(attention_mask != 0) & (attention_mask != 1)]
-        if odd.numel():
-            raise ValueError(
-                f"attention_mask contains {odd[0].item()}; it must hold only 1 (attend) and 0 (padding)"
-            )
 
 
 def functional_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -590,20 +535,7 @@ class MiniBertPreTrainedModel(PreTrainedModel):
         check_model_path(pretrained_model_name_or_path)
         folder = Path(pretrained_model_name_or_path)
         if folder.is_dir() and not kwargs.get("subfolder"):
-            weights = sorted(folder.glob("*.safetensors"))
-            pickles = sorted(p.name for p in folder.glob("*.bin"))
-            if kwargs["use_safetensors"] and not weights and pickles:
-                raise ValueError(
-                    f"{folder} holds only pickle weights ({', '.join(pickles)}), which can run arbitrary code when "
-                    "loaded; pass use_safetensors=False if you trust them"
-                )
-            if not weights and not pickles:
-                raise FileNotFoundError(f"{folder} holds no model weights (no model.safetensors)")
-            config = kwargs.get("config")
-            if weights and not kwargs.get("ignore_mismatched_sizes"):
-                if not isinstance(config, MiniBertConfig):
-                    config = MiniBertConfig.from_pretrained(folder)
-                check_weights_fit_config(config, weights, folder)
+            check_model_folder(folder, kwargs.get("config"), kwargs["use_safetensors"], kwargs.get("ignore_mismatched_sizes", False))
         try:
             return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         except SafetensorError as err:
