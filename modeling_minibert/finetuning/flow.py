@@ -20,9 +20,7 @@ import logging
 import os
 import re
 import shutil
-import struct
 import tempfile
-import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +41,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, PredictionOutput
 import modeling_minibert  # noqa: F401 - registers Mini-BERT with the Auto classes
 from modeling_minibert import hub
 from modeling_minibert.files import check_output_dir, staged_folder
+from modeling_minibert.outputs import safetensors_problem, torch_file_problem
 from modeling_minibert.finetuning.arguments import TRAINING_DEFAULTS, training_arguments
 from modeling_minibert.finetuning.data import DataSource, NamedDataset, load_data, sorted_labels
 from modeling_minibert.finetuning.plots import CURVES_FILE, plot_training_curves
@@ -364,40 +363,6 @@ def checkpoint_problem(folder: Path) -> str | None:
             return problem
     if (folder / "rng_state.pth").exists():
         return torch_file_problem(folder / "rng_state.pth")
-    return None
-
-
-def safetensors_problem(path: Path) -> str | None:
-    """None if `path` is as long as its safetensors header says (8-byte length, JSON header, then the data)."""
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            (header_size,) = struct.unpack("<Q", f.read(8))
-            if header_size > size - 8:
-                return f"{path.name} is cut short ({size} bytes)"
-            header = json.loads(f.read(header_size))
-        end = max((entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"), default=0)
-    except FileNotFoundError:
-        return f"no {path.name}"
-    except (OSError, ValueError, struct.error, KeyError, TypeError, IndexError) as err:
-        return f"{path.name} unreadable: {err}"
-    if size != 8 + header_size + end:
-        return f"{path.name} has {size} bytes, its header says {8 + header_size + end}"
-    return None
-
-
-def torch_file_problem(path: Path) -> str | None:
-    """None if `path`, a torch.save file (a zip archive), is whole: its directory (at the end) reads, and every
-    entry lies inside the file."""
-    try:
-        size = path.stat().st_size
-        with zipfile.ZipFile(path) as archive:
-            if any(info.header_offset + info.compress_size > size for info in archive.infolist()):
-                return f"{path.name} is cut short ({size} bytes)"
-    except FileNotFoundError:
-        return f"no {path.name}"
-    except (OSError, zipfile.BadZipFile) as err:
-        return f"{path.name} unreadable: {err}"
     return None
 
 

@@ -7,7 +7,7 @@
       training_curves.png, README.md (model card)
       pretraining_args.json                                marks the folder as a run, and which one
       checkpoint-N/                                        Accelerate state after step N (the newest few)
-      .pretraining.lock                                    held while a run is writing here
+      .minibert.lock                                       held while a run is writing here
 
 Faults a run survives: a kill at any point (checkpoints are written beside their place and renamed in, the
 metrics log drops a torn last line), a truncated or corrupt newest checkpoint (the previous good one is used,
@@ -21,13 +21,12 @@ import errno
 import json
 import os
 import shutil
-import socket
-import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from modeling_minibert import outputs
 from modeling_minibert.files import check_output_dir, umask, write_json, write_text
 
 ARGS_FILE = "pretraining_args.json"
@@ -37,7 +36,8 @@ TRAIN_RESULTS_FILE = "train_results.json"
 EVAL_RESULTS_FILE = "eval_results.json"
 PLOT_FILE = "training_curves.png"
 TENSORBOARD_DIR = "tensorboard"
-LOCK_FILE = ".pretraining.lock"
+LOCK_FILE = outputs.LOCK_FILE
+JOB = "pretraining"
 PROGRESS_FILE = "progress.json"  # inside each checkpoint: the step it was taken after, and its files' sizes
 CHECKPOINT_PREFIX = "checkpoint-"
 # Hidden leftovers of writes that a kill interrupted: never complete, never used.
@@ -71,77 +71,18 @@ def naming_write_errors(what: str) -> Iterator[None]:
         raise OSError(getattr(err, "errno", None) or errno.EIO, f"cannot write {what}: {getattr(err, 'strerror', None) or err}") from err
 
 
-# --- the lock --------------------------------------------------------------------------------------------------
-
-def _holder(lock: Path) -> dict:
-    try:
-        return json.loads(lock.read_text())
-    except (OSError, ValueError):
-        return {}  # being written, or torn by a kill: treated as held by nobody alive
-
-
-def _alive(holder: dict) -> bool:
-    if holder.get("host") != socket.gethostname():
-        return bool(holder)  # another machine's process cannot be checked: assume it lives
-    try:
-        os.kill(int(holder["pid"]), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    except (KeyError, ValueError, TypeError):
-        return False
-    return True
-
+# --- the lock: outputs.acquire_lock / release_lock / check_unlocked, under the job name "pretraining" ---------------
 
 def check_unlocked(out: Path) -> None:
-    """Refuse, before any work, a folder that a living run is writing to."""
-    lock = out / LOCK_FILE
-    if lock.is_file():
-        holder = _holder(lock)
-        if _alive(holder):
-            raise FileExistsError(
-                f"output_dir {out} is in use by another pretraining run (pid {holder.get('pid')} on host "
-                f"{holder.get('host')}, since {holder.get('started')}); wait for it to end, or choose another "
-                f"folder (if that process is gone, delete {lock})"
-            )
+    outputs.check_unlocked(out, JOB)
 
 
 def acquire_lock(out: Path) -> Path:
-    """Create `out/.pretraining.lock` naming this process (and `out` if need be); take over a dead run's lock.
-
-    The first write into the folder: a folder that cannot be written is reported here, in one line.
-    """
-    lock = out / LOCK_FILE
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        return _create_lock(out, lock)
-    except FileExistsError:
-        raise
-    except OSError as err:
-        raise OSError(err.errno, f"cannot write to output_dir {out}: {err.strerror or err}") from err
-
-
-def _create_lock(out: Path, lock: Path) -> Path:
-    record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")})
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            check_unlocked(out)  # raises if the holder lives
-            warnings.warn(f"taking over the lock of a pretraining run that is gone: {lock} ({_holder(lock)})", stacklevel=2)
-            lock.unlink(missing_ok=True)
-            continue
-        with os.fdopen(fd, "w") as f:
-            f.write(record)
-        return lock
-    raise FileExistsError(f"output_dir {out} is in use by another pretraining run that started just now")
+    return outputs.acquire_lock(out, JOB)
 
 
 def release_lock(out: Path) -> None:
-    lock = out / LOCK_FILE
-    if _holder(lock).get("pid") == os.getpid():
-        lock.unlink(missing_ok=True)
+    outputs.release_lock(out)
 
 
 # --- checks and the start of a run -----------------------------------------------------------------------------
