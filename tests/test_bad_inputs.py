@@ -42,7 +42,8 @@ from modeling_minibert import (
     MiniBertModel,
     cli,
 )
-from tests.conftest import REPO, TINY, clean_env
+from fixtures.environment import REPO, clean_env
+from fixtures.models import TINY
 
 # ----------------------------------------------------------------------------------------------------------------
 # Fixtures: tiny folders and input files, built once per module

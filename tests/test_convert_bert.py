@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 import transformers
-from conftest import TINY, padded_batch
+from fixtures.models import TINY, padded_batch
 from safetensors.torch import load_file, save_file
 from test_modeling_minibert import HEADS, assert_outputs_match, head_inputs
 from transformers import AutoModel, BertConfig

@@ -7,7 +7,7 @@ from pathlib import Path
 import onnxruntime
 import pytest
 import torch
-from conftest import TINY
+from fixtures.models import TINY
 
 from modeling_minibert import MiniBertConfig, MiniBertForPreTraining
 from modeling_minibert.cli import main as cli_main

@@ -32,7 +32,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.conftest import REPO, TINY, clean_env
+from fixtures.environment import REPO, clean_env
+from fixtures.models import TINY
 
 TEXTS_BY_LABEL = {
     "pos": ["a good film", "a great story", "good acting and a fine plot", "truly great fun", "a fine good time"],

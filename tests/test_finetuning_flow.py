@@ -29,7 +29,7 @@ from modeling_minibert.finetuning import (
 from modeling_minibert.finetuning.flow import check_max_length, resume_checkpoint
 from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
 
-from conftest import run_python
+from fixtures.environment import run_python
 from fixtures.finetuning_checkpoint import (
     NER_TRAIN,
     QA_TRAIN,

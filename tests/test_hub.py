@@ -24,7 +24,8 @@ import pytest
 import torch
 from huggingface_hub import HfApi, ModelCard, constants
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalTokenNotFoundError
-from conftest import BLOCK_PACKAGE, REPO, TINY, clean_env
+from fixtures.environment import BLOCK_PACKAGE, REPO, clean_env
+from fixtures.models import TINY
 
 from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, MiniBertForSequenceClassification
 from modeling_minibert.cli import main as cli_main

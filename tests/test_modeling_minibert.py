@@ -9,7 +9,8 @@ import threading
 import pytest
 import torch
 import transformers
-from conftest import TINY, padded_batch, ragged_batch, run_python
+from fixtures.environment import run_python
+from fixtures.models import TINY, padded_batch, ragged_batch
 from transformers import AutoModel, AutoModelForMaskedLM, BertConfig
 
 import modeling_minibert

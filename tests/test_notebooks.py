@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
-from conftest import REPO
+from fixtures.environment import REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 EXPECTED = ["01_architecture.ipynb", "02_tokenizer.ipynb", "03_pretraining.ipynb", "04_finetuning.ipynb", "05_hub.ipynb", "06_distillation.ipynb"]

@@ -34,7 +34,7 @@ from modeling_minibert.pretraining.run_folder import (
     PLOT_FILE,
     TRAIN_RESULTS_FILE,
 )
-from pretraining_fixtures import (  # noqa: F401 (fixtures)
+from fixtures.pretraining import (  # noqa: F401 (fixtures)
     PYTHON,
     pytestmark,
     cli_args,

@@ -16,7 +16,7 @@ import pytest
 from modeling_minibert import cli
 from modeling_minibert.pretraining import pretrain
 from modeling_minibert.pretraining.run_folder import LOCK_FILE, METRICS_FILE, MetricsLog, acquire_lock, release_lock
-from pretraining_fixtures import (  # noqa: F401 (fixtures)
+from fixtures.pretraining import (  # noqa: F401 (fixtures)
     pytestmark,
     cli_args,
     corpus,

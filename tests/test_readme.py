@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from fixtures.environment import REPO
 from tools.readme import README, blocks, rendered, result_tables
 
 # Appended to each training command of a README block: enough steps to exercise every stage of the job.

@@ -759,7 +759,7 @@ def model_folders(tmp_path_factory):
 
 def run_without_the_package(script: str, *args: str) -> subprocess.CompletedProcess:
     """`script` in a fresh interpreter that cannot import the project, with stdin at end of file (no one to answer)."""
-    from conftest import BLOCK_PACKAGE, clean_env
+    from fixtures.environment import BLOCK_PACKAGE, clean_env
 
     return subprocess.run([sys.executable, "-c", BLOCK_PACKAGE + script, *args], env=clean_env(), cwd=REPO.parent,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
