@@ -8,7 +8,12 @@ The server is started by the README for anyone to use, so it must not be turnabl
     a write without a token -> 401; a body that never arrives times out and frees its thread;
   - wrong-shaped JSON is a 400, never a 500;
   - a bounded number of connections is served at once, and the server stays responsive beyond it;
-  - a fuzz of request lines and bodies never gets a 500 or a byte of a file outside the root.
+  - a fuzz of request lines and bodies never gets a 500 or a byte of a file outside the root;
+  - (issue 25) an LFS object is reachable only from the repository it was uploaded to, and no request that
+    names one tells whether another repository holds it; upload URLs take a byte count under the limit and
+    expire; bad file names (control, bidi and line-separator characters, over-long names, a file beside a
+    folder of its name, NFC/NFD twins) are refused in one line with the reason; every stage of a request has
+    a deadline, slow clients cannot keep others out, and reads never wait for a writer's lock.
 
 Malformed requests go through raw sockets (no client library would send them); the tables are the suite.
 """
