@@ -1127,3 +1127,23 @@ def test_a_listing_never_waits_for_a_writer(hub):
         reader.join(timeout=8)
         assert answers and answers[0].status == 200, answers
     assert {item["path"] for item in json.loads(answers[0].body)} >= {"config.json", "model.safetensors"}
+
+
+def test_time_a_keep_alive_connection_spent_idle_is_not_taken_from_its_next_request(tmp_path):
+    # Idle for 3/4 of the timeout, then a request sent over half of it: past the timeout counted from the
+    # connection's start, well within it counted from the request's first byte.
+    timeout = 2.0
+    with LocalHub(tmp_path / "hub", token=TOKEN, user="alice", **{**LIMITS, "request_timeout": timeout}) as hub:
+        _populate(hub)
+        host, port = hub.endpoint.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            time.sleep(timeout * 0.75)
+            data = b"GET /alice/r1/resolve/main/config.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            for i in range(10):
+                sock.sendall(data[i * 4:(i + 1) * 4])
+                time.sleep(timeout / 20)
+            sock.sendall(data[40:])
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"\r\n\r\n{}"), answer

@@ -35,8 +35,8 @@ never logs request headers, so the token appears in no log line.
 It is meant for one machine, but anyone who can reach the port must not be able to turn it against
 its host: a request's body is judged by its headers before a byte is read (too large: 413, malformed
 framing: 400, a write without a token: 401) and capped; every request has a deadline (`request_timeout`
-seconds from the wait for its first line to the last byte of its answer), so a client that stalls or drips
-bytes is cut off; at most `max_connections` are served at once, and beyond that the slowest waiting one
+seconds from its first byte to the last byte of its answer; an idle connection waits as long), so a client
+that stalls or drips bytes is cut off; at most `max_connections` are served at once, and beyond that the slowest waiting one
 makes room (503 only when every slot is at work); reads take no lock and listings are linear in the file
 count, so no request holds up the others; object ids are hex digests and every stored file is looked up by
 one, never by a path taken from a request; an LFS object is reachable only from the repository it was
@@ -112,8 +112,8 @@ DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024  # LFS uploads are capped by their decl
 DEFAULT_MAX_LFS_SIZE = 5 * 1024**3
 DEFAULT_UPLOAD_TTL = 900.0  # seconds an LFS upload URL stays valid, like the Hub's pre-signed storage URLs
 DEFAULT_MAX_CONNECTIONS = 32
-# Seconds a request may take from the first wait for its request line to the last byte of its answer (not per
-# read: a client dripping a byte at a time would otherwise hold its connection forever).
+# Seconds a request may take from its first byte to the last byte of its answer (not per read: a client dripping
+# a byte at a time would otherwise hold its connection forever); an idle keep-alive connection waits as long.
 DEFAULT_REQUEST_TIMEOUT = 30.0
 ANSWER_GRACE = 1.0  # seconds past the deadline an answer (a 408 included) may still take to leave
 # When every slot is taken, a new client takes the slot of the connection that sends slowest (idle keep-alive
@@ -1237,8 +1237,8 @@ class _DeadlineWriter(io.BufferedIOBase):
 class _Handler(BaseHTTPRequestHandler):
     """Turns HTTP/1.1 requests into `Request`s for `server.app` and writes back its `Response`.
 
-    Each request has until `deadline` (the server's `request_timeout` after it began to wait for the request
-    line) to arrive and be answered. While it waits for the client (`waiting`), `received` counts its bytes, so
+    Each request has until `deadline` (the server's `request_timeout` after its first byte) to arrive and be
+    answered; an idle connection waits as long for that byte. While it waits for the client (`waiting`), `received` counts its bytes, so
     that a full server can tell the slowest sender (see `_Server.process_request`).
     """
 
@@ -1408,7 +1408,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.received, self.waiting = 0, True
 
     def handle_one_request(self) -> None:
-        self._start_request()  # the wait for the request line counts: an idle connection ends at the deadline
+        # An idle connection may wait `request_timeout` for a request; the request then has as long again from
+        # its first byte (so time a keep-alive connection spent idle is not taken from it).
+        self._start_request()
+        try:
+            if not self.rfile.peek(1):
+                self.close_connection = True  # the client closed the connection
+                return
+        except TimeoutError:
+            self.close_connection = True
+            return
+        self.deadline = time.monotonic() + self.server.request_timeout
         super().handle_one_request()
 
     def finish(self) -> None:
@@ -1534,8 +1544,8 @@ class LocalHub:
         upload_ttl: seconds an LFS upload URL stays valid.
         max_connections: connections served at once; beyond that a new client takes the slot of the slowest one
             still waiting for its request, or gets 503 (Retry-After: 1) if every slot is at work.
-        request_timeout: seconds each request may take, from the wait for its first line (so an idle keep-alive
-            connection too) to the last byte of its answer.
+        request_timeout: seconds each request may take, from its first byte to the last byte of its answer; an
+            idle keep-alive connection is closed after as long.
 
     Use as a context manager (or `start()` / `stop()`); the server runs in a daemon thread.
     """
