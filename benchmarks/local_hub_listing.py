@@ -7,6 +7,11 @@ A repository of `--files` small files (in folders two deep, added over `--commit
 `tree/main?recursive=true&expand=true` (what `list_repo_tree(recursive=True, expand=True)` asks), `--repeats`
 times. While each listing runs, a second client fetches a small file over and over; the slowest of those fetches
 shows whether the listing holds a lock that other requests wait on. Prints the median and spread of each.
+
+    .venv/bin/python benchmarks/local_hub_listing.py --scaling 3000 6000 12000 24000
+
+times the same listing in this process (no HTTP) on repositories of those sizes (same history length), the sizes
+interleaved within each repeat: how the listing's time grows with the file count.
 """
 
 from __future__ import annotations
@@ -76,6 +81,37 @@ def measure(port: int, repeats: int) -> tuple[list[float], list[float], int]:
     return listings, slowest, entries
 
 
+def scaling(sizes: list[int], commits: int, repeats: int) -> None:
+    """The listing alone, in this process, on repositories built in memory: seconds per size, interleaved."""
+    from tools.local_hub import Commit, FileEntry, HubApp, Repo, Request, git_blob_oid
+
+    app = HubApp(tempfile.mkdtemp(), {}, {})
+    for size in sizes:
+        files: dict = {}
+        history: dict = {}
+        parents: list[str] = []
+        for c in range(commits):
+            files = dict(files)  # each commit a snapshot, as the server keeps them
+            for i in range(c * size // commits, (c + 1) * size // commits):
+                files[f"d{i % 30}/s{i % 7}/f{i}.txt"] = FileEntry(size=10, oid=git_blob_oid(f"file {i}\n".encode()))
+            commit_id = f"{size:08x}{c:032x}"
+            history[commit_id] = Commit(commit_id, parents, f"c{c}", "", "2026-01-01T00:00:00.000Z", "bench", files)
+            parents = [commit_id]
+        app.repos[("model", f"bench/r{size}")] = Repo("model", f"bench/r{size}", False, "2026-01-01T00:00:00.000Z",
+                                                      {"main": parents[0]}, {}, {}, history)
+    seconds: dict[int, list[float]] = {size: [] for size in sizes}
+    query = {"recursive": ["true"], "expand": ["true"]}
+    for _ in range(repeats):
+        for size in sizes:
+            request = Request("GET", ["api", "models", "bench", f"r{size}", "tree", "main"], query, {}, b"")
+            start = time.perf_counter()
+            app.handle(request)
+            seconds[size].append(time.perf_counter() - start)
+    for size in sizes:
+        per_thousand = statistics.median(seconds[size]) / size * 1000
+        print(f"{size} files, {commits} commits: {spread(seconds[size])}; {per_thousand:.3f} s per 1,000 files")
+
+
 def spread(values: list[float]) -> str:
     return f"median {statistics.median(values):.3f} s (min {min(values):.3f}, max {max(values):.3f}, n={len(values)})"
 
@@ -86,8 +122,12 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--hub-tree", help="a checkout whose tools/local_hub.py to measure (default: this one)")
+    parser.add_argument("--scaling", type=int, nargs="+", help="file counts to time the listing at, in process")
     args = parser.parse_args()
     sys.path.insert(0, args.hub_tree or str(Path(__file__).resolve().parents[1]))
+    if args.scaling:
+        scaling(args.scaling, args.commits, args.repeats)
+        return
     from tools.local_hub import LocalHub
 
     with tempfile.TemporaryDirectory() as root, LocalHub(root, token=TOKEN, user="bench") as hub:

@@ -250,13 +250,13 @@ def _path_problem(path: str) -> str | None:
         return "empty, '.' and '..' parts are not allowed"
     if parts[0] == ".git" or "\\" in path:
         return "'.git' and backslashes are not allowed"
+    size = len(path.encode("utf-8", "surrogatepass"))  # first: it bounds the work below
+    if size > MAX_PATH_BYTES:
+        return f"it is {size} bytes long in UTF-8, over the limit of {MAX_PATH_BYTES}"
     for char in path:
         category = unicodedata.category(char)
         if category in _UNSAFE_CATEGORIES:
             return f"it contains U+{ord(char):04X}, {_UNSAFE_CATEGORIES[category]}"
-    size = len(path.encode("utf-8", "surrogatepass"))
-    if size > MAX_PATH_BYTES:
-        return f"it is {size} bytes long in UTF-8, over the limit of {MAX_PATH_BYTES}"
     longest = max(parts, key=lambda p: len(p.encode()))
     if len(longest.encode()) > MAX_NAME_BYTES:
         return f"its part {_shown(longest)} is {len(longest.encode())} bytes long, over the limit of {MAX_NAME_BYTES}"
