@@ -308,3 +308,23 @@ def test_configure_clients_points_this_process_here_and_back(hub, tmp_path):
     hub.stop()
     assert (constants.ENDPOINT, os.environ.get("HF_ENDPOINT"), os.environ.get("HF_TOKEN")) == before
     assert huggingface_hub.hf_api.api.endpoint == constants.ENDPOINT
+
+
+def test_tree_listing_gives_each_file_and_folder_its_last_commit(api):
+    # The listing walks the history once for every path at once; each item's lastCommit is the commit since
+    # which the file (or anything in the folder) is unchanged, as the Hub reports it.
+    api.create_repo("alice/history")
+    first = upload(api, "alice/history", {"a.txt": b"a", "sub/x.txt": b"x", "sub/deep/y.txt": b"y"}, message="first")
+    second = upload(api, "alice/history", {"b.txt": b"b"}, message="second")
+    third = upload(api, "alice/history", {"sub/deep/y.txt": b"y2"}, message="third")
+    upload(api, "alice/history", {"a.txt": b"a"}, message="unchanged")  # the same bytes: no commit
+    tree = {item.path: item for item in api.list_repo_tree("alice/history", recursive=True, expand=True)}
+    last = {path: item.last_commit.oid for path, item in tree.items()}
+    initial = api.list_repo_commits("alice/history")[-1].commit_id
+    assert last == {
+        ".gitattributes": initial, "a.txt": first.oid, "b.txt": second.oid, "sub": third.oid,
+        "sub/x.txt": first.oid, "sub/deep": third.oid, "sub/deep/y.txt": third.oid,
+    }
+    assert tree["sub/deep"].tree_id != tree["sub"].tree_id
+    paths = api.get_paths_info("alice/history", ["sub/x.txt", "sub", "missing"], expand=True)
+    assert [(p.path, p.last_commit.oid) for p in paths] == [("sub/x.txt", first.oid), ("sub", third.oid)]

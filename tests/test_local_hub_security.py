@@ -8,7 +8,12 @@ The server is started by the README for anyone to use, so it must not be turnabl
     a write without a token -> 401; a body that never arrives times out and frees its thread;
   - wrong-shaped JSON is a 400, never a 500;
   - a bounded number of connections is served at once, and the server stays responsive beyond it;
-  - a fuzz of request lines and bodies never gets a 500 or a byte of a file outside the root.
+  - a fuzz of request lines and bodies never gets a 500 or a byte of a file outside the root;
+  - (issue 25) an LFS object is reachable only from the repository it was uploaded to, and no request that
+    names one tells whether another repository holds it; upload URLs take a byte count under the limit and
+    expire; bad file names (control, bidi and line-separator characters, over-long names, a file beside a
+    folder of its name, NFC/NFD twins) are refused in one line with the reason; every stage of a request has
+    a deadline, slow clients cannot keep others out, and reads never wait for a writer's lock.
 
 Malformed requests go through raw sockets (no client library would send them); the tables are the suite.
 """
@@ -17,8 +22,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import json
 import logging
+import re
+import select
 import socket
 import threading
 import time
@@ -31,8 +39,10 @@ from hypothesis import strategies as st
 from tools.local_hub import LocalHub
 
 TOKEN = "hf_securitytest_0123456789abcdef"
+BOB_TOKEN = "hf_securitytest_bob_456789abcdef"  # a second account, for what one user can do to another's repos
 CANARY = b"CANARY-outside-the-hub-root-7f3a"
-LIMITS = {"max_body_size": 1 << 20, "max_connections": 8, "request_timeout": 1.0}
+LIMITS = {"max_body_size": 1 << 20, "max_lfs_size": 1 << 25, "max_connections": 8, "request_timeout": 1.0}
+SECRET = b"alice's private weights " * 20  # an LFS object in alice's private repository
 README = b"---\nlicense: apache-2.0\n---\n# r1\n"
 
 
@@ -51,17 +61,34 @@ def _commit_body(*operations: dict, header: dict | None = None) -> bytes:
     return "\n".join(json.dumps(line) for line in lines).encode()
 
 
+def _lfs_op(path: str, oid: str, size: int | None) -> dict:
+    return {"key": "lfsFile", "value": {"path": path, "algo": "sha256", "oid": oid, "size": size}}
+
+
+def _batch(hub: LocalHub, repo: str, objects: list[dict], token: str = TOKEN) -> Answer:
+    payload = json.dumps({"operation": "upload", "objects": objects}).encode()
+    return request(hub, "POST", f"/{repo}.git/info/lfs/objects/batch", payload, token=token)
+
+
+def _upload_url(hub: LocalHub, repo: str, data: bytes, token: str = TOKEN) -> str:
+    """A fresh upload URL (path only) for `data` in `repo`."""
+    batch = _batch(hub, repo, [{"oid": hashlib.sha256(data).hexdigest(), "size": len(data)}], token=token)
+    return json.loads(batch.body)["objects"][0]["actions"]["upload"]["href"].removeprefix(hub.endpoint)
+
+
+def _upload(hub: LocalHub, repo: str, data: bytes, token: str = TOKEN) -> str:
+    """Upload `data` as an LFS object of `repo` (as the client does: batch, then PUT); returns its oid."""
+    assert request(hub, "PUT", _upload_url(hub, repo, data, token), data, auth=False).status == 200
+    return hashlib.sha256(data).hexdigest()
+
+
 def _populate(hub: LocalHub) -> str:
     """alice/r1 with config.json, README.md and an LFS file; returns the LFS oid. (Raw requests: fast.)"""
     assert request(hub, "POST", "/api/repos/create", b'{"name": "r1"}').status == 200
     data = b"weights" * 50
-    oid = hashlib.sha256(data).hexdigest()
-    batch = request(hub, "POST", "/alice/r1.git/info/lfs/objects/batch",
-                    json.dumps({"operation": "upload", "objects": [{"oid": oid, "size": len(data)}]}).encode())
-    href = json.loads(batch.body)["objects"][0]["actions"]["upload"]["href"]
-    assert request(hub, "PUT", href.removeprefix(hub.endpoint), data, auth=False).status == 200
-    lfs = {"key": "lfsFile", "value": {"path": "model.safetensors", "algo": "sha256", "oid": oid, "size": len(data)}}
-    commit = _commit_body(_file_op("config.json", b"{}"), _file_op("README.md", README), lfs)
+    oid = _upload(hub, "alice/r1", data)
+    commit = _commit_body(_file_op("config.json", b"{}"), _file_op("README.md", README),
+                          _lfs_op("model.safetensors", oid, len(data)))
     assert request(hub, "POST", "/api/models/alice/r1/commit/main", commit).status == 200
     # A repository that a wrongly accepted delete would remove (rather than r1, which every case reads).
     assert request(hub, "POST", "/api/repos/create", b'{"name": "victim"}').status == 200
@@ -75,11 +102,23 @@ def canary(tmp_path_factory):
     return path
 
 
+def _populate_private(hub: LocalHub) -> str:
+    """alice/secret, private, holding SECRET in LFS; bob/pub, bob's public repository. Returns SECRET's oid."""
+    assert request(hub, "POST", "/api/repos/create", b'{"name": "secret", "private": true}').status == 200
+    oid = _upload(hub, "alice/secret", SECRET)
+    commit = _commit_body(_lfs_op("weights.bin", oid, len(SECRET)))
+    assert request(hub, "POST", "/api/models/alice/secret/commit/main", commit).status == 200
+    assert request(hub, "POST", "/api/repos/create", b'{"name": "pub"}', token=BOB_TOKEN).status == 200
+    return oid
+
+
 @pytest.fixture(scope="module")
 def hub(canary):
     """One server for the table-driven cases (fast): each case is refused, changing nothing, or adds a name."""
-    with LocalHub(canary.parent / "hub", token=TOKEN, user="alice", **LIMITS) as server:
+    with LocalHub(canary.parent / "hub", token=TOKEN, user="alice", other_accounts={BOB_TOKEN: "bob"},
+                  **LIMITS) as server:
         server.lfs_oid = _populate(server)
+        server.secret_oid = _populate_private(server)
         yield server
         # No case passed by breaking the repository the others read.
         assert server.repo_files("alice/r1")["README.md"] == README
@@ -89,7 +128,8 @@ def hub(canary):
 @pytest.fixture
 def fresh_hub(tmp_path):
     """A server of its own, for the cases that count threads or change the repository."""
-    with LocalHub(tmp_path / "hub", token=TOKEN, user="alice", **LIMITS) as server:
+    with LocalHub(tmp_path / "hub", token=TOKEN, user="alice", other_accounts={BOB_TOKEN: "bob"},
+                  **LIMITS) as server:
         server.lfs_oid = _populate(server)
         yield server
 
@@ -145,10 +185,10 @@ def send(hub: LocalHub, data: bytes, timeout: float = 5.0, shut_write: bool = Fa
 
 
 def request(hub: LocalHub, method: str, target: str, body: bytes = b"", headers: dict | None = None,
-            auth: bool = True, **kwargs) -> Answer:
+            auth: bool = True, token: str = TOKEN, **kwargs) -> Answer:
     lines = [f"{method} {target} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
     if auth:
-        lines.append(f"Authorization: Bearer {TOKEN}")
+        lines.append(f"Authorization: Bearer {token}")
     headers = {"Content-Length": str(len(body)), **(headers or {})}
     lines += [f"{name}: {value}" for name, value in headers.items() if value is not None]
     return send(hub, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body, **kwargs)
@@ -587,9 +627,12 @@ def test_wrong_shaped_json_is_a_400(hub, method, path, body):
 
 
 def test_connections_are_capped_and_the_server_stays_responsive(tmp_path):
-    # A long request timeout, so that the idle connections surely hold their slots while the test looks.
+    # A long request timeout, so that the stalled downloads surely hold their slots while the test looks.
     with LocalHub(tmp_path / "hub", token=TOKEN, user="alice", **{**LIMITS, "request_timeout": 30}) as hub:
         _populate(hub)
+        oid = _upload(hub, "alice/r1", b"\1" * BIG)
+        commit = _commit_body(_lfs_op("big.bin", oid, BIG))
+        assert request(hub, "POST", "/api/models/alice/r1/commit/main", commit).status == 200
         _check_capped_and_responsive(hub)
 
 
@@ -597,9 +640,18 @@ def _check_capped_and_responsive(hub: LocalHub) -> None:
     threads = threading.active_count()
     cap = LIMITS["max_connections"]
     host, port = hub.endpoint.removeprefix("http://").split(":")
-    idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(cap * 3)]
+    # Every slot at work: downloads whose clients do not read (an idle connection would make room instead).
+    busy = []
+    for _ in range(cap):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(5)
+        sock.connect((host, int(port)))
+        sock.sendall(b"GET /alice/r1/resolve/main/big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        busy.append(sock)
+    idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(cap * 2)]
     try:
-        time.sleep(0.2)
+        time.sleep(0.7)
         assert threading.active_count() <= threads + cap
         # Beyond the cap a new client gets a quick 503 rather than a hang.
         start = time.monotonic()
@@ -607,7 +659,7 @@ def _check_capped_and_responsive(hub: LocalHub) -> None:
         assert time.monotonic() - start < 0.5
         assert answer.status == 503 and answer.headers["retry-after"] == [b"1"], answer
     finally:
-        for sock in idle:
+        for sock in busy + idle:
             sock.close()
 
     # A bounded load loop: 4 clients x 40 requests, fresh connections, 2x the cap in flight at most.
@@ -735,3 +787,363 @@ def test_fuzzed_raw_requests_never_escape_the_root_nor_fail(tmp_path_factory, ca
             check()
         assert "Traceback" not in caplog.text
         assert request(server, "GET", "/alice/r1/resolve/main/README.md", auth=False).body == README
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. An LFS object is reachable only from the repository it was uploaded to, and no answer tells whether
+#    another repository holds it. bob, in his own public repository, names the sha256 of an object in alice's
+#    private one; every answer must be the one for an object that exists nowhere.
+# ---------------------------------------------------------------------------------------------
+
+NOWHERE = b"never uploaded anywhere " * 20  # same size as SECRET, so only existence could tell them apart
+
+
+def _bob(hub: LocalHub, method: str, path: str, body: bytes) -> Answer:
+    return request(hub, method, path, body, token=BOB_TOKEN)
+
+
+# Every request that takes an LFS oid from the client: (name, how bob sends it, size known to bob).
+OBJECT_READS = [
+    ("batch", lambda hub, oid, size: _batch(hub, "bob/pub", [{"oid": oid, "size": size}], token=BOB_TOKEN)),
+    ("verify", lambda hub, oid, size: _bob(hub, "POST", "/bob/pub.git/info/lfs/objects/verify",
+                                           json.dumps({"oid": oid, "size": size}).encode())),
+    ("commit", lambda hub, oid, size: _bob(hub, "POST", "/api/models/bob/pub/commit/main",
+                                           _commit_body(_lfs_op("stolen.bin", oid, size)))),
+    ("commit-without-size", lambda hub, oid, size: _bob(hub, "POST", "/api/models/bob/pub/commit/main",
+                                                        _commit_body(_lfs_op("stolen.bin", oid, None)))),
+    ("commit-to-a-pr", lambda hub, oid, size: _bob(hub, "POST", "/api/models/bob/pub/commit/main?create_pr=1",
+                                                   _commit_body(_lfs_op("stolen.bin", oid, size)))),
+    ("upload-url", lambda hub, oid, size: request(  # a PUT of other bytes to a URL for the named oid
+        hub, "PUT", json.loads(_batch(hub, "bob/pub", [{"oid": oid, "size": size}], token=BOB_TOKEN).body)
+        ["objects"][0]["actions"]["upload"]["href"].removeprefix(hub.endpoint), b"x" * size, auth=False)),
+]
+# Every way to read what a repository points at, after the attempts above.
+REPO_READS = ["/bob/pub/resolve/main/stolen.bin", "/api/models/bob/pub/tree/main?recursive=true&expand=true",
+              "/api/models/bob/pub?blobs=true", "/api/models/bob/pub/revision/refs%2Fpr%2F1"]
+
+
+def _without(answer: Answer, oid: str) -> tuple[int, bytes]:
+    """The answer with the oid, upload URLs and dates blanked: what is left may not depend on the object."""
+    body = re.sub(rb"lfs-upload/[A-Za-z0-9_-]+", b"lfs-upload/T", answer.body.replace(oid.encode(), b"OID"))
+    return answer.status, re.sub(rb'"(date|lastModified)": "[^"]*"|[0-9a-f]{40}', b"D", body)
+
+
+@pytest.mark.parametrize("name,attempt", OBJECT_READS, ids=[name for name, _ in OBJECT_READS])
+def test_another_repositorys_lfs_object_is_neither_reachable_nor_told(hub, name, attempt):
+    nowhere = hashlib.sha256(NOWHERE).hexdigest()
+    secret = attempt(hub, hub.secret_oid, len(SECRET))
+    missing = attempt(hub, nowhere, len(NOWHERE))
+    assert_safe(secret)
+    assert _without(secret, hub.secret_oid) == _without(missing, nowhere), (secret, missing)
+    assert secret.status in (200, 400, 404, 422), secret  # a batch answer, else refused
+    if name == "batch":  # "upload it", as for any object this repository does not hold
+        assert "upload" in json.loads(secret.body)["objects"][0]["actions"], secret
+    for path in REPO_READS:
+        answer = request(hub, "GET", path, auth=False)
+        assert_safe(answer)
+        assert SECRET not in answer.raw and hub.secret_oid.encode() not in answer.raw, answer
+
+
+def test_uploading_the_bytes_links_an_object_that_exists_elsewhere(fresh_hub):
+    # bob has the same bytes (a popular base model, say): he uploads them, they are checked, and only then may
+    # his commit point at them. Stored once; alice's repository is unchanged.
+    hub = fresh_hub
+    assert request(hub, "POST", "/api/repos/create", b'{"name": "copy"}', token=BOB_TOKEN).status == 200
+    data, oid = b"weights" * 50, hub.lfs_oid
+    commit = _commit_body(_lfs_op("w.bin", oid, len(data)))
+    assert _bob(hub, "POST", "/api/models/bob/copy/commit/main", commit).status == 422
+    assert _upload(hub, "bob/copy", data, token=BOB_TOKEN) == oid
+    assert _bob(hub, "POST", "/api/models/bob/copy/commit/main", commit).status == 200
+    assert request(hub, "GET", "/bob/copy/resolve/main/w.bin", auth=False).body == data
+    assert sorted(p.name for p in (hub.root_dir / "lfs").iterdir()) == [oid]
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. LFS upload URLs: for a stated size under the limit, for a writer, once, and briefly.
+# ---------------------------------------------------------------------------------------------
+
+BAD_LFS_SIZES = [-5, -1, 10**18, LIMITS["max_lfs_size"] + 1, 10 * 10**9, True, False, 1.5, "10", None, [1], {}]
+
+
+@pytest.mark.parametrize("size", BAD_LFS_SIZES, ids=[repr(s) for s in BAD_LFS_SIZES])
+def test_an_lfs_size_that_is_not_a_byte_count_under_the_limit_gets_no_upload_url(hub, size):
+    answer = _batch(hub, "alice/r1", [{"oid": hashlib.sha256(b"a").hexdigest(), "size": size}])
+    assert_safe(answer)
+    assert answer.status == 200, answer  # the batch answers per object, as git-lfs does
+    (obj,) = json.loads(answer.body)["objects"]
+    assert "actions" not in obj and obj["error"]["code"] == 422, obj
+    message = obj["error"]["message"]
+    assert "\n" not in message and str(size)[:20] in message and str(LIMITS["max_lfs_size"]) in message, message
+
+
+def test_a_large_anonymous_put_is_refused_before_100_continue(hub):
+    # No URL admits 10 GB (the batch refuses the size), and a PUT to any other URL is refused on its headers.
+    assert "actions" not in json.loads(_batch(hub, "alice/r1", [{"oid": "a" * 64, "size": 10 * 10**9}]).body)["objects"][0]
+    answer = request(hub, "PUT", "/lfs-upload/guessed", auth=False,
+                     headers={"Content-Length": str(10 * 10**9), "Expect": "100-continue"})
+    assert answer.status == 403 and b"100 Continue" not in answer.raw, answer
+
+
+def test_upload_urls_expire(tmp_path):
+    with LocalHub(tmp_path / "hub", token=TOKEN, user="alice", **{**LIMITS, "upload_ttl": 0.3}) as hub:
+        assert request(hub, "POST", "/api/repos/create", b'{"name": "r"}').status == 200
+        data = b"late" * 10
+        url = _upload_url(hub, "alice/r", data)
+        time.sleep(0.5)
+        answer = request(hub, "PUT", url, data, auth=False, headers={"Expect": "100-continue"})
+        assert answer.status == 403 and b"expired" in answer.body and b"100 Continue" not in answer.raw, answer
+        commit = _commit_body(_lfs_op("w.bin", hashlib.sha256(data).hexdigest(), len(data)))
+        assert request(hub, "POST", "/api/models/alice/r/commit/main", commit).status == 422
+        assert request(hub, "PUT", _upload_url(hub, "alice/r", data), data, auth=False).status == 200  # a new one
+
+
+# ---------------------------------------------------------------------------------------------
+# 9. File names: refused in one line with the reason, in every operation that names a file.
+# ---------------------------------------------------------------------------------------------
+
+# (name, reason the message gives)
+BAD_NAMES = [
+    ("evil\u202etxt.exe", "U+202E"),  # RIGHT-TO-LEFT OVERRIDE: shows as "evilexe.txt"
+    ("a\u202ab", "U+202A"),
+    ("a\u2066b\u2069", "U+2066"),  # bidi isolates
+    ("a\u200fb", "U+200F"),  # RIGHT-TO-LEFT MARK
+    ("a\u061cb", "U+061C"),  # ARABIC LETTER MARK
+    ("zero\u200bwidth.txt", "U+200B"),
+    ("\ufeffbom.txt", "U+FEFF"),
+    ("a\x85b", "U+0085"),  # NEXT LINE
+    ("a\x9bb", "U+009B"),  # C1 control (CSI)
+    ("a\u2028b", "U+2028"),
+    ("a\u2029b", "U+2029"),
+    ("a\x1bb", "U+001B"),
+    ("a\x7fb", "U+007F"),
+    ("dir\u2028/file", "U+2028"),
+    ("\ud800lone", "U+D800"),
+    ("x" * 20000, "20000 bytes"),
+    ("d/" + "n" * 256, "256 bytes"),
+    ("é" * 128, "256 bytes"),  # 128 characters, but 256 bytes in UTF-8
+    ("/".join(["abcd"] * 210), "1049 bytes"),  # short names, long path
+]
+NAMING_OPERATIONS = [
+    ("file", lambda hub, name: _commit_body(_file_op(name, b"x"))),
+    ("lfsFile", lambda hub, name: _commit_body(_lfs_op(name, hub.lfs_oid, 350))),
+    ("deletedFile", lambda hub, name: _commit_body({"key": "deletedFile", "value": {"path": name}})),
+    ("deletedFolder", lambda hub, name: _commit_body({"key": "deletedFolder", "value": {"path": name}})),
+    ("preupload", lambda hub, name: json.dumps({"files": [{"path": name, "sample": "", "size": 1}]}).encode()),
+]
+
+
+@pytest.mark.parametrize("name,reason", BAD_NAMES, ids=[repr(n[:20]) for n, _ in BAD_NAMES])
+@pytest.mark.parametrize("operation,make", NAMING_OPERATIONS, ids=[o for o, _ in NAMING_OPERATIONS])
+def test_a_bad_file_name_is_refused_in_one_line_with_the_reason(hub, name, reason, operation, make):
+    endpoint = "preupload" if operation == "preupload" else "commit"
+    answer = request(hub, "POST", f"/api/models/alice/r1/{endpoint}/main", make(hub, name))
+    assert_safe(answer)
+    assert answer.status == 400, answer
+    message = json.loads(answer.body)["error"]
+    assert message.startswith("Invalid path in repository") and reason in message, message
+    assert len(message) < 300 and message.isprintable(), message  # one short line, the name escaped
+    tree = request(hub, "GET", "/api/models/alice/r1/tree/main?recursive=true", auth=False)
+    assert name.encode("utf-8", "surrogatepass")[:50] not in tree.body
+
+
+# (files already there, files the commit adds, files it deletes): each leaves a file beside a folder of the
+# same name, or two names that are one after Unicode normalisation.
+CLASHES = [
+    (["x"], ["x/y"], []),
+    (["x/y"], ["x"], []),
+    ([], ["c", "c/d"], []),
+    (["p/q/r"], ["p"], []),
+    (["p/q/r"], ["p/q"], []),
+    (["x", "x2/y"], ["x/y/z"], []),
+    (["caf\u00e9.txt"], ["cafe\u0301.txt"], []),  # NFC, then NFD
+    (["cafe\u0301.txt"], ["caf\u00e9.txt"], []),
+    ([], ["\u00c5", "A\u030a"], []),
+    (["\u00e9/a"], ["e\u0301/b"], []),  # folders
+    (["\u212b"], ["\u00c5"], []),  # ANGSTROM SIGN: NFC-normalises to U+00C5
+]
+
+
+@pytest.mark.parametrize("existing,added,deleted", CLASHES)
+def test_a_file_beside_a_folder_of_its_name_or_a_normalisation_twin_is_refused(hub, existing, added, deleted):
+    name = f"clash{CLASHES.index((existing, added, deleted))}"
+    assert request(hub, "POST", "/api/repos/create", json.dumps({"name": name}).encode()).status == 200
+    if existing:
+        first = _commit_body(*[_file_op(path, b"1") for path in existing])
+        assert request(hub, "POST", f"/api/models/alice/{name}/commit/main", first).status == 200
+    ops = [_file_op(path, b"2") for path in added] + [{"key": "deletedFile", "value": {"path": p}} for p in deleted]
+    answer = request(hub, "POST", f"/api/models/alice/{name}/commit/main", _commit_body(*ops))
+    assert_safe(answer)
+    assert answer.status == 400, answer
+    message = json.loads(answer.body)["error"]
+    assert "folder" in message or "normalisation" in message, message
+    listed = json.loads(request(hub, "GET", f"/api/models/alice/{name}/tree/main?recursive=true").body)
+    assert sorted(item["path"] for item in listed if item["type"] == "file") == sorted([".gitattributes", *existing])
+
+
+def test_a_file_may_become_a_folder_in_one_commit(hub):
+    assert request(hub, "POST", "/api/repos/create", b'{"name": "reshape"}').status == 200
+    assert request(hub, "POST", "/api/models/alice/reshape/commit/main", _commit_body(_file_op("x", b"1"))).status == 200
+    ops = [{"key": "deletedFile", "value": {"path": "x"}}, _file_op("x/y", b"2")]
+    assert request(hub, "POST", "/api/models/alice/reshape/commit/main", _commit_body(*ops)).status == 200
+    assert request(hub, "GET", "/alice/reshape/resolve/main/x/y").body == b"2"
+
+
+# ---------------------------------------------------------------------------------------------
+# 10. Every request has a deadline; slow clients cannot keep others out; reads never wait for a lock.
+# ---------------------------------------------------------------------------------------------
+
+DEADLINE = 0.5  # the deadline server's request_timeout: short, so that these cases stay fast
+BIG = 24 << 20  # an LFS file larger than any socket buffer, so a client that does not read stalls its answer
+
+
+@pytest.fixture(scope="module")
+def deadline_hub(tmp_path_factory):
+    with LocalHub(tmp_path_factory.mktemp("deadline") / "hub", token=TOKEN, user="alice",
+                  **{**LIMITS, "request_timeout": DEADLINE}) as server:
+        server.lfs_oid = _populate(server)
+        yield server
+
+
+def _head(method: str, path: str, headers: dict[str, str]) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Authorization: Bearer {TOKEN}"]
+    return ("\r\n".join(lines + [f"{k}: {v}" for k, v in headers.items()]) + "\r\n\r\n").encode()
+
+
+def _body_drip(method: str, path: str) -> tuple[bytes, bytes]:
+    return _head(method, path, {"Content-Length": "100000"}), b'{"name": "' + b"a" * 2000
+
+
+# Every stage at which a client can stall, and every endpoint that reads a body: (what is sent at once, what
+# then follows a byte at a time, far faster than the deadline).
+DRIPS = {
+    "request-line": (b"", b"GET /api/models/alice/r1 HTTP/1.1" + b"1" * 2000),
+    "headers": (b"GET /alice/r1/resolve/main/config.json HTTP/1.1\r\n", b"X-Slow: " + b"a" * 2000),
+    "many-headers": (b"GET /api/models/alice/r1 HTTP/1.1\r\n", b"X: 1\r\n" * 400),
+    "next-request-on-keep-alive": (b"GET /api/models/alice/r1 HTTP/1.1\r\nHost: x\r\n\r\n", b"GET /api" + b"/" * 2000),
+    "chunked-body": (_head("POST", "/api/repos/create", {"Transfer-Encoding": "chunked"}), b"7d0\r\n" + b"a" * 2000),
+    "chunk-size-line": (_head("POST", "/api/repos/create", {"Transfer-Encoding": "chunked"}), b"0" * 1000),
+    "paths-info-body": _body_drip("POST", "/api/models/alice/r1/paths-info/main"),
+    "validate-yaml-body": _body_drip("POST", "/api/validate-yaml"),
+    **{f"body-{method}-{path}": _body_drip(method, path) for method, path in WRITES if "lfs-upload" not in path},
+    "lfs-upload-body": None,  # to a live upload URL, made in the test
+}
+
+
+def drip(hub: LocalHub, first: bytes, trickle: bytes, interval: float = 0.02, bound: float = 8.0) -> tuple[float, bytes]:
+    """Send `first`, then `trickle` a byte every `interval` s until the server closes (at most `bound` s).
+    Returns (seconds from the first byte to the server's close, what it sent)."""
+    host, port = hub.endpoint.removeprefix("http://").split(":")
+    received = b""
+    with socket.create_connection((host, int(port)), timeout=bound) as sock:
+        start = time.monotonic()
+        sock.sendall(first)
+        for byte in itertools.chain(trickle, itertools.repeat(None)):
+            if time.monotonic() - start > bound:
+                break
+            readable, _, _ = select.select([sock], [], [], interval)
+            if readable:
+                try:
+                    data = sock.recv(65536)
+                except ConnectionResetError:
+                    break
+                if not data:
+                    break
+                received += data
+            if byte is not None:
+                try:
+                    sock.send(bytes([byte]))
+                except OSError:
+                    break
+        return time.monotonic() - start, received
+
+
+@pytest.mark.parametrize("stage", list(DRIPS))
+def test_every_request_stage_has_a_deadline_not_a_per_read_timeout(deadline_hub, stage):
+    if stage == "lfs-upload-body":
+        url = _upload_url(deadline_hub, "alice/r1", b"z" * 5000)
+        first, trickle = _head("PUT", url, {"Content-Length": "5000"}), b"z" * 5000
+    else:
+        first, trickle = DRIPS[stage]
+    elapsed, answer = drip(deadline_hub, first, trickle)
+    assert elapsed < DEADLINE + 1.5, (elapsed, answer)  # a byte every 20 ms would outlive any per-read timeout
+    if b"408" in answer[:200]:
+        assert b"within 0.5 s" in answer, answer
+
+
+def test_a_client_that_does_not_read_its_download_is_cut_off_at_the_deadline(deadline_hub):
+    oid = _upload(deadline_hub, "alice/r1", b"\1" * BIG)
+    commit = _commit_body(_lfs_op("big.bin", oid, BIG))
+    assert request(deadline_hub, "POST", "/api/models/alice/r1/commit/main", commit).status == 200
+    host, port = deadline_hub.endpoint.removeprefix("http://").split(":")
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(10)
+        sock.connect((host, int(port)))
+        sock.sendall(b"GET /alice/r1/resolve/main/big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(DEADLINE + 2)  # not reading: the server's writes block
+        received = 0
+        while received <= BIG:
+            try:
+                data = sock.recv(1 << 20)
+            except (ConnectionResetError, TimeoutError):
+                break
+            if not data:
+                break
+            received += len(data)
+    assert received < BIG, received
+
+
+def test_slow_clients_cannot_keep_everyone_out(tmp_path):
+    # A long deadline, so that only making room (not the deadline) can let the new client in.
+    with LocalHub(tmp_path / "hub", token=TOKEN, user="alice", **{**LIMITS, "request_timeout": 30}) as hub:
+        _populate(hub)
+        host, port = hub.endpoint.removeprefix("http://").split(":")
+        cap = LIMITS["max_connections"]
+        slow = [socket.create_connection((host, int(port)), timeout=5) for _ in range(cap)]
+        try:
+            for i, sock in enumerate(slow):  # half idle, half dripping a request line
+                if i % 2:
+                    sock.sendall(b"GET /api/models/al")
+            time.sleep(0.7)
+            for sock in slow[1::2]:
+                sock.sendall(b"i")
+            for _ in range(3):
+                start = time.monotonic()
+                answer = request(hub, "GET", "/alice/r1/resolve/main/config.json", auth=False)
+                assert answer.status == 200 and answer.body == b"{}", answer
+                assert time.monotonic() - start < 3
+        finally:
+            for sock in slow:
+                sock.close()
+
+
+def test_a_listing_never_waits_for_a_writer(hub):
+    # A write holding the lock (a commit in progress) does not hold up a read, however long the read.
+    answers: list[Answer] = []
+    with hub.app._lock:
+        reader = threading.Thread(target=lambda: answers.append(request(
+            hub, "GET", "/api/models/alice/r1/tree/main?recursive=true&expand=true", auth=False, timeout=8)))
+        reader.start()
+        reader.join(timeout=8)
+        assert answers and answers[0].status == 200, answers
+    assert {item["path"] for item in json.loads(answers[0].body)} >= {"config.json", "model.safetensors"}
+
+
+def test_time_a_keep_alive_connection_spent_idle_is_not_taken_from_its_next_request(tmp_path):
+    # Idle for 3/4 of the timeout, then a request sent over half of it: past the timeout counted from the
+    # connection's start, well within it counted from the request's first byte.
+    timeout = 2.0
+    with LocalHub(tmp_path / "hub", token=TOKEN, user="alice", **{**LIMITS, "request_timeout": timeout}) as hub:
+        _populate(hub)
+        host, port = hub.endpoint.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            time.sleep(timeout * 0.75)
+            data = b"GET /alice/r1/resolve/main/config.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            for i in range(10):
+                sock.sendall(data[i * 4:(i + 1) * 4])
+                time.sleep(timeout / 20)
+            sock.sendall(data[40:])
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"\r\n\r\n{}"), answer

@@ -34,11 +34,18 @@ never logs request headers, so the token appears in no log line.
 
 It is meant for one machine, but anyone who can reach the port must not be able to turn it against
 its host: a request's body is judged by its headers before a byte is read (too large: 413, malformed
-framing: 400, a write without a token: 401) and capped; a client that stalls is cut off after
-`request_timeout` seconds; at most `max_connections` are served at once (beyond that: 503); object ids
-are hex digests and every stored file is looked up by one, never by a path taken from a request; no
-request data reaches a response header with a control character in it; and malformed JSON of any shape
-is a 400. tests/test_local_hub_security.py holds the cases.
+framing: 400, a write without a token: 401) and capped; every request has a deadline (`request_timeout`
+seconds from its first byte to the last byte of its answer; an idle connection waits as long), so a client
+that stalls or drips bytes is cut off; at most `max_connections` are served at once, and beyond that the slowest waiting one
+makes room (503 only when every slot is at work); reads take no lock and listings are linear in the file
+count, so no request holds up the others; object ids are hex digests and every stored file is looked up by
+one, never by a path taken from a request; an LFS object is reachable only from the repository it was
+uploaded to (its bytes checked on arrival), and no answer tells whether another repository holds one; upload
+URLs are for a writer, one object of at most `max_lfs_size` bytes, used once, within `upload_ttl` seconds;
+file names are refused (400, one line with the reason) when they hold control, bidi or line-separator
+characters, are too long, or clash with another file (`x` beside `x/y`, NFC beside NFD); no request data
+reaches a response header with a control character in it; and malformed JSON of any shape is a 400.
+tests/test_local_hub_security.py holds the cases.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ import dataclasses
 import fnmatch
 import hashlib
 import hmac
+import io
 import json
 import logging
 import os
@@ -61,6 +69,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 import uuid
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
@@ -98,8 +107,21 @@ _REF_NAME = re.compile(r"[A-Za-z0-9._/-]+")
 # Anything but printable ASCII in a header value could end the header (CR, LF) or confuse a client (NUL).
 _UNSAFE_IN_HEADER = re.compile(r"[^\x20-\x7e]")
 DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024  # LFS uploads are capped by their declared size instead
+# The largest LFS object an upload URL is given for: ample for a demo, and a bound on what one client can make
+# the server write to disk (the Hub itself takes up to 50 GB per file).
+DEFAULT_MAX_LFS_SIZE = 5 * 1024**3
+DEFAULT_UPLOAD_TTL = 900.0  # seconds an LFS upload URL stays valid, like the Hub's pre-signed storage URLs
 DEFAULT_MAX_CONNECTIONS = 32
-DEFAULT_REQUEST_TIMEOUT = 30.0  # seconds a connection may wait for the client's next bytes
+# Seconds a request may take from its first byte to the last byte of its answer (not per read: a client dripping
+# a byte at a time would otherwise hold its connection forever); an idle keep-alive connection waits as long.
+DEFAULT_REQUEST_TIMEOUT = 30.0
+ANSWER_GRACE = 1.0  # seconds past the deadline an answer (a 408 included) may still take to leave
+# When every slot is taken, a new client takes the slot of the connection that sends slowest (idle keep-alive
+# first, then byte-drippers) among those waiting for a request for at least this long; 503 only if none is.
+EVICTABLE_AFTER = 0.5
+# File names in a repository: what every filesystem a download lands on holds (255 bytes a name), and a bound on
+# the whole path that leaves room for a cache folder in front of it.
+MAX_NAME_BYTES, MAX_PATH_BYTES = 255, 1024
 LINGER_SECONDS, LINGER_BYTES = 1.0, 1 << 20  # what a closing connection reads of a client's unwanted input
 # The one message for which huggingface_hub does *not* turn a 401 into RepositoryNotFoundError.
 _BAD_TOKEN_MESSAGE = "Invalid credentials in Authorization header"
@@ -140,6 +162,10 @@ class Commit:
 
 @dataclasses.dataclass
 class Repo:
+    """Requests read a repository without the server's lock, so writers never change a table a reader may be
+    going through: they put a new dict in place (`branches`, `tags`, `pull_requests`, `lfs_objects`), add a
+    commit before any ref names it, and never touch a commit's `files` after it is made."""
+
     repo_type: str
     repo_id: str
     private: bool
@@ -148,13 +174,16 @@ class Repo:
     tags: dict[str, str]
     pull_requests: dict[str, str]  # "refs/pr/N" -> commit id
     commits: dict[str, Commit]
+    # The LFS objects this repository may point at: those uploaded through its own batch URLs (their bytes checked
+    # on arrival). Another repository's object is not reachable by naming its sha256.
+    lfs_objects: frozenset[str] = frozenset()
 
     @property
     def namespace(self) -> str:
         return self.repo_id.split("/")[0]
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "lfs_objects": sorted(self.lfs_objects)}
 
     @classmethod
     def from_json(cls, data: dict) -> Repo:
@@ -162,7 +191,19 @@ class Repo:
             cid: Commit(**{**c, "files": {p: FileEntry(**f) for p, f in c["files"].items()}})
             for cid, c in data["commits"].items()
         }
-        return cls(**{**data, "commits": commits})
+        # A repository saved before uploads were recorded may point at what its commits already hold.
+        committed = {f.lfs_sha256 for c in commits.values() for f in c.files.values() if f.lfs_sha256}
+        return cls(**{**data, "commits": commits, "lfs_objects": frozenset(data.get("lfs_objects", committed))})
+
+
+@dataclasses.dataclass(frozen=True)
+class UploadTicket:
+    """What a one-time LFS upload URL lets its holder do: send these bytes to this repository, until `expires`."""
+
+    sha256: str
+    size: int
+    repo: tuple[str, str]  # (type, id)
+    expires: float  # time.monotonic()
 
 
 def git_blob_oid(content: bytes) -> str:
@@ -195,14 +236,68 @@ def _matches(path: str, patterns: list[str]) -> bool:
     return False
 
 
+# Unicode categories no file name needs: controls (C0, DEL, C1 such as U+0085 NEXT LINE), format characters (bidi
+# overrides and isolates, zero-width characters, BOM), lone surrogates, and the line and paragraph separators
+# (U+2028, U+2029). Each can make a listing show one name and a download write another.
+_UNSAFE_CATEGORIES = {"Cc": "a control character", "Cf": "an invisible formatting (e.g. bidirectional) character",
+                      "Cs": "a lone surrogate", "Zl": "a line separator", "Zp": "a paragraph separator"}
+
+
+def _path_problem(path: str) -> str | None:
+    """Why `path` cannot name a file in a repository, or None."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        return "empty, '.' and '..' parts are not allowed"
+    if parts[0] == ".git" or "\\" in path:
+        return "'.git' and backslashes are not allowed"
+    size = len(path.encode("utf-8", "surrogatepass"))  # first: it bounds the work below
+    if size > MAX_PATH_BYTES:
+        return f"it is {size} bytes long in UTF-8, over the limit of {MAX_PATH_BYTES}"
+    for char in path:
+        category = unicodedata.category(char)
+        if category in _UNSAFE_CATEGORIES:
+            return f"it contains U+{ord(char):04X}, {_UNSAFE_CATEGORIES[category]}"
+    longest = max(parts, key=lambda p: len(p.encode()))
+    if len(longest.encode()) > MAX_NAME_BYTES:
+        return f"its part {_shown(longest)} is {len(longest.encode())} bytes long, over the limit of {MAX_NAME_BYTES}"
+    return None
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """`text` for a one-line message: escaped by repr, and cut if long."""
+    return repr(text[:limit]) + (f"... ({len(text)} characters)" if len(text) > limit else "")
+
+
 def _validate_path(path: object) -> str:
     if not isinstance(path, str):
         raise HubError(400, f"A path in a repository must be a string, not {type(path).__name__}")
-    parts = path.split("/")
-    if (not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts) or parts[0] == ".git"
-            or "\\" in path or re.search(r"[\x00-\x1f\x7f]", path)):
-        raise HubError(400, f"Invalid path in repository: {path!r}")
+    problem = _path_problem(path)
+    if problem:
+        raise HubError(400, f"Invalid path in repository {_shown(path)}: {problem}")
     return path
+
+
+def _tree_conflicts(files: Mapping[str, FileEntry], added: set[str]) -> str | None:
+    """Why a snapshot cannot be checked out, for a conflict involving an added path, or None.
+
+    A file `x` beside a file `x/y` (no filesystem holds both), or two names that differ only in Unicode
+    normalisation (NFC "é" and NFD "e" + U+0301: one file on macOS, two in the listing). Linear in the file count.
+    """
+    folders: dict[str, str] = {}  # folder -> a file under it, an added one if there is one
+    for path in files:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            if path in added or "/".join(parts[:i]) not in folders:
+                folders["/".join(parts[:i])] = path
+    for folder, inside in folders.items():
+        if folder in files and (folder in added or inside in added):
+            return f"file {_shown(folder)} would also be a folder holding {_shown(inside)}"
+    seen: dict[str, str] = {}  # NFC form -> the first name (file or folder) that has it
+    for name, inside in sorted({**folders, **{path: path for path in files}}.items()):
+        twin = seen.setdefault(unicodedata.normalize("NFC", name), name)
+        if twin != name and (inside in added or folders.get(twin, twin) in added):
+            return f"{_shown(name)} and {_shown(twin)} differ only in Unicode normalisation (NFC/NFD)"
+    return None
 
 
 def _sha256(oid: str) -> str:
@@ -354,7 +449,8 @@ def _entry_not_found(path: str, revision: str, commit_id: str | None = None) -> 
 
 
 class HubApp:
-    """The Hub's behaviour over a folder. `handle(request)` is thread-safe: state sits under `self._lock`."""
+    """The Hub's behaviour over a folder. `handle(request)` is thread-safe: writes take `self._lock` one at a time;
+    reads take no lock (see `Repo`), so a long listing never holds up another request."""
 
     def __init__(
         self,
@@ -362,14 +458,16 @@ class HubApp:
         tokens: Mapping[str, str],
         orgs: Mapping[str, list[str]],
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        max_lfs_size: int = DEFAULT_MAX_LFS_SIZE,
+        upload_ttl: float = DEFAULT_UPLOAD_TTL,
     ):
         self.root = Path(root_dir).resolve()
-        self.max_body_size = max_body_size
+        self.max_body_size, self.max_lfs_size, self.upload_ttl = max_body_size, max_lfs_size, upload_ttl
         self.tokens = dict(tokens)  # token -> user name
         self.orgs = {user: list(names) for user, names in orgs.items()}  # user -> organisations they write to
         self.endpoint = ""  # set by the server once it knows its port
         self._lock = threading.RLock()
-        self._upload_tickets: dict[str, tuple[str, int]] = {}  # one-time LFS upload URL id -> (sha256, size)
+        self._upload_tickets: dict[str, UploadTicket] = {}  # one-time LFS upload URL id -> what it admits
         for sub in ("repos", "objects", "lfs"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         self.repos: dict[tuple[str, str], Repo] = {}
@@ -484,42 +582,48 @@ class HubApp:
         seg, method = request.segments, request.method
         if seg[:1] == ["lfs-upload"] and len(seg) == 2 and method == "PUT":
             with self._lock:
-                ticket = self._upload_tickets.get(seg[1])
-            if ticket is None:
-                raise HubError(403, "Unknown or already used LFS upload URL")
-            if length is not None and length > ticket[1]:
-                raise HubError(413, f"This upload URL takes {ticket[1]} bytes, not {length}")
-            return ticket[1]
+                ticket = self._live_ticket(seg[1])
+            if length is not None and length > ticket.size:
+                raise HubError(413, f"This upload URL takes {ticket.size} bytes, not {length}")
+            return ticket.size
         if length is not None and length > self.max_body_size:
             raise HubError(413, f"Request body of {length} bytes is over this hub's limit of {self.max_body_size} "
                                 "bytes")
-        reads = method in ("GET", "HEAD") or method == "POST" and (
-            seg == ["api", "validate-yaml"] or (len(seg) >= 5 and seg[0] == "api" and seg[4] == "paths-info")
-        )
-        if reads:
+        if self._reads_only(request):
             self._user(request)  # a wrong token is refused on any request
         else:
             self._require_user(request)
         return self.max_body_size
 
-    def handle(self, request: Request) -> Response:
+    @staticmethod
+    def _reads_only(request: Request) -> bool:
         seg, method = request.segments, request.method
+        return method in ("GET", "HEAD") or method == "POST" and (
+            seg == ["api", "validate-yaml"] or (len(seg) >= 5 and seg[0] == "api" and seg[4] == "paths-info"))
+
+    def handle(self, request: Request) -> Response:
+        if self._reads_only(request):
+            return self._route(request)
         with self._lock:
-            if seg[:1] == ["api"]:
-                return self._route_api(request, seg[1:], method)
-            if seg[:1] == ["lfs-upload"] and len(seg) == 2 and method == "PUT":
-                return self._lfs_put(request, seg[1])
-            repo_type, rest = ("model", seg)
-            if seg and seg[0] in ("datasets", "spaces"):
-                repo_type, rest = seg[0][:-1], seg[1:]
-            if len(rest) == 6 and rest[1].endswith(".git") and rest[2:5] == ["info", "lfs", "objects"]:
-                repo_id = f"{rest[0]}/{rest[1][:-4]}"
-                if rest[5] == "batch" and method == "POST":
-                    return self._lfs_batch(request, repo_type, repo_id)
-                if rest[5] == "verify" and method == "POST":
-                    return self._lfs_verify(request, repo_type, repo_id)
-            if len(rest) >= 5 and rest[2] == "resolve" and method in ("GET", "HEAD"):
-                return self._resolve_file(request, repo_type, f"{rest[0]}/{rest[1]}", rest[3], "/".join(rest[4:]))
+            return self._route(request)
+
+    def _route(self, request: Request) -> Response:
+        seg, method = request.segments, request.method
+        if seg[:1] == ["api"]:
+            return self._route_api(request, seg[1:], method)
+        if seg[:1] == ["lfs-upload"] and len(seg) == 2 and method == "PUT":
+            return self._lfs_put(request, seg[1])
+        repo_type, rest = ("model", seg)
+        if seg and seg[0] in ("datasets", "spaces"):
+            repo_type, rest = seg[0][:-1], seg[1:]
+        if len(rest) == 6 and rest[1].endswith(".git") and rest[2:5] == ["info", "lfs", "objects"]:
+            repo_id = f"{rest[0]}/{rest[1][:-4]}"
+            if rest[5] == "batch" and method == "POST":
+                return self._lfs_batch(request, repo_type, repo_id)
+            if rest[5] == "verify" and method == "POST":
+                return self._lfs_verify(request, repo_type, repo_id)
+        if len(rest) >= 5 and rest[2] == "resolve" and method in ("GET", "HEAD"):
+            return self._resolve_file(request, repo_type, f"{rest[0]}/{rest[1]}", rest[3], "/".join(rest[4:]))
         raise HubError(404, f"The local hub does not implement {method} /{'/'.join(seg)}")
 
     def _route_api(self, request: Request, seg: list[str], method: str) -> Response:
@@ -703,34 +807,57 @@ class HubApp:
                 info["safetensors"] = {"parameters": counts, "total": sum(counts.values())}
         return Response.json(info)
 
-    def _entry_json(self, repo: Repo, commit: Commit, path: str, expand: bool) -> dict | None:
-        """A `/tree` or `/paths-info` item for `path` in `commit`, or None if there is nothing there."""
-        entry = commit.files.get(path)
-        if entry is not None:
-            item: dict[str, Any] = {"type": "file", "oid": entry.oid, "size": entry.size, "path": path}
-            if entry.is_lfs:
-                item["lfs"] = {"oid": entry.lfs_sha256, "size": entry.size, "pointerSize": entry.pointer_size}
-        else:
-            children = sorted((p, e.oid) for p, e in commit.files.items() if p.startswith(path + "/"))
-            if not children:
-                return None
-            tree_oid = hashlib.sha1(json.dumps(children).encode()).hexdigest()
-            item = {"type": "directory", "oid": tree_oid, "size": 0, "path": path}
+    def _entries_json(self, repo: Repo, commit: Commit, paths: list[str], expand: bool) -> list[dict]:
+        """`/tree` or `/paths-info` items for those of `paths` that exist in `commit`.
+
+        Linear in the file count however many paths are asked: one pass over the files finds every folder's
+        contents, and one walk of the history (`_last_commits`) every item's last commit.
+        """
+        below: dict[str, list[str]] = {}  # folder -> every file under it
+        for path in commit.files:
+            parts = path.split("/")
+            for i in range(1, len(parts)):
+                below.setdefault("/".join(parts[:i]), []).append(path)
+        items = []
+        for path in paths:
+            entry = commit.files.get(path)
+            if entry is not None:
+                item: dict[str, Any] = {"type": "file", "oid": entry.oid, "size": entry.size, "path": path}
+                if entry.is_lfs:
+                    item["lfs"] = {"oid": entry.lfs_sha256, "size": entry.size, "pointerSize": entry.pointer_size}
+            elif path in below:
+                children = sorted((p, commit.files[p].oid) for p in below[path])
+                tree_oid = hashlib.sha1(json.dumps(children).encode()).hexdigest()
+                item = {"type": "directory", "oid": tree_oid, "size": 0, "path": path}
+            else:
+                continue
+            items.append(item)
         if expand:
-            last = self._last_commit_touching(repo, commit, path)
-            item["lastCommit"] = {"id": last.id, "title": last.title, "date": last.date}
-        return item
+            last = self._last_commits(repo, commit, {item["path"] for item in items})
+            for item in items:
+                found = last[item["path"]]
+                item["lastCommit"] = {"id": found.id, "title": found.title, "date": found.date}
+        return items
 
-    def _last_commit_touching(self, repo: Repo, commit: Commit, path: str) -> Commit:
-        def view(c: Commit) -> list:
-            return sorted((p, e.oid) for p, e in c.files.items() if p == path or p.startswith(path + "/"))
-
-        current, last = view(commit), commit
-        for older in list(self._first_parent_history(repo, commit.id))[1:]:
-            if view(older) != current:
+    def _last_commits(self, repo: Repo, commit: Commit, paths: set[str]) -> dict[str, Commit]:
+        """For each path (file or folder), the oldest commit of `commit`'s first-parent history back to which it
+        is unchanged (the Hub's `lastCommit`): one diff per commit walked, until every path has its answer."""
+        found: dict[str, Commit] = {}
+        history = self._first_parent_history(repo, commit.id)
+        current = next(history)
+        for older in history:
+            if len(found) == len(paths):
                 break
-            last = older
-        return last
+            new, old = current.files, older.files
+            changed = {p for p, e in new.items() if p not in old or old[p].oid != e.oid} | (old.keys() - new.keys())
+            for path in changed:
+                parts = path.split("/")
+                for i in range(1, len(parts) + 1):
+                    name = "/".join(parts[:i])
+                    if name in paths and name not in found:
+                        found[name] = current
+            current = older
+        return {path: found.get(path, current) for path in paths}
 
     def _tree(self, request: Request, repo_type: str, repo_id: str, revision: str, path: str) -> Response:
         repo = self._repo(request, repo_type, repo_id)
@@ -748,8 +875,7 @@ class HubApp:
             paths = sorted(folders) + sorted(below)
         else:
             paths = sorted({prefix + p[len(prefix):].split("/")[0] for p in below})
-        expand = request.flag("expand")
-        return Response.json([self._entry_json(repo, commit, p, expand) for p in paths])
+        return Response.json(self._entries_json(repo, commit, paths, request.flag("expand")))
 
     def _paths_info(self, request: Request, repo_type: str, repo_id: str, revision: str) -> Response:
         repo = self._repo(request, repo_type, repo_id)
@@ -766,8 +892,7 @@ class HubApp:
             if "paths" not in form:
                 raise HubError(400, "Request body: missing field 'paths'")
             paths, expand = form["paths"], form.get("expand", ["false"])[-1].lower() in ("1", "true")
-        items = [self._entry_json(repo, commit, p.strip("/"), expand) for p in paths]
-        return Response.json([item for item in items if item is not None])
+        return Response.json(self._entries_json(repo, commit, [p.strip("/") for p in paths], expand))
 
     def _refs(self, request: Request, repo_type: str, repo_id: str) -> Response:
         repo = self._repo(request, repo_type, repo_id)
@@ -831,7 +956,7 @@ class HubApp:
         start = _field(request.json(), "startingPoint", str, DEFAULT_BRANCH)
         if not start:
             raise HubError(400, "Invalid startingPoint '': name a branch, tag or commit")
-        repo.branches[branch] = self._resolve(repo, start)
+        repo.branches = {**repo.branches, branch: self._resolve(repo, start)}  # a new dict: see `Repo`
         self._save(repo)
         return Response.json({})
 
@@ -842,7 +967,7 @@ class HubApp:
             raise HubError(400, f"Invalid tag name {tag!r}")
         if tag in repo.tags:
             raise HubError(409, f"Reference already exists: tag {tag!r} in {repo_id}")
-        repo.tags[tag] = self._resolve(repo, revision)
+        repo.tags = {**repo.tags, tag: self._resolve(repo, revision)}
         self._save(repo)
         return Response.json({})
 
@@ -853,7 +978,8 @@ class HubApp:
             raise _revision_not_found(repo, name)
         if kind == "branch" and name == DEFAULT_BRANCH:
             raise HubError(403, f"Cannot delete the default branch {DEFAULT_BRANCH!r}")
-        del table[name]
+        remaining = {ref: target for ref, target in table.items() if ref != name}  # a new dict: see `Repo`
+        setattr(repo, "branches" if kind == "branch" else "tags", remaining)
         self._save(repo)
         return Response.json({})
 
@@ -915,6 +1041,7 @@ class HubApp:
         if parent_commit and parent_commit != head:
             raise HubError(412, f"A commit has happened since {parent_commit}: the head of {branch} is {head}")
         files = dict(repo.commits[head].files)
+        added: set[str] = set()
         for line in lines[1:]:
             key, value = line.get("key"), _field(line, "value", dict, where="Commit operation")
             path = _validate_path(value.get("path", ""))
@@ -924,18 +1051,10 @@ class HubApp:
                 except binascii.Error:
                     raise HubError(400, f"File {path}: content must be base64") from None
                 files[path] = FileEntry(size=len(content), oid=self._store_blob(content))
+                added.add(path)
             elif key == "lfsFile":
-                sha = _sha256(_field(value, "oid", str, where=path))
-                algo = _field(value, "algo", str, "sha256", where=path)
-                declared = _field(value, "size", int, None, where=path)
-                obj = self._object_path("lfs", sha)
-                if algo != "sha256" or not obj.is_file():
-                    raise HubError(422, f"LFS object {sha} for {path} was never uploaded: upload it before committing")
-                size = obj.stat().st_size
-                if declared not in (None, size):
-                    raise HubError(422, f"LFS object {sha} for {path} has {size} bytes, not {declared}")
-                pointer = lfs_pointer(sha, size)
-                files[path] = FileEntry(size=size, oid=git_blob_oid(pointer), lfs_sha256=sha, pointer_size=len(pointer))
+                files[path] = self._lfs_entry(repo, path, value)
+                added.add(path)
             elif key == "deletedFile":
                 if files.pop(path, None) is None:
                     raise _entry_not_found(path, revision, head)
@@ -947,70 +1066,123 @@ class HubApp:
                     del files[p]
             else:
                 raise HubError(400, f"Unknown commit operation {str(key)[:40]!r}")
+        conflict = _tree_conflicts(files, added)
+        if conflict:
+            raise HubError(400, f"Invalid commit: {conflict}")
         now = _now()
         commit_id = hashlib.sha1(f"{head}/{now}/{uuid.uuid4()}".encode()).hexdigest()
+        # The commit goes in before a ref names it, and refs change as new dicts: see `Repo`.
         repo.commits[commit_id] = Commit(commit_id, [head], title, message, now, user, files)
         data: dict[str, Any] = {"success": True, "commitOid": commit_id, "hookOutput": "",
                                 "commitUrl": f"{self._repo_url(repo_type, repo_id)}/commit/{commit_id}"}
         if create_pr:
             number = len(repo.pull_requests) + 1
-            repo.pull_requests[f"refs/pr/{number}"] = commit_id
+            repo.pull_requests = {**repo.pull_requests, f"refs/pr/{number}": commit_id}
             data["pullRequestUrl"] = f"{self._repo_url(repo_type, repo_id)}/discussions/{number}"
         else:
-            repo.branches[branch] = commit_id
+            repo.branches = {**repo.branches, branch: commit_id}
         self._save(repo)
         return Response.json(data)
 
     # -- Git LFS -------------------------------------------------------------------------------
 
+    def _lfs_entry(self, repo: Repo, path: str, value: dict) -> FileEntry:
+        """The entry of an `lfsFile` commit operation, for an object uploaded to this repository only.
+
+        An object another repository holds is refused with the same words as one that exists nowhere: naming a
+        sha256 neither reaches someone else's (maybe private) file nor tells whether it exists.
+        """
+        sha = _sha256(_field(value, "oid", str, where=path))
+        algo = _field(value, "algo", str, "sha256", where=path)
+        declared = _field(value, "size", int, None, where=path)
+        obj = self._object_path("lfs", sha)
+        if algo != "sha256" or sha not in repo.lfs_objects or not obj.is_file():
+            raise HubError(422, f"LFS object {sha} for {path} was never uploaded to {repo.repo_id}: upload it "
+                                "before committing")
+        size = obj.stat().st_size
+        if declared not in (None, size):
+            raise HubError(422, f"LFS object {sha} for {path} has {size} bytes, not {declared}")
+        pointer = lfs_pointer(sha, size)
+        return FileEntry(size=size, oid=git_blob_oid(pointer), lfs_sha256=sha, pointer_size=len(pointer))
+
+    def _lfs_object_problem(self, obj: dict) -> str | None:
+        sha, size = obj.get("oid"), obj.get("size")
+        if not isinstance(sha, str) or not _OBJECT_IDS["lfs"].fullmatch(sha):
+            return f"oid {str(sha)[:80]!r} is not a sha256 (64 lowercase hex digits)"
+        if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= self.max_lfs_size:
+            return f"size {str(size)[:40]} is not a whole number of bytes from 0 to this hub's limit of " \
+                   f"{self.max_lfs_size}"
+        return None
+
     def _lfs_batch(self, request: Request, repo_type: str, repo_id: str) -> Response:
-        self._repo(request, repo_type, repo_id, write=True)
+        repo = self._repo(request, repo_type, repo_id, write=True)
         payload = request.json()
         if payload.get("operation") != "upload":
             raise HubError(400, "The local hub's LFS batch API only supports the 'upload' operation")
+        now = time.monotonic()
+        self._upload_tickets = {k: t for k, t in self._upload_tickets.items() if t.expires > now}  # drop expired
         objects = []
         for obj in _list_of(_field(payload, "objects", list), dict, "objects"):
-            sha, size = str(obj.get("oid", "")), obj.get("size")
-            if not re.fullmatch(r"[0-9a-f]{64}", sha) or not isinstance(size, int):
-                objects.append({"oid": sha, "size": size if isinstance(size, int) else 0,
-                                "error": {"code": 422, "message": "oid must be a sha256 and size an integer"}})
+            problem = self._lfs_object_problem(obj)
+            if problem:
+                objects.append({"oid": str(obj.get("oid", ""))[:80], "size": 0,
+                                "error": {"code": 422, "message": problem}})
                 continue
+            sha, size = obj["oid"], obj["size"]
             answer: dict[str, Any] = {"oid": sha, "size": size, "authenticated": True}
-            stored = self._object_path("lfs", sha)
-            if not (stored.is_file() and stored.stat().st_size == size):  # no "actions": already uploaded
+            # Only this repository's objects count as uploaded (no "actions"): whether another repository holds
+            # the object is not told, and its bytes must come again, checked, to be linked here.
+            if not self._holds(repo, sha, size):
                 ticket = secrets.token_urlsafe(16)
-                self._upload_tickets[ticket] = (sha, size)
+                self._upload_tickets[ticket] = UploadTicket(sha, size, (repo_type, repo_id), now + self.upload_ttl)
                 prefix = "" if repo_type == "model" else f"{repo_type}s/"
                 answer["actions"] = {
-                    "upload": {"href": f"{self.endpoint}/lfs-upload/{ticket}"},
+                    "upload": {"href": f"{self.endpoint}/lfs-upload/{ticket}", "expires_in": int(self.upload_ttl)},
                     "verify": {"href": f"{self.endpoint}/{prefix}{repo_id}.git/info/lfs/objects/verify"},
                 }
             objects.append(answer)
         return Response.json({"transfer": "basic", "objects": objects},
                              headers={"Content-Type": "application/vnd.git-lfs+json"})
 
-    def _lfs_put(self, request: Request, ticket: str) -> Response:
-        # The ticket in the URL is the authorisation, as with the Hub's pre-signed storage URLs.
-        if ticket not in self._upload_tickets:
+    def _holds(self, repo: Repo, sha: str, size: int) -> bool:
+        stored = self._object_path("lfs", sha)
+        return sha in repo.lfs_objects and stored.is_file() and stored.stat().st_size == size
+
+    def _live_ticket(self, ticket: str) -> UploadTicket:
+        found = self._upload_tickets.get(ticket)
+        if found is None:
             raise HubError(403, "Unknown or already used LFS upload URL")
-        sha, size = self._upload_tickets[ticket]
+        if found.expires <= time.monotonic():
+            raise HubError(403, f"This LFS upload URL expired (they last {self.upload_ttl:g} s): ask the batch API "
+                                "for a new one")
+        return found
+
+    def _lfs_put(self, request: Request, ticket_id: str) -> Response:
+        # The ticket in the URL is the authorisation, as with the Hub's pre-signed storage URLs: only a writer of
+        # the repository gets one, for one object of a stated size, once, and briefly.
+        ticket = self._live_ticket(ticket_id)
         assert request.upload is not None  # the handler streams every upload to a file
         received, actual, length = request.upload
-        if actual != sha or length != size:
+        if actual != ticket.sha256 or length != ticket.size:
             raise HubError(400, f"Uploaded content has sha256 {actual} and {length} bytes; "
-                                f"expected {sha} and {size} bytes")
-        os.replace(received, self._object_path("lfs", sha))
-        del self._upload_tickets[ticket]
+                                f"expected {ticket.sha256} and {ticket.size} bytes")
+        repo = self.repos.get(ticket.repo)
+        if repo is None:
+            raise _repo_not_found(ticket.repo[1])
+        # The bytes are checked, so the same content already stored for another repository is the same file.
+        os.replace(received, self._object_path("lfs", ticket.sha256))
+        del self._upload_tickets[ticket_id]
+        repo.lfs_objects = repo.lfs_objects | {ticket.sha256}
+        self._save(repo)
         return Response.json({})
 
     def _lfs_verify(self, request: Request, repo_type: str, repo_id: str) -> Response:
-        self._repo(request, repo_type, repo_id, write=True)
+        repo = self._repo(request, repo_type, repo_id, write=True)
         payload = request.json()
         # Only a sha256 names a stored object: any other string would be a path, and the answer an oracle.
         sha, size = _sha256(_field(payload, "oid", str)), _field(payload, "size", int)
-        stored = self._object_path("lfs", sha)
-        if not stored.is_file() or stored.stat().st_size != size:
-            raise HubError(404, f"LFS object {sha} of {size} bytes was not uploaded")
+        if not self._holds(repo, sha, size):
+            raise HubError(404, f"LFS object {sha} of {size} bytes was not uploaded to {repo_id}")
         return Response.json({})
 
 
@@ -1019,8 +1191,56 @@ class HubApp:
 # ---------------------------------------------------------------------------------------------
 
 
+class _DeadlineReader(io.RawIOBase):
+    """The connection's input, read under the current request's deadline.
+
+    A socket timeout bounds one read, so a client sending a byte now and then would hold its connection for
+    ever; each read here may only wait what is left of the request's time.
+    """
+
+    def __init__(self, handler: _Handler):
+        self.handler = handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        remaining = self.handler.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("The request did not arrive before its deadline")
+        self.handler.connection.settimeout(remaining)
+        count = self.handler.connection.recv_into(buffer)
+        self.handler.received += count
+        return count
+
+
+class _DeadlineWriter(io.BufferedIOBase):
+    """The connection's output, written under the request's deadline (plus ANSWER_GRACE, so a 408 can leave): a
+    client that stops reading a download frees its connection like one that stops sending."""
+
+    def __init__(self, handler: _Handler):
+        self.handler = handler
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        remaining = self.handler.deadline + ANSWER_GRACE - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("The answer did not leave before the request's deadline")
+        self.handler.connection.settimeout(remaining)
+        self.handler.connection.sendall(data)
+        with memoryview(data) as view:
+            return view.nbytes
+
+
 class _Handler(BaseHTTPRequestHandler):
-    """Turns HTTP/1.1 requests into `Request`s for `server.app` and writes back its `Response`."""
+    """Turns HTTP/1.1 requests into `Request`s for `server.app` and writes back its `Response`.
+
+    Each request has until `deadline` (the server's `request_timeout` after its first byte) to arrive and be
+    answered; an idle connection waits as long for that byte. While it waits for the client (`waiting`), `received` counts its bytes, so
+    that a full server can tell the slowest sender (see `_Server.process_request`).
+    """
 
     protocol_version = "HTTP/1.1"  # keep-alive, as the client expects; every answer carries Content-Length
     # The version assumed until the request line is parsed: the stdlib's "HTTP/0.9" would answer a malformed
@@ -1122,9 +1342,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         except TimeoutError:
             self.close_connection = True
-            self._send(self._error_response(HubError(408, "The request body did not arrive in time"),
-                                            {"Connection": "close"}))
+            message = f"The request body did not arrive within {self.server.request_timeout:g} s"
+            self._send(self._error_response(HubError(408, message), {"Connection": "close"}))
             return
+        self.waiting = False  # the request is in: its connection is no longer a candidate for eviction
         try:
             response = app.handle(request)
         except HubError as err:
@@ -1173,14 +1394,36 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _serve
 
     def setup(self) -> None:
-        self.timeout = self.server.request_timeout  # a socket timeout: a stalled client frees its thread
         super().setup()
+        self._start_request()
+        self.rfile.close()  # the stdlib's reader, replaced (left open, it would keep the socket from closing)
+        self.rfile = io.BufferedReader(_DeadlineReader(self))
+        self.wfile = _DeadlineWriter(self)
         with self.server.connections_lock:
-            self.server.connections.add(self.connection)
+            self.server.connections[self.connection] = self
+
+    def _start_request(self) -> None:
+        self.started = time.monotonic()
+        self.deadline = self.started + self.server.request_timeout
+        self.received, self.waiting = 0, True
+
+    def handle_one_request(self) -> None:
+        # An idle connection may wait `request_timeout` for a request; the request then has as long again from
+        # its first byte (so time a keep-alive connection spent idle is not taken from it).
+        self._start_request()
+        try:
+            if not self.rfile.peek(1):
+                self.close_connection = True  # the client closed the connection
+                return
+        except TimeoutError:
+            self.close_connection = True
+            return
+        self.deadline = time.monotonic() + self.server.request_timeout
+        super().handle_one_request()
 
     def finish(self) -> None:
         with self.server.connections_lock:
-            self.server.connections.discard(self.connection)
+            self.server.connections.pop(self.connection, None)
         super().finish()
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -1189,7 +1432,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
-    """A thread per connection, at most `max_connections` of them; beyond that a quick 503."""
+    """A thread per connection, at most `max_connections` of them. Beyond that a new client takes the slot of the
+    slowest connection still waiting for its request (idle or dripping bytes), or gets a quick 503 if every slot
+    is doing work: so slow clients cannot keep everyone else out."""
 
     daemon_threads = True  # a stuck client never keeps the interpreter alive
     app: HubApp
@@ -1198,13 +1443,29 @@ class _Server(ThreadingHTTPServer):
         super().__init__(*args, **kwargs)
         self.request_timeout = request_timeout
         self.slots = threading.BoundedSemaphore(max_connections)
-        # Open keep-alive connections: `shutdown()` only stops accepting new ones, and a client's pool
-        # would go on being served by their threads after `stop()`.
-        self.connections: set[socket.socket] = set()
+        # Open connections and their handlers: `shutdown()` only stops accepting new ones, and a client's pool
+        # would go on being served by their threads after `stop()`; a full server evicts the slowest of them.
+        self.connections: dict[socket.socket, _Handler] = {}
         self.connections_lock = threading.Lock()
 
+    def _evict_slowest(self) -> bool:
+        """Close the connection sending slowest among those waiting at least EVICTABLE_AFTER seconds for their
+        request, and take its slot once its thread lets go; False if there is none."""
+        now = time.monotonic()
+        with self.connections_lock:
+            waiting = [h for h in self.connections.values() if h.waiting and now - h.started >= EVICTABLE_AFTER]
+        if not waiting:
+            return False
+        victim = min(waiting, key=lambda h: h.received / (now - h.started))
+        victim.waiting = False  # not picked twice
+        try:
+            victim.connection.shutdown(socket.SHUT_RDWR)  # its read returns at once, and its thread ends
+        except OSError:
+            pass
+        return self.slots.acquire(timeout=1.0)
+
     def process_request(self, request: socket.socket, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
+        if not self.slots.acquire(blocking=False) and not self._evict_slowest():
             body = json.dumps({"error": "The local hub is serving as many connections as it allows; retry"}).encode()
             try:
                 request.settimeout(1.0)
@@ -1261,7 +1522,7 @@ class _Server(ThreadingHTTPServer):
 
     def close_connections(self) -> None:
         with self.connections_lock:
-            for connection in self.connections:
+            for connection in list(self.connections):
                 try:
                     connection.shutdown(socket.SHUT_RDWR)
                 except OSError:
@@ -1277,9 +1538,14 @@ class LocalHub:
         user: the account the token belongs to; repos are created under this namespace by default.
         orgs: organisations `user` may also create repositories in.
         port: 0 picks a free port; `endpoint` tells which.
+        other_accounts: more accounts, token -> user name (for trying what one user can do to another's repos).
         max_body_size: largest request body accepted (413 beyond), except LFS uploads (their declared size).
-        max_connections: connections served at once; more get 503 (Retry-After: 1) until one closes.
-        request_timeout: seconds a connection may stay silent (idle keep-alive or a stalled body).
+        max_lfs_size: largest LFS object an upload URL is given for.
+        upload_ttl: seconds an LFS upload URL stays valid.
+        max_connections: connections served at once; beyond that a new client takes the slot of the slowest one
+            still waiting for its request, or gets 503 (Retry-After: 1) if every slot is at work.
+        request_timeout: seconds each request may take, from its first byte to the last byte of its answer; an
+            idle keep-alive connection is closed after as long.
 
     Use as a context manager (or `start()` / `stop()`); the server runs in a daemon thread.
     """
@@ -1292,20 +1558,25 @@ class LocalHub:
         user: str = "local-user",
         orgs: tuple[str, ...] = (),
         port: int = 0,
+        other_accounts: Mapping[str, str] | None = None,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        max_lfs_size: int = DEFAULT_MAX_LFS_SIZE,
+        upload_ttl: float = DEFAULT_UPLOAD_TTL,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ):
-        if not _REPO_NAME.match(user):
-            raise ValueError(f"Invalid user name {user!r}: letters, digits, '-', '_', '.'")
         self.root_dir = Path(root_dir)
         self.token = token if token is not None else "hf_local_" + secrets.token_hex(16)
         self.user = user
-        for name, value in (("max_body_size", max_body_size), ("max_connections", max_connections),
-                            ("request_timeout", request_timeout)):
+        limits = {"max_body_size": max_body_size, "max_lfs_size": max_lfs_size, "upload_ttl": upload_ttl}
+        for name, value in {**limits, "max_connections": max_connections, "request_timeout": request_timeout}.items():
             if not value > 0:
                 raise ValueError(f"{name}={value!r} must be positive")
-        self.app = HubApp(self.root_dir, {self.token: user}, {user: list(orgs)}, max_body_size=max_body_size)
+        accounts = {**(other_accounts or {}), self.token: user}
+        for name in accounts.values():
+            if not _REPO_NAME.match(name):
+                raise ValueError(f"Invalid user name {name!r}: letters, digits, '-', '_', '.'")
+        self.app = HubApp(self.root_dir, accounts, {user: list(orgs)}, **limits)
         self._limits = {"max_connections": max_connections, "request_timeout": request_timeout}
         self._port = port
         self._server: _Server | None = None
