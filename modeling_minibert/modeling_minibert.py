@@ -304,6 +304,12 @@ class MiniBertSelfAttention(nn.Module):
         return attn_output.reshape(batch_size, seq_len, -1), attn_weights
 
 
+def residual_sum(branch: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    """branch + residual; in place when the dtypes agree (the branch is a fresh tensor that no backward needs). Under
+    autocast the branch is half precision and the stream float32: the sum then promotes, as in BERT."""
+    return branch.add_(residual) if branch.dtype == residual.dtype else branch + residual
+
+
 class MiniBertSelfOutput(nn.Module):
     """Attention output projection, dropout, residual; then LayerNorm when post-LN (BERT). Pre-LN applies this
     LayerNorm to the attention's input instead (see `MiniBertAttention`)."""
@@ -316,8 +322,7 @@ class MiniBertSelfOutput(nn.Module):
         self.post_norm = config.layer_norm_position == "post"
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
-        # In place: the sum is a fresh tensor that no backward needs, so skip allocating another.
-        residual = self.dropout(self.dense(hidden_states)).add_(input_tensor)
+        residual = residual_sum(self.dropout(self.dense(hidden_states)), input_tensor)
         return self.LayerNorm(residual) if self.post_norm else residual
 
 
@@ -375,7 +380,7 @@ class MiniBertOutput(nn.Module):
         self.post_norm = config.layer_norm_position == "post"
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
-        residual = self.dropout(self.dense(hidden_states)).add_(input_tensor)
+        residual = residual_sum(self.dropout(self.dense(hidden_states)), input_tensor)
         return self.LayerNorm(residual) if self.post_norm else residual
 
 
@@ -473,7 +478,8 @@ class MiniBertLMPredictionHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.transform(hidden_states)) + self.bias
+        logits = self.decoder(self.transform(hidden_states))
+        return logits + self.bias.to(logits.dtype)  # under autocast in the decoder's dtype, as BERT's (one Linear)
 
 
 class MiniBertOnlyMLMHead(nn.Module):
@@ -640,10 +646,7 @@ class MiniBertModel(MiniBertPreTrainedModel):
                 hidden_states = tuple(packing.pad(h) for h in hidden_states)
         pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
         return BaseModelOutputWithPooling(
-            last_hidden_state=sequence_output,
-            pooler_output=pooled_output,
-            hidden_states=hidden_states,
-            attentions=attentions,
+            last_hidden_state=sequence_output, pooler_output=pooled_output, hidden_states=hidden_states, attentions=attentions
         )
 
     def _backend_mask(
@@ -664,11 +667,7 @@ class MiniBertModel(MiniBertPreTrainedModel):
     def _has_padding(attention_mask: torch.Tensor | None) -> bool:
         """Whether unpadding would save work: a mask with padding in it, outside a compiled graph (whose shapes
         cannot depend on the data: it stays padded)."""
-        return (
-            attention_mask is not None
-            and not torch.compiler.is_compiling()
-            and not bool(attention_mask.all())
-        )
+        return attention_mask is not None and not torch.compiler.is_compiling() and not bool(attention_mask.all())
 
 
 def _mlm_logits_and_loss(

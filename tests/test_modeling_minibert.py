@@ -913,3 +913,20 @@ def test_half_precision_weights_still_load(tmp_path):
     MiniBertForMaskedLM.from_pretrained(folder).half().save_pretrained(folder)
     assert read_safetensors_header(folder / "model.safetensors")["bert.embeddings.word_embeddings.weight"]["dtype"] == "F16"
     assert AutoModelForMaskedLM.from_pretrained(folder, dtype=torch.float32).dtype == torch.float32
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_autocast_gives_every_output_in_berts_dtype_and_close_to_its_values(head):
+    """Under `torch.autocast("cpu", torch.bfloat16)` BERT's logits come out bf16 (its last op is a Linear) and its
+    hidden states float32 (residual sums promote): Mini-BERT's the same, and as close to BERT's as bf16 allows."""
+    bert, mini = twin_models(head, TINY)
+    inputs = head_inputs(head, TINY["vocab_size"])
+    with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+        expected, got = bert(**inputs, output_hidden_states=True), mini(**inputs, output_hidden_states=True)
+    mask = inputs["attention_mask"].flatten(0, -2).bool()
+    for key, value in expected.items():
+        for e, g in zip(*((v,) if torch.is_tensor(v) else v for v in (value, got[key]))):
+            assert g.dtype == e.dtype, f"{key}: {g.dtype}, BERT {e.dtype}"
+            if e.dim() >= 2 and e.shape[:2] == mask.shape:
+                e, g = e[mask], g[mask]
+            torch.testing.assert_close(g.float(), e.float(), atol=0.1, rtol=0.05, msg=key)
