@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import transformers
@@ -97,15 +98,24 @@ def _check_mask_token(tokenizer, folder: Path) -> None:
         )
 
 
+@dataclass
+class FillMaskArguments:
+    """The options of `minibert fill-mask`, named as `fill_mask`'s keywords (the folder and texts are positional)."""
+
+    top_k: int = field(default=5, metadata={"help": "predictions per mask (default 5)"})
+
+
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    from transformers import HfArgumentParser
+
     parser = subparsers.add_parser(
         "fill-mask",
+        parents=[HfArgumentParser(FillMaskArguments, add_help=False)],  # --top_k / --top-k from the dataclass
         help="print a model's top predictions for each [MASK] in one or more texts",
         description="Print the most likely tokens for each [MASK] in each TEXT, with the model saved in FOLDER.",
     )
     parser.add_argument("folder", help="a saved model folder (e.g. the output of `minibert pretrain`)")
     parser.add_argument("text", nargs="+", help='texts with [MASK] tokens, e.g. "the [MASK] rose by 5%%"')
-    parser.add_argument("--top-k", "--top_k", type=int, default=5, help="predictions per mask (default 5)")
     parser.set_defaults(func=run_cli)
 
 
