@@ -41,9 +41,10 @@ def read_safetensors_header(path: str | os.PathLike) -> dict[str, dict]:
     """The tensors a safetensors file declares, `{name: {"dtype": "F32", "shape": [...], "data_offsets": [begin,
     end]}}` (plus `"__metadata__"` when present), read from the header alone: nothing is loaded or allocated.
 
-    Raises FileNotFoundError for a missing file and a one-line ValueError, `{path} is truncated or corrupted: ...`,
-    for a file whose header does not parse, declares an unknown dtype or a size that disagrees with a shape, or
-    whose length is not what the header says (a file cut short by a kill or a full disk).
+    Raises FileNotFoundError for a missing file and a one-line ValueError naming the file and "truncated or
+    corrupted": `{path} has N bytes, its header says M (...)` for a file cut short (by a kill or a full disk), else
+    `{path} is truncated or corrupted: ...` for a header that does not parse, declares an unknown dtype, or a size
+    that disagrees with a shape.
     """
     path = Path(path)
     size = path.stat().st_size
@@ -59,7 +60,7 @@ def read_safetensors_header(path: str | os.PathLike) -> dict[str, dict]:
     except (ValueError, UnicodeDecodeError) as err:  # json's errors are ValueErrors
         raise ValueError(f"{path} is truncated or corrupted: {err}") from None
     if size != 8 + header_size + end:
-        raise ValueError(f"{path} is truncated or corrupted: it has {size} bytes, its header says {8 + header_size + end}")
+        raise ValueError(f"{path} has {size} bytes, its header says {8 + header_size + end} (truncated or corrupted)")
     return header
 
 

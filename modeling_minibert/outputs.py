@@ -172,7 +172,7 @@ def safetensors_problem(path: Path) -> str | None:
     except FileNotFoundError:
         return f"no {path.name}"
     except (OSError, ValueError) as err:
-        return str(err)
+        return str(err).replace(str(path), path.name, 1)
     return None
 
 

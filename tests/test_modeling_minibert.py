@@ -519,7 +519,7 @@ def test_truncated_weights_are_reported_with_the_file(tmp_path):
     modeling_minibert.MiniBertModel(MiniBertConfig(**TINY)).save_pretrained(tmp_path)
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    with pytest.raises(ValueError, match=r"model.safetensors is truncated or corrupted"):
+    with pytest.raises(ValueError, match=r"model.safetensors has \d+ bytes, its header says \d+ \(truncated or corrupted\)"):
         AutoModel.from_pretrained(tmp_path)
     weights.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00not json")
     with pytest.raises(ValueError, match=str(weights)):
@@ -877,8 +877,12 @@ def test_the_safetensors_header_reader_agrees_with_safetensors_and_names_what_is
         return len(raw).to_bytes(8, "little") + raw + good[8 + length :]
 
     word = "bert.embeddings.word_embeddings.weight"
+    path.write_bytes(good[:-1])
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} has {len(good) - 1} bytes, its header says "
+                                         rf"{len(good)} \(truncated or corrupted\)$"):
+        read_safetensors_header(path)
+    assert outputs.safetensors_problem(path) == f"model.safetensors has {len(good) - 1} bytes, its header says {len(good)} (truncated or corrupted)"
     for content, message in (
-        (good[:-1], rf"it has {len(good) - 1} bytes, its header says {len(good)}"),
         (good[:5], r"it has 5 bytes, too few for its header"),
         (b"\x08" + bytes(7) + b"not json", r"Expecting value"),
         (with_header(lambda h: h[word].update(dtype="Q9")), rf"{word} has the unknown dtype 'Q9'"),
@@ -888,7 +892,7 @@ def test_the_safetensors_header_reader_agrees_with_safetensors_and_names_what_is
         path.write_bytes(content)
         with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} is truncated or corrupted: {message}"):
             read_safetensors_header(path)
-        assert outputs.safetensors_problem(path).startswith(f"{path} is truncated or corrupted")
+        assert outputs.safetensors_problem(path).startswith("model.safetensors is truncated or corrupted: ")
     path.unlink()
     assert outputs.safetensors_problem(path) == "no model.safetensors"
 
