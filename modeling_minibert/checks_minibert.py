@@ -60,7 +60,8 @@ def read_safetensors_header(path: str | os.PathLike) -> dict[str, dict]:
     except (ValueError, UnicodeDecodeError) as err:  # json's errors are ValueErrors
         raise ValueError(f"{path} is truncated or corrupted: {err}") from None
     if size != 8 + header_size + end:
-        raise ValueError(f"{path} has {size} bytes, its header says {8 + header_size + end} (truncated or corrupted)")
+        expected = 8 + header_size + end
+        raise ValueError(f"{path} has {size} bytes, its header says {expected} (truncated or corrupted)")
     return header
 
 
@@ -73,7 +74,8 @@ def _entry_end(name: str, entry) -> int:
         raise ValueError(f"the header entry of {name} is malformed: {entry!r}") from None
     if dtype not in SAFETENSORS_DTYPE_BYTES:
         raise ValueError(f"{name} has the unknown dtype {dtype!r}")
-    if not all(type(n) is int and n >= 0 for n in (*shape, begin, end)) or end - begin != numel * SAFETENSORS_DTYPE_BYTES[dtype]:
+    whole = all(type(n) is int and n >= 0 for n in (*shape, begin, end))
+    if not whole or end - begin != numel * SAFETENSORS_DTYPE_BYTES[dtype]:
         raise ValueError(f"{name}'s data_offsets {[begin, end]} do not hold {dtype} of shape {shape}")
     return end
 
@@ -90,7 +92,8 @@ def check_weights_fit_config(config: MiniBertConfig, weight_files: list[Path], f
     tensors = {}
     for path in weight_files:
         header = read_safetensors_header(path)
-        tensors.update({key.removeprefix("bert."): (entry, path) for key, entry in header.items() if key != "__metadata__"})
+        header.pop("__metadata__", None)
+        tensors.update({key.removeprefix("bert."): (entry, path) for key, entry in header.items()})
     for key, (entry, path) in tensors.items():
         # Parameters only: old BERT checkpoints also hold integer buffers (embeddings.position_ids), never loaded.
         if key.endswith(("weight", "bias")) and entry["dtype"] not in FLOAT_DTYPES:
@@ -152,7 +155,8 @@ def check_tokenizer_fits(tokenizer, config: MiniBertConfig, model_folder, tokeni
         )
     mask_id = getattr(tokenizer, "mask_token_id", None)
     if mask_id is not None:
-        sharing = sorted(token for token, i in tokenizer.get_vocab().items() if i == mask_id and token != tokenizer.mask_token)
+        vocab = tokenizer.get_vocab()
+        sharing = sorted(token for token, i in vocab.items() if i == mask_id and token != tokenizer.mask_token)
         if sharing:
             raise ValueError(
                 f"{where} maps {', '.join(map(repr, sharing))} onto the id of {tokenizer.mask_token} ({mask_id}); "
@@ -163,7 +167,9 @@ def check_tokenizer_fits(tokenizer, config: MiniBertConfig, model_folder, tokeni
 # --- forward inputs -----------------------------------------------------------------------------------------------
 
 # (argument, config field bounding its values)
-ID_LIMITS = (("input_ids", "vocab_size"), ("token_type_ids", "type_vocab_size"), ("position_ids", "max_position_embeddings"))
+ID_LIMITS = (
+    ("input_ids", "vocab_size"), ("token_type_ids", "type_vocab_size"), ("position_ids", "max_position_embeddings"),
+)
 # The index dtypes nn.Embedding takes; uint8 or int16 ids fail deep inside torch, naming neither argument nor fix.
 ID_DTYPES = (torch.long, torch.int32)
 IGNORE_INDEX = -100  # labels at this value are skipped by every loss, as in transformers
@@ -201,14 +207,14 @@ def check_inputs(
             raise ValueError(f"{name} must hold integer ids of dtype torch.long (or torch.int32), got {tensor.dtype}")
     if inputs_embeds is not None and not inputs_embeds.is_floating_point():
         raise ValueError(f"inputs_embeds must be floating point, got {inputs_embeds.dtype}")
-    if torch.compiler.is_compiling():
-        return  # value checks need host syncs that would break the compiled graph
     for name, field in ID_LIMITS:
         check_range(name, named[name], getattr(config, field), field, training)
     _check_mask_values(attention_mask, training)
 
 
-def _check_shapes(config: MiniBertConfig, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds) -> None:
+def _check_shapes(
+    config: MiniBertConfig, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds
+) -> None:
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("Pass exactly one of input_ids or inputs_embeds")
     shape = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:-1])
@@ -219,7 +225,8 @@ def _check_shapes(config: MiniBertConfig, input_ids, attention_mask, token_type_
         raise ValueError(f"input_ids has shape {shape}: {what}; pass at least one token")
     if inputs_embeds is not None and inputs_embeds.shape[-1] != config.hidden_size:
         raise ValueError(
-            f"inputs_embeds has shape {tuple(inputs_embeds.shape)}: its last dimension must be hidden_size={config.hidden_size}"
+            f"inputs_embeds has shape {tuple(inputs_embeds.shape)}: its last dimension must be "
+            f"hidden_size={config.hidden_size}"
         )
     if shape[1] > config.max_position_embeddings:
         raise ValueError(
@@ -243,8 +250,8 @@ def read_on_host(tensor: torch.Tensor, training: bool) -> bool:
 def check_range(name: str, tensor: torch.Tensor | None, limit: int, limit_name: str, training: bool,
                 ignore_index: int | None = None) -> None:
     """Every value of `tensor` in [0, limit) (`ignore_index` aside): else a ValueError naming the first value out."""
-    if tensor is None or tensor.numel() == 0:
-        return
+    if tensor is None or tensor.numel() == 0 or torch.compiler.is_compiling():
+        return  # (compiled: value checks need host syncs that would break the graph)
     values = tensor if ignore_index is None else torch.where(tensor == ignore_index, 0, tensor)
     skipped = f" ({ignore_index} marks ignored positions)" if ignore_index is not None else ""
     if not read_on_host(tensor, training):
@@ -260,7 +267,7 @@ def _check_mask_values(attention_mask: torch.Tensor | None, training: bool) -> N
     """Any dtype is accepted (bool, int, float 1.0/0.0), as by BERT. Other values are refused rather than taken as
     BERT takes them: transformers' mask helper casts to bool, so "nonzero = attend", which silently inverts an
     additive mask (0 = attend, -10000 = padding) and gives 0.5 or 2 no meaning."""
-    if attention_mask is None or attention_mask.dtype == torch.bool:
+    if attention_mask is None or attention_mask.dtype == torch.bool or torch.compiler.is_compiling():
         return
     binary = (attention_mask == 0) | (attention_mask == 1)
     message = "it must hold only 1 (attend) and 0 (padding)"

@@ -749,7 +749,7 @@ class MiniBertForPreTraining(MiniBertPreTrainedModel):
         nsp_logits = self.cls.seq_relationship(outputs.pooler_output)  # (B, 2)
         nsp_loss = None
         if next_sentence_label is not None:
-            check_labels("next_sentence_label", next_sentence_label, 2, "2 classes", self.training)
+            check_labels("next_sentence_label", next_sentence_label, 2, "num_classes", self.training)
             nsp_loss = CrossEntropyLoss()(nsp_logits.view(-1, 2), next_sentence_label.view(-1))
         loss = mlm_loss + nsp_loss if mlm_loss is not None and nsp_loss is not None else None
         return MiniBertForPreTrainingOutput(
@@ -823,7 +823,7 @@ class MiniBertForNextSentencePrediction(MiniBertPreTrainedModel):
         """labels (B,): 0 = sentence B follows A, 1 = random. logits (B, 2)."""
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.cls(outputs.pooler_output)
-        check_labels("labels", labels, 2, "2 classes", self.training)
+        check_labels("labels", labels, 2, "num_classes", self.training)
         loss = CrossEntropyLoss()(logits.view(-1, 2), labels.view(-1)) if labels is not None else None
         return NextSentencePredictorOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions

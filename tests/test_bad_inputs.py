@@ -521,7 +521,7 @@ ROWS: list[Row] = [
         forward(MiniBertForTokenClassification, labels=torch.full((2, 8), 3))),
     Row("labels-negative-not-ignore-index", ("labels contains -1", "-100 marks ignored"), None,
         forward(MiniBertForTokenClassification, labels=torch.full((2, 8), -1))),
-    Row("labels-nsp-beyond-two", ("next_sentence_label contains 2", "2 classes"), None,
+    Row("labels-nsp-beyond-two", ("next_sentence_label contains 2", "num_classes=2"), None,
         forward(MiniBertForPreTraining, next_sentence_label=torch.tensor([0, 2]))),
     Row("labels-choice-beyond-choices", ("labels contains 2", "num_choices=2"), None,
         forward(MiniBertForMultipleChoice, input_ids=torch.arange(16).reshape(1, 2, 8) + 5, labels=torch.tensor([2]))),
