@@ -147,7 +147,7 @@ def check_tokenizer_fits(tokenizer, config: MiniBertConfig, model_folder, tokeni
     (more would index past them; fewer means another vocabulary, decoding predictions as the wrong words), and,
     when it has a mask token, no other token on the mask's id. Raise a one-line ValueError naming the folder(s)."""
     where = f"the tokenizer in {tokenizer_folder or model_folder}"
-    model = f"the model in {model_folder}" if tokenizer_folder is not None else "the model's"
+    model = f"the model in {model_folder} has" if tokenizer_folder is not None else "the model's"
     if len(tokenizer) != config.vocab_size:
         raise ValueError(
             f"{where} has {len(tokenizer)} tokens but {model} vocab_size={config.vocab_size}: they were not "

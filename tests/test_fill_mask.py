@@ -204,3 +204,18 @@ def test_a_token_on_the_mask_id_is_refused(folder, tmp_path):
     with pytest.raises(ValueError, match=rf"the tokenizer in {re.escape(str(broken))} maps 'said' onto the id of "
                                          rf"\[MASK\] \({mask_id}\); each id must be one token"):
         fill_mask(broken, "the company [MASK] profits rose.")
+
+
+def test_a_tokenizer_from_another_folder_is_checked_naming_both_folders(folder, tmp_path):
+    """The jobs that load a model and a tokenizer from two folders (`--tokenizer_name`) get both named."""
+    from transformers import AutoTokenizer
+
+    from modeling_minibert.checks_minibert import check_tokenizer_fits
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    config = MiniBertConfig.from_pretrained(folder)
+    check_tokenizer_fits(tokenizer, config, folder, tmp_path / "tok")  # the same vocabulary: fine
+    tokenizer.add_tokens(["zebra"])
+    with pytest.raises(ValueError, match=rf"^the tokenizer in {re.escape(str(tmp_path / 'tok'))} has {len(tokenizer)} "
+                                         rf"tokens but the model in {re.escape(str(folder))} has vocab_size={config.vocab_size}"):
+        check_tokenizer_fits(tokenizer, config, folder, tmp_path / "tok")
