@@ -1,21 +1,20 @@
 """Mini-BERT configuration.
 
-Self-contained on purpose (imports only torch, transformers, huggingface_hub and safetensors): this file is copied
-next to every saved checkpoint so that `trust_remote_code=True` works without the package installed. Beside the
-config live the checks of what meets it: a model folder (`check_model_path`, `check_model_folder`,
-`check_weights_fit_config`) and a forward's inputs (`check_inputs`).
+Self-contained on purpose (imports only transformers and huggingface_hub): this file is copied next to every saved
+checkpoint so that `trust_remote_code=True` works without the package installed. It holds the config and its own
+validation (fields, and reading a folder's config.json); what meets the config (a folder's weights, a forward's
+inputs) is checked in `checks_minibert.py`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
-import torch
 from huggingface_hub.dataclasses import strict
 from huggingface_hub.utils import HFValidationError, validate_repo_id
-from safetensors import safe_open
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
@@ -33,44 +32,6 @@ def check_model_path(name_or_path: str | os.PathLike) -> None:
         validate_repo_id(str(name_or_path))
     except HFValidationError:
         raise FileNotFoundError(f"model folder {name_or_path} does not exist") from None
-
-
-def check_weights_fit_config(config: "MiniBertConfig", weight_files: list[Path], folder: Path) -> None:
-    """Compare the config's sizes with the weights' shapes, read from the safetensors headers only (nothing is
-    loaded or allocated), and raise a one-line ValueError naming the first field that disagrees.
-
-    Without this, `vocab_size: 10000000` allocates gigabytes before failing, and a wrong `hidden_size` ends in a
-    mismatch report. Fewer layers in the weights than in the config is refused too: transformers would fill the
-    rest with random layers and only warn.
-    """
-    shapes = {}
-    for path in weight_files:
-        try:
-            with safe_open(path, framework="pt") as f:
-                shapes.update({key.removeprefix("bert."): (tuple(f.get_slice(key).get_shape()), path) for key in f.keys()})
-        except Exception as err:  # safetensors raises its own error types for unreadable headers
-            raise ValueError(f"{path} is truncated or corrupted: {err}") from err
-    expected = (  # (field, weight, the field's value read from that weight's shape)
-        ("vocab_size", "embeddings.word_embeddings.weight", lambda shape: shape[0]),
-        ("hidden_size", "embeddings.word_embeddings.weight", lambda shape: shape[-1]),
-        ("max_position_embeddings", "embeddings.position_embeddings.weight", lambda shape: shape[0]),
-        ("type_vocab_size", "embeddings.token_type_embeddings.weight", lambda shape: shape[0]),
-        ("intermediate_size", "encoder.layer.0.intermediate.dense.weight", lambda shape: shape[0]),
-    )
-    for field, key, value_in in expected:
-        if key in shapes:
-            shape, path = shapes[key]
-            if value_in(shape) != getattr(config, field):
-                raise ValueError(
-                    f"{folder / 'config.json'} says {field}={getattr(config, field)} but the weights in {path.name} "
-                    f"have {field}={value_in(shape)} ({key} has shape {list(shape)})"
-                )
-    layers = {int(key.split(".")[2]) for key in shapes if key.startswith("encoder.layer.")}
-    if layers and len(layers) < config.num_hidden_layers:
-        raise ValueError(
-            f"{folder / 'config.json'} says num_hidden_layers={config.num_hidden_layers} but the weights hold "
-            f"{len(layers)} layers"
-        )
 
 
 def read_config_json(folder: str | os.PathLike) -> dict:
@@ -101,6 +62,12 @@ FIELD_TYPES = (
     (("hidden_act", "layer_norm_position"), (str,), "a string"),
     (("tie_word_embeddings", "final_layer_norm", "mlm_head_transform", "unpad_inputs", "sparse_prediction"), (bool,), "true or false"),
 )
+SIZE_FIELDS = FIELD_TYPES[0][0]  # positive integers
+FLOAT_FIELDS = tuple(name for names, types, _ in FIELD_TYPES if float in types for name in names)  # finite numbers
+# The largest vocabulary a config may declare: four times the largest encoder vocabularies in use (XLM-R 250,002,
+# mT5 250,112, Gemma 256,000) and 34 times BERT's 30,522; its embeddings are already 3 GB at BERT-base's width.
+# A larger value is a typo (an extra zero) that would allocate gigabytes, or abort, before any other check.
+MAX_VOCAB_SIZE = 2**20
 
 
 @strict
@@ -164,38 +131,49 @@ class MiniBertConfig(PretrainedConfig):
             )
         if self.layer_norm_position == "pre":
             self.final_layer_norm = True  # pre-LN's residual stream is normalised only there
-        for name in (
-            "vocab_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "type_vocab_size",
-        ):
-            value = getattr(self, name)
-            if value <= 0:
-                raise ValueError(f"MiniBertConfig.{name} must be a positive integer, got {value}")
-        if self.hidden_size % self.num_attention_heads != 0:
-            raise ValueError(
-                f"MiniBertConfig.hidden_size ({self.hidden_size}) must be divisible by "
-                f"num_attention_heads ({self.num_attention_heads})"
-            )
+        self._check_sizes()
         if self.hidden_act not in ACT2FN:
             raise ValueError(
                 f"MiniBertConfig.hidden_act {self.hidden_act!r} is not a known activation; "
                 f"choose one of {sorted(ACT2FN)}"
             )
+        self._check_numbers()
+        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                f"MiniBertConfig.pad_token_id ({self.pad_token_id}) must be in [0, vocab_size={self.vocab_size})"
+            )
+        if self.num_labels < 1:  # transformers turns num_labels=0 (or -1) into an empty id2label
+            raise ValueError(f"MiniBertConfig.num_labels must be at least 1, got {self.num_labels}")
+
+    def _check_sizes(self) -> None:
+        for name in SIZE_FIELDS:
+            value = getattr(self, name)
+            if value <= 0:
+                raise ValueError(f"MiniBertConfig.{name} must be a positive integer, got {value}")
+        if self.vocab_size > MAX_VOCAB_SIZE:
+            raise ValueError(
+                f"MiniBertConfig.vocab_size={self.vocab_size} is above the limit of {MAX_VOCAB_SIZE} (2**20) ids"
+            )
+        if self.hidden_size % self.num_attention_heads != 0:
+            raise ValueError(
+                f"MiniBertConfig.hidden_size ({self.hidden_size}) must be divisible by "
+                f"num_attention_heads ({self.num_attention_heads})"
+            )
+
+    def _check_numbers(self) -> None:
+        # NaN passes every comparison's negation (`nan <= 0` is False), so finiteness is checked first, for all.
+        for name in FLOAT_FIELDS:
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"MiniBertConfig.{name} must be a finite number, got {value}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
             value = getattr(self, name)
             if value is not None and not 0 <= value < 1:
                 raise ValueError(f"MiniBertConfig.{name} must be in [0, 1), got {value}")
         if self.layer_norm_eps <= 0:
             raise ValueError(f"MiniBertConfig.layer_norm_eps must be positive, got {self.layer_norm_eps}")
-        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(
-                f"MiniBertConfig.pad_token_id ({self.pad_token_id}) must be in [0, vocab_size={self.vocab_size})"
-            )
+        if self.initializer_range < 0:  # the standard deviation of the initial weights
+            raise ValueError(f"MiniBertConfig.initializer_range must be at least 0, got {self.initializer_range}")
 
     def _check_types(self) -> None:
         for names, types, expected in FIELD_TYPES:
@@ -227,78 +205,4 @@ class MiniBertConfig(PretrainedConfig):
         return self.hidden_size // self.num_attention_heads
 
 
-def check_inputs(
-    config: "MiniBertConfig",
-    input_ids: torch.Tensor | None,
-    attention_mask: torch.Tensor | None,
-    token_type_ids: torch.Tensor | None,
-    position_ids: torch.Tensor | None,
-    inputs_embeds: torch.Tensor | None,
-) -> None:
-    """Reject bad input before any tensor work, naming the value and the limit.
-
-    Out-of-range ids would otherwise surface as an opaque index error deep in an embedding (or a device assert
-    on GPU); mismatched shapes would broadcast silently.
-    """
-    if (input_ids is None) == (inputs_embeds is None):
-        raise ValueError("Pass exactly one of input_ids or inputs_embeds")
-    shape = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:-1])
-    if len(shape) != 2:
-        raise ValueError(f"input_ids must have shape (batch_size, sequence_length), got {shape}")
-    if shape[1] > config.max_position_embeddings:
-        raise ValueError(
-            f"sequence length {shape[1]} exceeds max_position_embeddings={config.max_position_embeddings}"
-        )
-    for name, tensor in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
-        if tensor is not None and tuple(tensor.shape) != shape:
-            raise ValueError(f"{name} has shape {tuple(tensor.shape)} but input_ids has shape {shape}")
-    if position_ids is not None and tuple(position_ids.shape[-1:]) != shape[-1:]:
-        raise ValueError(f"position_ids has shape {tuple(position_ids.shape)} but input_ids has shape {shape}")
-    for name, tensor in (("input_ids", input_ids), ("token_type_ids", token_type_ids), ("position_ids", position_ids)):
-        # An embedding lookup with float ids fails deep inside torch, naming neither the argument nor the fix.
-        if tensor is not None and (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool):
-            raise ValueError(f"{name} must hold integer ids (torch.long), got dtype {tensor.dtype}")
-    if torch.compiler.is_compiling():
-        return  # value checks need host syncs that would break the compiled graph
-    limits = (
-        ("input_ids", input_ids, config.vocab_size, "vocab_size"),
-        ("token_type_ids", token_type_ids, config.type_vocab_size, "type_vocab_size"),
-        ("position_ids", position_ids, config.max_position_embeddings, "max_position_embeddings"),
-    )
-    for name, tensor, limit, limit_name in limits:
-        if tensor is None or tensor.numel() == 0:
-            continue
-        low, high = int(tensor.min()), int(tensor.max())
-        if low < 0 or high >= limit:
-            bad = low if low < 0 else high
-            raise ValueError(f"{name} contains {bad}, outside [0, {limit_name}={limit})")
-    # Any dtype is accepted (bool, int, float 1.0/0.0), as by BERT. Other values are refused rather than taken
-    # as BERT takes them: transformers' mask helper casts to bool, so "nonzero = attend", which silently inverts
-    # an additive mask (0 = attend, -10000 = padding) and gives 0.5 or 2 no meaning.
-    if attention_mask is not None and attention_mask.dtype != torch.bool and attention_mask.numel():
-        odd = attention_mask[(attention_mask != 0) & (attention_mask != 1)]
-        if odd.numel():
-            raise ValueError(
-                f"attention_mask contains {odd[0].item()}; it must hold only 1 (attend) and 0 (padding)"
-            )
-
-
-def check_model_folder(folder: Path, config, use_safetensors: bool, ignore_mismatched_sizes: bool) -> None:
-    """What `MiniBert*.from_pretrained` checks of a local folder before any allocation: weights present, not only
-    pickles (unless `use_safetensors=False`), and the config's sizes matching the weights' shapes."""
-    weights = sorted(folder.glob("*.safetensors"))
-    pickles = sorted(p.name for p in folder.glob("*.bin"))
-    if use_safetensors and not weights and pickles:
-        raise ValueError(
-            f"{folder} holds only pickle weights ({', '.join(pickles)}), which can run arbitrary code when "
-            "loaded; pass use_safetensors=False if you trust them"
-        )
-    if not weights and not pickles:
-        raise FileNotFoundError(f"{folder} holds no model weights (no model.safetensors)")
-    if weights and not ignore_mismatched_sizes:
-        if not isinstance(config, MiniBertConfig):
-            config = MiniBertConfig.from_pretrained(folder)
-        check_weights_fit_config(config, weights, folder)
-
-
-__all__ = ["MiniBertConfig", "check_inputs", "check_model_folder", "check_model_path", "check_weights_fit_config"]
+__all__ = ["MiniBertConfig", "check_model_path", "read_config_json"]

@@ -1,7 +1,8 @@
 """Mini-BERT: BERT's encoder and heads as transformers 5.x classes.
 
-Self-contained on purpose (imports only torch, transformers and the configuration file): this file is copied
-next to every saved checkpoint so that `trust_remote_code=True` works without the package installed.
+Self-contained on purpose (imports only torch, transformers, the configuration file and the checks file): this file
+is copied next to every saved checkpoint, with the two files it imports, so that `trust_remote_code=True` works
+without the package installed.
 
 Module and parameter names follow transformers' `modeling_bert.py`, so BERT checkpoints line up key for key.
 What Mini-BERT adds is speed: with padding in the batch, the dense work runs on the real tokens only and attention
@@ -43,8 +44,9 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 from transformers.utils.generic import can_return_tuple
 
-from .configuration_minibert import MiniBertConfig, check_inputs, check_model_folder, check_model_path
-from .configuration_minibert import check_weights_fit_config  # noqa: F401  (the jobs import it from here)
+from .checks_minibert import check_inputs, check_labels, check_model_folder, check_tensors
+from .checks_minibert import check_weights_fit_config  # noqa: F401  (the jobs import it from here)
+from .configuration_minibert import MiniBertConfig, check_model_path
 
 
 @dataclass
@@ -302,6 +304,12 @@ class MiniBertSelfAttention(nn.Module):
         return attn_output.reshape(batch_size, seq_len, -1), attn_weights
 
 
+def residual_sum(branch: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    """branch + residual; in place when the dtypes agree (the branch is a fresh tensor that no backward needs). Under
+    autocast the branch is half precision and the stream float32: the sum then promotes, as in BERT."""
+    return branch.add_(residual) if branch.dtype == residual.dtype else branch + residual
+
+
 class MiniBertSelfOutput(nn.Module):
     """Attention output projection, dropout, residual; then LayerNorm when post-LN (BERT). Pre-LN applies this
     LayerNorm to the attention's input instead (see `MiniBertAttention`)."""
@@ -314,8 +322,7 @@ class MiniBertSelfOutput(nn.Module):
         self.post_norm = config.layer_norm_position == "post"
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
-        # In place: the sum is a fresh tensor that no backward needs, so skip allocating another.
-        residual = self.dropout(self.dense(hidden_states)).add_(input_tensor)
+        residual = residual_sum(self.dropout(self.dense(hidden_states)), input_tensor)
         return self.LayerNorm(residual) if self.post_norm else residual
 
 
@@ -373,7 +380,7 @@ class MiniBertOutput(nn.Module):
         self.post_norm = config.layer_norm_position == "post"
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
-        residual = self.dropout(self.dense(hidden_states)).add_(input_tensor)
+        residual = residual_sum(self.dropout(self.dense(hidden_states)), input_tensor)
         return self.LayerNorm(residual) if self.post_norm else residual
 
 
@@ -471,7 +478,8 @@ class MiniBertLMPredictionHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.transform(hidden_states)) + self.bias
+        logits = self.decoder(self.transform(hidden_states))
+        return logits + self.bias.to(logits.dtype)  # under autocast in the decoder's dtype, as BERT's (one Linear)
 
 
 class MiniBertOnlyMLMHead(nn.Module):
@@ -597,7 +605,7 @@ class MiniBertModel(MiniBertPreTrainedModel):
         When unpadding runs (the default, with padding in the batch), hidden states at padding positions are zeros
         (they are never attended to, and no head should read them).
         """
-        check_inputs(self.config, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        check_inputs(self.config, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, self.training)
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
@@ -638,10 +646,7 @@ class MiniBertModel(MiniBertPreTrainedModel):
                 hidden_states = tuple(packing.pad(h) for h in hidden_states)
         pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
         return BaseModelOutputWithPooling(
-            last_hidden_state=sequence_output,
-            pooler_output=pooled_output,
-            hidden_states=hidden_states,
-            attentions=attentions,
+            last_hidden_state=sequence_output, pooler_output=pooled_output, hidden_states=hidden_states, attentions=attentions
         )
 
     def _backend_mask(
@@ -662,11 +667,7 @@ class MiniBertModel(MiniBertPreTrainedModel):
     def _has_padding(attention_mask: torch.Tensor | None) -> bool:
         """Whether unpadding would save work: a mask with padding in it, outside a compiled graph (whose shapes
         cannot depend on the data: it stays padded)."""
-        return (
-            attention_mask is not None
-            and not torch.compiler.is_compiling()
-            and not bool(attention_mask.all())
-        )
+        return attention_mask is not None and not torch.compiler.is_compiling() and not bool(attention_mask.all())
 
 
 def _mlm_logits_and_loss(
@@ -688,6 +689,7 @@ def _mlm_logits_and_loss(
         if sparse_prediction:
             raise ValueError("sparse_prediction=True needs labels: they mark the positions to score")
         return predictions(sequence_output), None, None
+    check_labels("labels", labels, model.config.vocab_size, "vocab_size", model.training)
     if sparse_prediction is None:
         sparse_prediction = model.training and model.config.sparse_prediction
     masked_positions = None
@@ -747,17 +749,13 @@ class MiniBertForPreTraining(MiniBertPreTrainedModel):
         nsp_logits = self.cls.seq_relationship(outputs.pooler_output)  # (B, 2)
         nsp_loss = None
         if next_sentence_label is not None:
+            check_labels("next_sentence_label", next_sentence_label, 2, "num_classes", self.training)
             nsp_loss = CrossEntropyLoss()(nsp_logits.view(-1, 2), next_sentence_label.view(-1))
         loss = mlm_loss + nsp_loss if mlm_loss is not None and nsp_loss is not None else None
         return MiniBertForPreTrainingOutput(
-            loss=loss,
-            prediction_logits=mlm_logits,
-            seq_relationship_logits=nsp_logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            mlm_loss=mlm_loss,
-            next_sentence_loss=nsp_loss,
-            masked_positions=masked_positions,
+            loss=loss, prediction_logits=mlm_logits, seq_relationship_logits=nsp_logits,
+            hidden_states=outputs.hidden_states, attentions=outputs.attentions,
+            mlm_loss=mlm_loss, next_sentence_loss=nsp_loss, masked_positions=masked_positions,
         )
 
 
@@ -799,10 +797,7 @@ class MiniBertForMaskedLM(MiniBertPreTrainedModel):
             self, self.cls.predictions, outputs.last_hidden_state, labels, sparse_prediction, **kwargs
         )
         return MiniBertMaskedLMOutput(
-            loss=loss,
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions,
             masked_positions=masked_positions,
         )
 
@@ -828,6 +823,7 @@ class MiniBertForNextSentencePrediction(MiniBertPreTrainedModel):
         """labels (B,): 0 = sentence B follows A, 1 = random. logits (B, 2)."""
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.cls(outputs.pooler_output)
+        check_labels("labels", labels, 2, "num_classes", self.training)
         loss = CrossEntropyLoss()(logits.view(-1, 2), labels.view(-1)) if labels is not None else None
         return NextSentencePredictorOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
@@ -859,6 +855,8 @@ class MiniBertForSequenceClassification(MiniBertPreTrainedModel):
         """labels (B,) class ids, (B,) or (B, num_labels) floats for regression / multi-label. logits (B, num_labels)."""
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.classifier(self.dropout(outputs.pooler_output))
+        if self.num_labels > 1 and self.config.problem_type in (None, "single_label_classification"):
+            check_labels("labels", labels, self.num_labels, "num_labels", self.training, floats_allowed=True)
         loss = self.loss_function(labels, logits, self.config, **kwargs) if labels is not None else None
         return SequenceClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
@@ -885,6 +883,7 @@ class MiniBertForMultipleChoice(MiniBertPreTrainedModel):
         **kwargs,
     ) -> MultipleChoiceModelOutput:
         """Inputs (B, C, T) for C choices (inputs_embeds (B, C, T, H)); labels (B,) the right choice. logits (B, C)."""
+        check_tensors(input_ids=input_ids, inputs_embeds=inputs_embeds)
         ref = input_ids if input_ids is not None else inputs_embeds
         if ref is None or ref.dim() < 3:
             raise ValueError("MiniBertForMultipleChoice expects inputs of shape (batch_size, num_choices, seq_len)")
@@ -898,6 +897,7 @@ class MiniBertForMultipleChoice(MiniBertPreTrainedModel):
             **kwargs,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)  # (B, C)
+        check_labels("labels", labels, num_choices, "num_choices", self.training)
         loss = CrossEntropyLoss()(logits, labels) if labels is not None else None
         return MultipleChoiceModelOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
@@ -927,6 +927,7 @@ class MiniBertForTokenClassification(MiniBertPreTrainedModel):
         """labels (B, T) with -100 where ignored. logits (B, T, num_labels)."""
         outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        check_labels("labels", labels, self.num_labels, "num_labels", self.training)
         loss = self.loss_function(logits, labels, self.config, **kwargs) if labels is not None else None
         return TokenClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
@@ -966,10 +967,7 @@ class MiniBertForQuestionAnswering(MiniBertPreTrainedModel):
         if start_positions is not None and end_positions is not None:
             loss = self.loss_function(start_logits, end_logits, start_positions, end_positions, **kwargs)
         return QuestionAnsweringModelOutput(
-            loss=loss,
-            start_logits=start_logits,
-            end_logits=end_logits,
-            hidden_states=outputs.hidden_states,
+            loss=loss, start_logits=start_logits, end_logits=end_logits, hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
 

@@ -5,6 +5,7 @@ from transformers import AutoConfig, BertConfig
 
 import modeling_minibert  # noqa: F401  (registers the Auto classes)
 from modeling_minibert import MiniBertConfig
+from modeling_minibert.configuration_minibert import FLOAT_FIELDS, MAX_VOCAB_SIZE
 
 
 def test_defaults_are_the_mini_bert_sizes():
@@ -102,3 +103,41 @@ def test_pre_layer_norm_is_opt_in_and_brings_its_final_layer_norm(tmp_path):
     config.save_pretrained(tmp_path)
     loaded = AutoConfig.from_pretrained(tmp_path)
     assert (loaded.layer_norm_position, loaded.final_layer_norm) == ("pre", True)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("field", FLOAT_FIELDS)
+def test_every_float_field_refuses_nan_and_infinity(field, value, tmp_path):
+    """`nan <= 0` is False, so a range check alone lets NaN through (and fill-mask printed nan scores)."""
+    with pytest.raises(ValueError, match=rf"^MiniBertConfig.{field} must be a finite number, got {value}$"):
+        MiniBertConfig(**{field: value})
+    MiniBertConfig().save_pretrained(tmp_path)  # json writes and reads NaN and Infinity as they are
+    saved = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**saved, field: value}))
+    with pytest.raises(ValueError, match=rf"MiniBertConfig.{field} must be a finite number, got {value}"):
+        AutoConfig.from_pretrained(tmp_path)
+
+
+def test_the_float_fields_are_every_float_of_the_config():
+    floats = {name for name, value in MiniBertConfig(classifier_dropout=0.1).to_diff_dict().items() if isinstance(value, float)}
+    assert floats <= set(FLOAT_FIELDS) and len(FLOAT_FIELDS) == 5
+
+
+def test_vocab_size_has_an_upper_bound_checked_before_any_allocation():
+    assert MiniBertConfig(vocab_size=MAX_VOCAB_SIZE).vocab_size == 2**20  # exactly the limit: fine
+    for value in (MAX_VOCAB_SIZE + 1, 10**9):
+        with pytest.raises(ValueError, match=rf"^MiniBertConfig.vocab_size={value} is above the limit of 1048576 \(2\*\*20\) ids$"):
+            MiniBertConfig(vocab_size=value)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(num_labels=0), r"num_labels must be at least 1, got 0"),
+        (dict(initializer_range=-0.02), r"initializer_range must be at least 0, got -0.02"),
+    ],
+)
+def test_values_torch_would_fail_on_later_are_refused_now(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        MiniBertConfig(**kwargs)
+    assert MiniBertConfig(num_labels=1, initializer_range=0.0).num_labels == 1

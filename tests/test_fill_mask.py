@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -151,3 +153,69 @@ def test_a_folder_that_does_not_exist_is_named(tmp_path, capsys):
         fill_mask(tmp_path / "nowhere", "a [MASK].")
     assert cli.main(["fill-mask", str(tmp_path / "nowhere"), "a [MASK]."]) == 2
     assert capsys.readouterr().err == f"minibert fill-mask: error: model folder {tmp_path / 'nowhere'} does not exist\n"
+
+
+def test_many_texts_give_one_result_each_as_pipelines_do(folder, capsys):
+    texts = ["the company said [MASK] rose.", "the [MASK] said [MASK] rose.", "shares in the [MASK] fell."]
+    results = fill_mask(folder, texts, top_k=3)
+    assert len(results) == 3
+    assert results[0] == fill_mask(folder, texts[0], top_k=3)  # the same predictions as one text alone
+    assert len(results[1]) == 2 and all(len(per_mask) == 3 for per_mask in results[1])  # two masks
+    assert [p["token"] for p in results[2]] == expected_top(folder, texts[2], 3)[0]
+    assert fill_mask(folder, texts[:1], top_k=3) == [results[0]]  # a list of one text stays a list
+    assert cli.main(["fill-mask", str(folder), *texts, "--top_k", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == texts[0] and lines[4] == texts[1] and lines[5] == "[MASK] #1:" and lines[13] == texts[2]
+    assert len(lines) == 1 + 3 + 1 + 2 * (1 + 3) + 1 + 3
+    assert [float(line.split()[0]) for line in lines[14:]] == pytest.approx(expected_top(folder, texts[2], 3)[1], abs=1e-4)
+    with pytest.raises(ValueError, match=r"the text must contain \[MASK\], got 'no mask'"):
+        fill_mask(folder, [texts[0], "no mask"])
+    with pytest.raises(ValueError, match=r"no text given"):
+        fill_mask(folder, [])
+
+
+def test_a_tokenizer_of_another_size_is_refused_naming_the_folder(folder, tmp_path):
+    """Fill-mask would decode the model's ids with another vocabulary (fewer tokens), or feed it ids past its
+    embeddings (more)."""
+    from transformers import AutoTokenizer
+
+    vocab_size = MiniBertConfig.from_pretrained(folder).vocab_size
+    larger = copy_folder(folder, tmp_path)
+    tokenizer = AutoTokenizer.from_pretrained(larger)
+    tokenizer.add_tokens(["zebra", "quokka"])
+    tokenizer.save_pretrained(larger)
+    with pytest.raises(ValueError, match=rf"the tokenizer in {re.escape(str(larger))} has {vocab_size + 2} tokens but "
+                                         rf"the model's vocab_size={vocab_size}"):
+        fill_mask(larger, "a [MASK].")
+    smaller = Path(shutil.copytree(folder, tmp_path / "smaller"))
+    (smaller / "tokenizer.json").unlink()  # vocab.txt is then the vocabulary: drop its last word
+    (smaller / "vocab.txt").write_text("\n".join((smaller / "vocab.txt").read_text().splitlines()[:-1]) + "\n")
+    with pytest.raises(ValueError, match=rf"has {vocab_size - 1} tokens but the model's vocab_size={vocab_size}"):
+        fill_mask(smaller, "a [MASK].")
+
+
+def test_a_token_on_the_mask_id_is_refused(folder, tmp_path):
+    """Another token mapped onto [MASK]'s id would be predicted at, and decoded as, the mask."""
+    broken = copy_folder(folder, tmp_path)
+    tokenizer = json.loads((broken / "tokenizer.json").read_text())
+    mask_id = tokenizer["model"]["vocab"]["[MASK]"]
+    tokenizer["model"]["vocab"]["said"] = mask_id
+    (broken / "tokenizer.json").write_text(json.dumps(tokenizer))
+    with pytest.raises(ValueError, match=rf"the tokenizer in {re.escape(str(broken))} maps 'said' onto the id of "
+                                         rf"\[MASK\] \({mask_id}\); each id must be one token"):
+        fill_mask(broken, "the company [MASK] profits rose.")
+
+
+def test_a_tokenizer_from_another_folder_is_checked_naming_both_folders(folder, tmp_path):
+    """The jobs that load a model and a tokenizer from two folders (`--tokenizer_name`) get both named."""
+    from transformers import AutoTokenizer
+
+    from modeling_minibert.checks_minibert import check_tokenizer_fits
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    config = MiniBertConfig.from_pretrained(folder)
+    check_tokenizer_fits(tokenizer, config, folder, tmp_path / "tok")  # the same vocabulary: fine
+    tokenizer.add_tokens(["zebra"])
+    with pytest.raises(ValueError, match=rf"^the tokenizer in {re.escape(str(tmp_path / 'tok'))} has {len(tokenizer)} "
+                                         rf"tokens but the model in {re.escape(str(folder))} has vocab_size={config.vocab_size}"):
+        check_tokenizer_fits(tokenizer, config, folder, tmp_path / "tok")

@@ -258,7 +258,7 @@ def test_minibert_push_uploads_a_complete_folder_and_a_model_card(e2e):
     assert pushed["cli_rc"] == [0, 0]
     assert "Add a classifier" in pushed["commits"]["tiny-clf"]
     files = hub.repo_files(f"{USER}/tiny-clf")
-    for name in ("config.json", "model.safetensors", "configuration_minibert.py", "modeling_minibert.py",
+    for name in ("config.json", "model.safetensors", "configuration_minibert.py", "modeling_minibert.py", "checks_minibert.py",
                  "tokenizer.json", "tokenizer_config.json", "vocab.txt", "metrics.json", "README.md"):
         assert name in files, name
     assert "AutoModelForSequenceClassification" in json.loads(files["config.json"])["auto_map"]
@@ -292,7 +292,7 @@ def test_trainer_pushes_during_and_after_training(e2e):
     assert pushed["fp"]["trainer_step2"] != pushed["fp"]["trainer_final"]
     # PushCustomCodeCallback: a checkpoint commit carries the source files trust_remote_code needs.
     step2 = hub.repo_files(f"{USER}/tiny-trainer", commits["Training in progress, step 2"])
-    assert {"modeling_minibert.py", "configuration_minibert.py", "model.safetensors"} <= set(step2)
+    assert {"modeling_minibert.py", "configuration_minibert.py", "checks_minibert.py", "model.safetensors"} <= set(step2)
 
 
 def test_pull_errors_name_what_is_missing(e2e):
@@ -591,7 +591,7 @@ def test_pushing_a_pretraining_output_folder_leaves_checkpoints_and_state_behind
     pushed = local_hub.repo_files(f"{USER}/bbc")
     assert set(pushed) == {
         ".gitattributes", "README.md", "config.json", "model.safetensors", "configuration_minibert.py",
-        "modeling_minibert.py", "vocab.txt", "tokenizer.json", "tokenizer_config.json", "all_results.json",
+        "modeling_minibert.py", "checks_minibert.py", "vocab.txt", "tokenizer.json", "tokenizer_config.json", "all_results.json",
         "train_results.json", "metrics.jsonl", "training_curves.png",
     } | {n for n in ("special_tokens_map.json", "question_answering_pipeline.py") if (pretraining_output / n).is_file()}
     card = ModelCard(pushed["README.md"].decode())

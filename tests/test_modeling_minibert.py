@@ -15,6 +15,8 @@ from transformers import AutoModel, AutoModelForMaskedLM, BertConfig
 
 import modeling_minibert
 from modeling_minibert import AUTO_CLASSES, MiniBertConfig
+from modeling_minibert import checks_minibert, outputs
+from modeling_minibert.checks_minibert import check_inputs, check_labels, read_safetensors_header
 from modeling_minibert.configuration_minibert import check_model_path
 from modeling_minibert.modeling_minibert import MiniBertForMaskedLM, MiniBertForPreTraining, Packing, functional_dropout
 from modeling_minibert.convert_bert import HEADS
@@ -457,7 +459,7 @@ def test_save_and_reload_every_head(head, tmp_path):
     inputs = {k: v for k, v in head_inputs(head, TINY["vocab_size"]).items() if "label" not in k and "positions" not in k}
     mini.save_pretrained(tmp_path)
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == ["config.json", "configuration_minibert.py", "model.safetensors", "modeling_minibert.py"]
+    assert files == ["checks_minibert.py", "config.json", "configuration_minibert.py", "model.safetensors", "modeling_minibert.py"]
     auto_class = next(a for a, m in AUTO_CLASSES.items() if m is type(mini))
     reloaded = auto_class.from_pretrained(tmp_path).eval()
     assert type(reloaded) is type(mini)
@@ -495,9 +497,17 @@ with torch.no_grad():
         assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
         result = model(ids, attention_mask=mask, token_type_ids=types)
         out[type(model).__name__] = result[0].tolist()
+    try:  # the input checks travelled too: an id past the vocabulary is named, not an index error
+        model(ids + {TINY["vocab_size"]})
+    except ValueError as err:
+        out["error"] = str(err)
+checks = [m for m in sys.modules if m.startswith("transformers_modules") and m.endswith("checks_minibert")]
+assert checks and sys.modules[checks[0]].__file__.startswith(os.environ["HF_HOME"]), checks
 print(json.dumps(out))
 """
-    out = json.loads(run_python(code, cwd=tmp_path).strip().splitlines()[-1])
+    code = "import os, sys\n" + code
+    out = json.loads(run_python(code, cwd=tmp_path, HF_HOME=str(tmp_path / "hf")).strip().splitlines()[-1])
+    assert re.fullmatch(r"input_ids contains \d+, outside \[0, vocab_size=120\)", out.pop("error"))
     assert set(out) == {"MiniBertModel", "MiniBertForMaskedLM", "MiniBertForPreTraining", "MiniBertForQuestionAnswering"}
     keep = mask.bool()
     torch.testing.assert_close(torch.tensor(out["MiniBertModel"])[keep], expected_hidden[keep])
@@ -509,7 +519,7 @@ def test_truncated_weights_are_reported_with_the_file(tmp_path):
     modeling_minibert.MiniBertModel(MiniBertConfig(**TINY)).save_pretrained(tmp_path)
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    with pytest.raises(ValueError, match=r"model.safetensors is truncated or corrupted"):
+    with pytest.raises(ValueError, match=r"model.safetensors has \d+ bytes, its header says \d+ \(truncated or corrupted\)"):
         AutoModel.from_pretrained(tmp_path)
     weights.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00not json")
     with pytest.raises(ValueError, match=str(weights)):
@@ -617,9 +627,9 @@ def saved_folder(tmp_path, head: str = "ForMaskedLM", **config_kwargs):
 @pytest.mark.parametrize(
     "change, message",
     [
-        (dict(vocab_size=10**7), r"config.json says vocab_size=10000000 but the weights in model.safetensors have "
+        (dict(vocab_size=2**20), r"config.json says vocab_size=1048576 but the weights in model.safetensors have "
                                  r"vocab_size=120 \(embeddings.word_embeddings.weight has shape \[120, 32\]\)"),
-        (dict(vocab_size=10**12), r"says vocab_size=1000000000000 but the weights .* have vocab_size=120"),
+        (dict(vocab_size=10**12), r"vocab_size=1000000000000 is above the limit of 1048576"),
         (dict(hidden_size=64), r"says hidden_size=64 but the weights in model.safetensors have hidden_size=32"),
         (dict(max_position_embeddings=512), r"says max_position_embeddings=512 but .* have max_position_embeddings=24"),
         (dict(intermediate_size=128), r"says intermediate_size=128 but .* have intermediate_size=64"),
@@ -806,3 +816,121 @@ def test_masked_lm_loads_a_pretraining_folder_without_a_load_report(tmp_path, ca
     printed = "".join(capfd.readouterr())
     assert "UNEXPECTED" not in printed and "seq_relationship" not in printed
     torch.testing.assert_close(model.cls.predictions.transform.dense.weight, pretrained.cls.predictions.transform.dense.weight)
+
+
+# --- the checks that travel with the model (checks_minibert.py) -----------------------------------------------
+
+
+def test_input_checks_read_no_device_values_in_training():
+    """In training on an accelerator the checks queue device-side asserts instead of reading values back (one host
+    sync per forward). Meta tensors stand in for device data: they have no values, so any read (`.item()`,
+    `.tolist()`, `bool()`, boolean indexing) raises. In evaluation the checks do read, and name the bad value."""
+    config = MiniBertConfig(**TINY)
+    ids, mask, types = (t.to("meta") for t in padded_batch(TINY["vocab_size"]))
+    inputs = (ids, mask.float(), types, torch.arange(12, device="meta"), None)
+    check_inputs(config, *inputs, training=True)
+    check_labels("labels", ids, TINY["vocab_size"], "vocab_size", training=True)
+    for check in (lambda: check_inputs(config, *inputs, training=False),
+                  lambda: check_labels("labels", ids, TINY["vocab_size"], "vocab_size", training=False)):
+        with pytest.raises((RuntimeError, NotImplementedError), match="meta"):
+            check()
+
+
+def test_training_on_the_cpu_still_names_bad_ids_and_the_device_path_names_the_limit(monkeypatch):
+    """The CPU has no device to wait for: training there keeps the one-line ValueError. The asynchronous path
+    (forced here on the CPU, where torch evaluates the assert at once) names the argument and the limit."""
+    model = MiniBertForMaskedLM(MiniBertConfig(**TINY)).train()
+    ids, mask, types = padded_batch(TINY["vocab_size"])
+    labels = ids.masked_fill(mask == 0, -100)
+    with pytest.raises(ValueError, match=r"input_ids contains 120, outside \[0, vocab_size=120\)"):
+        model(ids.masked_fill(ids == ids[0, 0], 120), attention_mask=mask)
+    with pytest.raises(ValueError, match=r"labels contains 120, outside \[0, vocab_size=120\) \(-100 marks ignored"):
+        model(ids, attention_mask=mask, labels=labels.masked_fill(labels == ids[0, 0], 120))
+    monkeypatch.setattr(checks_minibert, "read_on_host", lambda tensor, training: not training)
+    model(ids, attention_mask=mask, token_type_ids=types, labels=labels)  # good input passes the device checks
+    for bad, message in (
+        (dict(input_ids=ids + 120), r"input_ids holds a value outside \[0, vocab_size=120\)"),
+        (dict(token_type_ids=types + 1), r"token_type_ids holds a value outside \[0, type_vocab_size=2\)"),
+        (dict(attention_mask=mask * 2), r"attention_mask holds a value other than 0 and 1"),
+        (dict(labels=labels.masked_fill(labels == ids[0, 0], 120)), r"labels holds a value outside \[0, vocab_size=120\)"),
+    ):
+        with pytest.raises(RuntimeError, match=message):
+            model(**{**dict(input_ids=ids, attention_mask=mask, token_type_ids=types), **bad})
+
+
+def test_the_safetensors_header_reader_agrees_with_safetensors_and_names_what_is_wrong(tmp_path):
+    from safetensors import safe_open
+
+    folder = saved_folder(tmp_path)
+    path = folder / "model.safetensors"
+    header = read_safetensors_header(path)
+    with safe_open(path, framework="pt") as f:
+        expected = {key: (str(f.get_slice(key).get_dtype()), list(f.get_slice(key).get_shape())) for key in f.keys()}
+    assert {k: (v["dtype"], v["shape"]) for k, v in header.items() if k != "__metadata__"} == expected
+    good = path.read_bytes()
+    length = int.from_bytes(good[:8], "little")
+
+    def with_header(edit) -> bytes:
+        changed = json.loads(good[8 : 8 + length])
+        edit(changed)
+        raw = json.dumps(changed).encode()
+        return len(raw).to_bytes(8, "little") + raw + good[8 + length :]
+
+    word = "bert.embeddings.word_embeddings.weight"
+    path.write_bytes(good[:-1])
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} has {len(good) - 1} bytes, its header says "
+                                         rf"{len(good)} \(truncated or corrupted\)$"):
+        read_safetensors_header(path)
+    assert outputs.safetensors_problem(path) == f"model.safetensors has {len(good) - 1} bytes, its header says {len(good)} (truncated or corrupted)"
+    for content, message in (
+        (good[:5], r"it has 5 bytes, too few for its header"),
+        (b"\x08" + bytes(7) + b"not json", r"Expecting value"),
+        (with_header(lambda h: h[word].update(dtype="Q9")), rf"{word} has the unknown dtype 'Q9'"),
+        (with_header(lambda h: h[word].update(shape=[121, 32])), rf"{word}'s data_offsets .* do not hold F32 of shape \[121, 32\]"),
+        (with_header(lambda h: h.update({"x": 3})), r"the header entry of x is malformed: 3"),
+    ):
+        path.write_bytes(content)
+        with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} is truncated or corrupted: {message}"):
+            read_safetensors_header(path)
+        assert outputs.safetensors_problem(path).startswith("model.safetensors is truncated or corrupted: ")
+    path.unlink()
+    assert outputs.safetensors_problem(path) == "no model.safetensors"
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8, torch.bool])
+def test_weights_stored_as_integers_are_refused_naming_the_tensor_and_dtype(tmp_path, dtype):
+    from safetensors.torch import save_file
+
+    folder = saved_folder(tmp_path)
+    model = MiniBertForMaskedLM.from_pretrained(folder)
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "cls.predictions.decoder.weight"}
+    state["bert.embeddings.word_embeddings.weight"] = state["bert.embeddings.word_embeddings.weight"].to(dtype)
+    save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
+    stored = read_safetensors_header(folder / "model.safetensors")["bert.embeddings.word_embeddings.weight"]["dtype"]
+    with pytest.raises(ValueError, match=rf"holds embeddings.word_embeddings.weight as {stored}; Mini-BERT's weights "
+                                         r"must be floating point \(F32, F16, BF16, F64\)"):
+        AutoModelForMaskedLM.from_pretrained(folder)
+
+
+def test_half_precision_weights_still_load(tmp_path):
+    folder = saved_folder(tmp_path)
+    MiniBertForMaskedLM.from_pretrained(folder).half().save_pretrained(folder)
+    assert read_safetensors_header(folder / "model.safetensors")["bert.embeddings.word_embeddings.weight"]["dtype"] == "F16"
+    assert AutoModelForMaskedLM.from_pretrained(folder, dtype=torch.float32).dtype == torch.float32
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_autocast_gives_every_output_in_berts_dtype_and_close_to_its_values(head):
+    """Under `torch.autocast("cpu", torch.bfloat16)` BERT's logits come out bf16 (its last op is a Linear) and its
+    hidden states float32 (residual sums promote): Mini-BERT's the same, and as close to BERT's as bf16 allows."""
+    bert, mini = twin_models(head, TINY)
+    inputs = head_inputs(head, TINY["vocab_size"])
+    with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+        expected, got = bert(**inputs, output_hidden_states=True), mini(**inputs, output_hidden_states=True)
+    mask = inputs["attention_mask"].flatten(0, -2).bool()
+    for key, value in expected.items():
+        for e, g in zip(*((v,) if torch.is_tensor(v) else v for v in (value, got[key]))):
+            assert g.dtype == e.dtype, f"{key}: {g.dtype}, BERT {e.dtype}"
+            if e.dim() >= 2 and e.shape[:2] == mask.shape:
+                e, g = e[mask], g[mask]
+            torch.testing.assert_close(g.float(), e.float(), atol=0.1, rtol=0.05, msg=key)

@@ -47,7 +47,7 @@ LEFTOVER_PATTERNS = (".tmp-checkpoint-*", ".saving-*", ".*.tmp")
 RUN_FILES = (
     ARGS_FILE, METRICS_FILE, ALL_RESULTS_FILE, TRAIN_RESULTS_FILE, EVAL_RESULTS_FILE, PLOT_FILE, TENSORBOARD_DIR,
     "README.md", "config.json", "model.safetensors", "generation_config.json", "configuration_minibert.py",
-    "modeling_minibert.py", "question_answering_pipeline.py", "tokenizer.json", "tokenizer_config.json",
+    "modeling_minibert.py", "checks_minibert.py", "question_answering_pipeline.py", "tokenizer.json", "tokenizer_config.json",
     "special_tokens_map.json", "vocab.txt",
 )
 
