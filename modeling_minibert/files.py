@@ -8,39 +8,73 @@ beside its final place and rename it in (`os.replace` is atomic within a filesys
     staged_files         files that a library writes by name beside others (an ONNX export and its weights)
     check_output_dir             refuse, before any work, a folder that already holds something
 
-Staged files get the permissions a plain `open()` would give (`mkstemp` and `mkdtemp` make them private).
+Staged files and folders get the permissions a plain `open()` / `mkdir()` would give: they are created with
+mode 0o666 / 0o777 and the process umask does the rest (never read by setting it: that is process-wide, and
+racy with threads). Their hidden names carry the host and pid of the writer, so a later `staged_folder` /
+`staged_files` for the same output removes what a killed process left behind (`sweep_stale`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 import shutil
-import tempfile
+import socket
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+STAGING_KINDS = ("partial", "previous")  # a folder being written; an old output being replaced
 
-def umask() -> int:
-    """The process's umask (reading it means setting it, so it is set straight back)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+
+def _writer_tag() -> str:
+    """host-pid-random: whose staging this is (so a dead writer's can be swept) and unique among its own."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def process_alive(host: str | None, pid: object) -> bool:
+    """Whether process `pid` on `host` may still run (another host's cannot be checked: assumed alive)."""
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    except (ValueError, TypeError, OverflowError):
+        return False
+    return True
+
+
+def temp_file_beside(path: str | os.PathLike) -> tuple[int, Path]:
+    """Create a new hidden file beside `path`, open for writing: (descriptor, its path).
+
+    Made with mode 0o666, as `open()` makes files, so the umask gives it the usual permissions (`mkstemp`'s
+    files are private, 0600).
+    """
+    path = Path(path)
+    while True:
+        tmp = path.with_name(f".{path.name}.{_writer_tag()}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
+        except FileExistsError:  # a random name taken: draw another
+            continue
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to a temporary file beside `path`, then rename it into place."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = temp_file_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o666 & ~umask())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -54,6 +88,63 @@ def write_json(path: str | os.PathLike, payload: Any) -> None:
     write_text(path, json.dumps(payload, indent=2, default=str) + "\n")
 
 
+def _staging_pattern(output: Path) -> re.Pattern:
+    kinds = "|".join(STAGING_KINDS)
+    return re.compile(rf"\.{re.escape(output.name)}\.(?P<kind>{kinds})-(?P<host>.+)-(?P<pid>\d+)-[0-9a-f]{{8}}")
+
+
+def sweep_stale(output: str | os.PathLike) -> None:
+    """Remove the staging folders beside `output` that processes now dead left behind (killed mid-write).
+
+    A dead writer's `previous` folder is the old output itself when it died between the two renames of
+    `staged_folder`: it is put back if nothing took its place, removed otherwise.
+    """
+    output = Path(output)
+    pattern = _staging_pattern(output)
+    try:
+        siblings = list(output.parent.iterdir())
+    except OSError:
+        return  # nothing there yet, or unreadable: the write itself will say so
+    for path in siblings:
+        found = pattern.fullmatch(path.name)
+        if found is None or process_alive(found["host"], found["pid"]):
+            continue
+        if found["kind"] == "previous" and not output.exists():
+            os.replace(path, output)
+        elif path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _make_staging(output: Path) -> Path:
+    """A new empty hidden folder beside `output`, with the permissions `mkdir` gives (`mkdtemp`'s are 0700)."""
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        sweep_stale(output)
+        while True:
+            staging = output.with_name(f".{output.name}.partial-{_writer_tag()}")
+            try:
+                staging.mkdir(0o777)
+                return staging
+            except FileExistsError:  # a random name taken: draw another
+                continue
+    except OSError as err:  # named as the user gave it, not as the hidden staging folder
+        raise OSError(f"cannot write {output}: {err.strerror or err}") from None
+
+
+def plain_permissions(folder: Path) -> None:
+    """Give every file under `folder` the mode a plain `open()` would, as `folder` (made by `mkdir`) has.
+
+    Some writers create their files private: transformers' `save_pretrained` writes model.safetensors 0600.
+    The umask is read off `folder`'s own mode instead of `os.umask`, which can only be read by changing it.
+    """
+    file_mode = stat.S_IMODE(folder.stat().st_mode) & 0o666
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(file_mode)
+
+
 @contextmanager
 def staged_folder(output: str | os.PathLike) -> Iterator[Path]:
     """Yield an empty hidden folder beside `output`; on success it replaces `output`, on failure it is removed.
@@ -61,17 +152,13 @@ def staged_folder(output: str | os.PathLike) -> Iterator[Path]:
     A folder already at `output` is swapped out and deleted only once the new one is in place.
     """
     output = Path(output)
+    staging = _make_staging(output)
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
-    except OSError as err:  # named as the user gave it, not as the hidden staging folder
-        raise OSError(f"cannot write {output}: {err.strerror or err}") from None
-    try:
-        staging.chmod(0o777 & ~umask())
         yield staging
+        plain_permissions(staging)
         previous = None
         if output.exists():
-            previous = output.with_name(f".{output.name}.previous-{os.getpid()}")
+            previous = output.with_name(f".{output.name}.previous-{_writer_tag()}")
             os.replace(output, previous)
         os.replace(staging, output)
         if previous is not None:
@@ -89,15 +176,11 @@ def staged_files(output: str | os.PathLike) -> Iterator[Path]:
     Creating the folder is also the check, before any work, that the place can be written.
     """
     output = Path(output)
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.partial-"))
-    except OSError as err:
-        raise OSError(f"cannot write {output}: {err.strerror or err}") from None
+    staging = _make_staging(output)
     try:
         yield staging
+        plain_permissions(staging)
         for file in staging.iterdir():
-            os.chmod(file, 0o666 & ~umask())
             os.replace(file, output.parent / file.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
