@@ -7,6 +7,7 @@ beside its final place and rename it in (`os.replace` is atomic within a filesys
     staged_folder        a whole folder (a fine-tuned model, a converted checkpoint)
     staged_files         files that a library writes by name beside others (an ONNX export and its weights)
     check_output_dir             refuse, before any work, a folder that already holds something
+    check_links                  refuse, before any work, a link that copying a folder would follow out of it
 
 Staged files and folders get the permissions a plain `open()` / `mkdir()` would give: they are created with
 mode 0o666 / 0o777 and the process umask does the rest (never read by setting it: that is process-wide, and
@@ -23,7 +24,7 @@ import secrets
 import shutil
 import socket
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -201,3 +202,61 @@ def check_output_dir(output: str | os.PathLike, overwrite: bool = False, resume_
             ways = "--resume_from_checkpoint to continue the run saved there, " + ways
         raise FileExistsError(f"output_dir {output} is not empty; pass {ways}, or choose another folder")
     return output
+
+
+def _hidden(rel: str) -> bool:
+    return any(part.startswith(".") for part in rel.split("/"))
+
+
+def _everything(rel: str) -> bool:
+    return True
+
+
+def hub_cache_blobs(root: Path) -> Path | None:
+    """The `blobs/` folder of a Hugging Face cache snapshot (`models--x/snapshots/REV/`): its files are links there."""
+    blobs = root.parent.parent / "blobs"
+    return blobs if root.parent.name == "snapshots" and blobs.is_dir() else None
+
+
+def _link_problem(link: Path, root: Path, allowed: Callable[[str], bool]) -> str | None:
+    """Why the link `link` under `root` (resolved) must not be followed, or None."""
+    target = link.resolve()
+    if not target.exists():
+        return f"to {os.readlink(link)}, which does not exist"
+    blobs = hub_cache_blobs(root)
+    if blobs is not None and target.is_file() and target.is_relative_to(blobs.resolve()):
+        return None  # the cache's own layout: each snapshot file is a link to its content
+    if not target.is_relative_to(root):
+        return f"to {target}, outside the folder"
+    inside = target.relative_to(root).as_posix() + ("/" if target.is_dir() else "")
+    if inside in ("./", "") or not allowed(inside):
+        return f"to {inside}, which is not copied itself (hidden, a checkpoint or training state)"
+    return None
+
+
+def check_links(
+    folder: str | os.PathLike,
+    copied: Callable[[str], bool] = _everything,
+    allowed: Callable[[str], bool] = lambda rel: not _hidden(rel),
+) -> None:
+    """Refuse, before any work, a link in `folder` that copying (or publishing) the folder would follow out of it.
+
+    A link to a file elsewhere would copy that file's content, whatever it is (`ln -s ~/.ssh/id_rsa vocab.txt`).
+    Every link the copy takes (`copied(path)`, folder-relative, with a trailing "/" for a folder) must resolve
+    inside the folder, to a path `allowed` accepts (by default: not hidden); links are never followed further. A
+    Hugging Face cache snapshot (`.../snapshots/REV/`), whose files are links into its repository's `blobs/`, is
+    accepted as it is. Raises ValueError naming the first link refused.
+    """
+    folder = Path(folder)
+    root = folder.resolve()
+    # followlinks=False (the default): a link to a folder is listed with the folders, never entered.
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name, suffix in [(d, "/") for d in dirnames] + [(f, "") for f in filenames]:
+            link = Path(dirpath, name)
+            if not link.is_symlink() or not copied(link.relative_to(folder).as_posix() + suffix):
+                continue
+            problem = _link_problem(link, root, allowed)
+            if problem is not None:
+                raise ValueError(f"{link} is a link {problem}: refusing to copy what it points to "
+                                 "(replace the link with the file itself, or remove it)")
+        dirnames[:] = [d for d in dirnames if copied(Path(dirpath, d).relative_to(folder).as_posix() + "/")]

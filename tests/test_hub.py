@@ -614,6 +614,47 @@ def test_pushing_a_finetuning_output_folder_leaves_checkpoints_and_state_behind(
         push_to_hub(finetuning_output, "clf", token=TOKEN, endpoint=local_hub.endpoint)
 
 
+def test_a_push_never_follows_a_link_out_of_the_folder(saved_classifier, tmp_path, local_hub, capsys):
+    """`ln -s /some/secret FOLDER/vocab.txt; minibert push FOLDER` must not publish the secret (issue 25.2)."""
+    folder, _ = saved_classifier
+    secret = tmp_path / "secret.txt"
+    secret.write_text("my private notes\n")
+    local_hub.configure_clients()  # the CLI takes its endpoint from the environment
+    for name, target in (("notes.txt", secret), ("more", tmp_path), ("vocab-link.txt", ".git/config")):
+        (folder / ".git").mkdir(exist_ok=True)
+        (folder / ".git" / "config").write_text("[remote] url = https://user:password@example.com\n")
+        link = folder / name
+        link.symlink_to(target)
+        capsys.readouterr()
+        assert cli_main(["push", str(folder), "clf", "--token", TOKEN]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"minibert push: error: {link} is a link to ") and err.count("\n") == 1, err
+        assert "refusing to copy what it points to" in err
+        with pytest.raises(KeyError, match="No model repository"):  # the Hub was never asked: no repository
+            local_hub.repo_files(f"{USER}/clf")
+        link.unlink()
+    # A link to a file that is uploaded anyway is fine: its content goes up under the link's name.
+    (folder / "vocab-copy.txt").symlink_to("vocab.txt")
+    push_to_hub(folder, "clf", token=TOKEN, endpoint=local_hub.endpoint)
+    pushed = local_hub.repo_files(f"{USER}/clf")
+    assert pushed["vocab-copy.txt"] == (folder / "vocab.txt").read_bytes()
+    assert not [name for name in pushed if name.startswith(".git/")]
+
+
+def test_a_hub_cache_snapshot_pushes_although_its_files_are_links(saved_classifier, tmp_path, local_hub):
+    """huggingface_hub's cache stores a snapshot's files as links into the repository's blobs/: its own layout."""
+    folder, _ = saved_classifier
+    repo = tmp_path / "cache" / "models--me--clf"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    for path in folder.iterdir():
+        (repo / "blobs" / path.name).write_bytes(path.read_bytes())
+        (snapshot / path.name).symlink_to(Path("..", "..", "blobs", path.name))
+    push_to_hub(snapshot, "from-cache", token=TOKEN, endpoint=local_hub.endpoint)
+    assert local_hub.repo_files(f"{USER}/from-cache")["model.safetensors"] == (folder / "model.safetensors").read_bytes()
+
+
 def _index(card: ModelCard) -> dict[tuple[str, str], float]:
     """(split, metric name) -> value, from the card's model-index as the Hub reads it."""
     (entry,) = card.data.to_dict()["model-index"]

@@ -30,6 +30,10 @@ from tokenization.wordpiece import (
 logger = logging.getLogger(__name__)
 
 MIN_VOCAB_SIZE = 16  # the special tokens plus room for a minimal alphabet
+# The same bound as MiniBertConfig.vocab_size's (a model could not hold more ids). Written here again rather than
+# imported: importing modeling_minibert loads torch, which training a tokenizer does not need. Above it, the Rust
+# trainer tries to allocate tens of GB and aborts the process (exit 134) instead of raising.
+MAX_VOCAB_SIZE = 2**20
 MAX_ALPHABET = 1000  # as in tokenizers' BertWordPieceTokenizer: rarer characters become [UNK]
 
 
@@ -52,8 +56,8 @@ def train_tokenizer(
             collections (lists, datasets columns) are read two or three times and give the same vocabulary in
             every process; a one-shot iterator (a generator) is read once, and is then not reproducible.
             Lines longer than 64 KB are fed in pieces cut at whitespace, so memory does not grow with them.
-        vocab_size: most entries in the vocabulary, the 5 special tokens included ([PAD]=0, [UNK]=1, [CLS]=2,
-            [SEP]=3, [MASK]=4). A corpus too small to fill it gives fewer, and a warning is logged (the model's
+        vocab_size: most entries in the vocabulary (16 to 2**20), the 5 special tokens included ([PAD]=0,
+            [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4). A corpus too small to fill it gives fewer, and a warning is logged (the model's
             `vocab_size` should be `len(tokenizer)`).
         output_dir: if given, the tokenizer is saved there with `save_pretrained` (atomically).
         lowercase, strip_accents: BERT normalisation; `strip_accents=None` follows `lowercase`.
@@ -72,6 +76,8 @@ def train_tokenizer(
     n_special = len(SPECIAL_TOKEN_IDS)
     if vocab_size < MIN_VOCAB_SIZE:
         raise ValueError(f"vocab_size={vocab_size} is below the minimum of {MIN_VOCAB_SIZE}")
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise ValueError(f"vocab_size={vocab_size} is above the maximum of {MAX_VOCAB_SIZE} (2**20)")
     if min_frequency < 1:
         raise ValueError(f"min_frequency={min_frequency} must be at least 1")
     if limit_alphabet is None:
