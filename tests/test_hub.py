@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
+import traceback
 import uuid
 from pathlib import Path
 
@@ -31,7 +33,7 @@ from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, MiniBertFo
 from modeling_minibert.cli import main as cli_main
 from modeling_minibert.hub import (
     CARD_MARKER,
-    _token_scrubbed,
+    _call_without_leaking,
     TASKS,
     build_model_card,
     files_to_upload,
@@ -458,20 +460,41 @@ def test_the_token_is_not_published_by_mistake(saved_classifier):
     assert TOKEN not in str(err.value)
 
 
-def test_errors_are_scrubbed_of_the_token():
+def _raise(error: BaseException, cause: BaseException | None = None):
+    def call():
+        try:
+            raise cause
+        except BaseException:
+            raise error
+    return call if cause is not None else lambda: (_ for _ in ()).throw(error)
+
+
+def test_errors_are_replaced_by_token_free_copies():
     request = httpx2.Request("GET", "http://127.0.0.1:9/api/whoami-v2", headers={"Authorization": f"Bearer {TOKEN}"})
-    with pytest.raises(ValueError) as err:
-        with _token_scrubbed(TOKEN):
-            try:
-                raise httpx2.HTTPStatusError(f"refused {TOKEN}", request=request, response=httpx2.Response(401, request=request))
-            except httpx2.HTTPStatusError as cause:
-                raise ValueError(f"push failed with token {TOKEN}") from cause
-    assert str(err.value) == "push failed with token hf_***"  # same type, token replaced
-    assert str(err.value.__cause__) == "refused hf_***"
-    assert request.headers["Authorization"] == "Bearer hf_***"  # a debugger or a pickled error shows no token
-    with pytest.raises(httpx2.ConnectError, match="^no route$"):  # an error whose .request is unset
-        with _token_scrubbed(TOKEN):
-            raise httpx2.ConnectError("no route")
+    response = httpx2.Response(401, request=request, content=b"Invalid credentials")
+    status = httpx2.HTTPStatusError(f"refused {TOKEN}", request=request, response=response)
+    hub_error = HfHubHTTPError(f"401 Unauthorized for {TOKEN}", response=response, server_message="Invalid credentials")
+    for error, cause in ((ValueError(f"push failed with token {TOKEN}"), status), (status, None), (hub_error, None)):
+        with pytest.raises(type(error)) as raised:  # same type: callers catch what they caught before
+            _call_without_leaking(TOKEN, _raise(error, cause))
+        clean = raised.value
+        assert clean is not error and str(clean) == str(error).replace(TOKEN, "hf_***")
+        assert clean.__cause__ is None and clean.__context__ is None  # the originals are not reachable
+        assert TOKEN not in "".join(traceback.format_exception(clean))
+        assert TOKEN.encode() not in pickle.dumps(clean)  # nor in a pickled or logged copy (requests included)
+        # The originals are left alone (they belong to huggingface_hub and httpx).
+        assert TOKEN in str(error) and request.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert (raised.value.response.status_code, raised.value.server_message) == (401, "Invalid credentials")
+    assert raised.value.response.request.headers["Authorization"] == "Bearer hf_***"
+    with pytest.raises(FileNotFoundError) as raised:  # an OSError keeps the file name outside its message
+        _call_without_leaking(TOKEN, lambda: open(f"/no-such-folder/{TOKEN}"))
+    assert raised.value.filename == "/no-such-folder/hf_***" and raised.value.errno == 2
+    # An error without the token, as most are, is the very one raised (with its cause).
+    plain = httpx2.ConnectError("no route")
+    with pytest.raises(httpx2.ConnectError) as raised:
+        _call_without_leaking(TOKEN, _raise(plain))
+    assert raised.value is plain
+    assert _call_without_leaking(TOKEN, lambda: "result") == "result"
 
 
 def test_hub_refusals_reach_the_user(saved_classifier, tmp_path, monkeypatch, capsys):
