@@ -99,7 +99,13 @@ RESULT_METRICS = {
     "nsp_accuracy": ("accuracy", "NSP accuracy"),
     "perplexity": ("perplexity", "Perplexity"),
 }
-SPLITS = {"eval": "validation", "test": "test"}
+# Display names of losses; any other `*_loss` is named from its key ("distill_loss" -> "Distill loss").
+LOSS_NAMES = {"loss": "Loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss"}
+# Result key prefix -> the split it was measured on (Trainer's names), in the order the card lists them.
+SPLITS = {"train": "train", "eval": "validation", "test": "test"}
+# Keys without a prefix are per-step training records (`metrics.jsonl`'s `loss`, `mlm_accuracy`), not results,
+# except these: pretraining's `perplexity` is of the held-out data (run_mlm.py's name).
+UNPREFIXED_RESULTS = {"perplexity": "validation"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,46 +209,52 @@ def is_hub_model_id(name: str) -> bool:
 
 
 def split_metric(key: str) -> tuple[str, str] | None:
-    """("validation" | "test", metric) for a result key that is an evaluation metric, else None.
+    """(split, metric) for a result key that is a metric or a loss of a split, else None.
 
-    `eval_accuracy` -> ("validation", "accuracy"); `test_f1` -> ("test", "f1"); `perplexity` (pretraining's,
-    of the held-out data) -> ("validation", "perplexity"); `train_loss`, `epoch`, `eval_runtime` -> None.
+    `eval_accuracy` -> ("validation", "accuracy"); `test_f1` -> ("test", "f1"); `train_loss` -> ("train", "loss");
+    `perplexity` (pretraining's, of the held-out data) -> ("validation", "perplexity"); `mlm_accuracy` (a training
+    record), `epoch`, `eval_runtime` -> None.
     """
+    if key in UNPREFIXED_RESULTS:
+        return UNPREFIXED_RESULTS[key], key
     prefix, _, metric = key.partition("_")
-    if prefix in SPLITS and metric in RESULT_METRICS:
+    if prefix in SPLITS and (metric in RESULT_METRICS or metric == "loss" or metric.endswith("_loss")):
         return SPLITS[prefix], metric
-    if key in RESULT_METRICS:
-        return "validation", key
     return None
 
 
-def is_result(key: str) -> bool:
-    """What the card's results table shows: evaluation metrics and losses, never bookkeeping."""
-    return split_metric(key) is not None or key.endswith("loss") and key.split("_")[0] in ("train", "eval", "test")
+def display_name(metric: str) -> str:
+    """"mlm_accuracy" -> "MLM accuracy", "eval"-less keys as a reader of the card should see them."""
+    if metric in RESULT_METRICS:
+        return RESULT_METRICS[metric][1]
+    return LOSS_NAMES.get(metric, metric.replace("_", " ").capitalize())
+
+
+def card_results(metrics: dict[str, float]) -> dict[tuple[str, str], float]:
+    """(split, metric) -> value for every result in `metrics`, once each, splits in SPLITS' order."""
+    found = {split_metric(key): value for key, value in metrics.items() if split_metric(key) is not None}
+    order = list(SPLITS.values())
+    return dict(sorted(found.items(), key=lambda item: order.index(item[0][0])))
 
 
 def eval_results(
     metrics: dict[str, float], task: str | None, dataset_name: str | None
 ) -> list[EvalResult]:
-    """The model-index entries (huggingface_hub `EvalResult`s) for a run's evaluation metrics."""
+    """The model-index entries (huggingface_hub `EvalResult`s): one per evaluation metric and held-out split."""
     dataset = dataset_name or "local files"
-    results = []
-    for key, value in metrics.items():
-        found = split_metric(key)
-        if found is None:
-            continue
-        split, metric = found
-        metric_type, metric_name = RESULT_METRICS[metric]
-        results.append(EvalResult(
+    return [
+        EvalResult(
             task_type=task or "feature-extraction",
             dataset_type=dataset if " " not in dataset else "custom",  # a Hub dataset id when there is one
             dataset_name=dataset,
             dataset_split=split,
-            metric_type=metric_type,
-            metric_name=metric_name,
+            metric_type=RESULT_METRICS[metric][0],
+            metric_name=display_name(metric),
             metric_value=value,
-        ))
-    return results
+        )
+        for (split, metric), value in card_results(metrics).items()
+        if split != "train" and metric in RESULT_METRICS  # losses and training numbers: the table only
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,10 +349,10 @@ def build_model_card(
         ordered = [labels[k] for k in sorted(labels, key=int)]
         lines += ["Labels: " + ", ".join(f"`{label}`" for label in ordered), ""]
     lines += ["## Training data", "", dataset_name if dataset_name else "Not recorded with this checkpoint.", ""]
-    shown = {key: value for key, value in metrics.items() if is_result(key)}
-    if shown:
-        lines += ["## Results", "", "| Metric | Value |", "|---|---|"]
-        lines += [f"| {key} | {value:.4g} |" for key, value in shown.items()]
+    results = card_results(metrics)
+    if results:
+        lines += ["## Results", "", "| Metric | Split | Value |", "|---|---|---|"]
+        lines += [f"| {display_name(metric)} | {split} | {value:.4g} |" for (split, metric), value in results.items()]
         lines += [""]
     lines += ["## Usage", "", *_usage(repo_id, revision, auto_class, pipeline_tag, has_tokenizer)]
     if not has_tokenizer:

