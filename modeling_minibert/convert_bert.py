@@ -226,7 +226,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("out", help="output folder (must be empty unless --overwrite_output_dir)")
     parser.add_argument("--to-bert", "--to_bert", action="store_true", help="convert a Mini-BERT folder to transformers' BERT")
     parser.add_argument(
-        "--overwrite_output_dir", "--overwrite-output-dir", "--overwrite", dest="overwrite", action="store_true",
+        "--overwrite_output_dir", "--overwrite-output-dir", dest="overwrite", action="store_true",
         help="replace an existing output folder",
     )
     parser.add_argument("--allow-pickle", "--allow_pickle", action="store_true", help="accept pytorch_model.bin (pickle) weights")

@@ -66,7 +66,7 @@ def test_cli_converts_both_ways_and_refuses_to_overwrite(tmp_path, capsys):
     )
     assert (tmp_path / "mini" / "model.safetensors").read_bytes() == before
     assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini"), "--overwrite_output_dir"]) == 0
-    assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini"), "--overwrite"]) == 0
+    assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini"), "--overwrite-output-dir"]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["back", "bert", "mini"]  # no staging or previous copy
 
 

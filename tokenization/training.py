@@ -191,32 +191,6 @@ class TokenizerTrainingArguments:
     disable_tqdm: bool = field(default=False, metadata={"help": "no progress bar (default: false)"})
 
 
-# Old option -> (the new one, what the old one set): accepted for one more release, with a warning.
-DEPRECATED_OPTIONS: dict[str, tuple[str, dict]] = {
-    "--input": ("--train_file", {"dest": "train_file", "nargs": "+"}),
-    "--cased": ("--no_lowercase", {"dest": "lowercase", "nargs": 0, "const": False}),
-    "--no-strip-accents": ("--strip_accents false", {"dest": "strip_accents", "nargs": 0, "const": False}),
-    "--overwrite": ("--overwrite_output_dir", {"dest": "overwrite_output_dir", "nargs": 0, "const": True}),
-    "--quiet": ("--disable_tqdm", {"dest": "disable_tqdm", "nargs": 0, "const": True}),
-}
-
-
-class DeprecatedOption(argparse.Action):
-    """An old option name: does what its replacement does, and says once on stderr which name to use."""
-
-    def __init__(self, option_strings, dest, replacement: str, nargs=None, const=None, **kwargs):
-        super().__init__(option_strings, dest, nargs=nargs, const=const, help=argparse.SUPPRESS, **kwargs)
-        self.replacement = replacement
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(
-            f"minibert train-tokenizer: warning: {option_string} is deprecated and will be removed in the next "
-            f"release; use {self.replacement}",
-            file=sys.stderr,
-        )
-        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
-
-
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train-tokenizer",
@@ -225,8 +199,6 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         help="train a WordPiece vocabulary and save a fast tokenizer",
         description="Train a BERT WordPiece vocabulary on UTF-8 text files and save it with save_pretrained.",
     )
-    for old, (new, kwargs) in DEPRECATED_OPTIONS.items():
-        parser.add_argument(old, action=DeprecatedOption, replacement=new, default=argparse.SUPPRESS, **kwargs)
     parser.set_defaults(func=run_cli)
 
 
