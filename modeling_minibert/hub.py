@@ -313,16 +313,6 @@ def build_model_card(
         model_name=name,
         eval_results=eval_results(metrics, pipeline_tag, dataset_name) or None,
     )
-    size_rows = [
-        ("Architecture", f"`{architecture}`"),
-        ("Layers", config.get("num_hidden_layers")),
-        ("Hidden size", config.get("hidden_size")),
-        ("Attention heads", config.get("num_attention_heads")),
-        ("Feed-forward size", config.get("intermediate_size")),
-        ("Vocabulary", config.get("vocab_size")),
-        ("Max sequence length", config.get("max_position_embeddings")),
-        ("Parameters", f"{n_params:,}" if n_params is not None else None),
-    ]
     lines = [
         CARD_MARKER,
         "",
@@ -337,28 +327,45 @@ def build_model_card(
             + ". It loads with plain transformers: the modeling code travels with the weights."
         ),
         "",
-        "## Model size",
-        "",
-        "| | |",
-        "|---|---|",
-        *[f"| {label} | {value} |" for label, value in size_rows if value is not None],
-        "",
+        *_size_lines(config, architecture, n_params, pipeline_tag),
+        "## Training data", "", dataset_name if dataset_name else "Not recorded with this checkpoint.", "",
+        *_result_lines(metrics),
     ]
-    labels = config.get("id2label") or {}
-    if pipeline_tag in ("text-classification", "token-classification") and labels:
-        ordered = [labels[k] for k in sorted(labels, key=int)]
-        lines += ["Labels: " + ", ".join(f"`{label}`" for label in ordered), ""]
-    lines += ["## Training data", "", dataset_name if dataset_name else "Not recorded with this checkpoint.", ""]
-    results = card_results(metrics)
-    if results:
-        lines += ["## Results", "", "| Metric | Split | Value |", "|---|---|---|"]
-        lines += [f"| {display_name(metric)} | {split} | {value:.4g} |" for (split, metric), value in results.items()]
-        lines += [""]
     lines += ["## Usage", "", *_usage(repo_id, revision, auto_class, pipeline_tag, has_tokenizer)]
     if not has_tokenizer:
         lines += ["No tokenizer was saved with this checkpoint: use the one it was trained with.", ""]
     lines += ["## License", "", f"{license}", ""]
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines))
+
+
+def _size_lines(config: dict, architecture: str, n_params: int | None, pipeline_tag: str | None) -> list[str]:
+    """Card lines: the model's sizes, and its labels for a classifier."""
+    size_rows = [
+        ("Architecture", f"`{architecture}`"),
+        ("Layers", config.get("num_hidden_layers")),
+        ("Hidden size", config.get("hidden_size")),
+        ("Attention heads", config.get("num_attention_heads")),
+        ("Feed-forward size", config.get("intermediate_size")),
+        ("Vocabulary", config.get("vocab_size")),
+        ("Max sequence length", config.get("max_position_embeddings")),
+        ("Parameters", f"{n_params:,}" if n_params is not None else None),
+    ]
+    lines = ["## Model size", "", "| | |", "|---|---|"]
+    lines += [f"| {label} | {value} |" for label, value in size_rows if value is not None] + [""]
+    labels = config.get("id2label") or {}
+    if pipeline_tag in ("text-classification", "token-classification") and labels:
+        ordered = [labels[k] for k in sorted(labels, key=int)]
+        lines += ["Labels: " + ", ".join(f"`{label}`" for label in ordered), ""]
+    return lines
+
+
+def _result_lines(metrics: dict[str, float]) -> list[str]:
+    """Card lines: the results table, under the metrics' display names, one row per metric and split."""
+    results = card_results(metrics)
+    if not results:
+        return []
+    rows = [f"| {display_name(metric)} | {split} | {value:.4g} |" for (split, metric), value in results.items()]
+    return ["## Results", "", "| Metric | Split | Value |", "|---|---|---|", *rows, ""]
 
 
 def _usage(repo_id: str, revision: str | None, auto_class: str, pipeline_tag: str | None, has_tokenizer: bool) -> list:

@@ -73,20 +73,7 @@ def train_tokenizer(
             does not fit in `vocab_size`.
         FileNotFoundError / FileExistsError: missing input file / non-empty `output_dir` without `overwrite`.
     """
-    n_special = len(SPECIAL_TOKEN_IDS)
-    if vocab_size < MIN_VOCAB_SIZE:
-        raise ValueError(f"vocab_size={vocab_size} is below the minimum of {MIN_VOCAB_SIZE}")
-    if vocab_size > MAX_VOCAB_SIZE:
-        raise ValueError(f"vocab_size={vocab_size} is above the maximum of {MAX_VOCAB_SIZE} (2**20)")
-    if min_frequency < 1:
-        raise ValueError(f"min_frequency={min_frequency} must be at least 1")
-    if limit_alphabet is None:
-        # Each kept character may also appear as its "##" continuation: 2 entries per character.
-        limit_alphabet = min(MAX_ALPHABET, (vocab_size - n_special) // 2)
-    elif not 1 <= limit_alphabet <= vocab_size - n_special:
-        raise ValueError(f"limit_alphabet={limit_alphabet} must be between 1 and vocab_size - {n_special} = {vocab_size - n_special}")
-    if model_max_length is not None and model_max_length < 2:
-        raise ValueError(f"model_max_length={model_max_length} must be at least 2 ([CLS] and [SEP])")
+    limit_alphabet = _checked_sizes(vocab_size, min_frequency, limit_alphabet, model_max_length)
     if output_dir is not None:
         _files().check_output_dir(output_dir, overwrite)  # fail before training, not after
     corpus = Corpus(inputs, show_progress=show_progress)
@@ -117,7 +104,35 @@ def train_tokenizer(
     backend.train_from_iterator(corpus.batches(desc), trainer)
 
     vocab = backend.get_vocab()
-    if len(vocab) <= n_special:
+    _check_trained(vocab, corpus, vocab_size, min_frequency, limit_alphabet)
+    tokenizer = make_tokenizer(vocab, lowercase, strip_accents, model_max_length)
+    if output_dir is not None:
+        save_tokenizer(tokenizer, output_dir, overwrite=overwrite)
+    return tokenizer
+
+
+def _checked_sizes(vocab_size: int, min_frequency: int, limit_alphabet: int | None, model_max_length: int | None) -> int:
+    """Refuse sizes out of range, before any work; return `limit_alphabet` (its default filled in)."""
+    n_special = len(SPECIAL_TOKEN_IDS)
+    if vocab_size < MIN_VOCAB_SIZE:
+        raise ValueError(f"vocab_size={vocab_size} is below the minimum of {MIN_VOCAB_SIZE}")
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise ValueError(f"vocab_size={vocab_size} is above the maximum of {MAX_VOCAB_SIZE} (2**20)")
+    if min_frequency < 1:
+        raise ValueError(f"min_frequency={min_frequency} must be at least 1")
+    if model_max_length is not None and model_max_length < 2:
+        raise ValueError(f"model_max_length={model_max_length} must be at least 2 ([CLS] and [SEP])")
+    if limit_alphabet is None:
+        # Each kept character may also appear as its "##" continuation: 2 entries per character.
+        return min(MAX_ALPHABET, (vocab_size - n_special) // 2)
+    if not 1 <= limit_alphabet <= vocab_size - n_special:
+        raise ValueError(f"limit_alphabet={limit_alphabet} must be between 1 and vocab_size - {n_special} = {vocab_size - n_special}")
+    return limit_alphabet
+
+
+def _check_trained(vocab: dict[str, int], corpus: Corpus, vocab_size: int, min_frequency: int, limit_alphabet: int) -> None:
+    """Refuse a vocabulary that is empty or too large; say when it is smaller than asked."""
+    if len(vocab) <= len(SPECIAL_TOKEN_IDS):
         raise ValueError(f"the corpus ({corpus.describe()}) contains no text to train on")
     if len(vocab) > vocab_size:
         raise ValueError(
@@ -133,10 +148,6 @@ def train_tokenizer(
     # The trainer puts special tokens first, in order; the model relies on it (pad_token_id=0).
     if any(vocab[token] != i for token, i in SPECIAL_TOKEN_IDS.items()):
         raise RuntimeError(f"tokenizers placed the special tokens at unexpected ids: {[vocab[t] for t in SPECIAL_TOKEN_IDS]}")
-    tokenizer = make_tokenizer(vocab, lowercase, strip_accents, model_max_length)
-    if output_dir is not None:
-        save_tokenizer(tokenizer, output_dir, overwrite=overwrite)
-    return tokenizer
 
 
 def _alphabet(corpus: Corpus, limit_alphabet: int, lowercase: bool, strip_accents: bool | None) -> tuple[list[str], list[str]]:
