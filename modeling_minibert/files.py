@@ -220,7 +220,10 @@ def hub_cache_blobs(root: Path) -> Path | None:
 
 def _link_problem(link: Path, root: Path, allowed: Callable[[str], bool]) -> str | None:
     """Why the link `link` under `root` (resolved) must not be followed, or None."""
-    target = link.resolve()
+    try:
+        target = link.resolve()
+    except (RuntimeError, OSError):  # a loop of links (RuntimeError before Python 3.13)
+        return f"to {os.readlink(link)}, which never resolves (a loop of links)"
     if not target.exists():
         return f"to {os.readlink(link)}, which does not exist"
     blobs = hub_cache_blobs(root)

@@ -540,6 +540,8 @@ ROWS: list[Row] = [
         breakage=link("args.json", "checkpoint-5/training_args.bin", "checkpoint-5/training_args.bin")),
     Row("push-link-to-nothing", ("{broken}/vocab.txt", "does not exist"), ("push", "{broken}", "alice/model"),
         lambda p: push(p), source="mlm", breakage=link("vocab.txt", "gone.txt")),
+    Row("push-link-loop", ("{broken}/notes.txt", "loop"), ("push", "{broken}", "alice/model"),
+        lambda p: push(p), source="mlm", breakage=link("notes.txt", "notes.txt")),
     Row("push-weights-corrupt", ("{broken}/model.safetensors", "not a readable safetensors file"),
         ("push", "{broken}", "alice/model"), lambda p: push(p), source="mlm",
         breakage=write("model.safetensors", b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}")),
