@@ -598,9 +598,11 @@ def push_to_hub(
 
     Raises:
         FileNotFoundError: `folder` or its config.json is missing.
-        ValueError: bad repo_id or revision, pickle files without `allow_pickle`, the token inside a file.
+        ValueError: bad repo_id or revision, pickle files without `allow_pickle`, the token inside a file, a link
+            that leads out of the folder (or to a file never uploaded), a safetensors file cut short or unreadable.
         LocalTokenNotFoundError: no token anywhere.
-        huggingface_hub errors (RepositoryNotFoundError, HfHubHTTPError, ...) from the Hub, token removed.
+        huggingface_hub errors (RepositoryNotFoundError, HfHubHTTPError, ...) from the Hub; one that carries the
+            token (in its message or its request's headers) is replaced by a token-free copy of the same type.
     """
     token = token or get_token()
     # Everything below may quote its arguments in an error: a token pasted into the wrong one stays hidden.
