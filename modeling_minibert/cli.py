@@ -8,9 +8,12 @@ and `minibert push` must not pay for (or need) the training stack.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import importlib.util
+import shlex
 import sys
+from pathlib import Path
 
 # command -> (module, extra it needs, one line for `minibert --help`), in the order `--help` lists them.
 COMMANDS: dict[str, tuple[str, str | None, str]] = {
@@ -33,6 +36,9 @@ EXTRA_MODULES = {
 EXTRA_OF_MODULE = {module: extra for extra, modules in EXTRA_MODULES.items() for module in modules}
 
 
+NO_ABBREVIATIONS = functools.partial(argparse.ArgumentParser, allow_abbrev=False)
+
+
 def missing_extra(err: ModuleNotFoundError) -> str | None:
     """The extra that provides the module `err` could not import, if it is one of ours."""
     return EXTRA_OF_MODULE.get((err.name or "").split(".")[0])
@@ -43,6 +49,18 @@ def check_extra(extra: str | None) -> None:
     for module in EXTRA_MODULES.get(extra, []):
         if importlib.util.find_spec(module) is None:
             raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+
+
+def install_hint(extra: str) -> str:
+    """The command that adds `extra` to this installation.
+
+    From the clone this package was installed from: it is not on the package index, where the project named
+    `minibert` is someone else's (`pip install 'minibert[onnx]'` would install that).
+    """
+    root = Path(__file__).resolve().parent.parent
+    if (root / "setup.cfg").is_file():
+        return f"{shlex.quote(sys.executable)} -m pip install -e {shlex.quote(f'{root}[{extra}]')}"
+    return f"pip install -e '.[{extra}]' in a clone of Mini-BERT"
 
 
 def top_level_help() -> str:
@@ -69,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         check_extra(extra)
         module = importlib.import_module(module_name)
         parser = argparse.ArgumentParser(prog="minibert")
-        module.add_cli(parser.add_subparsers(dest="command", required=True))
+        # No abbreviated options: `--overwrite` would silently stand for `--overwrite_output_dir` (and an old,
+        # dropped option name for whichever new one it begins), where a refusal is what the user needs.
+        subparsers = parser.add_subparsers(dest="command", required=True, parser_class=NO_ABBREVIATIONS)
+        module.add_cli(subparsers)
         args = parser.parse_args(argv)
         result = args.func(args)
     except ModuleNotFoundError as err:
@@ -78,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(
             f"minibert {command}: error: needs the [{needed}] extra (missing module {err.name!r}); "
-            f"install it with: pip install 'minibert[{needed}]'",
+            f"install it with: {install_hint(needed)}",
             file=sys.stderr,
         )
         return 2

@@ -17,7 +17,7 @@ from transformers import BertConfig
 
 from . import modeling_minibert
 from .configuration_minibert import MiniBertConfig, read_config_json
-from .files import check_output_dir, staged_folder
+from .files import check_links, check_output_dir, staged_folder
 from .modeling_minibert import check_weights_fit_config
 
 # Fields with the same meaning in BertConfig and MiniBertConfig.
@@ -50,6 +50,8 @@ TOKENIZER_FILES = (
     "special_tokens_map.json",
     "added_tokens.json",
 )
+# Every file a conversion reads from its source folder: a link among them must not lead out of it.
+SOURCE_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", *TOKENIZER_FILES)
 # Present in some BERT checkpoints, absent from Mini-BERT by design: a buffer older transformers saved, and the
 # decoder bias, which BERT ties to `cls.predictions.bias` (Mini-BERT adds that bias directly).
 BERT_ONLY_KEYS = ("bert.embeddings.position_ids", "embeddings.position_ids", "cls.predictions.decoder.bias")
@@ -61,6 +63,7 @@ def _read_config(folder: Path) -> dict:
         raise FileNotFoundError(f"model folder {folder} does not exist")
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: {folder} is not a saved model folder")
+    check_links(folder, copied=lambda name: name in SOURCE_FILES)  # vocab.txt -> ~/.ssh/id_rsa is not copied
     return read_config_json(folder)
 
 
@@ -223,7 +226,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("out", help="output folder (must be empty unless --overwrite_output_dir)")
     parser.add_argument("--to-bert", "--to_bert", action="store_true", help="convert a Mini-BERT folder to transformers' BERT")
     parser.add_argument(
-        "--overwrite_output_dir", "--overwrite-output-dir", "--overwrite", dest="overwrite", action="store_true",
+        "--overwrite_output_dir", "--overwrite-output-dir", dest="overwrite", action="store_true",
         help="replace an existing output folder",
     )
     parser.add_argument("--allow-pickle", "--allow_pickle", action="store_true", help="accept pytorch_model.bin (pickle) weights")

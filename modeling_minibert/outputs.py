@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from modeling_minibert.files import write_json
+from modeling_minibert.files import process_alive, write_json
 
 CARD_FILE = "README.md"
 ALL_RESULTS_FILE = "all_results.json"
@@ -70,17 +70,7 @@ def _holder(lock: Path) -> dict:
 
 
 def _alive(holder: dict) -> bool:
-    if holder.get("host") != socket.gethostname():
-        return bool(holder)  # another machine's process cannot be checked: assume it lives
-    try:
-        os.kill(int(holder["pid"]), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    except (KeyError, ValueError, TypeError):
-        return False
-    return True
+    return bool(holder) and process_alive(holder.get("host"), holder.get("pid"))
 
 
 def check_unlocked(out: Path, job: str = "minibert") -> None:

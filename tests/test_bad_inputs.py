@@ -197,6 +197,20 @@ def delete(*names: str) -> Callable[[Path], None]:
     return breakage
 
 
+def link(name: str, target: str, *make: str) -> Callable[[Path], None]:
+    """Replace `name` in the folder by a symbolic link to `target` (after creating the files `make`, inside)."""
+    def breakage(folder: Path) -> None:
+        for made in make:
+            (folder / made).parent.mkdir(parents=True, exist_ok=True)
+            (folder / made).write_text("secret")
+        path = folder / name
+        if path.is_file():
+            path.unlink()
+        path.symlink_to(target)
+
+    return breakage
+
+
 def truncate(name: str, keep: int) -> Callable[[Path], None]:
     def breakage(folder: Path) -> None:
         (folder / name).write_bytes((folder / name).read_bytes()[:keep])
@@ -536,6 +550,11 @@ ROWS: list[Row] = [
         lambda p: convert(SimpleNamespace(bert=p.bert, out=p.data / "corpus.txt"), "bert"), FileExistsError),
     Row("convert-into-read-only-place", ("cannot write {readonly}/out", "Read-only file system"), ("convert-bert", "{bert}", "{readonly}/out"),
         lambda p: convert(SimpleNamespace(bert=p.bert, out=p.readonly / "out"), "bert"), OSError),
+    Row("convert-link-to-a-file-outside", ("{broken}/vocab.txt", "/etc/passwd", "outside"),
+        ("convert-bert", "{broken}", "{out}"), lambda p: convert(p), source="bert", breakage=link("vocab.txt", "/etc/passwd"),
+        in_subprocess=True),
+    Row("convert-link-to-a-hidden-file", ("{broken}/tokenizer_config.json", ".env"), ("convert-bert", "{broken}", "{out}"),
+        lambda p: convert(p), source="bert", breakage=link("tokenizer_config.json", ".env", ".env")),
     Row("convert-unknown-architecture", ("{broken}/config.json", "'BertForCausalLM'"), ("convert-bert", "{broken}", "{out}"),
         lambda p: convert(p), source="bert", breakage=edit_config(architectures=["BertForCausalLM"])),
     # -- export-onnx -----------------------------------------------------------------------------------------------
@@ -556,6 +575,9 @@ ROWS: list[Row] = [
     Row("tokenizer-vocab-size-negative", ("vocab_size=-100",),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--vocab_size=-100"),
         lambda p: train_tok(p, [p.data / "corpus.txt"], vocab_size=-100)),
+    Row("tokenizer-vocab-size-above-maximum", ("vocab_size=1000000000", "1048576"),
+        ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--vocab_size", "1000000000"),
+        lambda p: train_tok(p, [p.data / "corpus.txt"], vocab_size=10**9), seconds=5, in_subprocess=True),
     Row("tokenizer-min-frequency-zero", ("min_frequency=0",),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--min_frequency", "0"),
         lambda p: train_tok(p, [p.data / "corpus.txt"], min_frequency=0)),
@@ -610,6 +632,27 @@ ROWS: list[Row] = [
     Row("push-folder-does-not-exist", ("{out}",), ("push", "{out}", "alice/model"), lambda p: push(p, "out"), FileNotFoundError),
     Row("push-folder-without-config", ("{data}", "config.json"), ("push", "{data}", "alice/model"),
         lambda p: push(p, "data"), FileNotFoundError),
+    # A link is never followed out of the folder, nor to what is never uploaded (the secret would be published).
+    Row("push-link-to-a-file-outside", ("{broken}/vocab.txt", "/etc/passwd", "outside"), ("push", "{broken}", "alice/model"),
+        lambda p: push(p), source="mlm", breakage=link("vocab.txt", "/etc/passwd")),
+    Row("push-link-to-a-folder-outside", ("{broken}/extra", "outside"), ("push", "{broken}", "alice/model"),
+        lambda p: push(p), source="mlm", breakage=link("extra", "/etc")),
+    Row("push-link-deep-inside", ("{broken}/docs/notes/vocab.txt", "/etc/passwd"), ("push", "{broken}", "alice/model"),
+        lambda p: push(p), source="mlm", breakage=link("docs/notes/vocab.txt", "/etc/passwd", "docs/notes/readme.txt")),
+    Row("push-link-to-a-hidden-file", ("{broken}/notes.txt", ".git/config"), ("push", "{broken}", "alice/model"),
+        lambda p: push(p), source="mlm", breakage=link("notes.txt", ".git/config", ".git/config")),
+    Row("push-link-to-training-state", ("{broken}/args.json", "checkpoint-5/training_args.bin"),
+        ("push", "{broken}", "alice/model"), lambda p: push(p), source="mlm",
+        breakage=link("args.json", "checkpoint-5/training_args.bin", "checkpoint-5/training_args.bin")),
+    Row("push-link-to-nothing", ("{broken}/vocab.txt", "does not exist"), ("push", "{broken}", "alice/model"),
+        lambda p: push(p), source="mlm", breakage=link("vocab.txt", "gone.txt")),
+    Row("push-link-loop", ("{broken}/notes.txt", "loop"), ("push", "{broken}", "alice/model"),
+        lambda p: push(p), source="mlm", breakage=link("notes.txt", "notes.txt")),
+    Row("push-weights-corrupt", ("{broken}/model.safetensors", "not a readable safetensors file"),
+        ("push", "{broken}", "alice/model"), lambda p: push(p), source="mlm",
+        breakage=write("model.safetensors", b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}")),
+    Row("push-weights-truncated", ("{broken}/model.safetensors", "cut short"), ("push", "{broken}", "alice/model"),
+        lambda p: push(p), source="mlm", breakage=truncate("model.safetensors", 200), in_subprocess=True),
     # -- finetune --------------------------------------------------------------------------------------------------
     Row("finetune-into-read-only-folder", ("output_dir {readonly}/run", "cannot be written"), finetune_cli(output="{readonly}/run"),
         lambda p: tune(p, output_dir=p.readonly / "run"), OSError, in_subprocess=True),

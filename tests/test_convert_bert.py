@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
+from pathlib import Path
 
 import pytest
 import torch
@@ -63,7 +66,7 @@ def test_cli_converts_both_ways_and_refuses_to_overwrite(tmp_path, capsys):
     )
     assert (tmp_path / "mini" / "model.safetensors").read_bytes() == before
     assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini"), "--overwrite_output_dir"]) == 0
-    assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini"), "--overwrite"]) == 0
+    assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini"), "--overwrite-output-dir"]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["back", "bert", "mini"]  # no staging or previous copy
 
 
@@ -154,3 +157,39 @@ def test_broken_sources_are_one_line(tmp_path, capsys):
     assert cli_main(["convert-bert", str(tmp_path / "nowhere"), str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err == f"minibert convert-bert: error: model folder {tmp_path / 'nowhere'} does not exist\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bert"]
+
+
+def test_output_files_have_ordinary_permissions(tmp_path):
+    """model.safetensors is 0644 like every other file (transformers' save_pretrained writes it 0600)."""
+    saved_bert(tmp_path / "bert", "ForMaskedLM")
+    before = os.umask(0o022)  # the usual umask, for this test only
+    try:
+        convert_bert_to_minibert(tmp_path / "bert", tmp_path / "mini")
+    finally:
+        os.umask(before)
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in (tmp_path / "mini").iterdir()}
+    assert modes["model.safetensors"] == 0o644 and set(modes.values()) == {0o644}, modes
+
+
+def test_a_hub_cache_snapshot_converts_and_links_elsewhere_do_not(tmp_path):
+    """A Hub cache snapshot's files are links into its blobs/ (its own layout); any other link leading out of the
+    source folder is refused, naming it, before anything is written."""
+    saved_bert(tmp_path / "bert", "ForMaskedLM")
+    repo = tmp_path / "cache" / "models--me--bert"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    for path in (tmp_path / "bert").iterdir():
+        (repo / "blobs" / path.name).write_bytes(path.read_bytes())
+        (snapshot / path.name).symlink_to(Path("..", "..", "blobs", path.name))
+    convert_bert_to_minibert(snapshot, tmp_path / "mini")
+    assert not (tmp_path / "mini" / "vocab.txt").is_symlink()
+    assert (tmp_path / "mini" / "vocab.txt").read_text() == (tmp_path / "bert" / "vocab.txt").read_text()
+
+    (tmp_path / "secret").write_text("not a vocabulary")
+    (tmp_path / "bert" / "vocab.txt").unlink()
+    (tmp_path / "bert" / "vocab.txt").symlink_to(tmp_path / "secret")
+    with pytest.raises(ValueError, match=f"^{re.escape(str(tmp_path / 'bert' / 'vocab.txt'))} is a link to .*secret, "
+                                         "outside the folder: refusing to copy"):
+        convert_bert_to_minibert(tmp_path / "bert", tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -42,7 +42,8 @@ TEXTS_BY_LABEL = {
 
 # A child process that runs `minibert` after arranging one fault, described by the MINIBERT_FAULT environment
 # variable (JSON): where ({"at": "step", "n": N} the N-th training step; {"at": "save", "n": N, "file": F} the N-th
-# checkpoint save, once its file F is written) and what ("kill": SIGKILL, leaving F half-written when inside a save;
+# checkpoint save, once its file F is written; {"at": "staged"} a `files.staged_folder` / `staged_files` write, all
+# written but not yet renamed into place) and what ("kill": SIGKILL, leaving F half-written when inside a save;
 # "fill": fill the disk at `place`; "read-only": remount `place` read-only).
 LAUNCHER = r"""
 import json, os, signal, subprocess, sys
@@ -100,6 +101,10 @@ elif fault["at"] == "save":
     torch.save = after(torch.save, lambda a, k: a[1])
     modeling_utils.safe_save_file = after(modeling_utils.safe_save_file, lambda a, k: a[1])
     TrainerState.save_to_json = after(TrainerState.save_to_json, lambda a, k: a[1])
+
+elif fault["at"] == "staged":  # the output fully written into its staging folder, not yet renamed into place
+    import modeling_minibert.files as files
+    files.plain_permissions = lambda folder: act()
 
 from modeling_minibert.cli import main
 sys.exit(main(sys.argv[1:]))
@@ -341,3 +346,17 @@ def test_writing_to_a_full_or_read_only_disk_is_one_line_and_leaves_nothing(argv
     result = run_minibert(words, disk.parent, {"at": "none"})
     check_one_line_error(result, words[0], action)
     assert sorted(p.name for p in disk.iterdir()) == before  # no output, no hidden staging leftovers
+
+
+# export-onnx stages its files the same way (files.staged_files; tests/test_files.py kills one), at twice the time.
+@pytest.mark.parametrize("argv", [convert_argv, tokenizer_argv], ids=["convert-bert", "train-tokenizer"])
+def test_killed_while_writing_then_rerun_leaves_no_staging_behind(argv, inputs, tmp_path):
+    """SIGKILL just before the staged output is renamed into place: the hidden staging folder stays, and the
+    next run of the same command removes it (its writer is dead) and writes the output."""
+    output = tmp_path / "out"
+    killed = run_minibert(argv(inputs, output), tmp_path, {"at": "staged", "action": "kill"})
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    assert [p.name.split(".partial-")[0] for p in tmp_path.iterdir()] in ([".out"], [".out.onnx"])
+    rerun = run_minibert(argv(inputs, output), tmp_path)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]

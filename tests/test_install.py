@@ -132,5 +132,5 @@ print(json.dumps(results))
     for name, extra in (("pretrain", "train"), ("finetune", "train"), ("onnx", "onnx")):
         code, out, err = results[name]
         assert code == 2, (name, out, err)
-        assert err.count("\n") == 1 and f"pip install 'minibert[{extra}]'" in err, (name, err)
+        assert err.count("\n") == 1 and f"-m pip install -e '{REPO}[{extra}]'" in err, (name, err)
     assert not (tmp_path / "model.onnx").exists()

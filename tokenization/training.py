@@ -30,6 +30,10 @@ from tokenization.wordpiece import (
 logger = logging.getLogger(__name__)
 
 MIN_VOCAB_SIZE = 16  # the special tokens plus room for a minimal alphabet
+# The same bound as MiniBertConfig.vocab_size's (a model could not hold more ids). Written here again rather than
+# imported: importing modeling_minibert loads torch, which training a tokenizer does not need. Above it, the Rust
+# trainer tries to allocate tens of GB and aborts the process (exit 134) instead of raising.
+MAX_VOCAB_SIZE = 2**20
 MAX_ALPHABET = 1000  # as in tokenizers' BertWordPieceTokenizer: rarer characters become [UNK]
 
 
@@ -52,8 +56,8 @@ def train_tokenizer(
             collections (lists, datasets columns) are read two or three times and give the same vocabulary in
             every process; a one-shot iterator (a generator) is read once, and is then not reproducible.
             Lines longer than 64 KB are fed in pieces cut at whitespace, so memory does not grow with them.
-        vocab_size: most entries in the vocabulary, the 5 special tokens included ([PAD]=0, [UNK]=1, [CLS]=2,
-            [SEP]=3, [MASK]=4). A corpus too small to fill it gives fewer, and a warning is logged (the model's
+        vocab_size: most entries in the vocabulary (16 to 2**20), the 5 special tokens included ([PAD]=0,
+            [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4). A corpus too small to fill it gives fewer, and a warning is logged (the model's
             `vocab_size` should be `len(tokenizer)`).
         output_dir: if given, the tokenizer is saved there with `save_pretrained` (atomically).
         lowercase, strip_accents: BERT normalisation; `strip_accents=None` follows `lowercase`.
@@ -69,18 +73,7 @@ def train_tokenizer(
             does not fit in `vocab_size`.
         FileNotFoundError / FileExistsError: missing input file / non-empty `output_dir` without `overwrite`.
     """
-    n_special = len(SPECIAL_TOKEN_IDS)
-    if vocab_size < MIN_VOCAB_SIZE:
-        raise ValueError(f"vocab_size={vocab_size} is below the minimum of {MIN_VOCAB_SIZE}")
-    if min_frequency < 1:
-        raise ValueError(f"min_frequency={min_frequency} must be at least 1")
-    if limit_alphabet is None:
-        # Each kept character may also appear as its "##" continuation: 2 entries per character.
-        limit_alphabet = min(MAX_ALPHABET, (vocab_size - n_special) // 2)
-    elif not 1 <= limit_alphabet <= vocab_size - n_special:
-        raise ValueError(f"limit_alphabet={limit_alphabet} must be between 1 and vocab_size - {n_special} = {vocab_size - n_special}")
-    if model_max_length is not None and model_max_length < 2:
-        raise ValueError(f"model_max_length={model_max_length} must be at least 2 ([CLS] and [SEP])")
+    limit_alphabet = _checked_sizes(vocab_size, min_frequency, limit_alphabet, model_max_length)
     if output_dir is not None:
         _files().check_output_dir(output_dir, overwrite)  # fail before training, not after
     corpus = Corpus(inputs, show_progress=show_progress)
@@ -111,7 +104,35 @@ def train_tokenizer(
     backend.train_from_iterator(corpus.batches(desc), trainer)
 
     vocab = backend.get_vocab()
-    if len(vocab) <= n_special:
+    _check_trained(vocab, corpus, vocab_size, min_frequency, limit_alphabet)
+    tokenizer = make_tokenizer(vocab, lowercase, strip_accents, model_max_length)
+    if output_dir is not None:
+        save_tokenizer(tokenizer, output_dir, overwrite=overwrite)
+    return tokenizer
+
+
+def _checked_sizes(vocab_size: int, min_frequency: int, limit_alphabet: int | None, model_max_length: int | None) -> int:
+    """Refuse sizes out of range, before any work; return `limit_alphabet` (its default filled in)."""
+    n_special = len(SPECIAL_TOKEN_IDS)
+    if vocab_size < MIN_VOCAB_SIZE:
+        raise ValueError(f"vocab_size={vocab_size} is below the minimum of {MIN_VOCAB_SIZE}")
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise ValueError(f"vocab_size={vocab_size} is above the maximum of {MAX_VOCAB_SIZE} (2**20)")
+    if min_frequency < 1:
+        raise ValueError(f"min_frequency={min_frequency} must be at least 1")
+    if model_max_length is not None and model_max_length < 2:
+        raise ValueError(f"model_max_length={model_max_length} must be at least 2 ([CLS] and [SEP])")
+    if limit_alphabet is None:
+        # Each kept character may also appear as its "##" continuation: 2 entries per character.
+        return min(MAX_ALPHABET, (vocab_size - n_special) // 2)
+    if not 1 <= limit_alphabet <= vocab_size - n_special:
+        raise ValueError(f"limit_alphabet={limit_alphabet} must be between 1 and vocab_size - {n_special} = {vocab_size - n_special}")
+    return limit_alphabet
+
+
+def _check_trained(vocab: dict[str, int], corpus: Corpus, vocab_size: int, min_frequency: int, limit_alphabet: int) -> None:
+    """Refuse a vocabulary that is empty or too large; say when it is smaller than asked."""
+    if len(vocab) <= len(SPECIAL_TOKEN_IDS):
         raise ValueError(f"the corpus ({corpus.describe()}) contains no text to train on")
     if len(vocab) > vocab_size:
         raise ValueError(
@@ -127,10 +148,6 @@ def train_tokenizer(
     # The trainer puts special tokens first, in order; the model relies on it (pad_token_id=0).
     if any(vocab[token] != i for token, i in SPECIAL_TOKEN_IDS.items()):
         raise RuntimeError(f"tokenizers placed the special tokens at unexpected ids: {[vocab[t] for t in SPECIAL_TOKEN_IDS]}")
-    tokenizer = make_tokenizer(vocab, lowercase, strip_accents, model_max_length)
-    if output_dir is not None:
-        save_tokenizer(tokenizer, output_dir, overwrite=overwrite)
-    return tokenizer
 
 
 def _alphabet(corpus: Corpus, limit_alphabet: int, lowercase: bool, strip_accents: bool | None) -> tuple[list[str], list[str]]:
@@ -185,32 +202,6 @@ class TokenizerTrainingArguments:
     disable_tqdm: bool = field(default=False, metadata={"help": "no progress bar (default: false)"})
 
 
-# Old option -> (the new one, what the old one set): accepted for one more release, with a warning.
-DEPRECATED_OPTIONS: dict[str, tuple[str, dict]] = {
-    "--input": ("--train_file", {"dest": "train_file", "nargs": "+"}),
-    "--cased": ("--no_lowercase", {"dest": "lowercase", "nargs": 0, "const": False}),
-    "--no-strip-accents": ("--strip_accents false", {"dest": "strip_accents", "nargs": 0, "const": False}),
-    "--overwrite": ("--overwrite_output_dir", {"dest": "overwrite_output_dir", "nargs": 0, "const": True}),
-    "--quiet": ("--disable_tqdm", {"dest": "disable_tqdm", "nargs": 0, "const": True}),
-}
-
-
-class DeprecatedOption(argparse.Action):
-    """An old option name: does what its replacement does, and says once on stderr which name to use."""
-
-    def __init__(self, option_strings, dest, replacement: str, nargs=None, const=None, **kwargs):
-        super().__init__(option_strings, dest, nargs=nargs, const=const, help=argparse.SUPPRESS, **kwargs)
-        self.replacement = replacement
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(
-            f"minibert train-tokenizer: warning: {option_string} is deprecated and will be removed in the next "
-            f"release; use {self.replacement}",
-            file=sys.stderr,
-        )
-        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
-
-
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train-tokenizer",
@@ -219,8 +210,6 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         help="train a WordPiece vocabulary and save a fast tokenizer",
         description="Train a BERT WordPiece vocabulary on UTF-8 text files and save it with save_pretrained.",
     )
-    for old, (new, kwargs) in DEPRECATED_OPTIONS.items():
-        parser.add_argument(old, action=DeprecatedOption, replacement=new, default=argparse.SUPPRESS, **kwargs)
     parser.set_defaults(func=run_cli)
 
 

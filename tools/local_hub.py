@@ -66,7 +66,6 @@ import secrets
 import socket
 import struct
 import sys
-import tempfile
 import threading
 import time
 import unicodedata
@@ -80,7 +79,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import yaml
 
-from modeling_minibert.files import umask, write_bytes, write_text
+from modeling_minibert.files import temp_file_beside, write_bytes, write_text
 from modeling_minibert.hub import TASKS  # architecture suffix -> (Auto class, pipeline tag), from AUTO_MAP
 
 logger = logging.getLogger(__name__)
@@ -1300,7 +1299,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _receive_upload(self, length: int | None, limit: int) -> tuple[Path, str, int]:
         """Stream an LFS upload into a hidden file beside the LFS store, hashing it on the way."""
         store = self.server.app.root / "lfs"
-        fd, tmp = tempfile.mkstemp(dir=store, prefix=".upload-", suffix=".tmp")
+        fd, tmp = temp_file_beside(store / "upload")  # hidden, with open()'s permissions
         digest, size = hashlib.sha256(), 0
         try:
             with os.fdopen(fd, "wb") as f:
@@ -1308,7 +1307,6 @@ class _Handler(BaseHTTPRequestHandler):
                     digest.update(part)
                     f.write(part)
                     size += len(part)
-            os.chmod(tmp, 0o666 & ~umask())
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

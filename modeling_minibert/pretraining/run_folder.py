@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from modeling_minibert import outputs
-from modeling_minibert.files import check_output_dir, umask, write_json, write_text
+from modeling_minibert.files import check_output_dir, plain_permissions, write_json, write_text
 
 ARGS_FILE = "pretraining_args.json"
 METRICS_FILE = "metrics.jsonl"
@@ -158,8 +158,8 @@ def save_folder_files(out: Path, save) -> None:
         with naming_write_errors(f"into {out}"):
             staging.mkdir()
             save(staging)
+        plain_permissions(staging)  # some writers stage their files private (0600)
         for path in staging.iterdir():
-            os.chmod(path, 0o666 & ~umask())  # some writers stage their files private (0600)
             os.replace(path, out / path.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,68 @@
+"""Tests for `modeling_minibert.cli`: a missing extra is named with a command that installs it, and option names
+are taken whole (an abbreviation or a dropped 0.1 name is refused)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+from fixtures.environment import REPO
+
+from modeling_minibert import cli
+
+
+def without_modules(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """Make `names` look uninstalled to the extra check, as on a plain install."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in names else find_spec(name, *a))
+
+
+def test_a_missing_extra_names_a_command_that_installs_it_from_the_clone(monkeypatch, capsys, tmp_path):
+    without_modules(monkeypatch, "onnxscript")
+    assert cli.main(["export-onnx", str(tmp_path / "model"), str(tmp_path / "model.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"minibert export-onnx: error: needs the [onnx] extra (missing module 'onnxscript'); install it "
+                   f"with: {sys.executable} -m pip install -e '{REPO}[onnx]'\n")
+    assert "minibert[" not in err  # the PyPI project named minibert is someone else's
+    assert not (tmp_path / "model.onnx").exists()
+
+
+def test_a_module_missing_later_is_traced_back_to_its_extra(monkeypatch, capsys):
+    """A job that imports part of an extra lazily, deep inside, gets the same one line."""
+    import modeling_minibert.fill_mask as fill_mask
+
+    def needs_seqeval(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'seqeval'", name="seqeval")
+
+    monkeypatch.setattr(fill_mask, "fill_mask", needs_seqeval)
+    assert cli.main(["fill-mask", "folder", "text [MASK]"]) == 2
+    assert capsys.readouterr().err == (
+        f"minibert fill-mask: error: needs the [train] extra (missing module 'seqeval'); install it with: "
+        f"{sys.executable} -m pip install -e '{REPO}[train]'\n")
+
+
+def test_an_install_outside_a_clone_says_to_install_from_one(monkeypatch, tmp_path):
+    monkeypatch.setattr(cli, "__file__", str(tmp_path / "site-packages" / "modeling_minibert" / "cli.py"))
+    assert cli.install_hint("train") == "pip install -e '.[train]' in a clone of Mini-BERT"
+
+
+@pytest.mark.parametrize("argv, refused", [
+    (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--overwrite"], "--overwrite"),
+    (["train-tokenizer", "--input", "x.txt", "--output_dir", "out"], "--input"),
+    (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--cased"], "--cased"),
+    (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--no-strip-accents"], "--no-strip-accents"),
+    (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--quiet"], "--quiet"),
+    (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--vocab", "100"], "--vocab"),
+    (["convert-bert", "src", "out", "--overwrite"], "--overwrite"),
+    (["push", "folder", "me/model", "--commit", "message"], "--commit"),
+])
+def test_dropped_and_abbreviated_option_names_are_refused(argv, refused, capsys, tmp_path, monkeypatch):
+    """The 0.1 names are gone (there was no release), and argparse's prefix matching no longer maps an old or a
+    shortened name onto a current option: exit 2 naming it, before any work."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit:
+        cli.main(argv)
+    assert exit.value.code == 2
+    assert f"error: unrecognized arguments: {refused}" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
