@@ -34,10 +34,10 @@ import httpx2  # huggingface_hub's HTTP client: its errors are the Hub's and the
 from huggingface_hub import CommitInfo, EvalResult, HfApi, ModelCard, ModelCardData, get_token
 from huggingface_hub.errors import LocalTokenNotFoundError
 from huggingface_hub.utils import filter_repo_objects, validate_repo_id
-from safetensors import SafetensorError, safe_open
 from transformers import TrainerCallback
 from transformers.dynamic_module_utils import custom_object_save
 
+from modeling_minibert.checks_minibert import read_safetensors_header
 from modeling_minibert.files import check_links, write_text
 from modeling_minibert.modeling_minibert import AUTO_MAP
 from modeling_minibert.outputs import TEACHER_DIR, TEACHER_LOGITS_FILE, TEACHER_LOGITS_INFO_FILE, safetensors_problem
@@ -162,11 +162,8 @@ def parameter_count(folder: Path) -> int | None:
         return None
     total = 0
     for shard in shards:
-        try:
-            with safe_open(folder / shard, framework="pt") as f:
-                total += sum(math.prod(f.get_slice(name).get_shape()) for name in f.keys())
-        except SafetensorError as err:  # a header safetensors itself cannot parse (a bad dtype, overlapping data)
-            raise ValueError(f"{folder / shard} is not a readable safetensors file: {err}") from None
+        header = read_safetensors_header(folder / shard)  # one-line ValueError for a header it cannot read
+        total += sum(math.prod(entry["shape"]) for name, entry in header.items() if name != "__metadata__")
     return total
 
 

@@ -64,7 +64,6 @@ import os
 import re
 import secrets
 import socket
-import struct
 import sys
 import threading
 import time
@@ -79,6 +78,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import yaml
 
+from modeling_minibert.checks_minibert import read_safetensors_header
 from modeling_minibert.files import temp_file_beside, write_bytes, write_text
 from modeling_minibert.hub import TASKS  # architecture suffix -> (Auto class, pipeline tag), from AUTO_MAP
 
@@ -339,12 +339,8 @@ def _reject_constant(name: str) -> Any:
 def _safetensors_parameter_count(path: Path) -> dict[str, int] | None:
     """Parameters per dtype from a safetensors header (8-byte length, then JSON), like the Hub's `safetensors` info."""
     try:
-        with open(path, "rb") as f:
-            (length,) = struct.unpack("<Q", f.read(8))
-            if length > 100 * 1024 * 1024:
-                return None
-            header = json.loads(f.read(length))
-    except (OSError, ValueError, struct.error):
+        header = read_safetensors_header(path)
+    except (OSError, ValueError):
         return None
     counts: dict[str, int] = {}
     for name, info in header.items():
