@@ -319,7 +319,7 @@ def max_length_for(name_or_path: str, tokenizer: PreTrainedTokenizerBase, wanted
 
 def read_examples(args: DistillationArguments, task: Task, sources: dict[str, DataSource]) -> tuple[dict[str, Examples], list[str]]:
     """Each split read and checked by the task's reader (a blank label is refused naming its row), and the
-    label names in id order (the teacher's, or sorted for a teacher fine-tuned here)."""
+    training data's labels, sorted."""
     label_column = args.label_column_name or task.columns[1]
     splits = {role: load_data(source, split=role, conll=task.conll) for role, source in sources.items()}
     examples = {role: task.load_examples(data, args.text_column_name, label_column) for role, data in splits.items()}
@@ -327,10 +327,16 @@ def read_examples(args: DistillationArguments, task: Task, sources: dict[str, Da
     flow.check_label_count(data_labels, splits["train"].name)
     for role, data in splits.items():
         check_labels(data, label_column, examples[role].labels, data_labels)
+    return examples, data_labels
+
+
+def teacher_labels(args: DistillationArguments, task: Task, data_labels: list[str]) -> list[str]:
+    """The label names in id order: the teacher's (checked against the data's), or the data's for a teacher
+    fine-tuned here."""
     if args.finetune_teacher:
         teacher_config(args.teacher_model_name_or_path)
-        return examples, data_labels
-    return examples, check_teacher(args.teacher_model_name_or_path, task, data_labels)
+        return data_labels
+    return check_teacher(args.teacher_model_name_or_path, task, data_labels)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -429,13 +435,15 @@ def distill(
     # Trainer hands these columns to compute_metrics beside the labels (the mask: word targets only).
     training["label_names"] = ["labels", *TEACHER_COLUMNS[: 2 if task.conll else 1]]
     with flow.run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
-        examples, names = read_examples(args, task, sources)
+        examples, data_labels = read_examples(args, task, sources)
+        text_column = args.text_column_name or task.columns[0]
+        transfer_inputs = [x for path in args.transfer_file for x in load_transfer_file(path, task, text_column)]
+        names = teacher_labels(args, task, data_labels)
         tokenizer = flow.load_tokenizer(args.model_name_or_path, args.tokenizer_name)  # fails early on a wrong folder
         student_length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
         teacher = str(args.teacher_model_name_or_path)
         if args.finetune_teacher:
             teacher = str(fine_tuned_teacher(args, task, training, examples, names, output))
-        transfer_inputs = [x for path in args.transfer_file for x in load_transfer_file(path, task, args.text_column_name or task.columns[0])]
         transfer = transfer_set(examples["train"], task.conll, transfer_inputs, args, flow.seed_of(training))
         inputs = {"transfer": transfer.inputs, **{r: examples[r].inputs for r in ("validation", "test") if r in examples}}
         batch_size = training.get("per_device_eval_batch_size", flow.TRAINING_DEFAULTS["per_device_eval_batch_size"])
@@ -482,6 +490,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         "distill",
         parents=[build_parser(DistillationArguments, add_help=False)],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False,  # a prefix of a flag is not that flag (the 0.1 `--model` must not mean --model_name_or_path)
         help="distil a fine-tuned teacher into a Mini-BERT",
         description=(
             "Train a pretrained Mini-BERT (the student) on a fine-tuned teacher's predictions over the training "

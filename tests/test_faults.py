@@ -361,7 +361,7 @@ def test_finetune_resumed_after_a_disk_fault_equals_an_uninterrupted_run(faulted
     resumed = run_minibert(finetune_argv(inputs, output, "--resume_from_checkpoint"), output.parent.parent)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     if unfinished:  # skipped, and said so in one line
-        assert f"skipping the unfinished {output}/checkpoint-{2 * SAVE_STEPS} " in resumed.stderr, resumed.stderr[-3000:]
+        assert f"skipping the unfinished checkpoint {output}/checkpoint-{2 * SAVE_STEPS} " in resumed.stderr, resumed.stderr[-3000:]
     weights, history, evaluation = results_of(output)
     for name, expected in uninterrupted[0].items():
         torch.testing.assert_close(weights[name], expected, rtol=0, atol=0, msg=name)

@@ -128,7 +128,7 @@ def build_parser(*dataclass_types: type, **parser_options: Any) -> HfArgumentPar
 
 def parse_args(argv: list[str]) -> tuple[ModelArguments, DataTrainingArguments, dict[str, Any]]:
     """Command-line words -> model and data arguments, and the `TrainingArguments` options for `training_arguments`."""
-    return split_namespace(build_parser(prog="minibert finetune").parse_args(argv))
+    return split_namespace(build_parser(prog="minibert finetune", allow_abbrev=False).parse_args(argv))
 
 
 def split_namespace(namespace: argparse.Namespace) -> tuple[ModelArguments, DataTrainingArguments, dict[str, Any]]:
@@ -203,6 +203,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         # HfArgumentParser turns the dataclasses into options: one source of truth for the API and the CLI.
         parents=[build_parser(add_help=False)],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False,  # a prefix of a flag is not that flag (the 0.1 `--model` must not mean --model_name_or_path)
         help="fine-tune a checkpoint for classification, tagging or question answering",
         description=(
             "Fine-tune a Mini-BERT checkpoint with transformers' Trainer and save the final model, its tokenizer, "
@@ -266,31 +267,10 @@ def finetune_options(model_args: ModelArguments, data_args: DataTrainingArgument
         keep_checkpoints=data_args.keep_checkpoints,
         max_length=data_args.max_seq_length,
     )
-    labels = data_args.labels.split(",") if data_args.labels else None
-    if data_args.task == "sequence-classification":
-        options.update(
-            text_column=data_args.text_column_name or "text",
-            text_pair_column=data_args.text_pair_column_name,
-            label_column=data_args.label_column_name or "label",
-            labels=labels,
-        )
-    elif data_args.task == "token-classification":
-        options.update(
-            tokens_column=data_args.text_column_name or "tokens",
-            tags_column=data_args.label_column_name or "tags",
-            labels=labels,
-            label_all_tokens=data_args.label_all_tokens,
-        )
-    else:
-        options.update(
-            question_column=data_args.question_column_name,
-            context_column=data_args.context_column_name,
-            answers_column=data_args.answer_column_name,
-            doc_stride=data_args.doc_stride,
-            n_best=data_args.n_best_size,
-            max_answer_length=data_args.max_answer_length,
-        )
-    return options
+    # The task's own options: its Task maps the data arguments to its function's keywords.
+    from modeling_minibert.finetuning.tasks import load_task
+
+    return {**options, **load_task(data_args.task).cli_options(data_args)}
 
 
 __all__ = [

@@ -107,6 +107,8 @@ class Task:
     encode: Callable[[PreTrainedTokenizerBase, list[Any], int], Any] | None = None  # tokenizer, inputs, max length
     metrics: Callable[[list[str]], Callable[[EvalPrediction], dict[str, float]]] | None = None  # on predicted ids
     best_metric: Callable[[list[str]], str] = lambda names: "accuracy"  # noqa: E731 - metric_for_best_model
+    # The command line's DataTrainingArguments -> the task-specific keywords of `finetune`.
+    cli_options: Callable[[Any], dict[str, Any]] = lambda data_args: {}  # noqa: E731
 
     @property
     def auto_class(self) -> type:
@@ -125,6 +127,9 @@ def run_folder(output_dir: str | os.PathLike, overwrite: bool, training_options:
     folder fails in one line instead of overwriting this one's checkpoints. A folder created here and left empty
     by a failure is removed."""
     outputs.check_unlocked(Path(output_dir), job)
+    # What is left is a killed run's lock: not content, so a folder holding only that is empty, as it was.
+    if Path(output_dir).is_dir():
+        (Path(output_dir) / outputs.LOCK_FILE).unlink(missing_ok=True)
     output = check_output(output_dir, overwrite, training_options)
     created = not output.exists()
     try:

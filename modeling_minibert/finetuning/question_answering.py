@@ -209,5 +209,16 @@ def qa_answers(
     }
 
 
+def cli_options(data_args: Any) -> dict[str, Any]:
+    return dict(
+        question_column=data_args.question_column_name, context_column=data_args.context_column_name,
+        answers_column=data_args.answer_column_name, doc_stride=data_args.doc_stride, n_best=data_args.n_best_size,
+        max_answer_length=data_args.max_answer_length,
+    )
+
+
 # Not distillable (no `read`): its targets are spans over context windows, not one distribution per input.
-TASK = flow.Task(name="question-answering", finetune=finetune_question_answering, collator=lambda tokenizer: default_data_collator)
+TASK = flow.Task(
+    name="question-answering", finetune=finetune_question_answering, collator=lambda tokenizer: default_data_collator,
+    cli_options=cli_options,
+)

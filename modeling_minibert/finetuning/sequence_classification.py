@@ -137,6 +137,13 @@ def confusion_matrix(names: list[str]) -> Callable[[Trainer, Path, PredictionOut
     return plot
 
 
+def cli_options(data_args: Any) -> dict[str, Any]:
+    return dict(
+        text_column=data_args.text_column_name or "text", text_pair_column=data_args.text_pair_column_name,
+        label_column=data_args.label_column_name or "label", labels=data_args.labels.split(",") if data_args.labels else None,
+    )
+
+
 TASK = flow.Task(
     name="sequence-classification",
     finetune=finetune_sequence_classification,
@@ -145,4 +152,5 @@ TASK = flow.Task(
     columns=("text", "label"),
     encode=encode,
     metrics=class_metrics,
+    cli_options=cli_options,
 )

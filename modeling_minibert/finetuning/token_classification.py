@@ -162,6 +162,13 @@ def align_word_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]
     return labels
 
 
+def cli_options(data_args: Any) -> dict[str, Any]:
+    return dict(
+        tokens_column=data_args.text_column_name or "tokens", tags_column=data_args.label_column_name or "tags",
+        labels=data_args.labels.split(",") if data_args.labels else None, label_all_tokens=data_args.label_all_tokens,
+    )
+
+
 TASK = flow.Task(
     name="token-classification",
     finetune=finetune_token_classification,
@@ -172,4 +179,5 @@ TASK = flow.Task(
     encode=encode,
     metrics=tag_metrics,
     best_metric=best_metric,
+    cli_options=cli_options,
 )
