@@ -62,10 +62,14 @@ from modeling_minibert.distillation_trainer import (
     distillation_metrics,
     student_features,
 )
-from modeling_minibert.outputs import TEACHER_DIR, TEACHER_LOGITS_FILE, TEACHER_LOGITS_INFO_FILE
+from modeling_minibert.outputs import (
+    DISTILLATION_ARGS_FILE,
+    TEACHER_DIR,
+    TEACHER_INFO_FILE,
+    TEACHER_LOGITS_FILE,
+    TEACHER_LOGITS_INFO_FILE,
+)
 
-TEACHER_INFO_FILE = "distill_teacher.json"  # inside TEACHER_DIR: what the fine-tuned teacher was trained from
-ARGS_FILE = "distillation_args.json"
 
 
 @dataclass
@@ -473,7 +477,7 @@ def keep_distillation_files(args: DistillationArguments, output: Path):
     folder replaces) the teacher's cached logits and the fine-tuned teacher, for a cheap rerun."""
 
     def keep(trainer: Trainer, staging: Path, validation: PredictionOutput | None) -> None:
-        write_json(staging / ARGS_FILE, dataclasses.asdict(args))
+        write_json(staging / DISTILLATION_ARGS_FILE, dataclasses.asdict(args))
         for name in (TEACHER_LOGITS_FILE, TEACHER_LOGITS_INFO_FILE, TEACHER_DIR):
             if (output / name).exists():
                 os.replace(output / name, staging / name)
