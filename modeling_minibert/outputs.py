@@ -40,6 +40,8 @@ LOCK_FILE = ".minibert.lock"
 TEACHER_DIR = "teacher"
 TEACHER_LOGITS_FILE = "teacher_logits.safetensors"
 TEACHER_LOGITS_INFO_FILE = "teacher_logits.json"
+TEACHER_INFO_FILE = "distill_teacher.json"  # inside TEACHER_DIR: what the fine-tuned teacher was trained from
+DISTILLATION_ARGS_FILE = "distillation_args.json"
 
 
 def results_file(split: str) -> str:

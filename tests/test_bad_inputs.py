@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import socket
 import sys
 import tempfile
 import time
@@ -46,6 +47,7 @@ from modeling_minibert import (
 )
 from fixtures.environment import REPO, clean_env
 from fixtures.models import TINY
+from modeling_minibert.outputs import LOCK_FILE
 
 # ----------------------------------------------------------------------------------------------------------------
 # Fixtures: tiny folders and input files, built once per module
@@ -74,6 +76,12 @@ DATA_FILES: dict[str, bytes] = {
     "latin1.csv": "text,label\ncaf\xe9 cr\xe8me,0\nthe company said,1\n".encode("latin-1"),
     "header_only.csv": b"text,label\n",
     "missing_label.csv": b"text,label\nthe company said,1\nprofits rose,\n",
+    "one_class.csv": b"text,label\n" + b"".join(f"{t},1\n".encode() for t in TEXTS),
+    "ansi_label.csv": b"text,label\nthe company said,\x1b[31mred\nprofits rose,blue\n",
+    "binary.txt": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe\x00",
+    # The same word, composed (NFC) in the answer and decomposed (NFD) in the context: offsets cannot match.
+    "nfd_context.json": json.dumps({"data": [{"paragraphs": [{"context": "le cafe\u0301 est bon", "qas": [
+        {"id": "1", "question": "quoi ?", "answers": [{"text": "caf\u00e9", "answer_start": 3}]}]}]}]}).encode(),
     "squad_no_answers.json": json.dumps({"data": [{"paragraphs": [{"context": "profits rose", "qas": [
         {"id": "1", "question": "what rose?", "answers": []}]}]}]}).encode(),
 }
@@ -170,6 +178,18 @@ class Row:
     in_subprocess: bool = False  # also run as `python -m modeling_minibert.cli`
     xfail: str | None = None  # a known defect (both ways): strict, so a fix is noticed
     cli_xfail: str | None = None  # a known defect of the command line only
+
+
+def held_by_a_live_run(job: str) -> Callable[[Path], None]:
+    """Empty the folder and lock it for a running `job` (this test process: alive, on this host)."""
+
+    def lock(folder: Path) -> None:
+        shutil.rmtree(folder)
+        folder.mkdir()
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "job": job, "started": "now"}
+        (folder / LOCK_FILE).write_text(json.dumps(record))
+
+    return lock
 
 
 def edit_config(**changes) -> Callable[[Path], None]:
@@ -337,7 +357,8 @@ def distill_api(p, teacher: str = "classifier", train: str = "classes.csv", **kw
     from modeling_minibert.distillation import distill
 
     kwargs.setdefault("output_dir", str(p.out))
-    return distill(task="sequence-classification", teacher_model_name_or_path=str(getattr(p, teacher)),
+    kwargs.setdefault("task", "sequence-classification")
+    return distill(teacher_model_name_or_path=str(getattr(p, teacher)),
                    model_name_or_path=str(p.mlm), train_file=str(p.data / train), report_to="none",
                    show_progress=False, **kwargs)
 
@@ -713,6 +734,16 @@ ROWS: list[Row] = [
     Row("finetune-conll-latin1", ("{data}/latin1.txt", "UTF-8"),
         finetune_cli(task="token-classification", train="{data}/latin1.txt"),
         lambda p: tune(p, "token-classification", "latin1.txt")),
+    Row("finetune-one-class-training-set", ("{data}/one_class.csv", "'1'", "at least two labels"),
+        finetune_cli(train="{data}/one_class.csv"), lambda p: tune(p, train="one_class.csv")),
+    Row("finetune-ansi-escape-label", ("{data}/ansi_label.csv", "row 1", "U+001B"),
+        finetune_cli(train="{data}/ansi_label.csv"), lambda p: tune(p, train="ansi_label.csv")),
+    Row("finetune-qa-nfc-answer-nfd-context", ("{data}/nfd_context.json", "'café'", "NFD", "normaliz"),
+        finetune_cli(task="question-answering", train="{data}/nfd_context.json"),
+        lambda p: tune(p, "question-answering", train="nfd_context.json")),
+    # Concurrency: a second run into a folder a living run holds is refused before it writes anything.
+    Row("finetune-into-a-folder-in-use", ("{broken}", "in use by another finetune run"), finetune_cli(output="{broken}"),
+        lambda p: tune(p, output_dir=p.broken), FileExistsError, source="data", breakage=held_by_a_live_run("finetune")),
     Row("finetune-squad-without-answers", ("{data}/squad_no_answers.json", "no answer"),
         finetune_cli(task="question-answering", train="{data}/squad_no_answers.json"),
         lambda p: tune(p, "question-answering", "squad_no_answers.json")),
@@ -769,7 +800,18 @@ ROWS: list[Row] = [
         lambda p: distill_api(p)),
     Row("distill-into-non-empty-folder", ("{bert}", "not empty"), distill_cli(output="{bert}"),
         lambda p: distill_api(p, output_dir=str(p.bert)), FileExistsError),
-    Row("distill-into-read-only-folder", ("cannot write {readonly}/run",), distill_cli("--finetune_teacher", "true", output="{readonly}/run"),
+    Row("distill-blank-label-cell", ("{data}/missing_label.csv", "row 2", "missing label"),
+        distill_cli(train="{data}/missing_label.csv"), lambda p: distill_api(p, train="missing_label.csv")),
+    Row("distill-one-class-training-set", ("{data}/one_class.csv", "at least two labels"),
+        distill_cli(train="{data}/one_class.csv"), lambda p: distill_api(p, train="one_class.csv")),
+    Row("distill-binary-transfer-file", ("{data}/binary.txt", "UTF-8"), distill_cli("--transfer_file", "{data}/binary.txt"),
+        lambda p: distill_api(p, transfer_file=[str(p.data / "binary.txt")])),
+    Row("distill-task-that-cannot-be-distilled", ("'question-answering'", "cannot be distilled"),
+        distill_cli(task="question-answering"), lambda p: distill_api(p, task="question-answering")),
+    Row("distill-into-a-folder-in-use", ("{broken}", "in use by another distill run"), distill_cli(output="{broken}"),
+        lambda p: distill_api(p, output_dir=str(p.broken)), FileExistsError, source="data",
+        breakage=held_by_a_live_run("distill")),
+    Row("distill-into-read-only-folder", ("{readonly}/run", "cannot be written"), distill_cli("--finetune_teacher", "true", output="{readonly}/run"),
         lambda p: distill_api(p, finetune_teacher=True, output_dir=str(p.readonly / "run")), OSError),
     # -- the command line itself -----------------------------------------------------------------------------------
     Row("unknown-command", ("'fine-tune'",), ("fine-tune", "--help")),

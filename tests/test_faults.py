@@ -25,6 +25,7 @@ import json
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -34,6 +35,7 @@ from safetensors.torch import load_file
 
 from fixtures.environment import REPO, clean_env
 from fixtures.models import TINY
+from modeling_minibert.outputs import LOCK_FILE
 
 TEXTS_BY_LABEL = {
     "pos": ["a good film", "a great story", "good acting and a fine plot", "truly great fun", "a fine good time"],
@@ -46,7 +48,7 @@ TEXTS_BY_LABEL = {
 # written but not yet renamed into place) and what ("kill": SIGKILL, leaving F half-written when inside a save;
 # "fill": fill the disk at `place`; "read-only": remount `place` read-only).
 LAUNCHER = r"""
-import json, os, signal, subprocess, sys
+import json, os, signal, subprocess, sys, time
 fault = json.loads(os.environ["MINIBERT_FAULT"])
 
 def act(path=None):
@@ -64,6 +66,10 @@ def act(path=None):
                 pass
     elif fault["action"] == "read-only":
         subprocess.run(["mount", "-o", "remount,ro", fault["place"]], check=True)
+    elif fault["action"] == "pause":  # hold the run here (say so in `place`) until the test creates `place`/go
+        open(os.path.join(fault["place"], "paused"), "w").close()
+        while not os.path.exists(os.path.join(fault["place"], "go")):
+            time.sleep(0.05)
 
 import torch
 import transformers.modeling_utils as modeling_utils
@@ -238,6 +244,50 @@ def test_finetune_killed_then_resumed_equals_an_uninterrupted_run(fault, inputs,
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def second_run_argv(job: str, inputs: Path, output: Path) -> list[str]:
+    if job == "finetune":
+        return finetune_argv(inputs, output)
+    return ["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", str(inputs / "model"),
+            "--finetune_teacher", "true", "--model_name_or_path", str(inputs / "model"), "--train_file",
+            str(inputs / "train.csv"), "--output_dir", str(output), "--max_steps", "2", "--disable_tqdm", "true"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("second", ["finetune", "distill"])
+def test_a_second_run_into_a_folder_in_use_is_refused_and_the_first_is_unharmed(second, inputs, uninterrupted, tmp_path):
+    """Concurrency: run B into the folder of a living run A (held inside its third step) fails in one line, exit
+    2, without writing; A then finishes exactly as if alone."""
+    output = tmp_path / "run"
+    env = clean_env(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1",
+                    MINIBERT_FAULT=json.dumps({"at": "step", "n": 3, "action": "pause", "place": str(tmp_path)}))
+    log = tmp_path / "first.log"  # a file, not a pipe: a full pipe would stall the run before it pauses
+    with open(log, "w") as stderr:
+        first = subprocess.Popen([sys.executable, "-c", LAUNCHER, *finetune_argv(inputs, output)], cwd=tmp_path,
+                                 env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        for _ in range(6000):
+            if (tmp_path / "paused").exists() or first.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert (tmp_path / "paused").exists(), log.read_text()[-3000:]
+        before = sorted(p.name for p in output.rglob("*"))
+        result = run_minibert(second_run_argv(second, inputs, output), tmp_path)
+        assert result.returncode == 2, result.stderr[-3000:]
+        errors = [line for line in result.stderr.splitlines() if f"minibert {second}: error:" in line]
+        assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+        assert f"output_dir {output} is in use by another finetune run (pid {first.pid}" in errors[0], errors[0]
+        assert sorted(p.name for p in output.rglob("*")) == before
+    finally:
+        (tmp_path / "go").touch()
+        first.wait(timeout=600)
+    assert first.returncode == 0, log.read_text()[-3000:]
+    weights, history, evaluation = results_of(output)
+    expected_weights, expected_history, expected_evaluation = uninterrupted
+    assert history == expected_history and evaluation == expected_evaluation
+    assert weights.keys() == expected_weights.keys() and all(torch.equal(weights[k], expected_weights[k]) for k in weights)
+    assert not (output / LOCK_FILE).exists()
+
+
 @pytest.fixture
 def disk(tmp_path):
     """A small tmpfs of its own (8 MB), unmounted at the end."""
@@ -316,7 +366,7 @@ def test_finetune_resumed_after_a_disk_fault_equals_an_uninterrupted_run(faulted
     resumed = run_minibert(finetune_argv(inputs, output, "--resume_from_checkpoint"), output.parent.parent)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     if unfinished:  # skipped, and said so in one line
-        assert f"skipping the unfinished {output}/checkpoint-{2 * SAVE_STEPS} " in resumed.stderr, resumed.stderr[-3000:]
+        assert f"skipping the unfinished checkpoint {output}/checkpoint-{2 * SAVE_STEPS} " in resumed.stderr, resumed.stderr[-3000:]
     weights, history, evaluation = results_of(output)
     for name, expected in uninterrupted[0].items():
         torch.testing.assert_close(weights[name], expected, rtol=0, atol=0, msg=name)

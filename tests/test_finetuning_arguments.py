@@ -1,5 +1,5 @@
 """`minibert finetune`'s options: transformers' flag names (both spellings), our defaults (the documented numbers,
-the same for the command line and the Python API), deprecated names that still work and say so."""
+the same for the command line and the Python API); the 0.1 names are gone."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from transformers import Trainer
 
 from modeling_minibert.cli import main
 from modeling_minibert.finetuning import finetune_sequence_classification, training_arguments
-from modeling_minibert.finetuning.arguments import DEPRECATED_OPTIONS, parse_args
+from modeling_minibert.finetuning.arguments import parse_args
 
 from fixtures.finetuning_checkpoint import NER_TRAIN, NER_VALIDATION, assert_clean_output, pair_data, pretrained_checkpoint
 
@@ -87,23 +87,19 @@ def test_resume_from_checkpoint_alone_means_the_newest():
     assert parse_args(["--resume_from_checkpoint"])[2]["resume_from_checkpoint"] is True
 
 
-def test_deprecated_names_still_work_and_say_what_replaces_them(capsys):
-    old = ["--model", "m", "--tokenizer", "t", "--overwrite", "--dataset", "d", "--text-column", "x",
-           "--text-pair-column", "y", "--label-column", "z", "--question-column", "q", "--context-column", "c",
-           "--answers-column", "a", "--max-length", "40", "--n-best", "4", "--epochs", "2", "--batch-size", "4",
-           "--eval-batch-size", "6", "--warmup", "0.3", "--no-load-best-model-at-end", "--group-by-length", "--quiet"]
-    model_args, data_args, training = parse_args(old)
+# The 0.1 names, dropped before any release: each is refused in one line, exit 2 (argparse names it).
+OLD_NAMES = ["--model", "--tokenizer", "--overwrite", "--dataset", "--text-column", "--text-pair-column", "--label-column",
+             "--question-column", "--context-column", "--answers-column", "--max-length", "--n-best", "--epochs",
+             "--batch-size", "--eval-batch-size", "--warmup", "--no-load-best-model-at-end", "--group-by-length", "--quiet"]
+
+
+@pytest.mark.parametrize("old", OLD_NAMES)
+def test_the_dropped_0_1_names_are_refused(old, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["finetune", old, "1", "--task", "sequence-classification"])
+    assert exit.value.code == 2
     err = capsys.readouterr().err
-    for name, (new, _) in DEPRECATED_OPTIONS.items():
-        assert f"warning: {name} is deprecated and will be removed in the next release; use {new}" in err
-    assert (model_args.model_name_or_path, model_args.tokenizer_name, data_args.dataset_name) == ("m", "t", "d")
-    assert data_args.overwrite_output_dir is True
-    assert (data_args.text_column_name, data_args.text_pair_column_name, data_args.label_column_name) == ("x", "y", "z")
-    assert (data_args.question_column_name, data_args.context_column_name, data_args.answer_column_name) == ("q", "c", "a")
-    assert (data_args.max_seq_length, data_args.n_best_size) == (40, 4)
-    assert training == {"num_train_epochs": 2.0, "per_device_train_batch_size": 4, "per_device_eval_batch_size": 6,
-                        "warmup_steps": 0.3, "load_best_model_at_end": False, "train_sampling_strategy": "group_by_length",
-                        "disable_tqdm": True}
+    assert err.count("\n") == 2 and f"minibert: error: unrecognized arguments: {old} 1" in err, err  # usage, error
 
 
 class Captured(Exception):

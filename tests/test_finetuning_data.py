@@ -250,3 +250,21 @@ def test_control_characters_in_tag_lists_are_refused(tmp_path):
     data = load_data(write(tmp_path / "t.json", json.dumps(rows)), conll=True)
     with pytest.raises(DataError, match=r"t\.json, row 1, field 'tags': the tag 'B-X\\x00' contains the control character U\+0000"):
         tag_columns(data, "tokens", "tags")
+
+
+def test_label_ids_do_not_depend_on_the_hash_seed():
+    """Labels that read as numbers, NaN among them, get the same ids under any PYTHONHASHSEED (a resumed run in
+    another process must use the ids of the first)."""
+    import subprocess
+    import sys
+
+    from fixtures.environment import REPO, clean_env
+
+    code = "from modeling_minibert.finetuning.data import sorted_labels; print(sorted_labels(%r))"
+    values = ["1", "nan", "2", "NaN", "0.5", "1.0", "-inf", "10"]
+    orders = {
+        subprocess.run([sys.executable, "-c", code % values], env=clean_env(PYTHONPATH=str(REPO), PYTHONHASHSEED=str(seed)),
+                       capture_output=True, text=True, check=True).stdout
+        for seed in range(6)
+    }
+    assert orders == {"['-inf', '0.5', '1', '1.0', '2', '10', 'NaN', 'nan']\n"}

@@ -5,11 +5,11 @@ early, the final folder pushed to a (local) Hub, and saved folders that load wit
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import subprocess
 import uuid
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -134,16 +134,16 @@ def set_global_step(path):
     (cut_in_half, "trainer_state.json", "trainer_state.json unreadable"),
     (set_global_step, "trainer_state.json", "trainer_state.json has global_step 2, not 4"),
 ], ids=["weights-cut", "optimizer-cut", "scheduler-missing", "state-torn", "state-of-another-step"])
-def test_resume_skips_an_unfinished_newest_checkpoint_for_the_one_before(saved_checkpoints, tmp_path, caplog, damage, file, problem):
+def test_resume_skips_an_unfinished_newest_checkpoint_for_the_one_before(saved_checkpoints, tmp_path, damage, file, problem):
     output = tmp_path / "run"
     for name in ("checkpoint-2", "checkpoint-4"):
         shutil.copytree(saved_checkpoints / name, output / name)
     assert resume_checkpoint(output, True) == str(output / "checkpoint-4")  # whole: the newest is taken
     damage(output / "checkpoint-4" / file)
-    with caplog.at_level(logging.WARNING, logger="modeling_minibert.finetuning.flow"):
+    with pytest.warns(UserWarning) as warned:
         assert resume_checkpoint(output, True) == str(output / "checkpoint-2")
-    [warning] = caplog.messages
-    assert f"skipping the unfinished {output / 'checkpoint-4'} ({problem}" in warning and "\n" not in warning
+    [warning] = [str(w.message) for w in warned]
+    assert f"skipping the unfinished checkpoint {output / 'checkpoint-4'} ({problem}" in warning and "\n" not in warning
     # Named explicitly, an unfinished checkpoint is refused, not silently replaced by another.
     with pytest.raises(ValueError, match=rf"resume_from_checkpoint: .*checkpoint-4 is unfinished \({problem}"):
         resume_checkpoint(output, str(output / "checkpoint-4"))
@@ -242,7 +242,7 @@ def test_max_length_is_bounded_by_the_position_table():
 def test_unknown_task_and_a_folder_without_tokenizer(tmp_path):
     with pytest.raises(ValueError, match=r"unknown task 'summarization'; choose one of \['sequence-classification'"):
         finetune("summarization", "x", "y", tmp_path / "o")
-    data = Dataset.from_dict({"text": ["a"], "label": ["x"]})
+    data = Dataset.from_dict({"text": ["a", "b"], "label": ["x", "y"]})
     with pytest.raises(FileNotFoundError, match=r"no tokenizer in this folder"):
         finetune_sequence_classification(tmp_path, data, tmp_path / "o")
 
@@ -275,3 +275,24 @@ print(json.dumps({{
 }}))
 """
     assert json.loads(run_python(code, cwd=tmp_path).strip().splitlines()[-1]) == expected
+
+
+def test_the_task_table_needs_no_train_extra(tmp_path):
+    """hub.py and the model card read a task's Auto class and pipeline tag on a plain install: the table imports
+    without datasets, scikit-learn, seqeval or matplotlib; each task's own parts come from its module's TASK."""
+    from modeling_minibert.finetuning.tasks import TASKS, load_task
+
+    code = (
+        "import sys\n"
+        "from modeling_minibert.finetuning.tasks import TASKS\n"
+        "print({name: (spec.auto_class, spec.pipeline_tag) for name, spec in TASKS.items()})\n"
+        "print(sorted(m for m in ('datasets', 'sklearn', 'seqeval', 'matplotlib') if m in sys.modules))\n"
+    )
+    shown = run_python(code, tmp_path, without_package=False, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    assert "'sequence-classification': ('AutoModelForSequenceClassification', 'text-classification')" in shown
+    assert shown.endswith("\n[]\n"), shown  # none of the [train] extra's packages was imported
+    for name in TASKS:
+        task = load_task(name)
+        assert task.name == name and task.auto_class.__name__ == TASKS[name].auto_class
+    with pytest.raises(ValueError, match=r"unknown task 'summarization'; choose one of \['sequence-classification'"):
+        load_task("summarization")

@@ -11,7 +11,7 @@ from datasets import Dataset
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, pipeline
 
-from benchmarks.rotten_tomatoes import tfidf_baseline
+from fixtures.rotten_tomatoes import tfidf_baseline
 from modeling_minibert.finetuning import CONFUSION_FILE, finetune, finetune_sequence_classification
 from modeling_minibert.finetuning.data import DataError
 

@@ -1,62 +1,63 @@
 """Fine-tune a Mini-BERT checkpoint with transformers' `Trainer`; `minibert finetune`.
 
-Three tasks, each a module with one function over the shared flow (check data -> tokenize -> Trainer -> save):
+Three tasks, each a module exporting its `Task` (`TASK`) over the shared flow (check data -> tokenize -> Trainer
+-> save), named in the one table `tasks.TASKS`:
 
     sequence_classification   single texts or pairs -> one label; accuracy and macro-F1
     token_classification      words -> one tag each; seqeval entity P/R/F1 for BIO tags, else accuracy
     question_answering        question + context -> answer span; SQuAD exact match and F1 (0-100)
 
+    tasks       the table: task name -> Auto class, pipeline tag, module (light: a plain install reads it)
     flow        the Trainer run and the output folder (checkpoint-N/, all_results.json, trainer_state.json, card)
     arguments   ModelArguments, DataTrainingArguments, our TrainingArguments defaults, the command line
     data        reading and checking CSV/JSON/CoNLL/SQuAD/`datasets` data
     metrics     the scores;  plots: the figures
 
-`finetune(task=..., ...)` dispatches on the task name.
+`finetune(task=..., ...)` dispatches on the task name. Importing this package is light (the command line and
+`tasks` need no [train] extra); the job's names are imported on first use.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 
-from modeling_minibert.finetuning.arguments import TASKS, TRAINING_DEFAULTS, add_cli, training_arguments
-from modeling_minibert.finetuning.flow import FinetuneResult
-from modeling_minibert.finetuning.data import DataSource
-from modeling_minibert.finetuning.plots import CONFUSION_FILE, CURVES_FILE
-from modeling_minibert.finetuning.question_answering import PREDICTIONS_FILE, finetune_question_answering
-from modeling_minibert.finetuning.sequence_classification import finetune_sequence_classification
-from modeling_minibert.finetuning.token_classification import (
-    align_word_labels,
-    continuation_labels,
-    finetune_token_classification,
-)
+from modeling_minibert.finetuning.arguments import TRAINING_DEFAULTS, add_cli, training_arguments
+from modeling_minibert.finetuning.tasks import TASKS, load_task
+from modeling_minibert.outputs import CONFUSION_FILE, CURVES_FILE
+
+# Name -> the module that defines it: imported on first use (they need the [train] extra).
+_LAZY = {
+    "FinetuneResult": "flow",
+    "PREDICTIONS_FILE": "question_answering",
+    "finetune_question_answering": "question_answering",
+    "finetune_sequence_classification": "sequence_classification",
+    "align_word_labels": "token_classification",
+    "continuation_labels": "token_classification",
+    "finetune_token_classification": "token_classification",
+}
 
 
-def finetune(task: str, model: str | os.PathLike, train_data: DataSource, output_dir: str | os.PathLike, **kwargs: Any) -> FinetuneResult:
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+
+
+def finetune(task: str, model: str | os.PathLike, train_data: Any, output_dir: str | os.PathLike, **kwargs: Any) -> Any:
     """Fine-tune `model` on one of `TASKS`; the keyword arguments are those of the task's function."""
-    functions = {
-        "sequence-classification": finetune_sequence_classification,
-        "token-classification": finetune_token_classification,
-        "question-answering": finetune_question_answering,
-    }
-    if task not in functions:
-        raise ValueError(f"unknown task {task!r}; choose one of {list(TASKS)}")
-    return functions[task](model, train_data, output_dir, **kwargs)
+    return load_task(task).finetune(model, train_data, output_dir, **kwargs)
 
 
 __all__ = [
     "CONFUSION_FILE",
     "CURVES_FILE",
-    "FinetuneResult",
-    "PREDICTIONS_FILE",
     "TASKS",
     "TRAINING_DEFAULTS",
     "add_cli",
-    "align_word_labels",
-    "continuation_labels",
     "finetune",
-    "finetune_question_answering",
-    "finetune_sequence_classification",
-    "finetune_token_classification",
+    "load_task",
     "training_arguments",
+    *_LAZY,
 ]

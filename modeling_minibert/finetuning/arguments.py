@@ -13,14 +13,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from transformers import HfArgumentParser, TrainingArguments
 
-TASKS = ("sequence-classification", "token-classification", "question-answering")
+from modeling_minibert.finetuning.tasks import TASKS
+
 
 # Our defaults for `TrainingArguments` (any of its fields can be passed to override them). The learning rate is
 # higher than bert-base's usual 2e-5..5e-5 because small encoders fine-tune best with larger steps. The README's
@@ -57,30 +57,38 @@ class ModelArguments:
 
 
 @dataclass
-class DataTrainingArguments:
-    """What to train on and evaluate, and what to keep."""
+class DataArguments:
+    """What to train on and evaluate: the options every job built on fine-tuning reads (distillation too)."""
 
-    task: str | None = field(default=None, metadata={"help": "the task (required)", "choices": TASKS})
+    task: str | None = field(default=None, metadata={"help": "the task (required)", "choices": list(TASKS)})
     train_file: str | None = field(
         default=None,
         metadata={"help": "CSV/TSV/JSON/JSONL; CoNLL for token classification; SQuAD JSON for question answering"},
     )
     validation_file: str | None = field(default=None, metadata={"help": "scores each evaluation; picks the best model"})
     test_file: str | None = field(default=None, metadata={"help": "scored once, with the final model"})
+    text_column_name: str | None = field(
+        default=None,
+        metadata={"help": "text (sequence classification, default 'text') or words (token classification, default 'tokens')"},
+    )
+    label_column_name: str | None = field(
+        default=None, metadata={"help": "label (default 'label'), or tags (token classification, default 'tags')"}
+    )
+    max_seq_length: int | None = field(default=None, metadata={"help": "tokens per input (default: the model's maximum)"})
+    overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty --output_dir"})
+
+
+@dataclass
+class DataTrainingArguments(DataArguments):
+    """`DataArguments` plus what only `finetune` reads: `datasets` sources, pairs, label order, QA, checkpoints."""
+
     dataset_name: str | None = field(
         default=None, metadata={"help": "instead of --train_file: a datasets folder (save_to_disk or data files) or name"}
     )
     train_split: str = field(default="train", metadata={"help": "with --dataset_name"})
     validation_split: str = field(default="validation", metadata={"help": "with --dataset_name; used if it exists"})
     test_split: str | None = field(default=None, metadata={"help": "with --dataset_name"})
-    text_column_name: str | None = field(
-        default=None,
-        metadata={"help": "text (sequence classification, default 'text') or words (token classification, default 'tokens')"},
-    )
     text_pair_column_name: str | None = field(default=None, metadata={"help": "second text of a pair (sequence classification)"})
-    label_column_name: str | None = field(
-        default=None, metadata={"help": "label (default 'label'), or tags (token classification, default 'tags')"}
-    )
     labels: str | None = field(
         default=None, metadata={"help": "comma-separated label names in id order (default: sorted training labels)"}
     )
@@ -88,97 +96,54 @@ class DataTrainingArguments:
     question_column_name: str = field(default="question", metadata={"help": "question answering"})
     context_column_name: str = field(default="context", metadata={"help": "question answering"})
     answer_column_name: str = field(default="answers", metadata={"help": "question answering"})
-    max_seq_length: int | None = field(default=None, metadata={"help": "tokens per input (default: the model's maximum)"})
     doc_stride: int | None = field(default=None, metadata={"help": "question answering: overlap of context windows"})
     n_best_size: int = field(default=20, metadata={"help": "question answering: candidate answers kept per question"})
     max_answer_length: int = field(default=30, metadata={"help": "question answering: longest answer, in tokens"})
-    overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty --output_dir"})
     keep_checkpoints: bool = field(
         default=False,
         metadata={"help": "keep Trainer's checkpoint-N folders in --output_dir (default: removed once the run ends)"},
     )
 
 
-# Old option -> (new option, the value it stands for when the old one was a switch). Accepted for one release.
-DEPRECATED_OPTIONS: dict[str, tuple[str, str | None]] = {
-    "--model": ("--model_name_or_path", None),
-    "--tokenizer": ("--tokenizer_name", None),
-    "--overwrite": ("--overwrite_output_dir", "true"),
-    "--dataset": ("--dataset_name", None),
-    "--text-column": ("--text_column_name", None),
-    "--text-pair-column": ("--text_pair_column_name", None),
-    "--label-column": ("--label_column_name", None),
-    "--question-column": ("--question_column_name", None),
-    "--context-column": ("--context_column_name", None),
-    "--answers-column": ("--answer_column_name", None),
-    "--max-length": ("--max_seq_length", None),
-    "--n-best": ("--n_best_size", None),
-    "--epochs": ("--num_train_epochs", None),
-    "--batch-size": ("--per_device_train_batch_size", None),
-    "--eval-batch-size": ("--per_device_eval_batch_size", None),
-    "--warmup": ("--warmup_steps", None),
-    "--no-load-best-model-at-end": ("--load_best_model_at_end", "false"),
-    "--group-by-length": ("--train_sampling_strategy", "group_by_length"),
-    "--quiet": ("--disable_tqdm", "true"),
-}
+@dataclass
+class FinetuneTrainingArguments(TrainingArguments):
+    """`TrainingArguments` as the command line reads them: every field under its own flag, and
+    `--resume_from_checkpoint` alone resumes from the newest checkpoint-N in --output_dir, as pretrain's does."""
+
+    resume_from_checkpoint: str | None = field(
+        default=None,
+        metadata={"help": "a checkpoint folder; alone: the newest complete checkpoint-N in --output_dir", "nargs": "?", "const": True},
+    )
 
 
-class _DeprecatedOption(argparse.Action):
-    """An old option name: says which new one to use, then acts as the new one."""
-
-    def __init__(self, option_strings, dest, new: argparse.Action, switch_value: str | None, **kwargs):
-        super().__init__(option_strings, dest, nargs=0 if switch_value is not None else None, **kwargs)
-        self.new, self.switch_value = new, switch_value
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        new_name = self.new.option_strings[0]
-        shown = f"{new_name} {self.switch_value}" if self.switch_value is not None else new_name
-        print(
-            f"minibert finetune: warning: {option_string} is deprecated and will be removed in the next release; "
-            f"use {shown}",
-            file=sys.stderr,
-        )
-        value = self.switch_value if self.switch_value is not None else values
-        setattr(namespace, self.new.dest, self.new.type(value) if self.new.type is not None else value)
-
-
-def build_parser(**parser_options: Any) -> HfArgumentParser:
-    """The `finetune` options: the three dataclasses, our defaults, the deprecated names."""
-    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments), **parser_options)
+def build_parser(*dataclass_types: type, **parser_options: Any) -> HfArgumentParser:
+    """The options of `finetune` (or of a job that extends its dataclasses): the dataclasses given (default:
+    ModelArguments and DataTrainingArguments), then every TrainingArguments field, with our defaults. The help
+    states every default (HfArgumentParser's ArgumentDefaultsHelpFormatter); the run-dependent ones show None."""
+    types = dataclass_types or (ModelArguments, DataTrainingArguments)
+    parser = HfArgumentParser((*types, FinetuneTrainingArguments), **parser_options)
     parser.set_defaults(**{**TRAINING_DEFAULTS, **dict.fromkeys(CONTEXTUAL)})
-    by_option = {option: action for action in parser._actions for option in action.option_strings}
-    # TrainingArguments' help texts do not state defaults; ours differ from its own, so say them.
-    for name, value in TRAINING_DEFAULTS.items():
-        if name not in CONTEXTUAL:
-            by_option["--" + name].help = (by_option["--" + name].help or "").rstrip(". ") + f" (default here: {value})"
-    for name in CONTEXTUAL:
-        by_option["--" + name].help = (by_option["--" + name].help or "").rstrip(". ") + " (default: chosen for the run)"
-    # `--resume_from_checkpoint` alone resumes from the newest checkpoint-N in --output_dir, as pretrain's does.
-    by_option["--resume_from_checkpoint"].nargs = "?"
-    by_option["--resume_from_checkpoint"].const = True
-    deprecated = parser.add_argument_group("deprecated names (accepted for one release)")
-    for old, (new, switch_value) in DEPRECATED_OPTIONS.items():
-        deprecated.add_argument(
-            old, action=_DeprecatedOption, dest="deprecated" + old, default=argparse.SUPPRESS, new=by_option[new],
-            switch_value=switch_value, metavar=None if switch_value is not None else "VALUE", help=f"use {new}",
-        )
     return parser
 
 
 def parse_args(argv: list[str]) -> tuple[ModelArguments, DataTrainingArguments, dict[str, Any]]:
     """Command-line words -> model and data arguments, and the `TrainingArguments` options for `training_arguments`."""
-    return split_namespace(build_parser(prog="minibert finetune").parse_args(argv))
+    return split_namespace(build_parser(prog="minibert finetune", allow_abbrev=False).parse_args(argv))
 
 
 def split_namespace(namespace: argparse.Namespace) -> tuple[ModelArguments, DataTrainingArguments, dict[str, Any]]:
     values = vars(namespace)
-    model_args = ModelArguments(**_fields_of(ModelArguments, values))
-    data_args = DataTrainingArguments(**_fields_of(DataTrainingArguments, values))
-    # Only what differs from the parser's defaults goes on: `training_arguments` applies the same defaults to
-    # the command line and the Python API, and decides the contextual ones.
+    model_args = ModelArguments(**fields_of(ModelArguments, values))
+    data_args = DataTrainingArguments(**fields_of(DataTrainingArguments, values))
+    return model_args, data_args, training_options(values)
+
+
+def training_options(values: dict[str, Any]) -> dict[str, Any]:
+    """The `TrainingArguments` fields among parsed `values` that differ from the parser's defaults: only those
+    go on, as `training_arguments` applies the same defaults to the command line and the Python API, and decides
+    the contextual ones."""
     defaults = _parser_defaults()
-    training = {k: v for k, v in _fields_of(TrainingArguments, values).items() if k not in defaults or v != defaults[k]}
-    return model_args, data_args, training
+    return {k: v for k, v in fields_of(TrainingArguments, values).items() if k not in defaults or v != defaults[k]}
 
 
 @functools.cache
@@ -187,7 +152,8 @@ def _parser_defaults() -> dict[str, Any]:
     return vars(build_parser(add_help=False).parse_args([]))
 
 
-def _fields_of(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+def fields_of(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """The entries of `values` that are init fields of the dataclass `cls`."""
     names = {f.name for f in dataclasses.fields(cls) if f.init}
     return {k: v for k, v in values.items() if k in names}
 
@@ -236,6 +202,8 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         "finetune",
         # HfArgumentParser turns the dataclasses into options: one source of truth for the API and the CLI.
         parents=[build_parser(add_help=False)],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False,  # a prefix of a flag is not that flag (the 0.1 `--model` must not mean --model_name_or_path)
         help="fine-tune a checkpoint for classification, tagging or question answering",
         description=(
             "Fine-tune a Mini-BERT checkpoint with transformers' Trainer and save the final model, its tokenizer, "
@@ -259,6 +227,12 @@ def run_cli(namespace: argparse.Namespace) -> int:
         raise ValueError("give exactly one of --train_file and --dataset_name")
     result = finetune(data_args.task, model_args.model_name_or_path, **finetune_options(model_args, data_args), **training)
     print(f"saved to {result.output_dir}")
+    print_scores(result)
+    return 0
+
+
+def print_scores(result: Any) -> None:
+    """One line per evaluated split of a run's result: its scores, without Trainer's timings."""
     for name, scores in (("validation", result.metrics), ("test", result.test_metrics)):
         if scores:
             shown = ", ".join(
@@ -266,7 +240,6 @@ def run_cli(namespace: argparse.Namespace) -> int:
                 if isinstance(v, float) and "runtime" not in k and "per_second" not in k
             )
             print(f"{name}: {shown}")
-    return 0
 
 
 def finetune_options(model_args: ModelArguments, data_args: DataTrainingArguments) -> dict[str, Any]:
@@ -294,36 +267,16 @@ def finetune_options(model_args: ModelArguments, data_args: DataTrainingArgument
         keep_checkpoints=data_args.keep_checkpoints,
         max_length=data_args.max_seq_length,
     )
-    labels = data_args.labels.split(",") if data_args.labels else None
-    if data_args.task == "sequence-classification":
-        options.update(
-            text_column=data_args.text_column_name or "text",
-            text_pair_column=data_args.text_pair_column_name,
-            label_column=data_args.label_column_name or "label",
-            labels=labels,
-        )
-    elif data_args.task == "token-classification":
-        options.update(
-            tokens_column=data_args.text_column_name or "tokens",
-            tags_column=data_args.label_column_name or "tags",
-            labels=labels,
-            label_all_tokens=data_args.label_all_tokens,
-        )
-    else:
-        options.update(
-            question_column=data_args.question_column_name,
-            context_column=data_args.context_column_name,
-            answers_column=data_args.answer_column_name,
-            doc_stride=data_args.doc_stride,
-            n_best=data_args.n_best_size,
-            max_answer_length=data_args.max_answer_length,
-        )
-    return options
+    # The task's own options: its Task maps the data arguments to its function's keywords.
+    from modeling_minibert.finetuning.tasks import load_task
+
+    return {**options, **load_task(data_args.task).cli_options(data_args)}
 
 
 __all__ = [
-    "DEPRECATED_OPTIONS",
+    "DataArguments",
     "DataTrainingArguments",
+    "FinetuneTrainingArguments",
     "ModelArguments",
     "TASKS",
     "TRAINING_DEFAULTS",

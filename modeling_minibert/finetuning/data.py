@@ -186,6 +186,24 @@ def _check_utf8(path: Path) -> None:
             done += len(chunk)
 
 
+def text_lines(path: str | os.PathLike, what: str = "text file") -> list[str]:
+    """The non-blank lines of a UTF-8 text file, stripped; DataError naming the file if it is not text (not
+    UTF-8, or holding control characters such as the NUL bytes of a binary file) or holds no text."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} {path} does not exist")
+    _check_utf8(path)
+    lines = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if (problem := _control_character("line", line.replace("\t", " "))) is not None:
+            raise DataError(f"{what} {path}, line {number}: not text: {problem[:120]}")
+        if line.strip():
+            lines.append(line.strip())
+    if not lines:
+        raise DataError(f"{what} {path} holds no text")
+    return lines
+
+
 def _is_blank(path: Path) -> bool:
     with open(path, "rb") as f:
         while chunk := f.read(1 << 16):
@@ -332,6 +350,8 @@ def label_column(data: NamedDataset, column: str) -> list[str]:
             raise DataError(f"{data.where(i, column)}: missing label")
         if isinstance(value, (list, dict)):
             raise DataError(f"{data.where(i, column)}: expected one label, got {_describe(value)}")
+        if isinstance(value, str) and (problem := _control_character("label", value)) is not None:
+            raise DataError(f"{data.where(i, column)}: {problem}")
     return [_label_text(v) for v in values]
 
 
@@ -377,9 +397,12 @@ def sorted_labels(values: Sequence[str] | Sequence[Sequence[str]]) -> list[str]:
     (with "O" first for tag sets, where it is the usual id 0)."""
     flat = {label for value in values for label in (value if isinstance(value, list) else [value])}
     try:
-        return sorted(flat, key=float)
+        numbers = {label: float(label) for label in flat}
     except ValueError:
         return sorted(flat, key=lambda label: (label != "O", label))
+    # NaN compares false with everything, so sorting on it alone would keep the set's order, which changes with
+    # PYTHONHASHSEED: NaNs go last, and the text breaks ties ("1" and "1.0"), so the ids are the same every run.
+    return sorted(flat, key=lambda label: (math.isnan(numbers[label]), 0.0 if math.isnan(numbers[label]) else numbers[label], label))
 
 
 @dataclass
@@ -416,12 +439,22 @@ def question_answer_columns(
             if context[start : start + len(text)] != text:
                 found = context.find(text)
                 hint = f" (it occurs at {found})" if found >= 0 else " (the context does not contain it)"
+                if found < 0 and unicodedata.normalize("NFC", text) in unicodedata.normalize("NFC", context):
+                    # Same characters, composed differently (é as one code point or as e + accent): offsets
+                    # differ, so the span cannot be found; the user must normalise both the same way.
+                    hint = (f" (it does in another Unicode normalization: answer is {_normal_form(text)}, context "
+                            f"{_normal_form(context)}; normalize both, e.g. unicodedata.normalize('NFC', ...))")
                 raise DataError(
                     f"{where}: answer {text!r} is not in the context at answer_start={start}; the context there "
                     f"reads {context[start : start + len(text)]!r}{hint}"
                 )
         answers.append(answer)
     return QuestionAnswerExamples(ids, questions, contexts, answers)
+
+
+def _normal_form(text: str) -> str:
+    forms = [form for form in ("NFC", "NFD") if unicodedata.is_normalized(form, text)]
+    return "/".join(forms) if forms else "mixed"
 
 
 def _normalise_answers(raw: Any, where: str) -> dict[str, list]:
@@ -487,4 +520,5 @@ __all__ = [
     "sorted_labels",
     "tag_columns",
     "text_column",
+    "text_lines",
 ]

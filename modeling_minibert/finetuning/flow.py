@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,24 +37,26 @@ from transformers import (
     Trainer,
     set_seed,
 )
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, PredictionOutput
+from transformers.trainer_utils import PredictionOutput
 
 import modeling_minibert  # noqa: F401 - registers Mini-BERT with the Auto classes
-from modeling_minibert import hub
+from modeling_minibert import hub, outputs
 from modeling_minibert.files import check_output_dir, staged_folder
-from modeling_minibert.outputs import safetensors_problem, torch_file_problem
+from modeling_minibert.outputs import (
+    CHECKPOINT_PREFIX,
+    CURVES_FILE,
+    TRAINER_STATE_FILE,
+    checkpoint_folders,
+    safetensors_problem,
+    torch_file_problem,
+    write_results,
+)
 from modeling_minibert.finetuning.arguments import TRAINING_DEFAULTS, training_arguments
-from modeling_minibert.finetuning.data import DataSource, NamedDataset, load_data, sorted_labels
-from modeling_minibert.finetuning.plots import CURVES_FILE, plot_training_curves
+from modeling_minibert.finetuning.data import DataError, DataSource, NamedDataset, load_data, sorted_labels
+from modeling_minibert.finetuning.plots import plot_training_curves
+from modeling_minibert.finetuning.tasks import TASKS
 
 logger = logging.getLogger(__name__)
-
-# The pipeline tag of each task, for the model card.
-PIPELINE_TAGS = {
-    "sequence-classification": "text-classification",
-    "token-classification": "token-classification",
-    "question-answering": "question-answering",
-}
 
 
 @dataclass
@@ -78,6 +81,63 @@ class Prepared:
     metric: str  # metric_for_best_model
     metrics_for: Callable[[str], Callable[[EvalPrediction], dict[str, float]]]  # role -> compute_metrics
     preprocess_logits: Callable | None = None
+
+
+@dataclass
+class Examples:
+    """One split as plain Python: inputs (texts, or word lists for token classification) and label names (a
+    string, a list of tags, or None for an unlabelled example)."""
+
+    inputs: list[Any]
+    labels: list[Any]
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one fine-tuning task brings to the shared flow; its module exports one as `TASK`, and `tasks.TASKS`
+    names it. Distillation reuses the same parts, so a task that has them (`read`) can be distilled too."""
+
+    name: str  # its key in tasks.TASKS, which holds its Auto class and pipeline tag
+    finetune: Callable[..., FinetuneResult]  # the job: finetune_<task>(model, train_data, output_dir, ...)
+    collator: Callable[[PreTrainedTokenizerBase], Callable]  # tokenizer -> Trainer's data collator
+    # (data, input column, label column or None) -> checked Examples; None for a task distillation cannot use.
+    read: Callable[[NamedDataset, str, str | None], Examples] | None = None
+    columns: tuple[str, str] = ("text", "label")  # the input and label columns read by default
+    conll: bool = False  # its files may be CoNLL
+    encode: Callable[[PreTrainedTokenizerBase, list[Any], int], Any] | None = None  # tokenizer, inputs, max length
+    metrics: Callable[[list[str]], Callable[[EvalPrediction], dict[str, float]]] | None = None  # on predicted ids
+    best_metric: Callable[[list[str]], str] = lambda names: "accuracy"  # noqa: E731 - metric_for_best_model
+    # The command line's DataTrainingArguments -> the task-specific keywords of `finetune`.
+    cli_options: Callable[[Any], dict[str, Any]] = lambda data_args: {}  # noqa: E731
+
+    @property
+    def auto_class(self) -> type:
+        import transformers
+
+        return getattr(transformers, TASKS[self.name].auto_class)
+
+    def load_examples(self, data: NamedDataset, input_column: str | None, label_column: str | None) -> Examples:
+        """The split read with this task's reader (default columns where None is given)."""
+        return self.read(data, input_column or self.columns[0], label_column)
+
+
+@contextmanager
+def run_folder(output_dir: str | os.PathLike, overwrite: bool, training_options: dict[str, Any], job: str) -> Iterator[Path]:
+    """The checked output folder, locked for the whole run (`outputs.LOCK_FILE`): a second run into the same
+    folder fails in one line instead of overwriting this one's checkpoints. A folder created here and left empty
+    by a failure is removed."""
+    outputs.check_unlocked(Path(output_dir), job)
+    # What is left is a killed run's lock: not content, so a folder holding only that is empty, as it was.
+    if Path(output_dir).is_dir():
+        (Path(output_dir) / outputs.LOCK_FILE).unlink(missing_ok=True)
+    output = check_output(output_dir, overwrite, training_options)
+    created = not output.exists()
+    try:
+        with outputs.locked(output, job):
+            yield output
+    finally:
+        if created and output.is_dir() and not any(output.iterdir()):
+            output.rmdir()
 
 
 def check_output(output_dir: str | os.PathLike, overwrite: bool, training_options: dict[str, Any]) -> Path:
@@ -111,7 +171,7 @@ def load_splits(
     }
 
 
-def label_names(labels: Sequence[str] | None, train_values: list, model: str | os.PathLike) -> list[str]:
+def label_names(labels: Sequence[str] | None, train_values: list, model: str | os.PathLike, where: str = "the training data") -> list[str]:
     """The label set in id order: as given, else the starting model's own order if it has exactly these labels
     (fine-tuning a fine-tuned model again keeps its ids), else sorted."""
     if labels is not None:
@@ -120,6 +180,7 @@ def label_names(labels: Sequence[str] | None, train_values: list, model: str | o
             raise ValueError(f"labels must be distinct and non-empty, got {names}")
         return names
     names = sorted_labels(train_values)
+    check_label_count(names, where)
     try:
         label2id = load_config(model).label2id
     except (OSError, ValueError):
@@ -127,6 +188,13 @@ def label_names(labels: Sequence[str] | None, train_values: list, model: str | o
     if set(label2id) == set(names) and sorted(label2id.values()) == list(range(len(names))):
         return sorted(names, key=label2id.__getitem__)
     return names
+
+
+def check_label_count(names: list[str], where: str) -> None:
+    """Refuse training data with a single label (`where`: the data's name): the model could only ever predict it,
+    and would report a perfect accuracy on data of that label."""
+    if len(names) < 2:
+        raise DataError(f"{where}: every example has the label {names[0]!r}; a classifier needs examples of at least two labels")
 
 
 def load_tokenizer(model: str | os.PathLike, tokenizer: str | os.PathLike | None) -> PreTrainedTokenizerBase:
@@ -212,79 +280,91 @@ def train_and_save(
     training_options: dict[str, Any],
     keep_checkpoints: bool = False,
     extra_outputs: Callable[[Trainer, Path, PredictionOutput | None], None] | None = None,
+    trainer_class: type[Trainer] = Trainer,
+    **trainer_options: Any,
 ) -> FinetuneResult:
-    args = training_arguments(str(output), prepared.validation is not None, prepared.metric, **training_options)
+    """Train `model` with Trainer (checkpoints in `output`), score it, then save the output folder in one step.
+
+    `trainer_class` and `trainer_options` are how a variant of fine-tuning (distillation) brings its own loss;
+    `extra_outputs(trainer, staging, validation predictions)` writes a task's own files into the folder."""
+    options = dict(training_options)
     # The final folder is pushed once, complete, by hub.push_to_hub: Trainer's own push would upload every
     # checkpoint as it is saved. The token stays out of the args Trainer pickles into its checkpoints.
-    push, repo_id, token, private = args.push_to_hub, args.hub_model_id, args.hub_token, args.hub_private_repo
-    if push and not repo_id:
+    push, token = options.pop("push_to_hub", False), options.pop("hub_token", None)
+    if push and not options.get("hub_model_id"):
         raise ValueError("push_to_hub needs hub_model_id (--hub_model_id NAMESPACE/NAME)")
-    args.push_to_hub, args.hub_token = False, None
-    resume = args.resume_from_checkpoint  # chosen by check_output
-
-    created = not output.exists()
-    try:
-        trainer = Trainer(
-            model=model,
-            args=args,
-            data_collator=prepared.collator,
-            train_dataset=prepared.train,
-            eval_dataset=prepared.validation,
-            processing_class=tokenizer,
-            compute_metrics=prepared.metrics_for("validation") if prepared.validation is not None else None,
-            preprocess_logits_for_metrics=prepared.preprocess_logits,
-        )
-        train_metrics = trainer.train(resume_from_checkpoint=resume).metrics
-        train_metrics["train_samples"] = len(prepared.train)
-        # One pass over the validation data with the final (best) model gives its scores and its predictions.
-        validation = None
-        results = {"train": train_metrics}
-        if prepared.validation is not None:
-            validation = trainer.predict(prepared.validation, metric_key_prefix="eval")
-            results["eval"] = {**validation.metrics, "eval_samples": len(prepared.validation)}
-        if prepared.test is not None:
-            trainer.compute_metrics = prepared.metrics_for("test")
-            results["test"] = {**trainer.evaluate(prepared.test, metric_key_prefix="test"), "test_samples": len(prepared.test)}
-
-        # Only now is the final folder staged: a run killed while training leaves OUTPUT with its checkpoints and
-        # nothing else, ready for resume_from_checkpoint.
-        with staged_folder(output) as staging:
-            # Checkpoints stay in OUTPUT; everything else is written to the staging folder that replaces it.
-            trainer.args.output_dir = str(staging)
-            if extra_outputs is not None:
-                extra_outputs(trainer, staging, validation)
-            # Pipelines truncate to model_max_length: it must not exceed the position table.
-            limit = getattr(trainer.model.config, "max_position_embeddings", None)
-            if limit is not None and tokenizer.model_max_length > limit:
-                tokenizer.model_max_length = limit
-            # Not trainer.save_model: it also pickles the arguments (training_args.bin).
-            trainer.model.save_pretrained(staging)
-            tokenizer.save_pretrained(staging)
-            for split, metrics in results.items():
-                trainer.log_metrics(split, metrics)
-                trainer.save_metrics(split, metrics)
-            trainer.save_state()
-            metric = (args.metric_for_best_model or prepared.metric).removeprefix("eval_")
-            plot_training_curves(trainer.state.log_history, metric, trainer.state.best_global_step, staging / CURVES_FILE)
-            if keep_checkpoints:
-                for checkpoint in output.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
-                    os.replace(checkpoint, staging / checkpoint.name)
-    except BaseException:
-        if created and output.is_dir() and not any(output.iterdir()):
-            output.rmdir()
-        raise
+    args = training_arguments(str(output), prepared.validation is not None, prepared.metric, **options)
+    trainer = trainer_class(
+        model=model,
+        args=args,
+        data_collator=prepared.collator,
+        train_dataset=prepared.train,
+        eval_dataset=prepared.validation,
+        processing_class=tokenizer,
+        compute_metrics=prepared.metrics_for("validation") if prepared.validation is not None else None,
+        preprocess_logits_for_metrics=prepared.preprocess_logits,
+        **trainer_options,
+    )
+    results, validation = train_and_score(trainer, prepared)
+    # Only now is the final folder staged: a run killed while training leaves OUTPUT with its checkpoints and
+    # nothing else, ready for resume_from_checkpoint.
+    with staged_folder(output) as staging:
+        if extra_outputs is not None:
+            extra_outputs(trainer, staging, validation)
+        save_run(trainer, tokenizer, results, (args.metric_for_best_model or prepared.metric).removeprefix("eval_"), staging)
+        if keep_checkpoints:
+            for _, checkpoint in checkpoint_folders(output):
+                os.replace(checkpoint, staging / checkpoint.name)
     # Written once the folder has its final name: the card takes its title from the folder's name (in the staging
     # folder it would be the hidden ".NAME.partial-..."). write_text is atomic, so the card is whole or absent.
-    hub.write_model_card(output, task=PIPELINE_TAGS[task], base_model=str(model_source), dataset_name=dataset_name(train_data))
+    hub.write_model_card(output, task=TASKS[task].pipeline_tag, base_model=str(model_source), dataset_name=dataset_name(train_data))
     if push:
-        hub.push_to_hub(output, repo_id, token=token, private=bool(private), revision=args.hub_revision)
+        hub.push_to_hub(output, args.hub_model_id, token=token, private=bool(args.hub_private_repo), revision=args.hub_revision)
     return FinetuneResult(
         output,
         strip_prefix(results.get("eval", {}), "eval_"),
         strip_prefix(results["test"], "test_") if "test" in results else None,
         labels,
-        strip_prefix(train_metrics, "train_"),
+        strip_prefix(results["train"], "train_"),
     )
+
+
+def train_and_score(trainer: Trainer, prepared: Prepared) -> tuple[dict[str, dict], PredictionOutput | None]:
+    """Train (resuming from the checkpoint `check_output` chose), then score the final model: {split: metrics}
+    with Trainer's prefixes, and the validation predictions."""
+    train_metrics = trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint).metrics
+    results = {"train": {**train_metrics, "train_samples": len(prepared.train)}}
+    # One pass over the validation data with the final (best) model gives its scores and its predictions.
+    validation = None
+    if prepared.validation is not None:
+        validation = trainer.predict(prepared.validation, metric_key_prefix="eval")
+        results["eval"] = {**validation.metrics, "eval_samples": len(prepared.validation)}
+    if prepared.test is not None:
+        trainer.compute_metrics = prepared.metrics_for("test")
+        results["test"] = {**trainer.evaluate(prepared.test, metric_key_prefix="test"), "test_samples": len(prepared.test)}
+    return results, validation
+
+
+def save_run(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, results: dict[str, dict], metric: str, staging: Path) -> None:
+    """The model, tokenizer, results files, trainer state and curves, into the staging folder (Trainer's own
+    savers write to args.output_dir, where the checkpoints stay)."""
+    # Pipelines truncate to model_max_length: it must not exceed the position table.
+    limit = getattr(trainer.model.config, "max_position_embeddings", None)
+    if limit is not None and tokenizer.model_max_length > limit:
+        tokenizer.model_max_length = limit
+    # Not trainer.save_model: it also pickles the arguments (training_args.bin).
+    trainer.model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    # save_pretrained writes the weights through a private temporary file (0600) and the config with open()
+    # (0666 less the umask): the weights get the config's mode, so whoever may read the model may load it.
+    mode = (staging / "config.json").stat().st_mode & 0o777
+    for weights in staging.glob("*.safetensors"):
+        weights.chmod(mode)
+    for split, metrics in results.items():
+        trainer.log_metrics(split, metrics)
+    write_results(staging, results)
+    trainer.state.save_to_json(str(staging / TRAINER_STATE_FILE))
+    plot_training_curves(trainer.state.log_history, metric, trainer.state.best_global_step, staging / CURVES_FILE)
 
 
 def resume_checkpoint(output: Path, requested: str | bool | None) -> str | None:
@@ -301,30 +381,18 @@ def resume_checkpoint(output: Path, requested: str | bool | None) -> str | None:
     if requested in (None, False, "", "false", "False"):
         return None
     if requested in (True, "true", "True", "last"):
-        found = sorted(checkpoints_in(output), key=lambda item: item[0], reverse=True)
-        if not found:
-            raise FileNotFoundError(f"resume_from_checkpoint: no {PREFIX_CHECKPOINT_DIR}-N folder in {output} to resume from")
-        for _, folder in found:
-            problem = checkpoint_problem(folder)
-            if problem is None:
-                return str(folder)
-            logger.warning(f"resume_from_checkpoint: skipping the unfinished {folder} ({problem}); falling back to the one before")
-        logger.warning(f"resume_from_checkpoint: no finished {PREFIX_CHECKPOINT_DIR}-N in {output}; starting from the beginning")
-        return None
+        if not checkpoint_folders(output):
+            raise FileNotFoundError(f"resume_from_checkpoint: no {CHECKPOINT_PREFIX}N folder in {output} to resume from")
+        found = outputs.latest_checkpoint(output, checkpoint_problem)
+        if found is None:
+            warnings.warn(f"resume_from_checkpoint: no finished {CHECKPOINT_PREFIX}N in {output}; starting from the beginning", stacklevel=2)
+        return str(found) if found is not None else None
     if not Path(requested).is_dir():
         raise FileNotFoundError(f"resume_from_checkpoint: {requested} is not a checkpoint folder")
     problem = checkpoint_problem(Path(requested))
     if problem is not None:
         raise ValueError(f"resume_from_checkpoint: {requested} is unfinished ({problem})")
     return str(requested)
-
-
-def checkpoints_in(output: Path) -> list[tuple[int, Path]]:
-    """The checkpoint-N folders in `output`, with their N."""
-    if not output.is_dir():
-        return []
-    pattern = re.compile(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)")
-    return [(int(m.group(1)), p) for p in output.iterdir() if (m := pattern.fullmatch(p.name)) and p.is_dir()]
 
 
 def checkpoint_problem(folder: Path) -> str | None:
@@ -337,7 +405,7 @@ def checkpoint_problem(folder: Path) -> str | None:
     for the folder name), hence this one.
     """
     try:
-        state = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
+        state = json.loads((folder / TRAINER_STATE_FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return "no trainer_state.json"
     except (OSError, ValueError) as err:

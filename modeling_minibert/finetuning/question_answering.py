@@ -80,56 +80,66 @@ def finetune_question_answering(
         raise ValueError(f"n_best={n_best} must be at least 1")
     if max_answer_length < 1:
         raise ValueError(f"max_answer_length={max_answer_length} must be at least 1")
-    output = flow.check_output(output_dir, overwrite, training_options)
-    splits = flow.load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split)
-    examples = {
-        role: question_answer_columns(data, question_column, context_column, answers_column)
-        for role, data in splits.items()
-    }
-    tok = flow.load_tokenizer(model, tokenizer)
-    config = flow.load_config(model)
-    default_length, default_stride = default_window(tok, config)
-    length = flow.check_max_length(max_length, tok, config) if max_length is not None else default_length
-    stride = doc_stride if doc_stride is not None else min(default_stride, length // 4)
-    if not 0 <= stride < length:
-        raise ValueError(f"doc_stride={stride} must be at least 0 and below max_length={length}")
-    features = {role: qa_features(tok, splits[role], examples[role], length, stride) for role in splits}
+    with flow.run_folder(output_dir, overwrite, training_options, "finetune") as output:
+        splits = flow.load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split)
+        examples = {
+            role: question_answer_columns(data, question_column, context_column, answers_column)
+            for role, data in splits.items()
+        }
+        tok = flow.load_tokenizer(model, tokenizer)
+        config = flow.load_config(model)
+        default_length, default_stride = default_window(tok, config)
+        length = flow.check_max_length(max_length, tok, config) if max_length is not None else default_length
+        stride = doc_stride if doc_stride is not None else min(default_stride, length // 4)
+        if not 0 <= stride < length:
+            raise ValueError(f"doc_stride={stride} must be at least 0 and below max_length={length}")
+        features = {role: qa_features(tok, splits[role], examples[role], length, stride) for role in splits}
 
-    def metrics_for(role: str) -> Callable[[EvalPrediction], dict[str, float]]:
-        def compute(p: EvalPrediction) -> dict[str, float]:
-            start_logits, end_logits = p.predictions
-            answers = qa_answers(examples[role], features[role], start_logits, end_logits, 1, max_answer_length)
-            predictions = {qid: found[0]["answer"] if found else "" for qid, found in answers.items()}
-            references = dict(zip(examples[role].ids, (a["text"] for a in examples[role].answers)))
-            return squad_metrics(predictions, references)
+        prepared = flow.Prepared(
+            train=features["train"],
+            validation=features.get("validation"),
+            test=features.get("test"),
+            collator=default_data_collator,  # windows are padded to max_length already
+            metric="f1",
+            metrics_for=lambda role: squad_scores(examples[role], features[role], max_answer_length),
+        )
+        network = flow.load_model(AutoModelForQuestionAnswering, model, flow.seed_of(training_options))
 
-        return compute
+        return flow.train_and_save(
+            TASK.name, model, network, tok, prepared, output, None, train_data, training_options,
+            keep_checkpoints, pipeline_and_predictions(examples.get("validation"), prepared.validation, n_best, max_answer_length),
+        )
 
-    prepared = flow.Prepared(
-        train=features["train"],
-        validation=features.get("validation"),
-        test=features.get("test"),
-        collator=default_data_collator,  # windows are padded to max_length already
-        metric="f1",
-        metrics_for=metrics_for,
-    )
-    network = flow.load_model(AutoModelForQuestionAnswering, model, flow.seed_of(training_options))
 
-    def extra_outputs(trainer: Trainer, staging: Path, validation: PredictionOutput | None) -> None:
+def squad_scores(
+    examples: QuestionAnswerExamples, features: Dataset, max_answer_length: int
+) -> Callable[[EvalPrediction], dict[str, float]]:
+    """compute_metrics of one split: the best answer of each question, scored with SQuAD's exact match and F1."""
+
+    def compute(p: EvalPrediction) -> dict[str, float]:
+        start_logits, end_logits = p.predictions
+        answers = qa_answers(examples, features, start_logits, end_logits, 1, max_answer_length)
+        predictions = {qid: found[0]["answer"] if found else "" for qid, found in answers.items()}
+        references = dict(zip(examples.ids, (a["text"] for a in examples.answers)))
+        return squad_metrics(predictions, references)
+
+    return compute
+
+
+def pipeline_and_predictions(
+    examples: QuestionAnswerExamples | None, features: Dataset | None, n_best: int, max_answer_length: int
+) -> Callable[[Trainer, Path, PredictionOutput | None], None]:
+    """The task's own outputs: the pipeline file beside the weights, and the validation n-best answers."""
+
+    def write(trainer: Trainer, staging: Path, validation: PredictionOutput | None) -> None:
         # The pipeline file travels with the weights; the config tells pipeline() where it is.
         trainer.model.config.custom_pipelines = question_answering_pipeline.CUSTOM_PIPELINES
         flow.copy_beside(question_answering_pipeline.__file__, staging)
         if validation is not None:
             start_logits, end_logits = validation.predictions
-            n_best_answers = qa_answers(
-                examples["validation"], prepared.validation, start_logits, end_logits, n_best, max_answer_length
-            )
-            write_json(staging / PREDICTIONS_FILE, n_best_answers)
+            write_json(staging / PREDICTIONS_FILE, qa_answers(examples, features, start_logits, end_logits, n_best, max_answer_length))
 
-    return flow.train_and_save(
-        "question-answering", model, network, tok, prepared, output, None, train_data, training_options,
-        keep_checkpoints, extra_outputs,
-    )
+    return write
 
 
 def qa_features(
@@ -197,3 +207,18 @@ def qa_answers(
         examples.ids[i]: best_answers(windows.get(i, []), examples.contexts[i], n_best, max_answer_length)
         for i in range(len(examples.ids))
     }
+
+
+def cli_options(data_args: Any) -> dict[str, Any]:
+    return dict(
+        question_column=data_args.question_column_name, context_column=data_args.context_column_name,
+        answers_column=data_args.answer_column_name, doc_stride=data_args.doc_stride, n_best=data_args.n_best_size,
+        max_answer_length=data_args.max_answer_length,
+    )
+
+
+# Not distillable (no `read`): its targets are spans over context windows, not one distribution per input.
+TASK = flow.Task(
+    name="question-answering", finetune=finetune_question_answering, collator=lambda tokenizer: default_data_collator,
+    cli_options=cli_options,
+)

@@ -8,14 +8,23 @@ from pathlib import Path
 from typing import Any
 
 from datasets import Dataset
-from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, EvalPrediction, Trainer
+import numpy as np
+from transformers import (
+    AutoModelForSequenceClassification,
+    BatchEncoding,
+    DataCollatorWithPadding,
+    EvalPrediction,
+    PreTrainedTokenizerBase,
+    Trainer,
+)
 from transformers.trainer_utils import PredictionOutput
 
 from modeling_minibert.finetuning import data as finetuning_data
 from modeling_minibert.finetuning.data import DataSource, NamedDataset, check_labels
 from modeling_minibert.finetuning import flow
 from modeling_minibert.finetuning.metrics import classification_metrics
-from modeling_minibert.finetuning.plots import CONFUSION_FILE, plot_confusion_matrix
+from modeling_minibert.finetuning.plots import plot_confusion_matrix
+from modeling_minibert.outputs import CONFUSION_FILE
 
 
 def finetune_sequence_classification(
@@ -62,56 +71,86 @@ def finetune_sequence_classification(
         FileExistsError: `output_dir` is not empty and neither `overwrite` nor `resume_from_checkpoint` is set.
         OSError: `output_dir` cannot be written.
     """
-    output = flow.check_output(output_dir, overwrite, training_options)
-    splits = flow.load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split)
+    with flow.run_folder(output_dir, overwrite, training_options, "finetune") as output:
+        splits = flow.load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split)
+        read_splits = {role: read_texts(data, text_column, label_column, text_pair_column) for role, data in splits.items()}
+        names = flow.label_names(labels, read_splits["train"].labels, model, splits["train"].name)
+        for role, data in splits.items():
+            check_labels(data, label_column, read_splits[role].labels, names)
+        tok = flow.load_tokenizer(model, tokenizer)
+        length = flow.check_max_length(max_length, tok, flow.load_config(model))
+        label2id = {name: i for i, name in enumerate(names)}
+        tokenized = {
+            role: Dataset.from_dict({**encode(tok, examples.inputs, length), "labels": [label2id[v] for v in examples.labels]})
+            for role, examples in read_splits.items()
+        }
+        prepared = flow.Prepared(
+            train=tokenized["train"],
+            validation=tokenized.get("validation"),
+            test=tokenized.get("test"),
+            collator=DataCollatorWithPadding(tok),
+            metric="accuracy",
+            metrics_for=lambda role: class_metrics(names),
+            preprocess_logits=flow.argmax,
+        )
+        network = flow.load_model(
+            AutoModelForSequenceClassification, model, flow.seed_of(training_options), num_labels=len(names),
+            id2label=dict(enumerate(names)), label2id=label2id, problem_type="single_label_classification",
+        )
+        return flow.train_and_save(
+            TASK.name, model, network, tok, prepared, output, names, train_data, training_options,
+            keep_checkpoints, extra_outputs=confusion_matrix(names),
+        )
 
-    def read(data: NamedDataset) -> tuple[list[str], list[str] | None, list[str]]:
-        texts = finetuning_data.text_column(data, text_column)
-        pairs = finetuning_data.text_column(data, text_pair_column) if text_pair_column else None
-        return texts, pairs, finetuning_data.label_column(data, label_column)
 
-    read_splits = {role: read(data) for role, data in splits.items()}
-    names = flow.label_names(labels, read_splits["train"][2], model)
-    for role, data in splits.items():
-        check_labels(data, label_column, read_splits[role][2], names)
+def read_texts(data: NamedDataset, text_column: str, label_column: str | None, text_pair_column: str | None = None) -> flow.Examples:
+    """Texts (or (text, pair) tuples) and their labels (None each without `label_column`)."""
+    texts = finetuning_data.text_column(data, text_column)
+    inputs = list(zip(texts, finetuning_data.text_column(data, text_pair_column))) if text_pair_column else texts
+    labels = finetuning_data.label_column(data, label_column) if label_column else [None] * len(texts)
+    return flow.Examples(inputs, labels)
 
-    tok = flow.load_tokenizer(model, tokenizer)
-    length = flow.check_max_length(max_length, tok, flow.load_config(model))
-    label2id = {name: i for i, name in enumerate(names)}
 
-    def features(texts: list[str], pairs: list[str] | None, values: list[str]) -> Dataset:
-        encoding = tok(texts, pairs, truncation=True, max_length=length)
-        return Dataset.from_dict({**encoding, "labels": [label2id[v] for v in values]})
+def encode(tokenizer: PreTrainedTokenizerBase, inputs: list, max_length: int) -> BatchEncoding:
+    """Texts, or (text, pair) tuples, tokenized without padding (the collator pads each batch)."""
+    if inputs and isinstance(inputs[0], tuple):
+        texts, pairs = (list(column) for column in zip(*inputs))
+        return tokenizer(texts, pairs, truncation=True, max_length=max_length)
+    return tokenizer(list(inputs), truncation=True, max_length=max_length)
 
-    tokenized = {role: features(*read_splits[role]) for role in splits}
 
-    def metrics_for(role: str) -> Callable[[EvalPrediction], dict[str, float]]:
-        return lambda p: classification_metrics(p.predictions, p.label_ids)
+def class_metrics(names: list[str]) -> Callable[[EvalPrediction], dict[str, float]]:
+    """Accuracy and macro-F1 of predicted class ids (rows labelled -100, unlabelled, are left out)."""
 
-    prepared = flow.Prepared(
-        train=tokenized["train"],
-        validation=tokenized.get("validation"),
-        test=tokenized.get("test"),
-        collator=DataCollatorWithPadding(tok),
-        metric="accuracy",
-        metrics_for=metrics_for,
-        preprocess_logits=flow.argmax,
-    )
-    network = flow.load_model(
-        AutoModelForSequenceClassification,
-        model,
-        flow.seed_of(training_options),
-        num_labels=len(names),
-        id2label=dict(enumerate(names)),
-        label2id=label2id,
-        problem_type="single_label_classification",
-    )
+    def compute(p: EvalPrediction) -> dict[str, float]:
+        keep = np.asarray(p.label_ids) != -100
+        return classification_metrics(np.asarray(p.predictions)[keep], np.asarray(p.label_ids)[keep])
 
-    def confusion_matrix(trainer: Trainer, staging: Path, validation: PredictionOutput | None) -> None:
+    return compute
+
+
+def confusion_matrix(names: list[str]) -> Callable[[Trainer, Path, PredictionOutput | None], None]:
+    def plot(trainer: Trainer, staging: Path, validation: PredictionOutput | None) -> None:
         if validation is not None:
             plot_confusion_matrix(validation.predictions, validation.label_ids, names, staging / CONFUSION_FILE)
 
-    return flow.train_and_save(
-        "sequence-classification", model, network, tok, prepared, output, names, train_data, training_options,
-        keep_checkpoints, extra_outputs=confusion_matrix,
+    return plot
+
+
+def cli_options(data_args: Any) -> dict[str, Any]:
+    return dict(
+        text_column=data_args.text_column_name or "text", text_pair_column=data_args.text_pair_column_name,
+        label_column=data_args.label_column_name or "label", labels=data_args.labels.split(",") if data_args.labels else None,
     )
+
+
+TASK = flow.Task(
+    name="sequence-classification",
+    finetune=finetune_sequence_classification,
+    collator=DataCollatorWithPadding,
+    read=read_texts,
+    columns=("text", "label"),
+    encode=encode,
+    metrics=class_metrics,
+    cli_options=cli_options,
+)

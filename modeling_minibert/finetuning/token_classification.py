@@ -7,9 +7,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from datasets import Dataset
-from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, EvalPrediction
+from transformers import (
+    AutoModelForTokenClassification,
+    BatchEncoding,
+    DataCollatorForTokenClassification,
+    EvalPrediction,
+    PreTrainedTokenizerBase,
+)
 
-from modeling_minibert.finetuning.data import DataSource, check_labels, tag_columns
+from modeling_minibert.finetuning.data import DataSource, NamedDataset, check_labels, column_values, require_columns, tag_columns
 from modeling_minibert.finetuning import flow
 from modeling_minibert.finetuning.metrics import is_bio_scheme, token_classification_metrics
 
@@ -45,52 +51,66 @@ def finetune_token_classification(
     a list-of-words column `tokens_column` and a list-of-tags column `tags_column`. The other arguments are those
     of `finetune_sequence_classification`.
     """
-    output = flow.check_output(output_dir, overwrite, training_options)
-    splits = flow.load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split, conll=True)
-    read_splits = {role: tag_columns(data, tokens_column, tags_column) for role, data in splits.items()}
-    names = flow.label_names(labels, read_splits["train"][1], model)
-    for role, data in splits.items():
-        check_labels(data, tags_column, read_splits[role][1], names)
+    with flow.run_folder(output_dir, overwrite, training_options, "finetune") as output:
+        splits = flow.load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split, conll=True)
+        read_splits = {role: read_tags(data, tokens_column, tags_column) for role, data in splits.items()}
+        names = flow.label_names(labels, read_splits["train"].labels, model, splits["train"].name)
+        for role, data in splits.items():
+            check_labels(data, tags_column, read_splits[role].labels, names)
+        tok = flow.load_tokenizer(model, tokenizer)
+        length = flow.check_max_length(max_length, tok, flow.load_config(model))
+        tokenized = {
+            role: tag_features(tok, examples.inputs, examples.labels, names, length, label_all_tokens and role == "train")
+            for role, examples in read_splits.items()
+        }
+        prepared = flow.Prepared(
+            train=tokenized["train"],
+            validation=tokenized.get("validation"),
+            test=tokenized.get("test"),
+            collator=DataCollatorForTokenClassification(tok),
+            metric=best_metric(names),
+            metrics_for=lambda role: tag_metrics(names),
+            preprocess_logits=flow.argmax,
+        )
+        network = flow.load_model(
+            AutoModelForTokenClassification, model, flow.seed_of(training_options), num_labels=len(names),
+            id2label=dict(enumerate(names)), label2id={name: i for i, name in enumerate(names)},
+        )
+        return flow.train_and_save(
+            TASK.name, model, network, tok, prepared, output, names, train_data, training_options, keep_checkpoints
+        )
 
-    tok = flow.load_tokenizer(model, tokenizer)
-    length = flow.check_max_length(max_length, tok, flow.load_config(model))
-    tokenized = {
-        role: tag_features(tok, *read_splits[role], names, length, label_all_tokens=label_all_tokens and role == "train")
-        for role in splits
-    }
 
-    def metrics_for(role: str) -> Callable[[EvalPrediction], dict[str, float]]:
-        def compute(p: EvalPrediction) -> dict[str, float]:
-            predictions, references = [], []
-            for pred_row, label_row in zip(p.predictions, p.label_ids):
-                keep = label_row != -100
-                predictions.append([names[i] for i in pred_row[keep]])
-                references.append([names[i] for i in label_row[keep]])
-            return token_classification_metrics(predictions, references, names)
+def read_tags(data: NamedDataset, tokens_column: str, tags_column: str | None) -> flow.Examples:
+    """Word lists and their tag lists (None each without `tags_column`)."""
+    if tags_column is None:
+        require_columns(data, tokens_column)
+        words = column_values(data.dataset, tokens_column)
+        return flow.Examples([[str(w) for w in sentence] for sentence in words], [None] * len(words))
+    return flow.Examples(*tag_columns(data, tokens_column, tags_column))
 
-        return compute
 
-    prepared = flow.Prepared(
-        train=tokenized["train"],
-        validation=tokenized.get("validation"),
-        test=tokenized.get("test"),
-        collator=DataCollatorForTokenClassification(tok),
-        metric="f1" if is_bio_scheme(names) else "accuracy",
-        metrics_for=metrics_for,
-        preprocess_logits=flow.argmax,
-    )
-    network = flow.load_model(
-        AutoModelForTokenClassification,
-        model,
-        flow.seed_of(training_options),
-        num_labels=len(names),
-        id2label=dict(enumerate(names)),
-        label2id={name: i for i, name in enumerate(names)},
-    )
-    return flow.train_and_save(
-        "token-classification", model, network, tok, prepared, output, names, train_data, training_options,
-        keep_checkpoints,
-    )
+def encode(tokenizer: PreTrainedTokenizerBase, words: list[list[str]], max_length: int) -> BatchEncoding:
+    """Word lists tokenized without padding; `word_ids(i)` maps tokens back to words."""
+    return tokenizer(list(words), is_split_into_words=True, truncation=True, max_length=max_length)
+
+
+def best_metric(names: Sequence[str]) -> str:
+    return "f1" if is_bio_scheme(names) else "accuracy"
+
+
+def tag_metrics(names: Sequence[str]) -> Callable[[EvalPrediction], dict[str, float]]:
+    """Word-level scores of predicted tag ids, read at the positions that have a label (first sub-tokens)."""
+
+    def compute(p: EvalPrediction) -> dict[str, float]:
+        predictions, references = [], []
+        for pred_row, label_row in zip(p.predictions, p.label_ids):
+            keep = label_row != -100
+            predictions.append([names[i] for i in pred_row[keep]])
+            references.append([names[i] for i in label_row[keep]])
+        return token_classification_metrics(predictions, references, names)
+
+    return compute
 
 
 def tag_features(
@@ -99,7 +119,7 @@ def tag_features(
     """Tokenized sentences with one label per token (see `align_word_labels`): what Trainer trains on."""
     label2id = {name: i for i, name in enumerate(names)}
     continuation = continuation_labels(names) if label_all_tokens else None
-    encoding = tokenizer(words, is_split_into_words=True, truncation=True, max_length=max_length)
+    encoding = encode(tokenizer, words, max_length)
     labels = [
         align_word_labels(encoding.word_ids(i), [label2id[t] for t in sentence_tags], continuation)
         for i, sentence_tags in enumerate(tags)
@@ -117,19 +137,47 @@ def continuation_labels(label_names: Sequence[str]) -> dict[int, int]:
     }
 
 
+def first_subtokens(word_ids: Sequence[int | None]) -> list[tuple[int, int]]:
+    """(position, word) of each word's first sub-token, from the tokenizer's `word_ids()` (None for [CLS], [SEP]
+    and padding): where a word's label is trained and read, here and in distillation."""
+    firsts, previous = [], None
+    for position, word in enumerate(word_ids):
+        if word is not None and word != previous:
+            firsts.append((position, word))
+        previous = word
+    return firsts
+
+
 def align_word_labels(word_ids: Sequence[int | None], word_labels: Sequence[int], continuation: dict[int, int] | None) -> list[int]:
     """Word labels -> token labels, from the tokenizer's `word_ids()` (None for [CLS], [SEP] and padding).
 
     A word's first sub-token gets its label; the others get -100 (ignored by the loss), or with `continuation`
     (label all tokens) `continuation[label]`. Special tokens get -100.
     """
-    labels, previous = [], None
-    for word in word_ids:
-        if word is None:
-            labels.append(-100)
-        elif word != previous:
-            labels.append(word_labels[word])
-        else:
-            labels.append(continuation[word_labels[word]] if continuation is not None else -100)
-        previous = word
+    labels = [-100] * len(word_ids)
+    if continuation is not None:
+        labels = [-100 if word is None else continuation[word_labels[word]] for word in word_ids]
+    for position, word in first_subtokens(word_ids):
+        labels[position] = word_labels[word]
     return labels
+
+
+def cli_options(data_args: Any) -> dict[str, Any]:
+    return dict(
+        tokens_column=data_args.text_column_name or "tokens", tags_column=data_args.label_column_name or "tags",
+        labels=data_args.labels.split(",") if data_args.labels else None, label_all_tokens=data_args.label_all_tokens,
+    )
+
+
+TASK = flow.Task(
+    name="token-classification",
+    finetune=finetune_token_classification,
+    collator=DataCollatorForTokenClassification,
+    read=read_tags,
+    columns=("tokens", "tags"),
+    conll=True,
+    encode=encode,
+    metrics=tag_metrics,
+    best_metric=best_metric,
+    cli_options=cli_options,
+)
