@@ -672,7 +672,7 @@ ROWS: list[Row] = [
     Row("push-weights-corrupt", ("{broken}/model.safetensors", "not a readable safetensors file"),
         ("push", "{broken}", "alice/model"), lambda p: push(p), source="mlm",
         breakage=write("model.safetensors", b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}")),
-    Row("push-weights-truncated", ("{broken}/model.safetensors", "cut short"), ("push", "{broken}", "alice/model"),
+    Row("push-weights-truncated", ("{broken}/model.safetensors", "truncated or corrupted"), ("push", "{broken}", "alice/model"),
         lambda p: push(p), source="mlm", breakage=truncate("model.safetensors", 200), in_subprocess=True),
     # -- finetune --------------------------------------------------------------------------------------------------
     Row("finetune-into-read-only-folder", ("output_dir {readonly}/run", "cannot be written"), finetune_cli(output="{readonly}/run"),
