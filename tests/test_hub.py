@@ -34,7 +34,7 @@ from modeling_minibert.cli import main as cli_main
 from modeling_minibert.hub import (
     CARD_MARKER,
     _call_without_leaking,
-    TASKS,
+    HEADS,
     build_model_card,
     files_to_upload,
     push_to_hub,
@@ -764,7 +764,7 @@ def test_a_staged_folder_card_is_named_for_its_final_folder(saved_classifier, tm
 
 def test_every_head_has_a_task():
     # The heads come from AUTO_MAP: a head added there is known to the card and the local hub at once.
-    assert {auto_class for auto_class, _ in TASKS.values()} == set(AUTO_MAP)
+    assert {auto_class for auto_class, _ in HEADS.values()} == set(AUTO_MAP)
 
 
 @pytest.mark.real_hub

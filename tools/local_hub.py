@@ -80,7 +80,7 @@ import yaml
 
 from modeling_minibert.checks_minibert import read_safetensors_header
 from modeling_minibert.files import temp_file_beside, write_bytes, write_text
-from modeling_minibert.hub import TASKS  # architecture suffix -> (Auto class, pipeline tag), from AUTO_MAP
+from modeling_minibert.hub import HEADS  # architecture suffix -> (Auto class, pipeline tag), from AUTO_MAP
 
 logger = logging.getLogger(__name__)
 
@@ -786,7 +786,7 @@ class HubApp:
                 if info["pipeline_tag"] is None:
                     info["pipeline_tag"] = next(
                         # Like the Hub: from the card, else from the config's architecture.
-                        (tag for suffix, (_, tag) in TASKS.items() if architecture.endswith(suffix)), None
+                        (tag for suffix, (_, tag) in HEADS.items() if architecture.endswith(suffix)), None
                     )
                 info["library_name"] = info["library_name"] or "transformers"
             counts: dict[str, int] = {}
