@@ -166,7 +166,7 @@ def worker(spec: dict) -> dict:
 
 def result_of_run(folder: Path, batch_size: int) -> dict:
     """A row's numbers from a finished run's folder (all_results.json and metrics.jsonl)."""
-    from modeling_minibert.pretraining.run_folder import ALL_RESULTS_FILE, METRICS_FILE
+    from modeling_minibert.outputs import ALL_RESULTS_FILE, METRICS_FILE
 
     curve = [json.loads(line) for line in (folder / METRICS_FILE).read_text().splitlines()]
     evaluations = [r for r in curve if "eval_mlm_accuracy" in r]
