@@ -112,8 +112,8 @@ def run_kwargs(name: str, steps: int, output_dir: str, extra: dict | None = None
 
 
 def batch_size(kwargs: dict) -> int:
-    """A row's batch size; rows saved before the flags were renamed call it `batch_size`."""
-    return kwargs.get("per_device_train_batch_size", kwargs.get("batch_size", DEFAULT_BATCH))
+    """A row's batch size."""
+    return kwargs.get("per_device_train_batch_size", DEFAULT_BATCH)
 
 
 # --- the worker: one run in this process ---------------------------------------------------------------------

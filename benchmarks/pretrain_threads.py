@@ -5,8 +5,9 @@ core) against `--num_threads` 0 (auto: one per idle core, by the 1-minute load),
 
 REF is a git revision whose `minibert pretrain` has no thread policy (e.g. `main` before it got one); its tree is
 exported to a temporary folder and run with the same interpreter. Each run is `minibert pretrain --max_steps
-STEPS` with the default recipe on BBC News (one tokenizer, trained once, given to every run so that only training
-is timed), and its speed is the run's own `train_steps_per_second` (steps over the session, the evaluation and
+STEPS` with the default recipe on BBC News (one tokenizer, trained once, given to every run, and one pass of NSP
+pairs, `--dupe_factor 1`, so that the runs spend their time training: a step costs the same either way), and its
+speed is the run's own `train_steps_per_second` (steps over the session, the evaluation and
 checkpoint at the end included, the same for both). Runs are interleaved (before, after, after, before, ...) and
 repeated, busy runs beside a `python -c 'while True: pass'` process; the table gives each one's median and
 range, and the machine's 1-minute load when it started. Results: benchmarks/results/pretrain_threads.json.
@@ -41,7 +42,7 @@ def one_run(code: Path, work: Path, tokenizer: Path, steps: int, busy: bool) -> 
     try:
         load = os.getloadavg()[0]
         command = [sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--output_dir", str(out / "run"),
-                   "--tokenizer_name", str(tokenizer), "--max_steps", str(steps), "--report_to", "none",
+                   "--tokenizer_name", str(tokenizer), "--max_steps", str(steps), "--report_to", "none", "--dupe_factor", "1",
                    "--disable_tqdm", "true"]
         result = subprocess.run(command, env=env, cwd=work, capture_output=True, text=True)
     finally:

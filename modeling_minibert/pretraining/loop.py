@@ -325,15 +325,15 @@ def save_run(run: PretrainingRun, t: Training, step: int, last_eval: dict, secon
         **train_metrics, **eval_metrics, "plot_file": str(out / outputs.CURVES_FILE),
     }
     if accelerator.is_main_process:
-        trained = run.objective.saved_model(accelerator.unwrap_model(t.model))
+        trained, weights = run.objective.saved_model(accelerator.unwrap_model(t.model)), run.objective.saved_state(state_dict)
         with quiet_transformers():  # no "Writing model shards" bar for our single shard
-            run_folder.save_folder_files(out, lambda folder: save_model(folder, trained, run.config, state_dict))
+            run_folder.save_folder_files(out, lambda folder: save_model(folder, trained, run.config, weights))
         run_folder.plot_curves(t.metrics.read(), out / outputs.CURVES_FILE, run.objective.curves)
         with run_folder.naming_write_errors(f"the results into {out}"):
             outputs.write_results(out, {"train": train_metrics, "eval": eval_metrics})
         from modeling_minibert.hub import write_model_card
 
-        write_model_card(out, task="fill-mask", base_model=args.model_name_or_path, dataset_name=dataset_description(args))
+        write_model_card(out, task=run.objective.card_task, base_model=args.model_name_or_path, dataset_name=dataset_description(args))
     accelerator.wait_for_everyone()
     accelerator.end_training()  # also ends the process group of a distributed run
     return summary
@@ -367,15 +367,17 @@ def stop_requested(stop: StopRequest, accelerator: Accelerator) -> bool:
 
 def save_checkpoint(run: PretrainingRun, t: Training, step: int, total_steps: int) -> Path:
     """`checkpoint-N/`: Accelerate's state (to resume) plus config.json and the tokenizer, so that the folder
-    also loads with `from_pretrained` (Accelerate writes the weights as `model.safetensors`)."""
-    model = run.objective.saved_model(run.accelerator.unwrap_model(t.model))
+    also loads with `from_pretrained` (Accelerate writes the weights as `model.safetensors`) when the trained
+    module is the saved model (an objective training two models, such as ELECTRA, keeps its state only)."""
+    trained = run.accelerator.unwrap_model(t.model)
+    model = run.objective.saved_model(trained)
 
     def beside(folder: Path) -> None:
         published_config(model, run.config).save_pretrained(folder)
         run.tokenizer.save_pretrained(folder)
 
     return run_folder.save_checkpoint(run.accelerator, run.out, step, run.args.save_total_limit,
-                                      extra={"total_steps": total_steps}, beside=beside)
+                                      extra={"total_steps": total_steps}, beside=beside if model is trained else None)
 
 
 def check_model_source(args: PretrainingArguments) -> Path | None:

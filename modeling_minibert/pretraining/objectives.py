@@ -3,7 +3,8 @@
 An `Objective` says everything the loop, the plots and the summary need to know about what is trained:
 
     model      which model it trains (`build_model`; a second model beside it, a generator or a teacher, is
-               built here too and lives inside the module it returns) and which one is saved (`saved_model`)
+               built here too and lives inside the module it returns), which one is saved (`saved_model`,
+               `saved_state`) and the pipeline tag of its card (`card_task`)
     batch      what the model is given from a collated batch (`model_inputs`: drops, adds or renames fields)
     numbers    the sums it counts per batch (`stat_keys`, `statistics`) and the metrics made of them, in
                training (`train_metrics`, the keys of metrics.jsonl) and on the held-out set (`eval_metrics`, the
@@ -49,6 +50,7 @@ class Objective:
     name: ClassVar[str] = "mlm"
     description: ClassVar[str] = "masked language modelling alone (a model without the NSP head)"
     model_class: ClassVar[type[PreTrainedModel]] = MiniBertForMaskedLM
+    card_task: ClassVar[str] = "fill-mask"  # the pipeline tag of the saved model's card
     # Summed over a micro-batch: examples, loss x examples, MLM loss x masked tokens, correct and masked tokens.
     stat_keys: ClassVar[tuple[str, ...]] = ("examples", "loss", "mlm_loss", "mlm_correct", "mlm_count")
     curves: ClassVar[tuple[Curve, ...]] = (
@@ -80,6 +82,10 @@ class Objective:
         returns the one that is published)."""
         return model
 
+    def saved_state(self, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """`saved_model`'s weights out of the trained module's (gathered) state dict."""
+        return state_dict
+
     # --- the batch --------------------------------------------------------------------------------------------
     def model_inputs(self, batch: dict, evaluating: bool = False) -> dict:
         """The model's keyword arguments for a collated batch. In evaluation only the masked rows are scored
@@ -101,6 +107,13 @@ class Objective:
     def train_metrics(self, sums: dict[str, float]) -> dict:
         return {"loss": sums["loss"] / sums["examples"], "mlm_loss": sums["mlm_loss"] / max(sums["mlm_count"], 1),
                 "mlm_accuracy": sums["mlm_correct"] / max(sums["mlm_count"], 1)}
+
+    @staticmethod
+    def head_metrics(sums: dict[str, float], head: str, count: str, prefix: str = "") -> dict:
+        """`{head}_loss` and `{head}_accuracy` of a second head (NSP, replaced tokens), per `count` (its examples
+        or tokens), from the sums `{head}_loss` (loss x count) and `{head}_correct`."""
+        return {f"{prefix}{head}_loss": sums[f"{head}_loss"] / sums[count],
+                f"{prefix}{head}_accuracy": sums[f"{head}_correct"] / sums[count]}
 
     def eval_metrics(self, sums: dict[str, float]) -> dict:
         """Held-out metrics: MLM loss and accuracy over the masked tokens, and perplexity (run_mlm.py's name)."""
@@ -145,19 +158,19 @@ class MaskedLMWithNSP(Objective):
         return torch.cat([super().statistics(outputs, batch), nsp])
 
     def train_metrics(self, sums: dict[str, float]) -> dict:
-        return {**super().train_metrics(sums), "nsp_loss": sums["nsp_loss"] / sums["examples"],
-                "nsp_accuracy": sums["nsp_correct"] / sums["examples"]}
+        return {**super().train_metrics(sums), **self.head_metrics(sums, "nsp", "examples")}
 
     def eval_metrics(self, sums: dict[str, float]) -> dict:
-        results = super().eval_metrics(sums)
-        nsp_loss = sums["nsp_loss"] / sums["examples"]
+        results = {**super().eval_metrics(sums), **self.head_metrics(sums, "nsp", "examples", prefix="eval_")}
         # eval_loss is the model's loss: MLM + NSP.
-        return {**results, "eval_loss": results["eval_mlm_loss"] + nsp_loss, "eval_nsp_loss": nsp_loss,
-                "eval_nsp_accuracy": sums["nsp_correct"] / sums["examples"]}
+        return {**results, "eval_loss": results["eval_mlm_loss"] + results["eval_nsp_loss"]}
 
 
-# The objectives `--objective` offers, by name. A new objective is a class plus a line here.
-OBJECTIVES: dict[str, type[Objective]] = {o.name: o for o in (MaskedLMWithNSP, Objective)}
+# The objectives `--objective` offers, by name. A new objective is a class (here, or a module imported here, below
+# the classes it builds on) plus a line in the table.
+from modeling_minibert.pretraining.electra import ReplacedTokenDetection  # noqa: E402
+
+OBJECTIVES: dict[str, type[Objective]] = {o.name: o for o in (MaskedLMWithNSP, Objective, ReplacedTokenDetection)}
 
 
 def pick_objective(name: str | None, source: Path | None) -> Objective:

@@ -84,7 +84,8 @@ class StopRequest:
         if self.deferring and self.signal is None:
             self.signal = signum
             return
-        raise KeyboardInterrupt(signal.Signals(signum).name)
+        raise TrainingInterrupted(signum, f"stopped by {signal.Signals(signum).name} at once: what is not in a "
+                                  "checkpoint yet is lost; continue from the newest with --resume_from_checkpoint")
 
 
 class TrainingInterrupted(KeyboardInterrupt):
