@@ -112,8 +112,8 @@ def run_kwargs(name: str, steps: int, output_dir: str, extra: dict | None = None
 
 
 def batch_size(kwargs: dict) -> int:
-    """A row's batch size; rows saved before the flags were renamed call it `batch_size`."""
-    return kwargs.get("per_device_train_batch_size", kwargs.get("batch_size", DEFAULT_BATCH))
+    """A row's batch size."""
+    return kwargs.get("per_device_train_batch_size", DEFAULT_BATCH)
 
 
 # --- the worker: one run in this process ---------------------------------------------------------------------
@@ -166,7 +166,7 @@ def worker(spec: dict) -> dict:
 
 def result_of_run(folder: Path, batch_size: int) -> dict:
     """A row's numbers from a finished run's folder (all_results.json and metrics.jsonl)."""
-    from modeling_minibert.pretraining.run_folder import ALL_RESULTS_FILE, METRICS_FILE
+    from modeling_minibert.outputs import ALL_RESULTS_FILE, METRICS_FILE
 
     curve = [json.loads(line) for line in (folder / METRICS_FILE).read_text().splitlines()]
     evaluations = [r for r in curve if "eval_mlm_accuracy" in r]

@@ -219,14 +219,14 @@ def run_minibert(budget_minutes: float, work: Path, tokenizer_dir: Path, flags: 
 
 
 def read_summary(folder: Path) -> dict:
-    from modeling_minibert.pretraining.run_folder import ALL_RESULTS_FILE
+    from modeling_minibert.outputs import ALL_RESULTS_FILE
 
     return json.loads((folder / ALL_RESULTS_FILE).read_text())
 
 
 def last_step(folder: Path) -> int:
     """The run's last optimizer step, from its history (metrics.jsonl: one record per logging/eval step)."""
-    from modeling_minibert.pretraining.run_folder import METRICS_FILE
+    from modeling_minibert.outputs import METRICS_FILE
 
     return max(json.loads(line)["step"] for line in (folder / METRICS_FILE).read_text().splitlines())
 

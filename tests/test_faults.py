@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import random
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -36,6 +38,7 @@ from safetensors.torch import load_file
 from fixtures.environment import REPO, clean_env
 from fixtures.models import TINY
 from modeling_minibert.outputs import LOCK_FILE
+from fixtures.pretraining import corpus, tokenizer_dir  # noqa: F401 (fixtures of the stop-signal rows)
 
 TEXTS_BY_LABEL = {
     "pos": ["a good film", "a great story", "good acting and a fine plot", "truly great fun", "a fine good time"],
@@ -410,3 +413,66 @@ def test_killed_while_writing_then_rerun_leaves_no_staging_behind(argv, inputs, 
     rerun = run_minibert(argv(inputs, output), tmp_path)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+# --- stop signals: Ctrl-C (SIGINT) and a scheduler's SIGTERM in the middle of a run ----------------------------------
+# A job stopped by a signal saves where it is (or says where to resume) in one line, exits 128 + the signal's number
+# and releases its folder; the same command with --resume_from_checkpoint then continues. One row per job and signal.
+
+def pretrain_argv(output: Path, corpus: Path, tokenizer: Path, max_steps: int) -> list[str]:
+    from fixtures.pretraining import TINY_MODEL
+
+    return ["pretrain", "--train_file", str(corpus), "--tokenizer_name", str(tokenizer), "--config_overrides", TINY_MODEL,
+            "--max_seq_length", "32", "--per_device_train_batch_size", "8", "--validation_split_percentage", "10",
+            "--dupe_factor", "1", "--logging_steps", "1", "--eval_steps", "10", "--save_steps", "50",
+            "--report_to", "none", "--disable_tqdm", "true", "--output_dir", str(output), "--max_steps", str(max_steps)]
+
+
+STOP_SIGNAL_ROWS = [
+    pytest.param("pretrain", signal.SIGINT, id="pretrain-ctrl-c"),
+    pytest.param("pretrain", signal.SIGTERM, id="pretrain-sigterm"),
+]
+
+
+def wait_for_training(output: Path, process: subprocess.Popen, records: int = 3, timeout: float = 300) -> None:
+    """Until the run has logged `records` training steps (metrics.jsonl), failing if it ends or takes too long."""
+    from modeling_minibert.outputs import METRICS_FILE
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        history = output / METRICS_FILE
+        if history.is_file() and history.read_text().count("\n") >= records:
+            return
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        time.sleep(0.05)
+    process.kill()
+    pytest.fail(f"no {records} training steps in {timeout} s")
+
+
+@pytest.mark.parametrize("job, signum", STOP_SIGNAL_ROWS)
+def test_a_stop_signal_saves_where_the_run_is_in_one_line_and_releases_the_folder(job, signum, corpus, tokenizer_dir,
+                                                                                  tmp_path):
+    from modeling_minibert.outputs import LOCK_FILE, METRICS_FILE
+
+    output = tmp_path / "run"
+    env = clean_env(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    command = [sys.executable, "-m", "modeling_minibert.cli"]
+    process = subprocess.Popen([*command, *pretrain_argv(output, corpus, tokenizer_dir, 10**6)], cwd=tmp_path, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_training(output, process)
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=300)
+    name = signal.Signals(signum).name
+    assert process.returncode == 128 + signum, err[-3000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+    stopped = re.fullmatch(rf"minibert {job}: stopped by {name} after step (\d+): saved {output}/checkpoint-(\d+); "
+                           r"continue with --resume_from_checkpoint", lines[0])
+    assert stopped and stopped.group(1) == stopped.group(2), lines[0]
+    assert not (output / LOCK_FILE).exists(), "the folder is released"
+    step = int(stopped.group(1))
+    resumed = subprocess.run([*command, *pretrain_argv(output, corpus, tokenizer_dir, step + 2), "--resume_from_checkpoint"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    records = [json.loads(line) for line in (output / METRICS_FILE).read_text().splitlines()]
+    assert [r["step"] for r in records if "loss" in r] == list(range(1, step + 3)), "continued where it stopped"

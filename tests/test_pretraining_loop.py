@@ -27,13 +27,9 @@ from modeling_minibert.pretraining.data import (
     split_documents,
 )
 from modeling_minibert.pretraining.loop import epoch_batches
-from modeling_minibert.pretraining.run_folder import (
-    ALL_RESULTS_FILE,
-    ARGS_FILE,
-    EVAL_RESULTS_FILE,
-    PLOT_FILE,
-    TRAIN_RESULTS_FILE,
-)
+from modeling_minibert.outputs import ALL_RESULTS_FILE, results_file
+from modeling_minibert.outputs import CURVES_FILE as PLOT_FILE
+from modeling_minibert.pretraining.run_folder import ARGS_FILE
 from fixtures.pretraining import (  # noqa: F401 (fixtures)
     PYTHON,
     pytestmark,
@@ -47,6 +43,7 @@ from fixtures.pretraining import (  # noqa: F401 (fixtures)
     tokenizer_dir,
 )
 
+TRAIN_RESULTS_FILE, EVAL_RESULTS_FILE = results_file("train"), results_file("eval")
 EVAL_KEYS = {"eval_loss", "eval_mlm_loss", "eval_mlm_accuracy", "eval_nsp_loss", "eval_nsp_accuracy", "perplexity"}
 
 
@@ -231,6 +228,50 @@ def test_overwrite_replaces_the_run_and_keeps_other_files(tiny, tmp_path):
     assert (out / "notes.txt").read_text() == "mine"
 
 
+def test_checkpoints_load_with_from_pretrained_like_the_final_model(run):
+    """checkpoint-N/ holds config.json and the tokenizer beside Accelerate's model.safetensors (as Trainer's
+    checkpoints do), so the Auto classes load it; the last checkpoint is the final model."""
+    out, _, _ = run
+    checkpoint = out / "checkpoint-40"
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in checkpoint.iterdir()}
+    final = AutoModelForPreTraining.from_pretrained(out)
+    loaded = AutoModelForPreTraining.from_pretrained(checkpoint)
+    assert isinstance(loaded, modeling_minibert.MiniBertForPreTraining)
+    assert loaded.config.hidden_dropout_prob == final.config.hidden_dropout_prob  # the model's own, not 0
+    for name, tensor in final.state_dict().items():
+        assert torch.equal(tensor, loaded.state_dict()[name]), name
+    mlm = AutoModelForMaskedLM.from_pretrained(out / "checkpoint-30")
+    assert not torch.equal(mlm.bert.embeddings.word_embeddings.weight, final.bert.embeddings.word_embeddings.weight)
+    assert len(AutoTokenizer.from_pretrained(checkpoint)) == final.config.vocab_size
+
+
+def test_a_run_gives_back_the_process_settings_it_changed(tiny, tmp_path):
+    """Threads, denormal flushing and Accelerate's log filter are the run's, set for it and restored after."""
+    import logging
+
+    from modeling_minibert.pretraining.session import _denormals_flushed
+
+    log = logging.getLogger("accelerate.utils.other")
+    before = (torch.get_num_threads(), _denormals_flushed(), list(log.filters))
+    pretrain(output_dir=str(tmp_path / "run"), **dict(tiny, max_steps=2, num_threads=2))
+    assert (torch.get_num_threads(), _denormals_flushed(), list(log.filters)) == before
+
+
+def test_resuming_a_run_without_checkpoint_says_so_in_one_line_and_starts_at_step_0(run, tmp_path, capsys):
+    from modeling_minibert import cli
+
+    out, _, settings = run
+    copy = tmp_path / "no-checkpoint"
+    shutil.copytree(out, copy)
+    for checkpoint in copy.glob("checkpoint-*"):
+        shutil.rmtree(checkpoint)
+    argv = cli_args(**dict(settings, output_dir=copy, max_steps=3, report_to=["none"]))
+    assert cli.main(["pretrain", *argv, "--resume_from_checkpoint"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"minibert pretrain: warning: no checkpoint in {copy} to resume from yet: training starts at step 0"]
+    assert [r["step"] for r in read_metrics(copy) if "loss" in r] == [1, 2, 3]
+
+
 # --- continued pretraining, time budget, Hub ------------------------------------------------------------------
 
 def test_continued_pretraining_starts_from_the_model_and_its_tokenizer(run, tiny, tmp_path):
@@ -250,8 +291,8 @@ def test_continued_pretraining_starts_from_the_model_and_its_tokenizer(run, tiny
     mlm_only = tmp_path / "mlm-only"
     AutoModelForMaskedLM.from_pretrained(source).save_pretrained(mlm_only)
     AutoTokenizer.from_pretrained(source).save_pretrained(mlm_only)
-    with pytest.raises(ValueError, match=r"has no NSP head .*pass --no_nsp"):
-        pretrain(output_dir=str(tmp_path / "refused"), model_name_or_path=str(mlm_only), nsp=True, max_steps=5, **settings)
+    with pytest.raises(ValueError, match=r"has no NSP head .*pass --objective mlm"):
+        pretrain(output_dir=str(tmp_path / "refused"), model_name_or_path=str(mlm_only), objective="mlm_nsp", max_steps=5, **settings)
     result = pretrain(output_dir=str(tmp_path / "mlm"), model_name_or_path=str(mlm_only), max_steps=5, **settings)
     assert "eval_nsp_accuracy" not in result and result["eval_loss"] == result["eval_mlm_loss"]
     assert "nsp_loss" not in read_metrics(tmp_path / "mlm")[0]
@@ -269,6 +310,40 @@ def test_continued_pretraining_starts_from_the_model_and_its_tokenizer(run, tiny
     assert read_metrics(tmp_path / "from-bert")[0]["mlm_loss"] < fresh_start - 0.3
     with pytest.raises(ValueError, match="config_overrides shapes a new model"):
         pretrain(output_dir=str(tmp_path / "x"), model_name_or_path=str(source), **dict(tiny, max_steps=5))
+
+
+def test_continuing_from_a_classifier_says_the_mlm_head_is_new_in_one_line(run, tiny, tmp_path, capsys):
+    from modeling_minibert import cli
+    from transformers import AutoModelForSequenceClassification
+
+    source = run[0]
+    classifier = tmp_path / "classifier"
+    AutoModelForSequenceClassification.from_pretrained(source, num_labels=2).save_pretrained(classifier)
+    AutoTokenizer.from_pretrained(source).save_pretrained(classifier)
+    capsys.readouterr()
+    settings = {k: v for k, v in tiny.items() if k not in ("tokenizer_name", "config_overrides")}
+    argv = cli_args(**dict(settings, output_dir=tmp_path / "out", model_name_or_path=classifier, max_steps=2))
+    assert cli.main(["pretrain", *argv]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"minibert pretrain: warning: model_name_or_path={classifier} has no MLM head (a fine-tuned "
+                   "model?): its encoder is continued, its MLM head starts from random weights"], err
+    assert "nsp_loss" not in read_metrics(tmp_path / "out")[0], "no NSP head either: MLM alone"
+
+
+def test_a_tokenizer_other_than_the_models_vocabulary_is_refused(run, tiny, corpus, tmp_path):
+    from tokenization import train_tokenizer
+
+    other = tmp_path / "other-tokenizer"
+    train_tokenizer([corpus], vocab_size=500, output_dir=other, show_progress=False, overwrite=True)
+    settings = {k: v for k, v in tiny.items() if k not in ("tokenizer_name", "config_overrides")}
+    with pytest.raises(ValueError, match=rf"tokenizer_name={other} has another vocabulary \(\d+ tokens\) than the "
+                                         rf"model {run[0]} \(\d+ tokens\), .* leave tokenizer_name unset"):
+        pretrain(output_dir=str(tmp_path / "out"), model_name_or_path=str(run[0]), tokenizer_name=str(other),
+                 max_steps=2, **settings)
+    assert not (tmp_path / "out").exists()
+    same = pretrain(output_dir=str(tmp_path / "same"), model_name_or_path=str(run[0]), tokenizer_name=tiny["tokenizer_name"],
+                    max_steps=2, **settings)
+    assert same["global_step"] == 2
 
 
 def test_max_time_fits_the_schedule_stops_evaluates_and_saves(tiny, tmp_path):

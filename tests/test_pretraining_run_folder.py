@@ -15,7 +15,8 @@ import pytest
 
 from modeling_minibert import cli
 from modeling_minibert.pretraining import pretrain
-from modeling_minibert.pretraining.run_folder import LOCK_FILE, METRICS_FILE, MetricsLog, acquire_lock, release_lock
+from modeling_minibert.outputs import LOCK_FILE, METRICS_FILE, acquire_lock, release_lock
+from modeling_minibert.pretraining.run_folder import MetricsLog
 from fixtures.pretraining import (  # noqa: F401 (fixtures)
     pytestmark,
     cli_args,
@@ -122,7 +123,7 @@ def test_a_broken_newest_checkpoint_falls_back_to_the_previous_one(copy, damage,
     else:
         weights.write_bytes(b"\0" * len(data))  # same size: caught when loading fails
     why = r"model.safetensors has \d+ bytes, \d+ were written" if damage == "truncated" else r"SafetensorError"
-    with pytest.warns(UserWarning, match=rf"skipping the broken checkpoint .*checkpoint-20: {why}.*falling back"):
+    with pytest.warns(UserWarning, match=rf"skipping the unfinished checkpoint .*checkpoint-20 \({why}.*\); falling back"):
         pretrain(**resume)
     assert "resuming at step 10" in capsys.readouterr().out
     assert [r["step"] for r in read_metrics(out) if "loss" in r] == [5, 10, 15, 20, 25, 30]

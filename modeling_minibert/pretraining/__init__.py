@@ -1,12 +1,17 @@
-"""Pretraining a Mini-BERT: MLM + NSP on raw text, from scratch or from a saved model; `minibert pretrain`.
+"""Pretraining a Mini-BERT on raw text, from scratch or from a saved model; `minibert pretrain`.
 
-    arguments.py   PretrainingArguments (the API) and the `minibert pretrain` flags built from it
-    data.py        raw text -> documents -> NSP pairs -> masked batches
-    run_folder.py  the output folder: checkpoints, results, metrics history, lock, fault recovery
-    loop.py        `pretrain`: the flat training loop
+    arguments.py    PretrainingArguments (the API) and the `minibert pretrain` flags built from it
+    data.py         raw text -> documents -> NSP pairs -> masked batches
+    objectives.py   what is trained: `Objective` (model, batch, losses, metrics, curves); MLM + NSP, MLM alone
+    loop.py         `pretrain`: checks, then the flat training loop, checkpoints and the saved model
+    run_folder.py   the output folder: run identity, checkpoints, metrics history, curves, fault recovery
+    session.py      what a run sets in its process and gives back: threads (by the machine's load), signals
+    time_budget.py  `--max_time`: minutes turned into steps for the schedule
 """
 
 from modeling_minibert.pretraining.arguments import PretrainingArguments, add_cli
 from modeling_minibert.pretraining.loop import pretrain
+from modeling_minibert.pretraining.objectives import OBJECTIVES, Objective
+from modeling_minibert.pretraining.session import TrainingInterrupted
 
-__all__ = ["PretrainingArguments", "add_cli", "pretrain"]
+__all__ = ["OBJECTIVES", "Objective", "PretrainingArguments", "TrainingInterrupted", "add_cli", "pretrain"]

@@ -2,35 +2,38 @@
 
 Flags are transformers' example-script and `TrainingArguments` names wherever pretraining shares the idea
 (`--model_name_or_path`, `--train_file`, `--per_device_train_batch_size`, `--resume_from_checkpoint`, ...), plus
-pretraining's own (`--nsp`, `--dupe_factor`, `--whole_word_mask`, ...). The recipe (learning rate, schedule,
-masking, batch size, steps) is a plain dataclass default here and nowhere else.
-
-The names of the previous release still work for one release, with a deprecation message (`RENAMED`).
+pretraining's own (`--objective`, `--dupe_factor`, `--whole_word_mask`, ...). The recipe (learning rate, schedule,
+masking, batch size, steps) is a plain dataclass default here and nowhere else. The 0.1 names (`--batch_size`,
+`--resume`, ...) are gone: there was no published release to keep them for.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import signal
 import sys
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
+
+from modeling_minibert.pretraining.objectives import OBJECTIVES
 
 # Arguments that do not change what is trained, so a resumed run may differ in them. `max_steps` and
 # `max_time` may grow on resume (the schedule is recomputed for the new total, see `loop.pretrain`).
 NOT_RUN_IDENTITY = (
     "output_dir", "resume_from_checkpoint", "overwrite_output_dir", "disable_tqdm", "max_steps", "max_time",
     "logging_steps", "eval_steps", "save_steps", "save_total_limit", "report_to", "push_to_hub", "hub_model_id",
-    "hub_token", "per_device_eval_batch_size",
+    "hub_token", "per_device_eval_batch_size", "num_threads",
 )
 LATEST = "latest"  # `--resume_from_checkpoint` without a path: the newest good checkpoint in output_dir
-DEFAULT_MAX_STEPS = 4000  # the default run: 10.8 minutes on 2 cores (benchmarks/results/pretrain_default.json)
+DEFAULT_MAX_STEPS = 4000  # the default run's time: benchmarks/results/pretrain_default.json, quoted in the README
 NO_STEP_LIMIT = 10**12  # `--max_time` without `--max_steps`: the time alone decides
 
 
-def _help(text: str) -> dict:
-    return {"help": text}
+def _help(text: str, **argparse_options) -> dict:
+    """A field's metadata: HfArgumentParser passes it to `add_argument` (help, and options such as nargs)."""
+    return {"help": text, **argparse_options}
 
 
 @dataclass
@@ -38,15 +41,16 @@ class PretrainingArguments:
     """Everything `pretrain` needs; each field is also a `minibert pretrain --option` (dashes or underscores).
 
     The defaults are the README's main job: BBC News, a fresh 8,192-token vocabulary, the default Mini-BERT
-    (192 hidden, 3 layers), 64-token pairs, 40% masking, 4,000 steps: about 11 minutes on 2 CPU cores.
+    (192 hidden, 3 layers), 64-token pairs, 40% masking, 4,000 steps (the README gives the time it takes).
     """
 
     # --- where --------------------------------------------------------------------------------------------------
     output_dir: str = field(default="minibert-pretrained", metadata=_help("folder for the model, tokenizer, results, curves and checkpoints"))
     overwrite_output_dir: bool = field(default=False, metadata=_help("replace the run saved in output_dir"))
+    # A bare flag means the newest checkpoint, as `Trainer.train(resume_from_checkpoint=True)`.
     resume_from_checkpoint: str | None = field(default=None, metadata=_help(
         "continue the run saved in output_dir: from its newest good checkpoint (flag alone) or from the given "
-        "checkpoint folder; --max_steps may be raised"))
+        "checkpoint folder; --max_steps may be raised", nargs="?", const=LATEST, metavar="PATH"))
     # --- model and tokenizer ----------------------------------------------------------------------------------------
     model_name_or_path: str | None = field(default=None, metadata=_help(
         "continue pretraining a saved Mini-BERT folder (or a converted BERT) with its tokenizer; "
@@ -56,8 +60,9 @@ class PretrainingArguments:
     vocab_size: int = field(default=8192, metadata=_help("vocabulary size when training the tokenizer"))
     config_overrides: str | None = field(default=None, metadata=_help(
         "MiniBertConfig fields of a new model, e.g. 'hidden_size=128,num_hidden_layers=2'"))
-    nsp: bool | None = field(default=None, metadata=_help(
-        "train next sentence prediction beside MLM; unset: yes, unless --model_name_or_path has no NSP head"))
+    objective: str | None = field(default=None, metadata=_help(
+        "what the model learns: " + "; ".join(f"{name}: {o.description}" for name, o in OBJECTIVES.items())
+        + "; unset: mlm_nsp, or mlm for a --model_name_or_path without NSP head", choices=list(OBJECTIVES)))
     pretraining_dropout: float | None = field(default=0.0, metadata=_help(
         "dropout (hidden and attention) while pretraining; the saved config keeps the model's own values for "
         "fine-tuning (0: a short run does not overfit, and dropout slows it)"))
@@ -106,6 +111,9 @@ class PretrainingArguments:
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"], metadata=_help(
         "trackers for Accelerate to log to ('tensorboard', 'wandb', ...; 'none' for none)"))
     disable_tqdm: bool = field(default=False, metadata=_help("hide the progress bars"))
+    num_threads: int = field(default=0, metadata=_help(
+        "torch threads on CPU; 0 (auto): OMP_NUM_THREADS if set, else one per idle core by the 1-minute load (all "
+        "cores on an idle machine, 1 on a busy one, where more threads run slower)"))
     push_to_hub: bool = field(default=False, metadata=_help("upload the finished model folder to the Hub"))
     hub_model_id: str | None = field(default=None, metadata=_help("Hub repository for --push_to_hub; unset: the output folder's name"))
     hub_token: str | None = field(default=None, metadata=_help(
@@ -114,6 +122,8 @@ class PretrainingArguments:
     def __post_init__(self):
         if self.max_steps is None:  # "train for an hour" means an hour, not until the default's step count
             self.max_steps = DEFAULT_MAX_STEPS if self.max_time is None else NO_STEP_LIMIT
+        if self.num_threads < 0:
+            raise ValueError(f"num_threads={self.num_threads} must be at least 0 (0: chosen by the machine's load)")
         positive = ("vocab_size", "dupe_factor", "per_device_train_batch_size", "per_device_eval_batch_size",
                     "gradient_accumulation_steps", "max_steps", "logging_steps", "eval_steps", "save_steps",
                     "save_total_limit")
@@ -167,44 +177,6 @@ class PretrainingArguments:
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in NOT_RUN_IDENTITY}
 
 
-# --- the previous release's names ------------------------------------------------------------------------------
-
-# old name -> (new name, how an old value becomes a new one). One release of grace, then they go.
-RENAMED: dict[str, tuple[str, Any]] = {
-    "train_files": ("train_file", None),
-    "dataset": ("dataset_name", None),
-    "text_column": ("text_column_name", None),
-    "tokenizer": ("tokenizer_name", None),
-    "max_length": ("max_seq_length", None),
-    "batch_size": ("per_device_train_batch_size", None),
-    "held_out_fraction": ("validation_split_percentage", lambda fraction: fraction * 100),
-    "resume": ("resume_from_checkpoint", lambda resume: LATEST if resume else None),
-    "overwrite": ("overwrite_output_dir", None),
-    "show_progress": ("disable_tqdm", lambda show: not show),
-}
-
-
-def deprecation_message(old: str) -> str:
-    new, _ = RENAMED[old]
-    return f"{old} is deprecated and will be removed in the next release; use {new}"
-
-
-def upgrade_names(kwargs: dict, warn=None) -> dict:
-    """`kwargs` with the previous release's names replaced by today's (each reported through `warn`)."""
-    warn = warn or (lambda message: warnings.warn(message, FutureWarning, stacklevel=3))
-    upgraded = {}
-    for key, value in kwargs.items():
-        if key in RENAMED:
-            new, convert = RENAMED[key]
-            warn(deprecation_message(key))
-            if new in kwargs:
-                raise ValueError(f"{key} and {new} name the same argument; give only {new}")
-            upgraded[new] = convert(value) if convert else value
-        else:
-            upgraded[key] = value
-    return upgraded
-
-
 # --- command line ----------------------------------------------------------------------------------------------
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -229,53 +201,24 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         parents=[HfArgumentParser(PretrainingArguments, add_help=False)],
         help="pretrain a Mini-BERT from raw text (MLM + NSP)",
         description=(
-            "Pretrain a Mini-BERT with masked language modelling and next sentence prediction, from scratch or "
-            "from a saved model (--model_name_or_path). With no options: BBC News, ~8 minutes on 2 CPU cores. "
-            "Scale out with `accelerate launch`."
+            "Pretrain a Mini-BERT with masked language modelling and next sentence prediction (--objective), from "
+            "scratch or from a saved model (--model_name_or_path). With no options: BBC News, 4,000 steps (the "
+            "README gives the time; on a busy machine see --num_threads). Scale out with `accelerate launch`."
         ),
         formatter_class=_HelpFormatter,
+        allow_abbrev=False,  # 0.1's dropped names (`--overwrite`, `--resume`) would otherwise pass as abbreviations
     )
-    for action in parser._actions:
-        if action.dest == "resume_from_checkpoint":  # a bare flag means the newest checkpoint, as in Trainer
-            action.nargs, action.const, action.metavar = "?", LATEST, "PATH"
-        if action.dest == "nsp":  # an optional bool: HfArgumentParser gives it no bare form nor a negation
-            action.nargs, action.const, action.metavar = "?", True, "BOOL"
-    parser.add_argument("--no_nsp", "--no-nsp", dest="nsp", action="store_false",
-                        help="train masked language modelling only (a model without the NSP head)")
-    deprecated = parser.add_argument_group("deprecated names (removed in the next release)")
-    for old, (new, _) in RENAMED.items():
-        options = [f"--{old}", f"--{old.replace('_', '-')}"] if "_" in old else [f"--{old}"]
-        kwargs: dict[str, Any] = dict(dest=f"deprecated_{old}", default=argparse.SUPPRESS, help=f"use --{new}")
-        if old in ("resume", "overwrite"):
-            kwargs["action"] = "store_true"
-        elif old == "show_progress":
-            deprecated.add_argument("--no_show_progress", "--no-show-progress", action="store_false", **kwargs)
-            kwargs.update(type=_bool, nargs="?", const=True, metavar="BOOL")
-        elif old == "train_files":
-            kwargs.update(nargs="+", metavar="FILE")
-        else:
-            kwargs["metavar"] = old.upper()
-            kwargs["type"] = float if old in ("held_out_fraction",) else (int if old in ("max_length", "batch_size") else str)
-        deprecated.add_argument(*options, **kwargs)
     parser.set_defaults(func=run_cli)
 
 
-def _bool(text: str) -> bool:
-    from transformers.hf_argparser import string_to_bool
-
-    return string_to_bool(text)
-
-
 def arguments_from_namespace(namespace: argparse.Namespace) -> PretrainingArguments:
-    """The parsed flags as `PretrainingArguments`; old names are accepted with a message on stderr."""
+    """The parsed flags as `PretrainingArguments`."""
     names = {f.name for f in dataclasses.fields(PretrainingArguments)}
-    given = {k: v for k, v in vars(namespace).items() if k in names}
-    old = {k.removeprefix("deprecated_"): v for k, v in vars(namespace).items() if k.startswith("deprecated_")}
-    for key in old:
-        new, _ = RENAMED[key]
-        given.pop(new, None)  # the old flag's value wins over the new flag's default
-    warn = lambda message: print(f"minibert pretrain: warning: --{message.replace(' use ', ' use --')}", file=sys.stderr)
-    return PretrainingArguments(**given, **upgrade_names(old, warn))
+    return PretrainingArguments(**{k: v for k, v in vars(namespace).items() if k in names})
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"minibert pretrain: warning: {message}", file=sys.stderr)
 
 
 def run_cli(namespace: argparse.Namespace) -> int:
@@ -283,13 +226,22 @@ def run_cli(namespace: argparse.Namespace) -> int:
 
     from modeling_minibert.pretraining.loop import pretrain
 
-    summary = pretrain(arguments_from_namespace(namespace))
+    # Warnings (a broken checkpoint passed over, a head that starts from scratch) as one line each, without the
+    # source line Python's default format echoes; catch_warnings restores the format when the job ends.
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning
+        try:
+            summary = pretrain(arguments_from_namespace(namespace))
+        except KeyboardInterrupt as err:  # SIGINT/SIGTERM: the run said where it stopped (TrainingInterrupted)
+            signum = getattr(err, "signum", signal.SIGINT)
+            print(f"minibert pretrain: {err or 'interrupted; continue with --resume_from_checkpoint'}", file=sys.stderr)
+            return 128 + signum
     if PartialState().is_main_process:
-        nsp = f", NSP accuracy {summary['eval_nsp_accuracy']:.3f}" if "eval_nsp_accuracy" in summary else ""
         print(
             f"saved the pretrained model and tokenizer to {summary['output_dir']}\n"
-            f"held-out MLM accuracy {summary['eval_mlm_accuracy']:.3f} (perplexity {summary['perplexity']:.1f}){nsp} "
-            f"after {summary['global_step']} steps"
+            + ", ".join(f"held-out {k[5:-9].upper()} accuracy {v:.3f}" for k, v in summary.items()
+                        if k.startswith("eval_") and k.endswith("_accuracy"))
+            + f" (perplexity {summary['perplexity']:.1f}) after {summary['global_step']} steps"
             + (f" ({summary['train_steps_per_second']:.2f} steps/s)" if summary.get("train_steps_per_second") else "")
             + f"\nresults: {summary['output_dir']}/all_results.json, curves: {summary['plot_file']}"
         )

@@ -1,4 +1,5 @@
-"""The run folder: what a pretraining run writes, in Trainer's layout, and how a run finds its way back into it.
+"""The run folder: what a pretraining run writes, in Trainer's layout (the names are `outputs.py`'s), and how a
+run finds its way back into it.
 
     OUTPUT/
       config.json, model.safetensors, tokenizer files      the pretrained model (written at the end)
@@ -6,12 +7,13 @@
       metrics.jsonl                                        history: one record per logging or evaluation step
       training_curves.png, README.md (model card)
       pretraining_args.json                                marks the folder as a run, and which one
-      checkpoint-N/                                        Accelerate state after step N (the newest few)
+      checkpoint-N/                                        Accelerate state after step N (the newest few), with
+                                                           config.json and the tokenizer: loads with from_pretrained
       .minibert.lock                                       held while a run is writing here
 
 Faults a run survives: a kill at any point (checkpoints are written beside their place and renamed in, the
-metrics log drops a torn last line), a truncated or corrupt newest checkpoint (the previous good one is used,
-with a warning), leftovers of interrupted saves (removed), a second run into the same folder (refused while
+metrics log drops a torn last line), SIGINT or SIGTERM (the step is finished and checkpointed), a truncated or
+corrupt newest checkpoint (the previous good one is used, with a warning), leftovers of interrupted saves (removed), a second run into the same folder (refused while
 the first lives; a dead run's lock is taken over).
 """
 
@@ -30,24 +32,18 @@ from modeling_minibert import outputs
 from modeling_minibert.files import check_output_dir, plain_permissions, write_json, write_text
 
 ARGS_FILE = "pretraining_args.json"
-METRICS_FILE = "metrics.jsonl"
-ALL_RESULTS_FILE = "all_results.json"
-TRAIN_RESULTS_FILE = "train_results.json"
-EVAL_RESULTS_FILE = "eval_results.json"
-PLOT_FILE = "training_curves.png"
 TENSORBOARD_DIR = "tensorboard"
-LOCK_FILE = outputs.LOCK_FILE
 JOB = "pretraining"
 PROGRESS_FILE = "progress.json"  # inside each checkpoint: the step it was taken after, and its files' sizes
-CHECKPOINT_PREFIX = "checkpoint-"
 # Hidden leftovers of writes that a kill interrupted: never complete, never used.
 WRITE_ERRORS = ("No space left", "Read-only file system", "Permission denied", "Disk quota")
 LEFTOVER_PATTERNS = (".tmp-checkpoint-*", ".saving-*", ".*.tmp")
 # What a run writes into its folder; `overwrite_output_dir` removes these (and nothing else) before starting.
 RUN_FILES = (
-    ARGS_FILE, METRICS_FILE, ALL_RESULTS_FILE, TRAIN_RESULTS_FILE, EVAL_RESULTS_FILE, PLOT_FILE, TENSORBOARD_DIR,
-    "README.md", "config.json", "model.safetensors", "generation_config.json", "configuration_minibert.py",
-    "modeling_minibert.py", "checks_minibert.py", "question_answering_pipeline.py", "tokenizer.json", "tokenizer_config.json",
+    ARGS_FILE, outputs.METRICS_FILE, outputs.ALL_RESULTS_FILE, outputs.results_file("train"),
+    outputs.results_file("eval"), outputs.CURVES_FILE, TENSORBOARD_DIR, outputs.CARD_FILE, "config.json",
+    "model.safetensors", "generation_config.json", "configuration_minibert.py", "modeling_minibert.py",
+    "checks_minibert.py", "question_answering_pipeline.py", "tokenizer.json", "tokenizer_config.json",
     "special_tokens_map.json", "vocab.txt",
 )
 
@@ -71,32 +67,19 @@ def naming_write_errors(what: str) -> Iterator[None]:
         raise OSError(getattr(err, "errno", None) or errno.EIO, f"cannot write {what}: {getattr(err, 'strerror', None) or err}") from err
 
 
-# --- the lock: outputs.acquire_lock / release_lock / check_unlocked, under the job name "pretraining" ---------------
-
-def check_unlocked(out: Path) -> None:
-    outputs.check_unlocked(out, JOB)
-
-
-def acquire_lock(out: Path) -> Path:
-    return outputs.acquire_lock(out, JOB)
-
-
-def release_lock(out: Path) -> None:
-    outputs.release_lock(out)
-
-
 # --- checks and the start of a run -----------------------------------------------------------------------------
 
 def check_run_folder(out: Path, args) -> tuple[bool, Path | None]:
     """Refuse a folder holding another run (unless resume/overwrite); refuse a resume whose arguments differ.
 
-    Returns whether the folder holds this very run (to resume), and the checkpoint to resume from, if any.
+    Returns whether the folder holds this very run (to resume), and what to resume from: a checkpoint folder,
+    LATEST (the newest that loads, found when loading: `loop.load_checkpoint`), or None.
     """
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"output_dir {out} exists and is not a folder")
     if out.is_dir():
-        check_unlocked(out)
-    contents = [p for p in out.iterdir() if p.name != LOCK_FILE] if out.is_dir() else []
+        outputs.check_unlocked(out, JOB)
+    contents = [p for p in out.iterdir() if p.name != outputs.LOCK_FILE] if out.is_dir() else []
     if not contents or args.overwrite_output_dir:
         if args.resume_from_checkpoint not in (None, "latest"):
             raise FileNotFoundError(f"no pretraining run to resume in {out} (resume_from_checkpoint={args.resume_from_checkpoint})")
@@ -117,7 +100,7 @@ def check_run_folder(out: Path, args) -> tuple[bool, Path | None]:
             f"cannot resume the run in {out}: it was started with different arguments: " + ", ".join(differences)
         )
     if args.resume_from_checkpoint == "latest":
-        return True, latest_checkpoint(out)
+        return True, "latest"
     chosen = Path(args.resume_from_checkpoint)
     if not (chosen / PROGRESS_FILE).is_file():
         raise FileNotFoundError(f"resume_from_checkpoint={chosen} is not a checkpoint folder of a pretraining run")
@@ -128,7 +111,7 @@ def clean_leftovers(out: Path) -> None:
     """Remove what interrupted saves left behind (staging folders and files); they were never complete."""
     for pattern in LEFTOVER_PATTERNS:
         for path in out.glob(pattern):
-            if path.name == LOCK_FILE:
+            if path.name == outputs.LOCK_FILE:
                 continue
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
 
@@ -141,7 +124,7 @@ def start_run_folder(out: Path, args, tokenizer) -> None:
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
-    for path in checkpoints(out):
+    for _, path in outputs.checkpoint_folders(out):
         shutil.rmtree(path)
     save_folder_files(out, tokenizer.save_pretrained)
     write_json(out / ARGS_FILE, args.identity())
@@ -167,16 +150,6 @@ def save_folder_files(out: Path, save) -> None:
 
 # --- checkpoints -----------------------------------------------------------------------------------------------
 
-def step_of(checkpoint: Path) -> int:
-    return int(checkpoint.name[len(CHECKPOINT_PREFIX):])
-
-
-def checkpoints(out: Path) -> list[Path]:
-    """Checkpoint folders (complete or not), oldest first."""
-    found = [p for p in out.glob(f"{CHECKPOINT_PREFIX}*") if p.is_dir() and p.name[len(CHECKPOINT_PREFIX):].isdigit()]
-    return sorted(found, key=step_of)
-
-
 def checkpoint_problem(folder: Path) -> str | None:
     """Why a checkpoint cannot be used (no progress record, a file missing or of another size), or None."""
     try:
@@ -192,22 +165,13 @@ def checkpoint_problem(folder: Path) -> str | None:
     return None
 
 
-def latest_checkpoint(out: Path) -> Path | None:
-    """The newest checkpoint that is complete; newer broken ones are reported and passed over."""
-    for folder in reversed(checkpoints(out)):
-        problem = checkpoint_problem(folder)
-        if problem is None:
-            return folder
-        warnings.warn(f"skipping the broken checkpoint {folder}: {problem}; falling back to an older one", stacklevel=2)
-    return None
-
-
 def checkpoint_step(folder: Path) -> dict:
     return json.loads((folder / PROGRESS_FILE).read_text())
 
 
-def save_checkpoint(accelerator, out: Path, step: int, keep: int, extra: dict | None = None) -> Path:
-    """`accelerator.save_state` into a hidden folder, renamed into place once complete; keep the newest `keep`.
+def save_checkpoint(accelerator, out: Path, step: int, keep: int, extra: dict | None = None, beside=None) -> Path:
+    """`accelerator.save_state` into a hidden folder (and `beside(folder)` there, on the main process: what
+    `from_pretrained` needs beside the weights), renamed into place once complete; keep the newest `keep`.
 
     The rename is atomic, so a run killed mid-save still has its previous checkpoint, whole. (Not
     `files.staged_folder`: every process of a distributed run writes its own files into the same staging
@@ -215,8 +179,8 @@ def save_checkpoint(accelerator, out: Path, step: int, keep: int, extra: dict | 
     written last, records the step and each file's size, so that a checkpoint damaged later is recognised.
     A write that fails (disk full, read-only) leaves the older checkpoints as they were.
     """
-    final = out / f"{CHECKPOINT_PREFIX}{step}"
-    tmp = out / f".tmp-{CHECKPOINT_PREFIX}{step}"
+    final = out / f"{outputs.CHECKPOINT_PREFIX}{step}"
+    tmp = out / f".tmp-{outputs.CHECKPOINT_PREFIX}{step}"
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
     accelerator.wait_for_everyone()
@@ -224,18 +188,20 @@ def save_checkpoint(accelerator, out: Path, step: int, keep: int, extra: dict | 
         accelerator.save_state(str(tmp))
         accelerator.wait_for_everyone()
         if accelerator.is_main_process:
+            if beside is not None:
+                beside(tmp)
             files = {p.relative_to(tmp).as_posix(): p.stat().st_size for p in tmp.rglob("*") if p.is_file()}
             write_json(tmp / PROGRESS_FILE, {"step": step, **(extra or {}), "files": files})
             if final.exists():
                 shutil.rmtree(final)
             os.replace(tmp, final)
-            for old in checkpoints(out)[:-keep]:
+            for _, old in outputs.checkpoint_folders(out)[:-keep]:
                 shutil.rmtree(old)
     except BaseException as err:
         if accelerator.is_main_process:
             shutil.rmtree(tmp, ignore_errors=True)
         if is_write_error(err):
-            kept = [p.name for p in checkpoints(out)]
+            kept = [p.name for _, p in outputs.checkpoint_folders(out)]
             raise OSError(
                 getattr(err, "errno", None) or errno.EIO,
                 f"cannot write {final.name} in {out}: {getattr(err, 'strerror', None) or err}; the checkpoints "
@@ -285,44 +251,24 @@ class MetricsLog:
         return records
 
 
-# --- results ---------------------------------------------------------------------------------------------------
+# --- curves ----------------------------------------------------------------------------------------------------
 
-def save_results(out: Path, train_metrics: dict, eval_metrics: dict) -> dict:
-    """`train_results.json`, `eval_results.json` and `all_results.json`, as `Trainer.save_metrics` writes them."""
-    all_results = {**train_metrics, **eval_metrics}
-    with naming_write_errors(f"the results into {out}"):
-        write_json(out / TRAIN_RESULTS_FILE, train_metrics)
-        write_json(out / EVAL_RESULTS_FILE, eval_metrics)
-        write_json(out / ALL_RESULTS_FILE, all_results)
-    return all_results
-
-
-def plot_curves(records: list[dict], path: Path) -> None:
-    """Loss (training and held-out) and accuracy (MLM and NSP) against the step, as a PNG."""
+def plot_curves(records: list[dict], path: Path, curves) -> None:
+    """The objective's `curves` against the step, a loss panel and an accuracy panel, as a PNG."""
     # A bare Figure renders without pyplot, so the caller's backend (a notebook's inline plots) is left alone.
     from matplotlib.figure import Figure
 
-    train = [r for r in records if "loss" in r]
-    evals = [r for r in records if "eval_mlm_loss" in r]
     fig = Figure(figsize=(11, 4))
-    ax_loss, ax_acc = fig.subplots(1, 2)
-
-    def plot(ax, rows, key, *style, **kwargs):
-        points = [(r["step"], r[key]) for r in rows if key in r]
+    axes = dict(zip(("loss", "accuracy"), fig.subplots(1, 2)))
+    for curve in curves:
+        points = [(r["step"], r[curve.key]) for r in records if curve.key in r]
         if points:
-            ax.plot(*zip(*points), *style, **kwargs)
-
-    for key, label in (("loss", "train loss"), ("mlm_loss", "train MLM loss"), ("nsp_loss", "train NSP loss")):
-        plot(ax_loss, train, key, label=label)
-    plot(ax_loss, evals, "eval_mlm_loss", "o-", label="held-out MLM loss")
-    plot(ax_loss, evals, "eval_nsp_loss", "o-", label="held-out NSP loss")
-    ax_loss.set(xlabel="optimizer step", ylabel="cross-entropy", title="Loss")
-    plot(ax_acc, train, "mlm_accuracy", label="train MLM accuracy", alpha=0.6)
-    plot(ax_acc, train, "nsp_accuracy", label="train NSP accuracy", alpha=0.6)
-    plot(ax_acc, evals, "eval_mlm_accuracy", "o-", label="held-out MLM accuracy")
-    plot(ax_acc, evals, "eval_nsp_accuracy", "o-", label="held-out NSP accuracy")
-    ax_acc.set(xlabel="optimizer step", ylabel="accuracy", title="Accuracy", ylim=(0, 1))
-    for ax in (ax_loss, ax_acc):
+            style = ("o-",) if curve.eval else ()
+            faint = not curve.eval and curve.panel == "accuracy"  # noisy per-window accuracy behind the held-out
+            axes[curve.panel].plot(*zip(*points), *style, label=curve.label, alpha=0.6 if faint else 1.0)
+    axes["loss"].set(xlabel="optimizer step", ylabel="cross-entropy", title="Loss")
+    axes["accuracy"].set(xlabel="optimizer step", ylabel="accuracy", title="Accuracy", ylim=(0, 1))
+    for ax in axes.values():
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()

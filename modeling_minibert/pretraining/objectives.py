@@ -1,0 +1,209 @@
+"""Pretraining objectives: what a run trains the model to do, as objects (`OBJECTIVES`, `--objective`).
+
+An `Objective` says everything the loop, the plots and the summary need to know about what is trained:
+
+    model      which model it trains (`build_model`; a second model beside it, a generator or a teacher, is
+               built here too and lives inside the module it returns), which one is saved (`saved_model`,
+               `saved_state`) and the pipeline tag of its card (`card_task`)
+    batch      what the model is given from a collated batch (`model_inputs`: drops, adds or renames fields)
+    numbers    the sums it counts per batch (`stat_keys`, `statistics`) and the metrics made of them, in
+               training (`train_metrics`, the keys of metrics.jsonl) and on the held-out set (`eval_metrics`, the
+               keys of eval_results.json)
+    curves     what `training_curves.png` plots (`curves`)
+
+The loop never names a loss or a head: a new objective is a class (here or in a module of its own) plus one
+line in `OBJECTIVES`. `mlm_nsp` (BERT's masked LM + next sentence prediction) and `mlm` (masked LM alone, as
+RoBERTa) are the first two.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+from transformers import PreTrainedModel
+
+from modeling_minibert.configuration_minibert import MiniBertConfig
+from modeling_minibert.modeling_minibert import MiniBertForMaskedLM, MiniBertForPreTraining
+from modeling_minibert.pretraining.session import quiet_transformers
+
+NSP_HEAD_KEY = "cls.seq_relationship.weight"
+MLM_HEAD_KEY = "cls.predictions.bias"  # present in every Mini-BERT / BERT checkpoint with an MLM head
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One line of `training_curves.png`: the `key` of training (`eval=False`) or held-out records."""
+
+    panel: str  # "loss" or "accuracy"
+    key: str
+    label: str
+    eval: bool = False
+
+
+class Objective:
+    """MLM: predict the masked tokens (BERT's 80/10/10 masking is the collator's). The base of the others."""
+
+    name: ClassVar[str] = "mlm"
+    description: ClassVar[str] = "masked language modelling alone (a model without the NSP head)"
+    model_class: ClassVar[type[PreTrainedModel]] = MiniBertForMaskedLM
+    card_task: ClassVar[str] = "fill-mask"  # the pipeline tag of the saved model's card
+    # Summed over a micro-batch: examples, loss x examples, MLM loss x masked tokens, correct and masked tokens.
+    stat_keys: ClassVar[tuple[str, ...]] = ("examples", "loss", "mlm_loss", "mlm_correct", "mlm_count")
+    curves: ClassVar[tuple[Curve, ...]] = (
+        Curve("loss", "loss", "train loss"),
+        Curve("loss", "mlm_loss", "train MLM loss"),
+        Curve("loss", "eval_mlm_loss", "held-out MLM loss", eval=True),
+        Curve("accuracy", "mlm_accuracy", "train MLM accuracy"),
+        Curve("accuracy", "eval_mlm_accuracy", "held-out MLM accuracy", eval=True),
+    )
+
+    # --- the model --------------------------------------------------------------------------------------------
+    def check_source(self, source: Path, weights: set[str]) -> list[str]:
+        """Raise ValueError if the saved model `source` (whose weight names are `weights`) cannot be trained with
+        this objective; return notes (one line each) about what starts from scratch."""
+        if MLM_HEAD_KEY in weights:
+            return []
+        return [f"model_name_or_path={source} has no MLM head (a fine-tuned model?): its encoder is continued, "
+                "its MLM head starts from random weights"]
+
+    def build_model(self, config: MiniBertConfig, source: Path | None) -> torch.nn.Module:
+        """The module the loop trains, new from `config` or loaded from `source` (with `config`'s sizes)."""
+        if source is None:
+            return self.model_class(config)
+        with quiet_transformers():  # what the weights leave out is said in one line by `check_source`
+            return self.model_class.from_pretrained(source, config=config)
+
+    def saved_model(self, model: torch.nn.Module) -> PreTrainedModel:
+        """What `save_pretrained` writes at the end and into each checkpoint (an objective training two models
+        returns the one that is published)."""
+        return model
+
+    def saved_state(self, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """`saved_model`'s weights out of the trained module's (gathered) state dict."""
+        return state_dict
+
+    # --- the batch --------------------------------------------------------------------------------------------
+    def model_inputs(self, batch: dict, evaluating: bool = False) -> dict:
+        """The model's keyword arguments for a collated batch. In evaluation only the masked rows are scored
+        (as in training): (M, V) logits instead of (B, T, V)."""
+        inputs = {k: v for k, v in batch.items() if k != "next_sentence_label"}
+        return {**inputs, "sparse_prediction": True} if evaluating else inputs
+
+    # --- the numbers ------------------------------------------------------------------------------------------
+    def statistics(self, outputs, batch: dict) -> torch.Tensor:
+        """The sums of `stat_keys` over one micro-batch, as one tensor (no host sync: summed on the device)."""
+        predicted, targets = masked_predictions(outputs, batch["labels"])
+        count = torch.tensor(float(targets.numel()), device=targets.device)
+        n = torch.tensor(float(batch["input_ids"].shape[0]), device=targets.device)
+        return torch.stack([
+            n, outputs.loss.detach().float() * n, mlm_loss_of(outputs).detach().float() * count,
+            (predicted == targets).sum().float(), count,
+        ])
+
+    def train_metrics(self, sums: dict[str, float]) -> dict:
+        return {"loss": sums["loss"] / sums["examples"], "mlm_loss": sums["mlm_loss"] / max(sums["mlm_count"], 1),
+                "mlm_accuracy": sums["mlm_correct"] / max(sums["mlm_count"], 1)}
+
+    @staticmethod
+    def head_metrics(sums: dict[str, float], head: str, count: str, prefix: str = "") -> dict:
+        """`{head}_loss` and `{head}_accuracy` of a second head (NSP, replaced tokens), per `count` (its examples
+        or tokens), from the sums `{head}_loss` (loss x count) and `{head}_correct`."""
+        return {f"{prefix}{head}_loss": sums[f"{head}_loss"] / sums[count],
+                f"{prefix}{head}_accuracy": sums[f"{head}_correct"] / sums[count]}
+
+    def eval_metrics(self, sums: dict[str, float]) -> dict:
+        """Held-out metrics: MLM loss and accuracy over the masked tokens, and perplexity (run_mlm.py's name)."""
+        mlm_loss = sums["mlm_loss"] / max(sums["mlm_count"], 1)
+        return {"eval_loss": mlm_loss, "eval_mlm_loss": mlm_loss,
+                "eval_mlm_accuracy": sums["mlm_correct"] / max(sums["mlm_count"], 1),
+                "perplexity": math.exp(min(mlm_loss, 50.0))}
+
+
+class MaskedLMWithNSP(Objective):
+    """BERT's objective: MLM plus next sentence prediction on the [CLS] token of each sentence pair."""
+
+    name = "mlm_nsp"
+    description = "masked language modelling and next sentence prediction (BERT)"
+    model_class = MiniBertForPreTraining
+    stat_keys = (*Objective.stat_keys, "nsp_loss", "nsp_correct")
+    curves = (
+        *Objective.curves[:2],
+        Curve("loss", "nsp_loss", "train NSP loss"),
+        Objective.curves[2],
+        Curve("loss", "eval_nsp_loss", "held-out NSP loss", eval=True),
+        Objective.curves[3],
+        Curve("accuracy", "nsp_accuracy", "train NSP accuracy"),
+        Objective.curves[4],
+        Curve("accuracy", "eval_nsp_accuracy", "held-out NSP accuracy", eval=True),
+    )
+
+    def check_source(self, source: Path, weights: set[str]) -> list[str]:
+        if NSP_HEAD_KEY not in weights:
+            raise ValueError(f"model_name_or_path={source} has no NSP head ({NSP_HEAD_KEY}); "
+                             "pass --objective mlm to train MLM only")
+        return super().check_source(source, weights)
+
+    def model_inputs(self, batch: dict, evaluating: bool = False) -> dict:
+        inputs = super().model_inputs(batch, evaluating)
+        return {**inputs, "next_sentence_label": batch["next_sentence_label"]}
+
+    def statistics(self, outputs, batch: dict) -> torch.Tensor:
+        labels = batch["next_sentence_label"]
+        nsp = torch.stack([outputs.next_sentence_loss.detach().float() * labels.numel(),
+                           (outputs.seq_relationship_logits.argmax(-1) == labels).sum().float()])
+        return torch.cat([super().statistics(outputs, batch), nsp])
+
+    def train_metrics(self, sums: dict[str, float]) -> dict:
+        return {**super().train_metrics(sums), **self.head_metrics(sums, "nsp", "examples")}
+
+    def eval_metrics(self, sums: dict[str, float]) -> dict:
+        results = {**super().eval_metrics(sums), **self.head_metrics(sums, "nsp", "examples", prefix="eval_")}
+        # eval_loss is the model's loss: MLM + NSP.
+        return {**results, "eval_loss": results["eval_mlm_loss"] + results["eval_nsp_loss"]}
+
+
+# The objectives `--objective` offers, by name. A new objective is a class (here, or a module imported here, below
+# the classes it builds on) plus a line in the table.
+from modeling_minibert.pretraining.electra import ReplacedTokenDetection  # noqa: E402
+
+OBJECTIVES: dict[str, type[Objective]] = {o.name: o for o in (MaskedLMWithNSP, Objective, ReplacedTokenDetection)}
+
+
+def pick_objective(name: str | None, source: Path | None) -> Objective:
+    """The objective called `name`; unset: BERT's MLM + NSP, or MLM alone for a saved model without NSP head."""
+    if name is None:
+        name = "mlm_nsp" if source is None or NSP_HEAD_KEY in weight_names(source) else "mlm"
+    if name not in OBJECTIVES:
+        raise ValueError(f"objective={name!r} is not one of {', '.join(OBJECTIVES)}")
+    return OBJECTIVES[name]()
+
+
+def weight_names(source: Path) -> set[str]:
+    """The weight names in `source/model.safetensors`, read from its header (nothing is loaded)."""
+    from safetensors import safe_open
+
+    with safe_open(source / "model.safetensors", framework="pt") as f:
+        return set(f.keys())
+
+
+def masked_predictions(outputs, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The model's MLM predictions (M,) and the targets (M,) at the masked positions.
+
+    With `masked_positions` the model scored only those rows (sparse prediction); else it scored every token
+    and the positions are where `labels != -100`.
+    """
+    logits = outputs.prediction_logits if hasattr(outputs, "prediction_logits") else outputs.logits
+    positions = outputs.get("masked_positions")
+    if positions is not None:
+        return logits.argmax(-1), labels.flatten()[positions]
+    selected = labels != -100
+    return logits.argmax(-1)[selected], labels[selected]
+
+
+def mlm_loss_of(outputs) -> torch.Tensor:
+    """The MLM part of the loss (the whole loss of an MLM-only model)."""
+    return outputs.get("mlm_loss") if outputs.get("mlm_loss") is not None else outputs.loss

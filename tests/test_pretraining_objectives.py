@@ -1,0 +1,103 @@
+"""Pretraining objectives (modeling_minibert/pretraining/objectives.py): the table, the choice, and the seam a
+new objective goes through without touching the loop."""
+
+from __future__ import annotations
+
+import matplotlib.image
+import pytest
+import torch
+
+from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForPreTraining
+from modeling_minibert.outputs import CURVES_FILE
+from modeling_minibert.pretraining import OBJECTIVES, pretrain
+from modeling_minibert.pretraining.objectives import Curve, MaskedLMWithNSP, Objective, pick_objective
+from fixtures.models import TINY
+from fixtures.pretraining import (  # noqa: F401 (fixtures)
+    pytestmark,
+    corpus,
+    read_metrics,
+    tiny,
+    tokenizer_dir,
+)
+
+
+def test_the_table_names_each_objective_and_its_model():
+    assert list(OBJECTIVES) == ["mlm_nsp", "mlm", "electra"]
+    assert OBJECTIVES["mlm_nsp"].model_class is MiniBertForPreTraining and OBJECTIVES["mlm"].model_class is MiniBertForMaskedLM
+    for objective in OBJECTIVES.values():
+        keys = {curve.key for curve in objective.curves}
+        assert {"loss", "mlm_accuracy", "eval_mlm_accuracy"} <= keys
+
+
+def test_unset_objective_follows_the_saved_models_heads(tmp_path):
+    config = MiniBertConfig(**TINY)
+    MiniBertForPreTraining(config).save_pretrained(tmp_path / "pretraining")
+    MiniBertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
+    assert isinstance(pick_objective(None, None), MaskedLMWithNSP)
+    assert isinstance(pick_objective(None, tmp_path / "pretraining"), MaskedLMWithNSP)
+    assert pick_objective(None, tmp_path / "mlm").name == "mlm"
+    assert pick_objective("mlm", tmp_path / "pretraining").name == "mlm"
+    with pytest.raises(ValueError, match=r"objective='t5' is not one of mlm_nsp, mlm, electra"):
+        pick_objective("t5", None)
+
+
+def test_metrics_are_made_from_the_summed_statistics():
+    nsp = MaskedLMWithNSP()
+    sums = dict(zip(nsp.stat_keys, [4.0, 10.0, 12.0, 3.0, 6.0, 2.0, 3.0]))
+    assert nsp.train_metrics(sums) == {"loss": 2.5, "mlm_loss": 2.0, "mlm_accuracy": 0.5, "nsp_loss": 0.5,
+                                       "nsp_accuracy": 0.75}
+    held_out = nsp.eval_metrics(sums)
+    assert held_out["eval_loss"] == pytest.approx(2.5) and held_out["perplexity"] == pytest.approx(torch.tensor(2.0).exp().item())
+
+
+class CountedTokens(Objective):
+    """A test objective: MLM plus a metric of its own (real tokens per example), added through the seam alone."""
+
+    name = "mlm_counted"
+    stat_keys = (*Objective.stat_keys, "tokens")
+    curves = (*Objective.curves, Curve("loss", "tokens_per_example", "tokens per example / 10"))
+
+    def statistics(self, outputs, batch):
+        return torch.cat([super().statistics(outputs, batch), batch["attention_mask"].sum().float().reshape(1)])
+
+    def train_metrics(self, sums):
+        return {**super().train_metrics(sums), "tokens_per_example": sums["tokens"] / sums["examples"]}
+
+
+def test_a_new_objective_is_a_class_and_a_line_in_the_table(tiny, tmp_path, monkeypatch):
+    monkeypatch.setitem(OBJECTIVES, CountedTokens.name, CountedTokens)
+    out = tmp_path / "run"
+    summary = pretrain(output_dir=str(out), objective="mlm_counted", **dict(tiny, max_steps=3))
+    records = [r for r in read_metrics(out) if "loss" in r]
+    assert [r["step"] for r in records] == [1, 2, 3]
+    assert all(8 < r["tokens_per_example"] <= tiny["max_seq_length"] for r in records)
+    assert "eval_nsp_accuracy" not in summary and "nsp_loss" not in records[0]
+    assert matplotlib.image.imread(out / CURVES_FILE).ndim == 3
+
+
+def test_electra_trains_the_discriminator_and_a_resumed_run_replays_it_exactly(tiny, tmp_path):
+    """`--objective electra` through the seam: generator MLM + 50 x replaced-token detection, the discriminator
+    saved as an encoder, and the steps after a checkpoint replayed to the same losses and weights."""
+    from safetensors.torch import load_file
+    from transformers import AutoModel
+
+    from modeling_minibert import MiniBertModel
+
+    out = tmp_path / "electra"
+    settings = dict(tiny, objective="electra", max_steps=6, save_steps=3, eval_steps=3, learning_rate=2e-3)
+    summary = pretrain(output_dir=str(out), **settings)
+    records = read_metrics(out)
+    train = [r for r in records if "loss" in r]
+    assert {"loss", "mlm_loss", "mlm_accuracy", "rtd_loss", "rtd_accuracy"} == set(train[0]) - {"step", "learning_rate"}
+    assert all(r["loss"] > 50 * 0.1 for r in train), "the replaced-token loss weighs 50"
+    assert summary["eval_loss"] == pytest.approx(summary["eval_mlm_loss"] + 50 * summary["eval_rtd_loss"])
+    assert 0.5 < summary["eval_rtd_accuracy"] <= 1
+    weights = load_file(out / "model.safetensors")
+    assert weights and not any(k.startswith(("generator", "rtd_head", "discriminator")) for k in weights)
+    assert isinstance(AutoModel.from_pretrained(out), MiniBertModel)
+    assert "feature-extraction" in (out / "README.md").read_text()
+
+    replay = pretrain(output_dir=str(out), **dict(settings, resume_from_checkpoint=str(out / "checkpoint-3")))
+    assert replay["steps_this_session"] == 3 and read_metrics(out) == records
+    for name, tensor in load_file(out / "model.safetensors").items():
+        assert torch.equal(tensor, weights[name]), name
