@@ -41,6 +41,10 @@ LOCK_FILE = ".minibert.lock"
 TEACHER_DIR = "teacher"
 TEACHER_LOGITS_FILE = "teacher_logits.safetensors"
 TEACHER_LOGITS_INFO_FILE = "teacher_logits.json"
+# An int8 model folder (modeling_minibert/quantization.py): its weights, and how they were quantized. Not
+# model.safetensors, so that from_pretrained refuses the folder instead of loading int8 values as floats.
+QUANTIZED_WEIGHTS_FILE = "model.int8.safetensors"
+QUANTIZED_INFO_FILE = "quantization.json"
 
 
 def results_file(split: str) -> str:
