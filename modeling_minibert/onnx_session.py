@@ -33,10 +33,13 @@ def make_session(path: str | os.PathLike, threads: int | None = None):
 
 
 def length_buckets(attention_mask: np.ndarray, step: int = Packing.BUCKET_STEP) -> list[tuple[np.ndarray, int]]:
-    """The rows of a (B, T) mask grouped by length rounded up to `step`: [(row indices, bucket length), ...],
-    longest first. Rows without tokens join the shortest bucket (a graph needs at least one position)."""
-    lengths = attention_mask.sum(1)
-    rounded = np.maximum(-(-lengths // step) * step, step).clip(max=attention_mask.shape[1])
+    """The rows of a (B, T) mask grouped by extent (up to the last real token, so left padding and holes are kept)
+    rounded up to `step`: [(row indices, bucket length), ...], longest first. Rows without tokens join the
+    shortest bucket (a graph needs at least one position)."""
+    seq_len = attention_mask.shape[1]
+    real = attention_mask != 0
+    extents = np.where(real.any(1), seq_len - np.argmax(real[:, ::-1], axis=1), 0)
+    rounded = np.minimum(np.maximum(-(-extents // step) * step, step), seq_len)
     return [(np.flatnonzero(rounded == length), int(length)) for length in sorted(set(rounded.tolist()), reverse=True)]
 
 

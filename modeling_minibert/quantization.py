@@ -65,16 +65,16 @@ class Int8SelfAttention(MiniBertSelfAttention):
         return packing.from_buckets([self._attend(b, m, attn_implementation, **kwargs)[0] for b, m in buckets]), None
 
 
-def quantize_dynamic_int8(model: MiniBertPreTrainedModel) -> MiniBertPreTrainedModel:
-    """Turn `model`'s encoder linear layers into dynamic int8 ones with per-channel weights, in place (an eval-mode
-    model for inference: the int8 layers have no gradients); returns the model."""
+def quantize_dynamic_int8(model: MiniBertPreTrainedModel, per_channel: bool = True) -> MiniBertPreTrainedModel:
+    """Turn `model`'s encoder linear layers into dynamic int8 ones, in place (an eval-mode model for inference: the
+    int8 layers have no gradients); returns the model. `per_channel=False` (one scale per matrix) is there to
+    measure what per-channel weights buy; `quantize` and `load_quantized` use per-channel."""
     model.eval()
     encoder = model.base_model.encoder
     for layer in encoder.layer:
         layer.attention.self = Int8SelfAttention(layer.attention.self)
-    torch.ao.quantization.quantize_dynamic(
-        encoder, {nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True
-    )
+    qconfig = torch.ao.quantization.per_channel_dynamic_qconfig if per_channel else torch.ao.quantization.default_dynamic_qconfig
+    torch.ao.quantization.quantize_dynamic(encoder, {nn.Linear: qconfig}, dtype=torch.qint8, inplace=True)
     return model
 
 
