@@ -129,7 +129,9 @@ def export_onnx(
         if optimize or quantize:
             optimize_graph(staged, model.config)
         if quantize:
-            quantize_graph(staged, quantize)
+            # The head (pooler, classifier, MLM transform) stays fp32: cheap, and where errors become predictions.
+            head = {f"model.{name}" for name, _ in model.named_parameters() if ".encoder." not in name}
+            quantize_graph(staged, quantize, head)
         if verify:
             verify_onnx(model, staged, choices, INT8_TOLERANCE if quantize else None)
     return output
@@ -150,18 +152,24 @@ def optimize_graph(path: Path, config: MiniBertConfig) -> None:
     optimized.save_model_to_file(str(path))
 
 
-def quantize_graph(path: Path, mode: str) -> None:
-    """Replace the graph at `path` by its dynamically int8-quantized form in `mode` (see QUANTIZE_MODES)."""
+def quantize_graph(path: Path, mode: str, fp32_weights: set[str]) -> None:
+    """Replace the graph at `path` by its dynamically int8-quantized form in `mode` (see QUANTIZE_MODES), keeping
+    fp32 every MatMul without a weight matrix and every one whose weight is named in `fp32_weights`."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     graph = onnx.load(str(path)).graph
     weights = {initializer.name for initializer in graph.initializer}
-    activation_matmuls = [n.name for n in graph.node if n.op_type == "MatMul" and n.input[1] not in weights]
+    keep = [
+        node.name for node in graph.node if node.op_type == "MatMul"
+        and (node.input[1] not in weights or node.input[1].removesuffix("_Transposed") in fp32_weights)
+    ]
+    # quantize_dynamic first rewrites each Gemm (the pooler and 2-D heads) as a MatMul named after it.
+    keep += [f"{node.name}_MatMul" for node in graph.node if node.op_type == "Gemm"]
     quantized = path.with_name(path.stem + ".int8" + path.suffix)
     quantize_dynamic(
-        path, quantized, op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8,
-        nodes_to_exclude=activation_matmuls, **QUANTIZE_MODES[mode],
+        path, quantized, op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8, nodes_to_exclude=keep,
+        **QUANTIZE_MODES[mode],
     )
     os.replace(quantized, path)
 

@@ -1,44 +1,18 @@
-"""PyTorch int8: outputs near fp32, the same predictions, a folder that reloads in a fresh process, bad input refused
-before any work.
-
-Tolerance: int8 weights and activations carry about 1% error each; logits are compared within 5% of their largest
-value (a broken layer is off by ~100%), and predictions must agree with fp32 on at least 95% of a fixture set.
-"""
+"""PyTorch int8: outputs near fp32 and the same predictions (tolerance: tests/fixtures/deploy.py), a folder that
+reloads in a fresh process, bad input refused before any work."""
 
 import json
 import shutil
 
 import pytest
 import torch
+from fixtures.deploy import assert_near_fp32, classifier, fixture_set
 from fixtures.environment import REPO, run_python
 from fixtures.models import TINY, ragged_batch
 
-from modeling_minibert import MiniBertConfig, MiniBertForSequenceClassification
+from modeling_minibert import MiniBertForSequenceClassification
 from modeling_minibert.outputs import QUANTIZED_INFO_FILE, QUANTIZED_WEIGHTS_FILE
 from modeling_minibert.quantization import load_quantized, quantize, quantize_dynamic_int8
-
-RELATIVE_TOLERANCE = 0.05
-AGREEMENT = 0.95
-
-
-def classifier(num_labels: int = 3) -> MiniBertForSequenceClassification:
-    """A random tiny classifier whose head is scaled up, so that its predictions have margins like a trained one's
-    (a random head's logits sit within 1e-2 of each other, and any rounding flips them)."""
-    torch.manual_seed(0)
-    model = MiniBertForSequenceClassification(MiniBertConfig(**TINY, num_labels=num_labels)).eval()
-    with torch.no_grad():
-        model.classifier.weight.mul_(30)
-    return model
-
-
-def fixture_set(vocab_size: int, rows: int = 200, length: int = 24, seed: int = 0):
-    """`rows` sequences of lengths 1..length, padded on the right, with two segments."""
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, length + 1, (rows,), generator=g)
-    mask = (torch.arange(length)[None] < lengths[:, None]).long()
-    ids = torch.randint(5, vocab_size, (rows, length), generator=g) * mask
-    types = (torch.arange(length)[None] >= (lengths // 2)[:, None]).long() * mask
-    return ids, mask, types
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +31,7 @@ def test_int8_logits_near_fp32_and_predictions_agree():
     fp32 = classifier()
     int8 = quantize_dynamic_int8(classifier())
     batch = fixture_set(TINY["vocab_size"])
-    expected, got = logits(fp32, *batch), logits(int8, *batch)
-    assert not torch.equal(expected, got)  # the int8 layers are in use
-    assert (expected - got).abs().max() <= RELATIVE_TOLERANCE * expected.abs().max()
-    assert (expected.argmax(-1) == got.argmax(-1)).float().mean() >= AGREEMENT
+    assert_near_fp32(logits(fp32, *batch), logits(int8, *batch))
 
 
 def test_int8_keeps_embeddings_layernorms_and_head_in_fp32():
