@@ -2,6 +2,12 @@
 
 The export traces the padded encoder (unpadding is data-dependent and stays in PyTorch); the exported graph is
 checked against PyTorch with onnxruntime when it is installed (`pip install minibert[onnx]`).
+
+`optimize=True` (`--optimize`) runs onnxruntime's BERT graph optimizer on the export (LayerNorm, residual and
+bias+GeLU fusions); `quantize="int8"` (`--quantize int8`) also quantizes the optimized graph's weight matrices to
+int8 with onnxruntime's dynamic quantization. Run either on mixed-length batches through
+`onnx_session.LengthBucketedSession`, which gives onnxruntime batches of similar lengths as Mini-BERT's own
+unpadding does: the graph itself stays padded.
 """
 
 from __future__ import annotations
@@ -18,6 +24,20 @@ from .modeling_minibert import MiniBertConfig, MiniBertPreTrainedModel
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 TOLERANCE = 1e-4
+# An int8 graph is checked against PyTorch relative to the outputs' scale: int8 weights and activations carry
+# about 1% error each, so a bound of 1e-4 would fail every correct graph, while a broken one is off by ~100%.
+INT8_TOLERANCE = 0.05
+
+# --quantize modes: onnxruntime dynamic quantization settings. Only MatMuls with a weight matrix are quantized:
+# the embeddings (Gather), the pooler and classifier (Gemm) and attention's activation-by-activation MatMuls stay
+# fp32. `reduce_range` (7-bit weights) because on CPUs without VNNI onnxruntime's u8 x s8 kernel sums pairs of
+# products in int16 and can saturate with full-range weights (onnxruntime's quantization docs).
+# benchmarks/bench_deploy.py measures each mode's accuracy on Rotten Tomatoes.
+QUANTIZE_MODES = {
+    "int8": dict(per_channel=True, reduce_range=True),
+    "int8-per-tensor": dict(per_channel=False, reduce_range=True),
+    "int8-full-range": dict(per_channel=True, reduce_range=False),
+}
 
 
 class _TupleOutputs(torch.nn.Module):
@@ -61,14 +81,20 @@ def export_onnx(
     head: str | None = None,
     verify: bool = True,
     overwrite: bool = False,
+    optimize: bool = False,
+    quantize: str | None = None,
 ) -> Path:
     """Write `output` (.onnx) for the model in `folder`; with `verify`, compare onnxruntime to PyTorch.
 
-    Before any export work, refuses (one line each) a folder that is not a saved model, an `output` that already
-    exists (a file unless `overwrite`; a folder always) and a place that cannot be written. Returns the output
-    path. Raises ValueError when the exported graph disagrees beyond 1e-4.
+    `optimize` fuses the graph with onnxruntime's BERT optimizer; `quantize` (a QUANTIZE_MODES key, implies
+    `optimize`) makes its weight matrices int8. Before any export work, refuses (one line each) an unknown
+    `quantize` mode, a folder that is not a saved model, an `output` that already exists (a file unless
+    `overwrite`; a folder always) and a place that cannot be written. Returns the output path. Raises ValueError
+    when the exported graph disagrees beyond 1e-4 (int8: beyond INT8_TOLERANCE of the outputs' largest value).
     """
     folder, output = Path(folder), Path(output)
+    if quantize is not None and quantize not in QUANTIZE_MODES:
+        raise ValueError(f"unknown quantize mode {quantize!r}; choose one of {', '.join(QUANTIZE_MODES)}")
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder {folder} does not exist")
     if output.is_dir():
@@ -89,7 +115,7 @@ def export_onnx(
             axes[1] = torch.export.Dim("choice")
         staged = staging / output.name
         torch.onnx.export(
-            _TupleOutputs(model),
+            _TupleOutputs(model).eval(),  # a new module is in training mode, and torch warns about exporting that
             inputs,
             staged,
             dynamo=True,
@@ -100,16 +126,61 @@ def export_onnx(
             external_data=model.num_parameters() * 4 > 1.5 * 2**30,
             verbose=False,
         )
+        if optimize or quantize:
+            optimize_graph(staged, model.config)
+        if quantize:
+            # The head (pooler, classifier, MLM transform) stays fp32: cheap, and where errors become predictions.
+            head = {f"model.{name}" for name, _ in model.named_parameters() if ".encoder." not in name}
+            quantize_graph(staged, quantize, head)
         if verify:
-            verify_onnx(model, staged, choices)
+            verify_onnx(model, staged, choices, INT8_TOLERANCE if quantize else None)
     return output
 
 
-def verify_onnx(model: MiniBertPreTrainedModel, path: Path, choices: int | None) -> float:
+def optimize_graph(path: Path, config: MiniBertConfig) -> None:
+    """Replace the graph at `path` by onnxruntime's BERT-optimized one (same inputs and outputs).
+
+    The fusions that apply to Mini-BERT's export are SkipLayerNormalization and BiasGelu; onnxruntime's Attention
+    fusion does not recognise the exported attention (one fused Q/K/V MatMul, then sdpa), so attention stays as
+    MatMul + Softmax. The ORT-level optimisations run when a session loads the graph, for the CPU it runs on.
+    """
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    optimized = optimize_model(
+        str(path), model_type="bert", num_heads=config.num_attention_heads, hidden_size=config.hidden_size
+    )
+    optimized.save_model_to_file(str(path))
+
+
+def quantize_graph(path: Path, mode: str, fp32_weights: set[str]) -> None:
+    """Replace the graph at `path` by its dynamically int8-quantized form in `mode` (see QUANTIZE_MODES), keeping
+    fp32 every MatMul without a weight matrix and every one whose weight is named in `fp32_weights`."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    graph = onnx.load(str(path)).graph
+    weights = {initializer.name for initializer in graph.initializer}
+    keep = [
+        node.name for node in graph.node if node.op_type == "MatMul"
+        and (node.input[1] not in weights or node.input[1].removesuffix("_Transposed") in fp32_weights)
+    ]
+    # quantize_dynamic first rewrites each Gemm (the pooler and 2-D heads) as a MatMul named after it.
+    keep += [f"{node.name}_MatMul" for node in graph.node if node.op_type == "Gemm"]
+    quantized = path.with_name(path.stem + ".int8" + path.suffix)
+    quantize_dynamic(
+        path, quantized, op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8, nodes_to_exclude=keep,
+        **QUANTIZE_MODES[mode],
+    )
+    os.replace(quantized, path)
+
+
+def verify_onnx(
+    model: MiniBertPreTrainedModel, path: Path, choices: int | None, relative_tolerance: float | None = None
+) -> float:
     """Run onnxruntime and PyTorch on a batch of another shape than the export's; return the largest difference.
 
     Compared at real tokens only: positions that are padding carry no meaning (and PyTorch's unpadded encoder
-    leaves them at zero).
+    leaves them at zero). The bound is TOLERANCE, or `relative_tolerance` times each output's largest value.
     """
     import onnxruntime
 
@@ -125,14 +196,19 @@ def verify_onnx(model: MiniBertPreTrainedModel, path: Path, choices: int | None)
         g = torch.from_numpy(g)
         if e.dim() >= 2 and e.shape[:2] == keep.shape:
             e, g = e[keep], g[keep]
-        worst = max(worst, float((e - g).abs().max()))
-        if worst > TOLERANCE:
-            raise ValueError(f"{path}: output {name.name} differs from PyTorch by {worst:.2e} (> {TOLERANCE})")
+        difference = float((e - g).abs().max())
+        worst = max(worst, difference)
+        bound = TOLERANCE if relative_tolerance is None else relative_tolerance * float(e.abs().max())
+        if difference > bound:
+            raise ValueError(f"{path}: output {name.name} differs from PyTorch by {difference:.2e} (> {bound:.2e})")
     return worst
 
 
 def _run_cli(args: argparse.Namespace) -> None:
-    path = export_onnx(args.folder, args.output, head=args.head, verify=not args.no_verify, overwrite=args.overwrite)
+    path = export_onnx(
+        args.folder, args.output, head=args.head, verify=not args.no_verify, overwrite=args.overwrite,
+        optimize=args.optimize, quantize=args.quantize,
+    )
     print(f"wrote {path}")
 
 
@@ -147,4 +223,8 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--head", help="class to export instead of the folder's own, e.g. MiniBertModel")
     parser.add_argument("--no-verify", "--no_verify", action="store_true", help="skip the onnxruntime comparison")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    parser.add_argument("--optimize", action="store_true", help="fuse the graph with onnxruntime's BERT optimizer")
+    parser.add_argument(
+        "--quantize", metavar="MODE", help=f"int8 weights in the optimized graph; MODE: {', '.join(QUANTIZE_MODES)}"
+    )
     parser.set_defaults(func=_run_cli)

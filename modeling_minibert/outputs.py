@@ -42,6 +42,10 @@ TEACHER_LOGITS_FILE = "teacher_logits.safetensors"
 TEACHER_LOGITS_INFO_FILE = "teacher_logits.json"
 TEACHER_INFO_FILE = "distill_teacher.json"  # inside TEACHER_DIR: what the fine-tuned teacher was trained from
 DISTILLATION_ARGS_FILE = "distillation_args.json"
+# An int8 model folder (modeling_minibert/quantization.py): its weights, and how they were quantized. Not
+# model.safetensors, so that from_pretrained refuses the folder instead of loading int8 values as floats.
+QUANTIZED_WEIGHTS_FILE = "model.int8.safetensors"
+QUANTIZED_INFO_FILE = "quantization.json"
 
 
 def results_file(split: str) -> str:

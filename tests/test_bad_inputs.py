@@ -322,6 +322,12 @@ def export(p, src: str = "broken", out: str = "onnx", **kwargs):
     return export_onnx(getattr(p, src), getattr(p, out), **kwargs)
 
 
+def quantize_api(p, **kwargs):
+    from modeling_minibert.quantization import quantize
+
+    return quantize(p.broken, p.out, **kwargs)
+
+
 def train_tok(p, inputs, **kwargs):
     from tokenization import train_tokenizer
 
@@ -589,6 +595,19 @@ ROWS: list[Row] = [
         lambda p: export(p, "out"), FileNotFoundError),
     Row("export-unknown-head", ("'BertModel'",), ("export-onnx", "{mlm}", "{onnx}", "--head", "BertModel"),
         lambda p: export(p, "mlm", head="BertModel")),
+    Row("export-unknown-quantize-mode", ("'int4'", "int8"), ("export-onnx", "{mlm}", "{onnx}", "--quantize", "int4"),
+        lambda p: export(p, "mlm", quantize="int4")),
+    Row("export-quantize-without-weights", ("{broken}", "no model.safetensors"), ("export-onnx", "{broken}", "{onnx}", "--quantize", "int8"),
+        lambda p: export(p, quantize="int8"), FileNotFoundError, source="mlm", breakage=delete("model.safetensors")),
+    Row("export-quantize-to-existing-file", ("{data}/corpus.txt", "already exists"), ("export-onnx", "{mlm}", "{data}/corpus.txt", "--quantize", "int8"),
+        lambda p: export(SimpleNamespace(broken=p.mlm, onnx=p.data / "corpus.txt"), quantize="int8"), FileExistsError),
+    # -- int8 in PyTorch (modeling_minibert.quantization: Python API only) ------------------------------------------
+    Row("quantize-without-weights", ("{broken}", "no model.safetensors"), None,
+        lambda p: quantize_api(p), FileNotFoundError, source="classifier", breakage=delete("model.safetensors")),
+    Row("quantize-into-non-empty-folder", ("{mlm}", "not empty"), None,
+        lambda p: quantize_api(SimpleNamespace(broken=p.classifier, out=p.mlm)), FileExistsError),
+    Row("quantize-source-does-not-exist", ("{out}", "does not exist"), None,
+        lambda p: quantize_api(SimpleNamespace(broken=p.out, out=p.nowhere)), FileNotFoundError),
     # -- train-tokenizer -------------------------------------------------------------------------------------------
     Row("tokenizer-vocab-size-below-minimum", ("vocab_size=3", "16"),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--vocab_size", "3"),

@@ -1,17 +1,24 @@
 """ONNX export: dynamic axes, outputs equal to PyTorch under onnxruntime; bad places refused before the work."""
 
+import json
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
+import numpy as np
+import onnx
 import onnxruntime
 import pytest
 import torch
-from fixtures.models import TINY
+from fixtures.deploy import assert_near_fp32, classifier, fixture_set
+from fixtures.environment import run_python
+from fixtures.models import TINY, ragged_batch
 
-from modeling_minibert import MiniBertConfig, MiniBertForPreTraining
+from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, MiniBertForSequenceClassification, MiniBertModel
 from modeling_minibert.cli import main as cli_main
 from modeling_minibert.export_onnx import example_inputs, export_onnx
+from modeling_minibert.onnx_session import LengthBucketedSession, length_buckets
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +124,80 @@ def test_folder_without_weights_or_missing_is_one_line(folder, tmp_path, capsys)
         err = capsys.readouterr().err
         assert err.startswith("minibert export-onnx: error: ") and err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["no-weights"]  # nothing written, no staging left
+
+
+# -- the deployment forms: optimized, int8, length buckets (tolerance for int8: tests/fixtures/deploy.py) ----------
+@pytest.fixture(scope="module")
+def classifier_folder(tmp_path_factory):
+    path = tmp_path_factory.mktemp("classifier")
+    classifier().save_pretrained(path)
+    return path
+
+
+def test_export_runs_the_model_in_eval_mode(folder, tmp_path):
+    """torch warned "Exporting a model while it is in training mode" for a model in eval mode (issue 26): the
+    wrapper around it was a new module, in training mode."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        export_onnx(folder, tmp_path / "model.onnx", verify=False)
+    assert not [w for w in caught if "training mode" in str(w.message)]
+
+
+def test_optimized_export_fuses_and_matches_pytorch_in_length_buckets(folder, tmp_path):
+    path = export_onnx(folder, tmp_path / "base.onnx", head="MiniBertModel", optimize=True)
+    ops = {node.op_type for node in onnx.load(str(path)).graph.node}
+    assert {"SkipLayerNormalization", "BiasGelu"} <= ops
+    model = MiniBertModel.from_pretrained(folder, unpad_inputs=False).eval()
+    ids, mask, types = ragged_batch(TINY["vocab_size"])
+    ids, mask, types = ids[:, :24], mask[:, :24], types[:, :24]  # rows with left padding, a hole, one token
+    assert len(length_buckets(mask.numpy(), step=8)) == 3
+    hidden, pooled = LengthBucketedSession(path, threads=1, step=8).run(ids.numpy(), mask.numpy(), types.numpy())
+    with torch.no_grad():
+        expected = model(ids, attention_mask=mask, token_type_ids=types)
+    keep = mask.bool()
+    torch.testing.assert_close(torch.from_numpy(hidden)[keep], expected.last_hidden_state[keep], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(torch.from_numpy(pooled), expected.pooler_output, atol=1e-4, rtol=1e-4)
+
+
+def test_int8_export_is_near_fp32_and_keeps_embeddings_and_head_fp32(classifier_folder, tmp_path):
+    path = export_onnx(classifier_folder, tmp_path / "int8.onnx", quantize="int8")
+    graph = onnx.load(str(path)).graph
+    ops = [node.op_type for node in graph.node]
+    # Per layer Q/K/V, attention output, FFN in and out; not the pooler and classifier (quantize_dynamic turned
+    # them into MatMuls and quantized them too, before the head was kept out by name).
+    assert ops.count("MatMulInteger") == 4 * TINY["num_hidden_layers"]
+    int8_weights = {i.name for i in graph.initializer if i.data_type == onnx.TensorProto.INT8}
+    assert not any("embeddings" in name for name in int8_weights)
+    ids, mask, types = fixture_set(TINY["vocab_size"])
+    got = LengthBucketedSession(path, threads=1).run(ids.numpy(), mask.numpy(), types.numpy())[0]
+    fp32 = MiniBertForSequenceClassification.from_pretrained(classifier_folder).eval()
+    with torch.no_grad():
+        expected = fp32(ids, attention_mask=mask, token_type_ids=types).logits
+    assert_near_fp32(expected, torch.from_numpy(got))
+
+
+def test_int8_file_runs_in_a_fresh_process_with_onnxruntime_alone(classifier_folder, tmp_path):
+    path = export_onnx(classifier_folder, tmp_path / "int8.onnx", quantize="int8")
+    ids, mask, types = (t.numpy() for t in fixture_set(TINY["vocab_size"], rows=4))
+    expected = onnxruntime.InferenceSession(str(path)).run(
+        None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
+    printed = run_python(
+        "import json, numpy as np, onnxruntime\n"
+        f"feed = {{k: np.array(v, dtype=np.int64) for k, v in {json.dumps({'input_ids': ids.tolist(), 'attention_mask': mask.tolist(), 'token_type_ids': types.tolist()})}.items()}}\n"
+        f"print(json.dumps(onnxruntime.InferenceSession({str(path)!r}).run(None, feed)[0].tolist()))\n",
+        cwd=tmp_path,
+    )
+    np.testing.assert_allclose(np.array(json.loads(printed)), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_unknown_quantize_mode_is_refused_before_any_export_work(folder, tmp_path, monkeypatch, capsys):
+    def no_export(*args, **kwargs):
+        raise AssertionError("the export started")
+
+    monkeypatch.setattr(torch.onnx, "export", no_export)
+    with pytest.raises(ValueError, match=r"unknown quantize mode 'int4'; choose one of int8, int8-per-tensor"):
+        export_onnx(folder, tmp_path / "model.onnx", quantize="int4")
+    assert cli_main(["export-onnx", str(folder), str(tmp_path / "model.onnx"), "--quantize", "int4"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("minibert export-onnx: error: unknown quantize mode 'int4'") and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []

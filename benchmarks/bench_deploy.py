@@ -1,0 +1,309 @@
+"""CPU deployment paths for a fine-tuned Mini-BERT classifier, side by side: speed, memory and accuracy.
+
+Paths (PATHS): transformers' BERT with the same weights (sdpa), eager Mini-BERT fp32, Mini-BERT int8 (PyTorch,
+`modeling_minibert.quantization`), onnxruntime on the plain export (`minibert export-onnx`), on the optimized
+export (`--optimize`, padded and in length buckets), and on the int8 export (`--quantize int8`, in buckets).
+
+Speed: real (non-pad) tokens/s at batch 1 (latency p50/p95, one snippet at a time) and on mixed-length 64x64
+batches (lengths uniform in 8..64, as benchmarks/bench_model.py), on 1 and 2 threads. Each measurement runs in its
+own process (so peak memory is its own: the resident-set peak while it runs, over the process's size before the
+model was loaded), in interleaved rounds; the table gives medians across rounds, and each ratio's range across
+rounds. Accuracy: Rotten Tomatoes test split (by movie, benchmarks/rotten_tomatoes.py) through every path, with
+the agreement of its predictions with eager fp32; also the int8 variants the quantization choices rule out.
+
+The model: pretrain, then fine-tune on Rotten Tomatoes (models stay under benchmarks/results/<name>/, ignored):
+
+    minibert pretrain --max_time 11 --output_dir benchmarks/results/deploy/pretrained
+    python benchmarks/finetune_rotten_tomatoes.py --model_name_or_path benchmarks/results/deploy/pretrained \\
+        --output benchmarks/results/deploy/rotten_tomatoes.json --output_dir benchmarks/results/deploy/classifier
+    python benchmarks/bench_deploy.py --model_name_or_path benchmarks/results/deploy/classifier
+
+Writes benchmarks/results/deploy.json and deploy.png; the exported and quantized models go to
+benchmarks/results/deploy/artifacts/. The README's deployment table is `readme_table()` of deploy.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_model import peak_rss_bytes, reset_peak_rss, rss_bytes  # noqa: E402
+from report import RESULTS, markdown_table, write_results  # noqa: E402
+
+REFERENCE = "onnxruntime fp32 (plain export)"
+EAGER = "Mini-BERT fp32 (eager)"
+# name -> how it runs; one entry per path, in the table's order.
+PATHS = {
+    "transformers BERT (sdpa)": "bert",
+    EAGER: "minibert",
+    "Mini-BERT int8 (PyTorch)": "minibert-int8",
+    REFERENCE: "onnx-plain",
+    "onnxruntime fp32 (optimized, padded)": "onnx-optimized-padded",
+    "onnxruntime fp32 (optimized, length buckets)": "onnx-optimized",
+    "onnxruntime int8 (optimized, length buckets)": "onnx-int8",
+}
+# Accuracy only: the quantization choices not taken, to show what they cost.
+VARIANTS = {
+    "Mini-BERT int8, per-tensor weights (PyTorch)": "minibert-int8-per-tensor",
+    "onnxruntime int8-per-tensor": "onnx-int8-per-tensor",
+    "onnxruntime int8-full-range": "onnx-int8-full-range",
+}
+ONNX_FILES = {"plain": ({}, "model.onnx"), "optimized": ({"optimize": True}, "model.optimized.onnx"),
+              **{mode: ({"quantize": mode}, f"model.{mode}.onnx") for mode in ("int8", "int8-per-tensor", "int8-full-range")}}
+SEQ_LEN, BATCH_SIZE, MIN_LEN = 64, 64, 8
+
+
+# -- the artifacts every path loads -------------------------------------------------------------------------------
+def prepare(model: Path, work: Path) -> None:
+    """The BERT copy, the PyTorch int8 folder and the ONNX files, made once (kept between runs)."""
+    from modeling_minibert.convert_bert import convert_minibert_to_bert
+    from modeling_minibert.export_onnx import export_onnx
+    from modeling_minibert.quantization import quantize
+
+    if not (work / "bert").exists():
+        convert_minibert_to_bert(model, work / "bert")
+    if not (work / "int8").exists():
+        quantize(model, work / "int8")
+    for mode, (kwargs, name) in ONNX_FILES.items():
+        if not (work / name).exists():
+            # Full-range int8 weights saturate on CPUs without VNNI and fail the export's check: written unchecked,
+            # to measure what they cost.
+            export_onnx(model, work / name, verify=mode != "int8-full-range", **kwargs)
+
+
+def load_path(kind: str, model: Path, work: Path, threads: int):
+    """A function (input_ids, attention_mask, token_type_ids) as int64 numpy (B, T) -> logits numpy (B, C)."""
+    import torch
+
+    torch.set_num_threads(threads)  # this process's own setting: each measurement runs in a fresh process
+    if kind.startswith("onnx"):
+        from modeling_minibert.onnx_session import LengthBucketedSession, make_session
+
+        name = ONNX_FILES["optimized" if kind == "onnx-optimized-padded" else kind.removeprefix("onnx-")][1]
+        if kind in ("onnx-plain", "onnx-optimized-padded"):
+            session = make_session(work / name, threads)
+            return lambda ids, mask, types: session.run(
+                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
+        bucketed = LengthBucketedSession(work / name, threads)
+        return lambda ids, mask, types: bucketed.run(ids, mask, types)[0]
+    net = torch_model(kind, model, work)
+
+    def run(ids, mask, types):
+        with torch.inference_mode():
+            return net(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+                       token_type_ids=torch.from_numpy(types)).logits.numpy()
+    return run
+
+
+def torch_model(kind: str, model: Path, work: Path):
+    from transformers import BertForSequenceClassification
+
+    from modeling_minibert import MiniBertForSequenceClassification
+    from modeling_minibert.quantization import load_quantized, quantize_dynamic_int8
+
+    if kind == "bert":
+        return BertForSequenceClassification.from_pretrained(work / "bert", attn_implementation="sdpa").eval()
+    if kind == "minibert-int8":
+        return load_quantized(work / "int8")
+    fp32 = MiniBertForSequenceClassification.from_pretrained(model).eval()
+    if kind == "minibert-int8-per-tensor":
+        return quantize_dynamic_int8(fp32, per_channel=False)
+    return fp32
+
+
+# -- speed: one process per (path, threads, round) ----------------------------------------------------------------
+def mixed_batches(count: int, batch_size: int, vocab_size: int, seed: int = 0) -> list[tuple]:
+    """Random ids, lengths uniform in MIN_LEN..SEQ_LEN, two segments: (ids, mask, types) int64 numpy each."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    batches = []
+    for _ in range(count):
+        lengths = rng.integers(MIN_LEN, SEQ_LEN + 1, batch_size)
+        positions = np.arange(SEQ_LEN)[None]
+        mask = (positions < lengths[:, None]).astype(np.int64)
+        ids = rng.integers(5, vocab_size, (batch_size, SEQ_LEN)) * mask
+        types = (positions >= (lengths // 2)[:, None]).astype(np.int64) * mask
+        batches.append((ids, mask, types))
+    return batches
+
+
+def timed(run, batches: list[tuple], min_seconds: float) -> tuple[float, list[float]]:
+    """Run the batches in turn (again from the start if needed) for at least `min_seconds`: (real tokens/s,
+    seconds per call)."""
+    for batch in batches[:2]:
+        run(*batch)  # warm-up: first calls allocate and pick kernels
+    seconds, tokens, start, k = [], 0, time.perf_counter(), 0
+    while time.perf_counter() - start < min_seconds or k < len(batches):
+        ids, mask, types = batches[k % len(batches)]
+        tic = time.perf_counter()
+        run(ids, mask, types)
+        seconds.append(time.perf_counter() - tic)
+        tokens += int(mask.sum())
+        k += 1
+    return tokens / sum(seconds), seconds
+
+
+def measure(kind: str, model: Path, work: Path, threads: int, seconds: float) -> dict:
+    """Batch-1 latency and tokens/s, mixed-batch tokens/s, and the memory the path adds."""
+    import numpy as np
+
+    from modeling_minibert import MiniBertConfig
+
+    vocab_size = MiniBertConfig.from_pretrained(model).vocab_size
+    baseline = rss_bytes()
+    reset_peak_rss()
+    run = load_path(kind, model, work, threads)
+    snippets = [tuple(a[:, : int(b[1].sum())] for a in b) for b in mixed_batches(50, 1, vocab_size, seed=1)]
+    single_rate, latencies = timed(run, snippets, seconds)
+    mixed_rate, _ = timed(run, mixed_batches(4, BATCH_SIZE, vocab_size), seconds)
+    return {"batch1_tokens_per_second": single_rate, "mixed_tokens_per_second": mixed_rate,
+            "latency_p50_ms": 1000 * float(np.percentile(latencies, 50)),
+            "latency_p95_ms": 1000 * float(np.percentile(latencies, 95)),
+            "peak_memory_mb": (peak_rss_bytes() - baseline) / 2**20}
+
+
+def measure_in_subprocess(kind: str, model: Path, work: Path, threads: int, seconds: float) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    argv = [sys.executable, __file__, "--model_name_or_path", str(model), "--work_dir", str(work),
+            "--measure", kind, "--threads", str(threads), "--seconds", str(seconds)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def speed(model: Path, work: Path, rounds: int, thread_counts: list[int], seconds: float) -> list[dict]:
+    """Interleaved rounds: every path once per round and thread count, in a fresh process each."""
+    from tqdm import tqdm
+
+    runs = [(r, t, name) for r in range(rounds) for t in thread_counts for name in PATHS]
+    measured = []
+    for r, t, name in tqdm(runs, desc="speed"):
+        measured.append({"round": r, "threads": t, "path": name,
+                         **measure_in_subprocess(PATHS[name], model, work, t, seconds)})
+    return measured
+
+
+def summarise(measured: list[dict], thread_counts: list[int]) -> list[dict]:
+    """Per path and thread count: medians across rounds, and ratios per round to the plain ONNX export and to
+    eager Mini-BERT (median and range)."""
+    rows = []
+    for threads in thread_counts:
+        by = {(m["path"], m["round"]): m for m in measured if m["threads"] == threads}
+        rounds = sorted({r for _, r in by})
+        for name in PATHS:
+            mine = [by[name, r] for r in rounds]
+            row = {"path": name, "threads": threads}
+            for key in mine[0]:
+                if key not in ("round", "threads", "path"):
+                    row[key] = statistics.median(m[key] for m in mine)
+            for label, ref in (("vs_onnx_plain", REFERENCE), ("vs_eager", EAGER)):
+                ratios = [by[name, r]["mixed_tokens_per_second"] / by[ref, r]["mixed_tokens_per_second"] for r in rounds]
+                row[label], row[label + "_range"] = statistics.median(ratios), [min(ratios), max(ratios)]
+            rows.append(row)
+    return rows
+
+
+# -- accuracy: Rotten Tomatoes test split through every path ------------------------------------------------------
+def accuracy(model: Path, work: Path) -> dict:
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from modeling_minibert import MiniBertConfig
+    from rotten_tomatoes import load_rotten_tomatoes
+
+    config = MiniBertConfig.from_pretrained(model)
+    test = load_rotten_tomatoes()["test"]
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    label_ids = np.array([config.label2id[label] for label in test["label"]])
+    batches = []
+    for start in range(0, len(test), BATCH_SIZE):
+        enc = tokenizer(test["text"][start:start + BATCH_SIZE], truncation=True, padding=True,
+                        max_length=config.max_position_embeddings, return_tensors="np")
+        batches.append(tuple(enc[k].astype(np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")))
+    predictions = {}
+    for name, kind in {**PATHS, **VARIANTS}.items():
+        run = load_path(kind, model, work, threads=2)
+        predictions[name] = np.concatenate([run(*batch).argmax(-1) for batch in batches])
+    reference = predictions[EAGER]
+    return {name: {"accuracy": float((p == label_ids).mean()), "agreement_with_fp32": float((p == reference).mean())}
+            for name, p in predictions.items()} | {"test_size": len(test)}
+
+
+# -- report -------------------------------------------------------------------------------------------------------
+def readme_table(results: dict) -> str:
+    """The README's deployment table: per path, mixed-batch tokens/s on 1 and 2 threads with the ratio to the plain
+    ONNX export (range across rounds), batch-1 latency and memory on 1 thread, and Rotten Tomatoes accuracy."""
+    rows = {(r["path"], r["threads"]): r for r in results["speed"]}
+    header = ["path", "mixed tok/s, 1 thread", "× plain ONNX (range)", "mixed tok/s, 2 threads",
+              "× plain ONNX (range)", "batch 1 p50 / p95 ms", "memory MB", "RT test accuracy"]
+    lines = []
+    for name in PATHS:
+        cells = [name]
+        for threads in (1, 2):
+            row = rows[name, threads]
+            low, high = row["vs_onnx_plain_range"]
+            cells += [f"{row['mixed_tokens_per_second']:,.0f}", f"**{row['vs_onnx_plain']:.2f}** ({low:.2f}–{high:.2f})"]
+        one = rows[name, 1]
+        cells += [f"{one['latency_p50_ms']:.1f} / {one['latency_p95_ms']:.1f}", f"{one['peak_memory_mb']:.0f}",
+                  f"{100 * results['accuracy'][name]['accuracy']:.1f}%"]
+        lines.append(cells)
+    return markdown_table(header, lines, "lrrrrrrr")
+
+
+def plot(results: dict, path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9, 4.2))
+    ax = figure.subplots()
+    names = list(PATHS)
+    width = 0.4
+    for k, threads in enumerate((1, 2)):
+        rows = {r["path"]: r for r in results["speed"] if r["threads"] == threads}
+        bars = ax.barh([i + (k - 0.5) * width for i in range(len(names))],
+                       [rows[n]["vs_onnx_plain"] for n in names], width, label=f"{threads} thread(s)")
+        ax.bar_label(bars, fmt="%.2f", fontsize=7)
+    ax.axvline(1.0, color="grey", linestyle="--", linewidth=1)
+    labels = [f"{n}\nRT acc {100 * results['accuracy'][n]['accuracy']:.1f}%" for n in names]
+    ax.set_yticks(range(len(names)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("mixed 64x64 batches: real tokens/s over onnxruntime on the plain export (median of rounds)")
+    ax.legend(fontsize=8)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+
+
+def main(argv: list[str] | None = None) -> dict | None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model_name_or_path", required=True, help="a fine-tuned MiniBertForSequenceClassification")
+    parser.add_argument("--work_dir", default=str(RESULTS / "deploy" / "artifacts"))
+    parser.add_argument("--output", default=str(RESULTS / "deploy.json"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--seconds", type=float, default=2.0, help="least time per measurement")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)  # internal: one measurement, printed as JSON
+    args = parser.parse_args(argv)
+    model, work = Path(args.model_name_or_path), Path(args.work_dir)
+    if args.measure:
+        print(json.dumps(measure(args.measure, model, work, args.threads[0], args.seconds)))
+        return None
+    prepare(model, work)
+    scores = accuracy(model, work)
+    load = os.getloadavg()
+    measured = speed(model, work, args.rounds, args.threads, args.seconds)
+    results = {"model": str(model), "load_average_before_after": [load[0], os.getloadavg()[0]],
+               "accuracy": scores, "speed": summarise(measured, args.threads), "measurements": measured}
+    output = write_results(args.output, results)
+    plot(results, output.with_suffix(".png"))
+    print(readme_table(results))
+    return results
+
+
+if __name__ == "__main__":
+    main()
