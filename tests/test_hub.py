@@ -31,16 +31,8 @@ from fixtures.models import TINY
 
 from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, MiniBertForSequenceClassification
 from modeling_minibert.cli import main as cli_main
-from modeling_minibert.hub import (
-    CARD_MARKER,
-    _call_without_leaking,
-    HEADS,
-    build_model_card,
-    files_to_upload,
-    push_to_hub,
-    refresh_model_card,
-    write_model_card,
-)
+from modeling_minibert.hub import _call_without_leaking, files_to_upload, push_to_hub
+from modeling_minibert.model_card import CARD_MARKER, HEADS, build_model_card, refresh_model_card, write_model_card
 from modeling_minibert.modeling_minibert import AUTO_MAP
 from tools.local_hub import LocalHub
 from tokenization import make_tokenizer

@@ -80,7 +80,7 @@ import yaml
 
 from modeling_minibert.checks_minibert import read_safetensors_header
 from modeling_minibert.files import temp_file_beside, write_bytes, write_text
-from modeling_minibert.hub import HEADS  # architecture suffix -> (Auto class, pipeline tag), from AUTO_MAP
+from modeling_minibert.model_card import HEADS  # architecture suffix -> (Auto class, pipeline tag), from AUTO_MAP
 
 logger = logging.getLogger(__name__)
 

@@ -41,6 +41,7 @@ from transformers.trainer_utils import PredictionOutput
 
 import modeling_minibert  # noqa: F401 - registers Mini-BERT with the Auto classes
 from modeling_minibert import hub, outputs
+from modeling_minibert.model_card import write_model_card
 from modeling_minibert.files import check_output_dir, staged_folder
 from modeling_minibert.outputs import (
     CHECKPOINT_PREFIX,
@@ -317,7 +318,7 @@ def train_and_save(
                 os.replace(checkpoint, staging / checkpoint.name)
     # Written once the folder has its final name: the card takes its title from the folder's name (in the staging
     # folder it would be the hidden ".NAME.partial-..."). write_text is atomic, so the card is whole or absent.
-    hub.write_model_card(output, task=TASKS[task].pipeline_tag, base_model=str(model_source), dataset_name=dataset_name(train_data))
+    write_model_card(output, task=TASKS[task].pipeline_tag, base_model=str(model_source), dataset_name=dataset_name(train_data))
     if push:
         hub.push_to_hub(output, args.hub_model_id, token=token, private=bool(args.hub_private_repo), revision=args.hub_revision)
     return FinetuneResult(

@@ -331,7 +331,7 @@ def save_run(run: PretrainingRun, t: Training, step: int, last_eval: dict, secon
         run_folder.plot_curves(t.metrics.read(), out / outputs.CURVES_FILE, run.objective.curves)
         with run_folder.naming_write_errors(f"the results into {out}"):
             outputs.write_results(out, {"train": train_metrics, "eval": eval_metrics})
-        from modeling_minibert.hub import write_model_card
+        from modeling_minibert.model_card import write_model_card
 
         write_model_card(out, task=run.objective.card_task, base_model=args.model_name_or_path, dataset_name=dataset_description(args))
     accelerator.wait_for_everyone()
