@@ -72,28 +72,31 @@ def shortened(code: str) -> str:
 
 
 # The `.venv/bin` of the README's first command (`bash .ci/setup`: `pip install -e '.[train]'`), each a launcher of
-# this interpreter without site-packages (-S) over `.venv/site`, and without the working directory on sys.path (-P)
-# where a console script would not have it.
+# this interpreter without its own site-packages (-S) over the fresh venv's, and without the working directory on
+# sys.path (-P) where a console script would not have it. The folder is named as a venv's because libraries look at
+# the name: dill (datasets' hashing) pickles modules from outside a "site-packages" path by value, and fails.
+SITE = Path("lib", f"python{sys.version_info.major}.{sys.version_info.minor}", "site-packages")
 LAUNCHERS = {
-    "python": 'PYTHONPATH="$VENV/site" exec "$PYTHON" -S "$@"',
-    "minibert": 'PYTHONPATH="$VENV/site" exec "$PYTHON" -S -P -c '
+    "python": 'PYTHONPATH="$SITE" exec "$PYTHON" -S "$@"',
+    "minibert": 'PYTHONPATH="$SITE" exec "$PYTHON" -S -P -c '
     "'import sys; from modeling_minibert.cli import main; sys.exit(main())' \"$@\"",
-    "pip": 'exec "$PYTHON" -S -P "$VENV/pip.py" "$@"',
+    "pip": 'exec "$PYTHON" -S -P "$VENV/pip.py" "$SITE" "$@"',
 }
 # The venv's pip: `pip install -e '.[EXTRA,...]'` from the clone links what that install would add (offline, as
-# `.venv/site` was built); anything else is refused, so the README cannot rely on an install this test cannot make.
+# its site-packages was built); anything else is refused, so the README cannot rely on an install this test cannot make.
 PIP = """
 import json, re, sys
 from pathlib import Path
 venv = Path(__file__).parent
-wanted = re.fullmatch(r"(?:-e|--editable) \\.\\[([\\w,-]+)\\]", " ".join(sys.argv[2:])) if sys.argv[1:2] == ["install"] else None
+site, args = Path(sys.argv[1]), sys.argv[2:]
+wanted = re.fullmatch(r"(?:-e|--editable) \\.\\[([\\w,-]+)\\]", " ".join(args[1:])) if args[:1] == ["install"] else None
 if not wanted:
-    sys.exit(f"the README test's pip installs only this clone's extras (pip install -e '.[EXTRA]'), not {sys.argv[1:]}")
+    sys.exit(f"the README test's pip installs only this clone's extras (pip install -e '.[EXTRA]'), not {args}")
 extras = json.loads((venv / "extras.json").read_text())
 for extra in wanted.group(1).split(","):
     for name, target in extras[extra].items():
-        if not (venv / "site" / name).exists():
-            (venv / "site" / name).symlink_to(target)
+        if not (site / name).exists():
+            (site / name).symlink_to(target)
 print(f"installed the clone with {wanted.group(1)}")
 """
 
@@ -101,7 +104,7 @@ print(f"installed the clone with {wanted.group(1)}")
 def fresh_venv(root: Path) -> Path:
     """`root/.venv` as the README's first command leaves it: the clone with the `[train]` extra, nothing else."""
     venv = root / ".venv"
-    install_site(venv / "site", root, "train")
+    install_site(venv / SITE, root, "train")
     extras = configparser.ConfigParser()
     extras.read(root / "setup.cfg")
     links = {extra: {k: str(v) for k, v in distribution_links(extra).items()} for extra in extras["options.extras_require"]}
@@ -110,7 +113,8 @@ def fresh_venv(root: Path) -> Path:
     (venv / "bin").mkdir()
     for name, command in LAUNCHERS.items():
         launcher = venv / "bin" / name
-        launcher.write_text(f'#!/bin/sh\nVENV={shlex.quote(str(venv))}\nPYTHON={shlex.quote(sys.executable)}\n{command}\n')
+        variables = {"VENV": venv, "SITE": venv / SITE, "PYTHON": sys.executable}
+        launcher.write_text("#!/bin/sh\n" + "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in variables.items()) + command + "\n")
         launcher.chmod(0o755)
     return venv
 
@@ -118,7 +122,7 @@ def fresh_venv(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def fresh_copy(tmp_path_factory) -> Path:
     """The repository's tracked files, as a fresh clone has them, with the `.venv` the README's first command makes."""
-    root = tmp_path_factory.mktemp("clone")
+    root = tmp_path_factory.mktemp("readme") / "clone"  # beside it, the private HF_HOME of the blocks
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
     for name in filter(None, tracked.decode().split("\0")):
         source = REPO / name
