@@ -31,7 +31,18 @@ SENTIMENT_TEMPLATES = [
     "{subject} feels {adj} , with a {adj2} {aspect} .",
 ]
 
+DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
+
+
+PEOPLE = ["Ana", "Ben", "Carla", "Dmitri", "Elena", "Farid", "Grace", "Hugo", "Ines", "Jonas", "Keiko", "Liam",
+          "Maya", "Nils", "Olga", "Pedro", "Quinn", "Rosa", "Sami", "Tara"]
+PLACES = ["Lisbon", "Paris", "Berlin", "Oslo", "Madrid", "Cairo", "Lima", "Quito", "Dublin", "Vienna",
+          "New York", "Buenos Aires", "San Diego", "Hong Kong", "Cape Town"]
+ORGS = ["Acme", "Globex", "Initech", "Umbrella", "Stark Industries", "Wayne Enterprises", "Blue Sky Airlines",
+        "Red River Bank", "Hooli", "Vandelay"]
 TOWNS = ["Alderton", "Brookfield", "Carrow", "Dunmore", "Elmstead", "Fairholm", "Glenbury", "Harwick"]
+# Pretraining documents: local news about the towns, and (so that the vocabulary and the model know the words the
+# fine-tuning examples are about) about the people, places, companies and films of the other files.
 TOPICS = {
     "council": ["The council met on {day} to discuss the budget for {town} .",
                 "Members voted to spend more on roads and schools .",
@@ -45,16 +56,21 @@ TOPICS = {
               "The coach praised the team for a strong second half .",
               "More than ten thousand fans watched the match .",
               "The captain said the season had been the best in years ."],
+    "business": ["{org} will open an office in {place} on {day} .",
+                 "{person} , who has worked for {org} for ten years , will run it .",
+                 "{person2} said the company hopes to hire fifty people in {place} .",
+                 "The new office is the first outside {place2} .",
+                 "Which company does {person2} work for now ? Still {org} ."],
+    "people": ["{person} moved from {place} to {place2} last year .",
+               "{person} now works for {org} and lives near the river .",
+               "On {day} {person2} flew to {place2} to visit {person} .",
+               "They said the city was busy but friendly .",
+               "Where does {person2} live ? Not far from {place2} ."],
+    "films": ["The new film starring {person} opened in {place} on {day} .",
+              "Critics found the {aspect} {good} and the {aspect2} {good2} .",
+              "Others said the {aspect3} was {bad} and the {aspect4} {bad2} .",
+              "{person2} , who wrote the script , lives in {place2} ."],
 }
-DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
-
-
-PEOPLE = ["Ana", "Ben", "Carla", "Dmitri", "Elena", "Farid", "Grace", "Hugo", "Ines", "Jonas", "Keiko", "Liam",
-          "Maya", "Nils", "Olga", "Pedro", "Quinn", "Rosa", "Sami", "Tara"]
-PLACES = ["Lisbon", "Paris", "Berlin", "Oslo", "Madrid", "Cairo", "Lima", "Quito", "Dublin", "Vienna",
-          "New York", "Buenos Aires", "San Diego", "Hong Kong", "Cape Town"]
-ORGS = ["Acme", "Globex", "Initech", "Umbrella", "Stark Industries", "Wayne Enterprises", "Blue Sky Airlines",
-        "Red River Bank", "Hooli", "Vandelay"]
 FILLERS = ["The weather was mild that year .", "Nobody expected the results .", "It rained for most of the week .",
            "The report was published on Monday .", "Prices went up again in the spring ."]
 
@@ -128,8 +144,11 @@ def sentiment_row(rng: random.Random) -> tuple[str, str]:
 
 def document(rng: random.Random) -> str:
     topic = rng.choice(list(TOPICS))
-    town, town2 = rng.sample(TOWNS, 2)
-    sentences = [s.format(town=town, town2=town2, day=rng.choice(DAYS)) for s in TOPICS[topic]]
+    slots = dict(zip(("town", "town2"), rng.sample(TOWNS, 2)), day=rng.choice(DAYS), org=rng.choice(ORGS))
+    slots |= dict(zip(("person", "person2"), rng.sample(PEOPLE, 2))) | dict(zip(("place", "place2"), rng.sample(PLACES, 2)))
+    slots |= dict(zip(("aspect", "aspect2", "aspect3", "aspect4"), rng.sample(ASPECTS, 4)))
+    slots |= dict(zip(("good", "good2"), rng.sample(GOOD, 2))) | dict(zip(("bad", "bad2"), rng.sample(BAD, 2)))
+    sentences = [s.format(**slots) for s in TOPICS[topic]]
     rest = sentences[1:]  # the first sentence opens the story; the others come in any order
     rng.shuffle(rest)
     return " ".join(sentences[:1] + rest)
@@ -152,7 +171,7 @@ def main() -> None:
     write_squad(HERE / "qa_train.json", [qa_paragraph(rng, i) for i in range(150)])
     write_squad(HERE / "qa_validation.json", [qa_paragraph(rng, 1000 + i) for i in range(30)])
     rng = random.Random(1)
-    (HERE / "pretraining.txt").write_text("\n\n".join(document(rng) for _ in range(300)) + "\n", encoding="utf-8")
+    (HERE / "pretraining.txt").write_text("\n\n".join(document(rng) for _ in range(600)) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

