@@ -259,6 +259,13 @@ class MiniBertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_prob = config.attention_probs_dropout_prob
 
+    def qkv_projection(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        # (..., H) -> (..., 3H): one matmul for Q, K and V, which read the same input. The weights stay separate
+        # parameters so that checkpoint keys line up with BERT's.
+        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])
+        bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
+        return nn.functional.linear(hidden_states, weight, bias)
+
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -270,11 +277,7 @@ class MiniBertSelfAttention(nn.Module):
         """hidden_states (B, T, H) and the mask in `attn_implementation`'s format; or, packed, hidden_states (N, H),
         no mask here and the buckets' masks in `packing`. -> same shape as hidden_states, and the weights (eager,
         padded only)."""
-        # One matmul for Q, K and V: the three projections read the same input. The weights stay separate
-        # parameters so that checkpoint keys line up with BERT's.
-        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])
-        bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
-        qkv = nn.functional.linear(hidden_states, weight, bias)  # (B, T, 3H) or (N, 3H)
+        qkv = self.qkv_projection(hidden_states)  # (B, T, 3H) or (N, 3H)
         if packing is None:
             return self._attend(qkv, attention_mask, attn_implementation, **kwargs)
         # Packed: attention is the one step that needs the sequences apart; run it bucket by bucket.

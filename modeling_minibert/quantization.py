@@ -27,9 +27,10 @@ from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as DynamicInt8Linear
 
 from . import AUTO_CLASSES
-from .configuration_minibert import MiniBertConfig, check_model_folder, check_model_path
+from .checks_minibert import check_model_folder
+from .configuration_minibert import MiniBertConfig, check_model_path
 from .files import check_output_dir, staged_folder
-from .modeling_minibert import MiniBertPreTrainedModel, MiniBertSelfAttention, Packing
+from .modeling_minibert import MiniBertPreTrainedModel, MiniBertSelfAttention
 from .outputs import QUANTIZED_INFO_FILE, QUANTIZED_WEIGHTS_FILE
 
 SCHEME = "int8-dynamic-per-channel"
@@ -50,19 +51,8 @@ class Int8SelfAttention(MiniBertSelfAttention):
             self.qkv.weight.copy_(torch.cat([q.weight, k.weight, v.weight]))
             self.qkv.bias.copy_(torch.cat([q.bias, k.bias, v.bias]))
 
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        attn_implementation: str,
-        packing: Packing | None = None,
-        **kwargs,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        qkv = self.qkv(hidden_states)  # (B, T, 3H) or (N, 3H)
-        if packing is None:
-            return self._attend(qkv, attention_mask, attn_implementation, **kwargs)
-        buckets = zip(packing.to_buckets(qkv), packing.bucket_masks)
-        return packing.from_buckets([self._attend(b, m, attn_implementation, **kwargs)[0] for b, m in buckets]), None
+    def qkv_projection(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.qkv(hidden_states)  # (..., 3H), through the one int8 layer
 
 
 def quantize_dynamic_int8(model: MiniBertPreTrainedModel, per_channel: bool = True) -> MiniBertPreTrainedModel:
