@@ -86,8 +86,8 @@ def finetune_question_answering(
             role: question_answer_columns(data, question_column, context_column, answers_column)
             for role, data in splits.items()
         }
+        config = flow.load_config(model)  # before the tokenizer: AutoTokenizer would warn past a bad config
         tok = flow.load_tokenizer(model, tokenizer)
-        config = flow.load_config(model)
         default_length, default_stride = default_window(tok, config)
         length = flow.check_max_length(max_length, tok, config) if max_length is not None else default_length
         stride = doc_stride if doc_stride is not None else min(default_stride, length // 4)

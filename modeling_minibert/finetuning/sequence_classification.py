@@ -77,8 +77,9 @@ def finetune_sequence_classification(
         names = flow.label_names(labels, read_splits["train"].labels, model, splits["train"].name)
         for role, data in splits.items():
             check_labels(data, label_column, read_splits[role].labels, names)
+        config = flow.load_config(model)  # before the tokenizer: AutoTokenizer would warn past a bad config
         tok = flow.load_tokenizer(model, tokenizer)
-        length = flow.check_max_length(max_length, tok, flow.load_config(model))
+        length = flow.check_max_length(max_length, tok, config)
         label2id = {name: i for i, name in enumerate(names)}
         tokenized = {
             role: Dataset.from_dict({**encode(tok, examples.inputs, length), "labels": [label2id[v] for v in examples.labels]})

@@ -57,8 +57,9 @@ def finetune_token_classification(
         names = flow.label_names(labels, read_splits["train"].labels, model, splits["train"].name)
         for role, data in splits.items():
             check_labels(data, tags_column, read_splits[role].labels, names)
+        config = flow.load_config(model)  # before the tokenizer: AutoTokenizer would warn past a bad config
         tok = flow.load_tokenizer(model, tokenizer)
-        length = flow.check_max_length(max_length, tok, flow.load_config(model))
+        length = flow.check_max_length(max_length, tok, config)
         tokenized = {
             role: tag_features(tok, examples.inputs, examples.labels, names, length, label_all_tokens and role == "train")
             for role, examples in read_splits.items()
