@@ -1,7 +1,6 @@
 """ONNX export: dynamic axes, outputs equal to PyTorch under onnxruntime; bad places refused before the work."""
 
 import json
-import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -11,7 +10,7 @@ import onnx
 import onnxruntime
 import pytest
 import torch
-from fixtures.deploy import assert_near_fp32, classifier, fixture_set
+from fixtures.deploy import assert_missing_weights_refused, assert_near_fp32, classifier, fixture_set
 from fixtures.environment import run_python
 from fixtures.models import TINY, ragged_batch
 
@@ -112,13 +111,7 @@ def test_overwrite_replaces_an_existing_file(folder, tmp_path):
 
 
 def test_folder_without_weights_or_missing_is_one_line(folder, tmp_path, capsys):
-    empty = tmp_path / "no-weights"
-    shutil.copytree(folder, empty)
-    (empty / "model.safetensors").unlink()
-    with pytest.raises(FileNotFoundError, match=r"no-weights holds no model weights \(no model.safetensors\)"):
-        export_onnx(empty, tmp_path / "out.onnx")
-    with pytest.raises(FileNotFoundError, match=r"model folder .*nowhere does not exist"):
-        export_onnx(tmp_path / "nowhere", tmp_path / "out.onnx")
+    empty = assert_missing_weights_refused(folder, tmp_path, lambda source: export_onnx(source, tmp_path / "out.onnx"))
     for source in (empty, tmp_path / "nowhere"):
         assert cli_main(["export-onnx", str(source), str(tmp_path / "out.onnx")]) == 2
         err = capsys.readouterr().err

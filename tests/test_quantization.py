@@ -2,11 +2,10 @@
 reloads in a fresh process, bad input refused before any work."""
 
 import json
-import shutil
 
 import pytest
 import torch
-from fixtures.deploy import assert_near_fp32, classifier, fixture_set
+from fixtures.deploy import assert_missing_weights_refused, assert_near_fp32, classifier, fixture_set
 from fixtures.environment import REPO, run_python
 from fixtures.models import TINY, ragged_batch
 
@@ -95,13 +94,7 @@ def test_bad_input_is_refused_before_any_work(folder, tmp_path, monkeypatch):
         raise AssertionError("the quantization started")
 
     monkeypatch.setattr("modeling_minibert.quantization.quantize_dynamic_int8", no_work)
-    empty = tmp_path / "no-weights"
-    shutil.copytree(folder, empty)
-    (empty / "model.safetensors").unlink()
-    with pytest.raises(FileNotFoundError, match=r"no-weights holds no model weights \(no model.safetensors\)"):
-        quantize(empty, tmp_path / "out")
-    with pytest.raises(FileNotFoundError, match=r"model folder .*nowhere does not exist"):
-        quantize(tmp_path / "nowhere", tmp_path / "out")
+    empty = assert_missing_weights_refused(folder, tmp_path, lambda source: quantize(source, tmp_path / "out"))
     with pytest.raises(FileExistsError, match=rf"output_dir {empty} is not empty"):
         quantize(folder, empty)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["no-weights"]  # nothing written
