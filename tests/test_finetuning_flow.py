@@ -243,8 +243,11 @@ def test_unknown_task_and_a_folder_without_tokenizer(tmp_path):
     with pytest.raises(ValueError, match=r"unknown task 'summarization'; choose one of \['sequence-classification'"):
         finetune("summarization", "x", "y", tmp_path / "o")
     data = Dataset.from_dict({"text": ["a", "b"], "label": ["x", "y"]})
-    with pytest.raises(FileNotFoundError, match=r"no tokenizer in this folder"):
+    with pytest.raises(FileNotFoundError, match=r"no config.json in this folder"):
         finetune_sequence_classification(tmp_path, data, tmp_path / "o")
+    MiniBertConfig().save_pretrained(tmp_path / "no_tokenizer")
+    with pytest.raises(FileNotFoundError, match=r"no tokenizer in this folder"):
+        finetune_sequence_classification(tmp_path / "no_tokenizer", data, tmp_path / "o")
 
 
 def test_finetuned_folders_work_without_the_package(checkpoint, tmp_path):

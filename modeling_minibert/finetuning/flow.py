@@ -213,6 +213,9 @@ def load_tokenizer(model: str | os.PathLike, tokenizer: str | os.PathLike | None
 
 
 def load_config(model: str | os.PathLike):
+    path = Path(model)
+    if path.is_dir() and not (path / "config.json").exists():
+        raise FileNotFoundError(f"{path}: no config.json in this folder (not a model folder)")
     try:
         return AutoConfig.from_pretrained(str(model))
     except OSError as err:
