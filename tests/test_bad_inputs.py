@@ -766,6 +766,13 @@ ROWS: list[Row] = [
     Row("finetune-squad-without-answers", ("{data}/squad_no_answers.json", "no answer"),
         finetune_cli(task="question-answering", train="{data}/squad_no_answers.json"),
         lambda p: tune(p, "question-answering", "squad_no_answers.json")),
+    # The question-answering options are checked where they are read, before the output folder or the data.
+    Row("finetune-qa-n-best-size-zero", ("n_best_size=0", "at least 1"),
+        finetune_cli("--n_best_size", "0", task="question-answering", train="{data}/nope.json"),
+        lambda p: tune(p, "question-answering", "nope.json", n_best_size=0)),
+    Row("finetune-qa-max-answer-length-zero", ("max_answer_length=0", "at least 1"),
+        finetune_cli("--max_answer_length", "0", task="question-answering", train="{data}/nope.json"),
+        lambda p: tune(p, "question-answering", "nope.json", max_answer_length=0)),
     # -- pretrain (its own table is in tests/test_pretraining_loop.py; these are the cross-cutting cases) ---------
     Row("pretrain-train-file-missing", ("{data}/nope.txt",), pretrain_cli(train="{data}/nope.txt"),
         lambda p: pretrain_api(p, train_file=[str(p.data / "nope.txt")]), FileNotFoundError),

@@ -135,6 +135,43 @@ def test_command_line_and_api_defaults_are_the_documented_numbers(checkpoint, tm
     assert not (tmp_path / "cli").exists() and not (tmp_path / "api").exists()
 
 
+@pytest.fixture
+def captured_trainers(monkeypatch):
+    """What each run would train: Trainer's arguments, the new head's labels, the tokenized splits."""
+    captured = []
+
+    def record(self, *args, **kwargs):
+        captured.append(self)
+        raise Captured
+
+    monkeypatch.setattr(Trainer, "train", record)
+    return captured
+
+
+def test_the_python_function_takes_the_command_lines_flags(checkpoint, tmp_path, captured_trainers):
+    """`finetune(**options)` is what `minibert finetune` calls: each flag, given to the function as a keyword option
+    of the same name (a `datasets` folder, pair columns, labels as the command writes them, a length, Trainer
+    fields), makes the same run."""
+    DatasetDict(train=pair_data(8, seed=0), validation=pair_data(6, seed=1)).save_to_disk(tmp_path / "pairs")
+    flags = {
+        "task": "sequence-classification", "model_name_or_path": str(checkpoint), "dataset_name": str(tmp_path / "pairs"),
+        "text_column_name": "question", "text_pair_column_name": "fact", "label_column_name": "kind",
+        "labels": "place,company", "max_seq_length": 12, "per_device_train_batch_size": 4, "seed": 3,
+    }
+    with pytest.raises(Captured):
+        main(["finetune", *[w for k, v in flags.items() for w in (f"--{k}", str(v))], "--output_dir", str(tmp_path / "cli")])
+    with pytest.raises(Captured):
+        finetune(**flags, output_dir=tmp_path / "api")
+    cli, api = captured_trainers
+    assert {**cli.args.to_dict(), "output_dir": None, "logging_dir": None} == {**api.args.to_dict(), "output_dir": None, "logging_dir": None}
+    for trainer in (cli, api):
+        assert (trainer.args.per_device_train_batch_size, trainer.args.seed) == (4, 3)
+        assert trainer.model.config.id2label == {0: "place", 1: "company"}
+        assert (len(trainer.train_dataset), len(trainer.eval_dataset)) == (8, 6)  # the dataset's validation split
+        assert max(len(ids) for ids in trainer.train_dataset["input_ids"]) == 12  # pairs cut to max_seq_length
+    assert cli.train_dataset["input_ids"] == api.train_dataset["input_ids"] and cli.train_dataset["labels"] == api.train_dataset["labels"]
+
+
 def test_training_arguments_follow_the_data(tmp_path):
     args = training_arguments(tmp_path, has_validation=True, metric="f1", eval_strategy="steps", eval_steps=7)
     assert (args.save_strategy, args.save_steps, args.metric_for_best_model) == ("steps", 7, "f1")
