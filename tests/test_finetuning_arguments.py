@@ -14,7 +14,13 @@ from modeling_minibert.cli import main
 from modeling_minibert.finetuning import finetune, training_arguments
 from modeling_minibert.finetuning.arguments import parse_args
 
-from fixtures.finetuning_checkpoint import NER_TRAIN, NER_VALIDATION, assert_clean_output, pair_data, pretrained_checkpoint
+from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
+    NER_TRAIN,
+    NER_VALIDATION,
+    assert_clean_output,
+    checkpoint,
+    pair_data,
+)
 
 # The README's fine-tuning defaults, written out: what both the command line and the Python API must use.
 DOCUMENTED = {
@@ -35,11 +41,6 @@ DOCUMENTED = {
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return pretrained_checkpoint(tmp_path_factory)
 
 
 def words(flags: dict[str, str | None], dashes: bool) -> list[str]:

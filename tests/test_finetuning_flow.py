@@ -27,22 +27,17 @@ from modeling_minibert.finetuning.flow import check_max_length, resume_checkpoin
 from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
 
 from fixtures.environment import run_python
-from fixtures.finetuning_checkpoint import (
+from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
     NER_TRAIN,
     QA_TRAIN,
     QUIET,
     assert_clean_output,
-    pretrained_checkpoint,
+    checkpoint,
     saved_files,
 )
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return pretrained_checkpoint(tmp_path_factory)
 
 
 GOOD_BAD = Dataset.from_dict({"text": ["good film", "bad film", "a good one", "so bad"] * 4, "label": ["pos", "neg"] * 8})

@@ -16,15 +16,10 @@ from modeling_minibert.finetuning.metrics import squad_metrics
 from modeling_minibert.finetuning.question_answering import qa_features
 from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
 
-from fixtures.finetuning_checkpoint import FAST, QA_TRAIN, QA_VALIDATION, assert_clean_output, pretrained_checkpoint
+from fixtures.finetuning_checkpoint import FAST, QA_TRAIN, QA_VALIDATION, assert_clean_output, checkpoint  # noqa: F401 (a fixture)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return pretrained_checkpoint(tmp_path_factory)
 
 
 def test_qa_windows_point_at_the_answer(checkpoint):

@@ -15,24 +15,19 @@ from fixtures.rotten_tomatoes import tfidf_baseline
 from modeling_minibert.finetuning import CONFUSION_FILE, finetune
 from modeling_minibert.finetuning.data import DataError
 
-from fixtures.finetuning_checkpoint import (
+from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
     FAST,
     QUIET,
     assert_clean_output,
+    checkpoint,
     head,
     pair_data,
-    pretrained_checkpoint,
     rotten_tomatoes_slice,
     rotten_tomatoes_splits,
 )
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return pretrained_checkpoint(tmp_path_factory)
 
 
 def test_sentence_pairs_train_with_accumulation_and_step_wise_evaluation(checkpoint, tmp_path):

@@ -13,15 +13,17 @@ from transformers import AutoTokenizer, Trainer, pipeline
 from modeling_minibert.finetuning import align_word_labels, continuation_labels, finetune
 from modeling_minibert.finetuning.data import load_data
 
-from fixtures.finetuning_checkpoint import FAST, NER_TRAIN, NER_VALIDATION, QUIET, assert_clean_output, pretrained_checkpoint
+from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
+    FAST,
+    NER_TRAIN,
+    NER_VALIDATION,
+    QUIET,
+    assert_clean_output,
+    checkpoint,
+)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return pretrained_checkpoint(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
