@@ -8,8 +8,8 @@ Three tasks, each a module exporting its `Task` (`TASK`) over the shared flow (c
     question_answering        question + context -> answer span; SQuAD exact match and F1 (0-100)
 
     tasks       the table: task name -> Auto class, pipeline tag, module (light: a plain install reads it)
-    flow        the Trainer run and the output folder (checkpoint-N/, all_results.json, trainer_state.json, card)
-    arguments   ModelArguments, DataTrainingArguments, our TrainingArguments defaults, the command line
+    flow        `finetune`: the Trainer run and the output folder (checkpoint-N/, all_results.json, card, ...)
+    arguments   FinetuneArguments (ModelArguments + DataTrainingArguments), our TrainingArguments defaults, the command
     data        reading and checking CSV/JSON/CoNLL/SQuAD/`datasets` data
     metrics     the scores;  plots: the figures
 
