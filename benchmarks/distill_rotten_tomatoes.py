@@ -44,7 +44,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer  # no
 
 from modeling_minibert.distillation import distill, predict_logits  # noqa: E402
 from modeling_minibert.files import write_json  # noqa: E402
-from modeling_minibert.finetuning import finetune_sequence_classification  # noqa: E402
+from modeling_minibert.finetuning import finetune  # noqa: E402
 from rotten_tomatoes import load_rotten_tomatoes, plot_sentences, tfidf_baseline  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -182,9 +182,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     def fine_tune(name: str, model: str, folder: Path, epochs: float, learning_rate: float) -> None:
         with Stage() as s:
-            result = finetune_sequence_classification(
-                model, splits["train"], folder, validation_data=splits["validation"], test_data=splits["test"], overwrite=True,
-                max_length=args.max_seq_length, num_train_epochs=epochs, learning_rate=learning_rate, **common,
+            result = finetune(task="sequence-classification", model_name_or_path=model,
+                train_data=splits["train"], output_dir=folder, validation_data=splits["validation"],
+                test_data=splits["test"], overwrite_output_dir=True,
+                max_seq_length=args.max_seq_length, num_train_epochs=epochs, learning_rate=learning_rate, **common,
             )
         systems[name] = {"test": result.test_metrics, "validation": result.metrics, "cpu_minutes": s.cpu_minutes,
                          "wall_minutes": s.wall_minutes, "model_dir": str(folder)}

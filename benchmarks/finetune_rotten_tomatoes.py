@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from matplotlib.figure import Figure  # noqa: E402
 
 from modeling_minibert.files import write_json  # noqa: E402
-from modeling_minibert.finetuning import finetune_sequence_classification  # noqa: E402
+from modeling_minibert.finetuning import finetune  # noqa: E402
 from rotten_tomatoes import load_rotten_tomatoes, tfidf_baseline  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -76,9 +76,9 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"TF-IDF + logistic regression (C={baseline['C']}): test accuracy {baseline['test']['accuracy']:.4f}")
 
     start = time.perf_counter()
-    finetuned = finetune_sequence_classification(
-        args.model, splits["train"], model_dir, validation_data=splits["validation"], test_data=splits["test"],
-        overwrite=True, num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
+    finetuned = finetune(task="sequence-classification", model_name_or_path=args.model,
+        train_data=splits["train"], output_dir=model_dir, validation_data=splits["validation"],
+        test_data=splits["test"], overwrite_output_dir=True, num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
         learning_rate=args.learning_rate, seed=args.seed,
     )
     finetune_seconds = time.perf_counter() - start

@@ -19,7 +19,6 @@ sub-token of that word. The teacher is never run during distillation: its logits
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -45,13 +44,13 @@ from modeling_minibert.finetuning import flow
 from modeling_minibert.finetuning.arguments import (
     DataArguments,
     ModelArguments,
-    build_parser,
-    fields_of,
-    print_scores,
-    training_options,
+    Job,
+    check_training_options,
+    require,
+    split_options,
 )
 from modeling_minibert.finetuning.data import DataSource, check_labels, load_data, sorted_labels, text_lines
-from modeling_minibert.finetuning.flow import Examples, FinetuneResult, Task
+from modeling_minibert.finetuning.flow import Examples, FinetuneResult, Task, finetune
 from modeling_minibert.finetuning.tasks import TASKS, load_task
 from modeling_minibert.finetuning.token_classification import first_subtokens
 from modeling_minibert.distillation_trainer import (
@@ -264,9 +263,7 @@ def load_logits_cache(folder: Path, key: str, words_given: bool) -> dict[str, li
 
 def check_options(args: DistillationArguments, has_train_data: bool) -> Task:
     """The task to distil; ValueError/FileNotFoundError for an option that cannot work, naming it."""
-    for name in ("task", "teacher_model_name_or_path", "model_name_or_path"):
-        if getattr(args, name) is None:
-            raise ValueError(f"{name} is required (--{name})")
+    require(args, "task", "teacher_model_name_or_path", "model_name_or_path")
     if args.train_file is None and not has_train_data:
         raise ValueError("train_file is required (--train_file), or train_data in Python")
     task = load_task(args.task)
@@ -366,9 +363,10 @@ def fine_tuned_teacher(
     data = {r: Dataset.from_dict(dict(zip(task.columns, (examples[r].inputs, examples[r].labels)))) for r in ("train", "validation") if r in examples}
     tokenizer = flow.load_tokenizer(args.teacher_model_name_or_path, None)
     copied = ("per_device_train_batch_size", "per_device_eval_batch_size", "seed", "disable_tqdm")
-    task.finetune(
-        args.teacher_model_name_or_path, data["train"], target, validation_data=data.get("validation"), labels=names,
-        max_length=max_length_for(args.teacher_model_name_or_path, tokenizer, args.max_seq_length), overwrite=True,
+    finetune(
+        task=task.name, model_name_or_path=args.teacher_model_name_or_path, train_data=data["train"],
+        validation_data=data.get("validation"), output_dir=target, labels=names, overwrite_output_dir=True,
+        max_seq_length=max_length_for(args.teacher_model_name_or_path, tokenizer, args.max_seq_length),
         num_train_epochs=args.teacher_num_train_epochs, learning_rate=args.teacher_learning_rate, report_to="none",
         **{k: training[k] for k in copied if k in training},
     )
@@ -391,21 +389,6 @@ def teacher_targets(
     logits = label_with_teacher(teacher, tokenizer, task, inputs, length, batch_size, names, show_progress)
     save_logits_cache(output, key, logits)
     return logits, False
-
-
-def split_options(options: dict[str, Any], has_validation: bool) -> tuple[DistillationArguments, dict[str, Any]]:
-    """Keyword options -> the DistillationArguments and the TrainingArguments options (checked now, before any
-    work: unknown names, evaluation without validation data, ...)."""
-    names = {f.name for f in dataclasses.fields(DistillationArguments)}
-    args = DistillationArguments(**{k: v for k, v in options.items() if k in names})
-    training = {k: v for k, v in options.items() if k not in names}
-    if not training.get("output_dir"):
-        raise ValueError("output_dir is required (--output_dir)")
-    # The best model is the one closest to the teacher (the validation loss); checkpoints need no optimizer state
-    # (they are dropped at the end).
-    training.setdefault("save_only_model", True)
-    flow.training_arguments(training["output_dir"], has_validation, "loss", **{k: v for k, v in training.items() if k != "output_dir"})
-    return args, training
 
 
 def distill(
@@ -433,7 +416,11 @@ def distill(
     given = {"train": train_data, "validation": validation_data, "test": test_data}
     sources = {role: given[role] if given[role] is not None else options.get(f"{role}_file") for role in given}
     sources = {role: source for role, source in sources.items() if source is not None}
-    args, training = split_options(options, "validation" in sources)
+    args, training = split_options(DistillationArguments, options)
+    # The best model is the one closest to the teacher (the validation loss); checkpoints need no optimizer state
+    # (they are dropped at the end).
+    training.setdefault("save_only_model", True)
+    check_training_options(training, "validation" in sources)
     task = check_options(args, train_data is not None)
     training.setdefault("disable_tqdm", not show_progress)
     # Trainer hands these columns to compute_metrics beside the labels (the mask: word targets only).
@@ -489,28 +476,22 @@ def keep_distillation_files(args: DistillationArguments, output: Path):
 # The command: HfArgumentParser over the same dataclasses as fine-tuning, calling `distill`
 
 
-def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "distill",
-        parents=[build_parser(DistillationArguments, add_help=False)],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        allow_abbrev=False,  # a prefix of a flag is not that flag (the 0.1 `--model` must not mean --model_name_or_path)
-        help="distil a fine-tuned teacher into a Mini-BERT",
-        description=(
-            "Train a pretrained Mini-BERT (the student) on a fine-tuned teacher's predictions over the training "
-            "data, unlabelled transfer texts and augmented copies; save it like a fine-tuning run."
-        ),
-    )
-    parser.set_defaults(func=run_cli)
+def saved_line(result: DistillResult) -> str:
+    reused = ", cached teacher logits reused" if result.reused_teacher_logits else ""
+    return (f"saved the distilled model to {result.output_dir} (teacher: {result.teacher}, "
+            f"{result.transfer_size} transfer examples{reused})")
 
 
-def run_cli(namespace: argparse.Namespace) -> int:
-    values = vars(namespace)
-    result = distill(**fields_of(DistillationArguments, values), **training_options(values))
-    print(f"saved the distilled model to {result.output_dir} (teacher: {result.teacher}, "
-          f"{result.transfer_size} transfer examples{', cached teacher logits reused' if result.reused_teacher_logits else ''})")
-    print_scores(result)
-    return 0
+DISTILL = Job(
+    "distill", DistillationArguments, "modeling_minibert.distillation.distill",
+    help="distil a fine-tuned teacher into a Mini-BERT",
+    description=(
+        "Train a pretrained Mini-BERT (the student) on a fine-tuned teacher's predictions over the training data, "
+        "unlabelled transfer texts and augmented copies; save it like a fine-tuning run."
+    ),
+    saved=saved_line,
+)
+add_cli = DISTILL.add_cli
 
 
 __all__ = [

@@ -6,7 +6,7 @@ checkpoint in it is recognised as complete.
       all_results.json, {train,eval,test}_results.json     final metrics, as `Trainer.save_metrics` writes them
       trainer_state.json or metrics.jsonl                  the history of the run
       training_curves.png, README.md (the model card)
-      checkpoint-N/                                        resumable state after step N
+      checkpoint-N/                                        resumable state after step N (model/: see CHECKPOINT_MODEL_DIR)
       .minibert.lock                                       held while a run writes here
 
 A new results or layout file is a name here plus the line of the job that writes it.
@@ -34,6 +34,9 @@ TRAINER_STATE_FILE = "trainer_state.json"
 CURVES_FILE = "training_curves.png"
 CONFUSION_FILE = "confusion_matrix.png"
 CHECKPOINT_PREFIX = "checkpoint-"
+# Inside a pretraining checkpoint whose trained module is more than the model it saves (ELECTRA's generator and
+# discriminator): the saved model alone, `from_pretrained(checkpoint, subfolder=CHECKPOINT_MODEL_DIR)`.
+CHECKPOINT_MODEL_DIR = "model"
 LOCK_FILE = ".minibert.lock"
 # Distillation's own leftovers in its output folder: the fine-tuned teacher and the teacher's cached logits.
 # Needed to rerun cheaply, never part of the published model.

@@ -379,7 +379,8 @@ def tune(p, task: str = "sequence-classification", train: str = "classes.csv", m
     from modeling_minibert.finetuning import finetune
 
     kwargs.setdefault("output_dir", p.out)
-    return finetune(task, getattr(p, model), p.data / train, report_to="none", disable_tqdm=True, **kwargs)
+    return finetune(task=task, model_name_or_path=getattr(p, model), train_file=p.data / train, report_to="none",
+                    disable_tqdm=True, **kwargs)
 
 
 def finetune_cli(*words: str, task: str = "sequence-classification", train: str = "{data}/classes.csv",
@@ -725,15 +726,16 @@ ROWS: list[Row] = [
     Row("finetune-csv-missing-label", ("{data}/missing_label.csv", "row 2", "'label'"), finetune_cli(train="{data}/missing_label.csv"),
         lambda p: tune(p, train="missing_label.csv")),
     Row("finetune-unknown-text-column", ("'review'", "['text', 'label']"), finetune_cli("--text_column_name", "review"),
-        lambda p: tune(p, text_column="review")),
+        lambda p: tune(p, text_column_name="review")),
     Row("finetune-unknown-label-column", ("'sentiment'",), finetune_cli("--label_column_name", "sentiment"),
-        lambda p: tune(p, label_column="sentiment")),
+        lambda p: tune(p, label_column_name="sentiment")),
     Row("finetune-labels-not-in-the-data", ("'1'", "['0', 'positive']"), finetune_cli("--labels", "0,positive"),
         lambda p: tune(p, labels=["0", "positive"])),
     Row("finetune-duplicate-labels", ("['0', '0']",), None, lambda p: tune(p, labels=["0", "0"])),
-    Row("finetune-max-seq-length-above-positions", ("max_length=1000", "max_position_embeddings=24"),
-        finetune_cli("--max_seq_length", "1000"), lambda p: tune(p, max_length=1000)),
-    Row("finetune-max-seq-length-zero", ("max_length=0",), finetune_cli("--max_seq_length", "0"), lambda p: tune(p, max_length=0)),
+    Row("finetune-max-seq-length-above-positions", ("max_seq_length=1000", "max_position_embeddings=24"),
+        finetune_cli("--max_seq_length", "1000"), lambda p: tune(p, max_seq_length=1000)),
+    Row("finetune-max-seq-length-zero", ("max_seq_length=0",), finetune_cli("--max_seq_length", "0"),
+        lambda p: tune(p, max_seq_length=0)),
     Row("finetune-unknown-training-option", ("'learning_rte'",), None, lambda p: tune(p, learning_rte=1e-3)),
     Row("finetune-learning-rate-not-a-number", ("--learning_rate", "'fast'"), finetune_cli("--learning_rate", "fast"),
         by_argparse=True),
@@ -764,6 +766,13 @@ ROWS: list[Row] = [
     Row("finetune-squad-without-answers", ("{data}/squad_no_answers.json", "no answer"),
         finetune_cli(task="question-answering", train="{data}/squad_no_answers.json"),
         lambda p: tune(p, "question-answering", "squad_no_answers.json")),
+    # The question-answering options are checked where they are read, before the output folder or the data.
+    Row("finetune-qa-n-best-size-zero", ("n_best_size=0", "at least 1"),
+        finetune_cli("--n_best_size", "0", task="question-answering", train="{data}/nope.json"),
+        lambda p: tune(p, "question-answering", "nope.json", n_best_size=0)),
+    Row("finetune-qa-max-answer-length-zero", ("max_answer_length=0", "at least 1"),
+        finetune_cli("--max_answer_length", "0", task="question-answering", train="{data}/nope.json"),
+        lambda p: tune(p, "question-answering", "nope.json", max_answer_length=0)),
     # -- pretrain (its own table is in tests/test_pretraining_loop.py; these are the cross-cutting cases) ---------
     Row("pretrain-train-file-missing", ("{data}/nope.txt",), pretrain_cli(train="{data}/nope.txt"),
         lambda p: pretrain_api(p, train_file=[str(p.data / "nope.txt")]), FileNotFoundError),

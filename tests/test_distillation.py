@@ -30,7 +30,7 @@ from modeling_minibert.distillation import (
     predict_logits,
     student_features,
 )
-from modeling_minibert.finetuning import finetune_sequence_classification
+from modeling_minibert.finetuning import finetune
 from modeling_minibert.finetuning.flow import Examples
 from modeling_minibert.outputs import CURVES_FILE, TEACHER_DIR, TEACHER_LOGITS_FILE as CACHE_FILE
 from safetensors.torch import load_file
@@ -114,7 +114,8 @@ def run(teacher, student, output, *, train=None, validation=None, test=None, **o
 def teacher(teacher_base, tmp_path_factory) -> Path:
     """A confident sentiment classifier: fine-tuned without validation data, so its last epoch is kept."""
     output = tmp_path_factory.mktemp("teacher") / "model"
-    finetune_sequence_classification(teacher_base, sentiment(160, 0), output, num_train_epochs=8, **QUIET)
+    finetune(task="sequence-classification", model_name_or_path=teacher_base,
+        train_data=sentiment(160, 0), output_dir=output, num_train_epochs=8, **QUIET)
     return output
 
 

@@ -11,10 +11,16 @@ from datasets import DatasetDict
 from transformers import Trainer
 
 from modeling_minibert.cli import main
-from modeling_minibert.finetuning import finetune_sequence_classification, training_arguments
+from modeling_minibert.finetuning import finetune, training_arguments
 from modeling_minibert.finetuning.arguments import parse_args
 
-from fixtures.finetuning_checkpoint import NER_TRAIN, NER_VALIDATION, assert_clean_output, pair_data, pretrained_checkpoint
+from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
+    NER_TRAIN,
+    NER_VALIDATION,
+    assert_clean_output,
+    checkpoint,
+    pair_data,
+)
 
 # The README's fine-tuning defaults, written out: what both the command line and the Python API must use.
 DOCUMENTED = {
@@ -35,11 +41,6 @@ DOCUMENTED = {
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return pretrained_checkpoint(tmp_path_factory)
 
 
 def words(flags: dict[str, str | None], dashes: bool) -> list[str]:
@@ -64,14 +65,14 @@ def test_the_example_scripts_flags_reach_their_arguments(dashes, tmp_path):
         "--hub_model_id": "me/model", "--hub_token": "hf_x", "--bf16": None, "--seed": "7", "--warmup_steps": "0.2",
         "--gradient_accumulation_steps": "2", "--train_sampling_strategy": "group_by_length", "--max_steps": "9",
     }
-    model_args, data_args, training = parse_args(words(flags, dashes))
-    assert (model_args.model_name_or_path, model_args.tokenizer_name) == ("some/model", "some/tokenizer")
+    data_args, training = parse_args(words(flags, dashes))
+    assert (data_args.model_name_or_path, data_args.tokenizer_name) == ("some/model", "some/tokenizer")
     assert (data_args.task, data_args.train_file, data_args.validation_file, data_args.test_file) == (
         "token-classification", "train.conll", "dev.conll", "test.conll")
     assert (data_args.text_column_name, data_args.text_pair_column_name, data_args.label_column_name) == ("words", "second", "ner")
     assert data_args.max_seq_length == 48 and data_args.label_all_tokens and data_args.overwrite_output_dir
     assert data_args.keep_checkpoints
-    assert parse_args(words({"--dataset_name": "folder"}, dashes))[1].dataset_name == "folder"
+    assert parse_args(words({"--dataset_name": "folder"}, dashes))[0].dataset_name == "folder"
     output_dir = training.pop("output_dir")
     args = training_arguments(output_dir, has_validation=True, metric="f1", **training)
     assert args.output_dir == str(tmp_path / "out")
@@ -84,7 +85,7 @@ def test_the_example_scripts_flags_reach_their_arguments(dashes, tmp_path):
 
 
 def test_resume_from_checkpoint_alone_means_the_newest():
-    assert parse_args(["--resume_from_checkpoint"])[2]["resume_from_checkpoint"] is True
+    assert parse_args(["--resume_from_checkpoint"])[1]["resume_from_checkpoint"] is True
 
 
 # The 0.1 names, dropped before any release: each is refused in one line, exit 2 (argparse names it).
@@ -126,12 +127,50 @@ def test_command_line_and_api_defaults_are_the_documented_numbers(checkpoint, tm
               "--dataset_name", str(tmp_path / "pairs"), "--text_column_name", "fact", "--label_column_name", "kind",
               "--output_dir", str(tmp_path / "cli")])
     with pytest.raises(Captured):
-        finetune_sequence_classification(checkpoint, data["train"], tmp_path / "api", validation_data=data["validation"],
-                                         text_column="fact", label_column="kind")
+        finetune(task="sequence-classification", model_name_or_path=checkpoint,
+            train_data=data["train"], output_dir=tmp_path / "api", validation_data=data["validation"],
+            text_column_name="fact", label_column_name="kind")
     for args in captured_args:
         assert {name: getattr(args, name) for name in DOCUMENTED} == DOCUMENTED
         assert args.metric_for_best_model == "accuracy" and args.greater_is_better
     assert not (tmp_path / "cli").exists() and not (tmp_path / "api").exists()
+
+
+@pytest.fixture
+def captured_trainers(monkeypatch):
+    """What each run would train: Trainer's arguments, the new head's labels, the tokenized splits."""
+    captured = []
+
+    def record(self, *args, **kwargs):
+        captured.append(self)
+        raise Captured
+
+    monkeypatch.setattr(Trainer, "train", record)
+    return captured
+
+
+def test_the_python_function_takes_the_command_lines_flags(checkpoint, tmp_path, captured_trainers):
+    """`finetune(**options)` is what `minibert finetune` calls: each flag, given to the function as a keyword option
+    of the same name (a `datasets` folder, pair columns, labels as the command writes them, a length, Trainer
+    fields), makes the same run."""
+    DatasetDict(train=pair_data(8, seed=0), validation=pair_data(6, seed=1)).save_to_disk(tmp_path / "pairs")
+    flags = {
+        "task": "sequence-classification", "model_name_or_path": str(checkpoint), "dataset_name": str(tmp_path / "pairs"),
+        "text_column_name": "question", "text_pair_column_name": "fact", "label_column_name": "kind",
+        "labels": "place,company", "max_seq_length": 12, "per_device_train_batch_size": 4, "seed": 3,
+    }
+    with pytest.raises(Captured):
+        main(["finetune", *[w for k, v in flags.items() for w in (f"--{k}", str(v))], "--output_dir", str(tmp_path / "cli")])
+    with pytest.raises(Captured):
+        finetune(**flags, output_dir=tmp_path / "api")
+    cli, api = captured_trainers
+    assert {**cli.args.to_dict(), "output_dir": None, "logging_dir": None} == {**api.args.to_dict(), "output_dir": None, "logging_dir": None}
+    for trainer in (cli, api):
+        assert (trainer.args.per_device_train_batch_size, trainer.args.seed) == (4, 3)
+        assert trainer.model.config.id2label == {0: "place", 1: "company"}
+        assert (len(trainer.train_dataset), len(trainer.eval_dataset)) == (8, 6)  # the dataset's validation split
+        assert max(len(ids) for ids in trainer.train_dataset["input_ids"]) == 12  # pairs cut to max_seq_length
+    assert cli.train_dataset["input_ids"] == api.train_dataset["input_ids"] and cli.train_dataset["labels"] == api.train_dataset["labels"]
 
 
 def test_training_arguments_follow_the_data(tmp_path):
@@ -183,9 +222,9 @@ def test_cli_with_a_datasets_folder(checkpoint, tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--task", "token-classification", "--train_file", "x.conll", "--output_dir", "o"], "the option --model_name_or_path is required"),
+        (["--task", "token-classification", "--train_file", "x.conll", "--output_dir", "o"], "model_name_or_path is required (--model_name_or_path)"),
         (["--task", "token-classification", "--model_name_or_path", "m", "--output_dir", "o"], "give exactly one of --train_file and --dataset_name"),
-        (["--model_name_or_path", "m", "--train_file", "x", "--output_dir", "o"], "the option --task is required"),
+        (["--model_name_or_path", "m", "--train_file", "x", "--output_dir", "o"], "task is required (--task)"),
     ],
 )
 def test_cli_missing_options(argv, message, capsys):

@@ -22,20 +22,17 @@ from modeling_minibert import MiniBertConfig
 from modeling_minibert.cli import main
 from modeling_minibert.finetuning import (
     finetune,
-    finetune_question_answering,
-    finetune_sequence_classification,
-    finetune_token_classification,
 )
 from modeling_minibert.finetuning.flow import check_max_length, resume_checkpoint
 from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
 
 from fixtures.environment import run_python
-from fixtures.finetuning_checkpoint import (
+from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
     NER_TRAIN,
     QA_TRAIN,
     QUIET,
     assert_clean_output,
-    pretrained_checkpoint,
+    checkpoint,
     saved_files,
 )
 
@@ -43,18 +40,13 @@ from fixtures.finetuning_checkpoint import (
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return pretrained_checkpoint(tmp_path_factory)
-
-
 GOOD_BAD = Dataset.from_dict({"text": ["good film", "bad film", "a good one", "so bad"] * 4, "label": ["pos", "neg"] * 8})
 
 
 def test_output_folder_holds_trainers_result_files(checkpoint, tmp_path):
-    result = finetune_sequence_classification(
-        checkpoint, GOOD_BAD, tmp_path / "out", validation_data=GOOD_BAD, test_data=GOOD_BAD, num_train_epochs=2, **QUIET
-    )
+    result = finetune(task="sequence-classification", model_name_or_path=checkpoint,
+        train_data=GOOD_BAD, output_dir=tmp_path / "out", validation_data=GOOD_BAD, test_data=GOOD_BAD,
+        num_train_epochs=2, **QUIET)
     output = result.output_dir
     assert_clean_output(output)
     assert {"eval_results.json", "test_results.json"} <= saved_files(output)
@@ -74,9 +66,8 @@ def test_output_folder_holds_trainers_result_files(checkpoint, tmp_path):
 
 def test_an_interrupted_run_resumes_to_the_same_weights_and_checkpoints_are_kept_on_request(checkpoint, tmp_path, monkeypatch):
     options = dict(per_device_train_batch_size=4, max_steps=4, save_strategy="steps", save_steps=2, **QUIET)
-    whole = finetune_sequence_classification(
-        checkpoint, GOOD_BAD, tmp_path / "whole", keep_checkpoints=True, save_total_limit=None, **options
-    )
+    whole = finetune(task="sequence-classification", model_name_or_path=checkpoint,
+        train_data=GOOD_BAD, output_dir=tmp_path / "whole", keep_checkpoints=True, save_total_limit=None, **options)
     # Checkpoints are kept on request (and, as assert_clean_output checks below, removed by default).
     assert sorted(p.name for p in whole.output_dir.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
     assert "model.safetensors" in saved_files(whole.output_dir / "checkpoint-2")
@@ -91,15 +82,18 @@ def test_an_interrupted_run_resumes_to_the_same_weights_and_checkpoints_are_kept
 
     monkeypatch.setattr(Trainer, "training_step", dies_at_step_3)
     with pytest.raises(KeyboardInterrupt):
-        finetune_sequence_classification(checkpoint, GOOD_BAD, tmp_path / "out", **options)
+        finetune(task="sequence-classification", model_name_or_path=checkpoint,
+            train_data=GOOD_BAD, output_dir=tmp_path / "out", **options)
     monkeypatch.setattr(Trainer, "training_step", training_step)
     # The checkpoint survives the failure, and nothing else is there: no final model, no staging folder.
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["checkpoint-2"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "whole"]
     with pytest.raises(FileExistsError, match="pass --resume_from_checkpoint to continue the run saved there"):
-        finetune_sequence_classification(checkpoint, GOOD_BAD, tmp_path / "out", **options)
+        finetune(task="sequence-classification", model_name_or_path=checkpoint,
+            train_data=GOOD_BAD, output_dir=tmp_path / "out", **options)
 
-    resumed = finetune_sequence_classification(checkpoint, GOOD_BAD, tmp_path / "out", resume_from_checkpoint=True, **options)
+    resumed = finetune(task="sequence-classification", model_name_or_path=checkpoint,
+        train_data=GOOD_BAD, output_dir=tmp_path / "out", resume_from_checkpoint=True, **options)
     state = json.loads((resumed.output_dir / "trainer_state.json").read_text())
     assert state["global_step"] == 4
     expected, got = load_file(whole.output_dir / "model.safetensors"), load_file(resumed.output_dir / "model.safetensors")
@@ -113,7 +107,8 @@ def test_an_interrupted_run_resumes_to_the_same_weights_and_checkpoints_are_kept
 def saved_checkpoints(checkpoint, tmp_path_factory):
     """checkpoint-2 and checkpoint-4 of a finished run, as Trainer saved them."""
     output = tmp_path_factory.mktemp("kept") / "run"
-    finetune_sequence_classification(checkpoint, GOOD_BAD, output, keep_checkpoints=True, save_total_limit=None,
+    finetune(task="sequence-classification", model_name_or_path=checkpoint,
+        train_data=GOOD_BAD, output_dir=output, keep_checkpoints=True, save_total_limit=None,
                                      per_device_train_batch_size=4, max_steps=4, save_strategy="steps", save_steps=2, **QUIET)
     return output
 
@@ -151,7 +146,8 @@ def test_resume_skips_an_unfinished_newest_checkpoint_for_the_one_before(saved_c
 
 def test_resume_without_a_checkpoint_is_a_clear_error(checkpoint, tmp_path):
     with pytest.raises(FileNotFoundError, match=r"resume_from_checkpoint: no checkpoint-N folder in .*out to resume from"):
-        finetune_sequence_classification(checkpoint, GOOD_BAD, tmp_path / "out", resume_from_checkpoint=True, **QUIET)
+        finetune(task="sequence-classification", model_name_or_path=checkpoint,
+            train_data=GOOD_BAD, output_dir=tmp_path / "out", resume_from_checkpoint=True, **QUIET)
     assert not (tmp_path / "out").exists()
 
 
@@ -160,13 +156,16 @@ def test_output_folder_is_never_half_written(checkpoint, tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("x")
     with pytest.raises(FileExistsError, match=r"output_dir .*out is not empty; pass .*--overwrite_output_dir to replace it"):
-        finetune_sequence_classification(checkpoint, data, tmp_path / "out")
+        finetune(task="sequence-classification", model_name_or_path=checkpoint,
+            train_data=data, output_dir=tmp_path / "out")
     # A failure inside the run (here a bad Trainer option) leaves the old folder as it was, and no staging folder.
     with pytest.raises(ValueError, match=r"unknown training option\(s\) \['not_an_option'\]"):
-        finetune_sequence_classification(checkpoint, data, tmp_path / "out", overwrite=True, not_an_option=1)
+        finetune(task="sequence-classification", model_name_or_path=checkpoint,
+            train_data=data, output_dir=tmp_path / "out", overwrite_output_dir=True, not_an_option=1)
     assert saved_files(tmp_path / "out") == {"keep.txt"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-    finetune_sequence_classification(checkpoint, data, tmp_path / "out", overwrite=True, max_steps=1, **QUIET)
+    finetune(task="sequence-classification", model_name_or_path=checkpoint,
+        train_data=data, output_dir=tmp_path / "out", overwrite_output_dir=True, max_steps=1, **QUIET)
     assert "keep.txt" not in saved_files(tmp_path / "out") and "model.safetensors" in saved_files(tmp_path / "out")
 
 
@@ -211,8 +210,9 @@ def test_push_to_hub_uploads_the_final_folder_only(checkpoint, tmp_path, monkeyp
         # huggingface_hub reads these when imported; the endpoint is read again by each HfApi.
         monkeypatch.setattr(hub_constants, "ENDPOINT", hub.endpoint)
         monkeypatch.setattr(hub_constants, "HF_HUB_DISABLE_XET", True)
-        result = finetune_sequence_classification(
-            checkpoint, GOOD_BAD, tmp_path / "out", validation_data=GOOD_BAD, max_steps=2, eval_strategy="steps",
+        result = finetune(task="sequence-classification", model_name_or_path=checkpoint,
+            train_data=GOOD_BAD, output_dir=tmp_path / "out", validation_data=GOOD_BAD, max_steps=2,
+            eval_strategy="steps",
             eval_steps=1, push_to_hub=True, hub_model_id=f"{user}/sentiment", hub_token=token, **QUIET,
         )
         files = hub.repo_files(f"{user}/sentiment")
@@ -226,7 +226,8 @@ def test_push_to_hub_uploads_the_final_folder_only(checkpoint, tmp_path, monkeyp
 
 def test_push_to_hub_needs_a_repo_id(checkpoint, tmp_path):
     with pytest.raises(ValueError, match=r"push_to_hub needs hub_model_id"):
-        finetune_sequence_classification(checkpoint, GOOD_BAD, tmp_path / "out", push_to_hub=True, max_steps=1, **QUIET)
+        finetune(task="sequence-classification", model_name_or_path=checkpoint,
+            train_data=GOOD_BAD, output_dir=tmp_path / "out", push_to_hub=True, max_steps=1, **QUIET)
     assert not (tmp_path / "out").exists()
 
 
@@ -235,28 +236,33 @@ def test_max_length_is_bounded_by_the_position_table():
     tokenizer = SimpleNamespace(model_max_length=10**30)  # transformers' "no limit"
     assert check_max_length(None, tokenizer, config) == 64
     assert check_max_length(48, tokenizer, config) == 48
-    with pytest.raises(ValueError, match=r"max_length=100 must be above 2 and at most the model's max_position_embeddings=64"):
+    with pytest.raises(ValueError, match=r"max_seq_length=100 must be above 2 and at most the model's max_position_embeddings=64"):
         check_max_length(100, tokenizer, config)
 
 
 def test_unknown_task_and_a_folder_without_tokenizer(tmp_path):
     with pytest.raises(ValueError, match=r"unknown task 'summarization'; choose one of \['sequence-classification'"):
-        finetune("summarization", "x", "y", tmp_path / "o")
+        finetune(task="summarization", model_name_or_path="x", train_file="y", output_dir=tmp_path / "o")
     data = Dataset.from_dict({"text": ["a", "b"], "label": ["x", "y"]})
     with pytest.raises(FileNotFoundError, match=r"no config.json in this folder"):
-        finetune_sequence_classification(tmp_path, data, tmp_path / "o")
+        finetune(task="sequence-classification", model_name_or_path=tmp_path,
+            train_data=data, output_dir=tmp_path / "o")
     MiniBertConfig().save_pretrained(tmp_path / "no_tokenizer")
     with pytest.raises(FileNotFoundError, match=r"no tokenizer in this folder"):
-        finetune_sequence_classification(tmp_path / "no_tokenizer", data, tmp_path / "o")
+        finetune(task="sequence-classification", model_name_or_path=tmp_path / "no_tokenizer",
+            train_data=data, output_dir=tmp_path / "o")
 
 
 def test_finetuned_folders_work_without_the_package(checkpoint, tmp_path):
     """A fresh interpreter that cannot import this project loads all three kinds of folder with plain transformers
     and gets the answers this process gets (the weights need not be good for that: one step each)."""
     one_step = dict(max_steps=1, **QUIET)
-    classifier = finetune_sequence_classification(checkpoint, GOOD_BAD, tmp_path / "clf", **one_step).output_dir
-    tagger = finetune_token_classification(checkpoint, NER_TRAIN, tmp_path / "ner", **one_step).output_dir
-    reader = finetune_question_answering(checkpoint, QA_TRAIN, tmp_path / "qa", max_length=32, doc_stride=8, **one_step).output_dir
+    classifier = finetune(task="sequence-classification", model_name_or_path=checkpoint,
+        train_data=GOOD_BAD, output_dir=tmp_path / "clf", **one_step).output_dir
+    tagger = finetune(task="token-classification", model_name_or_path=checkpoint,
+        train_file=NER_TRAIN, output_dir=tmp_path / "ner", **one_step).output_dir
+    reader = finetune(task="question-answering", model_name_or_path=checkpoint,
+        train_file=QA_TRAIN, output_dir=tmp_path / "qa", max_seq_length=32, doc_stride=8, **one_step).output_dir
     text, sentence = "A warm, funny and moving film.", "Yesterday Ana visited New York with Ben ."
     question, context = "Where does Ana live ?", "Ben works for Acme . Ana lives in Paris ."
     expected = {

@@ -10,21 +10,16 @@ import torch
 from datasets import Dataset
 from transformers import AutoTokenizer, pipeline
 
-from modeling_minibert.finetuning import PREDICTIONS_FILE, finetune_question_answering
+from modeling_minibert.finetuning import PREDICTIONS_FILE, finetune
 from modeling_minibert.finetuning.data import DataError, load_data, question_answer_columns
 from modeling_minibert.finetuning.metrics import squad_metrics
 from modeling_minibert.finetuning.question_answering import qa_features
 from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
 
-from fixtures.finetuning_checkpoint import FAST, QA_TRAIN, QA_VALIDATION, assert_clean_output, pretrained_checkpoint
+from fixtures.finetuning_checkpoint import FAST, QA_TRAIN, QA_VALIDATION, assert_clean_output, checkpoint  # noqa: F401 (a fixture)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return pretrained_checkpoint(tmp_path_factory)
 
 
 def test_qa_windows_point_at_the_answer(checkpoint):
@@ -62,8 +57,9 @@ def test_question_too_long_for_the_window(checkpoint):
 @pytest.fixture(scope="module")
 def qa_model(checkpoint, tmp_path_factory):
     output = tmp_path_factory.mktemp("qa") / "model"
-    return finetune_question_answering(
-        checkpoint, QA_TRAIN, output, validation_data=QA_VALIDATION, test_data=QA_VALIDATION, max_length=32, doc_stride=8, n_best=3,
+    return finetune(task="question-answering", model_name_or_path=checkpoint,
+        train_file=QA_TRAIN, output_dir=output, validation_file=QA_VALIDATION, test_file=QA_VALIDATION,
+        max_seq_length=32, doc_stride=8, n_best_size=3,
         num_train_epochs=12, **FAST,
     )
 
@@ -111,5 +107,6 @@ def test_answer_outside_its_context_fails_before_training(checkpoint, tmp_path):
     document["data"][0]["paragraphs"][1]["qas"][0]["answers"][0]["answer_start"] += 1
     (tmp_path / "qa.json").write_text(json.dumps(document))
     with pytest.raises(DataError, match=r"qa\.json, row 3 \(id 'q1-0'\), field 'answers': answer '.*' is not in the context at answer_start"):
-        finetune_question_answering(checkpoint, tmp_path / "qa.json", tmp_path / "out")
+        finetune(task="question-answering", model_name_or_path=checkpoint,
+            train_file=tmp_path / "qa.json", output_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()

@@ -12,16 +12,16 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, pipeline
 
 from fixtures.rotten_tomatoes import tfidf_baseline
-from modeling_minibert.finetuning import CONFUSION_FILE, finetune, finetune_sequence_classification
+from modeling_minibert.finetuning import CONFUSION_FILE, finetune
 from modeling_minibert.finetuning.data import DataError
 
-from fixtures.finetuning_checkpoint import (
+from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
     FAST,
     QUIET,
     assert_clean_output,
+    checkpoint,
     head,
     pair_data,
-    pretrained_checkpoint,
     rotten_tomatoes_slice,
     rotten_tomatoes_splits,
 )
@@ -30,16 +30,11 @@ from fixtures.finetuning_checkpoint import (
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return pretrained_checkpoint(tmp_path_factory)
-
-
 def test_sentence_pairs_train_with_accumulation_and_step_wise_evaluation(checkpoint, tmp_path):
     train, validation = pair_data(256, seed=1), pair_data(64, seed=2)
-    result = finetune_sequence_classification(
-        checkpoint, train, tmp_path / "pairs", validation_data=validation,
-        text_column="question", text_pair_column="fact", label_column="kind",
+    result = finetune(task="sequence-classification", model_name_or_path=checkpoint,
+        train_data=train, output_dir=tmp_path / "pairs", validation_data=validation,
+        text_column_name="question", text_pair_column_name="fact", label_column_name="kind",
         # Trainer options pass through: accumulation, step-wise evaluation and saving, length-grouped batches, bf16.
         gradient_accumulation_steps=2, eval_strategy="steps", eval_steps=8, group_by_length=True, bf16=True,
         per_device_train_batch_size=16, learning_rate=3e-3, num_train_epochs=4, **QUIET,
@@ -67,8 +62,8 @@ def rotten_tomatoes():
 @pytest.fixture(scope="module")
 def sentiment_model(checkpoint, rotten_tomatoes, tmp_path_factory):
     return finetune(
-        "sequence-classification", checkpoint, rotten_tomatoes["train"], tmp_path_factory.mktemp("rt") / "sentiment",
-        validation_data=rotten_tomatoes["validation"], test_data=rotten_tomatoes["test"],
+        task="sequence-classification", model_name_or_path=checkpoint, train_data=rotten_tomatoes["train"],
+        output_dir=tmp_path_factory.mktemp("rt") / "sentiment", validation_data=rotten_tomatoes["validation"], test_data=rotten_tomatoes["test"],
         num_train_epochs=1, **FAST,
     )
 
@@ -114,9 +109,11 @@ def test_tfidf_baseline_beats_the_majority_class():
 
 def test_starting_from_a_finetuned_classifier_keeps_its_label_ids(checkpoint, tmp_path):
     data = Dataset.from_dict({"text": ["good film", "bad film"] * 4, "label": ["pos", "neg"] * 4})
-    first = finetune_sequence_classification(checkpoint, data, tmp_path / "a", labels=["pos", "neg"], max_steps=1, **QUIET)
+    first = finetune(task="sequence-classification", model_name_or_path=checkpoint,
+        train_data=data, output_dir=tmp_path / "a", labels=["pos", "neg"], max_steps=1, **QUIET)
     assert first.metrics == {}  # no validation data: the last model is saved
-    second = finetune_sequence_classification(first.output_dir, data, tmp_path / "b", max_steps=1, **QUIET)
+    second = finetune(task="sequence-classification", model_name_or_path=first.output_dir,
+        train_data=data, output_dir=tmp_path / "b", max_steps=1, **QUIET)
     assert second.labels == ["pos", "neg"]  # not re-sorted to ["neg", "pos"]
 
 
@@ -124,5 +121,6 @@ def test_bad_validation_labels_fail_before_training(checkpoint, tmp_path):
     (tmp_path / "train.csv").write_text("text,label\ngood,pos\nbad,neg\n")
     (tmp_path / "validation.csv").write_text("text,label\nfine,pos\nmeh,neutral\n")
     with pytest.raises(DataError, match=r"validation\.csv, row 2, field 'label': label 'neutral' is not one of the labels \['neg', 'pos'\]"):
-        finetune_sequence_classification(checkpoint, tmp_path / "train.csv", tmp_path / "out", validation_data=tmp_path / "validation.csv")
+        finetune(task="sequence-classification", model_name_or_path=checkpoint,
+            train_file=tmp_path / "train.csv", output_dir=tmp_path / "out", validation_file=tmp_path / "validation.csv")
     assert not (tmp_path / "out").exists()

@@ -10,26 +10,27 @@ import torch
 from datasets import Dataset
 from transformers import AutoTokenizer, Trainer, pipeline
 
-from modeling_minibert.finetuning import align_word_labels, continuation_labels, finetune_token_classification
+from modeling_minibert.finetuning import align_word_labels, continuation_labels, finetune
 from modeling_minibert.finetuning.data import load_data
 
-from fixtures.finetuning_checkpoint import FAST, NER_TRAIN, NER_VALIDATION, QUIET, assert_clean_output, pretrained_checkpoint
+from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
+    FAST,
+    NER_TRAIN,
+    NER_VALIDATION,
+    QUIET,
+    assert_clean_output,
+    checkpoint,
+)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return pretrained_checkpoint(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
 def ner_model(checkpoint, tmp_path_factory):
     output = tmp_path_factory.mktemp("ner") / "model"
-    return finetune_token_classification(
-        checkpoint, NER_TRAIN, output, validation_data=NER_VALIDATION, num_train_epochs=5, **FAST
-    )
+    return finetune(task="token-classification", model_name_or_path=checkpoint,
+        train_file=NER_TRAIN, output_dir=output, validation_file=NER_VALIDATION, num_train_epochs=5, **FAST)
 
 
 def test_token_classification_learns_the_entities_and_saves_the_best_epoch(ner_model):
@@ -93,9 +94,9 @@ def test_label_all_tokens_reaches_the_batches_trainer_trains_on(checkpoint, tmp_
 
     monkeypatch.setattr(Trainer, "compute_loss", recording)
     data = Dataset.from_dict({"tokens": [words] * 4, "tags": [tags] * 4})
-    finetune_token_classification(
-        checkpoint, data, tmp_path / "out", labels=names, label_all_tokens=label_all_tokens, max_steps=1, **QUIET
-    )
+    finetune(task="token-classification", model_name_or_path=checkpoint,
+        train_data=data, output_dir=tmp_path / "out", labels=names, label_all_tokens=label_all_tokens, max_steps=1,
+        **QUIET)
     (batch,) = seen
     ignored = [-100]  # [CLS]
     per, loc = names.index("B-PER"), names.index("B-LOC")
@@ -110,7 +111,7 @@ def test_label_all_tokens_reaches_the_batches_trainer_trains_on(checkpoint, tmp_
 def test_part_of_speech_tags_are_scored_by_token_accuracy_not_entities(checkpoint, tmp_path):
     rows = {"words": [["the", "cat", "sat"], ["a", "dog", "ran"]] * 10, "pos": [["DT", "NN", "VB"]] * 20}
     data = Dataset.from_dict(rows)
-    result = finetune_token_classification(
-        checkpoint, data, tmp_path / "out", validation_data=data, tokens_column="words", tags_column="pos", max_steps=2, **QUIET
-    )
+    result = finetune(task="token-classification", model_name_or_path=checkpoint,
+        train_data=data, output_dir=tmp_path / "out", validation_data=data, text_column_name="words",
+        label_column_name="pos", max_steps=2, **QUIET)
     assert {"accuracy", "macro_f1"} <= set(result.metrics) and "precision" not in result.metrics

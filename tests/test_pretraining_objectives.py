@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForPreTraining
-from modeling_minibert.outputs import CURVES_FILE
+from modeling_minibert.outputs import CHECKPOINT_MODEL_DIR, CURVES_FILE
 from modeling_minibert.pretraining import OBJECTIVES, pretrain
 from modeling_minibert.pretraining.objectives import Curve, MaskedLMWithNSP, Objective, pick_objective
 from fixtures.models import TINY
@@ -94,10 +94,31 @@ def test_electra_trains_the_discriminator_and_a_resumed_run_replays_it_exactly(t
     assert 0.5 < summary["eval_rtd_accuracy"] <= 1
     weights = load_file(out / "model.safetensors")
     assert weights and not any(k.startswith(("generator", "rtd_head", "discriminator")) for k in weights)
-    assert isinstance(AutoModel.from_pretrained(out), MiniBertModel)
+    saved = AutoModel.from_pretrained(out)
+    assert isinstance(saved, MiniBertModel)
     assert "feature-extraction" in (out / "README.md").read_text()
+    # A checkpoint holds the whole module for resuming, and the discriminator alone, loadable, in model/.
+    state = load_file(out / "checkpoint-3" / "model.safetensors")
+    at_step_3 = AutoModel.from_pretrained(out / "checkpoint-3", subfolder=CHECKPOINT_MODEL_DIR)
+    assert isinstance(at_step_3, MiniBertModel)
+    shape = ("hidden_size", "num_hidden_layers", "vocab_size", "architectures")
+    assert [getattr(at_step_3.config, k) for k in shape] == [getattr(saved.config, k) for k in shape]
+    for name, tensor in load_file(out / "checkpoint-3" / CHECKPOINT_MODEL_DIR / "model.safetensors").items():
+        assert torch.equal(tensor, state[f"discriminator.{name}"]), name
 
     replay = pretrain(output_dir=str(out), **dict(settings, resume_from_checkpoint=str(out / "checkpoint-3")))
     assert replay["steps_this_session"] == 3 and read_metrics(out) == records
     for name, tensor in load_file(out / "model.safetensors").items():
         assert torch.equal(tensor, weights[name]), name
+
+
+def test_a_truncated_source_model_is_named_by_the_one_header_reader(tmp_path):
+    """Which objective a saved model continues with is read from its weights' header, by the reader every load
+    check uses: a file cut short is named in one line, not a safetensors library error."""
+    import os
+
+    MiniBertForMaskedLM(MiniBertConfig(**TINY)).save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    os.truncate(weights, weights.stat().st_size // 2)
+    with pytest.raises(ValueError, match=r"model\.safetensors has \d+ bytes, its header says \d+ \(truncated or corrupted\)"):
+        pick_objective(None, tmp_path)

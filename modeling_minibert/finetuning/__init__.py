@@ -8,19 +8,19 @@ Three tasks, each a module exporting its `Task` (`TASK`) over the shared flow (c
     question_answering        question + context -> answer span; SQuAD exact match and F1 (0-100)
 
     tasks       the table: task name -> Auto class, pipeline tag, module (light: a plain install reads it)
-    flow        the Trainer run and the output folder (checkpoint-N/, all_results.json, trainer_state.json, card)
-    arguments   ModelArguments, DataTrainingArguments, our TrainingArguments defaults, the command line
+    flow        `finetune`: the Trainer run and the output folder (checkpoint-N/, all_results.json, card, ...)
+    arguments   FinetuneArguments (ModelArguments + DataTrainingArguments), our TrainingArguments defaults, the command
     data        reading and checking CSV/JSON/CoNLL/SQuAD/`datasets` data
     metrics     the scores;  plots: the figures
 
-`finetune(task=..., ...)` dispatches on the task name. Importing this package is light (the command line and
-`tasks` need no [train] extra); the job's names are imported on first use.
+`finetune(task=..., model_name_or_path=..., train_file=..., output_dir=..., ...)` is the one entry point: its
+keyword options are the command line's flags (`minibert finetune --help`). Importing this package is light (the
+command line and `tasks` need no [train] extra); the job's names are imported on first use.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any
 
 from modeling_minibert.finetuning.arguments import TRAINING_DEFAULTS, add_cli, training_arguments
@@ -30,12 +30,10 @@ from modeling_minibert.outputs import CONFUSION_FILE, CURVES_FILE
 # Name -> the module that defines it: imported on first use (they need the [train] extra).
 _LAZY = {
     "FinetuneResult": "flow",
+    "finetune": "flow",
     "PREDICTIONS_FILE": "question_answering",
-    "finetune_question_answering": "question_answering",
-    "finetune_sequence_classification": "sequence_classification",
     "align_word_labels": "token_classification",
     "continuation_labels": "token_classification",
-    "finetune_token_classification": "token_classification",
 }
 
 
@@ -45,18 +43,12 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
 
 
-def finetune(task: str, model: str | os.PathLike, train_data: Any, output_dir: str | os.PathLike, **kwargs: Any) -> Any:
-    """Fine-tune `model` on one of `TASKS`; the keyword arguments are those of the task's function."""
-    return load_task(task).finetune(model, train_data, output_dir, **kwargs)
-
-
 __all__ = [
     "CONFUSION_FILE",
     "CURVES_FILE",
     "TASKS",
     "TRAINING_DEFAULTS",
     "add_cli",
-    "finetune",
     "load_task",
     "training_arguments",
     *_LAZY,

@@ -1,11 +1,11 @@
 """The options of a fine-tuning run, and the `minibert finetune` command built from them.
 
-As in transformers' run_glue.py / run_ner.py / run_qa.py, three dataclasses hold every option and
-`HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))` turns them into the command line:
-every `TrainingArguments` field is a flag under its own name (`--num_train_epochs`, `--report_to`, `--bf16`, ...),
-and `--foo_bar` and `--foo-bar` both work. The Python functions take the same `TrainingArguments` fields as
-keyword arguments; `training_arguments` fills in our defaults (`TRAINING_DEFAULTS`) where the caller gave none,
-for the API and the command line alike.
+As in transformers' run_glue.py / run_ner.py / run_qa.py, dataclasses hold every option (`FinetuneArguments`:
+ModelArguments + DataTrainingArguments) and `HfArgumentParser` turns them and `TrainingArguments` into the command
+line: every `TrainingArguments` field is a flag under its own name (`--num_train_epochs`, `--report_to`, `--bf16`,
+...), and `--foo_bar` and `--foo-bar` both work. The Python function `finetune(**options)` takes the same names as
+keyword options (so does every job built on it); `training_arguments` fills in our defaults (`TRAINING_DEFAULTS`)
+where the caller gave none, for the API and the command line alike.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +108,18 @@ class DataTrainingArguments(DataArguments):
 
 
 @dataclass
+class FinetuneArguments(DataTrainingArguments, ModelArguments):  # model options first in --help
+    """Every option of `finetune` besides the `TrainingArguments` fields: its command line's flags, and the
+    keyword options of `modeling_minibert.finetuning.finetune`."""
+
+    def __post_init__(self) -> None:
+        # Checked where the options are built (as run_qa.py's DataTrainingArguments does): before any work.
+        for name in ("n_best_size", "max_answer_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
+
+
+@dataclass
 class FinetuneTrainingArguments(TrainingArguments):
     """`TrainingArguments` as the command line reads them: every field under its own flag, and
     `--resume_from_checkpoint` alone resumes from the newest checkpoint-N in --output_dir, as pretrain's does."""
@@ -118,24 +132,40 @@ class FinetuneTrainingArguments(TrainingArguments):
 
 def build_parser(*dataclass_types: type, **parser_options: Any) -> HfArgumentParser:
     """The options of `finetune` (or of a job that extends its dataclasses): the dataclasses given (default:
-    ModelArguments and DataTrainingArguments), then every TrainingArguments field, with our defaults. The help
-    states every default (HfArgumentParser's ArgumentDefaultsHelpFormatter); the run-dependent ones show None."""
-    types = dataclass_types or (ModelArguments, DataTrainingArguments)
-    parser = HfArgumentParser((*types, FinetuneTrainingArguments), **parser_options)
+    FinetuneArguments), then every TrainingArguments field, with our defaults. The help states every default
+    (HfArgumentParser's ArgumentDefaultsHelpFormatter); the run-dependent ones show None."""
+    parser = HfArgumentParser((*(dataclass_types or (FinetuneArguments,)), FinetuneTrainingArguments), **parser_options)
     parser.set_defaults(**{**TRAINING_DEFAULTS, **dict.fromkeys(CONTEXTUAL)})
     return parser
 
 
-def parse_args(argv: list[str]) -> tuple[ModelArguments, DataTrainingArguments, dict[str, Any]]:
-    """Command-line words -> model and data arguments, and the `TrainingArguments` options for `training_arguments`."""
-    return split_namespace(build_parser(prog="minibert finetune", allow_abbrev=False).parse_args(argv))
+def parse_args(argv: list[str]) -> tuple[FinetuneArguments, dict[str, Any]]:
+    """Command-line words -> the job's arguments, and the `TrainingArguments` options for `training_arguments`."""
+    values = vars(build_parser(prog="minibert finetune", allow_abbrev=False).parse_args(argv))
+    return FinetuneArguments(**fields_of(FinetuneArguments, values)), training_options(values)
 
 
-def split_namespace(namespace: argparse.Namespace) -> tuple[ModelArguments, DataTrainingArguments, dict[str, Any]]:
-    values = vars(namespace)
-    model_args = ModelArguments(**fields_of(ModelArguments, values))
-    data_args = DataTrainingArguments(**fields_of(DataTrainingArguments, values))
-    return model_args, data_args, training_options(values)
+def split_options(arguments: type, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """A job's keyword options (its command line's flags) -> its `arguments` dataclass, and the rest: the
+    `TrainingArguments` options, which must name an output_dir (checked later by `check_training_options`)."""
+    known = fields_of(arguments, options)
+    training = {k: v for k, v in options.items() if k not in known}
+    if not training.get("output_dir"):
+        raise ValueError("output_dir is required (--output_dir)")
+    return arguments(**known), training
+
+
+def check_training_options(training: dict[str, Any], has_validation: bool) -> None:
+    """Refuse, before any work, training options TrainingArguments would refuse later: unknown names, bad
+    values, evaluation without validation data."""
+    training_arguments(training["output_dir"], has_validation, "loss", **{k: v for k, v in training.items() if k != "output_dir"})
+
+
+def require(args: Any, *names: str) -> None:
+    """ValueError naming the first of the options `names` that is not set."""
+    for name in names:
+        if getattr(args, name) is None:
+            raise ValueError(f"{name} is required (--{name})")
 
 
 def training_options(values: dict[str, Any]) -> dict[str, Any]:
@@ -197,38 +227,51 @@ def training_arguments(output_dir: str, has_validation: bool, metric: str, **opt
 # The command
 
 
-def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "finetune",
-        # HfArgumentParser turns the dataclasses into options: one source of truth for the API and the CLI.
-        parents=[build_parser(add_help=False)],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        allow_abbrev=False,  # a prefix of a flag is not that flag (the 0.1 `--model` must not mean --model_name_or_path)
-        help="fine-tune a checkpoint for classification, tagging or question answering",
-        description=(
-            "Fine-tune a Mini-BERT checkpoint with transformers' Trainer and save the final model, its tokenizer, "
-            "label maps, results (all_results.json, trainer_state.json) and model card to --output_dir. "
-            "Every TrainingArguments field is an option under its own name."
-        ),
-    )
-    parser.set_defaults(func=run_cli)
+@dataclass(frozen=True)
+class Job:
+    """A job built on fine-tuning's dataclasses, as its sub-command shows it: `minibert NAME` is HfArgumentParser
+    over `arguments` and TrainingArguments (one source of truth for the API and the CLI), and calls the Python
+    function `function` ("module.name", imported when the command runs: --help needs no [train] extra) with the
+    parsed flags as its keyword options."""
+
+    name: str
+    arguments: type
+    function: str
+    help: str
+    description: str
+    saved: Callable[[Any], str] = lambda result: f"saved to {result.output_dir}"  # noqa: E731 - the line it prints
+
+    def add_cli(self, subparsers: argparse._SubParsersAction) -> None:
+        parser = subparsers.add_parser(
+            self.name,
+            parents=[build_parser(self.arguments, add_help=False)],
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+            allow_abbrev=False,  # a prefix of a flag is not that flag (the 0.1 `--model` must not mean --model_name_or_path)
+            help=self.help,
+            description=self.description,
+        )
+        parser.set_defaults(func=self.run_cli)
+
+    def run_cli(self, namespace: argparse.Namespace) -> int:
+        module, name = self.function.rsplit(".", 1)
+        values = vars(namespace)
+        result = getattr(importlib.import_module(module), name)(**fields_of(self.arguments, values), **training_options(values))
+        print(self.saved(result))
+        print_scores(result)
+        return 0
 
 
-def run_cli(namespace: argparse.Namespace) -> int:
-    # Imported here: the package imports this module for `add_cli`.
-    from modeling_minibert.finetuning import finetune
-
-    model_args, data_args, training = split_namespace(namespace)
-    for name, value in (("--task", data_args.task), ("--model_name_or_path", model_args.model_name_or_path),
-                        ("--output_dir", namespace.output_dir)):
-        if value is None:
-            raise ValueError(f"the option {name} is required")
-    if (data_args.train_file is None) == (data_args.dataset_name is None):
-        raise ValueError("give exactly one of --train_file and --dataset_name")
-    result = finetune(data_args.task, model_args.model_name_or_path, **finetune_options(model_args, data_args), **training)
-    print(f"saved to {result.output_dir}")
-    print_scores(result)
-    return 0
+FINETUNE = Job(
+    "finetune", FinetuneArguments, "modeling_minibert.finetuning.flow.finetune",
+    help="fine-tune a checkpoint for classification, tagging or question answering",
+    description=(
+        "Fine-tune a Mini-BERT checkpoint with transformers' Trainer and save the final model, its tokenizer, label "
+        "maps, results (all_results.json, trainer_state.json) and model card to --output_dir. Every "
+        "TrainingArguments field is an option under its own name; the Python function "
+        "modeling_minibert.finetuning.finetune takes the same names as keyword options."
+    ),
+)
+add_cli = FINETUNE.add_cli
 
 
 def print_scores(result: Any) -> None:
@@ -242,44 +285,16 @@ def print_scores(result: Any) -> None:
             print(f"{name}: {shown}")
 
 
-def finetune_options(model_args: ModelArguments, data_args: DataTrainingArguments) -> dict[str, Any]:
-    """The keyword arguments of the task's Python function (besides the model and the TrainingArguments fields)."""
-    if data_args.dataset_name is not None:
-        from modeling_minibert.finetuning.data import dataset_splits
-
-        splits = dataset_splits(data_args.dataset_name) or []
-        train_data = data_args.dataset_name
-        validation_data = data_args.validation_file or (
-            data_args.dataset_name if data_args.validation_split in splits else None
-        )
-        test_data = data_args.test_file or (data_args.dataset_name if data_args.test_split else None)
-    else:
-        train_data, validation_data, test_data = data_args.train_file, data_args.validation_file, data_args.test_file
-    options: dict[str, Any] = dict(
-        train_data=train_data,
-        validation_data=validation_data,
-        test_data=test_data,
-        tokenizer=model_args.tokenizer_name,
-        train_split=data_args.train_split,
-        validation_split=data_args.validation_split,
-        test_split=data_args.test_split or "test",
-        overwrite=data_args.overwrite_output_dir,
-        keep_checkpoints=data_args.keep_checkpoints,
-        max_length=data_args.max_seq_length,
-    )
-    # The task's own options: its Task maps the data arguments to its function's keywords.
-    from modeling_minibert.finetuning.tasks import load_task
-
-    return {**options, **load_task(data_args.task).cli_options(data_args)}
-
-
 __all__ = [
     "DataArguments",
     "DataTrainingArguments",
+    "FinetuneArguments",
     "FinetuneTrainingArguments",
     "ModelArguments",
     "TASKS",
     "TRAINING_DEFAULTS",
+    "FINETUNE",
+    "Job",
     "add_cli",
     "build_parser",
     "parse_args",

@@ -52,10 +52,17 @@ from modeling_minibert.outputs import (
     torch_file_problem,
     write_results,
 )
-from modeling_minibert.finetuning.arguments import TRAINING_DEFAULTS, training_arguments
-from modeling_minibert.finetuning.data import DataError, DataSource, NamedDataset, load_data, sorted_labels
+from modeling_minibert.finetuning.arguments import (
+    TRAINING_DEFAULTS,
+    FinetuneArguments,
+    check_training_options,
+    require,
+    split_options,
+    training_arguments,
+)
+from modeling_minibert.finetuning.data import DataError, DataSource, NamedDataset, check_labels, load_data, sorted_labels
 from modeling_minibert.finetuning.plots import plot_training_curves
-from modeling_minibert.finetuning.tasks import TASKS
+from modeling_minibert.finetuning.tasks import TASKS, load_task
 
 logger = logging.getLogger(__name__)
 
@@ -93,13 +100,26 @@ class Examples:
     labels: list[Any]
 
 
+@dataclass
+class Setup:
+    """What a task's `prepare` hands the shared flow: the tokenizer, the tokenized data and how to score it, the
+    label names in id order (None for question answering), the new head's config, the task's own output files."""
+
+    tokenizer: PreTrainedTokenizerBase
+    prepared: Prepared
+    labels: list[str] | None = None
+    model_options: dict[str, Any] = field(default_factory=dict)  # config overrides for `from_pretrained`
+    extra_outputs: Callable[[Trainer, Path, PredictionOutput | None], None] | None = None
+
+
 @dataclass(frozen=True)
 class Task:
     """What one fine-tuning task brings to the shared flow; its module exports one as `TASK`, and `tasks.TASKS`
     names it. Distillation reuses the same parts, so a task that has them (`read`) can be distilled too."""
 
     name: str  # its key in tasks.TASKS, which holds its Auto class and pipeline tag
-    finetune: Callable[..., FinetuneResult]  # the job: finetune_<task>(model, train_data, output_dir, ...)
+    # (FinetuneArguments, {role: data}) -> Setup: reads and checks the splits, loads the tokenizer, builds features.
+    prepare: Callable[[Any, dict[str, NamedDataset]], Setup]
     collator: Callable[[PreTrainedTokenizerBase], Callable]  # tokenizer -> Trainer's data collator
     # (data, input column, label column or None) -> checked Examples; None for a task distillation cannot use.
     read: Callable[[NamedDataset, str, str | None], Examples] | None = None
@@ -108,8 +128,6 @@ class Task:
     encode: Callable[[PreTrainedTokenizerBase, list[Any], int], Any] | None = None  # tokenizer, inputs, max length
     metrics: Callable[[list[str]], Callable[[EvalPrediction], dict[str, float]]] | None = None  # on predicted ids
     best_metric: Callable[[list[str]], str] = lambda names: "accuracy"  # noqa: E731 - metric_for_best_model
-    # The command line's DataTrainingArguments -> the task-specific keywords of `finetune`.
-    cli_options: Callable[[Any], dict[str, Any]] = lambda data_args: {}  # noqa: E731
 
     @property
     def auto_class(self) -> type:
@@ -120,6 +138,99 @@ class Task:
     def load_examples(self, data: NamedDataset, input_column: str | None, label_column: str | None) -> Examples:
         """The split read with this task's reader (default columns where None is given)."""
         return self.read(data, input_column or self.columns[0], label_column)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The job
+
+
+def finetune(
+    *, train_data: DataSource | None = None, validation_data: DataSource | None = None, test_data: DataSource | None = None,
+    **options: Any,
+) -> FinetuneResult:
+    """Fine-tune a Mini-BERT checkpoint for one of `tasks.TASKS`; the one entry point of the job.
+
+    Keyword options are the command line's flags: `FinetuneArguments` fields (`task`, `model_name_or_path`,
+    `tokenizer_name`, `train_file` / `validation_file` / `test_file` or `dataset_name`, `text_column_name`,
+    `label_column_name`, `labels` (comma-separated, or a list), `max_seq_length`, `overwrite_output_dir`,
+    `keep_checkpoints`, the question-answering options, ...) and `TrainingArguments` fields (`output_dir`,
+    `num_train_epochs`, ...; our defaults: `TRAINING_DEFAULTS`; also `group_by_length=True`). In-memory data
+    (a `Dataset`, or anything `finetuning.data.load_data` reads) may replace the files: `train_data=`,
+    `validation_data=`, `test_data=`. The best epoch is chosen on the validation data; the test data is scored
+    once at the end. `resume_from_checkpoint` (a path, or True for the newest in `output_dir`) continues an
+    interrupted run; `push_to_hub` with `hub_model_id` uploads the final folder.
+
+        finetune(task="sequence-classification", model_name_or_path="runs/pretrained", train_file="train.csv",
+                 validation_file="dev.csv", output_dir="runs/sentiment", num_train_epochs=3)
+
+    Raises (before any training): ValueError for a bad option, DataError (a ValueError) for bad data (a missing
+    column, an empty file, a label outside the label set, ...); FileNotFoundError for a missing file or model;
+    FileExistsError for a non-empty `output_dir` without `overwrite_output_dir` or `resume_from_checkpoint`, or
+    one another run is writing to; OSError when `output_dir` cannot be written.
+    """
+    args, training = split_options(FinetuneArguments, options)
+    require(args, "task", "model_name_or_path")
+    task = load_task(args.task)
+    sources = data_sources(args, {"train": train_data, "validation": validation_data, "test": test_data})
+    check_training_options(training, "validation" in sources)
+    with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "finetune") as output:
+        splits = load_splits(sources, args, task.conll)
+        setup = task.prepare(args, splits)
+        network = load_model(task.auto_class, args.model_name_or_path, seed_of(training), **setup.model_options)
+        return train_and_save(
+            task.name, args.model_name_or_path, network, setup.tokenizer, setup.prepared, output, setup.labels,
+            sources["train"], training, args.keep_checkpoints, setup.extra_outputs,
+        )
+
+
+def data_sources(args: Any, given: dict[str, DataSource | None]) -> dict[str, DataSource]:
+    """Each split's source: the in-memory data given, else its file, else `dataset_name` (its validation split
+    when the dataset has one, its test split when `test_split` is named). Exactly one training source."""
+    if sum(x is not None for x in (given["train"], args.train_file, args.dataset_name)) != 1:
+        raise ValueError("give exactly one of --train_file and --dataset_name (train_file, dataset_name or train_data in Python)")
+    from_dataset = {"train": args.dataset_name}
+    if args.dataset_name is not None:
+        from modeling_minibert.finetuning.data import dataset_splits
+
+        from_dataset["validation"] = args.dataset_name if args.validation_split in (dataset_splits(args.dataset_name) or []) else None
+        from_dataset["test"] = args.dataset_name if args.test_split else None
+    sources = {role: next((s for s in (data, getattr(args, f"{role}_file"), from_dataset.get(role)) if s is not None), None)
+               for role, data in given.items()}
+    return {role: source for role, source in sources.items() if source is not None}
+
+
+def load_splits(sources: dict[str, DataSource], args: Any, conll: bool = False) -> dict[str, NamedDataset]:
+    """Each split read (a file, a `datasets` folder or name, or data in memory), named for its messages."""
+    split_names = {"train": args.train_split, "validation": args.validation_split, "test": args.test_split or "test"}
+    return {role: load_data(source, split=split_names[role], conll=conll) for role, source in sources.items()}
+
+
+def classifier_setup(
+    task: Task, args: Any, splits: dict[str, NamedDataset], read: Callable[[NamedDataset], Examples],
+    features: Callable[[PreTrainedTokenizerBase, Examples, list[str], int, str], Dataset], **model_options: Any,
+) -> Setup:
+    """The `prepare` of the tasks that predict label names: each split read with `read` and checked against the
+    label set (in id order: see `label_names`), the tokenizer, then `features(tokenizer, examples, names,
+    max_length, role)` per split."""
+    examples = {role: read(data) for role, data in splits.items()}
+    names = label_names(label_list(args.labels), examples["train"].labels, args.model_name_or_path, splits["train"].name)
+    for role, data in splits.items():
+        check_labels(data, args.label_column_name or task.columns[1], examples[role].labels, names)
+    tokenizer, config = load_tokenizer_and_config(args)
+    length = check_max_length(args.max_seq_length, tokenizer, config)
+    tokenized = {role: features(tokenizer, examples[role], names, length, role) for role in examples}
+    prepared = Prepared(
+        train=tokenized["train"], validation=tokenized.get("validation"), test=tokenized.get("test"),
+        collator=task.collator(tokenizer), metric=task.best_metric(names), metrics_for=lambda role: task.metrics(names),
+        preprocess_logits=argmax,
+    )
+    new_head = dict(num_labels=len(names), id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+    return Setup(tokenizer, prepared, names, {**new_head, **model_options})
+
+
+def label_list(labels: str | Sequence[str] | None) -> list[str] | None:
+    """The `labels` option: comma-separated names (the command line), or a list of them (Python)."""
+    return labels.split(",") if isinstance(labels, str) else None if labels is None else list(labels)
 
 
 @contextmanager
@@ -155,23 +266,6 @@ def check_output(output_dir: str | os.PathLike, overwrite: bool, training_option
     return output
 
 
-def load_splits(
-    train_data: DataSource,
-    validation_data: DataSource | None,
-    test_data: DataSource | None,
-    train_split: str,
-    validation_split: str,
-    test_split: str,
-    conll: bool = False,
-) -> dict[str, NamedDataset]:
-    sources = {"train": (train_data, train_split), "validation": (validation_data, validation_split), "test": (test_data, test_split)}
-    return {
-        role: load_data(source, split=split, conll=conll)
-        for role, (source, split) in sources.items()
-        if source is not None
-    }
-
-
 def label_names(labels: Sequence[str] | None, train_values: list, model: str | os.PathLike, where: str = "the training data") -> list[str]:
     """The label set in id order: as given, else the starting model's own order if it has exactly these labels
     (fine-tuning a fine-tuned model again keeps its ids), else sorted."""
@@ -202,7 +296,7 @@ def load_tokenizer(model: str | os.PathLike, tokenizer: str | os.PathLike | None
     source = str(tokenizer if tokenizer is not None else model)
     path = Path(source)
     if path.is_dir() and not any((path / name).exists() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")):
-        raise FileNotFoundError(f"{path}: no tokenizer in this folder (pass tokenizer= / --tokenizer_name)")
+        raise FileNotFoundError(f"{path}: no tokenizer in this folder (pass --tokenizer_name)")
     try:
         tok = AutoTokenizer.from_pretrained(source)
     except OSError as err:
@@ -222,6 +316,13 @@ def load_config(model: str | os.PathLike):
         raise FileNotFoundError(f"cannot load a model from {str(model)!r}: {err}") from err
 
 
+def load_tokenizer_and_config(args: Any) -> tuple[PreTrainedTokenizerBase, Any]:
+    """The starting model's tokenizer (or `tokenizer_name`'s) and config; the config first, as AutoTokenizer
+    would warn past a bad one before our one-line refusal."""
+    config = load_config(args.model_name_or_path)
+    return load_tokenizer(args.model_name_or_path, args.tokenizer_name), config
+
+
 def load_model(auto_class: type, model: str | os.PathLike, seed: int, **config_overrides: Any) -> PreTrainedModel:
     """The model with a new head for the task. Seeded first, as the example scripts do: the new head's random
     init must be the same in every run with the same seed (and in the run a resumed run continues)."""
@@ -237,7 +338,7 @@ def check_max_length(requested: int | None, tokenizer: PreTrainedTokenizerBase, 
     if requested is None:
         return int(min(limit, tokenizer.model_max_length))
     if not 2 < requested <= limit:
-        raise ValueError(f"max_length={requested} must be above 2 and at most the model's max_position_embeddings={limit}")
+        raise ValueError(f"max_seq_length={requested} must be above 2 and at most the model's max_position_embeddings={limit}")
     return requested
 
 

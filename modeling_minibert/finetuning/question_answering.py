@@ -8,7 +8,6 @@ pipeline cut and read windows identically.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from typing import Any
 import numpy as np
 from datasets import Dataset
 from transformers import (
-    AutoModelForQuestionAnswering,
     EvalPrediction,
     PreTrainedTokenizerBase,
     Trainer,
@@ -28,7 +26,6 @@ from modeling_minibert import question_answering_pipeline
 from modeling_minibert.files import write_json
 from modeling_minibert.finetuning.data import (
     DataError,
-    DataSource,
     NamedDataset,
     QuestionAnswerExamples,
     column_values,
@@ -41,74 +38,41 @@ from modeling_minibert.question_answering_pipeline import best_answers, default_
 PREDICTIONS_FILE = "eval_predictions.json"
 
 
-def finetune_question_answering(
-    model: str | os.PathLike,
-    train_data: DataSource,
-    output_dir: str | os.PathLike,
-    validation_data: DataSource | None = None,
-    test_data: DataSource | None = None,
-    *,
-    question_column: str = "question",
-    context_column: str = "context",
-    answers_column: str = "answers",
-    max_length: int | None = None,
-    doc_stride: int | None = None,
-    n_best: int = 20,
-    max_answer_length: int = 30,
-    tokenizer: str | os.PathLike | None = None,
-    train_split: str = "train",
-    validation_split: str = "validation",
-    test_split: str = "test",
-    overwrite: bool = False,
-    keep_checkpoints: bool = False,
-    **training_options: Any,
-) -> flow.FinetuneResult:
-    """Fine-tune extractive question answering (SQuAD v1 style: every answer is a span of its context).
+def prepare(args: Any, splits: dict[str, NamedDataset]) -> flow.Setup:
+    """Extractive question answering (SQuAD v1 style: every answer is a span of its context).
 
-    Each question + context becomes windows of `max_length` tokens that overlap by `doc_stride` tokens (defaults:
-    the model's `max_position_embeddings`, and a quarter of it). A window that holds the whole answer is trained
-    to point at it; the others point at [CLS]. At evaluation the best span over all windows of a question, at
-    most `max_answer_length` tokens long, is its answer; `eval_predictions.json` keeps the `n_best`
-    candidates of each question.
+    Each question + context becomes windows of `max_seq_length` tokens that overlap by `doc_stride` tokens
+    (defaults: the model's `max_position_embeddings`, and a quarter of it). A window that holds the whole answer
+    is trained to point at it; the others point at [CLS]. At evaluation the best span over all windows of a
+    question, at most `max_answer_length` tokens long, is its answer; `eval_predictions.json` keeps the
+    `n_best_size` candidates of each question.
 
     Data: SQuAD JSON files, or JSON / JSON-lines / `datasets` data with question, context and answers columns
-    (answers as {"text": [...], "answer_start": [...]}, or a list of {"text", "answer_start"}). The saved folder carries the question-answering pipeline
-    (transformers 5 has none): `pipeline("question-answering", model=output_dir, trust_remote_code=True)`.
-    The other arguments are those of `finetune_sequence_classification`.
+    (answers as {"text": [...], "answer_start": [...]}, or a list of {"text", "answer_start"}). The saved folder
+    carries the question-answering pipeline (transformers 5 has none):
+    `pipeline("question-answering", model=output_dir, trust_remote_code=True)`.
     """
-    if n_best < 1:
-        raise ValueError(f"n_best={n_best} must be at least 1")
-    if max_answer_length < 1:
-        raise ValueError(f"max_answer_length={max_answer_length} must be at least 1")
-    with flow.run_folder(output_dir, overwrite, training_options, "finetune") as output:
-        splits = flow.load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split)
-        examples = {
-            role: question_answer_columns(data, question_column, context_column, answers_column)
-            for role, data in splits.items()
-        }
-        config = flow.load_config(model)  # before the tokenizer: AutoTokenizer would warn past a bad config
-        tok = flow.load_tokenizer(model, tokenizer)
-        default_length, default_stride = default_window(tok, config)
-        length = flow.check_max_length(max_length, tok, config) if max_length is not None else default_length
-        stride = doc_stride if doc_stride is not None else min(default_stride, length // 4)
-        if not 0 <= stride < length:
-            raise ValueError(f"doc_stride={stride} must be at least 0 and below max_length={length}")
-        features = {role: qa_features(tok, splits[role], examples[role], length, stride) for role in splits}
-
-        prepared = flow.Prepared(
-            train=features["train"],
-            validation=features.get("validation"),
-            test=features.get("test"),
-            collator=default_data_collator,  # windows are padded to max_length already
-            metric="f1",
-            metrics_for=lambda role: squad_scores(examples[role], features[role], max_answer_length),
-        )
-        network = flow.load_model(AutoModelForQuestionAnswering, model, flow.seed_of(training_options))
-
-        return flow.train_and_save(
-            TASK.name, model, network, tok, prepared, output, None, train_data, training_options,
-            keep_checkpoints, pipeline_and_predictions(examples.get("validation"), prepared.validation, n_best, max_answer_length),
-        )
+    examples = {
+        role: question_answer_columns(data, args.question_column_name, args.context_column_name, args.answer_column_name)
+        for role, data in splits.items()
+    }
+    tok, config = flow.load_tokenizer_and_config(args)
+    default_length, default_stride = default_window(tok, config)
+    length = flow.check_max_length(args.max_seq_length, tok, config) if args.max_seq_length is not None else default_length
+    stride = args.doc_stride if args.doc_stride is not None else min(default_stride, length // 4)
+    if not 0 <= stride < length:
+        raise ValueError(f"doc_stride={stride} must be at least 0 and below max_seq_length={length}")
+    features = {role: qa_features(tok, splits[role], examples[role], length, stride) for role in splits}
+    prepared = flow.Prepared(
+        train=features["train"],
+        validation=features.get("validation"),
+        test=features.get("test"),
+        collator=default_data_collator,  # windows are padded to max_length already
+        metric="f1",
+        metrics_for=lambda role: squad_scores(examples[role], features[role], args.max_answer_length),
+    )
+    outputs = pipeline_and_predictions(examples.get("validation"), prepared.validation, args.n_best_size, args.max_answer_length)
+    return flow.Setup(tok, prepared, extra_outputs=outputs)
 
 
 def squad_scores(
@@ -209,16 +173,7 @@ def qa_answers(
     }
 
 
-def cli_options(data_args: Any) -> dict[str, Any]:
-    return dict(
-        question_column=data_args.question_column_name, context_column=data_args.context_column_name,
-        answers_column=data_args.answer_column_name, doc_stride=data_args.doc_stride, n_best=data_args.n_best_size,
-        max_answer_length=data_args.max_answer_length,
-    )
-
-
 # Not distillable (no `read`): its targets are spans over context windows, not one distribution per input.
 TASK = flow.Task(
-    name="question-answering", finetune=finetune_question_answering, collator=lambda tokenizer: default_data_collator,
-    cli_options=cli_options,
+    name="question-answering", prepare=prepare, collator=lambda tokenizer: default_data_collator,
 )

@@ -2,84 +2,41 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from datasets import Dataset
 from transformers import (
-    AutoModelForTokenClassification,
     BatchEncoding,
     DataCollatorForTokenClassification,
     EvalPrediction,
     PreTrainedTokenizerBase,
 )
 
-from modeling_minibert.finetuning.data import DataSource, NamedDataset, check_labels, column_values, require_columns, tag_columns
+from modeling_minibert.finetuning.data import NamedDataset, column_values, require_columns, tag_columns
 from modeling_minibert.finetuning import flow
 from modeling_minibert.finetuning.metrics import is_bio_scheme, token_classification_metrics
 
 
-def finetune_token_classification(
-    model: str | os.PathLike,
-    train_data: DataSource,
-    output_dir: str | os.PathLike,
-    validation_data: DataSource | None = None,
-    test_data: DataSource | None = None,
-    *,
-    tokens_column: str = "tokens",
-    tags_column: str = "tags",
-    labels: Sequence[str] | None = None,
-    label_all_tokens: bool = False,
-    max_length: int | None = None,
-    tokenizer: str | os.PathLike | None = None,
-    train_split: str = "train",
-    validation_split: str = "validation",
-    test_split: str = "test",
-    overwrite: bool = False,
-    keep_checkpoints: bool = False,
-    **training_options: Any,
-) -> flow.FinetuneResult:
-    """Fine-tune a tagger: one tag per word (named entities in BIO/IOB tags, part-of-speech tags, ...).
+def prepare(args: Any, splits: dict[str, NamedDataset]) -> flow.Setup:
+    """A tagger: one tag per word (named entities in BIO/IOB tags, part-of-speech tags, ...).
 
     Words are split into sub-tokens by the tokenizer; a word's tag goes on its first sub-token and the others are
-    ignored (-100), or with `label_all_tokens` every sub-token is trained on (continuations of a "B-X" word as
-    "I-X"). Scores are always word-level: evaluation reads the first sub-token of each word. Words past
-    `max_length` tokens are cut off, for training and scoring alike.
+    ignored (-100), or with `label_all_tokens` every sub-token of the training data is trained on (continuations
+    of a "B-X" word as "I-X"). Scores are always word-level: evaluation reads the first sub-token of each word.
+    Words past `max_seq_length` tokens are cut off, for training and scoring alike.
 
     Data: CoNLL files (token and tag per line, blank line between sentences), or CSV/JSON(L)/`datasets` data with
-    a list-of-words column `tokens_column` and a list-of-tags column `tags_column`. The other arguments are those
-    of `finetune_sequence_classification`.
+    a list-of-words column (`text_column_name`, default "tokens") and a list-of-tags column (`label_column_name`,
+    default "tags").
     """
-    with flow.run_folder(output_dir, overwrite, training_options, "finetune") as output:
-        splits = flow.load_splits(train_data, validation_data, test_data, train_split, validation_split, test_split, conll=True)
-        read_splits = {role: read_tags(data, tokens_column, tags_column) for role, data in splits.items()}
-        names = flow.label_names(labels, read_splits["train"].labels, model, splits["train"].name)
-        for role, data in splits.items():
-            check_labels(data, tags_column, read_splits[role].labels, names)
-        config = flow.load_config(model)  # before the tokenizer: AutoTokenizer would warn past a bad config
-        tok = flow.load_tokenizer(model, tokenizer)
-        length = flow.check_max_length(max_length, tok, config)
-        tokenized = {
-            role: tag_features(tok, examples.inputs, examples.labels, names, length, label_all_tokens and role == "train")
-            for role, examples in read_splits.items()
-        }
-        prepared = flow.Prepared(
-            train=tokenized["train"],
-            validation=tokenized.get("validation"),
-            test=tokenized.get("test"),
-            collator=DataCollatorForTokenClassification(tok),
-            metric=best_metric(names),
-            metrics_for=lambda role: tag_metrics(names),
-            preprocess_logits=flow.argmax,
-        )
-        network = flow.load_model(
-            AutoModelForTokenClassification, model, flow.seed_of(training_options), num_labels=len(names),
-            id2label=dict(enumerate(names)), label2id={name: i for i, name in enumerate(names)},
-        )
-        return flow.train_and_save(
-            TASK.name, model, network, tok, prepared, output, names, train_data, training_options, keep_checkpoints
-        )
+
+    def features(tokenizer: PreTrainedTokenizerBase, examples: flow.Examples, names: list[str], length: int, role: str) -> Dataset:
+        return tag_features(tokenizer, examples.inputs, examples.labels, names, length, args.label_all_tokens and role == "train")
+
+    read = partial(TASK.load_examples, input_column=args.text_column_name, label_column=args.label_column_name or "tags")
+    return flow.classifier_setup(TASK, args, splits, read, features)
 
 
 def read_tags(data: NamedDataset, tokens_column: str, tags_column: str | None) -> flow.Examples:
@@ -163,22 +120,6 @@ def align_word_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]
     return labels
 
 
-def cli_options(data_args: Any) -> dict[str, Any]:
-    return dict(
-        tokens_column=data_args.text_column_name or "tokens", tags_column=data_args.label_column_name or "tags",
-        labels=data_args.labels.split(",") if data_args.labels else None, label_all_tokens=data_args.label_all_tokens,
-    )
-
-
-TASK = flow.Task(
-    name="token-classification",
-    finetune=finetune_token_classification,
-    collator=DataCollatorForTokenClassification,
-    read=read_tags,
-    columns=("tokens", "tags"),
-    conll=True,
-    encode=encode,
-    metrics=tag_metrics,
-    best_metric=best_metric,
-    cli_options=cli_options,
-)
+TASK = flow.Task(name="token-classification", prepare=prepare, collator=DataCollatorForTokenClassification,
+                 read=read_tags, columns=("tokens", "tags"), conll=True, encode=encode, metrics=tag_metrics,
+                 best_metric=best_metric)

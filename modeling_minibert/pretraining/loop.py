@@ -368,16 +368,25 @@ def stop_requested(stop: StopRequest, accelerator: Accelerator) -> bool:
 def save_checkpoint(run: PretrainingRun, t: Training, step: int, total_steps: int) -> Path:
     """`checkpoint-N/`: Accelerate's state (to resume) plus config.json and the tokenizer, so that the folder
     also loads with `from_pretrained` (Accelerate writes the weights as `model.safetensors`) when the trained
-    module is the saved model (an objective training two models, such as ELECTRA, keeps its state only)."""
+    module is the saved model. An objective training more than it (ELECTRA: generator, discriminator, head) gets
+    the saved model, loadable, in `checkpoint-N/model/` (`outputs.CHECKPOINT_MODEL_DIR`): Accelerate's
+    `model.safetensors` holds the whole module under other names."""
     trained = run.accelerator.unwrap_model(t.model)
     model = run.objective.saved_model(trained)
+    # Gathered on every process (FSDP shards the weights), written by the main one.
+    weights = None if model is trained else run.objective.saved_state(run.accelerator.get_state_dict(t.model))
 
     def beside(folder: Path) -> None:
-        published_config(model, run.config).save_pretrained(folder)
+        if weights is not None:
+            folder = folder / outputs.CHECKPOINT_MODEL_DIR
+            with quiet_transformers():  # no "Writing model shards" bar for our single shard
+                save_model(folder, model, run.config, weights)
+        else:
+            published_config(model, run.config).save_pretrained(folder)
         run.tokenizer.save_pretrained(folder)
 
     return run_folder.save_checkpoint(run.accelerator, run.out, step, run.args.save_total_limit,
-                                      extra={"total_steps": total_steps}, beside=beside if model is trained else None)
+                                      extra={"total_steps": total_steps}, beside=beside)
 
 
 def check_model_source(args: PretrainingArguments) -> Path | None:

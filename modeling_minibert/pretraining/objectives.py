@@ -26,6 +26,7 @@ from typing import ClassVar
 import torch
 from transformers import PreTrainedModel
 
+from modeling_minibert.checks_minibert import read_safetensors_header
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import MiniBertForMaskedLM, MiniBertForPreTraining
 from modeling_minibert.pretraining.session import quiet_transformers
@@ -183,11 +184,9 @@ def pick_objective(name: str | None, source: Path | None) -> Objective:
 
 
 def weight_names(source: Path) -> set[str]:
-    """The weight names in `source/model.safetensors`, read from its header (nothing is loaded)."""
-    from safetensors import safe_open
-
-    with safe_open(source / "model.safetensors", framework="pt") as f:
-        return set(f.keys())
+    """The weight names in `source/model.safetensors`, read from its header (nothing is loaded) by the one
+    header reader, which also names a truncated file in one line."""
+    return set(read_safetensors_header(source / "model.safetensors")) - {"__metadata__"}
 
 
 def masked_predictions(outputs, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
