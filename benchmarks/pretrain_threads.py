@@ -1,5 +1,5 @@
 """Threads on a busy machine: the default pretraining run's speed with torch's default thread count (one per
-core) against `--num_threads` 0 (auto: one per idle core, by the 1-minute load), idle and beside a busy core.
+core) against `--num_threads` 0 (auto: one per core idle now, by /proc/stat over 0.3 s), idle and beside a busy core.
 
     .venv/bin/python benchmarks/pretrain_threads.py --before REF [--steps 200] [--repeats 2]
 
