@@ -49,6 +49,7 @@ def test_notebooks_exist():
     assert [path.name for path in NOTEBOOKS] == EXPECTED
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
 def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     nb = nbformat.read(path, as_version=4)
