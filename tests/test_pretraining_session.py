@@ -128,7 +128,7 @@ def test_run_settings_are_given_back_when_the_run_ends():
         with run_settings(3) as stop:
             assert torch.get_num_threads() == 3 and _denormals_flushed()
             assert len(log.filters) == len(before[2]) + 1
-            assert signal.getsignal(signal.SIGTERM) is stop
+            assert signal.getsignal(signal.SIGINT) is stop and signal.getsignal(signal.SIGTERM) is stop
             raise RuntimeError("inside")
     assert (torch.get_num_threads(), _denormals_flushed(), list(log.filters),
             signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
