@@ -1,5 +1,5 @@
 """Threads on a busy machine: the default pretraining run's speed with torch's default thread count (one per
-core) against `--num_threads` 0 (auto: one per idle core, by the 1-minute load), idle and beside a busy core.
+core) against `--num_threads` 0 (auto: one per core idle now, by /proc/stat over 0.3 s), idle and beside a busy core.
 
     .venv/bin/python benchmarks/pretrain_threads.py --before REF [--steps 200] [--repeats 2]
 
@@ -10,7 +10,7 @@ pairs, `--dupe_factor 1`, so that the runs spend their time training: a step cos
 speed is the run's own `train_steps_per_second` (steps over the session, the evaluation and
 checkpoint at the end included, the same for both). Runs are interleaved (before, after, after, before, ...) and
 repeated, busy runs beside a `python -c 'while True: pass'` process; the table gives each one's median and
-range, and the machine's 1-minute load when it started. Results: benchmarks/results/pretrain_threads.json.
+range, and each run the machine's 1-minute load and the cores other processes kept busy when it started. Results: benchmarks/results/pretrain_threads.json.
 """
 
 from __future__ import annotations
@@ -34,11 +34,14 @@ def export_revision(revision: str, into: Path) -> Path:
     return into
 
 
-def one_run(code: Path, work: Path, tokenizer: Path, steps: int, busy: bool) -> dict:
+def one_run(code: Path, work: Path, tokenizer: Path, steps: int, spin: bool) -> dict:
     out = Path(tempfile.mkdtemp(dir=work))
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}  # each version picks its own threads
     env["PYTHONPATH"] = str(code)
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+    from modeling_minibert.pretraining.session import busy_cores, usable_cores  # this tree's, on sys.path in main
+
+    busy = busy_cores(usable_cores())  # what the rest of the machine holds, before this run's spinner starts
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if spin else None
     try:
         load = os.getloadavg()[0]
         command = [sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--output_dir", str(out / "run"),
@@ -54,6 +57,7 @@ def one_run(code: Path, work: Path, tokenizer: Path, steps: int, busy: bool) -> 
     results = json.loads((out / "run" / "all_results.json").read_text())
     threads = next((line for line in result.stdout.splitlines() if "thread(s)" in line), "")
     return {"steps_per_second": results["train_steps_per_second"], "load_at_start": round(load, 2),
+            "other_busy_cores_at_start": None if busy is None else round(busy, 2),
             "threads": threads.rsplit("), ", 1)[-1] if threads else "torch default"}
 
 

@@ -22,7 +22,9 @@ from fixtures.environment import REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 EXPECTED = ["01_architecture.ipynb", "02_tokenizer.ipynb", "03_pretraining.ipynb", "04_finetuning.ipynb", "05_hub.ipynb", "06_distillation.ipynb"]
-CELL_TIMEOUT = 300  # seconds; a generous ceiling for a loaded machine, not a speed check
+# Hang guards, not speed checks: notebook 06's teacher fine-tuning cell ran past 300 s on a 2-core machine at load
+# 14 (other developers' jobs beside the suite).
+CELL_TIMEOUT = 900  # seconds, per cell
 # Run first in every kernel: the setting the test promises (a user's Jupyter started in notebooks/), checked where
 # the notebook runs rather than assumed from the environment the kernel was given.
 AS_A_USER_OPENS_IT = f"""
@@ -49,6 +51,8 @@ def test_notebooks_exist():
     assert [path.name for path in NOTEBOOKS] == EXPECTED
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
 def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     nb = nbformat.read(path, as_version=4)

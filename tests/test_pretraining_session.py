@@ -5,24 +5,28 @@ from __future__ import annotations
 
 import logging
 import signal
+from pathlib import Path
 
 import pytest
 import torch
 
+from modeling_minibert.pretraining import session
 from modeling_minibert.pretraining.session import (
     _denormals_flushed,
+    busy_cores,
     choose_num_threads,
+    cpu_jiffies,
     resolve_num_threads,
     run_settings,
 )
 
 
-@pytest.mark.parametrize("cores, load, processes, threads", [
+@pytest.mark.parametrize("cores, busy, processes, threads", [
     (2, 0.0, 1, 2),    # idle: every core
     (2, 0.4, 1, 2),    # a little background noise is not a taken core
     (2, 0.6, 1, 1),    # more than half a core taken
     (2, 1.0, 1, 1),    # one core busy (`python -c 'while True: pass'` beside the run)
-    (2, 5.0, 1, 1),    # a crowded machine: one thread, never none
+    (2, 5.0, 1, 1),    # a crowded machine (busy counted from the load average can exceed the cores): one thread
     (8, 3.0, 1, 5),
     (8, 0.0, 1, 8),
     (8, 20.0, 1, 1),
@@ -30,18 +34,88 @@ from modeling_minibert.pretraining.session import (
     (8, 4.0, 2, 2),
     (1, 0.0, 4, 1),
 ])
-def test_threads_are_the_idle_cores_shared_out(cores, load, processes, threads):
-    assert choose_num_threads(cores, load, processes) == threads
+def test_threads_are_the_idle_cores_shared_out(cores, busy, processes, threads):
+    assert choose_num_threads(cores, busy, processes) == threads
 
 
-def test_a_given_thread_count_wins_then_omp_num_threads_then_the_load(monkeypatch):
+# /proc/stat as Linux writes it: per core, user nice system idle iowait irq softirq steal guest guest_nice ticks.
+PROC_STAT = """cpu  {total}
+cpu0 {cpu0} 0 0
+cpu1 {cpu1} 0 0
+cpu2 900 0 100 9000 0 0 0 0 0 0
+intr 123 0 0
+ctxt 456
+"""
+
+
+def proc_stat(cpu0: tuple, cpu1: tuple) -> str:
+    return PROC_STAT.format(total=" ".join(["0"] * 10), cpu0=" ".join(map(str, cpu0)), cpu1=" ".join(map(str, cpu1)))
+
+
+def test_cpu_jiffies_counts_the_given_cores_busy_and_idle_ticks():
+    text = proc_stat((100, 5, 20, 1000, 7, 1, 2, 3), (50, 0, 10, 2000, 0, 0, 0, 0))
+    # busy: user + nice + system + irq + softirq + steal; idle and iowait only in the total; guest not twice
+    assert cpu_jiffies(text, {0}) == (131, 1138)
+    assert cpu_jiffies(text, {0, 1}) == (191, 3198)
+    assert cpu_jiffies(text, {0, 1, 7}) == (191, 3198)  # a core /proc/stat does not list adds nothing
+
+
+class _Snapshots:
+    """Stands for /proc/stat: each read returns the next text."""
+
+    def __init__(self, *texts: str):
+        self.texts = list(texts)
+
+    def read_text(self) -> str:
+        return self.texts.pop(0)
+
+
+def sampled(monkeypatch, first: str, second: str, own_seconds: float) -> None:
+    """busy_cores' two reads of /proc/stat give `first` then `second`, 1 s apart, this process using `own_seconds`."""
+    clock, own = iter([0.0, 1.0]), iter([0.0, own_seconds])
+    monkeypatch.setattr(session, "PROC_STAT", _Snapshots(first, second))
+    monkeypatch.setattr(session.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(session.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(session, "_own_cpu_seconds", lambda: next(own))
+
+
+IDLE_START = proc_stat((0, 0, 0, 0, 0, 0, 0, 0), (0, 0, 0, 0, 0, 0, 0, 0))
+
+
+def test_busy_cores_are_the_ticks_busy_now_less_this_process_own(monkeypatch):
+    # over 1 s at 100 ticks/s: core 0 fully busy, core 1 busy a quarter of the time, of which this process 0.2 s
+    sampled(monkeypatch, IDLE_START, proc_stat((90, 0, 10, 0, 0, 0, 0, 0), (20, 0, 5, 75, 0, 0, 0, 0)), 0.2)
+    assert busy_cores({0, 1}) == pytest.approx(1.05)
+    sampled(monkeypatch, IDLE_START, proc_stat((0, 0, 0, 100, 0, 0, 0, 0), (10, 0, 0, 90, 0, 0, 0, 0)), 0.1)
+    assert busy_cores({0, 1}) == pytest.approx(0.0)  # the only work on the machine is this process's own
+
+
+def test_busy_cores_is_none_without_proc_stat(monkeypatch, tmp_path):
+    monkeypatch.setattr(session, "PROC_STAT", tmp_path / "no-such-file")
+    assert busy_cores({0, 1}) is None
+
+
+def test_busy_cores_measures_this_machine():
+    busy = busy_cores(session.usable_cores(), seconds=0.05)
+    assert busy is None or 0.0 <= busy <= len(session.usable_cores()) + 0.5  # ticks are coarse over 0.05 s
+
+
+def test_a_given_thread_count_wins_then_omp_num_threads_then_the_cores_busy_now(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert resolve_num_threads(5) == (5, "--num_threads")
     assert resolve_num_threads(0) == (3, "OMP_NUM_THREADS")
     monkeypatch.delenv("OMP_NUM_THREADS")
-    monkeypatch.setattr("os.getloadavg", lambda: (1.0, 0.0, 0.0))
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    assert resolve_num_threads(0) == (1, "2 cores, 1-minute load 1.0")
+    # Right after another run ended: the 1-minute load still counts its core as taken, but the cores are idle now.
+    monkeypatch.setattr("os.getloadavg", lambda: (1.7, 0.0, 0.0))
+    sampled(monkeypatch, IDLE_START, proc_stat((2, 0, 1, 97, 0, 0, 0, 0), (0, 0, 0, 100, 0, 0, 0, 0)), 0.0)
+    assert resolve_num_threads(0) == (2, "2 cores, 0.0 busy")
+    # Beside a process spinning on one core.
+    sampled(monkeypatch, IDLE_START, proc_stat((100, 0, 0, 0, 0, 0, 0, 0), (1, 0, 0, 99, 0, 0, 0, 0)), 0.0)
+    assert resolve_num_threads(0) == (1, "2 cores, 1.0 busy")
+    # Where /proc/stat is missing, the load average stands in.
+    monkeypatch.setattr(session, "PROC_STAT", Path("/no/proc/stat"))
+    assert resolve_num_threads(0) == (1, "2 cores, 1-minute load 1.7")
     monkeypatch.setattr("os.getloadavg", lambda: (0.1, 0.0, 0.0))
     assert resolve_num_threads(0) == (2, "2 cores, 1-minute load 0.1")
 
@@ -54,7 +128,7 @@ def test_run_settings_are_given_back_when_the_run_ends():
         with run_settings(3) as stop:
             assert torch.get_num_threads() == 3 and _denormals_flushed()
             assert len(log.filters) == len(before[2]) + 1
-            assert signal.getsignal(signal.SIGTERM) is stop
+            assert signal.getsignal(signal.SIGINT) is stop and signal.getsignal(signal.SIGTERM) is stop
             raise RuntimeError("inside")
     assert (torch.get_num_threads(), _denormals_flushed(), list(log.filters),
             signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

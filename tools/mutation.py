@@ -118,7 +118,8 @@ source_paths = {_toml_list(SOURCE_PATHS)}
 only_mutate = {_toml_list([module])}
 also_copy = {_toml_list([p for p in ALSO_COPY if (project / p).exists()])}
 pytest_add_cli_args_test_selection = {_toml_list(tests)}
-pytest_add_cli_args = ["-p", "no:cacheprovider"]
+# in mutmut's own process: setup.cfg's pytest-xdist workers would run the tests where mutmut cannot see them
+pytest_add_cli_args = ["-p", "no:cacheprovider", "-n", "0"]
 # torch's thread pools are not fork-safe: fork mutants from a server that never ran a test
 process_isolation = "forkserver"
 use_git_change_detection = false

@@ -5,7 +5,7 @@
     objectives.py   what is trained: `Objective` (model, batch, losses, metrics, curves); MLM + NSP, MLM alone
     loop.py         `pretrain`: checks, then the flat training loop, checkpoints and the saved model
     run_folder.py   the output folder: run identity, checkpoints, metrics history, curves, fault recovery
-    session.py      what a run sets in its process and gives back: threads (by the machine's load), signals
+    session.py      what a run sets in its process and gives back: threads (by how busy the cores are), signals
     time_budget.py  `--max_time`: minutes turned into steps for the schedule
 """
 

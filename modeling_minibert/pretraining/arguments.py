@@ -112,7 +112,7 @@ class PretrainingArguments:
         "trackers for Accelerate to log to ('tensorboard', 'wandb', ...; 'none' for none)"))
     disable_tqdm: bool = field(default=False, metadata=_help("hide the progress bars"))
     num_threads: int = field(default=0, metadata=_help(
-        "torch threads on CPU; 0 (auto): OMP_NUM_THREADS if set, else one per idle core by the 1-minute load (all "
+        "torch threads on CPU; 0 (auto): OMP_NUM_THREADS if set, else one per core idle when the run starts (all "
         "cores on an idle machine, 1 on a busy one, where more threads run slower)"))
     push_to_hub: bool = field(default=False, metadata=_help("upload the finished model folder to the Hub"))
     hub_model_id: str | None = field(default=None, metadata=_help("Hub repository for --push_to_hub; unset: the output folder's name"))
@@ -123,7 +123,7 @@ class PretrainingArguments:
         if self.max_steps is None:  # "train for an hour" means an hour, not until the default's step count
             self.max_steps = DEFAULT_MAX_STEPS if self.max_time is None else NO_STEP_LIMIT
         if self.num_threads < 0:
-            raise ValueError(f"num_threads={self.num_threads} must be at least 0 (0: chosen by the machine's load)")
+            raise ValueError(f"num_threads={self.num_threads} must be at least 0 (0: chosen by how busy the cores are)")
         positive = ("vocab_size", "dupe_factor", "per_device_train_batch_size", "per_device_eval_batch_size",
                     "gradient_accumulation_steps", "max_steps", "logging_steps", "eval_steps", "save_steps",
                     "save_total_limit")

@@ -11,8 +11,10 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 
@@ -21,39 +23,85 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 # --- threads -----------------------------------------------------------------------------------------------------
 
-def choose_num_threads(cores: int, load: float, processes: int = 1) -> int:
+PROC_STAT = Path("/proc/stat")
+BUSY_SAMPLE_SECONDS = 0.3  # long enough to average over the scheduler's ticks, short beside any run's start-up
+
+
+def choose_num_threads(cores: int, busy: float, processes: int = 1) -> int:
     """Threads for torch's CPU kernels in each of `processes` training processes on this machine, given its
-    usable `cores` and the 1-minute `load` average (runnable processes): the idle cores, shared out, at least one.
+    usable `cores` and how many of them other processes keep `busy` (cores' worth of CPU time): the idle cores,
+    shared out, at least one.
 
     torch's default, one thread per core, spins and collapses when other processes hold the cores: its threads
     wait at every kernel's barrier for a thread the scheduler has not run (the README gives the measurements).
     """
     share = max(1, cores // processes)
-    idle = (cores - load) / processes
+    idle = (cores - busy) / processes
     return max(1, min(share, int(idle + 0.5)))
 
 
-def usable_cores() -> int:
+def usable_cores() -> set[int]:
     """The cores this process may run on (its CPU affinity, which containers and `taskset` narrow)."""
     try:
-        return len(os.sched_getaffinity(0))
+        return os.sched_getaffinity(0)
     except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
+        return set(range(os.cpu_count() or 1))
+
+
+def cpu_jiffies(proc_stat: str, cpus: set[int]) -> tuple[int, int]:
+    """(busy, total) clock ticks the `cpus` have spent since boot, from the text of /proc/stat: idle and iowait
+    are the idle ticks, everything else (user, nice, system, irq, softirq, steal) busy."""
+    busy = total = 0
+    for line in proc_stat.splitlines():
+        name, *ticks = line.split()
+        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+            counts = [int(tick) for tick in ticks[:8]]  # guest time (fields 9-10) is already counted in user
+            busy += sum(counts) - counts[3] - counts[4]
+            total += sum(counts)
+    return busy, total
+
+
+def busy_cores(cpus: set[int], seconds: float = BUSY_SAMPLE_SECONDS) -> float | None:
+    """How many of `cpus` other processes keep busy now: their busy ticks over `seconds`, minus this process's
+    own CPU time, in cores; None where there is no /proc/stat (macOS, Windows).
+
+    The 1-minute load average would lag: right after another job ends it still counts that job's cores as taken.
+    """
+    try:
+        first, own, start = cpu_jiffies(PROC_STAT.read_text(), cpus), _own_cpu_seconds(), time.monotonic()
+        time.sleep(seconds)
+        second, own, wall = cpu_jiffies(PROC_STAT.read_text(), cpus), _own_cpu_seconds() - own, time.monotonic() - start
+    except OSError:
+        return None
+    ticks_busy, ticks_total = second[0] - first[0], second[1] - first[1]
+    if ticks_total <= 0:
+        return None
+    return max(0.0, len(cpus) * ticks_busy / ticks_total - own / wall)
+
+
+def _own_cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 def resolve_num_threads(num_threads: int, processes: int = 1) -> tuple[int, str]:
-    """The thread count for `--num_threads` (0: the load policy for `processes` training processes on this
-    machine, unless OMP_NUM_THREADS says), and why."""
+    """The thread count for `--num_threads` (0: the policy for `processes` training processes on this machine,
+    from how busy its cores are now, unless OMP_NUM_THREADS says), and why."""
     if num_threads > 0:
         return num_threads, "--num_threads"
     if os.environ.get("OMP_NUM_THREADS", "").isdigit() and int(os.environ["OMP_NUM_THREADS"]) > 0:
         return int(os.environ["OMP_NUM_THREADS"]), "OMP_NUM_THREADS"
-    cores = usable_cores()
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # no load average on this platform: assume an idle machine
-        load = 0.0
-    return choose_num_threads(cores, load, processes), f"{cores} cores, 1-minute load {load:.1f}"
+    cpus = usable_cores()
+    busy = busy_cores(cpus)
+    if busy is not None:
+        why = f"{len(cpus)} cores, {busy:.1f} busy"
+    else:  # no /proc/stat: the 1-minute load average (runnable processes), which lags, else an idle machine
+        try:
+            busy = os.getloadavg()[0]
+        except (AttributeError, OSError):
+            busy = 0.0
+        why = f"{len(cpus)} cores, 1-minute load {busy:.1f}"
+    return choose_num_threads(len(cpus), busy, processes), why
 
 
 # --- the rest of the run's process settings --------------------------------------------------------------------
