@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from fixtures.models import TINY, padded_batch
+from fixtures.models import TINY, padded_batch, ragged_batch
 from safetensors.torch import load_file, save_file
 from test_modeling_minibert import HEADS, assert_outputs_match, head_inputs
 from transformers import AutoModel, BertConfig
 
-from modeling_minibert import AUTO_CLASSES
+import modeling_minibert
+from modeling_minibert import AUTO_CLASSES, MiniBertConfig
 from modeling_minibert.cli import main as cli_main
 from modeling_minibert.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
 
@@ -193,3 +194,42 @@ def test_a_hub_cache_snapshot_converts_and_links_elsewhere_do_not(tmp_path):
                                          "outside the folder: refusing to copy"):
         convert_bert_to_minibert(tmp_path / "bert", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+# --- any BERT made fast: a BERT folder or model loads into the unpadded Mini-BERT, no conversion on disk ----------
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_minibert_from_pretrained_loads_a_bert_folder_unpadded_with_berts_outputs(head, tmp_path, capfd):
+    extra = dict(num_labels=3) if head.endswith("Classification") else {}
+    bert = saved_bert(tmp_path, head, hidden_act="gelu_new", **extra)
+    mini = getattr(modeling_minibert, f"MiniBert{head}").from_pretrained(tmp_path).eval()
+    assert type(mini.config) is MiniBertConfig and mini.config.unpad_inputs and mini.config.num_labels == (3 if extra else 2)
+    assert "LOAD REPORT" not in capfd.readouterr().err  # every weight found its place, none left over
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors", "vocab.txt"]
+    inputs = head_inputs(head, TINY["vocab_size"], num_labels=3)
+    with torch.no_grad():
+        assert_outputs_match(bert(**inputs, output_hidden_states=True), mini(**inputs, output_hidden_states=True),
+                             inputs["attention_mask"].flatten(0, -2))
+
+
+def test_a_bert_model_in_memory_becomes_minibert_in_one_line(capfd):
+    torch.manual_seed(0)
+    bert = transformers.BertForMaskedLM(BertConfig(**{**TINY, "max_position_embeddings": 40}, attn_implementation="sdpa"))
+    bert.eval()
+    mini = modeling_minibert.MiniBertForMaskedLM.from_pretrained(
+        None, config=MiniBertConfig.from_bert(bert.config), state_dict=bert.state_dict()
+    ).eval()
+    assert "LOAD REPORT" not in capfd.readouterr().err
+    ids, mask, types = ragged_batch(TINY["vocab_size"])
+    with torch.no_grad():
+        expected = bert(ids, attention_mask=mask, token_type_ids=types).logits
+        got = mini(ids, attention_mask=mask, token_type_ids=types).logits
+    torch.testing.assert_close(got[mask.bool()], expected[mask.bool()], atol=1e-5, rtol=1e-4)
+
+
+def test_a_bert_decoder_folder_is_refused_naming_the_field(tmp_path):
+    transformers.BertLMHeadModel(BertConfig(**TINY, is_decoder=True)).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"^config.json in .*: is_decoder=True describes a BERT decoder; Mini-BERT is an "
+                                         r"encoder only \(it needs is_decoder=False\)$"):
+        modeling_minibert.MiniBertForMaskedLM.from_pretrained(tmp_path)
