@@ -134,7 +134,7 @@ def readme_table(results: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--batches", type=int, default=2, help="batches per implementation and round")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (one core: the per-core speed)")
     parser.add_argument("--output", type=Path, default=RESULTS_FILE)
