@@ -48,6 +48,31 @@ def read_config_json(folder: str | os.PathLike) -> dict:
 
 LAYER_NORM_POSITIONS = ("post", "pre")
 
+# Fields with the same meaning in transformers' BertConfig and MiniBertConfig: a BERT config translates through
+# them (loading a BERT folder, `minibert convert-bert` both ways), and BERT's weights fit unchanged.
+BERT_FIELDS = (
+    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+    "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+    "initializer_range", "layer_norm_eps", "pad_token_id", "classifier_dropout", "tie_word_embeddings",
+    "id2label", "label2id", "problem_type",
+)
+# BertConfig fields whose other values describe a model Mini-BERT (an encoder) is not.
+BERT_ONLY_VALUES = (("is_decoder", False), ("add_cross_attention", False))
+
+
+def minibert_dict_from_bert(bert_config: dict, source: str) -> dict:
+    """A MiniBertConfig dict with the architecture of a BertConfig dict (its `to_dict()` or config.json), so that
+    its weights load unchanged; a BERT that Mini-BERT cannot hold (a decoder) is a one-line ValueError."""
+    for field, value in BERT_ONLY_VALUES:
+        if bert_config.get(field, value) != value:
+            raise ValueError(
+                f"{source}: {field}={bert_config[field]!r} describes a BERT decoder; Mini-BERT is an encoder only "
+                f"(it needs {field}={value!r})"
+            )
+    architectures = [name.replace("Bert", "MiniBert", 1) for name in bert_config.get("architectures") or []]
+    fields = {name: bert_config[name] for name in BERT_FIELDS if name in bert_config}
+    return {**fields, "architectures": architectures or None, "model_type": MiniBertConfig.model_type}
+
 # (fields, accepted types, how the error names them)
 FIELD_TYPES = (
     (
@@ -184,19 +209,30 @@ class MiniBertConfig(PretrainedConfig):
                     raise ValueError(f"MiniBertConfig.{name} must be {expected}, got {value!r}")
 
     @classmethod
+    def from_bert(cls, bert_config: PretrainedConfig) -> MiniBertConfig:
+        """The Mini-BERT config of a transformers `BertConfig` (same architecture, so the BERT's weights fit):
+        `MiniBertModel.from_pretrained(None, config=MiniBertConfig.from_bert(bert.config), state_dict=bert.state_dict())`
+        makes a BertModel already in memory the unpadded Mini-BERT."""
+        return cls.from_dict(minibert_dict_from_bert(bert_config.to_dict(), type(bert_config).__name__))
+
+    @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, **kwargs) -> MiniBertConfig:
-        """`PretrainedConfig.from_pretrained`, but a config.json of another model type is an error, not a warning:
-        BERT folders go through `minibert convert-bert` instead. A missing folder or a config.json that is not
-        JSON is a one-line error naming it."""
+        """`PretrainedConfig.from_pretrained`, reading a BERT config.json (`model_type: bert`) as the Mini-BERT
+        config of the same architecture (so `MiniBert*.from_pretrained(bert_folder)` loads a BERT checkpoint into
+        the unpadded Mini-BERT); a config.json of any other model type is an error, not a warning. A missing
+        folder or a config.json that is not JSON is a one-line error naming it."""
         check_model_path(pretrained_model_name_or_path)
         if (Path(pretrained_model_name_or_path) / "config.json").is_file():
             read_config_json(pretrained_model_name_or_path)
-        config_dict, _ = cls.get_config_dict(pretrained_model_name_or_path, **dict(kwargs))
+        config_dict, unused_kwargs = cls.get_config_dict(pretrained_model_name_or_path, **dict(kwargs))
         model_type = config_dict.get("model_type")
+        if model_type == "bert":
+            source = f"config.json in {pretrained_model_name_or_path}"
+            return cls.from_dict(minibert_dict_from_bert(config_dict, source), **unused_kwargs)
         if model_type is not None and model_type != cls.model_type:
             raise ValueError(
                 f"config.json in {pretrained_model_name_or_path} has model_type {model_type!r}, expected "
-                f"{cls.model_type!r} (convert BERT checkpoints with `minibert convert-bert`)"
+                f"{cls.model_type!r} or 'bert'"
             )
         return super().from_pretrained(pretrained_model_name_or_path, **kwargs)
 
@@ -205,4 +241,4 @@ class MiniBertConfig(PretrainedConfig):
         return self.hidden_size // self.num_attention_heads
 
 
-__all__ = ["MiniBertConfig", "check_model_path", "read_config_json"]
+__all__ = ["BERT_FIELDS", "MiniBertConfig", "check_model_path", "minibert_dict_from_bert", "read_config_json"]

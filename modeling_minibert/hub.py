@@ -18,11 +18,14 @@ in an uploaded file, the card, a log line or an exception message.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -33,6 +36,7 @@ from huggingface_hub.utils import filter_repo_objects, validate_repo_id
 from transformers import TrainerCallback
 from transformers.dynamic_module_utils import custom_object_save
 
+from modeling_minibert.configuration_minibert import MiniBertConfig, read_config_json
 from modeling_minibert.files import check_links
 from modeling_minibert.model_card import parameter_count, refresh_model_card
 from modeling_minibert.outputs import TEACHER_DIR, TEACHER_LOGITS_FILE, TEACHER_LOGITS_INFO_FILE, safetensors_problem
@@ -54,6 +58,8 @@ TRAINING_STATE_PATTERNS = [
 # `minibert distill --finetune_teacher` keeps the fine-tuned teacher in `teacher/`: another model, not this one.
 IGNORED_FOLDERS = ["checkpoint-*", "checkpoints", TEACHER_DIR, ".*"]
 REDACTED = "hf_***"
+# What `push --format` publishes: the folder as it is (Mini-BERT: remote code), or its transformers BERT format.
+FORMATS = ("minibert", "bert")
 OS_ERROR_FIELDS = ("errno", "strerror", "filename", "filename2")  # an OSError keeps these outside args and __dict__
 
 # ---------------------------------------------------------------------------------------------
@@ -216,6 +222,7 @@ def push_to_hub(
     allow_pickle: bool = False,
     endpoint: str | None = None,
     license: str | None = None,
+    format: str = "minibert",
 ) -> CommitInfo:
     """Upload a saved model folder or a job's output folder to the Hub repository `repo_id`, with a model card.
 
@@ -232,6 +239,9 @@ def push_to_hub(
             run code when loaded). Checkpoints and training state are never uploaded, whatever this says.
         endpoint: Hub URL; defaults to `HF_ENDPOINT` or huggingface.co.
         license: the card's license (default: the card's own, else "apache-2.0").
+        format: "minibert" (the folder as it is) or "bert": a Mini-BERT folder is converted first, in a temporary
+            folder, to transformers' BERT format (`convert_bert.convert_minibert_to_bert`: no code files, loads
+            without remote code); `folder` is left as it is.
 
     Returns:
         The `CommitInfo` (a str: the commit URL; `.oid` is the commit id).
@@ -245,9 +255,26 @@ def push_to_hub(
             token (in its message or its request's headers) is replaced by a token-free copy of the same type.
     """
     token = token or get_token()
-    # Everything below may quote its arguments in an error: a token pasted into the wrong one stays hidden.
-    return _call_without_leaking(token, lambda: _push(
-        Path(folder), repo_id, private, revision, commit_message, token, allow_pickle, endpoint, license))
+    if format not in FORMATS:
+        raise ValueError(f"format={format!r} is not one of {', '.join(map(repr, FORMATS))}")
+    folder = Path(folder)
+    with tempfile.TemporaryDirectory(prefix="minibert-push-") as scratch:
+        if format == "bert" and _is_minibert_folder(folder):
+            from modeling_minibert.convert_bert import convert_minibert_to_bert
+
+            folder = convert_minibert_to_bert(folder, Path(scratch) / folder.name)
+        # Everything below may quote its arguments in an error: a token pasted into the wrong one stays hidden.
+        return _call_without_leaking(token, lambda: _push(
+            folder, repo_id, private, revision, commit_message, token, allow_pickle, endpoint, license))
+
+
+def _is_minibert_folder(folder: Path) -> bool:
+    """Whether `folder` holds a Mini-BERT config (a BERT-format folder is pushed as it is; a missing or broken
+    config is left for `_push` to name)."""
+    try:
+        return read_config_json(folder).get("model_type") == MiniBertConfig.model_type
+    except (OSError, ValueError):
+        return False
 
 
 def _push(
@@ -329,9 +356,32 @@ class PushCustomCodeCallback(TrainerCallback):
             custom_object_save(model, args.output_dir)  # the model's module and the files it imports
 
 
+@dataclass(kw_only=True)
+class PushArguments:
+    """`minibert push`'s options; `push_to_hub` takes the same names as keywords (after FOLDER and REPO_ID)."""
+
+    private: bool = field(default=False, metadata={"help": "create the repository private"})
+    revision: str | None = field(default=None, metadata={"help": "branch to push to (created from main if new)"})
+    commit_message: str | None = field(default=None, metadata={"help": "commit message"})
+    allow_pickle: bool = field(default=False, metadata={
+        "help": "also upload pickle files (*.bin, *.pt, ...) other than checkpoints and training state (never uploaded)"})
+    license: str | None = field(default=None, metadata={
+        "help": 'license in the model card (default: the card\'s own, else "apache-2.0")'})
+    token: str | None = field(default=None, metadata={
+        "help": "Hub token (prefer HF_TOKEN: a command-line token is visible to other users of this machine)"})
+    format: str = field(default="minibert", metadata={
+        "choices": FORMATS,
+        "help": "minibert: the folder as it is (loads with trust_remote_code); bert: converted to transformers' BERT "
+                "format first (no code files, loads anywhere BERT does)"})
+
+
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    from transformers import HfArgumentParser
+
     parser = subparsers.add_parser(
         "push",
+        # HfArgumentParser makes the options from the dataclass, accepting --foo_bar and --foo-bar alike.
+        parents=[HfArgumentParser(PushArguments, add_help=False)],
         help="upload a saved model folder to the Hugging Face Hub",
         description=(
             "Upload FOLDER (a save_pretrained folder or a pretrain/finetune output folder) to the Hub repository "
@@ -340,39 +390,19 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
             "The Hub is HF_ENDPOINT (default huggingface.co); the token is --token, HF_TOKEN or `hf auth login`'s."
         ),
     )
+    # Positional, as in huggingface_hub's own `hf upload REPO_ID LOCAL_PATH`: the two things every push names.
     parser.add_argument("folder", metavar="FOLDER", help="saved model or job output folder (config.json, model.safetensors, ...)")
     parser.add_argument("repo_id", metavar="REPO_ID", help='"namespace/name"; created if missing')
-    parser.add_argument("--private", action="store_true", help="create the repository private")
-    parser.add_argument("--revision", metavar="BRANCH", help="branch to push to (created from main if new)")
-    parser.add_argument("--commit-message", "--commit_message", help="commit message")
-    parser.add_argument(
-        "--allow-pickle", "--allow_pickle", action="store_true",
-        help="also upload pickle files (*.bin, *.pt, ...) other than checkpoints and training state (never uploaded)",
-    )
-    parser.add_argument("--license", help='license in the model card (default: the card\'s own, else "apache-2.0")')
-    parser.add_argument(
-        "--token",
-        help="Hub token (prefer HF_TOKEN: a command-line token is visible to other users of this machine)",
-    )
     parser.set_defaults(func=run_cli)
 
 
 def run_cli(args: argparse.Namespace) -> int:
+    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(PushArguments)}
     try:
-        info = push_to_hub(
-            args.folder,
-            args.repo_id,
-            private=args.private,
-            revision=args.revision,
-            commit_message=args.commit_message,
-            token=args.token,
-            allow_pickle=args.allow_pickle,
-            license=args.license,
-        )
+        info = push_to_hub(args.folder, args.repo_id, **options)
     except (httpx2.HTTPError, LocalTokenNotFoundError) as err:
         # The Hub's answer or the network error (already free of the token) is the useful part; a traceback is not.
         print(f"minibert push: error: {err}", file=sys.stderr)
         return 1
     print(info.commit_url)
     return 0
-

@@ -34,6 +34,17 @@ HEADS: dict[str, tuple[str, str | None]] = {
     target.rsplit(".", 1)[1].removeprefix("MiniBert"): (auto_class, PIPELINE_TAGS.get(auto_class))
     for auto_class, target in AUTO_MAP.items()
 }
+# The card's word on the folder's format: how it loads, and (BERT format) how to get Mini-BERT's fast path back.
+FORMAT_NOTES = {
+    "minibert": ". It loads with plain transformers: the modeling code travels with the weights.",
+    "bert": (
+        ", saved in transformers' BERT format (`model_type: bert`, transformers' own BERT classes, no code files): "
+        "it loads anywhere BERT does (transformers without `trust_remote_code`, and the tools that know BERT). "
+        "Mini-BERT's fast path (the unpadded encoder, faster on mixed-length batches) loads the same weights: "
+        "`MiniBert*.from_pretrained` of this repository with the `modeling_minibert` package installed."
+    ),
+}
+HEAD_OF_AUTO_CLASS = {auto_class: head for head, (auto_class, _) in HEADS.items()}
 EXAMPLE_INPUTS = {
     "fill-mask": '"The capital of France is [MASK]."',
     "question-answering": 'question="Who wrote it?", context="It was written by Jane Austen."',
@@ -219,31 +230,34 @@ def build_model_card(
         license=license,
         library_name="transformers",
         pipeline_tag=pipeline_tag,
-        tags=[model_type, "bert"] + (["custom_code"] if custom_code else []),
+        tags=list(dict.fromkeys([model_type, "bert"])) + (["custom_code"] if custom_code else []),
         base_model=base_model if on_hub else None,
         datasets=[dataset_name] if dataset_name else None,
         model_name=name,
         eval_results=eval_results(metrics, pipeline_tag, dataset_name) or None,
     )
+    bert_format = model_type == "bert"
     lines = [
         CARD_MARKER,
         "",
         f"# {name}",
         "",
         (
-            f"A Mini-BERT model: a small encoder with BERT's architecture (`model_type: {model_type}`), "
-            f"here as `{architecture}`"
+            "A Mini-BERT model: a small encoder with BERT's architecture"
+            + ("" if bert_format else f" (`model_type: {model_type}`)")
+            + f", here as `{architecture}`"
             + (f" for {pipeline_tag}" if pipeline_tag else "")
             + (f", fine-tuned from [{base_model}](https://huggingface.co/{base_model})" if on_hub else "")
             + (f", fine-tuned from the local model `{base_model}`" if base_model and not on_hub else "")
-            + ". It loads with plain transformers: the modeling code travels with the weights."
+            + (FORMAT_NOTES["bert"] if bert_format else FORMAT_NOTES["minibert"])
         ),
         "",
         *_size_lines(config, architecture, n_params, pipeline_tag),
         "## Training data", "", dataset_name if dataset_name else "Not recorded with this checkpoint.", "",
         *_result_lines(metrics),
     ]
-    lines += ["## Usage", "", *_usage(repo_id, revision, auto_class, pipeline_tag, has_tokenizer)]
+    usage = _bert_format_usage if bert_format else _usage
+    lines += ["## Usage", "", *usage(repo_id, revision, auto_class, pipeline_tag, has_tokenizer)]
     if not has_tokenizer:
         lines += ["No tokenizer was saved with this checkpoint: use the one it was trained with.", ""]
     lines += ["## License", "", f"{license}", ""]
@@ -309,6 +323,28 @@ def _usage(repo_id: str, revision: str | None, auto_class: str, pipeline_tag: st
         "", "```python", *with_package, "```", "",
         "Without it, transformers runs the modeling code stored in this repository (`trust_remote_code=True`):",
         "", "```python", *without, "```", "",
+    ]
+
+
+def _bert_format_usage(
+    repo_id: str, revision: str | None, auto_class: str, pipeline_tag: str | None, has_tokenizer: bool
+) -> list:
+    """Card lines for a BERT-format folder: plain transformers, then Mini-BERT's fast path on the same weights."""
+    rev = f', revision="{revision}"' if revision else ""
+    plain = [f"from transformers import {'AutoTokenizer, ' if has_tokenizer else ''}{auto_class}", ""]
+    if has_tokenizer:
+        plain.append(f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}"{rev})')
+    plain.append(f'model = {auto_class}.from_pretrained("{repo_id}"{rev})')
+    if pipeline_tag and has_tokenizer:
+        example = EXAMPLE_INPUTS.get(pipeline_tag, '"Mini-BERT is a small encoder."')
+        plain += ["", "from transformers import pipeline", "",
+                  f'pipe = pipeline("{pipeline_tag}", model="{repo_id}"{rev})', f"print(pipe({example}))"]
+    mini_class = "MiniBert" + HEAD_OF_AUTO_CLASS.get(auto_class, "Model")
+    fast = [f"from modeling_minibert import {mini_class}", "",
+            f'model = {mini_class}.from_pretrained("{repo_id}"{rev})  # the same weights, unpadded']
+    return [
+        "transformers' BERT classes load it, with no remote code:", "", "```python", *plain, "```", "",
+        "Mini-BERT's fast path, with the `modeling_minibert` package installed:", "", "```python", *fast, "```", "",
     ]
 
 

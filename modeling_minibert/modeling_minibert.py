@@ -527,6 +527,8 @@ class MiniBertPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = True
     _supports_attention_backend = True
     _no_split_modules = ["MiniBertEmbeddings", "MiniBertLayer"]
+    # In BERT checkpoints, not weights: an old buffer, and BERT's tied copy of `cls.predictions.bias`.
+    _keys_to_ignore_on_load_unexpected = [r"embeddings\.position_ids$", r"cls\.predictions\.decoder\.bias$"]
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -539,7 +541,8 @@ class MiniBertPreTrainedModel(PreTrainedModel):
         """`PreTrainedModel.from_pretrained`, with one-line errors before any allocation for a local folder that
         does not exist, holds no weights, holds only pickle weights (refused unless `use_safetensors=False`), or
         whose config disagrees with its weights' shapes; and naming the file when a `model.safetensors` is
-        truncated or corrupted."""
+        truncated or corrupted. A transformers BERT folder or Hub id (`model_type: bert`) loads into the unpadded
+        Mini-BERT of the same architecture (see `MiniBertConfig.from_bert`; BERT's weight names are ours)."""
         kwargs.setdefault("use_safetensors", True)
         if pretrained_model_name_or_path is None:  # weights from `state_dict=`: no folder to check
             return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)

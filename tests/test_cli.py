@@ -54,7 +54,7 @@ def test_an_install_outside_a_clone_says_to_install_from_one(monkeypatch, tmp_pa
     (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--no-strip-accents"], "--no-strip-accents"),
     (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--quiet"], "--quiet"),
     (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--vocab", "100"], "--vocab"),
-    (["convert-bert", "src", "out", "--overwrite"], "--overwrite"),
+    (["convert-bert", "--model_name_or_path", "src", "--output_dir", "out", "--overwrite"], "--overwrite"),
     (["push", "folder", "me/model", "--commit", "message"], "--commit"),
 ])
 def test_dropped_and_abbreviated_option_names_are_refused(argv, refused, capsys, tmp_path, monkeypatch):

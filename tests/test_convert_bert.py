@@ -6,19 +6,24 @@ import json
 import os
 import re
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 import transformers
-from fixtures.models import TINY, padded_batch
+from fixtures.environment import REPO
+from fixtures.models import TINY, padded_batch, ragged_batch
 from safetensors.torch import load_file, save_file
 from test_modeling_minibert import HEADS, assert_outputs_match, head_inputs
 from transformers import AutoModel, BertConfig
 
-from modeling_minibert import AUTO_CLASSES
+import modeling_minibert
+from modeling_minibert import AUTO_CLASSES, MiniBertConfig
 from modeling_minibert.cli import main as cli_main
 from modeling_minibert.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
+from modeling_minibert.modeling_minibert import AUTO_MAP
 
 
 def saved_bert(folder, head: str, **config_kwargs):
@@ -53,20 +58,20 @@ def test_every_bert_head_converts_with_identical_outputs(head, tmp_path):
 
 def test_cli_converts_both_ways_and_refuses_to_overwrite(tmp_path, capsys):
     saved_bert(tmp_path / "bert", "ForPreTraining", hidden_act="relu", hidden_size=48, num_attention_heads=3)
-    assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini")]) == 0
+    assert cli_main(["convert-bert", "--model_name_or_path", str(tmp_path / "bert"), "--output_dir", str(tmp_path / "mini")]) == 0
     assert AutoModel.from_pretrained(tmp_path / "mini").config.hidden_act == "relu"
-    assert cli_main(["convert-bert", "--to-bert", str(tmp_path / "mini"), str(tmp_path / "back")]) == 0
+    assert cli_main(["convert-bert", "--to-bert", "--model_name_or_path", str(tmp_path / "mini"), "--output_dir", str(tmp_path / "back")]) == 0
     assert json.loads((tmp_path / "back" / "config.json").read_text())["model_type"] == "bert"
     before = (tmp_path / "mini" / "model.safetensors").read_bytes()
     capsys.readouterr()
-    assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini")]) == 2
+    assert cli_main(["convert-bert", "--model_name_or_path", str(tmp_path / "bert"), "--output_dir", str(tmp_path / "mini")]) == 2
     assert capsys.readouterr().err == (
         f"minibert convert-bert: error: output_dir {tmp_path / 'mini'} is not empty; pass --overwrite_output_dir to "
         "replace it, or choose another folder\n"
     )
     assert (tmp_path / "mini" / "model.safetensors").read_bytes() == before
-    assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini"), "--overwrite_output_dir"]) == 0
-    assert cli_main(["convert-bert", str(tmp_path / "bert"), str(tmp_path / "mini"), "--overwrite-output-dir"]) == 0
+    assert cli_main(["convert-bert", "--model_name_or_path", str(tmp_path / "bert"), "--output_dir", str(tmp_path / "mini"), "--overwrite_output_dir"]) == 0
+    assert cli_main(["convert-bert", "--model_name_or_path", str(tmp_path / "bert"), "--output_dir", str(tmp_path / "mini"), "--overwrite-output-dir"]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["back", "bert", "mini"]  # no staging or previous copy
 
 
@@ -118,7 +123,7 @@ def test_minibert_only_features_cannot_become_bert(tmp_path, capsys, config_kwar
     with pytest.raises(ValueError, match=message):
         convert_minibert_to_bert(tmp_path / "mini", tmp_path / "bert")
     capsys.readouterr()
-    assert cli_main(["convert-bert", "--to-bert", str(tmp_path / "mini"), str(tmp_path / "bert")]) == 2
+    assert cli_main(["convert-bert", "--to-bert", "--model_name_or_path", str(tmp_path / "mini"), "--output_dir", str(tmp_path / "bert")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("minibert convert-bert: error: ") and err.count("\n") == 1
     assert re.search(message, err)
@@ -154,7 +159,7 @@ def test_broken_sources_are_one_line(tmp_path, capsys):
     with pytest.raises(FileNotFoundError, match=r"model folder .*nowhere does not exist"):
         convert_bert_to_minibert(tmp_path / "nowhere", tmp_path / "out")
     capsys.readouterr()
-    assert cli_main(["convert-bert", str(tmp_path / "nowhere"), str(tmp_path / "out")]) == 2
+    assert cli_main(["convert-bert", "--model_name_or_path", str(tmp_path / "nowhere"), "--output_dir", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err == f"minibert convert-bert: error: model folder {tmp_path / 'nowhere'} does not exist\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bert"]
 
@@ -193,3 +198,204 @@ def test_a_hub_cache_snapshot_converts_and_links_elsewhere_do_not(tmp_path):
                                          "outside the folder: refusing to copy"):
         convert_bert_to_minibert(tmp_path / "bert", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+# --- any BERT made fast: a BERT folder or model loads into the unpadded Mini-BERT, no conversion on disk ----------
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_minibert_from_pretrained_loads_a_bert_folder_unpadded_with_berts_outputs(head, tmp_path, capfd):
+    extra = dict(num_labels=3) if head.endswith("Classification") else {}
+    bert = saved_bert(tmp_path, head, hidden_act="gelu_new", **extra)
+    mini = getattr(modeling_minibert, f"MiniBert{head}").from_pretrained(tmp_path).eval()
+    assert type(mini.config) is MiniBertConfig and mini.config.unpad_inputs and mini.config.num_labels == (3 if extra else 2)
+    assert "LOAD REPORT" not in capfd.readouterr().err  # every weight found its place, none left over
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors", "vocab.txt"]
+    inputs = head_inputs(head, TINY["vocab_size"], num_labels=3)
+    with torch.no_grad():
+        assert_outputs_match(bert(**inputs, output_hidden_states=True), mini(**inputs, output_hidden_states=True),
+                             inputs["attention_mask"].flatten(0, -2))
+
+
+def test_a_bert_model_in_memory_becomes_minibert_in_one_line(capfd):
+    torch.manual_seed(0)
+    bert = transformers.BertForMaskedLM(BertConfig(**{**TINY, "max_position_embeddings": 40}, attn_implementation="sdpa"))
+    bert.eval()
+    mini = modeling_minibert.MiniBertForMaskedLM.from_pretrained(
+        None, config=MiniBertConfig.from_bert(bert.config), state_dict=bert.state_dict()
+    ).eval()
+    assert "LOAD REPORT" not in capfd.readouterr().err
+    ids, mask, types = ragged_batch(TINY["vocab_size"])
+    with torch.no_grad():
+        expected = bert(ids, attention_mask=mask, token_type_ids=types).logits
+        got = mini(ids, attention_mask=mask, token_type_ids=types).logits
+    torch.testing.assert_close(got[mask.bool()], expected[mask.bool()], atol=1e-5, rtol=1e-4)
+
+
+def test_a_bert_decoder_folder_is_refused_naming_the_field(tmp_path):
+    transformers.BertLMHeadModel(BertConfig(**TINY, is_decoder=True)).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"^config.json in .*: is_decoder=True describes a BERT decoder; Mini-BERT is an "
+                                         r"encoder only \(it needs is_decoder=False\)$"):
+        modeling_minibert.MiniBertForMaskedLM.from_pretrained(tmp_path)
+
+
+# --- publish as BERT: a job folder in BERT format loads anywhere BERT does, without this package ---------------
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"the cat sat on a mat dog ran in park who wrote it was by jane".split()]
+TEXTS = ["the cat sat on the mat", "a dog ran", "who wrote it"]
+LABELS = {"ForSequenceClassification": ["negative", "positive", "neutral"], "ForTokenClassification": ["O", "B-X", "I-X"]}
+# head -> (pipeline task, its input) for the heads transformers has a pipeline for (5.x removed question-answering:
+# Mini-BERT folders carry their own, as remote code, which a BERT-format folder has none of).
+PIPELINES = {
+    "Model": ("feature-extraction", "the cat sat"),
+    "ForMaskedLM": ("fill-mask", "the cat sat on the [MASK]"),
+    "ForSequenceClassification": ("text-classification", TEXTS),
+    "ForTokenClassification": ("token-classification", "the cat sat on a mat"),
+}
+PROMPT = "Do you wish to run the custom code"
+
+BERT_FORMAT_SCRIPT = r"""
+import json, sys
+import torch
+from transformers import AutoTokenizer, pipeline
+import transformers
+folders, inputs, pipelines = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
+out = {}
+for head, (auto_class, folder) in folders.items():
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = getattr(transformers, auto_class).from_pretrained(folder).eval()
+    with torch.no_grad():
+        result = model(**{k: torch.tensor(v) for k, v in inputs[head].items()})
+    out[head] = {
+        "tokenizer": type(tokenizer).__name__, "ids": tokenizer(%r)["input_ids"], "class": type(model).__name__,
+        "outputs": {k: v.tolist() for k, v in result.items() if torch.is_tensor(v)},
+    }
+    if head in pipelines:
+        task, text = pipelines[head]
+        out[head]["pipeline"] = pipeline(task, model=folder)(text)
+print("\nRESULT", json.dumps(out, default=float))  # numpy scores (token-classification) as floats
+""" % TEXTS
+
+
+def tensors_of(value):
+    """The numbers in a pipeline's answer (scores, features), in order, for a tolerance comparison."""
+    if isinstance(value, dict):
+        return [n for key in sorted(value) for n in tensors_of(value[key])]
+    if isinstance(value, (list, tuple)):
+        return [n for item in value for n in tensors_of(item)]
+    return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+def labels_of(value):
+    """The words in a pipeline's answer (labels, tokens, answers): equal, not close."""
+    if isinstance(value, dict):
+        return [w for key in sorted(value) for w in labels_of(value[key])]
+    if isinstance(value, (list, tuple)):
+        return [w for item in value for w in labels_of(item)]
+    return [value] if isinstance(value, str) else []
+
+
+def mini_job_folder(root: Path, head: str, tokenizer) -> Path:
+    """A Mini-BERT job output folder: the model, tokenizer, results, a plot, a card, a checkpoint and training state."""
+    from modeling_minibert.model_card import write_model_card
+    from modeling_minibert.outputs import write_results
+
+    labels = LABELS.get(head)
+    extra = dict(id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)}) if labels else {}
+    torch.manual_seed(0)
+    folder = root / head
+    config = MiniBertConfig(**{**TINY, "vocab_size": len(tokenizer)}, **extra)
+    getattr(modeling_minibert, f"MiniBert{head}")(config).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    write_results(folder, {"train": {"train_loss": 1.5}, "eval": {"eval_loss": 1.25, "eval_accuracy": 0.5}})
+    (folder / "training_curves.png").write_bytes(b"\x89PNG not really")
+    write_model_card(folder, task=PIPELINES.get(head, (None,))[0], dataset_name="tiny texts")
+    (folder / "checkpoint-1").mkdir()
+    (folder / "checkpoint-1" / "optimizer.pt").write_bytes(b"state")
+    (folder / "training_args.bin").write_bytes(b"pickle")
+    return folder
+
+
+def head_batch(head: str, tokenizer) -> dict:
+    batch = tokenizer(TEXTS, ["it was by jane"] * 3, padding=True, return_tensors="pt")
+    if head == "ForMultipleChoice":  # (1 example, 3 choices, T)
+        return {k: v.unsqueeze(0) for k, v in batch.items()}
+    return dict(batch)
+
+
+@pytest.fixture(scope="module")
+def bert_format_folders(tmp_path_factory):
+    """Every head's Mini-BERT job folder and its BERT-format copy (one through the command line)."""
+    from tokenization import make_tokenizer
+
+    root = tmp_path_factory.mktemp("publish")
+    tokenizer = make_tokenizer({w: i for i, w in enumerate(WORDS)}, model_max_length=TINY["max_position_embeddings"])
+    folders = {}
+    for head in HEADS:
+        mini = mini_job_folder(root / "mini", head, tokenizer)
+        bert = root / "bert" / head
+        if head == "ForMaskedLM":
+            assert cli_main(["convert-bert", "--to_bert", "--model_name_or_path", str(mini), "--output_dir", str(bert)]) == 0
+        else:
+            convert_minibert_to_bert(mini, bert)
+        folders[head] = (mini, bert)
+    return folders, tokenizer
+
+
+def test_a_job_folder_in_bert_format_is_complete_and_has_no_code(bert_format_folders):
+    folders, _ = bert_format_folders
+    for head, (mini, bert) in folders.items():
+        names = sorted(p.relative_to(bert).as_posix() for p in bert.rglob("*") if p.is_file())
+        assert names == ["README.md", "all_results.json", "config.json", "eval_results.json", "model.safetensors",
+                         "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "train_results.json",
+                         "training_curves.png", "vocab.txt"], names  # no code, checkpoint, training state
+        config = json.loads((bert / "config.json").read_text())
+        assert config["model_type"] == "bert" and config["architectures"] == [f"Bert{head}"] and "auto_map" not in config
+        if head in LABELS:
+            assert [config["id2label"][str(i)] for i in range(3)] == LABELS[head]
+        for name in ("all_results.json", "training_curves.png", "tokenizer.json"):
+            assert (bert / name).read_bytes() == (mini / name).read_bytes()
+        card = (bert / "README.md").read_text()
+        assert "transformers' BERT format (`model_type: bert`" in card and "trust_remote_code=True" not in card
+        assert f"MiniBert{head}.from_pretrained" in card and "| Accuracy | validation | 0.5 |" in card
+        assert "custom_code" not in card and "datasets:\n- tiny texts" in card
+
+
+def test_bert_format_folders_load_without_the_package_or_remote_code_with_minibert_outputs(bert_format_folders):
+    """One clean interpreter, which cannot import this package, loads every head with AutoTokenizer, AutoModel* and
+    pipeline(...), with no prompt; every output equals Mini-BERT's (run here, on the Mini-BERT folders) within 1e-5."""
+    from fixtures.environment import BLOCK_PACKAGE, clean_env
+
+    folders, tokenizer = bert_format_folders
+    auto_of = {target.rsplit(".", 1)[1].removeprefix("MiniBert"): auto for auto, target in AUTO_MAP.items()}
+    inputs = {head: {k: v.tolist() for k, v in head_batch(head, tokenizer).items()} for head in HEADS}
+    args = [json.dumps({head: (auto_of[head], str(bert)) for head, (_, bert) in folders.items()}),
+            json.dumps(inputs), json.dumps(PIPELINES)]
+    result = subprocess.run([sys.executable, "-c", BLOCK_PACKAGE + BERT_FORMAT_SCRIPT, *args], env=clean_env(),
+                            cwd=REPO.parent, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert PROMPT not in result.stdout + result.stderr
+    assert "deliberately not importable" not in result.stderr
+    out = json.loads(result.stdout.split("\nRESULT ")[-1])
+    for head, (mini_folder, _) in folders.items():
+        got = out[head]
+        assert got["class"] == f"Bert{head}" and got["tokenizer"] == "BertTokenizer", got
+        assert got["ids"] == tokenizer(TEXTS)["input_ids"]
+        mini = getattr(modeling_minibert, f"MiniBert{head}").from_pretrained(mini_folder).eval()
+        batch = head_batch(head, tokenizer)
+        with torch.no_grad():
+            expected = mini(**batch)
+        keep = batch["attention_mask"].bool()
+        assert set(got["outputs"]) == {k for k, v in expected.items() if torch.is_tensor(v)}, head
+        for key, values in got["outputs"].items():
+            e, g = expected[key], torch.tensor(values)
+            if e.dim() >= keep.dim() and e.shape[: keep.dim()] == keep.shape:  # token-level: real tokens only
+                e, g = e[keep], g[keep]
+            torch.testing.assert_close(g, e, atol=1e-5, rtol=0, msg=f"{head} {key}")
+        if head in PIPELINES:
+            task, text = PIPELINES[head]
+            pipe = transformers.pipeline(task, model=str(mini_folder))
+            answer = json.loads(json.dumps(pipe(text), default=float))  # as the other process printed it
+            assert labels_of(got["pipeline"]) == labels_of(answer), head
+            torch.testing.assert_close(torch.tensor(tensors_of(got["pipeline"])), torch.tensor(tensors_of(answer)),
+                                       atol=1e-5, rtol=0, msg=head)

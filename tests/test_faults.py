@@ -377,7 +377,7 @@ def test_finetune_resumed_after_a_disk_fault_equals_an_uninterrupted_run(faulted
 
 
 def convert_argv(inputs: Path, output: Path) -> list[str]:
-    return ["convert-bert", "--to-bert", str(inputs / "model"), str(output)]
+    return ["convert-bert", "--to-bert", "--model_name_or_path", str(inputs / "model"), "--output_dir", str(output)]
 
 
 def export_argv(inputs: Path, output: Path) -> list[str]:

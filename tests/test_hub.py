@@ -785,3 +785,21 @@ finally:
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.strip().splitlines()[-1])["params"] == model.num_parameters()
 
+
+
+def test_push_format_bert_publishes_the_bert_format_copy_and_leaves_the_folder_alone(finetuning_output, local_hub):
+    before = _snapshot(finetuning_output)
+    local_hub.configure_clients()  # the CLI takes its endpoint from the environment
+    assert cli_main(["push", str(finetuning_output), "clf-bert", "--token", TOKEN, "--format", "bert"]) == 0
+    pushed = local_hub.repo_files(f"{USER}/clf-bert")
+    assert {"all_results.json", "eval_results.json", "confusion_matrix.png", "model.safetensors", "vocab.txt"} <= set(pushed)
+    assert not [p for p in pushed if p.endswith((".py", ".bin", ".pt", ".pth")) or p.startswith("checkpoint-")], pushed
+    config = json.loads(pushed["config.json"])
+    assert config["model_type"] == "bert" and config["architectures"] == ["BertForSequenceClassification"]
+    assert "auto_map" not in config
+    card = ModelCard(pushed["README.md"].decode())
+    assert card.data.base_model == "me/minibert-bbc" and "custom_code" not in card.data.tags  # kept from the job
+    assert f'pipeline("text-classification", model="{USER}/clf-bert")' in card.text  # no trust_remote_code
+    assert _snapshot(finetuning_output) == before
+    with pytest.raises(ValueError, match=r"^format='onnx' is not one of 'minibert', 'bert'$"):
+        push_to_hub(finetuning_output, "clf-bert", token=TOKEN, endpoint=local_hub.endpoint, format="onnx")

@@ -536,9 +536,10 @@ def test_pickle_weights_are_refused_unless_asked(tmp_path):
     assert torch.equal(loaded.cls.predictions.bias, model.cls.predictions.bias)
 
 
-def test_a_bert_folder_is_refused_naming_config_json(tmp_path):
-    transformers.BertModel(BertConfig(**TINY)).save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match=r"config.json in .* has model_type 'bert', expected 'minibert'"):
+def test_a_folder_of_another_model_type_is_refused_naming_config_json(tmp_path):
+    # (A BERT folder loads: tests/test_convert_bert.py.)
+    transformers.RobertaModel(transformers.RobertaConfig(**TINY)).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"config.json in .* has model_type 'roberta', expected 'minibert' or 'bert'"):
         modeling_minibert.MiniBertModel.from_pretrained(tmp_path)
 
 

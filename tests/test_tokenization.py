@@ -802,8 +802,11 @@ def result_line(stdout: str):
     "transformers 5.23's AutoTokenizer.from_pretrained always loads config.json through AutoConfig before it reads "
     "tokenizer_config.json (4.x skipped config.json when tokenizer_class was set), and AutoConfig asks before "
     "running the AutoConfig class a config.json's auto_map names; with no answer it falls back to a bare "
-    "PreTrainedConfig, which warns about model type ``. Pass trust_remote_code=True (tested above); a folder "
-    "holding only the tokenizer needs nothing (test_autotokenizer_in_fresh_process_without_the_package)."))
+    "PreTrainedConfig, which warns about model type ``. AutoConfig asks whenever auto_map names an AutoConfig class "
+    "and model_type is unknown to transformers, and trust_remote_code loading needs both, so no file in the folder "
+    "can avoid it. Pass trust_remote_code=True (tested above); a folder holding only the tokenizer needs nothing "
+    "(test_autotokenizer_in_fresh_process_without_the_package); a BERT-format copy (convert-bert --to_bert, push "
+    "--format bert) loads with no prompt (test_convert_bert.py)."))
 def test_autotokenizer_on_a_model_folder_without_trust_remote_code(model_folders):
     folders, tokenizer = model_folders
     result = run_without_the_package(AUTOTOKENIZER_SCRIPT, folders["mlm"])
