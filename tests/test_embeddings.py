@@ -15,6 +15,7 @@ from sentence_transformers import SentenceTransformer
 
 from fixtures.environment import run_python
 from fixtures.models import TINY
+from modeling_minibert.cli import main
 from modeling_minibert import MiniBertConfig, MiniBertModel
 from modeling_minibert.convert_bert import convert_minibert_to_bert
 from modeling_minibert.outputs import SENTENCE_TRANSFORMERS_MODULES_FILE
@@ -127,3 +128,111 @@ def test_bad_sentence_transformers_options_are_refused(minibert_folder, tmp_path
 def test_module_types_of_a_folder_without_modules_json(tmp_path):
     with pytest.raises(FileNotFoundError, match=f"has no {SENTENCE_TRANSFORMERS_MODULES_FILE}"):
         module_types(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# minibert distill --task embedding
+
+
+@pytest.fixture(scope="module")
+def teacher_folder(tmp_path_factory) -> Path:
+    """A tiny sentence-transformers teacher (48 wide, normalising), built from a config with its own tokenizer."""
+    folder = tmp_path_factory.mktemp("teacher")
+    tokenizer = train_tokenizer(SENTENCES * 3, vocab_size=90, show_progress=False, model_max_length=32)
+    config = MiniBertConfig(**{**TINY, "vocab_size": len(tokenizer), "hidden_size": 48, "max_position_embeddings": 32})
+    MiniBertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    write_sentence_transformers_files(folder, normalize=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def unlabelled(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("texts")
+    files = {"train": folder / "unlabelled.txt", "validation": folder / "held_out.txt"}
+    files["train"].write_text("\n".join(SENTENCES[::2] * 4) + "\n\n", encoding="utf-8")
+    files["validation"].write_text("\n".join(SENTENCES[1::2]), encoding="utf-8")
+    return files
+
+
+@pytest.fixture(scope="module")
+def distilled(minibert_folder, teacher_folder, unlabelled, tmp_path_factory) -> tuple[Path, str]:
+    """One run of the command, as a user types it (32-wide student, 48-wide teacher: a projection is learned)."""
+    output = tmp_path_factory.mktemp("run") / "embedder"
+    code = main([
+        "distill", "--task", "embedding", "--teacher_model_name_or_path", str(teacher_folder),
+        "--model_name_or_path", str(minibert_folder), "--train_file", str(unlabelled["train"]),
+        "--validation_file", str(unlabelled["validation"]), "--output_dir", str(output),
+        "--num_train_epochs", "6", "--learning_rate", "3e-3", "--per_device_train_batch_size", "16",
+        "--logging_steps", "2", "--disable_tqdm", "true", "--report_to", "none",
+    ])
+    assert code == 0
+    return output
+
+
+def teacher_vectors(teacher_folder: Path, texts: list[str]) -> torch.Tensor:
+    return torch.from_numpy(SentenceTransformer(str(teacher_folder), device="cpu").encode(texts))
+
+
+def test_distilled_student_moves_toward_the_teacher(distilled, minibert_folder, teacher_folder, unlabelled):
+    state = json.loads((distilled / "trainer_state.json").read_text())
+    losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+    assert len(losses) >= 5 and losses[-1] < 0.5 * losses[0], losses
+    held_out = unlabelled["validation"].read_text().splitlines()
+    teacher = teacher_vectors(teacher_folder, held_out)
+    student = torch.from_numpy(SentenceTransformer(str(distilled), device="cpu").encode(held_out))
+    results = json.loads((distilled / "all_results.json").read_text())
+    cosine = torch.nn.functional.cosine_similarity(student, teacher).mean().item()
+    assert cosine == pytest.approx(results["eval_cosine"], abs=1e-4)
+    assert {"eval_loss", "train_loss"} <= set(results)
+    # Before distillation (a random projection into the teacher's space) the student was far from the teacher.
+    untrained = torch.nn.Linear(TINY["hidden_size"], 48)
+    before = encode(MiniBertModel.from_pretrained(minibert_folder), tiny_tokenizer(), held_out, projection=untrained, normalize=True)
+    assert cosine > torch.nn.functional.cosine_similarity(before, teacher).mean().item() + 0.2
+
+
+def test_distilled_folder_is_a_sentence_transformers_model(distilled):
+    """Transformer -> Pooling -> Dense (to the teacher's 48) -> Normalize; the package's own pooling gives the
+    same vectors."""
+    assert module_types(distilled) == ["Transformer", "Pooling", "Dense", "Normalize"]
+    st = SentenceTransformer(str(distilled), device="cpu")
+    got = torch.from_numpy(st.encode(SENTENCES))
+    assert got.shape == (len(SENTENCES), 48)
+    dense = st[2].linear
+    expected = encode(MiniBertModel.from_pretrained(distilled), tiny_tokenizer(), SENTENCES, projection=dense, normalize=True)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+    assert not list(distilled.glob("checkpoint-*")) and (distilled / "README.md").is_file()
+
+
+@pytest.mark.parametrize(
+    "options, error, message",
+    [
+        ({"temperature": 3.0}, ValueError, "temperature=3.0 does not apply to task='embedding'"),
+        ({"train_file": "texts.csv"}, ValueError, "train_file='texts.csv': task='embedding' reads unlabelled text"),
+        ({"teacher_model_name_or_path": "nowhere"}, FileNotFoundError, "teacher nowhere is not a folder"),
+        ({"teacher_model_name_or_path": None}, ValueError, "teacher_model_name_or_path is required"),
+    ],
+)
+def test_bad_embedding_options_fail_before_any_work(minibert_folder, teacher_folder, unlabelled, tmp_path, options, error, message):
+    from modeling_minibert.distillation import distill
+
+    base = dict(task="embedding", teacher_model_name_or_path=str(teacher_folder), model_name_or_path=str(minibert_folder),
+                train_file=str(unlabelled["train"]), output_dir=str(tmp_path / "out"))
+    with pytest.raises(error, match=message):
+        distill(**{**base, **options}, show_progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_teacher_without_sentence_transformers_files_is_refused(minibert_folder, unlabelled, tmp_path):
+    from modeling_minibert.distillation import distill
+
+    with pytest.raises(FileNotFoundError, match="has no modules.json: not a sentence-transformers folder"):
+        distill(task="embedding", teacher_model_name_or_path=str(tmp_path), model_name_or_path=str(minibert_folder),
+                train_file=str(unlabelled["train"]), output_dir=str(tmp_path / "out"), show_progress=False)
+
+
+def test_finetune_refuses_the_embedding_task(minibert_folder, unlabelled, tmp_path):
+    from modeling_minibert.finetuning import finetune
+
+    with pytest.raises(ValueError, match="task='embedding' has no labels to fine-tune on"):
+        finetune("embedding", minibert_folder, str(unlabelled["train"]), tmp_path / "out")
