@@ -430,11 +430,11 @@ def distill(
     task or whose labels differ from the data's; FileNotFoundError for missing files; FileExistsError for a
     non-empty output_dir without overwrite_output_dir, or one another run is writing to.
     """
-    if options.get("task") in TASKS and (own := load_task(options["task"]).distill) is not None:
-        return own(train_data=train_data, validation_data=validation_data, test_data=test_data, show_progress=show_progress, **options)
     given = {"train": train_data, "validation": validation_data, "test": test_data}
     sources = {role: given[role] if given[role] is not None else options.get(f"{role}_file") for role in given}
     sources = {role: source for role, source in sources.items() if source is not None}
+    if options.get("task") in TASKS and (own := load_task(options["task"]).distill) is not None:
+        return own(sources, train_data is not None, show_progress, **options)
     args, training = split_options(options, "validation" in sources)
     task = check_options(args, train_data is not None)
     training.setdefault("disable_tqdm", not show_progress)

@@ -144,30 +144,24 @@ def cosine_metrics(prediction: Any) -> dict[str, float]:
 
 
 def distill_embeddings(
-    *,
-    train_data: Dataset | Sequence[str] | None = None,
-    validation_data: Dataset | Sequence[str] | None = None,
-    test_data: Dataset | Sequence[str] | None = None,
-    show_progress: bool = True,
-    **options: Any,
+    sources: dict[str, str | os.PathLike | Dataset | Sequence[str]], has_train_data: bool, show_progress: bool, **options: Any
 ) -> DistillResult:
     """Train `model_name_or_path` to reproduce the sentence-transformers teacher `teacher_model_name_or_path`'s
-    embeddings of unlabelled texts (`train_file`, one a line); see the module docstring. Keyword options are
-    `minibert distill`'s flags; `validation_file` / `test_file` texts are scored (eval_loss, eval_cosine).
+    embeddings of unlabelled texts (`train_file`, one a line); see the module docstring. `distillation.distill`
+    hands over here with the splits' `sources` (files, or the `*_data` given in Python: Datasets with a text column,
+    or lists of strings); keyword options are `minibert distill`'s flags. `validation_file` / `test_file` texts
+    are scored (eval_loss, eval_cosine).
 
         distill(task="embedding", teacher_model_name_or_path="all-MiniLM-L6-v2", model_name_or_path="minibert-pretrained",
                 train_file="unlabelled.txt", output_dir="runs/embedder")
 
-    Raises (before any training): ValueError for bad options or a teacher that is not a sentence-transformers
-    folder with mean-pooling modules; FileNotFoundError for missing files; FileExistsError as every job does.
+    Raises (before any training): ValueError for bad options or a teacher whose sentence-transformers modules
+    do not begin with Transformer and Pooling; FileNotFoundError for missing files; FileExistsError as every job does.
     """
     from sentence_transformers import SentenceTransformer
 
-    given = {"train": train_data, "validation": validation_data, "test": test_data}
-    sources = {role: given[role] if given[role] is not None else options.get(f"{role}_file") for role in given}
-    sources = {role: source for role, source in sources.items() if source is not None}
     args, training = split_options(options, "validation" in sources)
-    kinds = check_embedding_options(args, train_data is not None)
+    kinds = check_embedding_options(args, has_train_data)
     training.setdefault("disable_tqdm", not show_progress)
     with flow.run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
         texts = {role: texts_of(source, role, args.text_column_name or "text") for role, source in sources.items()}

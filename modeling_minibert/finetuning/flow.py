@@ -110,7 +110,8 @@ class Task:
     best_metric: Callable[[list[str]], str] = lambda names: "accuracy"  # noqa: E731 - metric_for_best_model
     # The command line's DataTrainingArguments -> the task-specific keywords of `finetune`.
     cli_options: Callable[[Any], dict[str, Any]] = lambda data_args: {}  # noqa: E731
-    # A task with a distillation flow of its own (embedding: no labels, no logits): `distill(**options)` hands over.
+    # A task with a distillation flow of its own (embedding: no labels, no logits), to which `distillation.distill`
+    # hands over: (sources by split, train data given in Python?, show_progress, **options) -> DistillResult.
     distill: Callable[..., Any] | None = None
 
     @property
