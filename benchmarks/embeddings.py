@@ -23,6 +23,7 @@ Writes benchmarks/results/embeddings.json and embeddings.png; models go to --wor
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -262,11 +263,12 @@ def main() -> None:
     load_before = os.getloadavg()
     train, held_out = bbc_split()
     train, held_out = train[: args.max_train_articles], held_out[: args.max_held_out]
-    costs = {}
     if not args.skip_distill:
-        costs[ROWS[1]] = distill_student(teacher, transfer_texts(train, args.sentences_per_article), work, args)
-        costs[ROWS[2]] = distill_model2vec(teacher, work)
+        costs = {ROWS[1]: distill_student(teacher, transfer_texts(train, args.sentences_per_article), work, args),
+                 ROWS[2]: distill_model2vec(teacher, work)}
+        write_results(work / "costs.json", {"costs": costs})  # what --skip_distill reports for these models
         print(costs, flush=True)
+    costs = json.loads((work / "costs.json").read_text())["costs"]
     systems = load_systems(teacher, work)
     splits = load_rotten_tomatoes()
     # A sample of the training snippets keeps the teacher's share of the run small; validation and test stay whole.
