@@ -215,7 +215,7 @@ def readme_table(results: dict) -> str:
         r = results["rows"][name]
         speed = results["speed"][name]
         rows.append([name, f"{r['recall_at_1']:.3f}", f"{r['mrr']:.3f}", f"{r['probe_accuracy']:.3f}",
-                     f"{speed['median']:.0f} ({speed['min']:.0f}-{speed['max']:.0f})", f"{r['dimensions']}"])
+                     f"{speed['median']:.1f} ({speed['min']:.1f}-{speed['max']:.1f})", f"{r['dimensions']}"])
     return markdown_table(["system", "recall@1", "MRR", "probe accuracy", "sentences/s, 1 core (spread)", "dims"], rows, "lrrrrr")
 
 
