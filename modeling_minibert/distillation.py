@@ -416,6 +416,8 @@ def distill(
     given = {"train": train_data, "validation": validation_data, "test": test_data}
     sources = {role: given[role] if given[role] is not None else options.get(f"{role}_file") for role in given}
     sources = {role: source for role, source in sources.items() if source is not None}
+    if options.get("task") in TASKS and (own := load_task(options["task"]).distill) is not None:
+        return own(sources, train_data is not None, show_progress, **options)
     args, training = split_options(DistillationArguments, options)
     # The best model is the one closest to the teacher (the validation loss); checkpoints need no optimizer state
     # (they are dropped at the end).

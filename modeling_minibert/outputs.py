@@ -49,6 +49,10 @@ DISTILLATION_ARGS_FILE = "distillation_args.json"
 # model.safetensors, so that from_pretrained refuses the folder instead of loading int8 values as floats.
 QUANTIZED_WEIGHTS_FILE = "model.int8.safetensors"
 QUANTIZED_INFO_FILE = "quantization.json"
+# The sentence-transformers files beside a model (modeling_minibert/sentence_embeddings.py): the module list, the
+# Transformer module's options; each later module in its own folder named "<index>_<Name>" (1_Pooling, 2_Dense).
+SENTENCE_TRANSFORMERS_MODULES_FILE = "modules.json"
+SENTENCE_BERT_CONFIG_FILE = "sentence_bert_config.json"
 
 
 def results_file(split: str) -> str:

@@ -839,6 +839,14 @@ ROWS: list[Row] = [
         breakage=held_by_a_live_run("distill")),
     Row("distill-into-read-only-folder", ("{readonly}/run", "cannot be written"), distill_cli("--finetune_teacher", "true", output="{readonly}/run"),
         lambda p: distill_api(p, finetune_teacher=True, output_dir=str(p.readonly / "run")), OSError),
+    Row("distill-embedding-teacher-without-modules-json", ("{classifier}", "modules.json"),
+        distill_cli(task="embedding", train="{data}/corpus.txt"),
+        lambda p: distill_api(p, task="embedding", train="corpus.txt"), FileNotFoundError),
+    Row("distill-embedding-csv-train-file", ("{data}/classes.csv", ".txt"), distill_cli(task="embedding"),
+        lambda p: distill_api(p, task="embedding")),
+    Row("distill-embedding-temperature", ("temperature=3.0", "'embedding'"),
+        distill_cli("--temperature", "3", task="embedding", train="{data}/corpus.txt"),
+        lambda p: distill_api(p, task="embedding", train="corpus.txt", temperature=3.0)),
     # -- the command line itself -----------------------------------------------------------------------------------
     Row("unknown-command", ("'fine-tune'",), ("fine-tune", "--help")),
 ]

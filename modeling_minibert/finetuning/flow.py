@@ -128,6 +128,9 @@ class Task:
     encode: Callable[[PreTrainedTokenizerBase, list[Any], int], Any] | None = None  # tokenizer, inputs, max length
     metrics: Callable[[list[str]], Callable[[EvalPrediction], dict[str, float]]] | None = None  # on predicted ids
     best_metric: Callable[[list[str]], str] = lambda names: "accuracy"  # noqa: E731 - metric_for_best_model
+    # A task with a distillation flow of its own (embedding: no labels, no logits), to which `distillation.distill`
+    # hands over: (sources by split, train data given in Python?, show_progress, **options) -> DistillResult.
+    distill: Callable[..., Any] | None = None
 
     @property
     def auto_class(self) -> type:

@@ -31,6 +31,7 @@ TASKS: dict[str, TaskSpec] = {
     "question-answering": TaskSpec(
         "AutoModelForQuestionAnswering", "question-answering", "modeling_minibert.finetuning.question_answering"
     ),
+    "embedding": TaskSpec("AutoModel", "feature-extraction", "modeling_minibert.finetuning.embedding"),
 }
 
 

