@@ -235,4 +235,6 @@ def test_finetune_refuses_the_embedding_task(minibert_folder, unlabelled, tmp_pa
     from modeling_minibert.finetuning import finetune
 
     with pytest.raises(ValueError, match="task='embedding' has no labels to fine-tune on"):
-        finetune("embedding", minibert_folder, str(unlabelled["train"]), tmp_path / "out")
+        finetune(task="embedding", model_name_or_path=minibert_folder, train_file=str(unlabelled["train"]),
+                 output_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -226,14 +226,9 @@ def save_embedder(
         plot_training_curves(trainer.state.log_history, "cosine", trainer.state.best_global_step, staging / CURVES_FILE)
 
 
-def refuse_finetune(args: Any, splits: Any) -> Any:
-    raise ValueError("task='embedding' has no labels to fine-tune on: train it from a sentence-transformers teacher "
-                     "with `minibert distill --task embedding --teacher_model_name_or_path T`")
-
-
 TASK = flow.Task(
     name="embedding",
-    prepare=refuse_finetune,
+    prepare=None,
     collator=DataCollatorWithPadding,
     distill=distill_embeddings,
 )

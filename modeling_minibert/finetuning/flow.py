@@ -119,7 +119,8 @@ class Task:
 
     name: str  # its key in tasks.TASKS, which holds its Auto class and pipeline tag
     # (FinetuneArguments, {role: data}) -> Setup: reads and checks the splits, loads the tokenizer, builds features.
-    prepare: Callable[[Any, dict[str, NamedDataset]], Setup]
+    # None for a task with no labels to fine-tune on (embedding: it is only distilled, through `distill` below).
+    prepare: Callable[[Any, dict[str, NamedDataset]], Setup] | None
     collator: Callable[[PreTrainedTokenizerBase], Callable]  # tokenizer -> Trainer's data collator
     # (data, input column, label column or None) -> checked Examples; None for a task distillation cannot use.
     read: Callable[[NamedDataset, str, str | None], Examples] | None = None
@@ -174,6 +175,9 @@ def finetune(
     args, training = split_options(FinetuneArguments, options)
     require(args, "task", "model_name_or_path")
     task = load_task(args.task)
+    if task.prepare is None:
+        raise ValueError(f"task={task.name!r} has no labels to fine-tune on: train it from a teacher with "
+                         f"`minibert distill --task {task.name} --teacher_model_name_or_path T`")
     sources = data_sources(args, {"train": train_data, "validation": validation_data, "test": test_data})
     check_training_options(training, "validation" in sources)
     with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "finetune") as output:
