@@ -295,6 +295,7 @@ def main(argv: list[str] | None = None) -> dict | None:
         return None
     prepare(model, work)
     scores = accuracy(model, work)
+    print("accuracy:", json.dumps(scores), flush=True)  # the slow speed rounds come next
     load = os.getloadavg()
     measured = speed(model, work, args.rounds, args.threads, args.seconds)
     results = {"model": str(model), "load_average_before_after": [load[0], os.getloadavg()[0]],

@@ -23,6 +23,8 @@ from .files import staged_files
 from .modeling_minibert import MiniBertConfig, MiniBertPreTrainedModel
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+# --format: one .onnx file, or the folder layout transformers.js reads (transformers_js.py).
+FORMATS = ("onnx", "transformers.js")
 TOLERANCE = 1e-4
 # An int8 graph is checked against PyTorch relative to the outputs' scale: int8 weights and activations carry
 # about 1% error each, so a bound of 1e-4 would fail every correct graph, while a broken one is off by ~100%.
@@ -83,8 +85,13 @@ def export_onnx(
     overwrite: bool = False,
     optimize: bool = False,
     quantize: str | None = None,
+    format: str = "onnx",
 ) -> Path:
     """Write `output` (.onnx) for the model in `folder`; with `verify`, compare onnxruntime to PyTorch.
+
+    `format="transformers.js"` writes the folder `output` that transformers.js loads instead (see
+    `transformers_js.export_transformers_js`; `quantize` is then the mode of its int8 graph, and `optimize` is
+    refused: its fp32 graph stays the plain one, and its int8 graph is always optimized).
 
     `optimize` fuses the graph with onnxruntime's BERT optimizer; `quantize` (a QUANTIZE_MODES key, implies
     `optimize`) makes its weight matrices int8. Before any export work, refuses (one line each) an unknown
@@ -92,6 +99,15 @@ def export_onnx(
     `overwrite`; a folder always) and a place that cannot be written. Returns the output path. Raises ValueError
     when the exported graph disagrees beyond 1e-4 (int8: beyond INT8_TOLERANCE of the outputs' largest value).
     """
+    if format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+    if format == "transformers.js":
+        from .transformers_js import export_transformers_js
+
+        if optimize:
+            raise ValueError("optimize (--optimize) does not apply to format transformers.js: its onnx/model.onnx "
+                             "stays the plain graph, and onnx/model_quantized.onnx is always optimized")
+        return export_transformers_js(folder, output, head, verify, overwrite, quantize or "int8")
     folder, output = Path(folder), Path(output)
     if quantize is not None and quantize not in QUANTIZE_MODES:
         raise ValueError(f"unknown quantize mode {quantize!r}; choose one of {', '.join(QUANTIZE_MODES)}")
@@ -103,38 +119,52 @@ def export_onnx(
         raise FileExistsError(f"{output} already exists; pass overwrite=True (--overwrite) to replace it")
     with staged_files(output) as staging:
         model = load_for_export(folder, head)
-        choices = 2 if type(model).__name__ == "MiniBertForMultipleChoice" else None
-        seq_len = min(16, model.config.max_position_embeddings)
-        inputs = example_inputs(model.config, 2, seq_len, choices)
-        with torch.no_grad():
-            output_names = [k for k, v in model(*inputs[:2], token_type_ids=inputs[2]).items() if v is not None]
-        batch = torch.export.Dim("batch")
-        sequence = torch.export.Dim("sequence", max=model.config.max_position_embeddings)
-        axes = {0: batch, 2: sequence} if choices else {0: batch, 1: sequence}
-        if choices:
-            axes[1] = torch.export.Dim("choice")
         staged = staging / output.name
-        torch.onnx.export(
-            _TupleOutputs(model).eval(),  # a new module is in training mode, and torch warns about exporting that
-            inputs,
-            staged,
-            dynamo=True,
-            input_names=list(INPUT_NAMES),
-            output_names=output_names,
-            dynamic_shapes={name: axes for name in INPUT_NAMES},
-            # One self-contained file unless protobuf's 2 GB limit forces weights into a side file.
-            external_data=model.num_parameters() * 4 > 1.5 * 2**30,
-            verbose=False,
-        )
+        trace_graph(model, staged)
         if optimize or quantize:
             optimize_graph(staged, model.config)
         if quantize:
-            # The head (pooler, classifier, MLM transform) stays fp32: cheap, and where errors become predictions.
-            head = {f"model.{name}" for name, _ in model.named_parameters() if ".encoder." not in name}
-            quantize_graph(staged, quantize, head)
+            quantize_graph(staged, quantize, head_weights(model))
         if verify:
-            verify_onnx(model, staged, choices, INT8_TOLERANCE if quantize else None)
+            verify_onnx(model, staged, choices_of(model), INT8_TOLERANCE if quantize else None)
     return output
+
+
+def choices_of(model: MiniBertPreTrainedModel) -> int | None:
+    """The example inputs' number of choices: 2 for multiple choice (inputs (B, C, T)), else None."""
+    return 2 if type(model).__name__ == "MiniBertForMultipleChoice" else None
+
+
+def head_weights(model: MiniBertPreTrainedModel) -> set[str]:
+    """The graph's names of the weights outside the encoder (embeddings, pooler, task head): they stay fp32 under
+    int8, being cheap and where errors become predictions."""
+    return {f"model.{name}" for name, _ in model.named_parameters() if ".encoder." not in name}
+
+
+def trace_graph(model: MiniBertPreTrainedModel, path: Path) -> None:
+    """Write `model`'s padded graph to `path`, with dynamic batch, sequence (and choice) axes."""
+    choices = choices_of(model)
+    seq_len = min(16, model.config.max_position_embeddings)
+    inputs = example_inputs(model.config, 2, seq_len, choices)
+    with torch.no_grad():
+        output_names = [k for k, v in model(*inputs[:2], token_type_ids=inputs[2]).items() if v is not None]
+    batch = torch.export.Dim("batch")
+    sequence = torch.export.Dim("sequence", max=model.config.max_position_embeddings)
+    axes = {0: batch, 2: sequence} if choices else {0: batch, 1: sequence}
+    if choices:
+        axes[1] = torch.export.Dim("choice")
+    torch.onnx.export(
+        _TupleOutputs(model).eval(),  # a new module is in training mode, and torch warns about exporting that
+        inputs,
+        path,
+        dynamo=True,
+        input_names=list(INPUT_NAMES),
+        output_names=output_names,
+        dynamic_shapes={name: axes for name in INPUT_NAMES},
+        # One self-contained file unless protobuf's 2 GB limit forces weights into a side file.
+        external_data=model.num_parameters() * 4 > 1.5 * 2**30,
+        verbose=False,
+    )
 
 
 def optimize_graph(path: Path, config: MiniBertConfig) -> None:
@@ -207,7 +237,7 @@ def verify_onnx(
 def _run_cli(args: argparse.Namespace) -> None:
     path = export_onnx(
         args.folder, args.output, head=args.head, verify=not args.no_verify, overwrite=args.overwrite,
-        optimize=args.optimize, quantize=args.quantize,
+        optimize=args.optimize, quantize=args.quantize, format=args.format,
     )
     print(f"wrote {path}")
 
@@ -219,10 +249,17 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         description="Export the model in FOLDER (its own head, or --head) to ONNX and check it with onnxruntime.",
     )
     parser.add_argument("folder", help="a saved Mini-BERT folder")
-    parser.add_argument("output", help="the .onnx file to write")
+    parser.add_argument("output", help="the .onnx file to write (--format transformers.js: the folder)")
+    parser.add_argument(
+        "--format", choices=FORMATS, default="onnx",
+        help="onnx: one .onnx file; transformers.js: a folder transformers.js loads (config as BERT, tokenizer, "
+        "onnx/model.onnx and the int8 onnx/model_quantized.onnx)",
+    )
     parser.add_argument("--head", help="class to export instead of the folder's own, e.g. MiniBertModel")
     parser.add_argument("--no-verify", "--no_verify", action="store_true", help="skip the onnxruntime comparison")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    parser.add_argument(
+        "--overwrite", "--overwrite_output_dir", action="store_true", help="replace an existing output file (folder)"
+    )
     parser.add_argument("--optimize", action="store_true", help="fuse the graph with onnxruntime's BERT optimizer")
     parser.add_argument(
         "--quantize", metavar="MODE", help=f"int8 weights in the optimized graph; MODE: {', '.join(QUANTIZE_MODES)}"
