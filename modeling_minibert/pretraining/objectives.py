@@ -86,6 +86,9 @@ class Objective:
         """`saved_model`'s weights out of the trained module's (gathered) state dict."""
         return state_dict
 
+    def set_vocabulary(self, tokenizer) -> None:
+        """Told the run's tokenizer before `build_model` (an objective with a teacher maps its ids)."""
+
     # --- the batch --------------------------------------------------------------------------------------------
     def model_inputs(self, batch: dict, evaluating: bool = False) -> dict:
         """The model's keyword arguments for a collated batch. In evaluation only the masked rows are scored
@@ -169,12 +172,21 @@ class MaskedLMWithNSP(Objective):
 # The objectives `--objective` offers, by name. A new objective is a class (here, or a module imported here, below
 # the classes it builds on) plus a line in the table.
 from modeling_minibert.pretraining.electra import ReplacedTokenDetection  # noqa: E402
+from modeling_minibert.pretraining.general_distillation import GeneralDistillation, Teacher  # noqa: E402
 
-OBJECTIVES: dict[str, type[Objective]] = {o.name: o for o in (MaskedLMWithNSP, Objective, ReplacedTokenDetection)}
+OBJECTIVES: dict[str, type[Objective]] = {
+    o.name: o for o in (MaskedLMWithNSP, Objective, ReplacedTokenDetection, GeneralDistillation)
+}
 
 
-def pick_objective(name: str | None, source: Path | None) -> Objective:
-    """The objective called `name`; unset: BERT's MLM + NSP, or MLM alone for a saved model without NSP head."""
+def pick_objective(name: str | None, source: Path | None, teacher: Teacher | None = None) -> Objective:
+    """The objective called `name`; unset: general distillation with a `teacher`, else BERT's MLM + NSP, or MLM
+    alone for a saved model without NSP head."""
+    if teacher is not None:
+        if name not in (None, GeneralDistillation.name):
+            raise ValueError(f"objective={name!r} cannot use a teacher: teacher_model_name_or_path trains the "
+                             f"{GeneralDistillation.name} objective")
+        return GeneralDistillation(teacher)
     if name is None:
         name = "mlm_nsp" if source is None or NSP_HEAD_KEY in weight_names(source) else "mlm"
     if name not in OBJECTIVES:
