@@ -22,6 +22,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 
+from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerBase
 
 from tokenization.wordpiece import CONTINUING_SUBWORD_PREFIX, SPECIAL_TOKENS, BertTokenizerFast, make_tokenizer
@@ -61,13 +62,17 @@ def characters(vocab: dict[str, int]) -> list[str]:
 def piece_counts(teacher: PreTrainedTokenizerBase, texts: Iterable[str]) -> Counter[int]:
     """How often the teacher's tokenizer uses each of its ids on `texts` (no special tokens added)."""
     counts: Counter[int] = Counter()
+    # A copy of the Rust tokenizer: the transformers wrapper would warn about documents past its length limit, and
+    # leaves truncation and padding set on its backend by its last call, which would cut the count short.
+    backend = Tokenizer.from_str(teacher.backend_tokenizer.to_str())
+    backend.no_truncation()
+    backend.no_padding()
     batch: list[str] = []
     for text in [*texts, None]:
         if text is not None:
             batch.append(text)
         if batch and (text is None or len(batch) == BATCH):
-            # The Rust tokenizer itself: the transformers wrapper would warn about documents past its length limit.
-            for encoding in teacher.backend_tokenizer.encode_batch(batch, add_special_tokens=False):
+            for encoding in backend.encode_batch(batch, add_special_tokens=False):
                 counts.update(encoding.ids)
             batch = []
     return counts

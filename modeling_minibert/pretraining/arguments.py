@@ -171,6 +171,9 @@ class PretrainingArguments:
         if self.teacher_model_name_or_path is not None and (self.model_name_or_path or self.tokenizer_name):
             raise ValueError("teacher_model_name_or_path starts a new student on a subset of the teacher's vocabulary; "
                              "it cannot be combined with model_name_or_path or tokenizer_name")
+        if self.teacher_model_name_or_path is not None and self.objective not in (None, "general_distillation"):
+            raise ValueError(f"objective={self.objective!r} cannot use a teacher: teacher_model_name_or_path trains "
+                             "the general_distillation objective")
         if self.relation_heads is not None and self.relation_heads < 1:
             raise ValueError(f"relation_heads={self.relation_heads} must be at least 1")
         if isinstance(self.train_file, str):

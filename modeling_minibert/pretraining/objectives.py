@@ -182,10 +182,7 @@ OBJECTIVES: dict[str, type[Objective]] = {
 def pick_objective(name: str | None, source: Path | None, teacher: Teacher | None = None) -> Objective:
     """The objective called `name`; unset: general distillation with a `teacher`, else BERT's MLM + NSP, or MLM
     alone for a saved model without NSP head."""
-    if teacher is not None:
-        if name not in (None, GeneralDistillation.name):
-            raise ValueError(f"objective={name!r} cannot use a teacher: teacher_model_name_or_path trains the "
-                             f"{GeneralDistillation.name} objective")
+    if teacher is not None:  # PretrainingArguments refuses any other objective named beside a teacher
         return GeneralDistillation(teacher)
     if name is None:
         name = "mlm_nsp" if source is None or NSP_HEAD_KEY in weight_names(source) else "mlm"
