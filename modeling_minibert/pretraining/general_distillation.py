@@ -130,8 +130,12 @@ def hidden_loss(teacher: torch.Tensor, student: torch.Tensor, mask: torch.Tensor
     """MSE at the real tokens of (B, T, H_t) hidden states plus MSE of their mean-pooled sentence embeddings."""
     weights = mask.unsqueeze(-1).float()  # (B, T, 1)
     tokens = (((student - teacher) ** 2) * weights).sum() / (weights.sum() * teacher.shape[-1])
-    pooled = lambda h: (h * weights).sum(1) / weights.sum(1)  # noqa: E731  (B, H_t)
-    return tokens + nn.functional.mse_loss(pooled(student), pooled(teacher))
+    return tokens + nn.functional.mse_loss(mean_pooled(student, weights), mean_pooled(teacher, weights))
+
+
+def mean_pooled(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """(B, T, H) hidden states, (B, T, 1) 1 at real tokens -> (B, H) their mean over the real tokens."""
+    return (hidden * weights).sum(1) / weights.sum(1)
 
 
 # --- the teacher -------------------------------------------------------------------------------------------------
