@@ -275,6 +275,7 @@ class GeneralDistillation(Objective):
     description = ("a teacher's attention relations and hidden states (MiniLMv2) plus MLM; set by "
                    "--teacher_model_name_or_path")
     model_class = MiniBertForMaskedLM
+    saved_prefix = "student."
     stat_keys = (*Objective.stat_keys, "relation_loss", "hidden_loss")
     curves = (
         *Objective.curves[:2],
@@ -304,9 +305,6 @@ class GeneralDistillation(Objective):
     def saved_model(self, model: StudentWithTeacher) -> MiniBertForMaskedLM:
         return model.student
 
-    def saved_state(self, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        prefix = "student."
-        return {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
 
     def statistics(self, outputs: GeneralDistillationOutput, batch: dict) -> torch.Tensor:
         n = float(batch["input_ids"].shape[0])

@@ -51,6 +51,7 @@ class Objective:
     description: ClassVar[str] = "masked language modelling alone (a model without the NSP head)"
     model_class: ClassVar[type[PreTrainedModel]] = MiniBertForMaskedLM
     card_task: ClassVar[str] = "fill-mask"  # the pipeline tag of the saved model's card
+    saved_prefix: ClassVar[str] = ""  # where `saved_model` sits in the trained module ("": the module itself)
     # Summed over a micro-batch: examples, loss x examples, MLM loss x masked tokens, correct and masked tokens.
     stat_keys: ClassVar[tuple[str, ...]] = ("examples", "loss", "mlm_loss", "mlm_correct", "mlm_count")
     curves: ClassVar[tuple[Curve, ...]] = (
@@ -83,8 +84,9 @@ class Objective:
         return model
 
     def saved_state(self, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """`saved_model`'s weights out of the trained module's (gathered) state dict."""
-        return state_dict
+        """`saved_model`'s weights out of the trained module's (gathered) state dict: those under `saved_prefix`."""
+        prefix = self.saved_prefix
+        return {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
 
     def set_vocabulary(self, tokenizer) -> None:
         """Told the run's tokenizer before `build_model` (an objective with a teacher maps its ids)."""
