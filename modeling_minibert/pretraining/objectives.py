@@ -52,6 +52,7 @@ class Objective:
     description: ClassVar[str] = "masked language modelling alone (a model without the NSP head)"
     model_class: ClassVar[type[PreTrainedModel]] = MiniBertForMaskedLM
     card_task: ClassVar[str] = "fill-mask"  # the pipeline tag of the saved model's card
+    saved_prefix: ClassVar[str] = ""  # where `saved_model` sits in the trained module ("": the module itself)
     # Summed over a micro-batch: examples, loss x examples, MLM loss x masked tokens, correct and masked tokens.
     stat_keys: ClassVar[tuple[str, ...]] = ("examples", "loss", "mlm_loss", "mlm_correct", "mlm_count")
     curves: ClassVar[tuple[Curve, ...]] = (
@@ -84,8 +85,12 @@ class Objective:
         return model
 
     def saved_state(self, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """`saved_model`'s weights out of the trained module's (gathered) state dict."""
-        return state_dict
+        """`saved_model`'s weights out of the trained module's (gathered) state dict: those under `saved_prefix`."""
+        prefix = self.saved_prefix
+        return {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
+
+    def set_vocabulary(self, tokenizer) -> None:
+        """Told the run's tokenizer before `build_model` (an objective with a teacher maps its ids)."""
 
     # --- the batch --------------------------------------------------------------------------------------------
     def model_inputs(self, batch: dict, evaluating: bool = False) -> dict:
@@ -170,12 +175,18 @@ class MaskedLMWithNSP(Objective):
 # The objectives `--objective` offers, by name. A new objective is a class (here, or a module imported here, below
 # the classes it builds on) plus a line in the table.
 from modeling_minibert.pretraining.electra import ReplacedTokenDetection  # noqa: E402
+from modeling_minibert.pretraining.general_distillation import GeneralDistillation, Teacher  # noqa: E402
 
-OBJECTIVES: dict[str, type[Objective]] = {o.name: o for o in (MaskedLMWithNSP, Objective, ReplacedTokenDetection)}
+OBJECTIVES: dict[str, type[Objective]] = {
+    o.name: o for o in (MaskedLMWithNSP, Objective, ReplacedTokenDetection, GeneralDistillation)
+}
 
 
-def pick_objective(name: str | None, source: Path | None) -> Objective:
-    """The objective called `name`; unset: BERT's MLM + NSP, or MLM alone for a saved model without NSP head."""
+def pick_objective(name: str | None, source: Path | None, teacher: Teacher | None = None) -> Objective:
+    """The objective called `name`; unset: general distillation with a `teacher`, else BERT's MLM + NSP, or MLM
+    alone for a saved model without NSP head."""
+    if teacher is not None:  # PretrainingArguments refuses any other objective named beside a teacher
+        return GeneralDistillation(teacher)
     if name is None:
         name = "mlm_nsp" if source is None or NSP_HEAD_KEY in weight_names(source) else "mlm"
     if name not in OBJECTIVES:

@@ -1,0 +1,323 @@
+"""General (task-agnostic) distillation from a teacher encoder, MiniLMv2-style; `minibert pretrain
+--teacher_model_name_or_path T` (the objective `general_distillation`).
+
+The student (a Mini-BERT with an MLM head) reads raw text cut by a subset of the teacher's WordPiece vocabulary
+(tokenization/subset.py), so both models see the same tokens: the student's ids are mapped into the teacher's.
+It learns, on every batch:
+
+    relations   MiniLMv2's multi-head self-attention relations (Wang et al. 2021): at the teacher's chosen layer
+                and the student's last, the queries, keys and values (each the concatenation of all heads, (B, T, H))
+                are split into the same number of relation heads R; softmax(x x^T / sqrt(H / R)) over the keys is
+                the relation of each token to the others. Loss: KL(teacher || student) for query-query, key-key and
+                value-value, summed. Neither width nor head count has to match, only R has to divide both widths.
+    hidden      MSE between the teacher's last hidden states and the student's through a learned projection
+                (student width -> teacher width), at the real tokens, plus the same between their mean-pooled
+                sentence embeddings (what sentence-transformers' all-MiniLM-L6-v2 returns).
+    mlm         the student's own masked-LM loss, so the saved model still fills masks.
+
+The queries, keys and values are read where every attention backend receives them: transformers' attention
+interface. A recording function is registered under its own name (`RECORDING`) and both models are set to it
+(`set_attn_implementation`); it keeps the inputs of the wanted call and runs sdpa. The teacher is frozen, in eval
+mode, run without grad on the same (mapped, masked) tokens, and is not part of the trained module's state: the
+checkpoints hold the student and the projection only, and a resumed run is exact.
+
+The student starts from the teacher: its word embeddings are the teacher's rows of the kept pieces projected on
+their first principal components (as many as the student's width), and the position and segment embeddings are
+projected on the same components, so that their sums stay in the same space.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AttentionInterface, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers.utils import ModelOutput
+
+from modeling_minibert.configuration_minibert import MiniBertConfig
+from modeling_minibert.modeling_minibert import MiniBertForMaskedLM
+from modeling_minibert.pretraining.objectives import Curve, Objective
+from modeling_minibert.pretraining.session import quiet_transformers
+
+RECORDING = "minibert_relations"  # the attention implementation that records q, k, v (then runs sdpa)
+
+
+# --- reading q, k, v through the attention interface ---------------------------------------------------------------
+
+@dataclass
+class AttentionRecord:
+    """Which call of the attention function to keep (0: the first layer's), and its query, key and value."""
+
+    layer: int
+    calls: int = 0
+    qkv: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # each (B, nh, T, hd)
+
+
+_RECORD: contextvars.ContextVar[AttentionRecord | None] = contextvars.ContextVar("minibert_relations", default=None)
+
+
+def recording_attention(module: nn.Module, query, key, value, attention_mask, **kwargs):
+    """sdpa, keeping q, k, v of the wanted layer when a `recording` block is open (each model calls this once per
+    layer, in order)."""
+    record = _RECORD.get()
+    if record is not None:
+        if record.calls == record.layer:
+            record.qkv = (query, key, value)
+        record.calls += 1
+    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+
+# Adding a name to transformers' tables changes nothing for any model that does not ask for it by that name.
+AttentionInterface.register(RECORDING, recording_attention)
+AttentionMaskInterface.register(RECORDING, sdpa_mask)
+
+
+@contextmanager
+def recording(layer: int):
+    """Record q, k, v of layer `layer` (0-based) of the model run inside the block."""
+    record = AttentionRecord(layer)
+    token = _RECORD.set(record)
+    try:
+        yield record
+    finally:
+        _RECORD.reset(token)
+
+
+def set_recording_attention(model: PreTrainedModel, name: str) -> None:
+    """Route `model`'s attention through `recording_attention`; ValueError (naming `name`) for a model whose
+    attention does not go through transformers' attention interface."""
+    with quiet_transformers():  # its refusal is a logged warning: said below in one line instead
+        model.set_attn_implementation(RECORDING)
+    if model.config._attn_implementation != RECORDING:
+        raise ValueError(f"{name} ({type(model).__name__}) does not run attention through transformers' attention "
+                         "interface: its attention relations cannot be read")
+
+
+# --- the losses --------------------------------------------------------------------------------------------------
+
+def relation_log_probs(x: torch.Tensor, heads: int, mask: torch.Tensor) -> torch.Tensor:
+    """x (B, nh, T, hd): one of q, k, v; mask (B, T) bool. -> log softmax(x_r x_r^T / sqrt(d_r)) (B, R, T, T)
+    over the real keys, for R = `heads` relation heads of d_r = H / R dims each."""
+    batch, _, length, _ = x.shape
+    x = x.transpose(1, 2).reshape(batch, length, heads, -1).transpose(1, 2).float()  # (B, R, T, d_r)
+    scores = x @ x.transpose(-1, -2) / math.sqrt(x.shape[-1])  # (B, R, T, T)
+    # The smallest float, not -inf: a padding key then gets probability 0 and KL terms 0 x (finite), never NaN.
+    scores = scores.masked_fill(~mask[:, None, None, :], torch.finfo(scores.dtype).min)
+    return scores.log_softmax(-1)
+
+
+def relation_loss(teacher_qkv, student_qkv, mask: torch.Tensor, heads: int) -> torch.Tensor:
+    """MiniLMv2's loss: KL(teacher || student) of the query-query, key-key and value-value relations, each
+    averaged over the real query tokens and the relation heads, summed. mask (B, T): the real tokens."""
+    mask = mask.bool()
+    queries = mask[:, None, :].float()  # (B, 1, T)
+    total = torch.zeros((), device=mask.device)
+    for t, s in zip(teacher_qkv, student_qkv):
+        log_t, log_s = relation_log_probs(t, heads, mask), relation_log_probs(s, heads, mask)
+        kl = (log_t.exp() * (log_t - log_s)).sum(-1)  # (B, R, T)
+        total = total + (kl * queries).sum() / (queries.sum() * heads)
+    return total
+
+
+def hidden_loss(teacher: torch.Tensor, student: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """MSE at the real tokens of (B, T, H_t) hidden states plus MSE of their mean-pooled sentence embeddings."""
+    weights = mask.unsqueeze(-1).float()  # (B, T, 1)
+    tokens = (((student - teacher) ** 2) * weights).sum() / (weights.sum() * teacher.shape[-1])
+    return tokens + nn.functional.mse_loss(mean_pooled(student, weights), mean_pooled(teacher, weights))
+
+
+def mean_pooled(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """(B, T, H) hidden states, (B, T, 1) 1 at real tokens -> (B, H) their mean over the real tokens."""
+    return (hidden * weights).sum(1) / weights.sum(1)
+
+
+# --- the teacher -------------------------------------------------------------------------------------------------
+
+@dataclass
+class Teacher:
+    """A loaded, checked teacher: its frozen model (recording attention), tokenizer, and what is read from it."""
+
+    name: str
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    layer: int  # 0-based: the layer whose attention relations are taught
+    relation_heads: int
+
+    @property
+    def hidden_size(self) -> int:
+        return self.model.config.hidden_size
+
+
+def is_encoder(config) -> bool:
+    """Whether a transformers config describes a bidirectional encoder (BERT's family: it has a masked-LM head class)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    return (config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(config, "is_decoder", False)
+            and not getattr(config, "is_encoder_decoder", False))
+
+
+def load_teacher(name: str, vocab_size: int, layer: int | None, relation_heads: int | None,
+                 student_hidden_size: int, max_seq_length: int) -> Teacher:
+    """Check and load the teacher `name` (a folder or Hub id): ValueError, one line each, for a model that is not an
+    encoder, a tokenizer that is not BERT's WordPiece, a `vocab_size` the subset cannot have, a layer it lacks,
+    relation heads that do not divide both widths, or `max_seq_length` beyond its positions."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    from tokenization.subset import check_subset_size, wordpiece_settings
+
+    with quiet_transformers():
+        config = AutoConfig.from_pretrained(name)
+    if not is_encoder(config):
+        raise ValueError(f"teacher_model_name_or_path={name} is a {config.model_type!r} "
+                         f"{'decoder' if getattr(config, 'is_decoder', False) else 'model'}, not an encoder: general "
+                         "distillation reads a bidirectional encoder's attention (BERT's family)")
+    layers = config.num_hidden_layers
+    chosen = layers - 1 if layer is None else layer - 1
+    if not 0 <= chosen < layers:
+        raise ValueError(f"teacher_layer={layer} is not a layer of {name} (1 to {layers})")
+    heads = relation_heads or config.num_attention_heads
+    if config.hidden_size % heads or student_hidden_size % heads:
+        raise ValueError(f"relation_heads={heads} must divide the teacher's hidden size ({config.hidden_size}) and "
+                         f"the student's ({student_hidden_size})")
+    if max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"max_seq_length={max_seq_length} exceeds the teacher's max_position_embeddings="
+                         f"{config.max_position_embeddings}")
+    tokenizer = AutoTokenizer.from_pretrained(name)
+    wordpiece_settings(tokenizer, f"teacher_model_name_or_path={name}")
+    check_subset_size(tokenizer, vocab_size, name)
+    with quiet_transformers():
+        model = AutoModel.from_pretrained(name, config=config)
+    set_recording_attention(model, f"teacher_model_name_or_path={name}")
+    model.eval().requires_grad_(False)
+    return Teacher(name, model, tokenizer, chosen, heads)
+
+
+def pca_projection(rows: torch.Tensor, width: int) -> torch.Tensor:
+    """(n, H_t) teacher embedding rows -> (H_t, k) their first k = min(width, H_t) principal directions."""
+    centred = rows.float() - rows.float().mean(0)
+    _, _, directions = torch.linalg.svd(centred, full_matrices=False)  # (H_t, H_t), rows by falling variance
+    return directions[: min(width, rows.shape[1])].T
+
+
+@torch.no_grad()
+def init_from_teacher(student: MiniBertForMaskedLM, teacher: PreTrainedModel, teacher_ids: torch.Tensor) -> None:
+    """The student's word embeddings: the teacher's rows of its pieces on their principal directions (the first
+    columns, when the student is wider); position and segment embeddings projected on the same directions."""
+    mapped = teacher.get_input_embeddings().weight[teacher_ids]  # (V_s, H_t)
+    basis = pca_projection(mapped, student.config.hidden_size)  # (H_t, k)
+    k = basis.shape[1]
+    embeddings = student.get_input_embeddings()
+    embeddings.weight[:, :k] = mapped.float() @ basis
+    theirs = getattr(teacher, "embeddings", None)
+    for name in ("position_embeddings", "token_type_embeddings"):
+        source, target = getattr(theirs, name, None), getattr(student.bert.embeddings, name)
+        if isinstance(source, nn.Embedding):
+            rows = min(source.num_embeddings, target.num_embeddings)
+            target.weight[:rows, :k] = source.weight[:rows].float() @ basis
+
+
+# --- the module trained and the objective ------------------------------------------------------------------------
+
+@dataclass
+class GeneralDistillationOutput(ModelOutput):
+    """loss: mlm_loss + relation_loss + hidden_loss. logits (M, V) / masked_positions (M,): the student's sparse MLM."""
+
+    loss: torch.Tensor | None = None
+    mlm_loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    masked_positions: torch.Tensor | None = None
+    relation_loss: torch.Tensor | None = None
+    hidden_loss: torch.Tensor | None = None
+
+
+class StudentWithTeacher(nn.Module):
+    """The student and the projection of its hidden states to the teacher's width. The teacher is held outside the
+    module's parameters and state (never trained, never checkpointed)."""
+
+    def __init__(self, student: MiniBertForMaskedLM, teacher: Teacher, teacher_ids: torch.Tensor):
+        super().__init__()
+        self.student = student
+        self.projection = nn.Linear(student.config.hidden_size, teacher.hidden_size)
+        self.register_buffer("teacher_ids", teacher_ids, persistent=False)  # (V_s,) student id -> teacher id
+        self.teacher = (teacher,)  # a tuple: not a submodule
+        set_recording_attention(student, "the student")
+
+    def forward(self, input_ids, attention_mask, token_type_ids, labels, sparse_prediction: bool | None = None,
+                **kwargs) -> GeneralDistillationOutput:
+        teacher = self.teacher[0]
+        if teacher.model.device != input_ids.device:
+            teacher.model.to(input_ids.device)
+        with torch.no_grad(), recording(teacher.layer) as taught:
+            target = teacher.model(input_ids=self.teacher_ids[input_ids], attention_mask=attention_mask,
+                                   token_type_ids=token_type_ids).last_hidden_state  # (B, T, H_t)
+        layers = self.student.config.num_hidden_layers
+        # Padded, not unpadded: the relations compare whole (B, T) rows with the teacher's.
+        with recording(layers - 1) as learnt:
+            out = self.student(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                               labels=labels, sparse_prediction=sparse_prediction, output_hidden_states=True,
+                               unpad_inputs=False)
+        relations = relation_loss(taught.qkv, learnt.qkv, attention_mask, teacher.relation_heads)
+        hidden = hidden_loss(target.float(), self.projection(out.hidden_states[-1]).float(), attention_mask)
+        return GeneralDistillationOutput(loss=out.loss + relations + hidden, mlm_loss=out.loss, logits=out.logits,
+                                         masked_positions=out.masked_positions, relation_loss=relations,
+                                         hidden_loss=hidden)
+
+
+class GeneralDistillation(Objective):
+    name = "general_distillation"
+    description = ("a teacher's attention relations and hidden states (MiniLMv2) plus MLM; set by "
+                   "--teacher_model_name_or_path")
+    model_class = MiniBertForMaskedLM
+    saved_prefix = "student."
+    stat_keys = (*Objective.stat_keys, "relation_loss", "hidden_loss")
+    curves = (
+        *Objective.curves[:2],
+        Curve("loss", "relation_loss", "train attention-relation loss"),
+        Curve("loss", "hidden_loss", "train hidden-state loss"),
+        *Objective.curves[2:3],
+        Curve("loss", "eval_relation_loss", "held-out attention-relation loss", eval=True),
+        *Objective.curves[3:],
+    )
+
+    def __init__(self, teacher: Teacher | None = None):
+        if teacher is None:
+            raise ValueError("objective=general_distillation needs a teacher: pass teacher_model_name_or_path")
+        self.teacher = teacher
+        self.teacher_ids: torch.Tensor | None = None
+
+    def set_vocabulary(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        from tokenization.subset import to_teacher_ids
+
+        self.teacher_ids = torch.tensor(to_teacher_ids(tokenizer, self.teacher.tokenizer))
+
+    def build_model(self, config: MiniBertConfig, source: Path | None) -> torch.nn.Module:
+        student = MiniBertForMaskedLM(config)
+        init_from_teacher(student, self.teacher.model, self.teacher_ids)
+        return StudentWithTeacher(student, self.teacher, self.teacher_ids)
+
+    def saved_model(self, model: StudentWithTeacher) -> MiniBertForMaskedLM:
+        return model.student
+
+
+    def statistics(self, outputs: GeneralDistillationOutput, batch: dict) -> torch.Tensor:
+        n = float(batch["input_ids"].shape[0])
+        taught = torch.stack([outputs.relation_loss.detach().float() * n, outputs.hidden_loss.detach().float() * n])
+        return torch.cat([super().statistics(outputs, batch), taught])
+
+    def train_metrics(self, sums: dict[str, float]) -> dict:
+        return {**super().train_metrics(sums), **self.taught_metrics(sums)}
+
+    def eval_metrics(self, sums: dict[str, float]) -> dict:
+        results = {**super().eval_metrics(sums), **self.taught_metrics(sums, prefix="eval_")}
+        return {**results, "eval_loss": results["eval_mlm_loss"] + results["eval_relation_loss"] + results["eval_hidden_loss"]}
+
+    @staticmethod
+    def taught_metrics(sums: dict[str, float], prefix: str = "") -> dict:
+        return {f"{prefix}{key}": sums[key] / sums["examples"] for key in ("relation_loss", "hidden_loss")}

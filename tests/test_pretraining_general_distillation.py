@@ -1,0 +1,163 @@
+"""General distillation (modeling_minibert/pretraining/general_distillation.py): MiniLMv2's attention relations
+and hidden-state transfer from a teacher encoder, through the pretraining objective seam. A tiny BERT teacher built
+from a config stands in for a real one (the real tokenizer's subset is tested in test_tokenization.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoTokenizer, BertConfig, BertModel
+
+from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForSequenceClassification
+from modeling_minibert.pretraining import PretrainingArguments, pretrain
+from modeling_minibert.pretraining.general_distillation import (
+    StudentWithTeacher,
+    init_from_teacher,
+    load_teacher,
+    relation_loss,
+)
+from modeling_minibert.pretraining.objectives import pick_objective
+from fixtures.models import TINY, padded_batch
+from fixtures.pretraining import (  # noqa: F401 (fixtures)
+    pytestmark,
+    corpus,
+    read_metrics,
+    tiny,
+    tokenizer_dir,
+)
+from tokenization import load_tokenizer
+from tokenization.subset import smallest_vocab_size
+
+TEACHER = dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+               # Wider than BERT's 0.02: random weights that small attend almost uniformly, leaving no relations to teach.
+               initializer_range=0.2)
+
+
+@pytest.fixture(scope="module")
+def teacher_dir(tokenizer_dir, tmp_path_factory):
+    """A tiny transformers BERT encoder (random weights) with the fixtures' WordPiece tokenizer."""
+    folder = tmp_path_factory.mktemp("teacher")
+    tokenizer = load_tokenizer(tokenizer_dir)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(tokenizer), **TEACHER), add_pooling_layer=False).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def teacher_of(folder, **kwargs):
+    vocab = len(load_tokenizer(folder))
+    return load_teacher(str(folder), vocab, kwargs.get("layer"), kwargs.get("heads"), kwargs.get("width", 48), 32)
+
+
+def a_batch(vocab_size: int) -> dict:
+    ids, mask, types = padded_batch(vocab_size, batch=4, length=16)
+    labels = torch.where(torch.rand(ids.shape, generator=torch.Generator().manual_seed(1)) < 0.3, ids, -100)
+    return dict(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels.masked_fill(mask == 0, -100))
+
+
+def test_relation_loss_is_zero_for_a_copy_of_the_teacher(teacher_dir):
+    teacher = teacher_of(teacher_dir)
+    vocab = teacher.model.config.vocab_size
+    student = MiniBertForMaskedLM(MiniBertConfig(vocab_size=vocab, **{k: v for k, v in TEACHER.items()}))
+    missing, unexpected = student.bert.load_state_dict(teacher.model.state_dict(), strict=False)
+    assert missing == [] and all(k.startswith("pooler.") for k in unexpected)
+    batch = a_batch(vocab)
+    copy = StudentWithTeacher(student, teacher, torch.arange(vocab)).eval()
+    assert copy(**batch).relation_loss.item() == pytest.approx(0.0, abs=1e-5)
+    # Not zero by construction: the same copy against the teacher's first layer, and a new student, differ.
+    first = teacher_of(teacher_dir, layer=1)
+    assert StudentWithTeacher(student, first, torch.arange(vocab)).eval()(**batch).relation_loss.item() > 1e-2
+    fresh = MiniBertForMaskedLM(MiniBertConfig(vocab_size=vocab, **TEACHER))
+    assert StudentWithTeacher(fresh, teacher, torch.arange(vocab)).eval()(**batch).relation_loss.item() > 1e-2
+
+
+def test_relation_loss_ignores_padding_and_needs_no_common_width():
+    torch.manual_seed(0)
+    mask = torch.tensor([[1] * 6 + [0] * 2, [1] * 8]).bool()
+    teacher = [torch.randn(2, 4, 8, 12) for _ in range(3)]  # 4 heads of 12: width 48
+    student = [torch.randn(2, 2, 8, 16) for _ in range(3)]  # 2 heads of 16: width 32
+    loss = relation_loss(teacher, student, mask, heads=4)
+    assert torch.isfinite(loss) and loss > 0
+    changed = [t.clone() for t in teacher]
+    for t in changed:
+        t[0, :, 6:] = 100.0  # what the padding of the first row holds does not count
+    assert relation_loss(changed, student, mask, heads=4) == pytest.approx(loss.item())
+    assert relation_loss(teacher, teacher, mask, heads=4) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_relation_and_hidden_losses_fall_when_training_a_narrower_student(teacher_dir):
+    teacher = teacher_of(teacher_dir, width=TINY["hidden_size"])
+    vocab = teacher.model.config.vocab_size
+    torch.manual_seed(0)
+    student = MiniBertForMaskedLM(MiniBertConfig(**{**TINY, "vocab_size": vocab, "num_attention_heads": 2}))
+    model = StudentWithTeacher(student, teacher, torch.arange(vocab))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    batch = a_batch(vocab)
+    losses = []
+    for _ in range(40):
+        out = model(**batch)
+        losses.append((out.relation_loss.item(), out.hidden_loss.item()))
+        (out.relation_loss + out.hidden_loss).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    assert losses[-1][0] < 0.5 * losses[0][0] and losses[-1][1] < 0.5 * losses[0][1]
+    assert not any(p.grad is not None for p in teacher.model.parameters()) and not teacher.model.training
+
+
+def test_student_embeddings_are_a_pca_of_the_teachers_rows(teacher_dir):
+    teacher = teacher_of(teacher_dir)
+    ids = torch.arange(5, 200)
+    rows = teacher.model.get_input_embeddings().weight[ids].detach()
+    same = MiniBertForMaskedLM(MiniBertConfig(**{**TINY, "hidden_size": 48, "vocab_size": len(ids)}))
+    init_from_teacher(same, teacher.model, ids)
+    # All 48 principal directions: a rotation, so every distance between the pieces is the teacher's.
+    distances = lambda x: torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist")  # noqa: E731
+    assert torch.allclose(distances(same.get_input_embeddings().weight.detach()), distances(rows), atol=1e-4)
+    narrow = MiniBertForMaskedLM(MiniBertConfig(**{**TINY, "vocab_size": len(ids)}))
+    init_from_teacher(narrow, teacher.model, ids)
+    projected = narrow.get_input_embeddings().weight.detach()
+    variance = (projected - projected.mean(0)).pow(2).sum() / (rows - rows.mean(0)).pow(2).sum()
+    assert 32 / 48 < variance < 1  # the first 32 directions hold more than their share of the variance
+    position = teacher.model.embeddings.position_embeddings.weight[:TINY["max_position_embeddings"]].detach()
+    # Positions on the same directions: most of their norm kept (a random init's would be ~0.02 x sqrt(24 x 32)).
+    assert narrow.bert.embeddings.position_embeddings.weight.norm().item() == pytest.approx(position.norm().item(), rel=0.3)
+
+
+def test_pretrain_with_a_teacher_saves_a_student_and_resumes_exactly(tiny, teacher_dir, tmp_path):
+    teacher_tokenizer = load_tokenizer(teacher_dir)
+    vocab_size = smallest_vocab_size(teacher_tokenizer) + 100
+    settings = {k: v for k, v in tiny.items() if k != "tokenizer_name"}
+    settings.update(teacher_model_name_or_path=str(teacher_dir), vocab_size=vocab_size, max_steps=6, save_steps=3,
+                    eval_steps=3, learning_rate=2e-3)
+    out = tmp_path / "student"
+    summary = pretrain(output_dir=str(out), **settings)
+    records = read_metrics(out)
+    train = [r for r in records if "loss" in r]
+    assert {"loss", "mlm_loss", "mlm_accuracy", "relation_loss", "hidden_loss"} == set(train[0]) - {"step", "learning_rate"}
+    assert summary["eval_loss"] == pytest.approx(summary["eval_mlm_loss"] + summary["eval_relation_loss"] + summary["eval_hidden_loss"])
+
+    # A normal Mini-BERT MLM folder on a subset of the teacher's vocabulary: finetune and distill take it.
+    student = AutoTokenizer.from_pretrained(out)
+    assert len(student) == vocab_size and set(student.get_vocab()) <= set(teacher_tokenizer.get_vocab())
+    weights = load_file(out / "model.safetensors")
+    assert "cls.predictions.bias" in weights and not any(k.startswith(("student.", "projection", "teacher")) for k in weights)
+    assert MiniBertForSequenceClassification.from_pretrained(out).config.vocab_size == vocab_size
+    checkpoint = load_file(out / "checkpoint-3" / "model.safetensors")
+    assert {k.split(".")[0] for k in checkpoint} == {"student", "projection"}  # never the teacher
+
+    replay = pretrain(output_dir=str(out), **dict(settings, resume_from_checkpoint=str(out / "checkpoint-3")))
+    assert replay["steps_this_session"] == 3 and read_metrics(out) == records
+    for name, tensor in load_file(out / "model.safetensors").items():
+        assert torch.equal(tensor, weights[name]), name
+
+
+def test_the_objective_goes_with_a_teacher_only(teacher_dir):
+    teacher = teacher_of(teacher_dir)
+    assert pick_objective(None, None, teacher).name == "general_distillation"
+    with pytest.raises(ValueError, match=r"^objective='mlm' cannot use a teacher"):
+        PretrainingArguments(objective="mlm", teacher_model_name_or_path=str(teacher_dir))
+    with pytest.raises(ValueError, match=r"^teacher_model_name_or_path starts a new student .* cannot be combined"):
+        PretrainingArguments(tokenizer_name=str(teacher_dir), teacher_model_name_or_path=str(teacher_dir))
+    with pytest.raises(ValueError, match=r"^objective=general_distillation needs a teacher: pass teacher_model_name_or_path$"):
+        pick_objective("general_distillation", None)
