@@ -15,11 +15,10 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers.utils import ModelOutput
 
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import MiniBertForMaskedLM, MiniBertModel
-from modeling_minibert.pretraining.objectives import Curve, Objective
+from modeling_minibert.pretraining.objectives import Curve, Objective, SparseMLMOutput
 from modeling_minibert.pretraining.session import quiet_transformers
 
 RTD_WEIGHT = 50.0
@@ -27,15 +26,11 @@ GENERATOR_FRACTION = 4  # the generator's hidden size, heads and FFN are the mod
 
 
 @dataclass
-class ReplacedTokenDetectionOutput(ModelOutput):
+class ReplacedTokenDetectionOutput(SparseMLMOutput):
     """loss: mlm_loss + 50 x rtd_loss. logits (M, V) / masked_positions (M,): the generator's MLM, as a sparse
     MLM head returns them. rtd_logits (B, T): the discriminator's "replaced" score per token; replaced (B, T):
     the truth (1.0 where the token differs from the original); rtd_mask (B, T): the tokens scored (not padding)."""
 
-    loss: torch.Tensor | None = None
-    mlm_loss: torch.Tensor | None = None
-    logits: torch.Tensor | None = None
-    masked_positions: torch.Tensor | None = None
     rtd_loss: torch.Tensor | None = None
     rtd_logits: torch.Tensor | None = None
     replaced: torch.Tensor | None = None

@@ -39,11 +39,10 @@ from torch import nn
 from transformers import AttentionInterface, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-from transformers.utils import ModelOutput
 
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import MiniBertForMaskedLM
-from modeling_minibert.pretraining.objectives import Curve, Objective
+from modeling_minibert.pretraining.objectives import Curve, Objective, SparseMLMOutput
 from modeling_minibert.pretraining.session import quiet_transformers
 
 RECORDING = "minibert_relations"  # the attention implementation that records q, k, v (then runs sdpa)
@@ -226,13 +225,9 @@ def init_from_teacher(student: MiniBertForMaskedLM, teacher: PreTrainedModel, te
 # --- the module trained and the objective ------------------------------------------------------------------------
 
 @dataclass
-class GeneralDistillationOutput(ModelOutput):
+class GeneralDistillationOutput(SparseMLMOutput):
     """loss: mlm_loss + relation_loss + hidden_loss. logits (M, V) / masked_positions (M,): the student's sparse MLM."""
 
-    loss: torch.Tensor | None = None
-    mlm_loss: torch.Tensor | None = None
-    logits: torch.Tensor | None = None
-    masked_positions: torch.Tensor | None = None
     relation_loss: torch.Tensor | None = None
     hidden_loss: torch.Tensor | None = None
 

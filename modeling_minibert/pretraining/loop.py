@@ -56,11 +56,7 @@ from modeling_minibert.pretraining.general_distillation import Teacher, load_tea
 from modeling_minibert.pretraining.objectives import Objective, pick_objective, weight_names
 from modeling_minibert.pretraining.run_folder import MetricsLog
 from modeling_minibert.pretraining.session import (
-    StopRequest,
-    TrainingInterrupted,
-    quiet_transformers,
-    resolve_num_threads,
-    run_settings,
+    StopRequest, TrainingInterrupted, quiet_transformers, resolve_num_threads, run_settings,
 )
 from modeling_minibert.pretraining.time_budget import TimeBudget
 from tokenization import load_tokenizer, train_tokenizer

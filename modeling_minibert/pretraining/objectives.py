@@ -25,6 +25,7 @@ from typing import ClassVar
 
 import torch
 from transformers import PreTrainedModel
+from transformers.utils import ModelOutput
 
 from modeling_minibert.checks_minibert import read_safetensors_header
 from modeling_minibert.configuration_minibert import MiniBertConfig
@@ -33,6 +34,18 @@ from modeling_minibert.pretraining.session import quiet_transformers
 
 NSP_HEAD_KEY = "cls.seq_relationship.weight"
 MLM_HEAD_KEY = "cls.predictions.bias"  # present in every Mini-BERT / BERT checkpoint with an MLM head
+
+
+@dataclass
+class SparseMLMOutput(ModelOutput):
+    """What an objective's module returns when it trains a masked LM beside its own losses: loss (the total),
+    mlm_loss, and the sparse MLM head's logits (M, V) with the flat indices of the M masked positions. The
+    objectives that train more (electra, general_distillation) extend it with their own losses."""
+
+    loss: torch.Tensor | None = None
+    mlm_loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    masked_positions: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
