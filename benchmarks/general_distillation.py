@@ -82,15 +82,16 @@ def main(argv: list[str] | None = None) -> dict:
     pretraining = json.loads((student / "all_results.json").read_text())
 
     splits = load_rotten_tomatoes()
-    from modeling_minibert.finetuning import finetune_sequence_classification
+    from modeling_minibert.finetuning import finetune
 
     tries = {}
     for lr in args.learning_rates:  # the choice is made on validation; the test split is not read here
         folder = student.with_name(f"{student.name}-rotten-tomatoes-lr{lr:g}")
         with Stage() as s:
-            result = finetune_sequence_classification(
-                student, splits["train"], folder, validation_data=splits["validation"], overwrite=True,
-                max_length=args.max_seq_length, num_train_epochs=args.epochs, learning_rate=lr,
+            result = finetune(
+                task="sequence-classification", model_name_or_path=student, train_data=splits["train"],
+                output_dir=folder, validation_data=splits["validation"], overwrite_output_dir=True,
+                max_seq_length=args.max_seq_length, num_train_epochs=args.epochs, learning_rate=lr,
                 per_device_train_batch_size=32, seed=args.seed, report_to="none", disable_tqdm=True,
             )
         tries[lr] = {"validation_accuracy": result.metrics["accuracy"], "cpu_minutes": s.cpu_minutes, "model_dir": str(folder)}

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from .configuration_minibert import MiniBertConfig
+from .configuration_minibert import MiniBertConfig, check_model_path
 
 # --- saved folders ------------------------------------------------------------------------------------------------
 
@@ -124,19 +124,25 @@ def check_weights_fit_config(config: MiniBertConfig, weight_files: list[Path], f
         )
 
 
-def check_model_folder(folder: Path, config, use_safetensors: bool, ignore_mismatched_sizes: bool) -> None:
-    """What `MiniBert*.from_pretrained` checks of a local folder before any allocation: weights present, not only
-    pickles (unless `use_safetensors=False`), and the config's sizes and dtypes matching the weights'."""
+def check_model_folder(name_or_path: str | os.PathLike, load_options: dict) -> None:
+    """What `MiniBert*.from_pretrained` checks before any allocation: the path exists (or could be a Hub repo id),
+    and a local folder holds weights, not only pickles (unless `use_safetensors=False`), whose sizes and dtypes
+    match the config's. `load_options` are `from_pretrained`'s keyword arguments."""
+    check_model_path(name_or_path)
+    folder = Path(name_or_path)
+    if not folder.is_dir() or load_options.get("subfolder"):
+        return
     weights = sorted(folder.glob("*.safetensors"))
     pickles = sorted(p.name for p in folder.glob("*.bin"))
-    if use_safetensors and not weights and pickles:
+    if load_options.get("use_safetensors", True) and not weights and pickles:
         raise ValueError(
             f"{folder} holds only pickle weights ({', '.join(pickles)}), which can run arbitrary code when "
             "loaded; pass use_safetensors=False if you trust them"
         )
     if not weights and not pickles:
         raise FileNotFoundError(f"{folder} holds no model weights (no model.safetensors)")
-    if weights and not ignore_mismatched_sizes:
+    if weights and not load_options.get("ignore_mismatched_sizes", False):
+        config = load_options.get("config")
         if not isinstance(config, MiniBertConfig):
             config = MiniBertConfig.from_pretrained(folder)
         check_weights_fit_config(config, weights, folder)

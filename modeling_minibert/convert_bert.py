@@ -26,7 +26,7 @@ from transformers import BertConfig
 from . import modeling_minibert
 from .configuration_minibert import BERT_FIELDS, MiniBertConfig, minibert_dict_from_bert, read_config_json
 from .files import check_links, check_output_dir, staged_folder
-from .modeling_minibert import check_weights_fit_config
+from .checks_minibert import check_weights_fit_config
 from .outputs import CARD_FILE, check_unlocked
 # Head suffixes shared by both families ("Model", "ForMaskedLM", ...), from the one list of heads.
 HEADS = tuple(target.split(".")[-1].removeprefix("MiniBert") for target in modeling_minibert.AUTO_MAP.values())

@@ -46,7 +46,7 @@ def fill_mask(model_dir: str | os.PathLike, text: str | list[str], top_k: int = 
     if top_k > config.vocab_size:
         raise ValueError(f"top_k={top_k} exceeds the vocabulary size ({config.vocab_size})")
     if isinstance(config, MiniBertConfig):  # the weights first (a BERT folder is loaded by transformers' BERT)
-        check_model_folder(folder, config, use_safetensors=True, ignore_mismatched_sizes=False)
+        check_model_folder(folder, {"config": config})
     tokenizer = _load_tokenizer(folder)
     _check_mask_token(tokenizer, folder)
     check_tokenizer_fits(tokenizer, config, folder)  # then the tokenizer against them

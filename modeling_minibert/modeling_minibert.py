@@ -45,8 +45,7 @@ from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 from transformers.utils.generic import can_return_tuple
 
 from .checks_minibert import check_inputs, check_labels, check_model_folder, check_tensors
-from .checks_minibert import check_weights_fit_config  # noqa: F401  (the jobs import it from here)
-from .configuration_minibert import MiniBertConfig, check_model_path
+from .configuration_minibert import MiniBertConfig
 
 
 @dataclass
@@ -546,14 +545,11 @@ class MiniBertPreTrainedModel(PreTrainedModel):
         kwargs.setdefault("use_safetensors", True)
         if pretrained_model_name_or_path is None:  # weights from `state_dict=`: no folder to check
             return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
-        check_model_path(pretrained_model_name_or_path)
-        folder = Path(pretrained_model_name_or_path)
-        if folder.is_dir() and not kwargs.get("subfolder"):
-            check_model_folder(folder, kwargs.get("config"), kwargs["use_safetensors"], kwargs.get("ignore_mismatched_sizes", False))
+        check_model_folder(pretrained_model_name_or_path, kwargs)
         try:
             return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         except SafetensorError as err:
-            raise ValueError(f"{folder / 'model.safetensors'} is truncated or corrupted: {err}") from err
+            raise ValueError(f"{Path(pretrained_model_name_or_path) / 'model.safetensors'} is truncated or corrupted: {err}") from err
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
         """`PreTrainedModel.save_pretrained`, plus two guarantees.

@@ -28,7 +28,7 @@ from torch.ao.nn.quantized.dynamic import Linear as DynamicInt8Linear
 
 from . import AUTO_CLASSES
 from .checks_minibert import check_model_folder
-from .configuration_minibert import MiniBertConfig, check_model_path
+from .configuration_minibert import MiniBertConfig
 from .files import check_output_dir, staged_folder
 from .modeling_minibert import MiniBertPreTrainedModel, MiniBertSelfAttention
 from .outputs import QUANTIZED_INFO_FILE, QUANTIZED_WEIGHTS_FILE
@@ -117,9 +117,8 @@ def quantize(model_name_or_path: str | os.PathLike, output_dir: str | os.PathLik
     Refuses, before any work, a source that does not exist or has no weights and an output folder that is not
     empty (unless `overwrite`). Returns `output_dir`.
     """
-    check_model_path(model_name_or_path)
+    check_model_folder(model_name_or_path, {})
     source = Path(model_name_or_path)
-    check_model_folder(source, None, use_safetensors=True, ignore_mismatched_sizes=False)
     output = check_output_dir(output_dir, overwrite)
     model = quantize_dynamic_int8(_model_class(MiniBertConfig.from_pretrained(source)).from_pretrained(source))
     with staged_folder(output) as staging:

@@ -42,7 +42,7 @@ from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType
 
 from modeling_minibert import outputs
 from modeling_minibert.configuration_minibert import MiniBertConfig
-from modeling_minibert.modeling_minibert import check_weights_fit_config
+from modeling_minibert.checks_minibert import check_weights_fit_config
 from modeling_minibert.pretraining import run_folder
 from modeling_minibert.pretraining.arguments import LATEST, PretrainingArguments
 from modeling_minibert.pretraining.data import (
