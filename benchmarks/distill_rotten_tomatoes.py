@@ -151,6 +151,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--learning_rate", type=float, default=1e-4, help="student fine-tuning and distillation")
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--augment_copies", type=int, default=1)
+    parser.add_argument("--augmentation", choices=["words", "mlm"], default="words",
+                        help="distill's augmentation: words (drop/swap), mlm (TinyBERT's, the student's MLM head)")
+    parser.add_argument("--augment_probability", type=float, default=0.4)
+    parser.add_argument("--augment_top_k", type=int, default=15)
     parser.add_argument("--transfer_plots", action="store_true",
                         help="add the training films' plot-summary sentences (unlabelled) to the transfer set")
     parser.add_argument("--temperature", type=float, default=2.0)
@@ -227,6 +231,7 @@ def main(argv: list[str] | None = None) -> dict:
             task="sequence-classification", teacher_model_name_or_path=str(work / "teacher"), model_name_or_path=args.student,
             output_dir=str(work / "minibert-distilled"), overwrite_output_dir=True, train_data=splits["train"],
             validation_data=splits["validation"], test_data=splits["test"], augment_copies=args.augment_copies,
+            augmentation=args.augmentation, augment_probability=args.augment_probability, augment_top_k=args.augment_top_k,
             transfer_file=[str(f) for f in transfer_files],
             temperature=args.temperature, alpha=args.alpha, max_seq_length=args.max_seq_length,
             num_train_epochs=args.epochs, learning_rate=args.learning_rate, **common,

@@ -39,6 +39,7 @@ from transformers import AutoConfig, PreTrainedModel, PreTrainedTokenizerBase, T
 from transformers.trainer_utils import PredictionOutput
 
 import modeling_minibert  # noqa: F401 - registers Mini-BERT with the Auto classes
+from modeling_minibert.augmentation import check_mlm_head
 from modeling_minibert.files import write_bytes, write_json
 from modeling_minibert.finetuning import flow
 from modeling_minibert.finetuning.arguments import (
@@ -71,6 +72,9 @@ from modeling_minibert.outputs import (
 
 
 
+AUGMENTATIONS = ("words", "mlm")
+
+
 @dataclass
 class DistillationArguments(ModelArguments, DataArguments):
     """Fine-tuning's model and data options (`--model_name_or_path` is the student) plus the teacher and the
@@ -92,6 +96,14 @@ class DistillationArguments(ModelArguments, DataArguments):
                   "CSV/JSON with the text column", "nargs": "+"},
     )
     augment_copies: int = field(default=1, metadata={"help": "augmented copies of each training example"})
+    augmentation: str = field(default="words", metadata={
+        "help": "how the copies are made: words (drop and swap words), mlm (TinyBERT's: replace words by the "
+                "student's masked-LM predictions; --model_name_or_path must be a pretraining folder)",
+        "choices": list(AUGMENTATIONS)})
+    augment_probability: float = field(default=0.4, metadata={
+        "help": "augmentation=mlm: chance to replace each one-piece word (TinyBERT's p)"})
+    augment_top_k: int = field(default=15, metadata={
+        "help": "augmentation=mlm: a replacement is drawn from the K most likely pieces (TinyBERT's K)"})
     word_dropout: float = field(default=0.1, metadata={"help": "augmentation: chance to drop each word"})
     word_swap: float = field(default=0.1, metadata={"help": "augmentation: chance to swap each word with the next"})
     temperature: float = field(default=2.0, metadata={"help": "softmax temperature of teacher and student (> 0)"})
@@ -135,11 +147,15 @@ def augment(words: Sequence[str], rng: random.Random, word_dropout: float, word_
     return kept
 
 
-def transfer_set(train: Examples, words_given: bool, extra_inputs: Sequence[Any], args: DistillationArguments, seed: int) -> Examples:
+def transfer_set(train: Examples, words_given: bool, extra_inputs: Sequence[Any], args: DistillationArguments, seed: int,
+                 show_progress: bool = False) -> Examples:
     """The training examples (with their labels), `augment_copies` augmented copies of each (labelled only by the
     teacher: dropping "not" may flip a sentiment), and the unlabelled extra inputs."""
-    rng = random.Random(seed)
     inputs, labels = list(train.inputs), list(train.labels)
+    if args.augmentation == "mlm":
+        copies = mlm_copies(train.inputs, words_given, args, seed, show_progress)
+        return Examples(inputs + copies + list(extra_inputs), labels + [None] * (len(copies) + len(extra_inputs)))
+    rng = random.Random(seed)
     for _ in range(args.augment_copies):
         for example in train.inputs:
             words = example if words_given else example.split()
@@ -149,6 +165,23 @@ def transfer_set(train: Examples, words_given: bool, extra_inputs: Sequence[Any]
             inputs.append(new if words_given else " ".join(new))
             labels.append(None)
     return Examples(inputs + list(extra_inputs), labels + [None] * len(extra_inputs))
+
+
+def mlm_copies(inputs: Sequence[Any], words_given: bool, args: DistillationArguments, seed: int, show_progress: bool) -> list[Any]:
+    """TinyBERT's augmented copies (`augmentation.mlm_augment`) by the student's own masked-LM head, in the form
+    the inputs came in (word lists or texts)."""
+    from transformers import AutoModelForMaskedLM
+
+    from modeling_minibert.augmentation import mlm_augment
+
+    words = [list(x) if words_given else x.split() for x in inputs]
+    words = [w for w in words if w]
+    tokenizer = flow.load_tokenizer(args.model_name_or_path, args.tokenizer_name)
+    model = AutoModelForMaskedLM.from_pretrained(args.model_name_or_path)
+    length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
+    copies = mlm_augment(words, model, tokenizer, args.augment_copies, args.augment_probability, args.augment_top_k,
+                         seed, length, show_progress=show_progress)
+    return copies if words_given else [" ".join(c) for c in copies]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -278,6 +311,14 @@ def check_options(args: DistillationArguments, has_train_data: bool) -> Task:
     for name in ("word_dropout", "word_swap"):
         if not 0 <= getattr(args, name) < 1:
             raise ValueError(f"{name}={getattr(args, name)} must be in [0, 1)")
+    if args.augmentation not in AUGMENTATIONS:
+        raise ValueError(f"augmentation={args.augmentation!r} is not one of {list(AUGMENTATIONS)}")
+    if args.augmentation == "mlm":
+        if not 0 < args.augment_probability <= 1:
+            raise ValueError(f"augment_probability={args.augment_probability} must be in (0, 1]")
+        if args.augment_top_k < 1:
+            raise ValueError(f"augment_top_k={args.augment_top_k} must be at least 1")
+        check_mlm_head(args.model_name_or_path, "model_name_or_path")
     if args.max_seq_length is not None and args.max_seq_length < 3:
         raise ValueError(f"max_seq_length={args.max_seq_length} must be at least 3")
     for path in args.transfer_file:
@@ -437,7 +478,7 @@ def distill(
         teacher = str(args.teacher_model_name_or_path)
         if args.finetune_teacher:
             teacher = str(fine_tuned_teacher(args, task, training, examples, names, output))
-        transfer = transfer_set(examples["train"], task.conll, transfer_inputs, args, flow.seed_of(training))
+        transfer = transfer_set(examples["train"], task.conll, transfer_inputs, args, flow.seed_of(training), show_progress)
         inputs = {"transfer": transfer.inputs, **{r: examples[r].inputs for r in ("validation", "test") if r in examples}}
         batch_size = training.get("per_device_eval_batch_size", flow.TRAINING_DEFAULTS["per_device_eval_batch_size"])
         logits, reused = teacher_targets(args, task, teacher, inputs, names, output, batch_size, show_progress)

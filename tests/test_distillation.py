@@ -263,6 +263,56 @@ def test_augmentation_is_seeded_and_keeps_words():
     assert augment(words, random.Random(0), 0.0, 0.0) == list(range(len(words)))
 
 
+def test_mlm_augmentation_replaces_one_piece_words_by_the_models_top_pieces(student):
+    from modeling_minibert.augmentation import mlm_augment, replaceable_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(student)
+    model = MiniBertForMaskedLM.from_pretrained(student).eval()
+    # "moviefilm": several pieces; "zzqx": unknown ([UNK]), kept like them
+    examples = [t.split() for t in sentiment(12, 4)["text"]] + [["moviefilm", "zzqx", "movie"]]
+    assert len(tokenizer.tokenize("moviefilm")) > 1 and tokenizer.tokenize("zzqx") == ["[UNK]"]
+    copies = mlm_augment(examples, model, tokenizer, 2, 1.0, 1, seed=0, max_length=32, show_progress=False)
+    assert len(copies) == 2 * len(examples)
+    assert copies[: len(examples)] == copies[len(examples):]  # top_k=1 leaves no choice: both copies agree
+    allowed = replaceable_ids(tokenizer)
+    for original, copy in zip(examples, copies):
+        assert len(copy) == len(original)
+        for before, after in zip(original, copy):
+            if tokenizer.tokenize(before) != [before]:
+                assert after == before  # words of several pieces, and unknown words, are kept
+            else:
+                assert allowed[tokenizer.convert_tokens_to_ids(after)], after  # a whole-word, non-special piece
+    # With every one-piece word masked at once, top_k=1 gives the model's own argmax at each masked position.
+    words = examples[0]
+    batch = tokenizer([words], is_split_into_words=True, return_tensors="pt")
+    ids = batch["input_ids"].clone()
+    ids[0, 1:-1] = tokenizer.mask_token_id
+    with torch.no_grad():
+        scores = model(input_ids=ids, attention_mask=batch["attention_mask"]).logits[0, 1:-1]
+    scores[:, ~allowed] = float("-inf")
+    assert copies[0] == tokenizer.convert_ids_to_tokens(scores.argmax(-1).tolist())
+
+
+def test_mlm_augmentation_is_seeded_and_respects_the_probability(student):
+    from modeling_minibert.augmentation import mlm_augment
+
+    tokenizer = AutoTokenizer.from_pretrained(student)
+    model = MiniBertForMaskedLM.from_pretrained(student).eval()
+    examples = [t.split() for t in sentiment(40, 6)["text"]]
+    make = lambda seed, p: mlm_augment(examples, model, tokenizer, 1, p, 5, seed=seed, max_length=32, show_progress=False)  # noqa: E731
+    assert make(3, 0.4) == make(3, 0.4)
+    assert make(3, 0.4) != make(4, 0.4)
+    changed = sum(a != b for x, y in zip(examples, make(3, 0.4)) for a, b in zip(x, y)) / sum(map(len, examples))
+    assert 0.1 < changed < 0.5  # about 0.4, less the draws that predict the word itself
+    assert make(3, 1e-9) == examples
+
+
+def test_distillation_with_mlm_augmentation(teacher, student, tmp_path):
+    result = run(teacher, student, tmp_path / "out", augmentation="mlm", augment_copies=2, num_train_epochs=1)
+    assert result.transfer_size == 3 * 160
+    assert result.metrics["teacher_agreement"] >= 0
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Bad inputs: one clear error each, before any training
 
@@ -294,6 +344,11 @@ def masked_lm_teacher(tmp_path_factory, teacher_base) -> Path:
         ("zero_temperature", ValueError, r"temperature=0.0 must be a positive number"),
         ("negative_temperature", ValueError, r"temperature=-1.0 must be a positive number"),
         ("alpha", ValueError, r"alpha=1.5 must be between 0 and 1"),
+        ("augmentation", ValueError, r"augmentation='glove' is not one of \['words', 'mlm'\]"),
+        ("augment_probability", ValueError, r"augment_probability=0.0 must be in \(0, 1\]"),
+        ("augment_top_k", ValueError, r"augment_top_k=0 must be at least 1"),
+        ("mlm_from_a_classifier", ValueError, r"model_name_or_path=.* has no masked-LM head \(cls.predictions.bias\): "
+                                              r"augmentation='mlm' needs a pretraining folder"),
     ],
 )
 def test_bad_inputs_fail_before_training(case, error, message, other_labels_teacher, masked_lm_teacher, student, tmp_path, monkeypatch):
@@ -309,10 +364,15 @@ def test_bad_inputs_fail_before_training(case, error, message, other_labels_teac
         "zero_temperature": dict(temperature=0.0),
         "negative_temperature": dict(temperature=-1.0),
         "alpha": dict(alpha=1.5),
+        "augmentation": dict(augmentation="glove"),
+        "augment_probability": dict(augmentation="mlm", augment_probability=0.0),
+        "augment_top_k": dict(augmentation="mlm", augment_top_k=0),
+        "mlm_from_a_classifier": dict(augmentation="mlm", student=other_labels_teacher),
     }[case]
     teacher = options.pop("teacher", other_labels_teacher)
     if case not in ("other_labels", "masked_lm"):
         options["finetune_teacher"] = True  # a valid teacher: only the option under test is wrong
+    student = options.pop("student", student)
     with pytest.raises(error, match=message):
         run(teacher, student, tmp_path / "out", **options)
     assert not (tmp_path / "out").exists()

@@ -1,0 +1,113 @@
+"""TinyBERT's data augmentation for task distillation: words replaced by a masked language model's predictions.
+
+Jiao et al. (2020, "TinyBERT") build the transfer set from each training sentence and N augmented copies: every
+word is, with probability p, replaced by one of the K words a masked language model finds most likely in its
+place (p = 0.4, K = 15, N = 20 in the paper). The teacher labels the copies, so a replacement that flips the meaning
+("good" -> "bad") teaches the right thing. What differs here, and why:
+
+- the masked LM is the student's own MLM head (the pretraining folder distillation starts from): no second model
+  to download, and a student from general distillation shares the teacher's WordPiece pieces;
+- all chosen words of a copy are masked at once, one forward per copy: TinyBERT masks one word per forward, ~20
+  forwards per sentence per copy, too slow on a CPU for a 45-minute recipe;
+- only words that are one piece are replaced (TinyBERT takes GloVe neighbours for the others: we ship no GloVe),
+  and replacements are whole-word pieces (no `##` continuation, no special token), sampled uniformly among the K.
+
+No library offers this: nlpaug's context augmenter wraps a transformers fill-mask pipeline one text and one word at
+a time and does not take seeded, batched, word-aligned replacements (token classification needs the words to keep
+their places).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from modeling_minibert.checks_minibert import read_safetensors_header
+
+# The MLM head's own weights: a folder without them would predict from a randomly initialised head.
+MLM_HEAD_KEY = "cls.predictions.bias"
+
+
+def check_mlm_head(name_or_path: str | os.PathLike, option: str) -> None:
+    """ValueError (one line naming `option`) for a local model folder whose weights hold no masked-LM head."""
+    folder = Path(name_or_path)
+    weights = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+    if weights and not any(MLM_HEAD_KEY in read_safetensors_header(w) for w in weights):
+        raise ValueError(f"{option}={name_or_path} has no masked-LM head ({MLM_HEAD_KEY}): augmentation='mlm' needs a "
+                         "pretraining folder (minibert pretrain's output), not a fine-tuned classifier")
+
+
+def replaceable_ids(tokenizer) -> torch.Tensor:
+    """(V,) bool: the pieces a word may become: whole-word pieces, not special tokens."""
+    allowed = torch.ones(len(tokenizer), dtype=torch.bool)
+    for token, index in tokenizer.get_vocab().items():
+        if token.startswith("##") or index in tokenizer.all_special_ids:
+            allowed[index] = False
+    return allowed
+
+
+@torch.inference_mode()
+def mlm_augment(
+    examples: Sequence[Sequence[str]],
+    model: torch.nn.Module,
+    tokenizer,
+    copies: int,
+    probability: float,
+    top_k: int,
+    seed: int,
+    max_length: int,
+    batch_size: int = 64,
+    show_progress: bool = True,
+) -> list[list[str]]:
+    """`copies` augmented copies of each example (a list of words), copy-major: copy 1 of every example, then copy
+    2, ... Each one-piece word within `max_length` is replaced with chance `probability` by one of the model's
+    `top_k` most likely whole-word pieces at its masked position; every other word is kept."""
+    model.eval()
+    generator = torch.Generator().manual_seed(seed)
+    allowed = replaceable_ids(tokenizer)
+    jobs = [(copy, i) for copy in range(copies) for i in range(len(examples))]
+    out: list[list[str]] = [list(examples[i]) for _, i in jobs]
+    order = sorted(range(len(jobs)), key=lambda j: len(examples[jobs[j][1]]))  # similar lengths share a batch
+    for start in tqdm(range(0, len(order), batch_size), desc="augmenting", disable=not show_progress):
+        rows = order[start:start + batch_size]
+        batch = tokenizer([out[j] for j in rows], is_split_into_words=True, truncation=True, max_length=max_length,
+                          padding=True, return_tensors="pt")
+        chosen = choose_positions(batch, rows, out, tokenizer, probability, generator)
+        if not chosen:
+            continue
+        ids = batch["input_ids"].clone()
+        for row, position, _ in chosen:
+            ids[row, position] = tokenizer.mask_token_id
+        logits = model(input_ids=ids, attention_mask=batch["attention_mask"]).logits  # (B, T, V)
+        scores = logits[[r for r, _, _ in chosen], [p for _, p, _ in chosen]]  # (M, V)
+        scores[:, ~allowed] = float("-inf")
+        candidates = scores.topk(top_k, dim=-1).indices  # (M, K)
+        picks = candidates[torch.arange(len(chosen)), torch.randint(top_k, (len(chosen),), generator=generator)]
+        for (row, _, word), piece in zip(chosen, picks.tolist()):
+            out[rows[row]][word] = tokenizer.convert_ids_to_tokens(piece)
+    return out
+
+
+def choose_positions(batch, rows: list[int], words: list[list[str]], tokenizer, probability: float,
+                     generator: torch.Generator) -> list[tuple[int, int, int]]:
+    """(row in batch, token position, word index) of the words to replace: one-piece, known words, each drawn with
+    chance `probability`."""
+    chosen = []
+    for b in range(len(rows)):
+        word_ids = batch.word_ids(b)
+        pieces: dict[int, list[int]] = {}
+        for position, word in enumerate(word_ids):
+            if word is not None:
+                pieces.setdefault(word, []).append(position)
+        draws = torch.rand(len(pieces), generator=generator).tolist()
+        for (word, positions), draw in zip(sorted(pieces.items()), draws):
+            if len(positions) == 1 and draw < probability and batch["input_ids"][b, positions[0]] != tokenizer.unk_token_id:
+                chosen.append((b, positions[0], word))
+    return chosen
+
+
+__all__ = ["check_mlm_head", "mlm_augment", "replaceable_ids"]
