@@ -169,6 +169,30 @@ def test_int8_export_is_near_fp32_and_keeps_embeddings_and_head_fp32(classifier_
     assert_near_fp32(expected, torch.from_numpy(got))
 
 
+def test_int8_check_bound_is_relative_with_a_floor_for_small_logits(classifier_folder, tmp_path):
+    """The int8 check allows INT8_TOLERANCE of the outputs' scale, and the scale is at least 1: a weak head's small
+    logits (issue 24: 0.18 at most) no longer fail a correct graph, while a graph off by more still fails."""
+    from modeling_minibert.export_onnx import INT8_TOLERANCE, verify_onnx
+
+    model = MiniBertForSequenceClassification.from_pretrained(classifier_folder).eval()
+    with torch.no_grad():
+        model.classifier.weight *= 0.2  # a weak head's logits: a few tenths at most (the old bound: 5% of that)
+        model.classifier.bias *= 0.2
+    model.save_pretrained(tmp_path / "weak")
+    path = export_onnx(tmp_path / "weak", tmp_path / "fp32.onnx")
+    ids, mask, types = fixture_set(TINY["vocab_size"])
+    with torch.no_grad():
+        assert float(model(ids, attention_mask=mask, token_type_ids=types).logits.abs().max()) < 0.3
+        model.classifier.bias += 0.03  # PyTorch now differs from the graph by 0.03 in every logit
+    assert verify_onnx(model, path, None, INT8_TOLERANCE) == pytest.approx(0.03, abs=1e-4)
+    with pytest.raises(ValueError, match=r"output logits differs from PyTorch by 3.00e-02 \(> 1.00e-04\)"):
+        verify_onnx(model, path, None)  # the fp32 bound
+    with torch.no_grad():
+        model.classifier.bias += 0.07  # 0.1: beyond 5% of a scale of 1
+    with pytest.raises(ValueError, match=r"output logits differs from PyTorch by 1.00e-01 \(> 5.00e-02\)"):
+        verify_onnx(model, path, None, INT8_TOLERANCE)
+
+
 def test_int8_file_runs_in_a_fresh_process_with_onnxruntime_alone(classifier_folder, tmp_path):
     path = export_onnx(classifier_folder, tmp_path / "int8.onnx", quantize="int8")
     ids, mask, types = (t.numpy() for t in fixture_set(TINY["vocab_size"], rows=4))
