@@ -73,6 +73,18 @@ class Stage:
         self.wall_minutes = (time.perf_counter() - self.wall) / 60
 
 
+def scored(folder: Path, split, max_length: int) -> dict[str, float]:
+    """Accuracy and macro-F1 of the saved classifier in `folder` on one split (its label names from its config)."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    logits = predict_logits(model, tokenizer, list(split["text"]), "sequence-classification", max_length, 64, False)
+    predicted = [model.config.id2label[int(row.argmax())] for row in logits]
+    return {"accuracy": accuracy_score(split["label"], predicted),
+            "macro_f1": f1_score(split["label"], predicted, average="macro")}
+
+
 def throughput(folder: str, texts: list[str], max_length: int, batch_size: int, repeats: int = 2) -> dict[str, float]:
     """Examples per second (wall clock and per CPU second) of a classifier over `texts`, best of `repeats`."""
     model = AutoModelForSequenceClassification.from_pretrained(folder)
@@ -160,6 +172,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--temperature", type=float, default=2.0)
     parser.add_argument("--alpha", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--finetuned_teacher", default=None,
+                        help="a teacher already fine-tuned on these splits (WORK_DIR/teacher of an earlier run): "
+                             "scored, not fine-tuned again (its row's CPU minutes are the earlier run's, not counted)")
+    parser.add_argument("--skip_finetune", action="store_true", help="no 'Mini-BERT fine-tuned' row")
     parser.add_argument("--only_tapt", action="store_true",
                         help="run only the TAPT row (--tapt_steps or --tapt_model) and add it to the existing --output")
     args = parser.parse_args(argv)
@@ -217,10 +233,18 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"added {TAPT_ROW} to {output}")
         return saved
 
-    fine_tune("Mini-BERT fine-tuned", args.student, work / "minibert-finetuned", args.epochs, args.learning_rate)
+    if not args.skip_finetune:
+        fine_tune("Mini-BERT fine-tuned", args.student, work / "minibert-finetuned", args.epochs, args.learning_rate)
     if args.tapt_model or args.tapt_steps:
         tapt_row()
-    fine_tune("teacher fine-tuned", teacher_source, work / "teacher", args.teacher_epochs, args.teacher_learning_rate)
+    teacher_dir = work / "teacher"
+    if args.finetuned_teacher:
+        teacher_dir = Path(args.finetuned_teacher)
+        systems["teacher fine-tuned"] = {**{split: scored(teacher_dir, splits[split], args.max_seq_length)
+                                            for split in ("test", "validation")},
+                                         "cpu_minutes": 0.0, "model_dir": str(teacher_dir), "reused": True}
+    else:
+        fine_tune("teacher fine-tuned", teacher_source, teacher_dir, args.teacher_epochs, args.teacher_learning_rate)
 
     transfer_files = []
     if args.transfer_plots:
@@ -228,7 +252,7 @@ def main(argv: list[str] | None = None) -> dict:
         transfer_files[0].write_text("\n".join(plot_sentences(set(splits["train"]["movie_name"]))) + "\n", encoding="utf-8")
     with Stage() as s:
         result = distill(
-            task="sequence-classification", teacher_model_name_or_path=str(work / "teacher"), model_name_or_path=args.student,
+            task="sequence-classification", teacher_model_name_or_path=str(teacher_dir), model_name_or_path=args.student,
             output_dir=str(work / "minibert-distilled"), overwrite_output_dir=True, train_data=splits["train"],
             validation_data=splits["validation"], test_data=splits["test"], augment_copies=args.augment_copies,
             augmentation=args.augmentation, augment_probability=args.augment_probability, augment_top_k=args.augment_top_k,
@@ -242,7 +266,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"Mini-BERT distilled: test accuracy {result.test_metrics['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
 
     texts = list(splits["test"]["text"])
-    for name, folder in (("teacher fine-tuned", work / "teacher"), ("Mini-BERT distilled", result.output_dir)):
+    for name, folder in (("teacher fine-tuned", teacher_dir), ("Mini-BERT distilled", result.output_dir)):
         systems[name]["throughput"] = throughput(str(folder), texts, args.max_seq_length, 64)
 
     teacher, student = systems["teacher fine-tuned"], systems["Mini-BERT distilled"]

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from distill_rotten_tomatoes import RESULTS, Stage, default_teacher  # noqa: E402
+from distill_rotten_tomatoes import RESULTS, Stage, default_teacher, scored  # noqa: E402
 from rotten_tomatoes import load_rotten_tomatoes  # noqa: E402
 
 GOAL = 0.770
@@ -44,19 +44,6 @@ def general_distillation(teacher: str, output_dir: Path, max_time: float, extra:
                     "--report_to", "none", *extra], check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)) / 60
-
-
-def test_accuracy(folder: Path, test, max_length: int) -> float:
-    """Accuracy of the fine-tuned classifier in `folder` on the test split (its label names from its config)."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from modeling_minibert.distillation import predict_logits
-
-    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    logits = predict_logits(model, tokenizer, list(test["text"]), "sequence-classification", max_length, 64, False)
-    predicted = [model.config.id2label[int(row.argmax())] for row in logits]
-    return sum(p == label for p, label in zip(predicted, test["label"])) / len(predicted)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -97,7 +84,7 @@ def main(argv: list[str] | None = None) -> dict:
         tries[lr] = {"validation_accuracy": result.metrics["accuracy"], "cpu_minutes": s.cpu_minutes, "model_dir": str(folder)}
         print(f"learning rate {lr:g}: validation accuracy {result.metrics['accuracy']:.4f} ({s.cpu_minutes:.1f} CPU-min)", flush=True)
     chosen = max(tries, key=lambda lr: tries[lr]["validation_accuracy"])
-    accuracy = test_accuracy(Path(tries[chosen]["model_dir"]), splits["test"], args.max_seq_length)
+    accuracy = scored(Path(tries[chosen]["model_dir"]), splits["test"], args.max_seq_length)["accuracy"]
 
     committed = json.loads((RESULTS / "distill_rotten_tomatoes.json").read_text())["systems"]
     results = {
