@@ -472,7 +472,7 @@ def get_tokenizer(
         tokenizer.model_max_length = args.max_seq_length
         return tokenizer
     return train_tokenizer(
-        train_docs, vocab_size=args.vocab_size, show_progress=not args.disable_tqdm, model_max_length=args.max_seq_length
+        train_data=train_docs, vocab_size=args.vocab_size, disable_tqdm=args.disable_tqdm, model_max_length=args.max_seq_length
     )
 
 
