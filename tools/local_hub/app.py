@@ -38,7 +38,6 @@ _XET_MESSAGE = (
 )
 
 
-
 class HubApp(Storage, ReadRoutes, CommitRoutes, LfsRoutes):
     """The Hub's behaviour over a folder. `handle(request)` is thread-safe: writes take `self._lock` one at a time;
     reads take no lock (see `Repo`), so a long listing never holds up another request."""

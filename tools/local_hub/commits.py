@@ -41,7 +41,6 @@ def _valid_ref(name: str) -> bool:
     return bool(_REF_NAME.fullmatch(name)) and all(part not in ("", ".", "..") for part in name.split("/"))
 
 
-
 class CommitRoutes:
     """`HubApp`'s write endpoints for refs and commits."""
 

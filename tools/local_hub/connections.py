@@ -77,7 +77,6 @@ class DeadlineWriter(io.BufferedIOBase):
             return view.nbytes
 
 
-
 class Server(ThreadingHTTPServer):
     """A thread per connection, at most `max_connections` of them. Beyond that a new client takes the slot of the
     slowest connection still waiting for its request (idle or dripping bytes), or gets a quick 503 if every slot

@@ -16,6 +16,7 @@ from .protocol import HubError, Request, Response, json_field, list_of, repo_not
 from .repository import FileEntry, Repo, git_blob_oid, lfs_pointer
 from .storage import OBJECT_IDS
 
+
 @dataclasses.dataclass(frozen=True)
 class UploadTicket:
     """What a one-time LFS upload URL lets its holder do: send these bytes to this repository, until `expires`."""
@@ -26,12 +27,10 @@ class UploadTicket:
     expires: float  # time.monotonic()
 
 
-
 def _sha256(oid: str) -> str:
     if not OBJECT_IDS["lfs"].fullmatch(oid):
         raise HubError(400, f"Invalid LFS oid {oid[:100]!r}: expected a sha256, 64 lowercase hex digits")
     return oid
-
 
 
 class LfsRoutes:

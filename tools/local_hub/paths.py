@@ -75,4 +75,3 @@ def tree_conflicts(files: Mapping[str, FileEntry], added: set[str]) -> str | Non
         if twin != name and (inside in added or folders.get(twin, twin) in added):
             return f"{_shown(name)} and {_shown(twin)} differ only in Unicode normalisation (NFC/NFD)"
     return None
-

@@ -10,6 +10,30 @@ from typing import Any
 
 from .repository import Repo
 
+class HubError(Exception):
+    """An HTTP error answer: status, message (sent as JSON `error` and `X-Error-Message`) and Hub error code."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
+    ):
+        super().__init__(message)
+        self.status, self.message, self.code = status, message, code
+        self.headers = dict(headers or {})
+        self.body = dict(body or {})  # extra JSON fields next to "error"
+
+
+def parse_json(data: bytes | str, what: str) -> Any:
+    try:
+        return json.loads(data, parse_constant=_reject_constant)  # strict: no NaN / Infinity
+    except (ValueError, RecursionError) as err:
+        raise HubError(400, f"{what} is not valid JSON: {err}") from None
+
+
 _REQUIRED = object()
 
 
@@ -34,31 +58,6 @@ def list_of(values: list, kind: type, name: str) -> list:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
-
-
-
-class HubError(Exception):
-    """An HTTP error answer: status, message (sent as JSON `error` and `X-Error-Message`) and Hub error code."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        code: str | None = None,
-        headers: Mapping[str, str] | None = None,
-        body: Mapping[str, Any] | None = None,
-    ):
-        super().__init__(message)
-        self.status, self.message, self.code = status, message, code
-        self.headers = dict(headers or {})
-        self.body = dict(body or {})  # extra JSON fields next to "error"
-
-
-def parse_json(data: bytes | str, what: str) -> Any:
-    try:
-        return json.loads(data, parse_constant=_reject_constant)  # strict: no NaN / Infinity
-    except (ValueError, RecursionError) as err:
-        raise HubError(400, f"{what} is not valid JSON: {err}") from None
 
 
 @dataclasses.dataclass
@@ -108,4 +107,3 @@ def revision_not_found(repo: Repo, revision: str) -> HubError:
 def entry_not_found(path: str, revision: str, commit_id: str | None = None) -> HubError:
     headers = {"X-Repo-Commit": commit_id} if commit_id else {}
     return HubError(404, f"Entry not found: {path} does not exist at revision {revision}", "EntryNotFound", headers)
-

@@ -20,6 +20,7 @@ from modeling_minibert.model_card import HEADS  # architecture suffix -> (Auto c
 from .protocol import HubError, Request, Response, entry_not_found, json_field, list_of
 from .repository import Commit, Repo
 
+
 def _safetensors_parameter_count(path: Path) -> dict[str, int] | None:
     """Parameters per dtype from a safetensors header (8-byte length, then JSON), like the Hub's `safetensors` info."""
     try:
@@ -42,7 +43,6 @@ def _parameter_count(path: Path) -> dict[str, int] | None:
         return _safetensors_parameter_count(path)
     except (TypeError, KeyError, AttributeError):  # a header of the wrong shape: no count, as on the Hub
         return None
-
 
 
 class ReadRoutes:

@@ -86,7 +86,6 @@ class Repo:
         return cls(**{**data, "commits": commits, "lfs_objects": frozenset(data.get("lfs_objects", committed))})
 
 
-
 def git_blob_oid(content: bytes) -> str:
     """The sha1 git gives a blob: what the Hub reports as a regular file's oid and ETag."""
     return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
@@ -99,4 +98,3 @@ def lfs_pointer(sha256: str, size: int) -> bytes:
 
 def timestamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
