@@ -92,8 +92,8 @@ def bench_training(articles: list[str], vocab_size: int, repeats: int) -> list[d
                 limit_alphabet=1000, show_progress=False))
 
         cases = {
-            "train_tokenizer(list of texts)": lambda: train_tokenizer(articles, vocab_size=vocab_size, show_progress=False),
-            "train_tokenizer(file)": lambda: train_tokenizer([corpus_file], vocab_size=vocab_size, show_progress=False),
+            "train_tokenizer(list of texts)": lambda: train_tokenizer(train_data=articles, vocab_size=vocab_size, disable_tqdm=True),
+            "train_tokenizer(file)": lambda: train_tokenizer(train_file=[corpus_file], vocab_size=vocab_size, disable_tqdm=True),
             "tokenizers alone (1 pass, not reproducible)": tokenizers_alone,
         }
         for name, seconds in best_times(cases, repeats).items():
@@ -104,7 +104,7 @@ def bench_training(articles: list[str], vocab_size: int, repeats: int) -> list[d
 def bench_encoding(articles: list[str], n_sentences: int, vocab_size: int, repeats: int) -> tuple[list[dict], dict]:
     texts = sentences(articles, n_sentences)
     with tempfile.TemporaryDirectory() as tmp:
-        ours = train_tokenizer(articles, vocab_size=vocab_size, output_dir=Path(tmp) / "tok", show_progress=False)
+        ours = train_tokenizer(train_data=articles, vocab_size=vocab_size, output_dir=Path(tmp) / "tok", disable_tqdm=True)
         vocab_only = Path(tmp) / "vocab-only"
         vocab_only.mkdir()
         (vocab_only / "vocab.txt").write_bytes((Path(tmp) / "tok" / "vocab.txt").read_bytes())

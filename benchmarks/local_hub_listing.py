@@ -1,4 +1,4 @@
-"""How long tools/local_hub.py takes to list a large repository, and whether the listing blocks other requests.
+"""How long tools/local_hub/ takes to list a large repository, and whether the listing blocks other requests.
 
     .venv/bin/python benchmarks/local_hub_listing.py                       # this tree's server
     .venv/bin/python benchmarks/local_hub_listing.py --hub-tree /tmp/base  # a server from another checkout
@@ -121,7 +121,8 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=6000)
     parser.add_argument("--commits", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--hub-tree", help="a checkout whose tools/local_hub.py to measure (default: this one)")
+    parser.add_argument("--hub-tree", help="a checkout whose tools/local_hub (package, or the older one-file module) "
+                                           "to measure (default: this one)")
     parser.add_argument("--scaling", type=int, nargs="+", help="file counts to time the listing at, in process")
     args = parser.parse_args()
     sys.path.insert(0, args.hub_tree or str(Path(__file__).resolve().parents[1]))

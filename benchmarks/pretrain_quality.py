@@ -112,7 +112,7 @@ def make_tokenizer(folder: Path) -> None:
     from tokenization import train_tokenizer
 
     train_docs, _ = documents()
-    train_tokenizer(train_docs, vocab_size=VOCAB_SIZE, output_dir=folder, show_progress=False,
+    train_tokenizer(train_data=train_docs, vocab_size=VOCAB_SIZE, output_dir=folder, disable_tqdm=True,
                     model_max_length=MAX_LENGTH)
 
 

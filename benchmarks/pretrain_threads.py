@@ -75,7 +75,7 @@ def main() -> None:
 
     tokenizer = work / "tokenizer"
     train_docs, _ = split_documents(load_bbc_news(), 0.05, 42)
-    train_tokenizer(train_docs, vocab_size=8192, output_dir=tokenizer, show_progress=False, model_max_length=64)
+    train_tokenizer(train_data=train_docs, vocab_size=8192, output_dir=tokenizer, disable_tqdm=True, model_max_length=64)
     runs: list[dict] = []
     for repeat in range(options.repeats):
         for busy in (False, True):

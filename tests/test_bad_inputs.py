@@ -95,7 +95,7 @@ def sources(tmp_path_factory) -> SimpleNamespace:
     from tokenization import train_tokenizer
 
     root = tmp_path_factory.mktemp("sources")
-    tokenizer = train_tokenizer(TEXTS, vocab_size=120, show_progress=False)
+    tokenizer = train_tokenizer(train_data=TEXTS, vocab_size=120, disable_tqdm=True)
     config = MiniBertConfig(**{**TINY, "vocab_size": len(tokenizer)})
     torch.manual_seed(0)
     folders = {
@@ -339,11 +339,11 @@ def quantize_api(p, **kwargs):
     return quantize(p.broken, p.out, **kwargs)
 
 
-def train_tok(p, inputs, **kwargs):
+def train_tok(p, *args, **kwargs):
     from tokenization import train_tokenizer
 
     kwargs.setdefault("output_dir", p.out)
-    return train_tokenizer(inputs, show_progress=False, **kwargs)
+    return train_tokenizer(*args, disable_tqdm=True, **kwargs)
 
 
 def push(p, folder: str = "broken", repo_id: str = "alice/model", **kwargs):
@@ -643,52 +643,61 @@ ROWS: list[Row] = [
     # -- train-tokenizer -------------------------------------------------------------------------------------------
     Row("tokenizer-vocab-size-below-minimum", ("vocab_size=3", "16"),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--vocab_size", "3"),
-        lambda p: train_tok(p, [p.data / "corpus.txt"], vocab_size=3)),
+        lambda p: train_tok(p, train_file=[p.data / "corpus.txt"], vocab_size=3)),
     Row("tokenizer-vocab-size-negative", ("vocab_size=-100",),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--vocab_size=-100"),
-        lambda p: train_tok(p, [p.data / "corpus.txt"], vocab_size=-100)),
+        lambda p: train_tok(p, train_file=[p.data / "corpus.txt"], vocab_size=-100)),
     Row("tokenizer-vocab-size-above-maximum", ("vocab_size=1000000000", "1048576"),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--vocab_size", "1000000000"),
-        lambda p: train_tok(p, [p.data / "corpus.txt"], vocab_size=10**9), seconds=5, in_subprocess=True),
+        lambda p: train_tok(p, train_file=[p.data / "corpus.txt"], vocab_size=10**9), seconds=5, in_subprocess=True),
     Row("tokenizer-min-frequency-zero", ("min_frequency=0",),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--min_frequency", "0"),
-        lambda p: train_tok(p, [p.data / "corpus.txt"], min_frequency=0)),
+        lambda p: train_tok(p, train_file=[p.data / "corpus.txt"], min_frequency=0)),
     Row("tokenizer-limit-alphabet-zero", ("limit_alphabet=0",),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--limit_alphabet", "0"),
-        lambda p: train_tok(p, [p.data / "corpus.txt"], limit_alphabet=0)),
+        lambda p: train_tok(p, train_file=[p.data / "corpus.txt"], limit_alphabet=0)),
     Row("tokenizer-model-max-length-one", ("model_max_length=1",),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--model_max_length", "1"),
-        lambda p: train_tok(p, [p.data / "corpus.txt"], model_max_length=1)),
+        lambda p: train_tok(p, train_file=[p.data / "corpus.txt"], model_max_length=1)),
     Row("tokenizer-no-train-file", ("--train_file",), ("train-tokenizer", "--output_dir", "{out}")),
     Row("tokenizer-train-file-missing", ("{data}/nope.txt",),
         ("train-tokenizer", "--train_file", "{data}/nope.txt", "--output_dir", "{out}"),
-        lambda p: train_tok(p, [p.data / "nope.txt"]), FileNotFoundError),
+        lambda p: train_tok(p, train_file=[p.data / "nope.txt"]), FileNotFoundError),
     Row("tokenizer-train-file-a-folder", ("{data}",), ("train-tokenizer", "--train_file", "{data}", "--output_dir", "{out}"),
-        lambda p: train_tok(p, [p.data]), FileNotFoundError),
+        lambda p: train_tok(p, train_file=[p.data]), FileNotFoundError),
     Row("tokenizer-empty-file", ("{data}/empty.txt", "no text"),
         ("train-tokenizer", "--train_file", "{data}/empty.txt", "--output_dir", "{out}", "--disable_tqdm", "true"),
-        lambda p: train_tok(p, [p.data / "empty.txt"])),
+        lambda p: train_tok(p, train_file=[p.data / "empty.txt"])),
     Row("tokenizer-blank-lines-only", ("{data}/blank.txt", "no text"),
         ("train-tokenizer", "--train_file", "{data}/blank.txt", "--output_dir", "{out}", "--disable_tqdm", "true"),
-        lambda p: train_tok(p, [p.data / "blank.txt"])),
-    Row("tokenizer-no-texts", ("no text",), None, lambda p: train_tok(p, [])),
+        lambda p: train_tok(p, train_file=[p.data / "blank.txt"])),
+    Row("tokenizer-no-texts", ("no text",), None, lambda p: train_tok(p, train_data=[])),
     Row("tokenizer-latin1-file", ("{data}/latin1.txt", "UTF-8", "0xe9"),
         ("train-tokenizer", "--train_file", "{data}/latin1.txt", "--output_dir", "{out}", "--disable_tqdm", "true"),
-        lambda p: train_tok(p, [p.data / "latin1.txt"])),
+        lambda p: train_tok(p, train_file=[p.data / "latin1.txt"])),
     Row("tokenizer-utf16-file", ("{data}/utf16.txt", "UTF-8"),
         ("train-tokenizer", "--train_file", "{data}/utf16.txt", "--output_dir", "{out}", "--disable_tqdm", "true"),
-        lambda p: train_tok(p, [p.data / "utf16.txt"])),
+        lambda p: train_tok(p, train_file=[p.data / "utf16.txt"])),
     Row("tokenizer-output-not-empty", ("{mlm}", "not empty"),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{mlm}"),
-        lambda p: train_tok(p, [p.data / "corpus.txt"], output_dir=p.mlm), FileExistsError),
+        lambda p: train_tok(p, train_file=[p.data / "corpus.txt"], output_dir=p.mlm), FileExistsError),
     Row("tokenizer-output-a-file", ("{data}/corpus.txt", "not a folder"),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{data}/corpus.txt"),
-        lambda p: train_tok(p, [p.data / "corpus.txt"], output_dir=p.data / "corpus.txt"), FileExistsError),
+        lambda p: train_tok(p, train_file=[p.data / "corpus.txt"], output_dir=p.data / "corpus.txt"), FileExistsError),
     Row("tokenizer-output-read-only", ("cannot write {readonly}/tok",),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{readonly}/tok", "--disable_tqdm", "true",
          "--vocab_size", "100"),
-        lambda p: train_tok(p, [p.data / "corpus.txt"], vocab_size=100, output_dir=p.readonly / "tok"), OSError),
-    Row("tokenizer-a-text-not-a-string", ("text #1", "int"), None, lambda p: train_tok(p, ["a b c", 7], output_dir=None),
+        lambda p: train_tok(p, train_file=[p.data / "corpus.txt"], vocab_size=100, output_dir=p.readonly / "tok"), OSError),
+    Row("tokenizer-a-text-not-a-string", ("text #1", "int"), None, lambda p: train_tok(p, train_data=["a b c", 7], output_dir=None),
+        TypeError),
+    # The Python entry takes the command line's flags as keyword options; the names it had before are refused.
+    Row("tokenizer-unknown-option", ("'overwrite'", "overwrite_output_dir"), None,
+        lambda p: train_tok(p, train_file=[p.data / "corpus.txt"], overwrite=True)),
+    Row("tokenizer-texts-as-a-positional-argument", ("train_tokenizer()", "positional"), None,
+        lambda p: train_tok(p, [p.data / "corpus.txt"]), TypeError),
+    Row("tokenizer-files-and-texts", ("train_file", "train_data", "not both"), None,
+        lambda p: train_tok(p, train_file=[p.data / "corpus.txt"], train_data=["a b c"])),
+    Row("tokenizer-texts-one-string", ("one str", "train_file"), None, lambda p: train_tok(p, train_data="a b c"),
         TypeError),
     # -- push (every check is local: the Hub is never asked) -------------------------------------------------------
     Row("push-repo-id-three-parts", ("'a/b/c'",), ("push", "{mlm}", "a/b/c"), lambda p: push(p, "mlm", "a/b/c")),

@@ -73,7 +73,7 @@ def all_texts() -> list[str]:
 
 def pretrained_folder(folder: Path, vocab_size: int, hidden: int, lowercase: bool = True) -> Path:
     """A folder as `minibert pretrain` leaves it: MiniBertForPreTraining with random weights + its tokenizer."""
-    tokenizer = train_tokenizer(all_texts(), vocab_size=vocab_size, show_progress=False, model_max_length=32)
+    tokenizer = train_tokenizer(train_data=all_texts(), vocab_size=vocab_size, disable_tqdm=True, model_max_length=32)
     config = MiniBertConfig(
         vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=2 * hidden, max_position_embeddings=32,

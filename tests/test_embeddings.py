@@ -31,7 +31,7 @@ SENTENCES = [" ".join([NOUNS[i % 10], VERBS[i % 8]] * (1 + i % 13)) for i in ran
 
 
 def tiny_tokenizer():
-    return train_tokenizer(SENTENCES * 3, vocab_size=100, show_progress=False, model_max_length=TINY["max_position_embeddings"])
+    return train_tokenizer(train_data=SENTENCES * 3, vocab_size=100, disable_tqdm=True, model_max_length=TINY["max_position_embeddings"])
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +138,7 @@ def test_module_types_of_a_folder_without_modules_json(tmp_path):
 def teacher_folder(tmp_path_factory) -> Path:
     """A tiny sentence-transformers teacher (48 wide, normalising), built from a config with its own tokenizer."""
     folder = tmp_path_factory.mktemp("teacher")
-    tokenizer = train_tokenizer(SENTENCES * 3, vocab_size=90, show_progress=False, model_max_length=32)
+    tokenizer = train_tokenizer(train_data=SENTENCES * 3, vocab_size=90, disable_tqdm=True, model_max_length=32)
     config = MiniBertConfig(**{**TINY, "vocab_size": len(tokenizer), "hidden_size": 48, "max_position_embeddings": 32})
     MiniBertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)

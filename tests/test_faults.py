@@ -144,7 +144,7 @@ def inputs(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("inputs")
     texts = [text for group in TEXTS_BY_LABEL.values() for text in group]
-    tokenizer = train_tokenizer(texts * 4, vocab_size=100, min_frequency=1, show_progress=False)
+    tokenizer = train_tokenizer(train_data=texts * 4, vocab_size=100, min_frequency=1, disable_tqdm=True)
     with torch.random.fork_rng():
         torch.manual_seed(0)
         MiniBertForPreTraining(MiniBertConfig(**{**TINY, "vocab_size": len(tokenizer)})).save_pretrained(root / "model")

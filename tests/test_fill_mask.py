@@ -25,7 +25,7 @@ TEXTS = [
 def folder(tmp_path_factory) -> Path:
     """An untrained tiny Mini-BERT and its tokenizer, saved the way `pretrain` saves them."""
     path = tmp_path_factory.mktemp("model")
-    tokenizer = train_tokenizer(TEXTS, vocab_size=120, show_progress=False)
+    tokenizer = train_tokenizer(train_data=TEXTS, vocab_size=120, disable_tqdm=True)
     torch.manual_seed(0)
     config = MiniBertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                             intermediate_size=64)

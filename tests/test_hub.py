@@ -61,7 +61,7 @@ out = {"user": user, "fp": {}, "commits": {}}
 def fingerprint(model):
     return float(sum(v.double().sum() for v in model.state_dict().values()))
 
-tokenizer = train_tokenizer(params["texts"], vocab_size=120, show_progress=False, model_max_length=24, min_frequency=1)
+tokenizer = train_tokenizer(train_data=params["texts"], vocab_size=120, disable_tqdm=True, model_max_length=24, min_frequency=1)
 config = MiniBertConfig(**{**params["tiny"], "vocab_size": len(tokenizer)})
 torch.manual_seed(0)
 mlm = MiniBertForMaskedLM(config).eval()

@@ -39,7 +39,7 @@ def docs(bbc) -> list[str]:
 
 @pytest.fixture(scope="module")
 def tokenizer(docs):
-    return train_tokenizer(docs, vocab_size=1500, show_progress=False)
+    return train_tokenizer(train_data=docs, vocab_size=1500, disable_tqdm=True)
 
 
 @pytest.fixture(scope="module")

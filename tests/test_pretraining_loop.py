@@ -334,7 +334,7 @@ def test_a_tokenizer_other_than_the_models_vocabulary_is_refused(run, tiny, corp
     from tokenization import train_tokenizer
 
     other = tmp_path / "other-tokenizer"
-    train_tokenizer([corpus], vocab_size=500, output_dir=other, show_progress=False, overwrite=True)
+    train_tokenizer(train_file=[corpus], vocab_size=500, output_dir=other, disable_tqdm=True, overwrite_output_dir=True)
     settings = {k: v for k, v in tiny.items() if k not in ("tokenizer_name", "config_overrides")}
     with pytest.raises(ValueError, match=rf"tokenizer_name={other} has another vocabulary \(\d+ tokens\) than the "
                                          rf"model {run[0]} \(\d+ tokens\), .* leave tokenizer_name unset"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -79,7 +80,7 @@ def corpus() -> list[str]:
 def trained(corpus, tmp_path_factory) -> tuple[BertTokenizerFast, Path]:
     """The default (uncased) tokenizer, trained once and saved."""
     folder = tmp_path_factory.mktemp("tok") / "uncased"
-    tokenizer = train_tokenizer(corpus, vocab_size=VOCAB_SIZE, output_dir=folder, show_progress=False)
+    tokenizer = train_tokenizer(train_data=corpus, vocab_size=VOCAB_SIZE, output_dir=folder, disable_tqdm=True)
     return tokenizer, folder
 
 
@@ -91,8 +92,8 @@ def trio(request, corpus, trained, tmp_path_factory):
         ours, folder = trained
     else:
         folder = tmp_path_factory.mktemp("tok") / request.param
-        ours = train_tokenizer(corpus, vocab_size=VOCAB_SIZE, output_dir=folder, lowercase=lowercase,
-                               strip_accents=strip_accents, show_progress=False)
+        ours = train_tokenizer(train_data=corpus, vocab_size=VOCAB_SIZE, output_dir=folder, lowercase=lowercase,
+                               strip_accents=strip_accents, disable_tqdm=True)
     vocab_only = tmp_path_factory.mktemp("vocab-only")
     shutil.copy(folder / "vocab.txt", vocab_only / "vocab.txt")
     options = {"do_lower_case": lowercase, "strip_accents": strip_accents}
@@ -200,13 +201,13 @@ def test_train_from_files_equals_train_from_texts(corpus, trained, tmp_path):
         path = tmp_path / f"part{i}.txt"
         path.write_text("\n".join(corpus[i::3]) + "\n", encoding="utf-8")
         files.append(str(path))
-    from_files = train_tokenizer(files, vocab_size=VOCAB_SIZE, show_progress=False)
+    from_files = train_tokenizer(train_file=files, vocab_size=VOCAB_SIZE, disable_tqdm=True)
     assert from_files.get_vocab() == trained[0].get_vocab()
 
 
 def test_training_is_reproducible(corpus, trained):
     # tokenizers alone gives a different vocabulary on each run (huggingface/tokenizers#1794).
-    again = train_tokenizer(corpus, vocab_size=VOCAB_SIZE, show_progress=False)
+    again = train_tokenizer(train_data=corpus, vocab_size=VOCAB_SIZE, disable_tqdm=True)
     assert again.get_vocab() == trained[0].get_vocab()
 
 
@@ -216,7 +217,7 @@ def test_datasets_column_and_pickling(corpus, trained):
     import datasets
 
     column = datasets.Dataset.from_dict({"text": corpus})["text"]  # re-iterable: two passes, reproducible
-    from_column = train_tokenizer(column, vocab_size=VOCAB_SIZE, show_progress=False)
+    from_column = train_tokenizer(train_data=column, vocab_size=VOCAB_SIZE, disable_tqdm=True)
     assert from_column.get_vocab() == trained[0].get_vocab()
     # datasets.map(num_proc=...) and Trainer's dataloader workers pickle the tokenizer.
     clone = pickle.loads(pickle.dumps(from_column))
@@ -225,7 +226,7 @@ def test_datasets_column_and_pickling(corpus, trained):
 
 
 def test_vocab_size_is_respected_by_tiny_vocabularies(corpus):
-    tokenizer = train_tokenizer(corpus, vocab_size=60, show_progress=False)
+    tokenizer = train_tokenizer(train_data=corpus, vocab_size=60, disable_tqdm=True)
     assert len(tokenizer) <= 60  # the alphabet is capped so that it and its ## forms fit
     ids = tokenizer(corpus[:20])["input_ids"]
     assert max(max(row) for row in ids) < 60
@@ -410,7 +411,7 @@ from pathlib import Path
 from tokenization import train_tokenizer
 corpora, out = json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2])
 for name, (texts, vocab_size) in corpora.items():
-    tokenizer = train_tokenizer(texts, vocab_size=vocab_size, show_progress=False)
+    tokenizer = train_tokenizer(train_data=texts, vocab_size=vocab_size, disable_tqdm=True)
     vocab = tokenizer.get_vocab()
     (out / f"{name}.txt").write_text("\n".join(sorted(vocab, key=vocab.__getitem__)), encoding="utf-8")
 """
@@ -458,7 +459,7 @@ def rss_mb():
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")
 before = rss_mb()
-tokenizer = train_tokenizer([sys.argv[1]], vocab_size=300, show_progress=False)
+tokenizer = train_tokenizer(train_file=[sys.argv[1]], vocab_size=300, disable_tqdm=True)
 print(peak_mb() - before, len(tokenizer))
 """
 
@@ -509,7 +510,7 @@ def test_non_utf8_byte_in_a_long_line_is_named(tmp_path, monkeypatch):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"first line\n" + b"words and more words " * 4 + b"\xff rest\n")
     with pytest.raises(ValueError, match=r"bad\.txt is not valid UTF-8: byte 0xff at offset 95 \(line 2\)"):
-        train_tokenizer([bad], vocab_size=100, show_progress=False)
+        train_tokenizer(train_file=[bad], vocab_size=100, disable_tqdm=True)
 
 
 def test_non_utf8_file_is_named(tmp_path):
@@ -517,35 +518,35 @@ def test_non_utf8_file_is_named(tmp_path):
     good.write_text("some good text\n", encoding="utf-8")
     bad.write_bytes("first line\nCafé au lait\n".encode("latin-1"))
     with pytest.raises(ValueError, match=re.escape(str(bad)) + r" is not valid UTF-8: byte 0xe9 at offset 14 \(line 2\)"):
-        train_tokenizer([good, bad], vocab_size=100, show_progress=False)
+        train_tokenizer(train_file=[good, bad], vocab_size=100, disable_tqdm=True)
 
 
 @pytest.mark.parametrize("texts", [[], ["", "   ", "\n\t"], ["\x00\x01\x02"]])
 def test_empty_corpus(texts):
     with pytest.raises(ValueError, match="contains no text"):
-        train_tokenizer(texts, vocab_size=100, show_progress=False)
+        train_tokenizer(train_data=texts, vocab_size=100, disable_tqdm=True)
 
 
 def test_empty_files(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     with pytest.raises(ValueError, match=r"corpus \(1 file\(s\) \(.*empty\.txt\)\) contains no text"):
-        train_tokenizer([empty], vocab_size=100, show_progress=False)
+        train_tokenizer(train_file=[empty], vocab_size=100, disable_tqdm=True)
 
 
 def test_bad_arguments(tmp_path, corpus):
     with pytest.raises(ValueError, match="vocab_size=8 is below the minimum of 16"):
-        train_tokenizer(["text"], vocab_size=8)
+        train_tokenizer(train_data=["text"], vocab_size=8)
     with pytest.raises(ValueError, match="min_frequency=0 must be at least 1"):
-        train_tokenizer(["text"], min_frequency=0)
+        train_tokenizer(train_data=["text"], min_frequency=0)
     with pytest.raises(FileNotFoundError, match="training file not found: .*missing.txt"):
-        train_tokenizer([tmp_path / "missing.txt"], show_progress=False)
+        train_tokenizer(train_file=[tmp_path / "missing.txt"], disable_tqdm=True)
     with pytest.raises(FileNotFoundError, match="training file not found: just some text"):
-        train_tokenizer("just some text", show_progress=False)  # a lone string is a path
+        train_tokenizer(train_file="just some text", disable_tqdm=True)  # a lone string is a path
     with pytest.raises(TypeError, match="text #1 is a int, expected str"):
-        train_tokenizer(iter(["fine", 3]), vocab_size=100, show_progress=False)
+        train_tokenizer(train_data=iter(["fine", 3]), vocab_size=100, disable_tqdm=True)
     with pytest.raises(ValueError, match=r"trained vocabulary has \d+ entries, more than vocab_size=40"):
-        train_tokenizer(corpus, vocab_size=40, limit_alphabet=35, show_progress=False)
+        train_tokenizer(train_data=corpus, vocab_size=40, limit_alphabet=35, disable_tqdm=True)
 
 
 def test_output_dir_checked_before_training_and_replaced_atomically(tmp_path, trained):
@@ -558,7 +559,7 @@ def test_output_dir_checked_before_training_and_replaced_atomically(tmp_path, tr
         yield
 
     with pytest.raises(FileExistsError, match=f"output_dir {re.escape(str(out))} is not empty; pass --overwrite_output_dir"):
-        train_tokenizer(must_not_be_read(), vocab_size=100, output_dir=out)
+        train_tokenizer(train_data=must_not_be_read(), vocab_size=100, output_dir=out)
     save_tokenizer(trained[0], out, overwrite=True)
     assert not (out / "stale.txt").exists() and (out / "vocab.txt").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary folders left
@@ -646,6 +647,28 @@ def test_cli_reports_bad_file(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_python_options_are_the_command_line_flags(tmp_path):
+    """`train_tokenizer(**options)` and `minibert train-tokenizer --option value` are one job: every flag under the
+    same name in Python, and the same files written."""
+    from modeling_minibert.cli import main
+    from tokenization.training import TokenizerTrainingArguments
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The cat sat on the mat.\nThe dog ate the cat's food.\n" * 3, encoding="utf-8")
+    options = {"train_file": [str(corpus)], "vocab_size": 40, "min_frequency": 1, "lowercase": False,
+               "strip_accents": True, "limit_alphabet": 12, "model_max_length": 24, "overwrite_output_dir": True,
+               "disable_tqdm": True}
+    assert {f.name for f in dataclasses.fields(TokenizerTrainingArguments)} == {*options, "output_dir"}
+    argv = ["train-tokenizer", "--output_dir", str(tmp_path / "cli")]
+    for name, value in options.items():
+        argv += [f"--{name}", *map(str, value if isinstance(value, list) else [value])]
+    assert main(argv) == 0
+    train_tokenizer(output_dir=tmp_path / "python", **options)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"):
+        assert (tmp_path / "cli" / name).read_bytes() == (tmp_path / "python" / name).read_bytes(), name
+    assert json.loads((tmp_path / "python" / "tokenizer_config.json").read_text())["model_max_length"] == 24
+
+
 def test_cli_requires_train_file(tmp_path, capsys):
     from modeling_minibert.cli import main
 
@@ -655,15 +678,15 @@ def test_cli_requires_train_file(tmp_path, capsys):
 
 def test_smaller_vocabulary_than_asked_is_said(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="tokenization.training"):
-        tokenizer = train_tokenizer(["the cat sat on the mat", "the dog ate the cat food"] * 3, vocab_size=8192,
-                                    show_progress=False)
+        tokenizer = train_tokenizer(train_data=["the cat sat on the mat", "the dog ate the cat food"] * 3, vocab_size=8192,
+                                    disable_tqdm=True)
     assert len(tokenizer) < 100
     assert [r.getMessage() for r in caplog.records] == [
         f"the vocabulary has {len(tokenizer)} tokens, fewer than vocab_size=8,192: every pair seen at least "
         "min_frequency=2 times is merged; more text or a lower min_frequency gives more"]
     caplog.clear()
     with caplog.at_level("WARNING", logger="tokenization.training"):
-        train_tokenizer(["the cat sat on the mat"] * 3, vocab_size=len(tokenizer) - 20, show_progress=False)
+        train_tokenizer(train_data=["the cat sat on the mat"] * 3, vocab_size=len(tokenizer) - 20, disable_tqdm=True)
     assert caplog.records == []  # filled: nothing to say
 
 
@@ -738,7 +761,7 @@ def model_folders(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("models")
     texts = ["the cat sat on the mat .", "a dog ran in the park .", "the bird flew over the house ."] * 4
-    tokenizer = train_tokenizer(texts, vocab_size=60, min_frequency=1, model_max_length=24, show_progress=False)
+    tokenizer = train_tokenizer(train_data=texts, vocab_size=60, min_frequency=1, model_max_length=24, disable_tqdm=True)
     sizes = dict(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                  intermediate_size=64, max_position_embeddings=24)
     heads = {"mlm": (modeling_minibert.MiniBertForMaskedLM, {}),

@@ -51,7 +51,7 @@ def classifier(tmp_path_factory, sentences) -> tuple:
     """
     folder = tmp_path_factory.mktemp("classifier")
     tokenizer = train_tokenizer(
-        list(load_rotten_tomatoes()["train"]["text"][:2000]), vocab_size=600, show_progress=False, model_max_length=128
+        train_data=list(load_rotten_tomatoes()["train"]["text"][:2000]), vocab_size=600, disable_tqdm=True, model_max_length=128
     )
     config = MiniBertConfig(
         **{**TINY, "vocab_size": len(tokenizer), "max_position_embeddings": 128}, initializer_range=0.1,

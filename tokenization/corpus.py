@@ -12,7 +12,7 @@ longer than a piece, which WordPiece turns into [UNK] anyway).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -26,13 +26,20 @@ WHITESPACE = (" ", "\t", "\r", "\f", "\v", "\n")
 class Corpus:
     """One pass over the training text, as batches of strings; counts what it saw.
 
-    `inputs` is either file paths (a str/PathLike, or a list/tuple of them) or any iterable of texts.
-    A list of strings is read as paths when its items are `Path` objects or its first item names an existing file.
+    Either `files` (a path, or a list of paths; each must name a file) or `texts` (any iterable of strings): said
+    by the caller, never guessed from the strings.
     """
 
-    def __init__(self, inputs: str | os.PathLike | Iterable[str], show_progress: bool = True):
-        self.files = _as_files(inputs)
-        self.texts = None if self.files is not None else inputs
+    def __init__(
+        self,
+        files: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+        texts: Iterable[str] | None = None,
+        show_progress: bool = True,
+    ):
+        if isinstance(texts, str):  # iterating it would give characters
+            raise TypeError("the texts to train on are one str: pass a list of texts, or name a file as train_file")
+        self.files = None if files is None else _checked_files(files)
+        self.texts = texts
         self.show_progress = show_progress
 
     def describe(self) -> str:
@@ -81,21 +88,13 @@ class Corpus:
                 yield batch
 
 
-def _as_files(inputs) -> list[Path] | None:
-    """The input files, or None if `inputs` are texts. Missing files in a list of paths raise FileNotFoundError."""
-    if isinstance(inputs, (str, os.PathLike)):
-        inputs = [Path(inputs)]  # a lone string is a path, never a text: iterating it would give characters
-    elif not isinstance(inputs, (list, tuple)):
-        return None  # a generator or other iterable: texts
-    if not inputs or not all(isinstance(x, (str, os.PathLike)) for x in inputs):
-        return None
-    # Only the first item is probed, so a list of 10k texts costs one stat, not 10k.
-    if not any(isinstance(x, os.PathLike) for x in inputs) and not _is_file(inputs[0]):
-        return None  # plain strings, the first not a file: texts
-    for x in inputs:
-        if not _is_file(x):
-            raise FileNotFoundError(f"training file not found: {x}")
-    return [Path(x) for x in inputs]
+def _checked_files(files: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
+    """The files as paths; FileNotFoundError for one that is missing or not a file."""
+    paths = [Path(files)] if isinstance(files, (str, os.PathLike)) else [Path(f) for f in files]
+    for path in paths:
+        if not _is_file(path):
+            raise FileNotFoundError(f"training file not found: {path}")
+    return paths
 
 
 def _is_file(x: str | os.PathLike) -> bool:

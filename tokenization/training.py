@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import os
 import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Any
 
 from tokenizers import trainers
 from transformers import HfArgumentParser
@@ -37,47 +36,85 @@ MAX_VOCAB_SIZE = 2**20
 MAX_ALPHABET = 1000  # as in tokenizers' BertWordPieceTokenizer: rarer characters become [UNK]
 
 
-def train_tokenizer(
-    inputs: str | os.PathLike | Iterable[str],
-    vocab_size: int = 8192,
-    output_dir: str | os.PathLike | None = None,
-    lowercase: bool = True,
-    strip_accents: bool | None = None,
-    min_frequency: int = 2,
-    show_progress: bool = True,
-    limit_alphabet: int | None = None,
-    model_max_length: int | None = None,
-    overwrite: bool = False,
-) -> BertTokenizerFast:
-    """Train a BERT WordPiece vocabulary on `inputs` and return it as a fast tokenizer.
+@dataclass(kw_only=True)
+class TokenizerTrainingArguments:
+    """`minibert train-tokenizer`'s flags and the keyword options of `train_tokenizer`, named as in transformers'
+    example scripts and `TrainingArguments`."""
 
-    Args:
-        inputs: text files (a path, or a list of paths) or any iterable of strings. Files and re-iterable
-            collections (lists, datasets columns) are read two or three times and give the same vocabulary in
-            every process; a one-shot iterator (a generator) is read once, and is then not reproducible.
-            Lines longer than 64 KB are fed in pieces cut at whitespace, so memory does not grow with them.
-        vocab_size: most entries in the vocabulary (16 to 2**20), the 5 special tokens included ([PAD]=0,
-            [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4). A corpus too small to fill it gives fewer, and a warning is logged (the model's
-            `vocab_size` should be `len(tokenizer)`).
+    train_file: list[str] | None = field(default=None, metadata={"help": "one or more UTF-8 text files to train on (required)"})
+    # Required on the command line, which has no other way to hand the tokenizer back; in Python, without it the
+    # tokenizer is only returned.
+    output_dir: str | None = field(
+        default=None, metadata={"help": "folder to save the tokenizer in (with save_pretrained)", "required": True}
+    )
+    vocab_size: int = field(default=8192, metadata={"help": "most tokens in the vocabulary, special tokens included (default: 8192)"})
+    min_frequency: int = field(default=2, metadata={"help": "fewest occurrences of a pair for it to be merged (default: 2)"})
+    lowercase: bool = field(default=True, metadata={"help": "lowercase the text, as uncased BERT (the default; --no_lowercase keeps case)"})
+    strip_accents: bool | None = field(
+        default=None,
+        # nargs/const: a bare --strip_accents means true, as for the other booleans.
+        metadata={"help": "strip accents [true|false] (default: when lowercasing)", "nargs": "?", "const": True},
+    )
+    limit_alphabet: int | None = field(
+        default=None, metadata={"help": "most single characters to keep (default: min(1000, (vocab_size - 5) // 2))"}
+    )
+    model_max_length: int | None = field(
+        default=None, metadata={"help": "longest sequence the model takes: its max_position_embeddings (default: no limit)"}
+    )
+    overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty output folder (default: false)"})
+    disable_tqdm: bool = field(default=False, metadata={"help": "no progress bar (default: false)"})
+
+
+def train_tokenizer(*, train_data: Iterable[str] | None = None, **options: Any) -> BertTokenizerFast:
+    """Train a BERT WordPiece vocabulary and return it as a fast tokenizer; the one entry point of the job.
+
+    Keyword options are `minibert train-tokenizer`'s flags (`TokenizerTrainingArguments` fields):
+        train_file: UTF-8 text files to train on (a path, or a list of paths).
         output_dir: if given, the tokenizer is saved there with `save_pretrained` (atomically).
+        vocab_size: most entries in the vocabulary (16 to 2**20), the 5 special tokens included ([PAD]=0,
+            [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4). A corpus too small to fill it gives fewer, and a warning is
+            logged (the model's `vocab_size` should be `len(tokenizer)`).
         lowercase, strip_accents: BERT normalisation; `strip_accents=None` follows `lowercase`.
         min_frequency: pairs seen fewer times are not merged.
         limit_alphabet: most characters kept as single tokens; default min(1000, (vocab_size - 5) // 2), so the
             alphabet and its "##" forms always fit in `vocab_size`.
         model_max_length: recorded in the tokenizer (truncation=True cuts there); set it to the model's
             max_position_embeddings.
-        overwrite: replace a non-empty `output_dir`.
+        overwrite_output_dir: replace a non-empty `output_dir`.
+        disable_tqdm: no progress bar.
+    In-memory texts may replace the files, as in `finetune`: `train_data=` any iterable of strings. Files and
+    re-iterable collections (lists, datasets columns) are read two or three times and give the same vocabulary
+    in every process; a one-shot iterator (a generator) is read once, and is then not reproducible. Lines longer
+    than 64 KB are fed in pieces cut at whitespace, so memory does not grow with them.
+
+        train_tokenizer(train_file=["corpus.txt"], vocab_size=8192, output_dir="my-tokenizer")
+        train_tokenizer(train_data=texts, vocab_size=2000, disable_tqdm=True)
 
     Raises:
-        ValueError: bad sizes, a file that is not UTF-8 (naming it), an empty corpus, or a corpus whose alphabet
-            does not fit in `vocab_size`.
-        FileNotFoundError / FileExistsError: missing input file / non-empty `output_dir` without `overwrite`.
+        ValueError: an unknown option, neither or both of `train_file` and `train_data`, bad sizes, a file that
+            is not UTF-8 (naming it), an empty corpus, or a corpus whose alphabet does not fit in `vocab_size`.
+        TypeError: a text that is not a string, or `train_data` that is one string.
+        FileNotFoundError / FileExistsError: missing input file / non-empty `output_dir` without
+            `overwrite_output_dir`.
     """
-    limit_alphabet = _checked_sizes(vocab_size, min_frequency, limit_alphabet, model_max_length)
-    if output_dir is not None:
-        _files().check_output_dir(output_dir, overwrite)  # fail before training, not after
-    corpus = Corpus(inputs, show_progress=show_progress)
+    args = _arguments(options)
+    if (args.train_file is None) == (train_data is None):
+        raise ValueError("--train_file is required: one or more UTF-8 text files to train on"
+                         " (in Python: train_file=, or train_data= texts)"
+                         if train_data is None else "give train_file or train_data, not both")
+    limit_alphabet = _checked_sizes(args.vocab_size, args.min_frequency, args.limit_alphabet, args.model_max_length)
+    if args.output_dir is not None:
+        _files().check_output_dir(args.output_dir, args.overwrite_output_dir)  # fail before training, not after
+    corpus = Corpus(files=args.train_file, texts=train_data, show_progress=not args.disable_tqdm)
+    tokenizer = _train(corpus, args, limit_alphabet)
+    if args.output_dir is not None:
+        save_tokenizer(tokenizer, args.output_dir, overwrite=args.overwrite_output_dir)
+    return tokenizer
 
+
+def _train(corpus: Corpus, args: TokenizerTrainingArguments, limit_alphabet: int) -> BertTokenizerFast:
+    """The vocabulary `args` ask for, trained on `corpus`, as a fast tokenizer."""
+    vocab_size, lowercase, strip_accents = args.vocab_size, args.lowercase, args.strip_accents
     # tokenizers' trainer is not reproducible on its own (huggingface/tokenizers#1794): it numbers the "##x"
     # tokens in hash-map order and breaks merge ties by id, and when the corpus has more characters than
     # `limit_alphabet` it drops the rarest in hash-map order among equal counts. Rust's hash maps are seeded
@@ -90,7 +127,7 @@ def train_tokenizer(
     backend = build_backend(None, lowercase, strip_accents)
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,
-        min_frequency=min_frequency,
+        min_frequency=args.min_frequency,
         special_tokens=list(SPECIAL_TOKEN_IDS) + first_pieces,
         # The chosen characters are forced in (an initial alphabet counts as most frequent) and the limit
         # then drops exactly the others.
@@ -104,11 +141,19 @@ def train_tokenizer(
     backend.train_from_iterator(corpus.batches(desc), trainer)
 
     vocab = backend.get_vocab()
-    _check_trained(vocab, corpus, vocab_size, min_frequency, limit_alphabet)
-    tokenizer = make_tokenizer(vocab, lowercase, strip_accents, model_max_length)
-    if output_dir is not None:
-        save_tokenizer(tokenizer, output_dir, overwrite=overwrite)
-    return tokenizer
+    _check_trained(vocab, corpus, vocab_size, args.min_frequency, limit_alphabet)
+    return make_tokenizer(vocab, lowercase, strip_accents, args.model_max_length)
+
+
+def _arguments(options: dict[str, Any]) -> TokenizerTrainingArguments:
+    """The keyword options as the job's dataclass; a name that is not one of its fields is a one-line ValueError
+    (the dataclass's own TypeError would not say which names are valid)."""
+    names = [f.name for f in dataclasses.fields(TokenizerTrainingArguments)]
+    unknown = sorted(set(options) - set(names))
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} for train_tokenizer: its options are the command line's "
+                         f"flags, {names}, and train_data= for texts in memory")
+    return TokenizerTrainingArguments(**options)
 
 
 def _checked_sizes(vocab_size: int, min_frequency: int, limit_alphabet: int | None, model_max_length: int | None) -> int:
@@ -178,30 +223,6 @@ def _alphabet(corpus: Corpus, limit_alphabet: int, lowercase: bool, strip_accent
     return kept, pieces
 
 
-@dataclass(kw_only=True)
-class TokenizerTrainingArguments:
-    """`minibert train-tokenizer`'s options, named as in transformers' example scripts and `TrainingArguments`."""
-
-    train_file: list[str] | None = field(default=None, metadata={"help": "one or more UTF-8 text files to train on (required)"})
-    output_dir: str = field(metadata={"help": "folder to save the tokenizer in (with save_pretrained)"})
-    vocab_size: int = field(default=8192, metadata={"help": "most tokens in the vocabulary, special tokens included (default: 8192)"})
-    min_frequency: int = field(default=2, metadata={"help": "fewest occurrences of a pair for it to be merged (default: 2)"})
-    lowercase: bool = field(default=True, metadata={"help": "lowercase the text, as uncased BERT (the default; --no_lowercase keeps case)"})
-    strip_accents: bool | None = field(
-        default=None,
-        # nargs/const: a bare --strip_accents means true, as for the other booleans.
-        metadata={"help": "strip accents [true|false] (default: when lowercasing)", "nargs": "?", "const": True},
-    )
-    limit_alphabet: int | None = field(
-        default=None, metadata={"help": "most single characters to keep (default: min(1000, (vocab_size - 5) // 2))"}
-    )
-    model_max_length: int | None = field(
-        default=None, metadata={"help": "longest sequence the model takes: its max_position_embeddings (default: no limit)"}
-    )
-    overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty output folder (default: false)"})
-    disable_tqdm: bool = field(default=False, metadata={"help": "no progress bar (default: false)"})
-
-
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train-tokenizer",
@@ -215,32 +236,18 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
 
 def run_cli(namespace: argparse.Namespace) -> int:
     names = {f.name for f in dataclasses.fields(TokenizerTrainingArguments)}
-    args = TokenizerTrainingArguments(**{k: v for k, v in vars(namespace).items() if k in names})
-    if not args.train_file:
-        raise ValueError("--train_file is required: one or more UTF-8 text files to train on")
-    files = [Path(f) for f in args.train_file]  # Path: a missing file is an error, never text
+    options = {k: v for k, v in vars(namespace).items() if k in names}
     # The library's warnings (a vocabulary smaller than asked) as one line in the CLI's own voice.
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("minibert train-tokenizer: warning: %(message)s"))
     logger.addHandler(handler)
     propagate, logger.propagate = logger.propagate, False
     try:
-        tokenizer = train_tokenizer(
-            files,
-            vocab_size=args.vocab_size,
-            output_dir=args.output_dir,
-            lowercase=args.lowercase,
-            strip_accents=args.strip_accents,
-            min_frequency=args.min_frequency,
-            show_progress=not args.disable_tqdm,
-            limit_alphabet=args.limit_alphabet,
-            model_max_length=args.model_max_length,
-            overwrite=args.overwrite_output_dir,
-        )
+        tokenizer = train_tokenizer(**options)
     finally:
         logger.removeHandler(handler)
         logger.propagate = propagate
-    texts = (line for batch in Corpus(files, show_progress=False) for line in batch)
-    print(f"saved a {len(tokenizer):,}-token WordPiece vocabulary to {args.output_dir}")
+    texts = (line for batch in Corpus(files=options["train_file"], show_progress=False) for line in batch)
+    print(f"saved a {len(tokenizer):,}-token WordPiece vocabulary to {options['output_dir']}")
     print(format_summary(tokenizer_summary(tokenizer, texts)))
     return 0

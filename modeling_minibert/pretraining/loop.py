@@ -471,9 +471,8 @@ def get_tokenizer(
         tokenizer = load_tokenizer(given)
         tokenizer.model_max_length = args.max_seq_length
         return tokenizer
-    return train_tokenizer(
-        train_docs, vocab_size=args.vocab_size, show_progress=not args.disable_tqdm, model_max_length=args.max_seq_length
-    )
+    return train_tokenizer(train_data=train_docs, vocab_size=args.vocab_size, disable_tqdm=args.disable_tqdm,
+                           model_max_length=args.max_seq_length)
 
 
 def check_tokenizer_fits(tokenizer: PreTrainedTokenizerBase, config: MiniBertConfig, source: Path | None) -> None:
