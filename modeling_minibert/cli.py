@@ -39,6 +39,15 @@ EXTRA_OF_MODULE = {module: extra for extra, modules in EXTRA_MODULES.items() for
 NO_ABBREVIATIONS = functools.partial(argparse.ArgumentParser, allow_abbrev=False)
 
 
+def dataclass_command(subparsers: argparse._SubParsersAction, name: str, arguments: type, **options) -> argparse.ArgumentParser:
+    """Add the sub-command `name` whose options are the fields of the dataclass `arguments`: HfArgumentParser makes
+    them (one source of truth for the Python API and the CLI; --foo_bar and --foo-bar alike). `options` go to
+    `add_parser` (help, description, ...)."""
+    from transformers import HfArgumentParser
+
+    return subparsers.add_parser(name, parents=[HfArgumentParser(arguments, add_help=False)], **options)
+
+
 def missing_extra(err: ModuleNotFoundError) -> str | None:
     """The extra that provides the module `err` could not import, if it is one of ours."""
     return EXTRA_OF_MODULE.get((err.name or "").split(".")[0])

@@ -266,12 +266,10 @@ def run_cli(namespace: argparse.Namespace) -> int:
 
 
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    from transformers import HfArgumentParser
+    from .cli import dataclass_command
 
-    subparsers.add_parser(
-        "convert-bert",
-        # HfArgumentParser makes the options from the dataclass, accepting --foo_bar and --foo-bar alike.
-        parents=[HfArgumentParser(ConvertBertArguments, add_help=False)],
+    dataclass_command(
+        subparsers, "convert-bert", ConvertBertArguments,
         help="convert a transformers BERT folder to Mini-BERT (or a Mini-BERT / job folder to BERT with --to_bert)",
         description="Convert a folder saved by transformers' Bert* classes into a Mini-BERT folder with the same "
         "head and tokenizer files; with --to_bert, a Mini-BERT folder or job output folder into BERT format "

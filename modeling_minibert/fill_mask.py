@@ -106,11 +106,10 @@ class FillMaskArguments:
 
 
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    from transformers import HfArgumentParser
+    from .cli import dataclass_command
 
-    parser = subparsers.add_parser(
-        "fill-mask",
-        parents=[HfArgumentParser(FillMaskArguments, add_help=False)],  # --top_k / --top-k from the dataclass
+    parser = dataclass_command(
+        subparsers, "fill-mask", FillMaskArguments,
         help="print a model's top predictions for each [MASK] in one or more texts",
         description="Print the most likely tokens for each [MASK] in each TEXT, with the model saved in FOLDER.",
     )

@@ -376,12 +376,10 @@ class PushArguments:
 
 
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    from transformers import HfArgumentParser
+    from .cli import dataclass_command
 
-    parser = subparsers.add_parser(
-        "push",
-        # HfArgumentParser makes the options from the dataclass, accepting --foo_bar and --foo-bar alike.
-        parents=[HfArgumentParser(PushArguments, add_help=False)],
+    parser = dataclass_command(
+        subparsers, "push", PushArguments,
         help="upload a saved model folder to the Hugging Face Hub",
         description=(
             "Upload FOLDER (a save_pretrained folder or a pretrain/finetune output folder) to the Hub repository "

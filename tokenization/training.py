@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenizers import trainers
-from transformers import HfArgumentParser
 
 from tokenization.corpus import Corpus
 from tokenization.summary import format_summary, tokenizer_summary
@@ -224,10 +223,10 @@ def _alphabet(corpus: Corpus, limit_alphabet: int, lowercase: bool, strip_accent
 
 
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "train-tokenizer",
-        # HfArgumentParser makes the options from the dataclass, accepting --foo_bar and --foo-bar alike.
-        parents=[HfArgumentParser(TokenizerTrainingArguments, add_help=False)],
+    from modeling_minibert.cli import dataclass_command
+
+    parser = dataclass_command(
+        subparsers, "train-tokenizer", TokenizerTrainingArguments,
         help="train a WordPiece vocabulary and save a fast tokenizer",
         description="Train a BERT WordPiece vocabulary on UTF-8 text files and save it with save_pretrained.",
     )

@@ -209,12 +209,10 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    from transformers import HfArgumentParser
+    from modeling_minibert.cli import dataclass_command
 
-    parser = subparsers.add_parser(
-        "pretrain",
-        # HfArgumentParser turns the dataclass into options: one source of truth for the API and the CLI.
-        parents=[HfArgumentParser(PretrainingArguments, add_help=False)],
+    parser = dataclass_command(
+        subparsers, "pretrain", PretrainingArguments,
         help="pretrain a Mini-BERT from raw text (MLM + NSP)",
         description=(
             "Pretrain a Mini-BERT with masked language modelling and next sentence prediction (--objective), from "
