@@ -30,14 +30,15 @@ def scope(nodeid: str) -> str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """`--dist loadscope` with `scope()`'s units (tryfirst: before pytest-xdist's own choice)."""
+    """`--dist loadscope` with each of `INDEPENDENT_TESTS` a unit of its own (tryfirst: before pytest-xdist's own
+    choice)."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return scope(nodeid)
+            return nodeid if nodeid.startswith(INDEPENDENT_TESTS) else super()._split_scope(nodeid)
 
     return Scheduling(config, log)
 
