@@ -17,11 +17,41 @@ def pytest_configure(config: pytest.Config) -> None:
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+# Modules whose tests share no module fixture, so that pytest-xdist may give each test to a worker of its own
+# (`--dist loadscope` otherwise keeps a module on one worker): the notebooks, a kernel each, are together the
+# longest module, and one worker running all of them behind the README's blocks was the suite's critical path.
+INDEPENDENT_TESTS = ("tests/test_notebooks.py::",)
+
+
+def scope(nodeid: str) -> str:
+    """The unit pytest-xdist hands to one worker: the test itself in `INDEPENDENT_TESTS`, else its module."""
+    return nodeid if nodeid.startswith(INDEPENDENT_TESTS) else nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadscope` with each of `INDEPENDENT_TESTS` a unit of its own (tryfirst: before pytest-xdist's own
+    choice)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if nodeid.startswith(INDEPENDENT_TESTS) else super()._split_scope(nodeid)
+
+    return Scheduling(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules holding a `slow` test first, in their order: pytest-xdist gives each module to one worker
-    (`--dist loadscope`), and a long module started last would leave the other workers idle while it runs."""
-    slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)  # stable: the order within stays
+    """Units holding `slow` tests first, the longest first (`slow(seconds=...)`: one worker's time, measured):
+    pytest-xdist hands units out in this order, so a long one started last would leave the other workers idle
+    while it runs, and the short units fill in beside the long ones."""
+    cost: dict[str, float] = {}
+    for item in items:
+        for mark in item.iter_markers("slow"):
+            cost[scope(item.nodeid)] = cost.get(scope(item.nodeid), 0.0) + mark.kwargs.get("seconds", 1.0)
+    items.sort(key=lambda item: -cost.get(scope(item.nodeid), 0.0))  # stable: the order within a unit stays
 
 
 @pytest.fixture(autouse=True)

@@ -214,7 +214,7 @@ def check_finished_checkpoints(output: Path) -> list[str]:
     return finished
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=21)
 @pytest.mark.parametrize("fault", kill_points())
 def test_finetune_killed_then_resumed_equals_an_uninterrupted_run(fault, inputs, uninterrupted, tmp_path):
     output = tmp_path / "run"
@@ -255,7 +255,7 @@ def second_run_argv(job: str, inputs: Path, output: Path) -> list[str]:
             str(inputs / "train.csv"), "--output_dir", str(output), "--max_steps", "2", "--disable_tqdm", "true"]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=21)
 @pytest.mark.parametrize("second", ["finetune", "distill"])
 def test_a_second_run_into_a_folder_in_use_is_refused_and_the_first_is_unharmed(second, inputs, uninterrupted, tmp_path):
     """Concurrency: run B into the folder of a living run A (held inside its third step) fails in one line, exit
@@ -354,7 +354,7 @@ def faulted_run(request, inputs, tmp_path_factory):
     subprocess.run(["umount", str(place)], check=True)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=12)
 def test_finetune_disk_fault_mid_run_is_one_line_and_keeps_what_was_saved(faulted_run):
     check_one_line_error(faulted_run.result, "finetune", faulted_run.action)
     assert faulted_run.after.finished == [f"checkpoint-{SAVE_STEPS}"]  # what was saved is kept, whole
@@ -362,7 +362,7 @@ def test_finetune_disk_fault_mid_run_is_one_line_and_keeps_what_was_saved(faulte
     assert faulted_run.after.listing == ["run"]  # no staging folder
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=12)
 def test_finetune_resumed_after_a_disk_fault_equals_an_uninterrupted_run(faulted_run, inputs, uninterrupted):
     output = faulted_run.output
     unfinished = (output / f"checkpoint-{2 * SAVE_STEPS}").exists()  # the save that met the fault

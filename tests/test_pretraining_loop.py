@@ -412,6 +412,7 @@ KILLER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow(seconds=43)  # one worker's time (pytest --durations): orders the suite, tests/conftest.py
 def test_sigkill_at_seeded_points_then_resume_equals_an_uninterrupted_run(tiny, tmp_path):
     """Kill a run (SIGKILL) at seeded random points, mid-line in metrics.jsonl and then inside a checkpoint write,
     resuming each time: every logged number and the final weights equal an uninterrupted run's. The first
@@ -472,6 +473,7 @@ RANK_WEIGHTS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow(seconds=25)
 def test_two_process_ddp_synchronises_and_matches_one_process_on_the_same_global_batches(tiny, tmp_path):
     """DDP over gloo on CPU (`accelerate launch --multi_gpu`; its `--cpu` starts one process). Each rank takes 8
     examples per step; one process with 2 micro-batches of 8 (gradient accumulation) sees the same 16 examples

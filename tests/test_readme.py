@@ -147,7 +147,7 @@ def test_the_readme_venv_is_the_train_install(fresh_copy: Path):
 
 # The blocks run a dozen jobs, three fine-tunings to their results among them: about 3 CPU-minutes, which a machine
 # whose cores are shared with other work stretches past the suite's default 10-minute hang guard.
-@pytest.mark.slow
+@pytest.mark.slow(seconds=264)  # one worker's time (pytest --durations): orders the suite, tests/conftest.py
 @pytest.mark.timeout(1800)
 def test_readme_blocks_run_as_pasted(fresh_copy: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PYTHONPATH"))}
