@@ -7,14 +7,14 @@ place (p = 0.4, K = 15, N = 20 in the paper). The teacher labels the copies, so 
 
 - the masked LM is the student's own MLM head (the pretraining folder distillation starts from): no second model
   to download, and a student from general distillation shares the teacher's WordPiece pieces;
-- all chosen words of a copy are masked at once, one forward per copy: TinyBERT masks one word per forward, ~20
-  forwards per sentence per copy, too slow on a CPU for a 45-minute recipe;
+- all chosen words of a copy are masked at once, one forward per copy: TinyBERT masks one word per forward, a
+  forward per word of every copy, too slow on a CPU for a 45-minute recipe;
 - only words that are one piece are replaced (TinyBERT takes GloVe neighbours for the others: we ship no GloVe),
   and replacements are whole-word pieces (no `##` continuation, no special token), sampled uniformly among the K.
 
-No library offers this: nlpaug's context augmenter wraps a transformers fill-mask pipeline one text and one word at
-a time and does not take seeded, batched, word-aligned replacements (token classification needs the words to keep
-their places).
+Written by hand: nlpaug (1.1.11, from 2022) has a contextual word augmenter over a fill-mask model, but it returns
+new strings, so the tags of token classification could not follow their words, and its last release (2022) predates
+transformers 5.
 """
 
 from __future__ import annotations
