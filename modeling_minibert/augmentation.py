@@ -69,6 +69,8 @@ def mlm_augment(
     model.eval()
     generator = torch.Generator().manual_seed(seed)
     allowed = replaceable_ids(tokenizer)
+    if top_k > int(allowed.sum()):
+        raise ValueError(f"augment_top_k={top_k} exceeds the {int(allowed.sum())} whole-word pieces of the vocabulary")
     jobs = [(copy, i) for copy in range(copies) for i in range(len(examples))]
     out: list[list[str]] = [list(examples[i]) for _, i in jobs]
     order = sorted(range(len(jobs)), key=lambda j: len(examples[jobs[j][1]]))  # similar lengths share a batch

@@ -305,6 +305,8 @@ def test_mlm_augmentation_is_seeded_and_respects_the_probability(student):
     changed = sum(a != b for x, y in zip(examples, make(3, 0.4)) for a, b in zip(x, y)) / sum(map(len, examples))
     assert 0.1 < changed < 0.5  # about 0.4, less the draws that predict the word itself
     assert make(3, 1e-9) == examples
+    with pytest.raises(ValueError, match=r"augment_top_k=100000 exceeds the \d+ whole-word pieces of the vocabulary"):
+        mlm_augment(examples, model, tokenizer, 1, 0.4, 100_000, seed=0, max_length=32, show_progress=False)
 
 
 def test_distillation_with_mlm_augmentation(teacher, student, tmp_path):
