@@ -2,6 +2,7 @@
 
     python benchmarks/pretrain_default.py                      # the defaults (BBC News), into a temporary folder
     python benchmarks/pretrain_default.py -- --max_time 60     # anything after -- goes to `minibert pretrain`
+    python benchmarks/pretrain_default.py --beside_busy_core   # with another process spinning on one core
 
 Writes benchmarks/results/pretrain_default.json (or --output): the command, wall-clock minutes, steps/s, the
 final held-out scores, the evaluation curve, and fill-mask's top predictions on a few sentences; and a PNG of the
@@ -55,6 +56,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", default=str(RESULTS / "pretrain_default.json"))
     parser.add_argument("--output_dir", help="keep the pretrained model here (default: a temporary folder)")
+    parser.add_argument("--beside_busy_core", action="store_true",
+                        help="run with a process spinning on one core (`python -c 'while True: pass'`), as on a busy machine")
     parser.add_argument("pretrain_args", nargs="*", help="extra `minibert pretrain` arguments (after --)")
     args = parser.parse_args()
 
@@ -62,21 +65,40 @@ def main() -> None:
         folder = Path(args.output_dir or Path(tmp) / "minibert-pretrained")
         command = [sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--output_dir", str(folder),
                    "--report_to", "none", *args.pretrain_args]
-        start = time.perf_counter()
-        subprocess.run(command, check=True)
-        minutes = (time.perf_counter() - start) / 60
+        spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.beside_busy_core else None
+        try:
+            start = time.perf_counter()
+            threads = run_and_read_threads(command)
+            minutes = (time.perf_counter() - start) / 60
+        finally:
+            if spinner:
+                spinner.kill()
         results = json.loads((folder / "all_results.json").read_text())
         records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
         curve = [r for r in records if "eval_mlm_accuracy" in r]
         predictions = fill_mask(folder)
     output = Path(args.output)
     write_results(output, dict(
-        pretrain_args=args.pretrain_args, wall_minutes=minutes, results=results, curve=curve,
+        pretrain_args=args.pretrain_args, beside_busy_core=args.beside_busy_core, threads=threads,
+        wall_minutes=minutes, results=results, curve=curve,
         fill_mask=predictions,
     ))
     steps = curve[-1]["step"] if curve else 0
     plot(curve, output.with_suffix(".png"), results["train_runtime"] / 60 / steps if steps else None)
     print(readme_table(json.loads(output.read_text())))
+
+
+def run_and_read_threads(command: list[str]) -> str:
+    """Run `minibert pretrain`, echoing its output, and return what its first line says about its threads."""
+    threads = ""
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as process:
+        for line in process.stdout:
+            print(line, end="", flush=True)
+            if not threads and "thread(s)" in line:
+                threads = line.rsplit("process(es), ", 1)[-1].strip()
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, command)
+    return threads
 
 
 def readme_table(results: dict) -> str:

@@ -33,9 +33,25 @@ def run_info() -> dict:
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
+        "cpu": cpu_model(),
         "python": platform.python_version(),
         "versions": versions,
     }
+
+
+def cpu_model() -> str:
+    """The CPU's model name and the vector extensions that decide torch's speed on it: machines of the same core
+    count differ several-fold (an AVX2-only AMD EPYC of 2017 against an AVX-512 one)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor()
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)  # the last core's; all alike
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    flags = set(fields.get("flags", "").split())
+    extensions = [x for x in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16") if x in flags]
+    family = f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')}"
+    return f"{fields.get('model name', platform.processor())} ({family}; {', '.join(extensions) or 'no AVX2'})"
 
 
 def write_results(path: str | os.PathLike, payload: dict) -> Path:
