@@ -84,8 +84,9 @@ def mlm_augment(
         ids = batch["input_ids"].clone()
         for row, position, _ in chosen:
             ids[row, position] = tokenizer.mask_token_id
-        logits = model(input_ids=ids, attention_mask=batch["attention_mask"]).logits  # (B, T, V)
-        scores = logits[[r for r, _, _ in chosen], [p for _, p, _ in chosen]]  # (M, V)
+        hidden = model.base_model(input_ids=ids, attention_mask=batch["attention_mask"]).last_hidden_state
+        # the MLM head (BERT's name, `cls`) at the M masked positions only: (M, V), not (B, T, V)
+        scores = model.cls(hidden[[r for r, _, _ in chosen], [p for _, p, _ in chosen]])
         scores[:, ~allowed] = float("-inf")
         candidates = scores.topk(top_k, dim=-1).indices  # (M, K)
         picks = candidates[torch.arange(len(chosen)), torch.randint(top_k, (len(chosen),), generator=generator)]

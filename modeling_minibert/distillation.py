@@ -148,12 +148,13 @@ def augment(words: Sequence[str], rng: random.Random, word_dropout: float, word_
 
 
 def transfer_set(train: Examples, words_given: bool, extra_inputs: Sequence[Any], args: DistillationArguments, seed: int,
-                 show_progress: bool = False) -> Examples:
+                 student: tuple[PreTrainedTokenizerBase, int], show_progress: bool = False) -> Examples:
     """The training examples (with their labels), `augment_copies` augmented copies of each (labelled only by the
-    teacher: dropping "not" may flip a sentiment), and the unlabelled extra inputs."""
+    teacher: dropping "not" may flip a sentiment), and the unlabelled extra inputs. `student`: its tokenizer and
+    tokens per input, which augmentation='mlm' reads with."""
     inputs, labels = list(train.inputs), list(train.labels)
     if args.augmentation == "mlm":
-        copies = mlm_copies(train.inputs, words_given, args, seed, show_progress)
+        copies = mlm_copies(train.inputs, words_given, args, seed, student, show_progress)
         return Examples(inputs + copies + list(extra_inputs), labels + [None] * (len(copies) + len(extra_inputs)))
     rng = random.Random(seed)
     for _ in range(args.augment_copies):
@@ -167,7 +168,8 @@ def transfer_set(train: Examples, words_given: bool, extra_inputs: Sequence[Any]
     return Examples(inputs + list(extra_inputs), labels + [None] * len(extra_inputs))
 
 
-def mlm_copies(inputs: Sequence[Any], words_given: bool, args: DistillationArguments, seed: int, show_progress: bool) -> list[Any]:
+def mlm_copies(inputs: Sequence[Any], words_given: bool, args: DistillationArguments, seed: int,
+               student: tuple[PreTrainedTokenizerBase, int], show_progress: bool) -> list[Any]:
     """TinyBERT's augmented copies (`augmentation.mlm_augment`) by the student's own masked-LM head, in the form
     the inputs came in (word lists or texts)."""
     from transformers import AutoModelForMaskedLM
@@ -176,9 +178,8 @@ def mlm_copies(inputs: Sequence[Any], words_given: bool, args: DistillationArgum
 
     words = [list(x) if words_given else x.split() for x in inputs]
     words = [w for w in words if w]
-    tokenizer = flow.load_tokenizer(args.model_name_or_path, args.tokenizer_name)
+    tokenizer, length = student
     model = AutoModelForMaskedLM.from_pretrained(args.model_name_or_path)
-    length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
     copies = mlm_augment(words, model, tokenizer, args.augment_copies, args.augment_probability, args.augment_top_k,
                          seed, length, show_progress=show_progress)
     return copies if words_given else [" ".join(c) for c in copies]
@@ -478,7 +479,8 @@ def distill(
         teacher = str(args.teacher_model_name_or_path)
         if args.finetune_teacher:
             teacher = str(fine_tuned_teacher(args, task, training, examples, names, output))
-        transfer = transfer_set(examples["train"], task.conll, transfer_inputs, args, flow.seed_of(training), show_progress)
+        transfer = transfer_set(examples["train"], task.conll, transfer_inputs, args, flow.seed_of(training),
+                                (tokenizer, student_length), show_progress)
         inputs = {"transfer": transfer.inputs, **{r: examples[r].inputs for r in ("validation", "test") if r in examples}}
         batch_size = training.get("per_device_eval_batch_size", flow.TRAINING_DEFAULTS["per_device_eval_batch_size"])
         logits, reused = teacher_targets(args, task, teacher, inputs, names, output, batch_size, show_progress)

@@ -309,6 +309,24 @@ def test_mlm_augmentation_is_seeded_and_respects_the_probability(student):
         mlm_augment(examples, model, tokenizer, 1, 0.4, 100_000, seed=0, max_length=32, show_progress=False)
 
 
+def test_mlm_augmentation_with_a_bert_masked_lm_gives_the_same_copies(student, tmp_path):
+    """The head is read as `model.cls` at the masked positions only: transformers' BertForMaskedLM with the same
+    weights (a student published in BERT format) makes the same copies as Mini-BERT."""
+    from transformers import BertForMaskedLM
+
+    from modeling_minibert.augmentation import mlm_augment
+    from modeling_minibert.convert_bert import convert_minibert_to_bert
+
+    convert_minibert_to_bert(student, tmp_path / "bert")
+    tokenizer = AutoTokenizer.from_pretrained(student)
+    examples = [t.split() for t in sentiment(16, 7)["text"]]
+    copies = [
+        mlm_augment(examples, model.eval(), tokenizer, 2, 0.5, 3, seed=1, max_length=32, show_progress=False)
+        for model in (MiniBertForMaskedLM.from_pretrained(student), BertForMaskedLM.from_pretrained(tmp_path / "bert"))
+    ]
+    assert copies[0] == copies[1] and copies[0][:16] != examples
+
+
 def test_distillation_with_mlm_augmentation(teacher, student, tmp_path):
     result = run(teacher, student, tmp_path / "out", augmentation="mlm", augment_copies=2, num_train_epochs=1)
     assert result.transfer_size == 3 * 160
