@@ -24,8 +24,9 @@ INDEPENDENT_TESTS = ("tests/test_notebooks.py::",)
 
 
 def scope(nodeid: str) -> str:
-    """The unit pytest-xdist hands to one worker: the test itself in `INDEPENDENT_TESTS`, else its module."""
-    return nodeid if nodeid.startswith(INDEPENDENT_TESTS) else nodeid.split("::")[0]
+    """The unit pytest-xdist hands to one worker: the test itself in `INDEPENDENT_TESTS`, else what `--dist
+    loadscope` groups by (the nodeid up to its last `::`: the module, or the class)."""
+    return nodeid if nodeid.startswith(INDEPENDENT_TESTS) else nodeid.rsplit("::", 1)[0]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -38,7 +39,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return nodeid if nodeid.startswith(INDEPENDENT_TESTS) else super()._split_scope(nodeid)
+            return scope(nodeid)
 
     return Scheduling(config, log)
 
