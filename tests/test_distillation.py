@@ -327,6 +327,31 @@ def test_mlm_augmentation_with_a_bert_masked_lm_gives_the_same_copies(student, t
     assert copies[0] == copies[1] and copies[0][:16] != examples
 
 
+def test_a_bert_teacher_labels_through_mini_berts_unpadded_path_with_the_same_logits(teacher, tmp_path):
+    """A teacher in transformers' BERT format is run as the Mini-BERT head of the same architecture: its logits on
+    texts of mixed lengths (padded batches) are transformers' BertForSequenceClassification's; another model type
+    is loaded as its Auto class loads it."""
+    from transformers import BertForSequenceClassification, DistilBertConfig, DistilBertForSequenceClassification
+
+    from modeling_minibert.convert_bert import convert_minibert_to_bert
+    from modeling_minibert.finetuning.tasks import load_task
+
+    task = load_task("sequence-classification")
+    convert_minibert_to_bert(teacher, tmp_path / "bert")
+    assert json.loads((tmp_path / "bert" / "config.json").read_text())["model_type"] == "bert"
+    assert type(distillation.load_teacher(str(tmp_path / "bert"), task)) is MiniBertForSequenceClassification
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "bert")
+    texts = [t + " and" * (i % 7) for i, t in enumerate(sentiment(40, 11)["text"])]
+    names = ["neg", "pos"]
+    labels = distillation.label_with_teacher(str(tmp_path / "bert"), tokenizer, task, {"train": texts}, 32, 16, names, False)
+    bert = BertForSequenceClassification.from_pretrained(tmp_path / "bert")
+    expected = torch.stack(predict_logits(bert, tokenizer, texts, task.name, 32, 16, False))[:, [bert.config.label2id[n] for n in names]]
+    torch.testing.assert_close(torch.stack(labels["train"]), expected, atol=1e-5, rtol=0)
+
+    DistilBertForSequenceClassification(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32)).save_pretrained(tmp_path / "distilbert")
+    assert type(distillation.load_teacher(str(tmp_path / "distilbert"), task)) is DistilBertForSequenceClassification
+
+
 def test_distillation_with_mlm_augmentation(teacher, student, tmp_path):
     result = run(teacher, student, tmp_path / "out", augmentation="mlm", augment_copies=2, num_train_epochs=1)
     assert result.transfer_size == 3 * 160
