@@ -46,6 +46,7 @@ from modeling_minibert.finetuning.arguments import (
     DataArguments,
     ModelArguments,
     Job,
+    check_learning_rates,
     check_training_options,
     require,
     split_options,
@@ -477,6 +478,7 @@ def distill(
     # (they are dropped at the end).
     training.setdefault("save_only_model", True)
     check_training_options(training, "validation" in sources)
+    check_learning_rates(args.learning_rates, training, "validation" in sources)
     task = check_options(args, train_data is not None)
     training.setdefault("disable_tqdm", not show_progress)
     # Trainer hands these columns to compute_metrics beside the labels (the mask: word targets only).
@@ -511,7 +513,7 @@ def distill(
         result = flow.train_and_save(
             task.name, args.model_name_or_path, student, tokenizer, prepared, output, names, sources["train"], training,
             extra_outputs=keep_distillation_files(args, output), trainer_class=DistillationTrainer,
-            temperature=args.temperature, alpha=args.alpha,
+            learning_rates=args.learning_rates, temperature=args.temperature, alpha=args.alpha,
         )
     return DistillResult(**vars(result), teacher=teacher, transfer_size=len(transfer.inputs), reused_teacher_logits=reused)
 

@@ -32,6 +32,9 @@ ALL_RESULTS_FILE = "all_results.json"
 METRICS_FILE = "metrics.jsonl"
 TRAINER_STATE_FILE = "trainer_state.json"
 CURVES_FILE = "training_curves.png"
+LEARNING_RATE_SEARCH_FILE = "learning_rate_search.json"  # with learning_rates: each candidate's validation score
+LEARNING_RATE_PLOT_FILE = "learning_rate_search.png"
+SEARCH_RUN_PREFIX = "run-"  # OUTPUT/run-I: candidate I's checkpoints while a search runs (Trainer's hyperparameter_search names)
 CONFUSION_FILE = "confusion_matrix.png"
 CHECKPOINT_PREFIX = "checkpoint-"
 # Inside a pretraining checkpoint whose trained module is more than the model it saves (ELECTRA's generator and
@@ -191,4 +194,43 @@ def torch_file_problem(path: Path) -> str | None:
         return f"no {path.name}"
     except (OSError, zipfile.BadZipFile) as err:
         return f"{path.name} unreadable: {err}"
+    return None
+
+
+def trainer_checkpoint_problem(folder: Path) -> str | None:
+    """Why Trainer could not resume exactly from `folder`, or None if it is complete.
+
+    Complete means: trainer_state.json (Trainer's last write) parses and its global_step is the folder's N, and
+    the weights, optimizer and scheduler it restores are whole. Checked by size from the files' own tables (the
+    safetensors header, the zip directory torch.save writes), without loading the tensors: a file cut short by a
+    kill or a full disk fails these checks. transformers has no such check (its get_last_checkpoint only looks
+    for the folder name), hence this one.
+    """
+    try:
+        state = json.loads((folder / TRAINER_STATE_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "no trainer_state.json"
+    except (OSError, ValueError) as err:
+        return f"trainer_state.json unreadable: {err}"
+    step = folder.name.rsplit("-", 1)[-1]
+    if not isinstance(state, dict) or str(state.get("global_step")) != step:
+        return f"trainer_state.json has global_step {state.get('global_step') if isinstance(state, dict) else None}, not {step}"
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            return f"{index.name} unreadable: {err}"
+    else:
+        shards = ["model.safetensors"]
+    for name in shards:
+        problem = safetensors_problem(folder / name)
+        if problem is not None:
+            return problem
+    for name in ("optimizer.pt", "scheduler.pt"):
+        problem = torch_file_problem(folder / name)
+        if problem is not None:
+            return problem
+    if (folder / "rng_state.pth").exists():
+        return torch_file_problem(folder / "rng_state.pth")
     return None

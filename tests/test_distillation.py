@@ -1,5 +1,5 @@
 """Distillation on tiny fixtures: the student moves toward the teacher, teacher labels are cached and reused, and
-bad inputs fail before any training.
+bad inputs fail before any training; and the learning-rate search that fine-tuning and distillation share.
 
 Teacher and student are tiny Mini-BERTs with tokenizers of their own (different vocabularies), trained here on
 templated sentences whose label is one word's sentiment, so that a teacher fine-tuned for a few seconds is
@@ -102,6 +102,8 @@ def transfer_file(tmp_path_factory) -> Path:
 
 def run(teacher, student, output, *, train=None, validation=None, test=None, **options):
     defaults = dict(task="sequence-classification", num_train_epochs=4, augment_copies=1, **QUIET)
+    if "learning_rates" in options:
+        del defaults["learning_rate"]
     return distill(
         teacher_model_name_or_path=str(teacher), model_name_or_path=str(student), output_dir=str(output),
         train_data=train if train is not None else sentiment(160, 0),
@@ -350,6 +352,58 @@ def test_a_bert_teacher_labels_through_mini_berts_unpadded_path_with_the_same_lo
 
     DistilBertForSequenceClassification(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32)).save_pretrained(tmp_path / "distilbert")
     assert type(distillation.load_teacher(str(tmp_path / "distilbert"), task)) is DistilBertForSequenceClassification
+
+
+def search_run(student, output, learning_rates=None, **options):
+    """Fine-tuning on the sentiment data: at `learning_rates` (a search), or at options' learning_rate."""
+    quiet = {k: v for k, v in QUIET.items() if k != "learning_rate"}
+    return finetune(task="sequence-classification", model_name_or_path=student, train_data=sentiment(160, 0),
+                    validation_data=sentiment(60, 1), test_data=sentiment(60, 2), output_dir=output, num_train_epochs=8,
+                    **({"learning_rates": learning_rates} if learning_rates else {}), **{**quiet, **options})
+
+
+def test_learning_rates_keep_the_run_best_on_validation_as_a_run_at_that_rate_would_be(student, tmp_path):
+    """Each candidate starts from the same weights and trains as a plain run at its rate would (same seed): the
+    folder holds exactly what `learning_rate=3e-3` alone gives, whatever the candidates' order; the search's
+    scores are each run's validation score, and no run-I folder is left behind."""
+    rates = [1e-6, 3e-3]  # 1e-6 learns nothing in 8 epochs; 3e-3 separates the two words' sentiments
+    searched = search_run(student, tmp_path / "search", rates)
+    search_run(student, tmp_path / "reversed", rates[::-1])
+    plain = search_run(student, tmp_path / "plain", learning_rate=3e-3)
+    search = json.loads((tmp_path / "search" / "learning_rate_search.json").read_text())
+    assert search["chosen_learning_rate"] == 3e-3 and search["metric"] == "eval_accuracy" and search["greater_is_better"]
+    scores = {run["learning_rate"]: run["eval_accuracy"] for run in search["runs"]}
+    assert scores[1e-6] < 0.7 and scores[3e-3] == searched.metrics["accuracy"] == plain.metrics["accuracy"] >= 0.9
+    assert (searched.test_metrics["accuracy"], searched.test_metrics["loss"]) == (plain.test_metrics["accuracy"], plain.test_metrics["loss"])
+    weights = [load_file(folder / "model.safetensors") for folder in (tmp_path / "search", tmp_path / "reversed", tmp_path / "plain")]
+    for name, tensor in weights[2].items():
+        torch.testing.assert_close(weights[0][name], tensor, rtol=0, atol=0)
+        torch.testing.assert_close(weights[1][name], tensor, rtol=0, atol=0)
+    results = json.loads((tmp_path / "search" / "all_results.json").read_text())
+    assert results["train_learning_rate"] == 3e-3 and searched.train_metrics["learning_rate"] == 3e-3
+    assert not [p.name for p in (tmp_path / "search").iterdir() if p.name.startswith("run-")]
+    assert (tmp_path / "search" / "learning_rate_search.png").stat().st_size > 0
+
+
+def test_distillation_chooses_its_learning_rate_on_the_validation_loss(teacher, student, tmp_path):
+    """Distillation's measure of the best (the one that picks its epoch) is the validation loss, lower better."""
+    result = run(teacher, student, tmp_path / "out", learning_rates=[1e-6, 3e-3])
+    search = json.loads((tmp_path / "out" / "learning_rate_search.json").read_text())
+    assert search["metric"] == "eval_loss" and not search["greater_is_better"]
+    losses = {run["learning_rate"]: run["eval_loss"] for run in search["runs"]}
+    assert search["chosen_learning_rate"] == min(losses, key=losses.get) == 3e-3
+    assert result.metrics["loss"] == losses[3e-3]
+
+
+def test_learning_rates_from_the_command_line(student, tmp_path, capsys):
+    for split, seed in (("train", 0), ("validation", 1)):
+        sentiment(60 if split == "validation" else 160, seed).to_csv(tmp_path / f"{split}.csv", index=False)
+    assert main(["finetune", "--task", "sequence-classification", "--model_name_or_path", str(student),
+                 "--train_file", str(tmp_path / "train.csv"), "--validation_file", str(tmp_path / "validation.csv"),
+                 "--output_dir", str(tmp_path / "out"), "--learning_rates", "1e-6", "3e-3", "--num_train_epochs", "2",
+                 "--disable_tqdm", "true", "--report_to", "none"]) == 0
+    search = json.loads((tmp_path / "out" / "learning_rate_search.json").read_text())
+    assert [run["learning_rate"] for run in search["runs"]] == [1e-6, 3e-3]
 
 
 def test_distillation_with_mlm_augmentation(teacher, student, tmp_path):

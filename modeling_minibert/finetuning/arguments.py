@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import functools
 import importlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,9 @@ class DataArguments:
         metadata={"help": "CSV/TSV/JSON/JSONL; CoNLL for token classification; SQuAD JSON for question answering"},
     )
     validation_file: str | None = field(default=None, metadata={"help": "scores each evaluation; picks the best model"})
+    learning_rates: list[float] | None = field(default=None, metadata={
+        "help": "instead of --learning_rate: train once at each value (e.g. 1e-4 3e-4 1e-3) and keep the run with "
+                "the best validation score (needs validation data)", "nargs": "+"})
     test_file: str | None = field(default=None, metadata={"help": "scored once, with the final model"})
     text_column_name: str | None = field(
         default=None,
@@ -159,6 +163,24 @@ def check_training_options(training: dict[str, Any], has_validation: bool) -> No
     """Refuse, before any work, training options TrainingArguments would refuse later: unknown names, bad
     values, evaluation without validation data."""
     training_arguments(training["output_dir"], has_validation, "loss", **{k: v for k, v in training.items() if k != "output_dir"})
+
+
+def check_learning_rates(learning_rates: list[float] | None, training: dict[str, Any], has_validation: bool) -> None:
+    """Refuse, before any work, a learning-rate search that cannot run: bad values, no validation data to choose
+    on, a `learning_rate` beside it, or a resume (a search is not resumed: run it again)."""
+    if learning_rates is None:
+        return
+    if not learning_rates:
+        raise ValueError("learning_rates is empty: give one or more values")
+    for value in learning_rates:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"learning_rates: {value!r} is not a positive number")
+    if "learning_rate" in training:
+        raise ValueError(f"give learning_rate ({training['learning_rate']}) or learning_rates ({learning_rates}), not both")
+    if not has_validation:
+        raise ValueError("learning_rates needs validation data (--validation_file): the learning rate is chosen on it")
+    if training.get("resume_from_checkpoint"):
+        raise ValueError("resume_from_checkpoint cannot continue a learning_rates search: run the search again")
 
 
 def require(args: Any, *names: str) -> None:
@@ -297,6 +319,7 @@ __all__ = [
     "Job",
     "add_cli",
     "build_parser",
+    "check_learning_rates",
     "parse_args",
     "training_arguments",
 ]

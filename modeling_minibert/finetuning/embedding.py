@@ -163,6 +163,8 @@ def distill_embeddings(
 
     args, training = split_options(DistillationArguments, options)
     check_training_options(training, "validation" in sources)
+    if args.learning_rates is not None:
+        raise ValueError(f"learning_rates={args.learning_rates}: task='embedding' trains at one learning rate (--learning_rate)")
     kinds = check_embedding_options(args, has_train_data)
     training.setdefault("disable_tqdm", not show_progress)
     with flow.run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
@@ -177,10 +179,12 @@ def distill_embeddings(
         student = EmbeddingStudent(encoder, targets["train"].shape[1], "Normalize" in kinds)
         data = {role: features(tokenizer, texts[role], targets[role], length) for role in texts}
         trainer = embedding_trainer(student, tokenizer, data, output, training)
-        results = flow.train_and_score(trainer, flow.Prepared(
+        prepared = flow.Prepared(
             train=data["train"], validation=data.get("validation"), test=data.get("test"), collator=trainer.data_collator,
             metric="loss", metrics_for=lambda role: cosine_metrics,
-        ))[0]
+        )
+        results = flow.train_and_score(trainer, prepared)[0]
+        flow.score_test(trainer, prepared, results)
         save_embedder(trainer, student, tokenizer, results, output, length, args)
     write_model_card(output, task="feature-extraction", base_model=str(args.model_name_or_path),
                      dataset_name=Path(str(sources["train"])).stem if isinstance(sources["train"], (str, os.PathLike)) else None)

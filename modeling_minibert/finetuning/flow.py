@@ -7,6 +7,7 @@ The output folder follows Trainer and the example scripts:
     OUTPUT/all_results.json     train_*, eval_*, test_* metrics (plus train_ / eval_ / test_results.json)
     OUTPUT/trainer_state.json   the log history, the best step
     OUTPUT/README.md            the model card;  training_curves.png (and a confusion matrix for classification)
+    OUTPUT/learning_rate_search.json, .png   with learning_rates: each rate's validation score (run-I/ while it runs)
 
 The final folder is built in a hidden staging folder beside OUTPUT and replaces OUTPUT only when complete
 (`files.staged_folder`); the checkpoints are dropped then, unless `keep_checkpoints` moves them along. If the run
@@ -15,7 +16,7 @@ fails, OUTPUT keeps its checkpoints, so `resume_from_checkpoint` can continue it
 
 from __future__ import annotations
 
-import json
+import copy
 import logging
 import os
 import shutil
@@ -42,26 +43,29 @@ from transformers.trainer_utils import PredictionOutput
 import modeling_minibert  # noqa: F401 - registers Mini-BERT with the Auto classes
 from modeling_minibert import hub, outputs
 from modeling_minibert.model_card import write_model_card
-from modeling_minibert.files import check_output_dir, staged_folder
+from modeling_minibert.files import check_output_dir, staged_folder, write_json
 from modeling_minibert.outputs import (
     CHECKPOINT_PREFIX,
     CURVES_FILE,
+    LEARNING_RATE_PLOT_FILE,
+    LEARNING_RATE_SEARCH_FILE,
+    SEARCH_RUN_PREFIX,
     TRAINER_STATE_FILE,
     checkpoint_folders,
-    safetensors_problem,
-    torch_file_problem,
+    trainer_checkpoint_problem,
     write_results,
 )
 from modeling_minibert.finetuning.arguments import (
     TRAINING_DEFAULTS,
     FinetuneArguments,
+    check_learning_rates,
     check_training_options,
     require,
     split_options,
     training_arguments,
 )
 from modeling_minibert.finetuning.data import DataError, DataSource, NamedDataset, check_labels, load_data, sorted_labels
-from modeling_minibert.finetuning.plots import plot_training_curves
+from modeling_minibert.finetuning.plots import plot_learning_rate_search, plot_training_curves
 from modeling_minibert.finetuning.tasks import TASKS, load_task
 
 logger = logging.getLogger(__name__)
@@ -180,13 +184,14 @@ def finetune(
                          f"`minibert distill --task {task.name} --teacher_model_name_or_path T`")
     sources = data_sources(args, {"train": train_data, "validation": validation_data, "test": test_data})
     check_training_options(training, "validation" in sources)
+    check_learning_rates(args.learning_rates, training, "validation" in sources)
     with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "finetune") as output:
         splits = load_splits(sources, args, task.conll)
         setup = task.prepare(args, splits)
         network = load_model(task.auto_class, args.model_name_or_path, seed_of(training), **setup.model_options)
         return train_and_save(
             task.name, args.model_name_or_path, network, setup.tokenizer, setup.prepared, output, setup.labels,
-            sources["train"], training, args.keep_checkpoints, setup.extra_outputs,
+            sources["train"], training, args.keep_checkpoints, setup.extra_outputs, learning_rates=args.learning_rates,
         )
 
 
@@ -393,39 +398,53 @@ def train_and_save(
     keep_checkpoints: bool = False,
     extra_outputs: Callable[[Trainer, Path, PredictionOutput | None], None] | None = None,
     trainer_class: type[Trainer] = Trainer,
+    learning_rates: Sequence[float] | None = None,
     **trainer_options: Any,
 ) -> FinetuneResult:
     """Train `model` with Trainer (checkpoints in `output`), score it, then save the output folder in one step.
 
     `trainer_class` and `trainer_options` are how a variant of fine-tuning (distillation) brings its own loss;
-    `extra_outputs(trainer, staging, validation predictions)` writes a task's own files into the folder."""
+    `extra_outputs(trainer, staging, validation predictions)` writes a task's own files into the folder;
+    `learning_rates` trains once at each and keeps the best on validation (`search_learning_rate`)."""
     options = dict(training_options)
     # The final folder is pushed once, complete, by hub.push_to_hub: Trainer's own push would upload every
     # checkpoint as it is saved. The token stays out of the args Trainer pickles into its checkpoints.
     push, token = options.pop("push_to_hub", False), options.pop("hub_token", None)
     if push and not options.get("hub_model_id"):
         raise ValueError("push_to_hub needs hub_model_id (--hub_model_id NAMESPACE/NAME)")
-    args = training_arguments(str(output), prepared.validation is not None, prepared.metric, **options)
-    trainer = trainer_class(
-        model=model,
-        args=args,
-        data_collator=prepared.collator,
-        train_dataset=prepared.train,
-        eval_dataset=prepared.validation,
-        processing_class=tokenizer,
-        compute_metrics=prepared.metrics_for("validation") if prepared.validation is not None else None,
-        preprocess_logits_for_metrics=prepared.preprocess_logits,
-        **trainer_options,
-    )
-    results, validation = train_and_score(trainer, prepared)
+
+    def build(folder: Path, network: PreTrainedModel, **overrides: Any) -> Trainer:
+        return trainer_class(
+            model=network,
+            args=training_arguments(str(folder), prepared.validation is not None, prepared.metric, **{**options, **overrides}),
+            data_collator=prepared.collator,
+            train_dataset=prepared.train,
+            eval_dataset=prepared.validation,
+            processing_class=tokenizer,
+            compute_metrics=prepared.metrics_for("validation") if prepared.validation is not None else None,
+            preprocess_logits_for_metrics=prepared.preprocess_logits,
+            **trainer_options,
+        )
+
+    search = None
+    if learning_rates:
+        trainer, results, validation, search = search_learning_rate(build, model, prepared, output, learning_rates)
+    else:
+        trainer = build(output, model)
+        results, validation = train_and_score(trainer, prepared)
+    score_test(trainer, prepared, results)
+    args = trainer.args
     # Only now is the final folder staged: a run killed while training leaves OUTPUT with its checkpoints and
     # nothing else, ready for resume_from_checkpoint.
     with staged_folder(output) as staging:
         if extra_outputs is not None:
             extra_outputs(trainer, staging, validation)
         save_run(trainer, tokenizer, results, (args.metric_for_best_model or prepared.metric).removeprefix("eval_"), staging)
+        if search is not None:
+            write_json(staging / LEARNING_RATE_SEARCH_FILE, search)
+            plot_learning_rate_search(search, staging / LEARNING_RATE_PLOT_FILE)
         if keep_checkpoints:
-            for _, checkpoint in checkpoint_folders(output):
+            for _, checkpoint in checkpoint_folders(Path(args.output_dir)):
                 os.replace(checkpoint, staging / checkpoint.name)
     # Written once the folder has its final name: the card takes its title from the folder's name (in the staging
     # folder it would be the hidden ".NAME.partial-..."). write_text is atomic, so the card is whole or absent.
@@ -441,9 +460,48 @@ def train_and_save(
     )
 
 
+def search_learning_rate(
+    build: Callable[..., Trainer], model: PreTrainedModel, prepared: Prepared, output: Path, learning_rates: Sequence[float],
+) -> tuple[Trainer, dict[str, dict], PredictionOutput | None, dict[str, Any]]:
+    """Train a copy of `model` at each learning rate (same seed, data and schedule), each with its checkpoints in
+    OUTPUT/run-I, and keep the run whose final model (its best epoch) scores best on validation by
+    metric_for_best_model, the measure that already picks the epoch; the test data is not read. Returns that
+    run's trainer, results and validation predictions, and the search: {metric, greater_is_better, runs: [...],
+    chosen learning rate}. The other runs' folders are removed as soon as they lose.
+
+    Written here, not with `Trainer.hyperparameter_search`: that needs an optuna / ray / wandb backend and reports
+    only the best trial's hyperparameters, so its model would have to be trained again."""
+    start = copy.deepcopy(model)  # every run starts from the same weights
+    best: tuple[float, Trainer, dict, PredictionOutput | None] | None = None
+    runs = []
+    for i, rate in enumerate(learning_rates):
+        folder = output / f"{SEARCH_RUN_PREFIX}{i}"
+        trainer = build(folder, model if i == 0 else copy.deepcopy(start), learning_rate=float(rate))
+        results, validation = train_and_score(trainer, prepared)
+        key = trainer.args.metric_for_best_model
+        key = key if key.startswith("eval_") else f"eval_{key}"
+        score = float(results["eval"][key])
+        curve = [(e["step"], e[key]) for e in trainer.state.log_history if key in e]
+        runs.append({"learning_rate": float(rate), key: score, "curve": curve})
+        logger.info("learning rate %g: %s %.4f", rate, key, score)
+        if best is None or (score > best[0] if trainer.args.greater_is_better else score < best[0]):
+            if best is not None:
+                shutil.rmtree(best[1].args.output_dir, ignore_errors=True)
+            best = (score, trainer, results, validation)
+        else:
+            shutil.rmtree(trainer.args.output_dir, ignore_errors=True)
+    assert best is not None
+    score, trainer, results, validation = best
+    results["train"]["train_learning_rate"] = trainer.args.learning_rate
+    search = {"metric": key, "greater_is_better": bool(trainer.args.greater_is_better), "runs": runs,
+              "chosen_learning_rate": trainer.args.learning_rate}
+    return trainer, results, validation, search
+
+
 def train_and_score(trainer: Trainer, prepared: Prepared) -> tuple[dict[str, dict], PredictionOutput | None]:
-    """Train (resuming from the checkpoint `check_output` chose), then score the final model: {split: metrics}
-    with Trainer's prefixes, and the validation predictions."""
+    """Train (resuming from the checkpoint `check_output` chose), then score the final model on the validation
+    data: {split: metrics} with Trainer's prefixes, and the validation predictions. The test data is scored by
+    `score_test`, once the model is final."""
     train_metrics = trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint).metrics
     results = {"train": {**train_metrics, "train_samples": len(prepared.train)}}
     # One pass over the validation data with the final (best) model gives its scores and its predictions.
@@ -451,10 +509,14 @@ def train_and_score(trainer: Trainer, prepared: Prepared) -> tuple[dict[str, dic
     if prepared.validation is not None:
         validation = trainer.predict(prepared.validation, metric_key_prefix="eval")
         results["eval"] = {**validation.metrics, "eval_samples": len(prepared.validation)}
+    return results, validation
+
+
+def score_test(trainer: Trainer, prepared: Prepared, results: dict[str, dict]) -> None:
+    """The test data's scores of the final model, added to `results` (once, after every choice is made)."""
     if prepared.test is not None:
         trainer.compute_metrics = prepared.metrics_for("test")
         results["test"] = {**trainer.evaluate(prepared.test, metric_key_prefix="test"), "test_samples": len(prepared.test)}
-    return results, validation
 
 
 def save_run(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, results: dict[str, dict], metric: str, staging: Path) -> None:
@@ -495,55 +557,16 @@ def resume_checkpoint(output: Path, requested: str | bool | None) -> str | None:
     if requested in (True, "true", "True", "last"):
         if not checkpoint_folders(output):
             raise FileNotFoundError(f"resume_from_checkpoint: no {CHECKPOINT_PREFIX}N folder in {output} to resume from")
-        found = outputs.latest_checkpoint(output, checkpoint_problem)
+        found = outputs.latest_checkpoint(output, trainer_checkpoint_problem)
         if found is None:
             warnings.warn(f"resume_from_checkpoint: no finished {CHECKPOINT_PREFIX}N in {output}; starting from the beginning", stacklevel=2)
         return str(found) if found is not None else None
     if not Path(requested).is_dir():
         raise FileNotFoundError(f"resume_from_checkpoint: {requested} is not a checkpoint folder")
-    problem = checkpoint_problem(Path(requested))
+    problem = trainer_checkpoint_problem(Path(requested))
     if problem is not None:
         raise ValueError(f"resume_from_checkpoint: {requested} is unfinished ({problem})")
     return str(requested)
-
-
-def checkpoint_problem(folder: Path) -> str | None:
-    """Why Trainer could not resume exactly from `folder`, or None if it is complete.
-
-    Complete means: trainer_state.json (Trainer's last write) parses and its global_step is the folder's N, and
-    the weights, optimizer and scheduler it restores are whole. Checked by size from the files' own tables (the
-    safetensors header, the zip directory torch.save writes), without loading the tensors: a file cut short by a
-    kill or a full disk fails these checks. transformers has no such check (its get_last_checkpoint only looks
-    for the folder name), hence this one.
-    """
-    try:
-        state = json.loads((folder / TRAINER_STATE_FILE).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return "no trainer_state.json"
-    except (OSError, ValueError) as err:
-        return f"trainer_state.json unreadable: {err}"
-    step = folder.name.rsplit("-", 1)[-1]
-    if not isinstance(state, dict) or str(state.get("global_step")) != step:
-        return f"trainer_state.json has global_step {state.get('global_step') if isinstance(state, dict) else None}, not {step}"
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-            return f"{index.name} unreadable: {err}"
-    else:
-        shards = ["model.safetensors"]
-    for name in shards:
-        problem = safetensors_problem(folder / name)
-        if problem is not None:
-            return problem
-    for name in ("optimizer.pt", "scheduler.pt"):
-        problem = torch_file_problem(folder / name)
-        if problem is not None:
-            return problem
-    if (folder / "rng_state.pth").exists():
-        return torch_file_problem(folder / "rng_state.pth")
-    return None
 
 
 def copy_beside(source: str | os.PathLike, folder: Path) -> None:

@@ -30,6 +30,21 @@ def plot_training_curves(log_history: list[dict[str, Any]], metric: str, best_st
     figure.savefig(path, dpi=120, bbox_inches="tight")
 
 
+def plot_learning_rate_search(search: dict[str, Any], path: Path) -> None:
+    """Each learning rate's validation score (the search's metric) against the step, the chosen one drawn bold."""
+    figure = Figure(figsize=(6, 3.5))
+    ax = figure.subplots()
+    metric = search["metric"]
+    for run in search["runs"]:
+        chosen = run["learning_rate"] == search["chosen_learning_rate"]
+        steps, scores = zip(*run["curve"]) if run["curve"] else ((), ())
+        ax.plot(steps, scores, "o-", linewidth=2.5 if chosen else 1,
+                label=f"{run['learning_rate']:g}: {run[metric]:.4f}" + (" (chosen)" if chosen else ""))
+    ax.set(xlabel="step", ylabel=metric, title="Validation score per learning rate")
+    ax.legend(title="learning rate: final", fontsize=8)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+
+
 def plot_confusion_matrix(predictions: np.ndarray, references: np.ndarray, label_names: list[str], path: Path) -> None:
     """Validation confusion matrix: rows are the true labels, columns the predicted ones."""
     figure = Figure(figsize=(1.2 * len(label_names) + 3, 1.2 * len(label_names) + 2))
