@@ -161,6 +161,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--teacher_learning_rate", type=float, default=1e-4)
     parser.add_argument("--epochs", type=float, default=3.0, help="student fine-tuning and distillation")
     parser.add_argument("--learning_rate", type=float, default=1e-4, help="student fine-tuning and distillation")
+    parser.add_argument("--learning_rates", type=float, nargs="+", default=None,
+                        help="instead of --learning_rate: the student's runs choose among these on validation (the jobs' "
+                             "--learning_rates)")
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--augment_copies", type=int, default=1)
     parser.add_argument("--augmentation", choices=["words", "mlm"], default="words",
@@ -200,22 +203,26 @@ def main(argv: list[str] | None = None) -> dict:
     systems["TF-IDF + LR"] = {"test": baseline["test"], "validation": baseline["validation"], "cpu_minutes": s.cpu_minutes, "wall_minutes": s.wall_minutes}
     print(f"TF-IDF + LR: test accuracy {baseline['test']['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
 
-    def fine_tune(name: str, model: str, folder: Path, epochs: float, learning_rate: float) -> None:
+    # The student's rate: one, or the jobs' choice on validation among several.
+    student_rates = {"learning_rates": args.learning_rates} if args.learning_rates else {"learning_rate": args.learning_rate}
+
+    def fine_tune(name: str, model: str, folder: Path, epochs: float, rates: dict) -> None:
         with Stage() as s:
             result = finetune(task="sequence-classification", model_name_or_path=model,
                 train_data=splits["train"], output_dir=folder, validation_data=splits["validation"],
                 test_data=splits["test"], overwrite_output_dir=True,
-                max_seq_length=args.max_seq_length, num_train_epochs=epochs, learning_rate=learning_rate, **common,
+                max_seq_length=args.max_seq_length, num_train_epochs=epochs, **rates, **common,
             )
         systems[name] = {"test": result.test_metrics, "validation": result.metrics, "cpu_minutes": s.cpu_minutes,
-                         "wall_minutes": s.wall_minutes, "model_dir": str(folder)}
+                         "wall_minutes": s.wall_minutes, "model_dir": str(folder),
+                         "learning_rate": result.train_metrics.get("learning_rate", rates.get("learning_rate"))}
         print(f"{name}: test accuracy {result.test_metrics['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
 
     def tapt_row() -> None:
         tapt, tapt_cpu_minutes = args.tapt_model, 0.0
         if tapt is None:
             tapt, tapt_cpu_minutes = run_tapt(args.student, splits["train"], work, args.tapt_steps)
-        fine_tune(TAPT_ROW, tapt, work / "minibert-tapt-finetuned", args.epochs, args.learning_rate)
+        fine_tune(TAPT_ROW, tapt, work / "minibert-tapt-finetuned", args.epochs, student_rates)
         systems[TAPT_ROW]["tapt_cpu_minutes"] = tapt_cpu_minutes  # the continued pretraining, counted in the row's CPU minutes
         systems[TAPT_ROW]["cpu_minutes"] += tapt_cpu_minutes
 
@@ -234,7 +241,7 @@ def main(argv: list[str] | None = None) -> dict:
         return saved
 
     if not args.skip_finetune:
-        fine_tune("Mini-BERT fine-tuned", args.student, work / "minibert-finetuned", args.epochs, args.learning_rate)
+        fine_tune("Mini-BERT fine-tuned", args.student, work / "minibert-finetuned", args.epochs, student_rates)
     if args.tapt_model or args.tapt_steps:
         tapt_row()
     teacher_dir = work / "teacher"
@@ -244,7 +251,7 @@ def main(argv: list[str] | None = None) -> dict:
                                             for split in ("test", "validation")},
                                          "cpu_minutes": 0.0, "model_dir": str(teacher_dir), "reused": True}
     else:
-        fine_tune("teacher fine-tuned", teacher_source, teacher_dir, args.teacher_epochs, args.teacher_learning_rate)
+        fine_tune("teacher fine-tuned", teacher_source, teacher_dir, args.teacher_epochs, {"learning_rate": args.teacher_learning_rate})
 
     transfer_files = []
     if args.transfer_plots:
@@ -258,10 +265,11 @@ def main(argv: list[str] | None = None) -> dict:
             augmentation=args.augmentation, augment_probability=args.augment_probability, augment_top_k=args.augment_top_k,
             transfer_file=[str(f) for f in transfer_files],
             temperature=args.temperature, alpha=args.alpha, max_seq_length=args.max_seq_length,
-            num_train_epochs=args.epochs, learning_rate=args.learning_rate, **common,
+            num_train_epochs=args.epochs, **student_rates, **common,
         )
     systems["Mini-BERT distilled"] = {"test": result.test_metrics, "validation": result.metrics, "cpu_minutes": s.cpu_minutes,
                                       "wall_minutes": s.wall_minutes, "model_dir": str(result.output_dir),
+                                      "learning_rate": result.train_metrics.get("learning_rate", args.learning_rate),
                                       "transfer_examples": result.transfer_size, "reused_teacher_logits": result.reused_teacher_logits}
     print(f"Mini-BERT distilled: test accuracy {result.test_metrics['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
 

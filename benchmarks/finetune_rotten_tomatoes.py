@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--num_train_epochs", "--epochs", dest="epochs", type=float, default=3.0)
     parser.add_argument("--per_device_train_batch_size", "--batch-size", dest="batch_size", type=int, default=32)
     parser.add_argument("--learning_rate", "--learning-rate", dest="learning_rate", type=float, default=1e-4)
+    parser.add_argument("--learning_rates", type=float, nargs="+", default=None,
+                        help="instead of --learning_rate: the job chooses among these on validation")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--limit", type=int, default=None, help="use only the first N training snippets (smoke runs)")
     args = parser.parse_args(argv)
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
     finetuned = finetune(task="sequence-classification", model_name_or_path=args.model,
         train_data=splits["train"], output_dir=model_dir, validation_data=splits["validation"],
         test_data=splits["test"], overwrite_output_dir=True, num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
-        learning_rate=args.learning_rate, seed=args.seed,
+        **({"learning_rates": args.learning_rates} if args.learning_rates else {"learning_rate": args.learning_rate}), seed=args.seed,
     )
     finetune_seconds = time.perf_counter() - start
     print(f"Mini-BERT fine-tuned: test accuracy {finetuned.test_metrics['accuracy']:.4f}")
@@ -97,7 +99,8 @@ def main(argv: list[str] | None = None) -> dict:
             "model_dir": str(model_dir),
             "epochs": args.epochs,
             "batch_size": args.batch_size,
-            "learning_rate": args.learning_rate,
+            "learning_rate": finetuned.train_metrics.get("learning_rate", args.learning_rate),
+            "learning_rates": args.learning_rates,
         },
     }
     write_json(output, results)
