@@ -367,7 +367,7 @@ def test_learning_rates_keep_the_run_best_on_validation_as_a_run_at_that_rate_wo
     folder holds exactly what `learning_rate=3e-3` alone gives, whatever the candidates' order; the search's
     scores are each run's validation score, and no run-I folder is left behind."""
     rates = [1e-6, 3e-3]  # 1e-6 learns nothing in 8 epochs; 3e-3 separates the two words' sentiments
-    searched = search_run(student, tmp_path / "search", rates)
+    searched = search_run(student, tmp_path / "search", rates, keep_checkpoints=True)
     search_run(student, tmp_path / "reversed", rates[::-1])
     plain = search_run(student, tmp_path / "plain", learning_rate=3e-3)
     search = json.loads((tmp_path / "search" / "learning_rate_search.json").read_text())
@@ -382,6 +382,9 @@ def test_learning_rates_keep_the_run_best_on_validation_as_a_run_at_that_rate_wo
     results = json.loads((tmp_path / "search" / "all_results.json").read_text())
     assert results["train_learning_rate"] == 3e-3 and searched.train_metrics["learning_rate"] == 3e-3
     assert not [p.name for p in (tmp_path / "search").iterdir() if p.name.startswith("run-")]
+    kept = sorted((tmp_path / "search").glob("checkpoint-*"))  # keep_checkpoints: the chosen run's
+    logged = [e["learning_rate"] for e in json.loads((kept[-1] / "trainer_state.json").read_text())["log_history"] if "learning_rate" in e]
+    assert kept and 1e-3 < max(logged) <= 3e-3
     assert (tmp_path / "search" / "learning_rate_search.png").stat().st_size > 0
 
 
