@@ -407,6 +407,7 @@ def test_learning_rates_from_the_command_line(student, tmp_path, capsys):
                  "--disable_tqdm", "true", "--report_to", "none"]) == 0
     search = json.loads((tmp_path / "out" / "learning_rate_search.json").read_text())
     assert [run["learning_rate"] for run in search["runs"]] == [1e-6, 3e-3]
+    assert f"learning rate chosen on validation: {search['chosen_learning_rate']:g}\n" in capsys.readouterr().out
 
 
 def test_distillation_with_mlm_augmentation(teacher, student, tmp_path):

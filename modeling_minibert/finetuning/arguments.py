@@ -297,7 +297,10 @@ add_cli = FINETUNE.add_cli
 
 
 def print_scores(result: Any) -> None:
-    """One line per evaluated split of a run's result: its scores, without Trainer's timings."""
+    """One line per evaluated split of a run's result: its scores, without Trainer's timings; first, the learning
+    rate a `learning_rates` search chose."""
+    if "learning_rate" in result.train_metrics:
+        print(f"learning rate chosen on validation: {result.train_metrics['learning_rate']:g}")
     for name, scores in (("validation", result.metrics), ("test", result.test_metrics)):
         if scores:
             shown = ", ".join(
