@@ -11,10 +11,14 @@ embeddings distilled from it; retrieval quality, a classification probe and sent
 The student is a Mini-BERT with the teacher's WordPiece vocabulary, its word, position and segment embeddings
 initialised with the teacher's projected onto their top principal directions (the teacher's lexical knowledge at
 the student's width), its layers random; `minibert distill --task embedding` then trains it on the BBC training
-articles only (titles, leads and paragraphs), teacher labelling included in the CPU budget. model2vec distils its
-static model from the same teacher folder (no data).
+articles only (titles, leads and paragraphs), teacher labelling included in the CPU budget. With
+--general_distillation_minutes M the student is instead first pretrained for M minutes by general distillation from
+the same teacher on the same training articles (`minibert pretrain --teacher_model_name_or_path`: the default
+Mini-BERT sizes and a subset of the teacher's vocabulary), then distilled as above. model2vec distils its static
+model from the same teacher folder (no data).
 
     nice python benchmarks/embeddings.py                         # everything (~25 CPU-minutes on one core)
+    nice python benchmarks/embeddings.py --general_distillation_minutes 20   # a pretrained student first
     nice python benchmarks/embeddings.py --skip_distill          # re-evaluate the models already in --work_dir
 
 Writes benchmarks/results/embeddings.json and embeddings.png; models go to --work_dir (runs/embeddings).
@@ -111,17 +115,35 @@ def student_init(teacher: str, folder: Path, hidden: int, layers: int, positions
     return folder
 
 
-def distill_student(teacher: str, texts: list[str], work: Path, args: argparse.Namespace) -> dict:
-    """`distill --task embedding` from the initialised student; its CPU minutes (teacher labels included)."""
+def general_distillation_student(teacher: str, train: list[tuple[str, str]], work: Path, minutes: float) -> tuple[Path, float]:
+    """`minibert pretrain --teacher_model_name_or_path` on the training articles only (one document each; the
+    held-out ones are never read), on one thread for `minutes`: the student folder and its CPU minutes."""
+    from general_distillation import general_distillation
+
+    articles = work / "train_articles.txt"
+    articles.write_text("".join(f"{title}\n{body}\n\n" for title, body in train), encoding="utf-8")
+    extra = ["--train_file", str(articles), "--mlm_probability", "0.15", "--num_threads", "1"]
+    return work / "student-gd", general_distillation(teacher, work / "student-gd", minutes, extra)
+
+
+def distill_student(teacher: str, train: list[tuple[str, str]], work: Path, args: argparse.Namespace) -> dict:
+    """`distill --task embedding` from the initialised student (after `--general_distillation_minutes` of general
+    distillation, if any); its CPU minutes (teacher labels and general distillation included)."""
     start = time.process_time()
-    init = student_init(teacher, work / "student-init", args.hidden, args.layers, args.positions)
+    texts = transfer_texts(train, args.sentences_per_article)
+    child_minutes = 0.0
+    if args.general_distillation_minutes:
+        init, child_minutes = general_distillation_student(teacher, train, work, args.general_distillation_minutes)
+    else:
+        init = student_init(teacher, work / "student-init", args.hidden, args.layers, args.positions)
     result = distill(
         task="embedding", teacher_model_name_or_path=teacher, model_name_or_path=str(init), train_data=texts,
         output_dir=str(work / "student"), overwrite_output_dir=True, max_seq_length=args.positions,
         num_train_epochs=args.epochs, learning_rate=args.learning_rate, per_device_train_batch_size=32,
         warmup_steps=20, logging_steps=20, save_strategy="no", report_to="none", seed=0, show_progress=False,
     )
-    return {"cpu_minutes": (time.process_time() - start) / 60, "texts": len(texts), "train_loss": result.train_metrics.get("loss")}
+    return {"cpu_minutes": (time.process_time() - start) / 60 + child_minutes, "texts": len(texts),
+            "general_distillation_cpu_minutes": child_minutes, "train_loss": result.train_metrics.get("loss")}
 
 
 def distill_model2vec(teacher: str, work: Path) -> dict:
@@ -251,6 +273,10 @@ def main() -> None:
     parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--learning_rate", type=float, default=5e-4)
     parser.add_argument("--sentences_per_article", type=int, default=1)
+    parser.add_argument("--general_distillation_minutes", type=float, default=0.0,
+                        help="first train the student by general distillation from the teacher (minibert pretrain "
+                             "--teacher_model_name_or_path) on the training articles for this many minutes, one "
+                             "thread; 0: start from the projected embeddings and random layers")
     parser.add_argument("--max_train_articles", type=int, default=None, help="(smoke runs) fewer training articles")
     parser.add_argument("--max_held_out", type=int, default=None, help="(smoke runs) fewer held-out articles")
     parser.add_argument("--probe_train", type=int, default=3000, help="Rotten Tomatoes training snippets for the probe")
@@ -264,7 +290,7 @@ def main() -> None:
     train, held_out = bbc_split()
     train, held_out = train[: args.max_train_articles], held_out[: args.max_held_out]
     if not args.skip_distill:
-        costs = {ROWS[1]: distill_student(teacher, transfer_texts(train, args.sentences_per_article), work, args),
+        costs = {ROWS[1]: distill_student(teacher, train, work, args),
                  ROWS[2]: distill_model2vec(teacher, work)}
         write_results(work / "costs.json", {"costs": costs})  # what --skip_distill reports for these models
         print(costs, flush=True)
