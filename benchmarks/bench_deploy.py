@@ -2,7 +2,9 @@
 
 Paths (PATHS): transformers' BERT with the same weights (sdpa), eager Mini-BERT fp32, Mini-BERT int8 (PyTorch,
 `modeling_minibert.quantization`), onnxruntime on the plain export (`minibert export-onnx`), on the optimized
-export (`--optimize`, padded and in length buckets), and on the int8 export (`--quantize int8`, in buckets).
+export (`--optimize`, padded and in length buckets), on the int8 export (`--quantize int8`, in buckets), and on
+the fully fused graph of the BERT-format copy (what optimum's exporter gives a BERT checkpoint; in buckets).
+`--paths` measures a subset.
 
 Speed: real (non-pad) tokens/s at batch 1 (latency p50/p95, one snippet at a time) and on mixed-length 64x64
 batches (lengths uniform in 8..64, as benchmarks/bench_model.py), on 1 and 2 threads. Each measurement runs in its
@@ -40,6 +42,9 @@ from report import RESULTS, markdown_table, write_results  # noqa: E402
 
 REFERENCE = "onnxruntime fp32 (plain export)"
 EAGER = "Mini-BERT fp32 (eager)"
+# What optimum gives a BERT checkpoint: the BERT-format copy exported by torch's TorchScript exporter, whose graph
+# onnxruntime's optimizer fuses completely (Attention, EmbedLayerNormalization), unlike Mini-BERT's own export.
+FUSED = "onnxruntime fp32 (BERT copy, fully fused, length buckets)"
 # name -> how it runs; one entry per path, in the table's order.
 PATHS = {
     "transformers BERT (sdpa)": "bert",
@@ -49,6 +54,7 @@ PATHS = {
     "onnxruntime fp32 (optimized, padded)": "onnx-optimized-padded",
     "onnxruntime fp32 (optimized, length buckets)": "onnx-optimized",
     "onnxruntime int8 (optimized, length buckets)": "onnx-int8",
+    FUSED: "onnx-bert-fused",
 }
 # Accuracy only: the quantization choices not taken, to show what they cost.
 VARIANTS = {
@@ -77,6 +83,32 @@ def prepare(model: Path, work: Path) -> None:
             # Full-range int8 weights saturate on CPUs without VNNI and fail the export's check: written unchecked,
             # to measure what they cost.
             export_onnx(model, work / name, verify=mode != "int8-full-range", **kwargs)
+    if not (work / "model.bert-fused.onnx").exists():
+        export_bert_fused(work / "bert", work / "model.bert-fused.onnx")
+
+
+def export_bert_fused(bert: Path, path: Path) -> None:
+    """`bert` (transformers' BertForSequenceClassification, eager attention) through the TorchScript exporter and
+    onnxruntime's BERT optimizer; fails unless every attention block fused into one Attention node."""
+    import onnx
+    import torch
+    from onnxruntime.transformers.optimizer import optimize_model
+    from transformers import BertForSequenceClassification
+
+    from modeling_minibert.export_onnx import INPUT_NAMES, _TupleOutputs, example_inputs
+
+    model = BertForSequenceClassification.from_pretrained(bert, attn_implementation="eager").eval()
+    raw = path.with_suffix(".raw.onnx")
+    axes = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
+    torch.onnx.export(_TupleOutputs(model).eval(), example_inputs(model.config, 2, 16, None), raw, dynamo=False,
+                      input_names=list(INPUT_NAMES), output_names=["logits"], dynamic_axes=axes, opset_version=17)
+    config = model.config
+    optimize_model(str(raw), model_type="bert", num_heads=config.num_attention_heads,
+                   hidden_size=config.hidden_size).save_model_to_file(str(path))
+    raw.unlink()
+    fused = sum(node.op_type == "Attention" for node in onnx.load(str(path)).graph.node)
+    if fused != config.num_hidden_layers:
+        raise RuntimeError(f"{path}: {fused} Attention nodes for {config.num_hidden_layers} layers")
 
 
 def load_path(kind: str, model: Path, work: Path, threads: int):
@@ -87,7 +119,8 @@ def load_path(kind: str, model: Path, work: Path, threads: int):
     if kind.startswith("onnx"):
         from modeling_minibert.onnx_session import LengthBucketedSession, make_session
 
-        name = ONNX_FILES["optimized" if kind == "onnx-optimized-padded" else kind.removeprefix("onnx-")][1]
+        name = "model.bert-fused.onnx" if kind == "onnx-bert-fused" else \
+            ONNX_FILES["optimized" if kind == "onnx-optimized-padded" else kind.removeprefix("onnx-")][1]
         if kind in ("onnx-plain", "onnx-optimized-padded"):
             session = make_session(work / name, threads)
             return lambda ids, mask, types: session.run(
@@ -179,26 +212,26 @@ def measure_in_subprocess(kind: str, model: Path, work: Path, threads: int, seco
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def speed(model: Path, work: Path, rounds: int, thread_counts: list[int], seconds: float) -> list[dict]:
+def speed(model: Path, work: Path, rounds: int, thread_counts: list[int], seconds: float, paths: dict) -> list[dict]:
     """Interleaved rounds: every path once per round and thread count, in a fresh process each."""
     from tqdm import tqdm
 
-    runs = [(r, t, name) for r in range(rounds) for t in thread_counts for name in PATHS]
+    runs = [(r, t, name) for r in range(rounds) for t in thread_counts for name in paths]
     measured = []
     for r, t, name in tqdm(runs, desc="speed"):
         measured.append({"round": r, "threads": t, "path": name,
-                         **measure_in_subprocess(PATHS[name], model, work, t, seconds)})
+                         **measure_in_subprocess(paths[name], model, work, t, seconds)})
     return measured
 
 
-def summarise(measured: list[dict], thread_counts: list[int]) -> list[dict]:
+def summarise(measured: list[dict], thread_counts: list[int], paths: dict) -> list[dict]:
     """Per path and thread count: medians across rounds, and ratios per round to the plain ONNX export and to
     eager Mini-BERT (median and range)."""
     rows = []
     for threads in thread_counts:
         by = {(m["path"], m["round"]): m for m in measured if m["threads"] == threads}
         rounds = sorted({r for _, r in by})
-        for name in PATHS:
+        for name in paths:
             mine = [by[name, r] for r in rounds]
             row = {"path": name, "threads": threads}
             for key in mine[0]:
@@ -212,7 +245,7 @@ def summarise(measured: list[dict], thread_counts: list[int]) -> list[dict]:
 
 
 # -- accuracy: Rotten Tomatoes test split through every path ------------------------------------------------------
-def accuracy(model: Path, work: Path) -> dict:
+def accuracy(model: Path, work: Path, paths: dict) -> dict:
     import numpy as np
     from transformers import AutoTokenizer
 
@@ -229,7 +262,7 @@ def accuracy(model: Path, work: Path) -> dict:
                         max_length=config.max_position_embeddings, return_tensors="np")
         batches.append(tuple(enc[k].astype(np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")))
     predictions = {}
-    for name, kind in {**PATHS, **VARIANTS}.items():
+    for name, kind in {**paths, **(VARIANTS if paths == PATHS else {})}.items():
         run = load_path(kind, model, work, threads=2)
         predictions[name] = np.concatenate([run(*batch).argmax(-1) for batch in batches])
     reference = predictions[EAGER]
@@ -238,24 +271,32 @@ def accuracy(model: Path, work: Path) -> dict:
 
 
 # -- report -------------------------------------------------------------------------------------------------------
+def measured_paths(results: dict) -> list[str]:
+    """The paths a results file measured, in the table's order."""
+    return list(dict.fromkeys(row["path"] for row in results["speed"]))
+
+
 def readme_table(results: dict) -> str:
     """The README's deployment table: per path, mixed-batch tokens/s on 1 and 2 threads with the ratio to the plain
     ONNX export (range across rounds), batch-1 latency and memory on 1 thread, and Rotten Tomatoes accuracy."""
     rows = {(r["path"], r["threads"]): r for r in results["speed"]}
-    header = ["path", "mixed tok/s, 1 thread", "× plain ONNX (range)", "mixed tok/s, 2 threads",
-              "× plain ONNX (range)", "batch 1 p50 / p95 ms", "memory MB", "RT test accuracy"]
+    thread_counts = sorted({r["threads"] for r in results["speed"]})
+    header = ["path"]
+    for threads in thread_counts:
+        header += [f"mixed tok/s, {threads} thread{'s' * (threads > 1)}", "× plain ONNX (range)"]
+    header += ["batch 1 p50 / p95 ms", "memory MB", "RT test accuracy"]
     lines = []
-    for name in PATHS:
+    for name in measured_paths(results):
         cells = [name]
-        for threads in (1, 2):
+        for threads in thread_counts:
             row = rows[name, threads]
             low, high = row["vs_onnx_plain_range"]
             cells += [f"{row['mixed_tokens_per_second']:,.0f}", f"**{row['vs_onnx_plain']:.2f}** ({low:.2f}–{high:.2f})"]
-        one = rows[name, 1]
+        one = rows[name, thread_counts[0]]
         cells += [f"{one['latency_p50_ms']:.1f} / {one['latency_p95_ms']:.1f}", f"{one['peak_memory_mb']:.0f}",
                   f"{100 * results['accuracy'][name]['accuracy']:.1f}%"]
         lines.append(cells)
-    return markdown_table(header, lines, "lrrrrrrr")
+    return markdown_table(header, lines, "l" + "r" * (len(header) - 1))
 
 
 def plot(results: dict, path: Path) -> None:
@@ -263,9 +304,9 @@ def plot(results: dict, path: Path) -> None:
 
     figure = Figure(figsize=(9, 4.2))
     ax = figure.subplots()
-    names = list(PATHS)
+    names = measured_paths(results)
     width = 0.4
-    for k, threads in enumerate((1, 2)):
+    for k, threads in enumerate(sorted({r["threads"] for r in results["speed"]})):
         rows = {r["path"]: r for r in results["speed"] if r["threads"] == threads}
         bars = ax.barh([i + (k - 0.5) * width for i in range(len(names))],
                        [rows[n]["vs_onnx_plain"] for n in names], width, label=f"{threads} thread(s)")
@@ -287,19 +328,23 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--seconds", type=float, default=2.0, help="least time per measurement")
+    parser.add_argument("--paths", nargs="+", choices=list(PATHS.values()), default=list(PATHS.values()),
+                        help="measure only these paths (the plain export and eager Mini-BERT, the ratios' bases, "
+                             "always run); the full table needs all")
     parser.add_argument("--measure", help=argparse.SUPPRESS)  # internal: one measurement, printed as JSON
     args = parser.parse_args(argv)
     model, work = Path(args.model_name_or_path), Path(args.work_dir)
     if args.measure:
         print(json.dumps(measure(args.measure, model, work, args.threads[0], args.seconds)))
         return None
+    paths = {name: kind for name, kind in PATHS.items() if kind in args.paths or name in (REFERENCE, EAGER)}
     prepare(model, work)
-    scores = accuracy(model, work)
+    scores = accuracy(model, work, paths)
     print("accuracy:", json.dumps(scores), flush=True)  # the slow speed rounds come next
     load = os.getloadavg()
-    measured = speed(model, work, args.rounds, args.threads, args.seconds)
+    measured = speed(model, work, args.rounds, args.threads, args.seconds, paths)
     results = {"model": str(model), "load_average_before_after": [load[0], os.getloadavg()[0]],
-               "accuracy": scores, "speed": summarise(measured, args.threads), "measurements": measured}
+               "accuracy": scores, "speed": summarise(measured, args.threads, paths), "measurements": measured}
     output = write_results(args.output, results)
     plot(results, output.with_suffix(".png"))
     print(readme_table(results))
