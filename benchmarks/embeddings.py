@@ -48,8 +48,13 @@ from modeling_minibert.pretraining.data import load_bbc_news  # noqa: E402
 from report import RESULTS, markdown_table, write_results  # noqa: E402
 from rotten_tomatoes import load_rotten_tomatoes  # noqa: E402
 
-ROWS = ("teacher all-MiniLM-L6-v2", "Mini-BERT distilled", "model2vec static")
-GOALS = {"mrr_90": "student MRR >= 0.9 x teacher MRR", "speed_5x": "student sentences/s >= 5 x teacher's",
+TEACHER, TEACHER_SHORT = "teacher all-MiniLM-L6-v2", "teacher, cut to 64 tokens"
+STUDENT, STATIC = "Mini-BERT distilled", "model2vec static"
+# The teacher reads up to 256 tokens (its sentence-transformers setting), the student its 64 positions: the teacher
+# cut to the student's length is the like-for-like base for speed (and shows what the extra tokens are worth).
+ROWS = (TEACHER, TEACHER_SHORT, STUDENT, STATIC)
+GOALS = {"mrr_90": "student MRR >= 0.9 x teacher MRR",
+         "speed_5x": "student sentences/s >= 5 x teacher's, the teacher cut to the student's 64 tokens",
          "above_model2vec": "student MRR and probe accuracy > model2vec's"}
 
 
@@ -166,12 +171,15 @@ def load_systems(teacher: str, work: Path) -> dict:
     from sentence_transformers import SentenceTransformer
 
     st_teacher = SentenceTransformer(teacher, device="cpu")
+    st_short = SentenceTransformer(teacher, device="cpu")
     st_student = SentenceTransformer(str(work / "student"), device="cpu")
+    st_short.max_seq_length = st_student.max_seq_length
     static = StaticModel.from_pretrained(str(work / "model2vec"))
     return {
-        ROWS[0]: lambda texts: st_teacher.encode(texts, batch_size=32, normalize_embeddings=True),
-        ROWS[1]: lambda texts: st_student.encode(texts, batch_size=32, normalize_embeddings=True),
-        ROWS[2]: lambda texts: unit(static.encode(texts)),
+        TEACHER: lambda texts: st_teacher.encode(texts, batch_size=32, normalize_embeddings=True),
+        TEACHER_SHORT: lambda texts: st_short.encode(texts, batch_size=32, normalize_embeddings=True),
+        STUDENT: lambda texts: st_student.encode(texts, batch_size=32, normalize_embeddings=True),
+        STATIC: lambda texts: unit(static.encode(texts)),
     }
 
 
@@ -221,19 +229,20 @@ def throughput(systems: dict, texts: list[str], rounds: int) -> dict:
 
 
 def verdict(rows: dict) -> dict:
-    teacher, student, static = (rows[name] for name in ROWS)
+    teacher, short, student, static = (rows[name] for name in ROWS)
     return {
         "mrr_ratio": student["mrr"] / teacher["mrr"],
-        "speed_ratio": student["sentences_per_s"] / teacher["sentences_per_s"],
+        "speed_ratio": student["sentences_per_s"] / short["sentences_per_s"],
+        "speed_ratio_to_full_length_teacher": student["sentences_per_s"] / teacher["sentences_per_s"],
         "mrr_90": student["mrr"] >= 0.9 * teacher["mrr"],
-        "speed_5x": student["sentences_per_s"] >= 5 * teacher["sentences_per_s"],
+        "speed_5x": student["sentences_per_s"] >= 5 * short["sentences_per_s"],
         "above_model2vec": student["mrr"] > static["mrr"] and student["probe_accuracy"] > static["probe_accuracy"],
     }
 
 
 def readme_table(results: dict) -> str:
     rows = []
-    for name in ROWS:
+    for name in (name for name in ROWS if name in results["rows"]):  # results from before the cut teacher have 3
         r = results["rows"][name]
         speed = results["speed"][name]
         rows.append([name, f"{r['recall_at_1']:.3f}", f"{r['mrr']:.3f}", f"{r['probe_accuracy']:.3f}",
@@ -244,21 +253,21 @@ def readme_table(results: dict) -> str:
 def plot(results: dict, path: Path) -> None:
     figure = Figure(figsize=(10, 3.6))
     axes = figure.subplots(1, 3)
-    colours = ["tab:gray", "tab:blue", "tab:orange"]
+    colours = ["tab:gray", "silver", "tab:blue", "tab:orange"]
     for ax, (key, title) in zip(axes[:2], (("mrr", "BBC title -> body retrieval, MRR"), ("probe_accuracy", "Rotten Tomatoes probe accuracy"))):
         values = [results["rows"][name][key] for name in ROWS]
-        ax.bar(range(3), values, color=colours)
+        ax.bar(range(len(ROWS)), values, color=colours)
         ax.set_title(title, fontsize=9)
         ax.set_ylim(0, 1)
         for i, v in enumerate(values):
             ax.text(i, v + 0.01, f"{v:.3f}", ha="center", fontsize=8)
     speeds = [results["speed"][name] for name in ROWS]
-    axes[2].bar(range(3), [s["median"] for s in speeds], color=colours,
+    axes[2].bar(range(len(ROWS)), [s["median"] for s in speeds], color=colours,
                 yerr=[[s["median"] - s["min"] for s in speeds], [s["max"] - s["median"] for s in speeds]])
     axes[2].set_yscale("log")
     axes[2].set_title("sentences/s on one core (median, min-max)", fontsize=9)
     for ax in axes:
-        ax.set_xticks(range(3), ["teacher", "Mini-BERT\ndistilled", "model2vec"], fontsize=8)
+        ax.set_xticks(range(len(ROWS)), ["teacher", "teacher,\n64 tokens", "Mini-BERT\ndistilled", "model2vec"], fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
 
@@ -270,9 +279,9 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=192)
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--positions", type=int, default=64, help="the student's length limit (its max_seq_length)")
-    parser.add_argument("--epochs", type=float, default=2.0)
+    parser.add_argument("--epochs", type=float, default=6.0)
     parser.add_argument("--learning_rate", type=float, default=5e-4)
-    parser.add_argument("--sentences_per_article", type=int, default=1)
+    parser.add_argument("--sentences_per_article", type=int, default=3)
     parser.add_argument("--general_distillation_minutes", type=float, default=0.0,
                         help="first train the student by general distillation from the teacher (minibert pretrain "
                              "--teacher_model_name_or_path) on the training articles for this many minutes, one "
@@ -290,8 +299,7 @@ def main() -> None:
     train, held_out = bbc_split()
     train, held_out = train[: args.max_train_articles], held_out[: args.max_held_out]
     if not args.skip_distill:
-        costs = {ROWS[1]: distill_student(teacher, train, work, args),
-                 ROWS[2]: distill_model2vec(teacher, work)}
+        costs = {STUDENT: distill_student(teacher, train, work, args), STATIC: distill_model2vec(teacher, work)}
         write_results(work / "costs.json", {"costs": costs})  # what --skip_distill reports for these models
         print(costs, flush=True)
     costs = json.loads((work / "costs.json").read_text())["costs"]
