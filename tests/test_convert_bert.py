@@ -399,3 +399,33 @@ def test_bert_format_folders_load_without_the_package_or_remote_code_with_minibe
             assert labels_of(got["pipeline"]) == labels_of(answer), head
             torch.testing.assert_close(torch.tensor(tensors_of(got["pipeline"])), torch.tensor(tensors_of(answer)),
                                        atol=1e-5, rtol=0, msg=head)
+
+
+OPTIMUM_PYTHON = REPO / ".ci" / "optimum" / "bin" / "python"
+OPTIMUM_EXPORT = """
+import sys
+from optimum.exporters.onnx import main_export
+main_export(sys.argv[1], output=sys.argv[2], task="text-classification")
+"""
+
+
+@pytest.mark.skipif(not OPTIMUM_PYTHON.exists(), reason="optimum-onnx's venv .ci/optimum is missing (bash .ci/setup dev "
+                    "makes it; optimum-onnx 0.1.0 needs transformers < 4.58)")
+def test_optimum_exports_a_bert_format_folder_with_minibert_outputs(bert_format_folders, tmp_path):
+    """optimum's own ONNX exporter (optimum-onnx in its venv, with transformers 4.57 and no access to this package)
+    takes the BERT-format classifier folder, and onnxruntime runs the graph it writes with Mini-BERT's logits."""
+    import onnxruntime
+    from fixtures.environment import clean_env
+
+    folders, tokenizer = bert_format_folders
+    mini, bert = folders["ForSequenceClassification"]
+    result = subprocess.run([str(OPTIMUM_PYTHON), "-c", OPTIMUM_EXPORT, str(bert), str(tmp_path / "onnx")],
+                            env=clean_env(), cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    session = onnxruntime.InferenceSession(str(tmp_path / "onnx" / "model.onnx"), providers=["CPUExecutionProvider"])
+    batch = head_batch("ForSequenceClassification", tokenizer)
+    (logits,) = session.run(["logits"], {i.name: batch[i.name].numpy() for i in session.get_inputs()})
+    with torch.no_grad():
+        expected = modeling_minibert.MiniBertForSequenceClassification.from_pretrained(mini).eval()(**batch).logits
+    torch.testing.assert_close(torch.from_numpy(logits), expected, atol=1e-4, rtol=0)
