@@ -17,7 +17,7 @@ the same teacher on the same training articles (`minibert pretrain --teacher_mod
 Mini-BERT sizes and a subset of the teacher's vocabulary), then distilled as above. model2vec distils its static
 model from the same teacher folder (no data).
 
-    nice python benchmarks/embeddings.py                         # everything (~25 CPU-minutes on one core)
+    nice python benchmarks/embeddings.py                         # everything (~30 CPU-minutes on one core)
     nice python benchmarks/embeddings.py --general_distillation_minutes 20   # a pretrained student first
     nice python benchmarks/embeddings.py --skip_distill          # re-evaluate the models already in --work_dir
 
