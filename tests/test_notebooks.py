@@ -24,7 +24,7 @@ NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 # The notebooks there are, with one worker's seconds for each (pytest --durations, fresh clone, 2 workers), which
 # only orders the suite: the longest start first, each on a worker of its own (tests/conftest.py).
 SECONDS = {"01_architecture": 15, "02_tokenizer": 20, "03_pretraining": 61, "04_finetuning": 75, "05_hub": 20,
-           "06_distillation": 222}
+           "06_distillation": 280}
 # Hang guards, not speed checks: notebook 06's teacher fine-tuning cell ran past 300 s on a 2-core machine at load
 # 14 (other developers' jobs beside the suite).
 CELL_TIMEOUT = 900  # seconds, per cell
