@@ -15,13 +15,16 @@ articles only (titles, leads and paragraphs), teacher labelling included in the 
 --general_distillation_minutes M the student is instead first pretrained for M minutes by general distillation from
 the same teacher on the same training articles (`minibert pretrain --teacher_model_name_or_path`: the default
 Mini-BERT sizes and a subset of the teacher's vocabulary), then distilled as above. model2vec distils its static
-model from the same teacher folder (no data).
+model from the same teacher folder (no data). With --vocab_size N the student keeps only the N pieces of the
+teacher's vocabulary it uses most on the training texts (general distillation's subset), everything else as
+above: what the vocabulary alone is worth.
 
     nice python benchmarks/embeddings.py                         # everything (~30 CPU-minutes on one core)
     nice python benchmarks/embeddings.py --general_distillation_minutes 20   # a pretrained student first
+    nice python benchmarks/embeddings.py --vocab_size 8192 --output benchmarks/results/embeddings_vocab8192.json
     nice python benchmarks/embeddings.py --skip_distill          # re-evaluate the models already in --work_dir
 
-Writes benchmarks/results/embeddings.json and embeddings.png; models go to --work_dir (runs/embeddings).
+Writes --output (benchmarks/results/embeddings.json) and a plot beside it; models go to --work_dir (runs/embeddings).
 """
 
 from __future__ import annotations
@@ -97,13 +100,21 @@ def transfer_texts(train: list[tuple[str, str]], sentences_per_article: int) -> 
 # The student's starting point
 
 
-def student_init(teacher: str, folder: Path, hidden: int, layers: int, positions: int) -> Path:
-    """A Mini-BERT with the teacher's tokenizer and its embeddings projected onto their top `hidden` principal
-    directions (one projection for word, position and segment embeddings, so their sums stay aligned)."""
+def student_init(teacher: str, folder: Path, args: argparse.Namespace, texts: list[str]) -> Path:
+    """A Mini-BERT with the teacher's tokenizer (or, with `args.vocab_size`, the subset of its pieces it uses most
+    on `texts`, as general distillation makes it) and its embeddings projected onto their top `args.hidden`
+    principal directions (one projection for word, position and segment embeddings, so their sums stay aligned)."""
     from transformers import AutoModel, AutoTokenizer
 
+    from tokenization.subset import subset_tokenizer, to_teacher_ids
+
+    hidden, layers, positions = args.hidden, args.layers, args.positions
     source = AutoModel.from_pretrained(teacher)
     words = source.embeddings.word_embeddings.weight.detach()
+    tokenizer = AutoTokenizer.from_pretrained(teacher)
+    if args.vocab_size:
+        teacher_tokenizer, tokenizer = tokenizer, subset_tokenizer(tokenizer, texts, args.vocab_size)
+        words = words[torch.tensor(to_teacher_ids(tokenizer, teacher_tokenizer))]
     mean = words.mean(0)
     _, _, directions = torch.pca_lowrank(words - mean, q=hidden, center=False)  # (384, hidden)
     config = MiniBertConfig(vocab_size=words.shape[0], hidden_size=hidden, num_hidden_layers=layers,
@@ -114,7 +125,6 @@ def student_init(teacher: str, folder: Path, hidden: int, layers: int, positions
         student.embeddings.position_embeddings.weight.copy_(source.embeddings.position_embeddings.weight[:positions] @ directions)
         student.embeddings.token_type_embeddings.weight.copy_(source.embeddings.token_type_embeddings.weight @ directions)
     student.save_pretrained(folder)
-    tokenizer = AutoTokenizer.from_pretrained(teacher)
     tokenizer.model_max_length = positions
     tokenizer.save_pretrained(folder)
     return folder
@@ -140,7 +150,7 @@ def distill_student(teacher: str, train: list[tuple[str, str]], work: Path, args
     if args.general_distillation_minutes:
         init, child_minutes = general_distillation_student(teacher, train, work, args.general_distillation_minutes)
     else:
-        init = student_init(teacher, work / "student-init", args.hidden, args.layers, args.positions)
+        init = student_init(teacher, work / "student-init", args, texts)
     result = distill(
         task="embedding", teacher_model_name_or_path=teacher, model_name_or_path=str(init), train_data=texts,
         output_dir=str(work / "student"), overwrite_output_dir=True, max_seq_length=args.positions,
@@ -286,6 +296,11 @@ def main() -> None:
                         help="first train the student by general distillation from the teacher (minibert pretrain "
                              "--teacher_model_name_or_path) on the training articles for this many minutes, one "
                              "thread; 0: start from the projected embeddings and random layers")
+    parser.add_argument("--vocab_size", type=int, default=0,
+                        help="give the student only this many of the teacher's pieces, those it uses most on the "
+                             "training texts (as general distillation does); 0: the teacher's whole vocabulary")
+    parser.add_argument("--output", default=str(RESULTS / "embeddings.json"),
+                        help="the results file (its plot goes beside it, as .png)")
     parser.add_argument("--max_train_articles", type=int, default=None, help="(smoke runs) fewer training articles")
     parser.add_argument("--max_held_out", type=int, default=None, help="(smoke runs) fewer held-out articles")
     parser.add_argument("--probe_train", type=int, default=3000, help="Rotten Tomatoes training snippets for the probe")
@@ -321,8 +336,8 @@ def main() -> None:
     results = {"rows": rows, "speed": speed, "verdict": verdict(rows), "goals": GOALS, "options": vars(args),
                "held_out_articles": len(held_out), "train_articles": len(train),
                "load_average_before": load_before, "load_average_after": os.getloadavg()}
-    write_results(RESULTS / "embeddings.json", results)
-    plot(results, RESULTS / "embeddings.png")
+    write_results(args.output, results)
+    plot(results, Path(args.output).with_suffix(".png"))
     print(readme_table(results))
     print(results["verdict"])
 
