@@ -100,20 +100,20 @@ def transfer_texts(train: list[tuple[str, str]], sentences_per_article: int) -> 
 # The student's starting point
 
 
-def student_init(teacher: str, folder: Path, args: argparse.Namespace, texts: list[str]) -> Path:
-    """A Mini-BERT with the teacher's tokenizer (or, with `args.vocab_size`, the subset of its pieces it uses most
-    on `texts`, as general distillation makes it) and its embeddings projected onto their top `args.hidden`
-    principal directions (one projection for word, position and segment embeddings, so their sums stay aligned)."""
+def student_init(teacher: str, folder: Path, hidden: int, layers: int, positions: int, vocab_size: int = 0,
+                 texts: list[str] = ()) -> Path:
+    """A Mini-BERT with the teacher's tokenizer (or, with `vocab_size`, the subset of its pieces it uses most on
+    `texts`, as general distillation makes it) and its embeddings projected onto their top `hidden` principal
+    directions (one projection for word, position and segment embeddings, so their sums stay aligned)."""
     from transformers import AutoModel, AutoTokenizer
 
     from tokenization.subset import subset_tokenizer, to_teacher_ids
 
-    hidden, layers, positions = args.hidden, args.layers, args.positions
     source = AutoModel.from_pretrained(teacher)
     words = source.embeddings.word_embeddings.weight.detach()
     tokenizer = AutoTokenizer.from_pretrained(teacher)
-    if args.vocab_size:
-        teacher_tokenizer, tokenizer = tokenizer, subset_tokenizer(tokenizer, texts, args.vocab_size)
+    if vocab_size:
+        teacher_tokenizer, tokenizer = tokenizer, subset_tokenizer(tokenizer, texts, vocab_size)
         words = words[torch.tensor(to_teacher_ids(tokenizer, teacher_tokenizer))]
     mean = words.mean(0)
     _, _, directions = torch.pca_lowrank(words - mean, q=hidden, center=False)  # (384, hidden)
@@ -150,7 +150,7 @@ def distill_student(teacher: str, train: list[tuple[str, str]], work: Path, args
     if args.general_distillation_minutes:
         init, child_minutes = general_distillation_student(teacher, train, work, args.general_distillation_minutes)
     else:
-        init = student_init(teacher, work / "student-init", args, texts)
+        init = student_init(teacher, work / "student-init", args.hidden, args.layers, args.positions, args.vocab_size, texts)
     result = distill(
         task="embedding", teacher_model_name_or_path=teacher, model_name_or_path=str(init), train_data=texts,
         output_dir=str(work / "student"), overwrite_output_dir=True, max_seq_length=args.positions,
