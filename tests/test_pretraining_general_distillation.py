@@ -153,11 +153,25 @@ def test_pretrain_with_a_teacher_saves_a_student_and_resumes_exactly(tiny, teach
 
 
 def test_the_objective_goes_with_a_teacher_only(teacher_dir):
-    teacher = teacher_of(teacher_dir)
-    assert pick_objective(None, None, teacher).name == "general_distillation"
+    config = MiniBertConfig(**{**TINY, "hidden_size": 48})
+    objective = pick_objective(PretrainingArguments(teacher_model_name_or_path=str(teacher_dir)), None, config)
+    assert objective.name == "general_distillation" and objective.teacher.name == str(teacher_dir)
     with pytest.raises(ValueError, match=r"^objective='mlm' cannot use a teacher"):
         PretrainingArguments(objective="mlm", teacher_model_name_or_path=str(teacher_dir))
     with pytest.raises(ValueError, match=r"^teacher_model_name_or_path starts a new student .* cannot be combined"):
         PretrainingArguments(tokenizer_name=str(teacher_dir), teacher_model_name_or_path=str(teacher_dir))
     with pytest.raises(ValueError, match=r"^objective=general_distillation needs a teacher: pass teacher_model_name_or_path$"):
-        pick_objective("general_distillation", None)
+        pick_objective(PretrainingArguments(objective="general_distillation"), None, config)
+
+
+def test_unset_vocab_size_keeps_the_teachers_whole_vocabulary(teacher_dir, corpus):
+    """The recipe's student reads exactly the teacher's tokens: every piece kept, ids mapped one to one."""
+    from tokenization.subset import to_teacher_ids
+
+    args = PretrainingArguments(teacher_model_name_or_path=str(teacher_dir), max_seq_length=32)
+    objective = pick_objective(args, None, MiniBertConfig(**{**TINY, "hidden_size": 48}))
+    documents = corpus.read_text(encoding="utf-8").split("\n\n")[:5]
+    student = objective.make_tokenizer(args, documents)
+    teacher = objective.teacher.tokenizer
+    assert len(student) == len(teacher) and set(student.get_vocab()) == set(teacher.get_vocab())
+    assert sorted(to_teacher_ids(student, teacher)) == list(range(len(teacher)))

@@ -9,7 +9,8 @@ import torch
 
 from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForPreTraining
 from modeling_minibert.outputs import CHECKPOINT_MODEL_DIR, CURVES_FILE
-from modeling_minibert.pretraining import OBJECTIVES, pretrain
+from modeling_minibert.pretraining import OBJECTIVES, PretrainingArguments, pretrain
+from modeling_minibert.pretraining.arguments import NO_STEP_LIMIT
 from modeling_minibert.pretraining.objectives import Curve, MaskedLMWithNSP, Objective, pick_objective
 from fixtures.models import TINY
 from fixtures.pretraining import (  # noqa: F401 (fixtures)
@@ -33,12 +34,29 @@ def test_unset_objective_follows_the_saved_models_heads(tmp_path):
     config = MiniBertConfig(**TINY)
     MiniBertForPreTraining(config).save_pretrained(tmp_path / "pretraining")
     MiniBertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
-    assert isinstance(pick_objective(None, None), MaskedLMWithNSP)
-    assert isinstance(pick_objective(None, tmp_path / "pretraining"), MaskedLMWithNSP)
-    assert pick_objective(None, tmp_path / "mlm").name == "mlm"
-    assert pick_objective("mlm", tmp_path / "pretraining").name == "mlm"
+    def pick(name, source):
+        return pick_objective(PretrainingArguments(objective=name), source, config)
+
+    assert isinstance(pick(None, None), MaskedLMWithNSP)
+    assert isinstance(pick(None, tmp_path / "pretraining"), MaskedLMWithNSP)
+    assert pick(None, tmp_path / "mlm").name == "mlm"
+    assert pick("mlm", tmp_path / "pretraining").name == "mlm"
     with pytest.raises(ValueError, match=r"objective='t5' is not one of mlm_nsp, mlm, electra, general_distillation"):
-        pick_objective("t5", None)
+        PretrainingArguments(objective="t5")
+
+
+def test_unset_recipe_fields_come_from_the_objective():
+    """The default run's recipe, unless the objective trains best with another; what the caller gives wins."""
+    default = PretrainingArguments()
+    assert (default.vocab_size, default.mlm_probability, default.max_steps) == (8192, 0.40, 4000)
+    assert PretrainingArguments(objective="electra").max_steps == 4000
+    taught = PretrainingArguments(teacher_model_name_or_path="t")  # read only by the objective, when the run starts
+    assert (taught.vocab_size, taught.mlm_probability, taught.max_steps) == (None, 0.15, 750)
+    given = PretrainingArguments(teacher_model_name_or_path="t", vocab_size=3000, mlm_probability=0.3, max_steps=9)
+    assert (given.vocab_size, given.mlm_probability, given.max_steps) == (3000, 0.3, 9)
+    assert PretrainingArguments(max_time=5).max_steps == NO_STEP_LIMIT  # the time alone decides
+    with pytest.raises(ValueError, match=r"^vocab_size=0 must be at least 1$"):
+        PretrainingArguments(vocab_size=0)
 
 
 def test_metrics_are_made_from_the_summed_statistics():
@@ -121,4 +139,4 @@ def test_a_truncated_source_model_is_named_by_the_one_header_reader(tmp_path):
     weights = tmp_path / "model.safetensors"
     os.truncate(weights, weights.stat().st_size // 2)
     with pytest.raises(ValueError, match=r"model\.safetensors has \d+ bytes, its header says \d+ \(truncated or corrupted\)"):
-        pick_objective(None, tmp_path)
+        pick_objective(PretrainingArguments(), tmp_path, MiniBertConfig(**TINY))

@@ -985,6 +985,18 @@ def test_subset_ids_map_both_ways(minilm_tokenizer, subset):
     assert down[minilm_tokenizer.convert_tokens_to_ids("[unused0]")] == student.unk_token_id
 
 
+def test_subset_of_the_teachers_size_is_its_whole_vocabulary(minilm_tokenizer, news):
+    from tokenization.subset import subset_tokenizer, to_teacher_ids
+
+    # Few texts use few pieces: the pieces they never use fill the subset up to the size asked for.
+    student = subset_tokenizer(minilm_tokenizer, news[:3], vocab_size=len(minilm_tokenizer))
+    assert len(student) == len(minilm_tokenizer) and set(student.get_vocab()) == set(minilm_tokenizer.get_vocab())
+    up = to_teacher_ids(student, minilm_tokenizer)
+    for text in news[3:13]:  # every word covered: the same cut, id for id
+        assert [up[i] for i in student(text)["input_ids"]] == minilm_tokenizer(text)["input_ids"]
+    assert len(subset_tokenizer(minilm_tokenizer, news[:3], vocab_size=8192)) == 8192
+
+
 def test_subset_sizes_and_teachers_it_refuses(minilm_tokenizer, news):
     from tokenization.subset import subset_tokenizer
 

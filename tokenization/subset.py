@@ -7,7 +7,8 @@ be one in the teacher's vocabulary. What is kept:
 
     the special tokens        at the project's fixed ids ([PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3, [MASK]=4)
     every single character    and its "##" form, so that no word the teacher can spell becomes [UNK]
-    the most used pieces      as the teacher's tokenizer cuts the corpus, until `vocab_size` (ties: teacher id)
+    the most used pieces      as the teacher's tokenizer cuts the corpus, until `vocab_size` (ties, and pieces
+                              the corpus never uses: teacher id), so `len(teacher)` keeps the whole vocabulary
 
 in the teacher's id order after the special tokens. The result is a plain fast BERT tokenizer (saved with
 `save_pretrained`, loaded by `AutoTokenizer`); `to_teacher_ids` / `to_student_ids` map ids between the two.
@@ -111,7 +112,9 @@ def subset_tokenizer(
     specials = special_token_ids(teacher)
     kept = set(specials.values()) | {vocab[t] for t in characters(vocab)}
     counts = piece_counts(teacher, texts)
-    ranked = sorted((i for i in counts if i not in kept), key=lambda i: (-counts[i], i))
+    # Pieces the texts never use rank last (by teacher id), so `vocab_size` is always what the subset holds, up to
+    # the teacher's whole vocabulary.
+    ranked = sorted((i for i in vocab.values() if i not in kept), key=lambda i: (-counts[i], i))
     kept |= set(ranked[: vocab_size - len(kept)])
     tokens = {i: t for t, i in vocab.items()}
     ordered = [*specials, *(tokens[i] for i in sorted(kept - set(specials.values())))]

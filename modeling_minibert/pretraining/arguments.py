@@ -3,7 +3,8 @@
 Flags are transformers' example-script and `TrainingArguments` names wherever pretraining shares the idea
 (`--model_name_or_path`, `--train_file`, `--per_device_train_batch_size`, `--resume_from_checkpoint`, ...), plus
 pretraining's own (`--objective`, `--dupe_factor`, `--whole_word_mask`, ...). The recipe (learning rate, schedule,
-masking, batch size, steps) is a plain dataclass default here and nowhere else. The 0.1 names (`--batch_size`,
+masking, batch size, steps) is a plain dataclass default here, except the fields an objective's own recipe fills
+when they are left unset (`Objective.recipe`: vocabulary size, masking rate, steps). The 0.1 names (`--batch_size`,
 `--resume`, ...) are gone: there was no published release to keep them for.
 """
 
@@ -17,7 +18,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Literal
 
-from modeling_minibert.pretraining.objectives import OBJECTIVES
+from modeling_minibert.pretraining.objectives import OBJECTIVES, Objective, objective_name
 
 # Arguments that do not change what is trained, so a resumed run may differ in them. `max_steps` and
 # `max_time` may grow on resume (the schedule is recomputed for the new total, see `loop.pretrain`).
@@ -27,7 +28,7 @@ NOT_RUN_IDENTITY = (
     "hub_token", "per_device_eval_batch_size", "num_threads",
 )
 LATEST = "latest"  # `--resume_from_checkpoint` without a path: the newest good checkpoint in output_dir
-DEFAULT_MAX_STEPS = 4000  # the default run's time: benchmarks/results/pretrain_default.json, quoted in the README
+DEFAULT_MAX_STEPS = Objective.recipe["max_steps"]  # the default run's
 NO_STEP_LIMIT = 10**12  # `--max_time` without `--max_steps`: the time alone decides
 
 
@@ -57,7 +58,9 @@ class PretrainingArguments:
         "unset: a new model from config_overrides"))
     tokenizer_name: str | None = field(default=None, metadata=_help(
         "a saved tokenizer folder; unset: the model's own, or a WordPiece vocabulary trained on the training split"))
-    vocab_size: int = field(default=8192, metadata=_help("vocabulary size when training the tokenizer"))
+    vocab_size: int | None = field(default=None, metadata=_help(
+        "vocabulary size of a new model: the WordPiece vocabulary trained (unset: 8,192), or the subset of a "
+        "teacher's (unset: the teacher's whole vocabulary)"))
     config_overrides: str | None = field(default=None, metadata=_help(
         "MiniBertConfig fields of a new model, e.g. 'hidden_size=128,num_hidden_layers=2'"))
     objective: str | None = field(default=None, metadata=_help(
@@ -66,7 +69,8 @@ class PretrainingArguments:
     # --- general distillation ----------------------------------------------------------------------------------------
     teacher_model_name_or_path: str | None = field(default=None, metadata=_help(
         "general distillation: a BERT-family encoder (folder or Hub id) whose attention relations and hidden states "
-        "a new student learns, with MLM, on a vocab_size subset of its WordPiece vocabulary"))
+        "a new student learns, with MLM, on its WordPiece vocabulary (or a vocab_size subset); unset "
+        "mlm_probability and max_steps then default to 0.15 and 750"))
     teacher_layer: int | None = field(default=None, metadata=_help(
         "the teacher layer whose attention relations are taught (1 = the first); unset: its last"))
     relation_heads: int | None = field(default=None, metadata=_help(
@@ -85,17 +89,16 @@ class PretrainingArguments:
     max_seq_length: int = field(default=64, metadata=_help(
         "tokens per example, [CLS] A [SEP] B [SEP] included (at most max_position_embeddings)"))
     dupe_factor: int = field(default=5, metadata=_help("passes over the training documents, each with new NSP pairs (BERT's dupe_factor)"))
-    # 40%, not BERT's 15% (Wettig et al. 2023): more predictions per step; on the default run held-out MLM accuracy
-    # (always scored at 15%) rises from 0.145 to 0.197 at 2,500 steps (benchmarks/pretrain_ablation.py).
-    mlm_probability: float = field(default=0.40, metadata=_help(
-        "fraction of tokens (words with --whole_word_mask) to mask (as BERT: 80/10/10 [MASK], random, kept)"))
+    mlm_probability: float | None = field(default=None, metadata=_help(
+        "fraction of tokens (words with --whole_word_mask) to mask (as BERT: 80/10/10 [MASK], random, kept); "
+        "unset: 0.40 (0.15 with a teacher)"))
     whole_word_mask: bool = field(default=False, metadata=_help("mask all pieces of a word together"))
     # --- optimisation (the recipe) ----------------------------------------------------------------------------------
     per_device_train_batch_size: int = field(default=32, metadata=_help("examples per device per micro-batch"))
     per_device_eval_batch_size: int = field(default=32, metadata=_help("examples per device per evaluation batch"))
     gradient_accumulation_steps: int = field(default=1, metadata=_help("micro-batches per optimizer step"))
     max_steps: int | None = field(default=None, metadata=_help(
-        f"optimizer steps; unset: {DEFAULT_MAX_STEPS:,}, or with --max_time as many as fit in the time (given "
+        f"optimizer steps; unset: {DEFAULT_MAX_STEPS:,} (750 with a teacher), or with --max_time as many as fit in the time (given "
         "with --max_time: an upper bound)"))
     max_time: float | None = field(default=None, metadata=_help(
         "minutes of training: the schedule is fitted to the steps that fit in it, and the run stops, evaluates "
@@ -128,15 +131,18 @@ class PretrainingArguments:
         "Hub token for --push_to_hub; unset: HF_TOKEN or the login (never written anywhere)"))
 
     def __post_init__(self):
-        if self.max_steps is None:  # "train for an hour" means an hour, not until the default's step count
-            self.max_steps = DEFAULT_MAX_STEPS if self.max_time is None else NO_STEP_LIMIT
+        if self.max_steps is None and self.max_time is not None:  # "train for an hour" means an hour
+            self.max_steps = NO_STEP_LIMIT
+        for name, value in OBJECTIVES[objective_name(self, None)].recipe.items():  # what the caller left unset
+            if getattr(self, name) is None:
+                setattr(self, name, value)
         if self.num_threads < 0:
             raise ValueError(f"num_threads={self.num_threads} must be at least 0 (0: chosen by how busy the cores are)")
         positive = ("vocab_size", "dupe_factor", "per_device_train_batch_size", "per_device_eval_batch_size",
                     "gradient_accumulation_steps", "max_steps", "logging_steps", "eval_steps", "save_steps",
                     "save_total_limit")
         for name in positive:
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:  # vocab_size None: a teacher's whole
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length={self.max_seq_length} is too short for a sentence pair; use at least 8")

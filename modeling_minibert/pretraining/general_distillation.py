@@ -162,7 +162,7 @@ def is_encoder(config) -> bool:
             and not getattr(config, "is_encoder_decoder", False))
 
 
-def load_teacher(name: str, vocab_size: int, layer: int | None, relation_heads: int | None,
+def load_teacher(name: str, vocab_size: int | None, layer: int | None, relation_heads: int | None,
                  student_hidden_size: int, max_seq_length: int) -> Teacher:
     """Check and load the teacher `name` (a folder or Hub id): ValueError, one line each, for a model that is not an
     encoder, a tokenizer that is not BERT's WordPiece, a `vocab_size` the subset cannot have, a layer it lacks,
@@ -190,7 +190,8 @@ def load_teacher(name: str, vocab_size: int, layer: int | None, relation_heads: 
                          f"{config.max_position_embeddings}")
     tokenizer = AutoTokenizer.from_pretrained(name)
     wordpiece_settings(tokenizer, f"teacher_model_name_or_path={name}")
-    check_subset_size(tokenizer, vocab_size, name)
+    if vocab_size is not None:  # None: the whole vocabulary
+        check_subset_size(tokenizer, vocab_size, name)
     with quiet_transformers():
         model = AutoModel.from_pretrained(name, config=config)
     set_recording_attention(model, f"teacher_model_name_or_path={name}")
@@ -272,6 +273,10 @@ class GeneralDistillation(Objective):
     model_class = MiniBertForMaskedLM
     saved_prefix = "student."
     stat_keys = (*Objective.stat_keys, "relation_loss", "hidden_loss")
+    # The teacher's whole vocabulary: cut to 8,192 pieces, the student task-distils to 0.755 on Rotten Tomatoes,
+    # with all of it to 0.779 (README, General distillation). 15% masking: the teacher reads the masked text too.
+    # 750 steps: the README's recipe (about 10 minutes on one thread).
+    recipe = {**Objective.recipe, "vocab_size": None, "mlm_probability": 0.15, "max_steps": 750}
     curves = (
         *Objective.curves[:2],
         Curve("loss", "relation_loss", "train attention-relation loss"),
@@ -286,6 +291,22 @@ class GeneralDistillation(Objective):
             raise ValueError("objective=general_distillation needs a teacher: pass teacher_model_name_or_path")
         self.teacher = teacher
         self.teacher_ids: torch.Tensor | None = None
+
+    @classmethod
+    def from_arguments(cls, args, config: MiniBertConfig) -> GeneralDistillation:
+        if args.teacher_model_name_or_path is None:
+            raise ValueError("objective=general_distillation needs a teacher: pass teacher_model_name_or_path")
+        return cls(load_teacher(args.teacher_model_name_or_path, args.vocab_size, args.teacher_layer,
+                                args.relation_heads, config.hidden_size, args.max_seq_length))
+
+    def make_tokenizer(self, args, documents: list[str]) -> PreTrainedTokenizerBase:
+        from tokenization.subset import subset_tokenizer
+
+        teacher = self.teacher.tokenizer
+        size = args.vocab_size or len(teacher)
+        print(f"keeping all {size:,} pieces of the teacher's vocabulary" if size == len(teacher) else
+              f"keeping the {size:,} pieces of the teacher's vocabulary it uses most on {len(documents):,} documents")
+        return subset_tokenizer(teacher, documents, size, args.max_seq_length, self.teacher.name)
 
     def set_vocabulary(self, tokenizer: PreTrainedTokenizerBase) -> None:
         from tokenization.subset import to_teacher_ids

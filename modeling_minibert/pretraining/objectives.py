@@ -2,6 +2,10 @@
 
 An `Objective` says everything the loop, the plots and the summary need to know about what is trained:
 
+    setup      what it takes from the run's arguments (`from_arguments`: a teacher is loaded and checked there,
+               before the corpus is read), the recipe it trains best with where the caller left a field unset
+               (`recipe`: vocabulary size, masking rate, steps) and the vocabulary a new model gets
+               (`make_tokenizer`; the base trains a WordPiece vocabulary on the training documents)
     model      which model it trains (`build_model`; a second model beside it, a generator or a teacher, is
                built here too and lives inside the module it returns), which one is saved (`saved_model`,
                `saved_state`) and the pipeline tag of its card (`card_task`)
@@ -24,7 +28,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import torch
-from transformers import PreTrainedModel
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import ModelOutput
 
 from modeling_minibert.checks_minibert import read_safetensors_header
@@ -66,6 +70,11 @@ class Objective:
     model_class: ClassVar[type[PreTrainedModel]] = MiniBertForMaskedLM
     card_task: ClassVar[str] = "fill-mask"  # the pipeline tag of the saved model's card
     saved_prefix: ClassVar[str] = ""  # where `saved_model` sits in the trained module ("": the module itself)
+    # The recipe's fields that `PretrainingArguments` leaves unset (None) for the objective to fill. 40% masking,
+    # not BERT's 15% (Wettig et al. 2023): more predictions per step; on the default run held-out MLM accuracy
+    # (always scored at 15%) rises from 0.145 to 0.197 at 2,500 steps (benchmarks/pretrain_ablation.py). 4,000
+    # steps: the default run's time, benchmarks/results/pretrain_default.json, quoted in the README.
+    recipe: ClassVar[dict] = {"vocab_size": 8192, "mlm_probability": 0.40, "max_steps": 4000}
     # Summed over a micro-batch: examples, loss x examples, MLM loss x masked tokens, correct and masked tokens.
     stat_keys: ClassVar[tuple[str, ...]] = ("examples", "loss", "mlm_loss", "mlm_correct", "mlm_count")
     curves: ClassVar[tuple[Curve, ...]] = (
@@ -75,6 +84,20 @@ class Objective:
         Curve("accuracy", "mlm_accuracy", "train MLM accuracy"),
         Curve("accuracy", "eval_mlm_accuracy", "held-out MLM accuracy", eval=True),
     )
+
+    # --- setup ------------------------------------------------------------------------------------------------
+    @classmethod
+    def from_arguments(cls, args, config: MiniBertConfig) -> Objective:
+        """The objective for a run of `args` (`PretrainingArguments`) training a model shaped by `config`."""
+        return cls()
+
+    def make_tokenizer(self, args, documents: list[str]) -> PreTrainedTokenizerBase:
+        """A new model's vocabulary, made from the training `documents` (the main process, at the run's start)."""
+        from tokenization import train_tokenizer
+
+        print(f"training a {args.vocab_size:,}-token WordPiece vocabulary on {len(documents):,} documents")
+        return train_tokenizer(train_data=documents, vocab_size=args.vocab_size, disable_tqdm=args.disable_tqdm,
+                               model_max_length=args.max_seq_length)
 
     # --- the model --------------------------------------------------------------------------------------------
     def check_source(self, source: Path, weights: set[str]) -> list[str]:
@@ -188,23 +211,29 @@ class MaskedLMWithNSP(Objective):
 # The objectives `--objective` offers, by name. A new objective is a class (here, or a module imported here, below
 # the classes it builds on) plus a line in the table.
 from modeling_minibert.pretraining.electra import ReplacedTokenDetection  # noqa: E402
-from modeling_minibert.pretraining.general_distillation import GeneralDistillation, Teacher  # noqa: E402
+from modeling_minibert.pretraining.general_distillation import GeneralDistillation  # noqa: E402
 
 OBJECTIVES: dict[str, type[Objective]] = {
     o.name: o for o in (MaskedLMWithNSP, Objective, ReplacedTokenDetection, GeneralDistillation)
 }
 
 
-def pick_objective(name: str | None, source: Path | None, teacher: Teacher | None = None) -> Objective:
-    """The objective called `name`; unset: general distillation with a `teacher`, else BERT's MLM + NSP, or MLM
-    alone for a saved model without NSP head."""
-    if teacher is not None:  # PretrainingArguments refuses any other objective named beside a teacher
-        return GeneralDistillation(teacher)
+def objective_name(args, source: Path | None) -> str:
+    """The objective `args` name; unset: general distillation with a teacher, else BERT's MLM + NSP, or MLM alone
+    for a saved model without NSP head. ValueError for a name `OBJECTIVES` lacks."""
+    name = args.objective
+    if name is None and getattr(args, "teacher_model_name_or_path", None) is not None:
+        name = "general_distillation"  # PretrainingArguments refuses any other objective named beside a teacher
     if name is None:
         name = "mlm_nsp" if source is None or NSP_HEAD_KEY in weight_names(source) else "mlm"
     if name not in OBJECTIVES:
         raise ValueError(f"objective={name!r} is not one of {', '.join(OBJECTIVES)}")
-    return OBJECTIVES[name]()
+    return name
+
+
+def pick_objective(args, source: Path | None, config: MiniBertConfig) -> Objective:
+    """The run's objective (`objective_name`), made from its arguments."""
+    return OBJECTIVES[objective_name(args, source)].from_arguments(args, config)
 
 
 def weight_names(source: Path) -> set[str]:
