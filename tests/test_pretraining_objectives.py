@@ -93,6 +93,29 @@ def test_a_new_objective_is_a_class_and_a_line_in_the_table(tiny, tmp_path, monk
     assert matplotlib.image.imread(out / CURVES_FILE).ndim == 3
 
 
+def test_an_objectives_own_options_are_flags_named_in_its_module_only():
+    """`Objective.arguments` (general distillation's teacher options) become `PretrainingArguments` fields and
+    `minibert pretrain` flags without being written in arguments.py; given, they pick their objective."""
+    import argparse
+    import dataclasses
+
+    from modeling_minibert.pretraining import add_cli
+    from modeling_minibert.pretraining.arguments import RunArguments, arguments_from_namespace
+    from modeling_minibert.pretraining.general_distillation import TeacherArguments
+
+    assert OBJECTIVES["general_distillation"].arguments is TeacherArguments
+    own = [f.name for f in dataclasses.fields(TeacherArguments)]
+    names = [f.name for f in dataclasses.fields(PretrainingArguments)]
+    assert not set(own) & {f.name for f in dataclasses.fields(RunArguments)}
+    assert names == [f.name for f in dataclasses.fields(RunArguments)] + own  # the run's options first
+    parser = argparse.ArgumentParser()
+    add_cli(parser.add_subparsers())
+    parsed = arguments_from_namespace(parser.parse_args(["pretrain", "--teacher_model_name_or_path", "t", "--teacher-layer", "2"]))
+    assert (parsed.teacher_model_name_or_path, parsed.teacher_layer, parsed.max_steps) == ("t", 2, 750)
+    assert OBJECTIVES["general_distillation"].given_arguments(parsed) == ["teacher_model_name_or_path=t", "teacher_layer=2"]
+    assert OBJECTIVES["electra"].given_arguments(parsed) == []
+
+
 def test_electra_trains_the_discriminator_and_a_resumed_run_replays_it_exactly(tiny, tmp_path):
     """`--objective electra` through the seam: generator MLM + 50 x replaced-token detection, the discriminator
     saved as an encoder, and the steps after a checkpoint replayed to the same losses and weights."""

@@ -38,12 +38,8 @@ def _help(text: str, **argparse_options) -> dict:
 
 
 @dataclass
-class PretrainingArguments:
-    """Everything `pretrain` needs; each field is also a `minibert pretrain --option` (dashes or underscores).
-
-    The defaults are the README's main job: BBC News, a fresh 8,192-token vocabulary, the default Mini-BERT
-    (192 hidden, 3 layers), 64-token pairs, 40% masking, 4,000 steps (the README gives the time it takes).
-    """
+class RunArguments:
+    """The fields every pretraining run has (`PretrainingArguments` adds each objective's own)."""
 
     # --- where --------------------------------------------------------------------------------------------------
     output_dir: str = field(default="minibert-pretrained", metadata=_help("folder for the model, tokenizer, results, curves and checkpoints"))
@@ -66,15 +62,6 @@ class PretrainingArguments:
     objective: str | None = field(default=None, metadata=_help(
         "what the model learns: " + "; ".join(f"{name}: {o.description}" for name, o in OBJECTIVES.items())
         + "; unset: mlm_nsp, or mlm for a --model_name_or_path without NSP head", choices=list(OBJECTIVES)))
-    # --- general distillation ----------------------------------------------------------------------------------------
-    teacher_model_name_or_path: str | None = field(default=None, metadata=_help(
-        "general distillation: a BERT-family encoder (folder or Hub id) whose attention relations and hidden states "
-        "a new student learns, with MLM, on its WordPiece vocabulary (or a vocab_size subset); unset "
-        "mlm_probability and max_steps then default to 0.15 and 750"))
-    teacher_layer: int | None = field(default=None, metadata=_help(
-        "the teacher layer whose attention relations are taught (1 = the first); unset: its last"))
-    relation_heads: int | None = field(default=None, metadata=_help(
-        "attention-relation heads (must divide both models' hidden sizes); unset: the teacher's attention heads"))
     pretraining_dropout: float | None = field(default=0.0, metadata=_help(
         "dropout (hidden and attention) while pretraining; the saved config keeps the model's own values for "
         "fine-tuning (0: a short run does not overfit, and dropout slows it)"))
@@ -98,8 +85,8 @@ class PretrainingArguments:
     per_device_eval_batch_size: int = field(default=32, metadata=_help("examples per device per evaluation batch"))
     gradient_accumulation_steps: int = field(default=1, metadata=_help("micro-batches per optimizer step"))
     max_steps: int | None = field(default=None, metadata=_help(
-        f"optimizer steps; unset: {DEFAULT_MAX_STEPS:,} (750 with a teacher), or with --max_time as many as fit in the time (given "
-        "with --max_time: an upper bound)"))
+        f"optimizer steps; unset: {DEFAULT_MAX_STEPS:,} (750 with a teacher), or with --max_time as many as fit "
+        "in the time (given with --max_time: an upper bound)"))
     max_time: float | None = field(default=None, metadata=_help(
         "minutes of training: the schedule is fitted to the steps that fit in it, and the run stops, evaluates "
         "and saves when it runs out"))
@@ -133,9 +120,16 @@ class PretrainingArguments:
     def __post_init__(self):
         if self.max_steps is None and self.max_time is not None:  # "train for an hour" means an hour
             self.max_steps = NO_STEP_LIMIT
-        for name, value in OBJECTIVES[objective_name(self, None)].recipe.items():  # what the caller left unset
+        objective = OBJECTIVES[objective_name(self, None)]  # mlm and mlm_nsp, which a saved model decides, share all
+        for name, value in objective.recipe.items():  # what the caller left unset
             if getattr(self, name) is None:
                 setattr(self, name, value)
+        for other in OBJECTIVES.values():
+            given = other.given_arguments(self)
+            if given and other is not objective:
+                raise ValueError(f"objective={objective.name!r} cannot use {given[0]}: it is an option of the "
+                                 f"{other.name} objective")
+        objective.check_arguments(self)
         if self.num_threads < 0:
             raise ValueError(f"num_threads={self.num_threads} must be at least 0 (0: chosen by how busy the cores are)")
         positive = ("vocab_size", "dupe_factor", "per_device_train_batch_size", "per_device_eval_batch_size",
@@ -174,14 +168,6 @@ class PretrainingArguments:
             raise ValueError("resume_from_checkpoint and overwrite_output_dir exclude each other: continue the saved run, or replace it")
         if self.model_name_or_path is not None and self.config_overrides:
             raise ValueError("config_overrides shapes a new model; it cannot be combined with model_name_or_path")
-        if self.teacher_model_name_or_path is not None and (self.model_name_or_path or self.tokenizer_name):
-            raise ValueError("teacher_model_name_or_path starts a new student on a subset of the teacher's vocabulary; "
-                             "it cannot be combined with model_name_or_path or tokenizer_name")
-        if self.teacher_model_name_or_path is not None and self.objective not in (None, "general_distillation"):
-            raise ValueError(f"objective={self.objective!r} cannot use a teacher: teacher_model_name_or_path trains "
-                             "the general_distillation objective")
-        if self.relation_heads is not None and self.relation_heads < 1:
-            raise ValueError(f"relation_heads={self.relation_heads} must be at least 1")
         if isinstance(self.train_file, str):
             self.train_file = [self.train_file]
         if self.train_file is not None:
@@ -197,6 +183,17 @@ class PretrainingArguments:
     def identity(self) -> dict:
         """The fields that define what is trained (saved in the run folder; a resume must match them)."""
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in NOT_RUN_IDENTITY}
+
+
+# Each objective's own fields (`Objective.arguments`, a dataclass in its module: a new objective's options do not
+# touch this file) come after the run's: dataclass fields are collected from the last base to the first.
+@dataclass
+class PretrainingArguments(*(o.arguments for o in reversed(OBJECTIVES.values()) if o.arguments), RunArguments):
+    """Everything `pretrain` needs; each field is also a `minibert pretrain --option` (dashes or underscores).
+
+    The defaults are the README's main job: BBC News, a fresh 8,192-token vocabulary, the default Mini-BERT
+    (192 hidden, 3 layers), 64-token pairs, 40% masking, 4,000 steps (the README gives the time it takes).
+    """
 
 
 # --- command line ----------------------------------------------------------------------------------------------
@@ -222,8 +219,10 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         help="pretrain a Mini-BERT from raw text (MLM + NSP)",
         description=(
             "Pretrain a Mini-BERT with masked language modelling and next sentence prediction (--objective), from "
-            "scratch or from a saved model (--model_name_or_path). With no options: BBC News, 4,000 steps (the "
-            "README gives the time; on a busy machine see --num_threads). Scale out with `accelerate launch`."
+            "scratch or from a saved model (--model_name_or_path), or distil a new one from a teacher encoder "
+            "(--teacher_model_name_or_path: 750 steps on the teacher's vocabulary). With no options: BBC News, "
+            "4,000 steps (the README gives the time; on a busy machine see --num_threads). Scale out with "
+            "`accelerate launch`."
         ),
         formatter_class=_HelpFormatter,
         allow_abbrev=False,  # 0.1's dropped names (`--overwrite`, `--resume`) would otherwise pass as abbreviations

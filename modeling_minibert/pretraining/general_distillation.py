@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextvars
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -226,6 +226,20 @@ def init_from_teacher(student: MiniBertForMaskedLM, teacher: PreTrainedModel, te
 # --- the module trained and the objective ------------------------------------------------------------------------
 
 @dataclass
+class TeacherArguments:
+    """General distillation's own fields of `PretrainingArguments`: `minibert pretrain --teacher_model_name_or_path`."""
+
+    teacher_model_name_or_path: str | None = field(default=None, metadata={"help": (
+        "general distillation: a BERT-family encoder (folder or Hub id) whose attention relations and hidden states "
+        "a new student learns, with MLM, on its WordPiece vocabulary (or a vocab_size subset); unset "
+        "mlm_probability and max_steps then default to 0.15 and 750")})
+    teacher_layer: int | None = field(default=None, metadata={"help": (
+        "the teacher layer whose attention relations are taught (1 = the first); unset: its last")})
+    relation_heads: int | None = field(default=None, metadata={"help": (
+        "attention-relation heads (must divide both models' hidden sizes); unset: the teacher's attention heads")})
+
+
+@dataclass
 class GeneralDistillationOutput(SparseMLMOutput):
     """loss: mlm_loss + relation_loss + hidden_loss. logits (M, V) / masked_positions (M,): the student's sparse MLM."""
 
@@ -277,6 +291,7 @@ class GeneralDistillation(Objective):
     # with all of it to 0.779 (README, General distillation). 15% masking: the teacher reads the masked text too.
     # 750 steps: the README's recipe (about 10 minutes on one thread).
     recipe = {**Objective.recipe, "vocab_size": None, "mlm_probability": 0.15, "max_steps": 750}
+    arguments = TeacherArguments
     curves = (
         *Objective.curves[:2],
         Curve("loss", "relation_loss", "train attention-relation loss"),
@@ -291,6 +306,14 @@ class GeneralDistillation(Objective):
             raise ValueError("objective=general_distillation needs a teacher: pass teacher_model_name_or_path")
         self.teacher = teacher
         self.teacher_ids: torch.Tensor | None = None
+
+    @classmethod
+    def check_arguments(cls, args) -> None:
+        if args.model_name_or_path or args.tokenizer_name:
+            raise ValueError("teacher_model_name_or_path starts a new student on the teacher's vocabulary; it cannot "
+                             "be combined with model_name_or_path or tokenizer_name")
+        if args.relation_heads is not None and args.relation_heads < 1:
+            raise ValueError(f"relation_heads={args.relation_heads} must be at least 1")
 
     @classmethod
     def from_arguments(cls, args, config: MiniBertConfig) -> GeneralDistillation:

@@ -16,12 +16,14 @@ An `Objective` says everything the loop, the plots and the summary need to know 
     curves     what `training_curves.png` plots (`curves`)
 
 The loop never names a loss or a head: a new objective is a class (here or in a module of its own) plus one
-line in `OBJECTIVES`. `mlm_nsp` (BERT's masked LM + next sentence prediction) and `mlm` (masked LM alone, as
-RoBERTa) are the first two.
+line in `OBJECTIVES`; its own options are a dataclass in its module (`arguments`), which `PretrainingArguments`
+and `minibert pretrain --help` take from the table. `mlm_nsp` (BERT's masked LM + next sentence prediction) and
+`mlm` (masked LM alone, as RoBERTa) are the first two.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +77,8 @@ class Objective:
     # (always scored at 15%) rises from 0.145 to 0.197 at 2,500 steps (benchmarks/pretrain_ablation.py). 4,000
     # steps: the default run's time, benchmarks/results/pretrain_default.json, quoted in the README.
     recipe: ClassVar[dict] = {"vocab_size": 8192, "mlm_probability": 0.40, "max_steps": 4000}
+    # A dataclass of the objective's own fields, which `PretrainingArguments` (and so `minibert pretrain`) adds.
+    arguments: ClassVar[type | None] = None
     # Summed over a micro-batch: examples, loss x examples, MLM loss x masked tokens, correct and masked tokens.
     stat_keys: ClassVar[tuple[str, ...]] = ("examples", "loss", "mlm_loss", "mlm_correct", "mlm_count")
     curves: ClassVar[tuple[Curve, ...]] = (
@@ -86,6 +90,16 @@ class Objective:
     )
 
     # --- setup ------------------------------------------------------------------------------------------------
+    @classmethod
+    def given_arguments(cls, args) -> list[str]:
+        """`name=value` of each of the objective's own fields (`arguments`) that `args` sets (not its default)."""
+        fields = dataclasses.fields(cls.arguments) if cls.arguments else ()
+        return [f"{f.name}={getattr(args, f.name)}" for f in fields if getattr(args, f.name) != f.default]
+
+    @classmethod
+    def check_arguments(cls, args) -> None:
+        """ValueError, one line, for `PretrainingArguments` this objective cannot train with."""
+
     @classmethod
     def from_arguments(cls, args, config: MiniBertConfig) -> Objective:
         """The objective for a run of `args` (`PretrainingArguments`) training a model shaped by `config`."""
@@ -219,11 +233,10 @@ OBJECTIVES: dict[str, type[Objective]] = {
 
 
 def objective_name(args, source: Path | None) -> str:
-    """The objective `args` name; unset: general distillation with a teacher, else BERT's MLM + NSP, or MLM alone
-    for a saved model without NSP head. ValueError for a name `OBJECTIVES` lacks."""
-    name = args.objective
-    if name is None and getattr(args, "teacher_model_name_or_path", None) is not None:
-        name = "general_distillation"  # PretrainingArguments refuses any other objective named beside a teacher
+    """The objective `args` name; unset: the one whose own options are given (a teacher: general distillation),
+    else BERT's MLM + NSP, or MLM alone for a saved model without NSP head. ValueError for a name `OBJECTIVES`
+    lacks."""
+    name = args.objective or next((o.name for o in OBJECTIVES.values() if o.given_arguments(args)), None)
     if name is None:
         name = "mlm_nsp" if source is None or NSP_HEAD_KEY in weight_names(source) else "mlm"
     if name not in OBJECTIVES:
