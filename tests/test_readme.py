@@ -231,8 +231,8 @@ def test_measured_sections_hold_only_backed_tables():
             checked += starts_table
 
 
-def defaults_table(name: str) -> dict[str, str]:
-    """The `| field | value |` rows after `<!-- defaults: NAME -->`."""
+def defaults_table(name: str, remarks: bool = False) -> dict[str, str]:
+    """The `| field | value |` rows after `<!-- defaults: NAME -->` (with `remarks`: the whole cell)."""
     lines = readme().splitlines()
     start = lines.index(f"<!-- defaults: {name} -->")
     rows = {}
@@ -240,7 +240,7 @@ def defaults_table(name: str) -> dict[str, str]:
         if not line.startswith("|"):
             break
         cells = [c.strip().strip("`") for c in line.strip("|").split("|")]
-        rows[cells[0]] = cells[1].split(" (")[0]  # a remark in brackets may follow the value
+        rows[cells[0]] = cells[1] if remarks else cells[1].split(" (")[0]  # a remark in brackets may follow the value
     return rows
 
 
@@ -268,7 +268,10 @@ def test_documented_pretraining_defaults_are_the_job_defaults():
     from modeling_minibert.pretraining import PretrainingArguments
 
     fields = {f.name: f.default for f in dataclasses.fields(PretrainingArguments)}
-    documented = defaults_table("pretraining")
+    documented, remarks = defaults_table("pretraining"), defaults_table("pretraining", remarks=True)
     assert len(documented) >= 8
+    resolved = PretrainingArguments()  # what the default run gets for the fields left unset
     for field, value in documented.items():
         assert as_written(fields[field]) == value, field
+        if value == "unset":  # "unset (4,000; ...)": the value the default objective's recipe fills in
+            assert remarks[field].split("(")[1].split(";")[0].replace(",", "") == as_written(getattr(resolved, field)), field
