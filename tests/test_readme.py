@@ -174,7 +174,9 @@ def assert_examples_work(root: Path, printed: str) -> None:
     for folder, floors in EXAMPLE_FLOORS.items():
         results = json.loads((root / folder / "all_results.json").read_text())
         reached = {name: results[name] for name in floors}
+        print(f"{folder}: {reached}")  # with -s: each example's result, as the closing notes quote them
         assert all(reached[name] >= floor for name, floor in floors.items()), f"{folder}: {reached}, floors {floors}"
+    print(printed)
     missing = [shown for shown in PIPELINE_SHOWS if shown not in printed]
     assert not missing, f"the README's pipelines printed {printed!r}, without {missing}"
 
