@@ -32,6 +32,14 @@ DEFAULT_MAX_STEPS = Objective.recipe["max_steps"]  # the default run's
 NO_STEP_LIMIT = 10**12  # `--max_time` without `--max_steps`: the time alone decides
 
 
+def _recipe(name: str, fmt: str = "{}") -> str:
+    """The value an unset recipe field gets: the base objective's, then each objective's own where it differs
+    (so the help cannot drift from `Objective.recipe`)."""
+    base = Objective.recipe[name]
+    own = [f"{o.name}: {fmt.format(o.recipe[name])}" for o in OBJECTIVES.values() if o.recipe[name] != base]
+    return fmt.format(base) + (f" ({'; '.join(own)})" if own else "")
+
+
 def _help(text: str, **argparse_options) -> dict:
     """A field's metadata: HfArgumentParser passes it to `add_argument` (help, and options such as nargs)."""
     return {"help": text, **argparse_options}
@@ -78,14 +86,14 @@ class RunArguments:
     dupe_factor: int = field(default=5, metadata=_help("passes over the training documents, each with new NSP pairs (BERT's dupe_factor)"))
     mlm_probability: float | None = field(default=None, metadata=_help(
         "fraction of tokens (words with --whole_word_mask) to mask (as BERT: 80/10/10 [MASK], random, kept); "
-        "unset: 0.40 (0.15 with a teacher)"))
+        f"unset: {_recipe('mlm_probability')}"))
     whole_word_mask: bool = field(default=False, metadata=_help("mask all pieces of a word together"))
     # --- optimisation (the recipe) ----------------------------------------------------------------------------------
     per_device_train_batch_size: int = field(default=32, metadata=_help("examples per device per micro-batch"))
     per_device_eval_batch_size: int = field(default=32, metadata=_help("examples per device per evaluation batch"))
     gradient_accumulation_steps: int = field(default=1, metadata=_help("micro-batches per optimizer step"))
     max_steps: int | None = field(default=None, metadata=_help(
-        f"optimizer steps; unset: {DEFAULT_MAX_STEPS:,} (750 with a teacher), or with --max_time as many as fit "
+        f"optimizer steps; unset: {_recipe('max_steps', '{:,}')}, or with --max_time as many as fit "
         "in the time (given with --max_time: an upper bound)"))
     max_time: float | None = field(default=None, metadata=_help(
         "minutes of training: the schedule is fitted to the steps that fit in it, and the run stops, evaluates "
@@ -220,7 +228,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Pretrain a Mini-BERT with masked language modelling and next sentence prediction (--objective), from "
             "scratch or from a saved model (--model_name_or_path), or distil a new one from a teacher encoder "
-            "(--teacher_model_name_or_path: 750 steps on the teacher's vocabulary). With no options: BBC News, "
+            "(--teacher_model_name_or_path, on the teacher's vocabulary). With no options: BBC News, "
             "4,000 steps (the README gives the time; on a busy machine see --num_threads). Scale out with "
             "`accelerate launch`."
         ),

@@ -231,8 +231,7 @@ class TeacherArguments:
 
     teacher_model_name_or_path: str | None = field(default=None, metadata={"help": (
         "general distillation: a BERT-family encoder (folder or Hub id) whose attention relations and hidden states "
-        "a new student learns, with MLM, on its WordPiece vocabulary (or a vocab_size subset); unset "
-        "mlm_probability and max_steps then default to 0.15 and 750")})
+        "a new student learns, with MLM, on its WordPiece vocabulary (or a vocab_size subset)")})
     teacher_layer: int | None = field(default=None, metadata={"help": (
         "the teacher layer whose attention relations are taught (1 = the first); unset: its last")})
     relation_heads: int | None = field(default=None, metadata={"help": (
