@@ -174,6 +174,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="add the training films' plot-summary sentences (unlabelled) to the transfer set")
     parser.add_argument("--temperature", type=float, default=2.0)
     parser.add_argument("--alpha", type=float, default=0.0)
+    parser.add_argument("--relation_weight", type=float, default=0.0,
+                        help="distill's --relation_weight: the teacher's attention relations, taught beside its predictions")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--finetuned_teacher", default=None,
                         help="a teacher already fine-tuned on these splits (WORK_DIR/teacher of an earlier run): "
@@ -264,13 +266,14 @@ def main(argv: list[str] | None = None) -> dict:
             validation_data=splits["validation"], test_data=splits["test"], augment_copies=args.augment_copies,
             augmentation=args.augmentation, augment_probability=args.augment_probability, augment_top_k=args.augment_top_k,
             transfer_file=[str(f) for f in transfer_files],
-            temperature=args.temperature, alpha=args.alpha, max_seq_length=args.max_seq_length,
-            num_train_epochs=args.epochs, **student_rates, **common,
+            temperature=args.temperature, alpha=args.alpha, relation_weight=args.relation_weight,
+            max_seq_length=args.max_seq_length, num_train_epochs=args.epochs, **student_rates, **common,
         )
     systems["Mini-BERT distilled"] = {"test": result.test_metrics, "validation": result.metrics, "cpu_minutes": s.cpu_minutes,
                                       "wall_minutes": s.wall_minutes, "model_dir": str(result.output_dir),
                                       "learning_rate": result.train_metrics.get("learning_rate", args.learning_rate),
-                                      "transfer_examples": result.transfer_size, "reused_teacher_logits": result.reused_teacher_logits}
+                                      "transfer_examples": result.transfer_size, "reused_teacher_logits": result.reused_teacher_logits,
+                                      "relation_weight": result.relation_weight}
     print(f"Mini-BERT distilled: test accuracy {result.test_metrics['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
 
     texts = list(splits["test"]["text"])

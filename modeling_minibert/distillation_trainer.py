@@ -1,20 +1,22 @@
-"""What distillation trains with, beside fine-tuning's parts: the loss, the `Trainer` that uses it, the student's
-features with the teacher's targets, their collator and the scores against the teacher (as transformers' example
-scripts keep `trainer_qa.py` beside `run_qa.py`)."""
+"""What distillation trains with, beside fine-tuning's parts: the loss, the `Trainer` that uses it, the teacher's
+attention relations taught beside its predictions, the student's features with the teacher's targets, their collator
+and the scores against the teacher (as transformers' example scripts keep `trainer_qa.py` beside `run_qa.py`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from datasets import Dataset
-from transformers import EvalPrediction, PreTrainedTokenizerBase, Trainer
+from transformers import EvalPrediction, PreTrainedModel, PreTrainedTokenizerBase, Trainer
 
 from modeling_minibert.finetuning.flow import Examples, Task
 from modeling_minibert.finetuning.tasks import load_task
 from modeling_minibert.finetuning.token_classification import first_subtokens
+from modeling_minibert.relations import padded, recording, relation_loss, set_recording_attention
 
 TEACHER_COLUMNS = ["teacher_logits", "teacher_mask"]  # what the batches carry beside the student's inputs
 
@@ -50,20 +52,65 @@ def distillation_loss(
     return loss
 
 
-class DistillationTrainer(Trainer):
-    """`Trainer` whose loss is `distillation_loss` against the batch's `teacher_logits` column."""
+@dataclass
+class RelationTransfer:
+    """The fine-tuned teacher's self-attention relations at its last layer, taught to the student's last layer beside
+    its predictions: TinyBERT's intermediate-layer transfer in task distillation (Jiao et al. 2020), with MiniLMv2's
+    relations, which need neither the widths nor the head counts to match, only the tokens. The teacher reads each
+    training batch, the student's ids mapped to its own; evaluation scores the predictions only."""
 
-    def __init__(self, *args: Any, temperature: float = 2.0, alpha: float = 0.0, **kwargs: Any) -> None:
+    teacher: PreTrainedModel  # the teacher's encoder: frozen, in eval mode, recording its attention
+    teacher_ids: torch.Tensor  # (V_s,) student id -> teacher id
+    heads: int  # relation heads: divide both widths
+    weight: float
+
+    def outputs_and_loss(self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> tuple[Any, torch.Tensor]:
+        """The student's outputs on `inputs`, and `weight` x the relation loss to the teacher on the same tokens."""
+        student = getattr(model, "module", model)  # unwrapped from DistributedDataParallel
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        with recording(student.config.num_hidden_layers - 1) as learnt:
+            outputs = model(**inputs, **padded(student))
+        if self.teacher.device != ids.device:
+            self.teacher.to(ids.device)
+            self.teacher_ids = self.teacher_ids.to(ids.device)
+        with torch.no_grad(), recording(self.teacher.config.num_hidden_layers - 1) as taught:
+            self.teacher(input_ids=self.teacher_ids[ids], attention_mask=mask, token_type_ids=inputs.get("token_type_ids"),
+                         **padded(self.teacher))
+        return outputs, self.weight * relation_loss(taught.qkv, learnt.qkv, mask, self.heads)
+
+
+class DistillationTrainer(Trainer):
+    """`Trainer` whose loss is `distillation_loss` against the batch's `teacher_logits` column, plus, with
+    `relations`, the teacher's attention relations while training."""
+
+    def __init__(self, *args: Any, temperature: float = 2.0, alpha: float = 0.0,
+                 relations: RelationTransfer | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.temperature = temperature
         self.alpha = alpha
+        self.relations = relations
+
+    def train(self, *args: Any, **kwargs: Any):
+        if self.relations is None:
+            return super().train(*args, **kwargs)
+        # The student records its attention while it trains; it is saved and returned with its own backend.
+        backend = self.model.config._attn_implementation
+        set_recording_attention(self.model, "the student")
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            self.model.set_attn_implementation(backend)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         model_inputs = {k: v for k, v in inputs.items() if k not in (*TEACHER_COLUMNS, "labels")}
-        outputs = model(**model_inputs)
+        if self.relations is not None and model.training:
+            outputs, relations = self.relations.outputs_and_loss(model, model_inputs)
+        else:
+            outputs, relations = model(**model_inputs), 0.0
         loss = distillation_loss(
             outputs.logits, inputs["teacher_logits"], self.temperature, self.alpha, inputs.get("labels"), inputs.get("teacher_mask")
         )
+        loss = loss + relations
         return (loss, outputs) if return_outputs else loss
 
 
@@ -140,6 +187,7 @@ def distillation_metrics(task: Task, names: list[str]):
 __all__ = [
     "DistillationCollator",
     "DistillationTrainer",
+    "RelationTransfer",
     "TEACHER_COLUMNS",
     "distillation_loss",
     "distillation_metrics",

@@ -5,19 +5,15 @@ The student (a Mini-BERT with an MLM head) reads raw text cut by a subset of the
 (tokenization/subset.py), so both models see the same tokens: the student's ids are mapped into the teacher's.
 It learns, on every batch:
 
-    relations   MiniLMv2's multi-head self-attention relations (Wang et al. 2021): at the teacher's chosen layer
-                and the student's last, the queries, keys and values (each the concatenation of all heads, (B, T, H))
-                are split into the same number of relation heads R; softmax(x x^T / sqrt(H / R)) over the keys is
-                the relation of each token to the others. Loss: KL(teacher || student) for query-query, key-key and
-                value-value, summed. Neither width nor head count has to match, only R has to divide both widths.
+    relations   MiniLMv2's multi-head self-attention relations (Wang et al. 2021) at the teacher's chosen layer
+                and the student's last (modeling_minibert/relations.py): query-query, key-key and value-value.
     hidden      MSE between the teacher's last hidden states and the student's through a learned projection
                 (student width -> teacher width), at the real tokens, plus the same between their mean-pooled
                 sentence embeddings (what sentence-transformers' all-MiniLM-L6-v2 returns).
     mlm         the student's own masked-LM loss, so the saved model still fills masks.
 
-The queries, keys and values are read where every attention backend receives them: transformers' attention
-interface. A recording function is registered under its own name (`RECORDING`) and both models are set to it
-(`set_attn_implementation`); it keeps the inputs of the wanted call and runs sdpa. The teacher is frozen, in eval
+Both models' queries, keys and values are read through transformers' attention interface (a recording attention
+function, modeling_minibert/relations.py), so the teacher needs no hooks. The teacher is frozen, in eval
 mode, run without grad on the same (mapped, masked) tokens, and is not part of the trained module's state: the
 checkpoints hold the student and the projection only, and a resumed run is exact.
 
@@ -28,102 +24,21 @@ projected on the same components, so that their sums stay in the same space.
 
 from __future__ import annotations
 
-import contextvars
-import math
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AttentionInterface, PreTrainedModel, PreTrainedTokenizerBase
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import MiniBertForMaskedLM
 from modeling_minibert.pretraining.objectives import Curve, Objective, SparseMLMOutput
 from modeling_minibert.pretraining.session import quiet_transformers
-
-RECORDING = "minibert_relations"  # the attention implementation that records q, k, v (then runs sdpa)
-
-
-# --- reading q, k, v through the attention interface ---------------------------------------------------------------
-
-@dataclass
-class AttentionRecord:
-    """Which call of the attention function to keep (0: the first layer's), and its query, key and value."""
-
-    layer: int
-    calls: int = 0
-    qkv: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # each (B, nh, T, hd)
+from modeling_minibert.relations import padded, recording, relation_loss, set_recording_attention
 
 
-_RECORD: contextvars.ContextVar[AttentionRecord | None] = contextvars.ContextVar("minibert_relations", default=None)
-
-
-def recording_attention(module: nn.Module, query, key, value, attention_mask, **kwargs):
-    """sdpa, keeping q, k, v of the wanted layer when a `recording` block is open (each model calls this once per
-    layer, in order)."""
-    record = _RECORD.get()
-    if record is not None:
-        if record.calls == record.layer:
-            record.qkv = (query, key, value)
-        record.calls += 1
-    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-
-
-# Adding a name to transformers' tables changes nothing for any model that does not ask for it by that name.
-AttentionInterface.register(RECORDING, recording_attention)
-AttentionMaskInterface.register(RECORDING, sdpa_mask)
-
-
-@contextmanager
-def recording(layer: int):
-    """Record q, k, v of layer `layer` (0-based) of the model run inside the block."""
-    record = AttentionRecord(layer)
-    token = _RECORD.set(record)
-    try:
-        yield record
-    finally:
-        _RECORD.reset(token)
-
-
-def set_recording_attention(model: PreTrainedModel, name: str) -> None:
-    """Route `model`'s attention through `recording_attention`; ValueError (naming `name`) for a model whose
-    attention does not go through transformers' attention interface."""
-    with quiet_transformers():  # its refusal is a logged warning: said below in one line instead
-        model.set_attn_implementation(RECORDING)
-    if model.config._attn_implementation != RECORDING:
-        raise ValueError(f"{name} ({type(model).__name__}) does not run attention through transformers' attention "
-                         "interface: its attention relations cannot be read")
-
-
-# --- the losses --------------------------------------------------------------------------------------------------
-
-def relation_log_probs(x: torch.Tensor, heads: int, mask: torch.Tensor) -> torch.Tensor:
-    """x (B, nh, T, hd): one of q, k, v; mask (B, T) bool. -> log softmax(x_r x_r^T / sqrt(d_r)) (B, R, T, T)
-    over the real keys, for R = `heads` relation heads of d_r = H / R dims each."""
-    batch, _, length, _ = x.shape
-    x = x.transpose(1, 2).reshape(batch, length, heads, -1).transpose(1, 2).float()  # (B, R, T, d_r)
-    scores = x @ x.transpose(-1, -2) / math.sqrt(x.shape[-1])  # (B, R, T, T)
-    # The smallest float, not -inf: a padding key then gets probability 0 and KL terms 0 x (finite), never NaN.
-    scores = scores.masked_fill(~mask[:, None, None, :], torch.finfo(scores.dtype).min)
-    return scores.log_softmax(-1)
-
-
-def relation_loss(teacher_qkv, student_qkv, mask: torch.Tensor, heads: int) -> torch.Tensor:
-    """MiniLMv2's loss: KL(teacher || student) of the query-query, key-key and value-value relations, each
-    averaged over the real query tokens and the relation heads, summed. mask (B, T): the real tokens."""
-    mask = mask.bool()
-    queries = mask[:, None, :].float()  # (B, 1, T)
-    total = torch.zeros((), device=mask.device)
-    for t, s in zip(teacher_qkv, student_qkv):
-        log_t, log_s = relation_log_probs(t, heads, mask), relation_log_probs(s, heads, mask)
-        kl = (log_t.exp() * (log_t - log_s)).sum(-1)  # (B, R, T)
-        total = total + (kl * queries).sum() / (queries.sum() * heads)
-    return total
-
+# --- the losses (the attention relations' is modeling_minibert/relations.py) -------------------------------------
 
 def hidden_loss(teacher: torch.Tensor, student: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """MSE at the real tokens of (B, T, H_t) hidden states plus MSE of their mean-pooled sentence embeddings."""
@@ -265,7 +180,7 @@ class StudentWithTeacher(nn.Module):
             teacher.model.to(input_ids.device)
         with torch.no_grad(), recording(teacher.layer) as taught:
             target = teacher.model(input_ids=self.teacher_ids[input_ids], attention_mask=attention_mask,
-                                   token_type_ids=token_type_ids).last_hidden_state  # (B, T, H_t)
+                                   token_type_ids=token_type_ids, **padded(teacher.model)).last_hidden_state  # (B, T, H_t)
         layers = self.student.config.num_hidden_layers
         # Padded, not unpadded: the relations compare whole (B, T) rows with the teacher's.
         with recording(layers - 1) as learnt:
