@@ -217,6 +217,28 @@ def test_resuming_may_raise_max_steps_and_the_schedule_follows_the_new_total(run
     assert replay["steps_this_session"] == 10 and read_metrics(copy) == history
 
 
+def test_a_masking_rate_schedule_falls_to_the_final_rate_and_resumes_exactly(tiny, corpus, tmp_path):
+    """final_mlm_probability: the training masks go linearly from mlm_probability at the first step to the final
+    rate at the last (each step's rate logged); a run resumed from its middle checkpoint masks as the uninterrupted
+    run did (the data loader collates a batch ahead, so the rate follows the batch, not the step being run);
+    held-out scores stay at 15%."""
+    settings = dict(tiny, max_steps=10, save_steps=5, logging_steps=1, mlm_probability=0.5, final_mlm_probability=0.1)
+    out = tmp_path / "scheduled"
+    summary = pretrain(output_dir=str(out), **settings)
+    rates = [r["mlm_probability"] for r in read_metrics(out) if "loss" in r]
+    assert rates == pytest.approx([0.5 - 0.4 * step / 9 for step in range(10)])
+    assert_same_held_out_metrics(summary, held_out_metrics_of_a_plain_forward(out, tiny, corpus))
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(out, resumed)
+    history = read_metrics(out)
+    again = pretrain(output_dir=str(resumed), **dict(settings, resume_from_checkpoint=str(resumed / "checkpoint-5")))
+    assert again["steps_this_session"] == 5 and read_metrics(resumed) == history
+    assert load_file(str(resumed / "model.safetensors")).keys() == load_file(str(out / "model.safetensors")).keys()
+    torch.testing.assert_close(load_file(str(resumed / "model.safetensors")), load_file(str(out / "model.safetensors")),
+                               rtol=0, atol=0)
+
+
 def test_overwrite_replaces_the_run_and_keeps_other_files(tiny, tmp_path):
     out = tmp_path / "run"
     pretrain(output_dir=str(out), max_steps=10, **tiny)
@@ -529,6 +551,7 @@ def test_bad_input_fails_early_and_writes_nothing(tiny, tmp_path, run):
         (dict(train_file=[str(three)]), ValueError, r"corpus is too small for a held-out split: 3 document\(s\)"),
         (dict(per_device_train_batch_size=4096), ValueError, r"corpus is too small: \d+ training example\(s\) .* per_device_train_batch_size x processes = 4096"),
         (dict(max_seq_length=80), ValueError, r"max_seq_length=80 exceeds max_position_embeddings=64"),
+        (dict(final_mlm_probability=1.0), ValueError, r"^final_mlm_probability=1.0 must be between 0 and 1 \(exclusive\)$"),
         (dict(config_overrides="hidden_size=30,num_attention_heads=4"), ValueError, r"hidden_size \(30\) must be divisible"),
         (dict(config_overrides="colour=3"), ValueError, r"config_overrides='colour=3': key colour isn't in the original config"),
         (dict(tokenizer_name=str(tmp_path / "no-tokenizer")), FileNotFoundError, r"tokenizer folder not found: .*no-tokenizer"),

@@ -325,6 +325,13 @@ class DataCollatorForPreTraining:
     whole_word_mask: bool = False
     seed: int = 42
     epoch: int = 0
+    # A masking-rate schedule (Ankner et al. 2023): the rate goes linearly from mlm_probability at the run's first
+    # batch to final_mlm_probability at its last (batch `total_batches - 1`); `batches` counts the run's batches
+    # collated so far (a resumed run sets it). A function of the batch's place in the run: the data loader may
+    # collate a batch ahead, and a resumed run masks as an uninterrupted one.
+    final_mlm_probability: float | None = None
+    total_batches: int = 0
+    batches: int = 0
 
     def __post_init__(self):
         if not 0 < self.mlm_probability < 1:
@@ -335,6 +342,13 @@ class DataCollatorForPreTraining:
             self.tokenizer, mlm_probability=self.mlm_probability, whole_word_mask=self.whole_word_mask, **replace
         )
 
+    def rate(self, batch: int) -> float:
+        """The masking rate of the run's batch number `batch` (0-based)."""
+        if self.final_mlm_probability is None:
+            return self.mlm_probability
+        progress = min(batch / max(self.total_batches - 1, 1), 1.0)
+        return self.mlm_probability + (self.final_mlm_probability - self.mlm_probability) * progress
+
     def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
         ids = [int(e["example_id"]) for e in examples]
         batch = self.tokenizer.pad(
@@ -343,6 +357,9 @@ class DataCollatorForPreTraining:
         )
         special_tokens_mask = batch.pop("special_tokens_mask")
         offsets = _word_offsets(examples, batch["input_ids"].shape[1]) if self.whole_word_mask else None
+        if self.final_mlm_probability is not None:
+            self.masker.mlm_probability = self.rate(self.batches)
+            self.batches += 1
         self.masker.generator = torch.Generator().manual_seed(_batch_seed(self.seed, self.epoch, *ids))
         batch["input_ids"], batch["labels"] = self.masker.torch_mask_tokens(
             batch["input_ids"], special_tokens_mask=special_tokens_mask, offset_mapping=offsets

@@ -201,7 +201,8 @@ def prepare_training(run: PretrainingRun) -> Training:
         param_groups(model, args.weight_decay), lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
         eps=args.adam_epsilon, fused=True
     )
-    collator = DataCollatorForPreTraining(run.tokenizer, args.mlm_probability, args.whole_word_mask, seed=args.seed)
+    collator = DataCollatorForPreTraining(run.tokenizer, args.mlm_probability, args.whole_word_mask, seed=args.seed,
+                                          final_mlm_probability=args.final_mlm_probability)
     # Held-out MLM is always scored at BERT's 15% token masking, whatever the training masking: a run trained at 30%
     # or with whole-word masking is compared with the default on the very same masked tokens.
     eval_collator = DataCollatorForPreTraining(run.tokenizer, EVAL_MLM_PROBABILITY, whole_word_mask=False, seed=args.seed + 1)
@@ -220,6 +221,8 @@ def prepare_training(run: PretrainingRun) -> Training:
         if args.max_time and "total_steps" in saved:  # the time-fitted total, until this session refits it
             total_steps = min(args.max_steps, saved["total_steps"])
     total_steps = max(total_steps, start_step)
+    accum = args.gradient_accumulation_steps  # the masking-rate schedule's position and length, in batches
+    collator.batches, collator.total_batches = start_step * accum, total_steps * accum
     # A resumed run may have been given a new max_steps: the schedule is built for the total, at the start step.
     scheduler = build_schedule(optimizer, args, total_steps, start_step)
     metrics = MetricsLog(run.out / outputs.METRICS_FILE, keep_until=start_step, enabled=accelerator.is_main_process)
@@ -262,11 +265,14 @@ def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, f
             fitted = budget.fit(done, args.max_steps, accelerator)
             if fitted != total_steps:
                 total_steps = progress.total = fitted
+                t.collator.total_batches = fitted * accum
                 scheduler = build_schedule(t.optimizer, args, total_steps, done)
         finished = done == total_steps
         if done % args.logging_steps == 0 or finished:
             sums = dict(zip(objective.stat_keys, accelerator.reduce(window, "sum").tolist()))
             record = {"step": done, **objective.train_metrics(sums), "learning_rate": scheduler.get_last_lr()[0]}
+            if args.final_mlm_probability is not None:
+                record["mlm_probability"] = t.collator.rate(done * accum - 1)  # the step's last batch's
             window.zero_()
             t.metrics.write(record)
             accelerator.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=done)
