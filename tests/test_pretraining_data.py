@@ -188,11 +188,26 @@ def test_examples_are_bert_sentence_pairs(dataset, tokenizer):
 
 def test_nsp_labels_are_balanced_and_true(docs, tokenizer):
     tokenized = tokenize_documents(docs, tokenizer)
-    text = TokenStreams(tokenized)
     pairs = create_nsp_pairs(tokenized, MAX_LENGTH, __import__("random").Random(1))
     labels = np.array([label for _, _, label in pairs])
     assert len(pairs) > 2000
     assert abs(labels.mean() - 0.5) < 4 * np.sqrt(0.25 / len(pairs))  # 50/50 within 4 sigma
+    assert_pairs_are_true(pairs, TokenStreams(tokenized))
+
+
+def test_without_nsp_every_example_is_text_of_one_document(docs, tokenizer):
+    """random_next=0 (the objectives without NSP): every B continues its A's document."""
+    tokenized = tokenize_documents(docs, tokenizer)
+    pairs = create_nsp_pairs(tokenized, MAX_LENGTH, __import__("random").Random(1), random_next=0.0)
+    assert len(pairs) > 2000 and {label for _, _, label in pairs} == {IS_NEXT}
+    assert_pairs_are_true(pairs, TokenStreams(tokenized))
+    windows = build_nsp_dataset(docs, tokenizer, max_length=MAX_LENGTH, seed=0, random_next=0.0)
+    assert set(windows["next_sentence_label"]) == {IS_NEXT}
+
+
+def assert_pairs_are_true(pairs, text: TokenStreams) -> None:
+    """IsNext: B comes after A in A's document; random: B is from another document (for the pairs that can be
+    traced to one document: more than 80% of them)."""
     checked = 0
     for a, b, label in pairs:
         if len(a) < 8 or len(b) < 8:

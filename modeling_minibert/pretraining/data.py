@@ -222,9 +222,10 @@ def _truncate_pair(a: Segment, b: Segment, max_tokens: int, rng: random.Random) 
 
 
 def create_nsp_pairs(
-    documents: list[list[Segment]], max_length: int, rng: random.Random
+    documents: list[list[Segment]], max_length: int, rng: random.Random, random_next: float = 0.5
 ) -> list[tuple[Segment, Segment, int]]:
-    """(segment A, segment B, next_sentence_label) pairs that fill `max_length` with [CLS] A [SEP] B [SEP]."""
+    """(segment A, segment B, next_sentence_label) pairs that fill `max_length` with [CLS] A [SEP] B [SEP]; B is
+    another document's text with chance `random_next` (0: every example is a contiguous window of one document)."""
     if len(documents) < MIN_DOCUMENTS_PER_SPLIT:
         raise ValueError(f"NSP needs at least {MIN_DOCUMENTS_PER_SPLIT} non-empty documents, got {len(documents)}")
     target = max_length - 3  # room for [CLS], [SEP], [SEP]
@@ -236,7 +237,7 @@ def create_nsp_pairs(
             chunk.append(sentences[i])
             chunk_len += len(sentences[i])
             if i == len(sentences) - 1 or chunk_len >= target:
-                is_random = rng.random() < 0.5
+                is_random = rng.random() < random_next
                 a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
                 a, b = Segment(), Segment()
                 for s in chunk[:a_end]:
@@ -273,8 +274,10 @@ def build_nsp_dataset(
     max_length: int = 64,
     seed: int = 42,
     dupe_factor: int = 1,
+    random_next: float = 0.5,
 ) -> datasets.Dataset:
-    """Tokenized NSP examples as a `datasets.Dataset`, built deterministically from `seed`.
+    """Tokenized NSP examples as a `datasets.Dataset`, built deterministically from `seed`; with `random_next` 0
+    (an objective without NSP) each example is a contiguous window of one document, still cut into A and B.
 
     `dupe_factor` (BERT's name) passes over the documents that many times, each with new segment boundaries and
     new random partners, so that repeated epochs do not show the same pairs (a model would learn them by heart).
@@ -288,7 +291,7 @@ def build_nsp_dataset(
         raise ValueError(f"dupe_factor={dupe_factor} must be at least 1")
     rng = random.Random(seed)
     tokenized = tokenize_documents(documents, tokenizer)
-    pairs = [pair for _ in range(dupe_factor) for pair in create_nsp_pairs(tokenized, max_length, rng)]
+    pairs = [pair for _ in range(dupe_factor) for pair in create_nsp_pairs(tokenized, max_length, rng, random_next)]
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     columns: dict[str, list] = {name: [] for name in EXAMPLE_COLUMNS}
     for k, (a, b, label) in enumerate(pairs):

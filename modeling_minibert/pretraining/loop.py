@@ -152,7 +152,10 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
                                       from_run_folder=run_exists or not is_main)
             check_tokenizer_fits(tokenizer, config, source)
             objective.set_vocabulary(tokenizer)
-            train_set = build_nsp_dataset(train_docs, tokenizer, args.max_seq_length, args.seed, args.dupe_factor)
+            train_set = build_nsp_dataset(train_docs, tokenizer, args.max_seq_length, args.seed, args.dupe_factor,
+                                          objective.random_next)
+            # The held-out examples are the same for every objective (half of them with a random B): held-out MLM
+            # accuracy compares across objectives.
             eval_set = build_nsp_dataset(held_out_docs, tokenizer, args.max_seq_length, args.seed + 1)
             check_sizes(args, train_set, eval_set, accelerator.num_processes)
             if is_main:  # only now that every check has passed
