@@ -1,7 +1,8 @@
 """CPU deployment paths for a fine-tuned Mini-BERT classifier, side by side: speed, memory and accuracy.
 
 Paths (PATHS): transformers' BERT with the same weights (sdpa), eager Mini-BERT fp32, Mini-BERT int8 (PyTorch,
-`modeling_minibert.quantization`), onnxruntime on the plain export (`minibert export-onnx`), on the optimized
+`modeling_minibert.quantization`, its layers packed for the engine it picks on this CPU, and for fbgemm, torch's
+default's choice, to show what the pick buys), eager Mini-BERT in bfloat16 (`dtype=torch.bfloat16`), onnxruntime on the plain export (`minibert export-onnx`), on the optimized
 export (`--optimize`, padded and in length buckets), on the int8 export (`--quantize int8`, in buckets), and on
 the fully fused graph of the BERT-format copy (what optimum's exporter gives a BERT checkpoint; in buckets).
 `--paths` measures a subset.
@@ -50,6 +51,8 @@ PATHS = {
     "transformers BERT (sdpa)": "bert",
     EAGER: "minibert",
     "Mini-BERT int8 (PyTorch)": "minibert-int8",
+    "Mini-BERT int8 (PyTorch, fbgemm kernels)": "minibert-int8-fbgemm",
+    "Mini-BERT bf16 (PyTorch)": "minibert-bf16",
     REFERENCE: "onnx-plain",
     "onnxruntime fp32 (optimized, padded)": "onnx-optimized-padded",
     "onnxruntime fp32 (optimized, length buckets)": "onnx-optimized",
@@ -132,11 +135,12 @@ def load_path(kind: str, model: Path, work: Path, threads: int):
     def run(ids, mask, types):
         with torch.inference_mode():
             return net(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
-                       token_type_ids=torch.from_numpy(types)).logits.numpy()
+                       token_type_ids=torch.from_numpy(types)).logits.float().numpy()
     return run
 
 
 def torch_model(kind: str, model: Path, work: Path):
+    import torch
     from transformers import BertForSequenceClassification
 
     from modeling_minibert import MiniBertForSequenceClassification
@@ -146,6 +150,10 @@ def torch_model(kind: str, model: Path, work: Path):
         return BertForSequenceClassification.from_pretrained(work / "bert", attn_implementation="sdpa").eval()
     if kind == "minibert-int8":
         return load_quantized(work / "int8")
+    if kind == "minibert-int8-fbgemm":
+        return load_quantized(work / "int8", engine="fbgemm")
+    if kind == "minibert-bf16":
+        return MiniBertForSequenceClassification.from_pretrained(model, dtype=torch.bfloat16).eval()
     fp32 = MiniBertForSequenceClassification.from_pretrained(model).eval()
     if kind == "minibert-int8-per-tensor":
         return quantize_dynamic_int8(fp32, per_channel=False)
@@ -277,21 +285,23 @@ def measured_paths(results: dict) -> list[str]:
 
 
 def readme_table(results: dict) -> str:
-    """The README's deployment table: per path, mixed-batch tokens/s on 1 and 2 threads with the ratio to the plain
-    ONNX export (range across rounds), batch-1 latency and memory on 1 thread, and Rotten Tomatoes accuracy."""
+    """The README's deployment table: per path, mixed-batch tokens/s on 1 and 2 threads with the ratios to the plain
+    ONNX export and to eager fp32 Mini-BERT (range across rounds), batch-1 latency and memory on 1 thread, and Rotten Tomatoes accuracy."""
     rows = {(r["path"], r["threads"]): r for r in results["speed"]}
     thread_counts = sorted({r["threads"] for r in results["speed"]})
     header = ["path"]
     for threads in thread_counts:
-        header += [f"mixed tok/s, {threads} thread{'s' * (threads > 1)}", "× plain ONNX (range)"]
+        header += [f"mixed tok/s, {threads} thread{'s' * (threads > 1)}", "× plain ONNX (range)", "× eager fp32 (range)"]
     header += ["batch 1 p50 / p95 ms", "memory MB", "RT test accuracy"]
     lines = []
     for name in measured_paths(results):
         cells = [name]
         for threads in thread_counts:
             row = rows[name, threads]
-            low, high = row["vs_onnx_plain_range"]
-            cells += [f"{row['mixed_tokens_per_second']:,.0f}", f"**{row['vs_onnx_plain']:.2f}** ({low:.2f}–{high:.2f})"]
+            cells.append(f"{row['mixed_tokens_per_second']:,.0f}")
+            for base in ("onnx_plain", "eager"):
+                low, high = row[f"vs_{base}_range"]
+                cells.append(f"**{row[f'vs_{base}']:.2f}** ({low:.2f}–{high:.2f})")
         one = rows[name, thread_counts[0]]
         cells += [f"{one['latency_p50_ms']:.1f} / {one['latency_p95_ms']:.1f}", f"{one['peak_memory_mb']:.0f}",
                   f"{100 * results['accuracy'][name]['accuracy']:.1f}%"]

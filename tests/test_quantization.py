@@ -1,5 +1,6 @@
-"""PyTorch int8: outputs near fp32 and the same predictions (tolerance: tests/fixtures/deploy.py), a folder that
-reloads in a fresh process, bad input refused before any work."""
+"""PyTorch int8 (with each quantized engine's kernels) and bfloat16: outputs near fp32 and the same predictions
+(tolerance: tests/fixtures/deploy.py), a folder that reloads in a fresh process, bad input refused before any
+work."""
 
 import json
 
@@ -11,7 +12,16 @@ from fixtures.models import TINY, ragged_batch
 
 from modeling_minibert import MiniBertForSequenceClassification
 from modeling_minibert.outputs import QUANTIZED_INFO_FILE, QUANTIZED_WEIGHTS_FILE
-from modeling_minibert.quantization import load_quantized, quantize, quantize_dynamic_int8
+from modeling_minibert.quantization import (
+    load_quantized,
+    packing_engine,
+    quantize,
+    quantize_dynamic_int8,
+    quantized_engine,
+)
+
+# The engines whose kernels Mini-BERT's int8 layers can run on (x86 picks fbgemm for these layers).
+ENGINES = [e for e in ("fbgemm", "onednn") if e in torch.backends.quantized.supported_engines]
 
 
 @pytest.fixture(scope="module")
@@ -26,11 +36,40 @@ def logits(model, ids, mask, types, **kwargs) -> torch.Tensor:
         return model(ids, attention_mask=mask, token_type_ids=types, **kwargs).logits
 
 
-def test_int8_logits_near_fp32_and_predictions_agree():
+@pytest.mark.parametrize("engine", ENGINES)
+def test_int8_logits_near_fp32_and_predictions_agree(engine):
     fp32 = classifier()
-    int8 = quantize_dynamic_int8(classifier())
+    int8 = quantize_dynamic_int8(classifier(), engine=engine)
     batch = fixture_set(TINY["vocab_size"])
     assert_near_fp32(logits(fp32, *batch), logits(int8, *batch))
+
+
+def test_bfloat16_logits_near_fp32_and_predictions_agree(folder):
+    """bfloat16 is the other fast path on CPUs with AMX (bench_deploy.py): the model loads in it as any
+    transformers model does, and runs the unpadded path in it."""
+    bf16 = MiniBertForSequenceClassification.from_pretrained(folder, dtype=torch.bfloat16)
+    assert {p.dtype for p in bf16.parameters()} == {torch.bfloat16}
+    batch = fixture_set(TINY["vocab_size"])
+    got = logits(bf16, *batch)
+    assert got.dtype == torch.bfloat16
+    assert_near_fp32(logits(classifier(), *batch), got.float())
+
+
+def test_the_engine_is_chosen_by_the_cpu_and_restored(monkeypatch):
+    """oneDNN where the CPU has AMX int8 tiles, torch's setting elsewhere; the block packs for the engine and puts
+    torch's process-wide setting back, also after an error; an unknown engine is refused in one line."""
+    before = torch.backends.quantized.engine
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"amx_int8": True})
+    assert packing_engine() == ("onednn" if "onednn" in ENGINES else before)
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx2": True})
+    assert packing_engine() == before
+    for engine in ENGINES:
+        with pytest.raises(RuntimeError, match="inside"), quantized_engine(engine) as chosen:
+            assert chosen == engine == torch.backends.quantized.engine
+            raise RuntimeError("inside")
+        assert torch.backends.quantized.engine == before
+    with pytest.raises(ValueError, match=r"^engine='tpu' is not one of torch's quantized engines here: .*fbgemm"):
+        quantize_dynamic_int8(classifier(), engine="tpu")
 
 
 def test_int8_keeps_embeddings_layernorms_and_head_in_fp32():
@@ -78,6 +117,10 @@ def test_quantized_folder_reloads_and_runs_in_a_fresh_process(folder, tmp_path):
         cwd=tmp_path, without_package=False, PYTHONPATH=str(REPO),
     )
     torch.testing.assert_close(torch.tensor(json.loads(printed.strip().splitlines()[-1])), in_memory, atol=1e-6, rtol=1e-6)
+    # The file is the same for every engine: packed for another, the layers give fp32's outputs as closely.
+    fp32 = logits(MiniBertForSequenceClassification.from_pretrained(folder), *batch)
+    for engine in ENGINES:
+        assert_near_fp32(fp32, logits(load_quantized(out, engine=engine), *batch))
 
 
 def test_from_pretrained_refuses_an_int8_folder(folder, tmp_path):
