@@ -70,6 +70,7 @@ def test_the_engine_is_chosen_by_the_cpu_and_restored(monkeypatch):
         assert torch.backends.quantized.engine == before
     with pytest.raises(ValueError, match=r"^engine='tpu' is not one of torch's quantized engines here: .*fbgemm"):
         quantize_dynamic_int8(classifier(), engine="tpu")
+    assert torch.backends.quantized.engine == before
 
 
 def test_int8_keeps_embeddings_layernorms_and_head_in_fp32():
@@ -121,6 +122,8 @@ def test_quantized_folder_reloads_and_runs_in_a_fresh_process(folder, tmp_path):
     fp32 = logits(MiniBertForSequenceClassification.from_pretrained(folder), *batch)
     for engine in ENGINES:
         assert_near_fp32(fp32, logits(load_quantized(out, engine=engine), *batch))
+    with pytest.raises(ValueError, match=r"^engine='tpu' is not one of"):
+        load_quantized(out, engine="tpu")
 
 
 def test_from_pretrained_refuses_an_int8_folder(folder, tmp_path):
