@@ -2,9 +2,9 @@
 
 Paths (PATHS): transformers' BERT with the same weights (sdpa), eager Mini-BERT fp32, Mini-BERT int8 (PyTorch,
 `modeling_minibert.quantization`, its layers packed for the engine it picks on this CPU, and for fbgemm, torch's
-default's choice, to show what the pick buys), eager Mini-BERT in bfloat16 (`dtype=torch.bfloat16`), onnxruntime on the plain export (`minibert export-onnx`), on the optimized
-export (`--optimize`, padded and in length buckets), on the int8 export (`--quantize int8`, in buckets), and on
-the fully fused graph of the BERT-format copy (what optimum's exporter gives a BERT checkpoint; in buckets).
+default's choice, to show what the pick buys), eager Mini-BERT in bfloat16 (`dtype=torch.bfloat16`), onnxruntime
+on the plain export (`minibert export-onnx`), on the optimized export (`--optimize`, padded and in length
+buckets), on the int8 export (`--quantize int8`, in buckets), and on the fully fused graph of the BERT-format copy (what optimum's exporter gives a BERT checkpoint; in buckets).
 `--paths` measures a subset.
 
 Speed: real (non-pad) tokens/s at batch 1 (latency p50/p95, one snippet at a time) and on mixed-length 64x64
@@ -286,12 +286,14 @@ def measured_paths(results: dict) -> list[str]:
 
 def readme_table(results: dict) -> str:
     """The README's deployment table: per path, mixed-batch tokens/s on 1 and 2 threads with the ratios to the plain
-    ONNX export and to eager fp32 Mini-BERT (range across rounds), batch-1 latency and memory on 1 thread, and Rotten Tomatoes accuracy."""
+    ONNX export and to eager fp32 Mini-BERT (range across rounds), batch-1 latency and memory on 1 thread, and
+    Rotten Tomatoes accuracy."""
     rows = {(r["path"], r["threads"]): r for r in results["speed"]}
     thread_counts = sorted({r["threads"] for r in results["speed"]})
     header = ["path"]
     for threads in thread_counts:
-        header += [f"mixed tok/s, {threads} thread{'s' * (threads > 1)}", "× plain ONNX (range)", "× eager fp32 (range)"]
+        header += [f"mixed tok/s, {threads} thread{'s' * (threads > 1)}", "× plain ONNX (range)",
+                   "× eager fp32 (range)"]
     header += ["batch 1 p50 / p95 ms", "memory MB", "RT test accuracy"]
     lines = []
     for name in measured_paths(results):

@@ -97,7 +97,8 @@ def quantize_dynamic_int8(
         encoder = model.base_model.encoder
         for layer in encoder.layer:
             layer.attention.self = Int8SelfAttention(layer.attention.self)
-        qconfig = torch.ao.quantization.per_channel_dynamic_qconfig if per_channel else torch.ao.quantization.default_dynamic_qconfig
+        quantization = torch.ao.quantization
+        qconfig = quantization.per_channel_dynamic_qconfig if per_channel else quantization.default_dynamic_qconfig
         torch.ao.quantization.quantize_dynamic(encoder, {nn.Linear: qconfig}, dtype=torch.qint8, inplace=True)
     return model
 
@@ -197,4 +198,6 @@ def _model_class(config: MiniBertConfig) -> type[MiniBertPreTrainedModel]:
     raise ValueError(f"unknown architecture {name!r} in config.json")
 
 
-__all__ = ["Int8SelfAttention", "load_quantized", "packing_engine", "quantize", "quantize_dynamic_int8", "quantized_engine"]
+__all__ = [
+    "Int8SelfAttention", "load_quantized", "packing_engine", "quantize", "quantize_dynamic_int8", "quantized_engine",
+]
