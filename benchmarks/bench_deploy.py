@@ -4,8 +4,8 @@ Paths (PATHS): transformers' BERT with the same weights (sdpa), eager Mini-BERT 
 `modeling_minibert.quantization`, its layers packed for the engine it picks on this CPU, and for fbgemm, torch's
 default's choice, to show what the pick buys), eager Mini-BERT in bfloat16 (`dtype=torch.bfloat16`), onnxruntime
 on the plain export (`minibert export-onnx`), on the optimized export (`--optimize`, padded and in length
-buckets), on the int8 export (`--quantize int8`, in buckets), and on the fully fused graph of the BERT-format copy (what optimum's exporter gives a BERT checkpoint; in buckets).
-`--paths` measures a subset.
+buckets), on the int8 export (`--quantize int8`, in buckets), and on the fully fused graph of the BERT-format
+copy (what optimum's exporter gives a BERT checkpoint; in buckets). `--paths` measures a subset.
 
 Speed: real (non-pad) tokens/s at batch 1 (latency p50/p95, one snippet at a time) and on mixed-length 64x64
 batches (lengths uniform in 8..64, as benchmarks/bench_model.py), on 1 and 2 threads. Each measurement runs in its
