@@ -99,7 +99,7 @@ def quantize_dynamic_int8(
             layer.attention.self = Int8SelfAttention(layer.attention.self)
         quantization = torch.ao.quantization
         qconfig = quantization.per_channel_dynamic_qconfig if per_channel else quantization.default_dynamic_qconfig
-        torch.ao.quantization.quantize_dynamic(encoder, {nn.Linear: qconfig}, dtype=torch.qint8, inplace=True)
+        quantization.quantize_dynamic(encoder, {nn.Linear: qconfig}, dtype=torch.qint8, inplace=True)
     return model
 
 
@@ -121,27 +121,9 @@ def int8_state_dict(model: MiniBertPreTrainedModel) -> dict[str, torch.Tensor]:
     return state
 
 
-def load_int8_state_dict(
-    model: MiniBertPreTrainedModel, state: dict[str, torch.Tensor], source: Path, engine: str | None = None
-) -> None:
-    """Fill a model already shaped by `quantize_dynamic_int8` from `int8_state_dict`'s tensors, packing the int8
-    weights for `engine` (as `quantize_dynamic_int8`)."""
-    with quantized_engine(engine):
-        _load_int8_layers(model, state, source)
-    # Assigned tensor by tensor: the int8 layers' own load_state_dict wants torch's pickled packed format.
-    targets = dict(model.named_parameters()) | dict(model.named_buffers())
-    unexpected = sorted(set(state) - set(targets))
-    missing = sorted(set(targets) - set(state))
-    if missing or unexpected:
-        raise ValueError(f"{source}: weights do not fit the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
-    with torch.no_grad():
-        for key, tensor in state.items():
-            targets[key].copy_(tensor)
-    model.tie_weights()
-
-
-def _load_int8_layers(model: MiniBertPreTrainedModel, state: dict[str, torch.Tensor], source: Path) -> None:
-    """Pack each int8 layer's weights from (and pop them off) `state`."""
+def load_int8_state_dict(model: MiniBertPreTrainedModel, state: dict[str, torch.Tensor], source: Path) -> None:
+    """Fill a model already shaped by `quantize_dynamic_int8` from `int8_state_dict`'s tensors. The int8 weights
+    are packed for torch's current quantized engine (`load_quantized` sets it with `quantized_engine`)."""
     for name, module in model.named_modules():
         if isinstance(module, DynamicInt8Linear):
             try:
@@ -152,6 +134,16 @@ def _load_int8_layers(model: MiniBertPreTrainedModel, state: dict[str, torch.Ten
                 raise ValueError(f"{source}: int8 layer {name} is missing {err.args[0]}") from None
             weight = torch._make_per_channel_quantized_tensor(values, scale.double(), zero_point.long(), 0)
             module.set_weight_bias(weight, bias)
+    # Assigned tensor by tensor: the int8 layers' own load_state_dict wants torch's pickled packed format.
+    targets = dict(model.named_parameters()) | dict(model.named_buffers())
+    unexpected = sorted(set(state) - set(targets))
+    missing = sorted(set(targets) - set(state))
+    if missing or unexpected:
+        raise ValueError(f"{source}: weights do not fit the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    with torch.no_grad():
+        for key, tensor in state.items():
+            targets[key].copy_(tensor)
+    model.tie_weights()
 
 
 def quantize(model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, overwrite: bool = False) -> Path:
@@ -185,7 +177,7 @@ def load_quantized(folder: str | os.PathLike, engine: str | None = None) -> Mini
     with quantized_engine(engine) as engine:  # an unknown engine is refused before the model is built
         config = MiniBertConfig.from_pretrained(folder)
         model = quantize_dynamic_int8(_model_class(config)(config), engine=engine)
-        load_int8_state_dict(model, load_file(weights), folder, engine)
+        load_int8_state_dict(model, load_file(weights), folder)
     return model
 
 
