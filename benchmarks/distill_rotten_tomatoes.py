@@ -172,6 +172,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--augment_top_k", type=int, default=15)
     parser.add_argument("--transfer_plots", action="store_true",
                         help="add the training films' plot-summary sentences (unlabelled) to the transfer set")
+    parser.add_argument("--transfer_file", nargs="+", default=[],
+                        help="unlabelled texts (one a line) added to the transfer set: distill's --transfer_file")
     parser.add_argument("--temperature", type=float, default=2.0)
     parser.add_argument("--alpha", type=float, default=0.0)
     parser.add_argument("--relation_weight", type=float, default=0.0,
@@ -255,10 +257,10 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         fine_tune("teacher fine-tuned", teacher_source, teacher_dir, args.teacher_epochs, {"learning_rate": args.teacher_learning_rate})
 
-    transfer_files = []
+    transfer_files = [Path(f) for f in args.transfer_file]
     if args.transfer_plots:
         transfer_files.append(work / "plot_sentences.txt")
-        transfer_files[0].write_text("\n".join(plot_sentences(set(splits["train"]["movie_name"]))) + "\n", encoding="utf-8")
+        transfer_files[-1].write_text("\n".join(plot_sentences(set(splits["train"]["movie_name"]))) + "\n", encoding="utf-8")
     with Stage() as s:
         result = distill(
             task="sequence-classification", teacher_model_name_or_path=str(teacher_dir), model_name_or_path=args.student,

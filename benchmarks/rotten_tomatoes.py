@@ -12,6 +12,6 @@ from pathlib import Path
 # The benchmarks run as scripts (and notebook 06 from the repository root): tests/fixtures is not a package path.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from fixtures.rotten_tomatoes import LABELS, data_file, load_rotten_tomatoes, plot_sentences, tfidf_baseline  # noqa: E402
+from fixtures.rotten_tomatoes import LABELS, data_file, load_rotten_tomatoes, movie_reviews, plot_sentences, tfidf_baseline  # noqa: E402
 
-__all__ = ["LABELS", "data_file", "load_rotten_tomatoes", "plot_sentences", "tfidf_baseline"]
+__all__ = ["LABELS", "data_file", "load_rotten_tomatoes", "movie_reviews", "plot_sentences", "tfidf_baseline"]

