@@ -30,7 +30,7 @@ from modeling_minibert.distillation import (
     predict_logits,
     student_features,
 )
-from modeling_minibert.finetuning import finetune
+from modeling_minibert.finetuning import TRAINING_DEFAULTS, finetune
 from modeling_minibert.finetuning.flow import Examples
 from modeling_minibert.outputs import CURVES_FILE, TEACHER_DIR, TEACHER_LOGITS_FILE as CACHE_FILE
 from safetensors.torch import load_file
@@ -521,6 +521,33 @@ def test_cli_distils_from_files(distilled, student, tmp_path, capsys):
     assert state["global_step"] == 2 and state["train_batch_size"] == 16
     args = json.loads((tmp_path / "out" / "distillation_args.json").read_text())
     assert args["temperature"] == 3.0 and args["alpha"] == 0.5
+
+
+@pytest.mark.parametrize("given", [None, "3"])
+def test_distillation_trains_four_epochs_unless_told_and_fine_tuning_keeps_three(distilled, student, tmp_path, monkeypatch, given):
+    """distill's own default (4 epochs) reaches Trainer from the command line and the Python function alike; an
+    explicit --num_train_epochs 3, fine-tuning's default, is not mistaken for "not given"."""
+    epochs = []
+
+    def record(self, *args, **kwargs):
+        epochs.append(self.args.num_train_epochs)
+        raise KeyboardInterrupt  # stops the run where training would start
+
+    monkeypatch.setattr(distillation.DistillationTrainer, "train", record)
+    train = tmp_path / "train.csv"
+    sentiment(32, 0).to_csv(train, index=False)
+    flags = ["--num_train_epochs", given] if given else []
+    with pytest.raises(KeyboardInterrupt):
+        main(["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", distilled.teacher,
+              "--model_name_or_path", str(student), "--train_file", str(train), "--output_dir", str(tmp_path / "cli"),
+              "--augment_copies", "0", "--disable_tqdm", "true", *flags])
+    with pytest.raises(KeyboardInterrupt):
+        distill(task="sequence-classification", teacher_model_name_or_path=distilled.teacher, model_name_or_path=str(student),
+                train_data=sentiment(32, 0), output_dir=str(tmp_path / "api"), augment_copies=0, show_progress=False,
+                **({"num_train_epochs": float(given)} if given else {}))
+    expected = float(given) if given else 4.0
+    assert epochs == [expected, expected]
+    assert TRAINING_DEFAULTS["num_train_epochs"] == 3.0
 
 
 def test_a_torn_teacher_logits_cache_is_recomputed(teacher, student, tmp_path):

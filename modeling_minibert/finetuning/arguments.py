@@ -190,11 +190,11 @@ def require(args: Any, *names: str) -> None:
             raise ValueError(f"{name} is required (--{name})")
 
 
-def training_options(values: dict[str, Any]) -> dict[str, Any]:
-    """The `TrainingArguments` fields among parsed `values` that differ from the parser's defaults: only those
-    go on, as `training_arguments` applies the same defaults to the command line and the Python API, and decides
-    the contextual ones."""
-    defaults = _parser_defaults()
+def training_options(values: dict[str, Any], own_defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `TrainingArguments` fields among parsed `values` that differ from the parser's defaults (with a job's
+    `own_defaults` over ours): only those go on, as the job's function applies the same defaults to the command
+    line and the Python API, and `training_arguments` decides the contextual ones."""
+    defaults = {**_parser_defaults(), **(own_defaults or {})}
     return {k: v for k, v in fields_of(TrainingArguments, values).items() if k not in defaults or v != defaults[k]}
 
 
@@ -262,6 +262,8 @@ class Job:
     help: str
     description: str
     saved: Callable[[Any], str] = lambda result: f"saved to {result.output_dir}"  # noqa: E731 - the line it prints
+    # TrainingArguments defaults of this job over `TRAINING_DEFAULTS`; its function must apply the same ones.
+    training_defaults: dict[str, Any] = field(default_factory=dict)
 
     def add_cli(self, subparsers: argparse._SubParsersAction) -> None:
         parser = subparsers.add_parser(
@@ -272,12 +274,12 @@ class Job:
             help=self.help,
             description=self.description,
         )
-        parser.set_defaults(func=self.run_cli)
+        parser.set_defaults(func=self.run_cli, **self.training_defaults)
 
     def run_cli(self, namespace: argparse.Namespace) -> int:
         module, name = self.function.rsplit(".", 1)
         values = vars(namespace)
-        result = getattr(importlib.import_module(module), name)(**fields_of(self.arguments, values), **training_options(values))
+        result = getattr(importlib.import_module(module), name)(**fields_of(self.arguments, values), **training_options(values, self.training_defaults))
         print(self.saved(result))
         print_scores(result)
         return 0
