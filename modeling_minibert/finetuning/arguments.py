@@ -279,7 +279,8 @@ class Job:
     def run_cli(self, namespace: argparse.Namespace) -> int:
         module, name = self.function.rsplit(".", 1)
         values = vars(namespace)
-        result = getattr(importlib.import_module(module), name)(**fields_of(self.arguments, values), **training_options(values, self.training_defaults))
+        function = getattr(importlib.import_module(module), name)
+        result = function(**fields_of(self.arguments, values), **training_options(values, self.training_defaults))
         print(self.saved(result))
         print_scores(result)
         return 0
