@@ -42,7 +42,7 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
-from modeling_minibert.distillation import distill, predict_logits  # noqa: E402
+from modeling_minibert.distillation import distill, max_length_for, predict_logits  # noqa: E402
 from modeling_minibert.files import write_json  # noqa: E402
 from modeling_minibert.finetuning import finetune  # noqa: E402
 from rotten_tomatoes import load_rotten_tomatoes, plot_sentences, tfidf_baseline  # noqa: E402
@@ -79,6 +79,7 @@ def scored(folder: Path, split, max_length: int) -> dict[str, float]:
 
     model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
+    max_length = max_length_for(str(folder), tokenizer, max_length)  # a Mini-BERT teacher reads 64 tokens at most
     logits = predict_logits(model, tokenizer, list(split["text"]), "sequence-classification", max_length, 64, False)
     predicted = [model.config.id2label[int(row.argmax())] for row in logits]
     return {"accuracy": accuracy_score(split["label"], predicted),
@@ -89,6 +90,7 @@ def throughput(folder: str, texts: list[str], max_length: int, batch_size: int, 
     """Examples per second (wall clock and per CPU second) of a classifier over `texts`, best of `repeats`."""
     model = AutoModelForSequenceClassification.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
+    max_length = max_length_for(folder, tokenizer, max_length)
     predict_logits(model, tokenizer, texts[:batch_size], "sequence-classification", max_length, batch_size, False)  # warm-up
     best = None
     for _ in range(repeats):
