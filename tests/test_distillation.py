@@ -523,20 +523,20 @@ def test_cli_distils_from_files(distilled, student, tmp_path, capsys):
     assert args["temperature"] == 3.0 and args["alpha"] == 0.5
 
 
-@pytest.mark.parametrize("given", [None, "3"])
-def test_distillation_trains_four_epochs_unless_told_and_fine_tuning_keeps_three(distilled, student, tmp_path, monkeypatch, given):
-    """distill's own default (4 epochs) reaches Trainer from the command line and the Python function alike; an
-    explicit --num_train_epochs 3, fine-tuning's default, is not mistaken for "not given"."""
-    epochs = []
+@pytest.mark.parametrize("given", [None, ("3", "1e-4")])
+def test_distillation_defaults_4_epochs_at_2e4_unless_told_and_fine_tuning_keeps_its_own(distilled, student, tmp_path, monkeypatch, given):
+    """distill's own defaults (4 epochs at 2e-4) reach Trainer from the command line and the Python function alike;
+    an explicit --num_train_epochs 3 --learning_rate 1e-4, fine-tuning's defaults, is not mistaken for "not given"."""
+    used = []
 
     def record(self, *args, **kwargs):
-        epochs.append(self.args.num_train_epochs)
+        used.append((self.args.num_train_epochs, self.args.learning_rate))
         raise KeyboardInterrupt  # stops the run where training would start
 
     monkeypatch.setattr(distillation.DistillationTrainer, "train", record)
     train = tmp_path / "train.csv"
     sentiment(32, 0).to_csv(train, index=False)
-    flags = ["--num_train_epochs", given] if given else []
+    flags = ["--num_train_epochs", given[0], "--learning_rate", given[1]] if given else []
     with pytest.raises(KeyboardInterrupt):
         main(["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", distilled.teacher,
               "--model_name_or_path", str(student), "--train_file", str(train), "--output_dir", str(tmp_path / "cli"),
@@ -544,10 +544,10 @@ def test_distillation_trains_four_epochs_unless_told_and_fine_tuning_keeps_three
     with pytest.raises(KeyboardInterrupt):
         distill(task="sequence-classification", teacher_model_name_or_path=distilled.teacher, model_name_or_path=str(student),
                 train_data=sentiment(32, 0), output_dir=str(tmp_path / "api"), augment_copies=0, show_progress=False,
-                **({"num_train_epochs": float(given)} if given else {}))
-    expected = float(given) if given else 4.0
-    assert epochs == [expected, expected]
-    assert TRAINING_DEFAULTS["num_train_epochs"] == 3.0
+                **({"num_train_epochs": float(given[0]), "learning_rate": float(given[1])} if given else {}))
+    expected = (float(given[0]), float(given[1])) if given else (4.0, 2e-4)
+    assert used == [expected, expected]
+    assert (TRAINING_DEFAULTS["num_train_epochs"], TRAINING_DEFAULTS["learning_rate"]) == (3.0, 1e-4)
 
 
 def test_a_torn_teacher_logits_cache_is_recomputed(teacher, student, tmp_path):
