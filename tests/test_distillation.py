@@ -550,6 +550,26 @@ def test_distillation_defaults_4_epochs_at_2e4_unless_told_and_fine_tuning_keeps
     assert (TRAINING_DEFAULTS["num_train_epochs"], TRAINING_DEFAULTS["learning_rate"]) == (3.0, 1e-4)
 
 
+def test_cli_learning_rate_search_beside_distills_default_rate(distilled, student, tmp_path, monkeypatch):
+    """`--learning_rates` beside distill's own default learning rate (which the command line does not pass on): the
+    search starts, at its first rate."""
+    used = []
+
+    def record(self, *args, **kwargs):
+        used.append(self.args.learning_rate)
+        raise KeyboardInterrupt  # stops the search where its first run would train
+
+    monkeypatch.setattr(distillation.DistillationTrainer, "train", record)
+    for split, seed in (("train", 0), ("validation", 1)):
+        sentiment(32, seed).to_csv(tmp_path / f"{split}.csv", index=False)
+    with pytest.raises(KeyboardInterrupt):
+        main(["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", distilled.teacher,
+              "--model_name_or_path", str(student), "--train_file", str(tmp_path / "train.csv"),
+              "--validation_file", str(tmp_path / "validation.csv"), "--output_dir", str(tmp_path / "out"),
+              "--augment_copies", "0", "--disable_tqdm", "true", "--learning_rates", "3e-4", "1e-3"])
+    assert used == [3e-4]
+
+
 def test_a_torn_teacher_logits_cache_is_recomputed(teacher, student, tmp_path):
     """A cache cut short (a kill or a full disk while it was written, before writes were atomic) is labelled
     again, not a SafetensorError traceback; the new cache is whole and equals the first."""
