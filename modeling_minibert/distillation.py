@@ -552,14 +552,13 @@ def distill(
     if options.get("task") in TASKS and (own := load_task(options["task"]).distill) is not None:
         return own(sources, train_data is not None, show_progress, **options)
     args, training = split_options(DistillationArguments, options)
-    # A learning-rate search sets the rates itself: the default rate would stand beside it.
-    own = {k: v for k, v in DISTILL_TRAINING_DEFAULTS.items() if not (k == "learning_rate" and args.learning_rates)}
-    training = {**own, **training}
+    # On what the caller gave: a search's runs override the default learning rate, as fine-tuning's do.
+    check_learning_rates(args.learning_rates, training, "validation" in sources)
+    training = {**DISTILL_TRAINING_DEFAULTS, **training}
     # The best model is the one closest to the teacher (the validation loss); checkpoints need no optimizer state
     # (they are dropped at the end).
     training.setdefault("save_only_model", True)
     check_training_options(training, "validation" in sources)
-    check_learning_rates(args.learning_rates, training, "validation" in sources)
     task = check_options(args, train_data is not None)
     training.setdefault("disable_tqdm", not show_progress)
     # Trainer hands these columns to compute_metrics beside the labels (the mask: word targets only).
