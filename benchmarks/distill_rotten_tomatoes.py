@@ -42,7 +42,8 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
-from modeling_minibert.distillation import distill, max_length_for, predict_logits  # noqa: E402
+from modeling_minibert.distillation import DistillationArguments, distill, max_length_for, predict_logits  # noqa: E402
+from modeling_minibert.distillation_trainer import DISTILLATION_LOSSES  # noqa: E402
 from modeling_minibert.files import write_json  # noqa: E402
 from modeling_minibert.finetuning import finetune  # noqa: E402
 from rotten_tomatoes import load_rotten_tomatoes, plot_sentences, tfidf_baseline  # noqa: E402
@@ -176,6 +177,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="add the training films' plot-summary sentences (unlabelled) to the transfer set")
     parser.add_argument("--transfer_file", nargs="+", default=[],
                         help="unlabelled texts (one a line) added to the transfer set: distill's --transfer_file")
+    parser.add_argument("--distillation_loss", choices=DISTILLATION_LOSSES, default=DistillationArguments.distillation_loss,
+                        help="distill's --distillation_loss: kl (at --temperature) or mse (of the logits)")
     parser.add_argument("--temperature", type=float, default=2.0)
     parser.add_argument("--alpha", type=float, default=0.0)
     parser.add_argument("--relation_weight", type=float, default=0.0,
@@ -270,14 +273,14 @@ def main(argv: list[str] | None = None) -> dict:
             validation_data=splits["validation"], test_data=splits["test"], augment_copies=args.augment_copies,
             augmentation=args.augmentation, augment_probability=args.augment_probability, augment_top_k=args.augment_top_k,
             transfer_file=[str(f) for f in transfer_files],
-            temperature=args.temperature, alpha=args.alpha, relation_weight=args.relation_weight,
-            max_seq_length=args.max_seq_length, num_train_epochs=args.epochs, **student_rates, **common,
+            distillation_loss=args.distillation_loss, temperature=args.temperature, alpha=args.alpha,
+            relation_weight=args.relation_weight, max_seq_length=args.max_seq_length, num_train_epochs=args.epochs, **student_rates, **common,
         )
     systems["Mini-BERT distilled"] = {"test": result.test_metrics, "validation": result.metrics, "cpu_minutes": s.cpu_minutes,
                                       "wall_minutes": s.wall_minutes, "model_dir": str(result.output_dir),
                                       "learning_rate": result.train_metrics.get("learning_rate", args.learning_rate),
                                       "transfer_examples": result.transfer_size, "reused_teacher_logits": result.reused_teacher_logits,
-                                      "relation_weight": result.relation_weight}
+                                      "relation_weight": result.relation_weight, "distillation_loss": args.distillation_loss}
     print(f"Mini-BERT distilled: test accuracy {result.test_metrics['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
 
     texts = list(splits["test"]["text"])

@@ -9,8 +9,9 @@ folder, results files, card and plots. This module holds only what fine-tuning d
     transfer     the training data + unlabelled texts (`transfer_file`) + seeded augmented copies
     label        the teacher's logits on the transfer set and on the validation / test data, computed once and
                  cached in the output folder (`teacher_logits.safetensors` + `.json`), reused by a rerun
-    distil       `DistillationTrainer`: KL divergence to the teacher at a temperature (times T^2), plus `alpha`
-                 times the cross-entropy on the hard labels where the example has one, plus, with `relation_weight`
+    distil       `DistillationTrainer`: KL divergence to the teacher at a temperature (times T^2), or the mean
+                 squared difference of the logits (`distillation_loss`), plus `alpha` times the cross-entropy
+                 on the hard labels where the example has one, plus, with `relation_weight`
                  and a student that cuts text exactly as the teacher does, the teacher's last-layer attention
                  relations (`RelationTransfer`: then the teacher also reads every training batch)
 
@@ -59,6 +60,7 @@ from modeling_minibert.finetuning.flow import Examples, FinetuneResult, Task, fi
 from modeling_minibert.finetuning.tasks import TASKS, load_task
 from modeling_minibert.finetuning.token_classification import first_subtokens
 from modeling_minibert.distillation_trainer import (
+    DISTILLATION_LOSSES,
     TEACHER_COLUMNS,
     DistillationCollator,
     DistillationTrainer,
@@ -116,9 +118,14 @@ class DistillationArguments(ModelArguments, DataArguments):
         "help": "augmentation=mlm: a replacement is drawn from the K most likely pieces (TinyBERT's K)"})
     word_dropout: float = field(default=0.1, metadata={"help": "augmentation: chance to drop each word"})
     word_swap: float = field(default=0.1, metadata={"help": "augmentation: chance to swap each word with the next"})
-    temperature: float = field(default=2.0, metadata={"help": "softmax temperature of teacher and student (> 0)"})
-    alpha: float = field(default=0.0, metadata={"help": "weight of the hard-label loss, in [0, 1]; the KL term "
-                                                "gets 1 - alpha"})
+    distillation_loss: str = field(default="kl", metadata={
+        "help": "how the student's logits are matched to the teacher's: kl (KL divergence of the softmaxes at "
+                "--temperature, times its square) or mse (mean squared difference of the logits; no temperature)",
+        "choices": list(DISTILLATION_LOSSES)})
+    temperature: float = field(default=2.0, metadata={"help": "softmax temperature of teacher and student (> 0); "
+                                                      "distillation_loss=kl only"})
+    alpha: float = field(default=0.0, metadata={"help": "weight of the hard-label loss, in [0, 1]; the teacher's "
+                                                "term gets 1 - alpha"})
     # Off by default: on Rotten Tomatoes (one seed) it brought the student closer to the teacher (validation loss
     # 0.106 against 0.115) but not its accuracy (test 0.785 against 0.784), for 3.5x the CPU time (README).
     relation_weight: float = field(default=0.0, metadata={"help": (
@@ -392,8 +399,13 @@ def check_options(args: DistillationArguments, has_train_data: bool) -> Task:
     task = load_task(args.task)
     if task.read is None:
         raise ValueError(f"task={args.task!r} cannot be distilled; choose one of {[t for t in TASKS if load_task(t).read]}")
+    if args.distillation_loss not in DISTILLATION_LOSSES:
+        raise ValueError(f"distillation_loss={args.distillation_loss!r} is not one of {list(DISTILLATION_LOSSES)}")
     if not (args.temperature > 0 and np.isfinite(args.temperature)):
         raise ValueError(f"temperature={args.temperature} must be a positive number")
+    if args.distillation_loss == "mse" and args.temperature != DistillationArguments.temperature:
+        raise ValueError(f"temperature={args.temperature} does not apply to distillation_loss='mse', which matches the "
+                         "logits themselves; use distillation_loss='kl' for a temperature")
     if not (args.relation_weight >= 0 and np.isfinite(args.relation_weight)):
         raise ValueError(f"relation_weight={args.relation_weight} must be a number >= 0")
     if not 0 <= args.alpha <= 1:
@@ -595,7 +607,8 @@ def distill(
         result = flow.train_and_save(
             task.name, args.model_name_or_path, student, tokenizer, prepared, output, names, sources["train"], training,
             extra_outputs=keep_distillation_files(args, output), trainer_class=DistillationTrainer,
-            learning_rates=args.learning_rates, temperature=args.temperature, alpha=args.alpha, relations=relations,
+            learning_rates=args.learning_rates, temperature=args.temperature, alpha=args.alpha,
+            distillation_loss=args.distillation_loss, relations=relations,
         )
     return DistillResult(**vars(result), teacher=teacher, transfer_size=len(transfer.inputs), reused_teacher_logits=reused,
                          relation_weight=relations.weight if relations is not None else 0.0)

@@ -19,6 +19,7 @@ from modeling_minibert.finetuning.token_classification import first_subtokens
 from modeling_minibert.relations import padded, recording, relation_loss, set_recording_attention
 
 TEACHER_COLUMNS = ["teacher_logits", "teacher_mask"]  # what the batches carry beside the student's inputs
+DISTILLATION_LOSSES = ("kl", "mse")  # the soft term of `distillation_loss`
 
 
 def distillation_loss(
@@ -28,23 +29,32 @@ def distillation_loss(
     alpha: float = 0.0,
     labels: torch.Tensor | None = None,
     mask: torch.Tensor | None = None,
+    soft_loss: str = "kl",
 ) -> torch.Tensor:
-    """(1 - alpha) * T^2 * KL(teacher_T || student_T) + alpha * cross-entropy(student, labels).
+    """(1 - alpha) * soft term + alpha * cross-entropy(student, labels).
 
-    Logits (B, C) or (B, T, C); `mask` (B, T) marks the positions that have a teacher target; labels -100 are
-    ignored. T^2 keeps the soft term's gradients on the hard term's scale whatever the temperature (Hinton et
-    al. 2015). The KL term is averaged over the examples (or masked positions).
+    The soft term is T^2 * KL(teacher_T || student_T) with `soft_loss="kl"` (Hinton et al. 2015: T^2 keeps its
+    gradients on the hard term's scale whatever the temperature), or with `soft_loss="mse"` the mean squared
+    difference of the raw logits, which keeps how sure the teacher is and has no temperature (Kim et al. 2021,
+    "Comparing Kullback-Leibler Divergence and Mean Squared Error Loss in Knowledge Distillation"). Logits (B, C) or
+    (B, T, C); `mask` (B, T) marks the positions that have a teacher target; labels -100 are ignored. The soft term
+    is averaged over the examples (or masked positions).
     """
+    if soft_loss not in DISTILLATION_LOSSES:
+        raise ValueError(f"distillation_loss={soft_loss!r} is not one of {list(DISTILLATION_LOSSES)}")
     num_labels = student_logits.shape[-1]
-    student = F.log_softmax(student_logits.float() / temperature, dim=-1)
-    teacher = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
-    kl = F.kl_div(student, teacher, log_target=True, reduction="none").sum(-1)  # (B,) or (B, T)
+    if soft_loss == "mse":
+        soft = (student_logits.float() - teacher_logits.float()).pow(2).mean(-1)  # (B,) or (B, T)
+    else:
+        student = F.log_softmax(student_logits.float() / temperature, dim=-1)
+        teacher = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
+        soft = temperature**2 * F.kl_div(student, teacher, log_target=True, reduction="none").sum(-1)
     if mask is not None:
         keep = mask == 1
-        kl = kl[keep].sum() / keep.sum().clamp(min=1)
+        soft = soft[keep].sum() / keep.sum().clamp(min=1)
     else:
-        kl = kl.mean()
-    loss = (1.0 - alpha) * temperature**2 * kl
+        soft = soft.mean()
+    loss = (1.0 - alpha) * soft
     if alpha > 0 and labels is not None and bool((labels != -100).any()):
         loss = loss + alpha * F.cross_entropy(
             student_logits.float().reshape(-1, num_labels), labels.reshape(-1), ignore_index=-100
@@ -83,11 +93,12 @@ class DistillationTrainer(Trainer):
     """`Trainer` whose loss is `distillation_loss` against the batch's `teacher_logits` column, plus, with
     `relations`, the teacher's attention relations while training."""
 
-    def __init__(self, *args: Any, temperature: float = 2.0, alpha: float = 0.0,
+    def __init__(self, *args: Any, temperature: float = 2.0, alpha: float = 0.0, distillation_loss: str = "kl",
                  relations: RelationTransfer | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.temperature = temperature
         self.alpha = alpha
+        self.distillation_loss = distillation_loss
         self.relations = relations
 
     def train(self, *args: Any, **kwargs: Any):
@@ -108,7 +119,8 @@ class DistillationTrainer(Trainer):
         else:
             outputs, relations = model(**model_inputs), 0.0
         loss = distillation_loss(
-            outputs.logits, inputs["teacher_logits"], self.temperature, self.alpha, inputs.get("labels"), inputs.get("teacher_mask")
+            outputs.logits, inputs["teacher_logits"], self.temperature, self.alpha, inputs.get("labels"),
+            inputs.get("teacher_mask"), self.distillation_loss,
         )
         loss = loss + relations
         return (loss, outputs) if return_outputs else loss
@@ -185,6 +197,7 @@ def distillation_metrics(task: Task, names: list[str]):
 
 
 __all__ = [
+    "DISTILLATION_LOSSES",
     "DistillationCollator",
     "DistillationTrainer",
     "RelationTransfer",

@@ -880,6 +880,9 @@ ROWS: list[Row] = [
     # -- distill ---------------------------------------------------------------------------------------------------
     Row("distill-temperature-zero", ("temperature=0",), distill_cli("--temperature", "0"), lambda p: distill_api(p, temperature=0)),
     Row("distill-alpha-above-one", ("alpha=1.5",), distill_cli("--alpha", "1.5"), lambda p: distill_api(p, alpha=1.5)),
+    Row("distill-unknown-loss", ("--distillation_loss", "'huber'"), distill_cli("--distillation_loss", "huber"), by_argparse=True),
+    Row("distill-temperature-with-mse", ("temperature=4.0", "'mse'"), distill_cli("--distillation_loss", "mse", "--temperature", "4"),
+        lambda p: distill_api(p, distillation_loss="mse", temperature=4.0)),
     Row("distill-word-dropout-one", ("word_dropout=1.0",), distill_cli("--word_dropout", "1.0"),
         lambda p: distill_api(p, word_dropout=1.0)),
     Row("distill-max-seq-length-two", ("max_seq_length=2",), distill_cli("--max_seq_length", "2"),

@@ -20,7 +20,7 @@ from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
 from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForPreTraining, MiniBertForSequenceClassification
-from modeling_minibert import distillation
+from modeling_minibert import distillation, distillation_trainer
 from modeling_minibert.cli import main
 from modeling_minibert.distillation import (
     DistillationCollator,
@@ -79,7 +79,9 @@ def pretrained_folder(folder: Path, vocab_size: int, hidden: int, lowercase: boo
         vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=2 * hidden, max_position_embeddings=32,
     )
-    MiniBertForPreTraining(config).save_pretrained(folder)
+    with torch.random.fork_rng():  # the same weights whichever tests ran first
+        torch.manual_seed(0)
+        MiniBertForPreTraining(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 
@@ -254,6 +256,28 @@ def test_distillation_loss():
     assert distillation_loss(student, teacher, 2.0, alpha=1.0, labels=labels) == pytest.approx(float(ce), rel=1e-5)
     mixed = distillation_loss(student, teacher, 2.0, alpha=0.25, labels=labels)
     assert mixed == pytest.approx(0.75 * 4 * float(kl) + 0.25 * float(ce), rel=1e-5)
+
+
+def test_distillation_loss_mse_matches_the_logits_without_a_temperature():
+    torch.manual_seed(0)
+    student, teacher = torch.randn(4, 3), torch.randn(4, 3) * 3
+    labels = torch.tensor([0, 2, -100, 1])
+    mse = float(((student - teacher) ** 2).mean())
+    assert distillation_loss(student, teacher, 2.0, soft_loss="mse") == pytest.approx(mse, rel=1e-5)
+    assert distillation_loss(student, teacher, 7.0, soft_loss="mse") == pytest.approx(mse, rel=1e-5)
+    # Logits that differ by a constant give the same softmax (KL 0) but not the same logits.
+    assert float(distillation_loss(teacher + 1, teacher, 2.0)) == pytest.approx(0.0, abs=1e-5)
+    assert distillation_loss(teacher + 1, teacher, 2.0, soft_loss="mse") == pytest.approx(1.0, rel=1e-5)
+    ce = torch.nn.functional.cross_entropy(student, labels, ignore_index=-100)
+    mixed = distillation_loss(student, teacher, 2.0, alpha=0.25, labels=labels, soft_loss="mse")
+    assert mixed == pytest.approx(0.75 * mse + 0.25 * float(ce), rel=1e-5)
+    # Per token: only the masked positions count, each the mean over its classes.
+    tokens, mask = torch.randn(2, 3, 4), torch.tensor([[1, 0, 1], [0, 0, 1]])
+    target = torch.randn(2, 3, 4)
+    kept = ((tokens - target) ** 2).mean(-1)[mask == 1].mean()
+    assert distillation_loss(tokens, target, 2.0, mask=mask, soft_loss="mse") == pytest.approx(float(kept), rel=1e-5)
+    with pytest.raises(ValueError, match=r"distillation_loss='huber' is not one of \['kl', 'mse'\]"):
+        distillation_loss(student, teacher, 2.0, soft_loss="huber")
 
 
 def test_augmentation_is_seeded_and_keeps_words():
@@ -448,6 +472,8 @@ def masked_lm_teacher(tmp_path_factory, teacher_base) -> Path:
         ("zero_temperature", ValueError, r"temperature=0.0 must be a positive number"),
         ("negative_temperature", ValueError, r"temperature=-1.0 must be a positive number"),
         ("alpha", ValueError, r"alpha=1.5 must be between 0 and 1"),
+        ("distillation_loss", ValueError, r"distillation_loss='huber' is not one of \['kl', 'mse'\]"),
+        ("temperature_with_mse", ValueError, r"temperature=4.0 does not apply to distillation_loss='mse'"),
         ("augmentation", ValueError, r"augmentation='glove' is not one of \['words', 'mlm'\]"),
         ("augment_probability", ValueError, r"augment_probability=0.0 must be in \(0, 1\]"),
         ("augment_top_k", ValueError, r"augment_top_k=0 must be at least 1"),
@@ -468,6 +494,8 @@ def test_bad_inputs_fail_before_training(case, error, message, other_labels_teac
         "zero_temperature": dict(temperature=0.0),
         "negative_temperature": dict(temperature=-1.0),
         "alpha": dict(alpha=1.5),
+        "distillation_loss": dict(distillation_loss="huber"),
+        "temperature_with_mse": dict(distillation_loss="mse", temperature=4.0),
         "augmentation": dict(augmentation="glove"),
         "augment_probability": dict(augmentation="mlm", augment_probability=0.0),
         "augment_top_k": dict(augmentation="mlm", augment_top_k=0),
@@ -521,6 +549,28 @@ def test_cli_distils_from_files(distilled, student, tmp_path, capsys):
     assert state["global_step"] == 2 and state["train_batch_size"] == 16
     args = json.loads((tmp_path / "out" / "distillation_args.json").read_text())
     assert args["temperature"] == 3.0 and args["alpha"] == 0.5
+
+
+def test_cli_mse_loss_reaches_the_trainer(distilled, student, tmp_path, monkeypatch):
+    """--distillation_loss mse is what the trainer's loss computes with, and it is kept in distillation_args.json."""
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(args[6] if len(args) > 6 else kwargs.get("soft_loss", "kl"))
+        return distillation_loss(*args, **kwargs)
+
+    monkeypatch.setattr(distillation_trainer, "distillation_loss", recording)
+    train = tmp_path / "train.csv"
+    sentiment(32, 0).to_csv(train, index=False)
+    code = main([
+        "distill", "--task", "sequence-classification", "--teacher_model_name_or_path", distilled.teacher,
+        "--model_name_or_path", str(student), "--train_file", str(train), "--output_dir", str(tmp_path / "out"),
+        "--max_steps", "2", "--per_device_train_batch_size", "16", "--distillation_loss", "mse",
+        "--augment_copies", "0", "--disable_tqdm", "true", "--eval_strategy", "no",
+    ])
+    assert code == 0
+    assert seen and set(seen) == {"mse"}
+    assert json.loads((tmp_path / "out" / "distillation_args.json").read_text())["distillation_loss"] == "mse"
 
 
 @pytest.mark.parametrize("given", [None, ("3", "1e-4")])
@@ -615,7 +665,9 @@ def same_tokens_student(folder: Path, tokenizer_source: Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
     config = MiniBertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                             intermediate_size=64, max_position_embeddings=32)
-    MiniBertForPreTraining(config).save_pretrained(folder)
+    with torch.random.fork_rng():  # the same weights whichever tests ran first
+        torch.manual_seed(0)
+        MiniBertForPreTraining(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 
