@@ -180,6 +180,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--distillation_loss", choices=DISTILLATION_LOSSES, default=DistillationArguments.distillation_loss,
                         help="distill's --distillation_loss: kl (at --temperature) or mse (of the logits)")
     parser.add_argument("--temperature", type=float, default=2.0)
+    parser.add_argument("--student_dropout", type=float, default=DistillationArguments.student_dropout,
+                        help="distill's --student_dropout: the student's dropout while it is distilled")
     parser.add_argument("--alpha", type=float, default=0.0)
     parser.add_argument("--relation_weight", type=float, default=0.0,
                         help="distill's --relation_weight: the teacher's attention relations, taught beside its predictions")
@@ -274,13 +276,15 @@ def main(argv: list[str] | None = None) -> dict:
             augmentation=args.augmentation, augment_probability=args.augment_probability, augment_top_k=args.augment_top_k,
             transfer_file=[str(f) for f in transfer_files],
             distillation_loss=args.distillation_loss, temperature=args.temperature, alpha=args.alpha,
+            student_dropout=args.student_dropout,
             relation_weight=args.relation_weight, max_seq_length=args.max_seq_length, num_train_epochs=args.epochs, **student_rates, **common,
         )
     systems["Mini-BERT distilled"] = {"test": result.test_metrics, "validation": result.metrics, "cpu_minutes": s.cpu_minutes,
                                       "wall_minutes": s.wall_minutes, "model_dir": str(result.output_dir),
                                       "learning_rate": result.train_metrics.get("learning_rate", args.learning_rate),
                                       "transfer_examples": result.transfer_size, "reused_teacher_logits": result.reused_teacher_logits,
-                                      "relation_weight": result.relation_weight, "distillation_loss": args.distillation_loss}
+                                      "relation_weight": result.relation_weight, "distillation_loss": args.distillation_loss,
+                                      "student_dropout": args.student_dropout}
     print(f"Mini-BERT distilled: test accuracy {result.test_metrics['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
 
     texts = list(splits["test"]["text"])

@@ -880,6 +880,8 @@ ROWS: list[Row] = [
     # -- distill ---------------------------------------------------------------------------------------------------
     Row("distill-temperature-zero", ("temperature=0",), distill_cli("--temperature", "0"), lambda p: distill_api(p, temperature=0)),
     Row("distill-alpha-above-one", ("alpha=1.5",), distill_cli("--alpha", "1.5"), lambda p: distill_api(p, alpha=1.5)),
+    Row("distill-student-dropout-one", ("student_dropout=1.0",), distill_cli("--student_dropout", "1"),
+        lambda p: distill_api(p, student_dropout=1.0)),
     Row("distill-unknown-loss", ("--distillation_loss", "'huber'"), distill_cli("--distillation_loss", "huber"), by_argparse=True),
     Row("distill-temperature-with-mse", ("temperature=4.0", "'mse'"), distill_cli("--distillation_loss", "mse", "--temperature", "4"),
         lambda p: distill_api(p, distillation_loss="mse", temperature=4.0)),

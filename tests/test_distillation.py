@@ -473,6 +473,7 @@ def masked_lm_teacher(tmp_path_factory, teacher_base) -> Path:
         ("negative_temperature", ValueError, r"temperature=-1.0 must be a positive number"),
         ("alpha", ValueError, r"alpha=1.5 must be between 0 and 1"),
         ("distillation_loss", ValueError, r"distillation_loss='huber' is not one of \['kl', 'mse'\]"),
+        ("student_dropout", ValueError, r"student_dropout=1.0 must be in \[0, 1\)"),
         ("temperature_with_mse", ValueError, r"temperature=4.0 does not apply to distillation_loss='mse'"),
         ("augmentation", ValueError, r"augmentation='glove' is not one of \['words', 'mlm'\]"),
         ("augment_probability", ValueError, r"augment_probability=0.0 must be in \(0, 1\]"),
@@ -495,6 +496,7 @@ def test_bad_inputs_fail_before_training(case, error, message, other_labels_teac
         "negative_temperature": dict(temperature=-1.0),
         "alpha": dict(alpha=1.5),
         "distillation_loss": dict(distillation_loss="huber"),
+        "student_dropout": dict(student_dropout=1.0),
         "temperature_with_mse": dict(distillation_loss="mse", temperature=4.0),
         "augmentation": dict(augmentation="glove"),
         "augment_probability": dict(augmentation="mlm", augment_probability=0.0),
@@ -571,6 +573,29 @@ def test_cli_mse_loss_reaches_the_trainer(distilled, student, tmp_path, monkeypa
     assert code == 0
     assert seen and set(seen) == {"mse"}
     assert json.loads((tmp_path / "out" / "distillation_args.json").read_text())["distillation_loss"] == "mse"
+
+
+@pytest.mark.parametrize("dropout, trained_with", [(None, 0.1), (0.0, 0.0), (0.05, 0.05)])
+def test_student_dropout_is_for_the_distillation_only(teacher, student, tmp_path, monkeypatch, dropout, trained_with):
+    """The student trains with student_dropout (0 by default; None: its config's 0.1), in every dropout layer; the
+    saved student's config keeps its own 0.1, and the reloaded model drops out at 0.1 again."""
+    seen = []
+    train = distillation.DistillationTrainer.train
+
+    def recording(self, *args, **kwargs):
+        seen.extend({m.p for m in self.model.modules() if isinstance(m, torch.nn.Dropout)})
+        seen.extend({m.dropout_prob for m in self.model.modules() if hasattr(m, "dropout_prob")})
+        return train(self, *args, **kwargs)
+
+    monkeypatch.setattr(distillation.DistillationTrainer, "train", recording)
+    options = {} if dropout == 0.0 else {"student_dropout": dropout}  # 0: the default
+    result = run(teacher, student, tmp_path / "out", max_steps=2, augment_copies=0, **options)
+    assert seen and set(seen) == {trained_with}
+    assert MiniBertConfig.from_pretrained(student).hidden_dropout_prob == 0.1
+    saved = json.loads((result.output_dir / "config.json").read_text())
+    assert (saved["hidden_dropout_prob"], saved["attention_probs_dropout_prob"], saved["classifier_dropout"]) == (0.1, 0.1, None)
+    reloaded = AutoModelForSequenceClassification.from_pretrained(result.output_dir)
+    assert {m.p for m in reloaded.modules() if isinstance(m, torch.nn.Dropout)} == {0.1}
 
 
 @pytest.mark.parametrize("given", [None, ("3", "1e-4")])

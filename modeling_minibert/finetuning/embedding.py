@@ -44,7 +44,7 @@ from modeling_minibert.sentence_embeddings import mean_pooling, module_types, wr
 DENSE_DIR = "2_Dense"  # the projection's sentence-transformers module folder (after 1_Pooling)
 # Distillation options that speak of labels, logits or augmented copies: they cannot apply to embeddings.
 UNUSED_OPTIONS = ("finetune_teacher", "transfer_file", "augment_copies", "word_dropout", "word_swap", "distillation_loss",
-                  "temperature", "alpha", "label_column_name")
+                  "temperature", "alpha", "student_dropout", "label_column_name")
 
 
 class EmbeddingStudent(nn.Module):
