@@ -129,8 +129,8 @@ class DistillationArguments(ModelArguments, DataArguments):
     # 0 by default: on Rotten Tomatoes the student without dropout came closer to the teacher on validation (loss
     # 0.066-0.070 against 0.078-0.079) and scored better there (README), as the soft targets already regularise.
     student_dropout: float | None = field(default=0.0, metadata={"help": (
-        "the student's dropout while it is distilled (hidden, attention and classifier; BERT's is 0.1); None keeps "
-        "its config's. The saved student's config keeps its own, for whoever trains it next")})
+        "the student's dropout while it is distilled (hidden, attention and classifier; BERT's is 0.1; in Python, "
+        "None keeps the student's own). The saved student's config keeps its own, for whoever trains it next")})
     # Off by default: on Rotten Tomatoes (one seed) it brought the student closer to the teacher (validation loss
     # 0.106 against 0.115) but not its accuracy (test 0.785 against 0.784), for 3.5x the CPU time (README).
     relation_weight: float = field(default=0.0, metadata={"help": (
