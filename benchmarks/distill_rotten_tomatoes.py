@@ -276,8 +276,8 @@ def main(argv: list[str] | None = None) -> dict:
             augmentation=args.augmentation, augment_probability=args.augment_probability, augment_top_k=args.augment_top_k,
             transfer_file=[str(f) for f in transfer_files],
             distillation_loss=args.distillation_loss, temperature=args.temperature, alpha=args.alpha,
-            student_dropout=args.student_dropout,
-            relation_weight=args.relation_weight, max_seq_length=args.max_seq_length, num_train_epochs=args.epochs, **student_rates, **common,
+            student_dropout=args.student_dropout, relation_weight=args.relation_weight,
+            max_seq_length=args.max_seq_length, num_train_epochs=args.epochs, **student_rates, **common,
         )
     systems["Mini-BERT distilled"] = {"test": result.test_metrics, "validation": result.metrics, "cpu_minutes": s.cpu_minutes,
                                       "wall_minutes": s.wall_minutes, "model_dir": str(result.output_dir),
