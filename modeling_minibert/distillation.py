@@ -65,6 +65,7 @@ from modeling_minibert.distillation_trainer import (
     DistillationCollator,
     DistillationTrainer,
     RelationTransfer,
+    check_distillation_loss,
     distillation_loss,
     distillation_metrics,
     student_features,
@@ -409,8 +410,7 @@ def check_options(args: DistillationArguments, has_train_data: bool) -> Task:
     task = load_task(args.task)
     if task.read is None:
         raise ValueError(f"task={args.task!r} cannot be distilled; choose one of {[t for t in TASKS if load_task(t).read]}")
-    if args.distillation_loss not in DISTILLATION_LOSSES:
-        raise ValueError(f"distillation_loss={args.distillation_loss!r} is not one of {list(DISTILLATION_LOSSES)}")
+    check_distillation_loss(args.distillation_loss)
     if not (args.temperature > 0 and np.isfinite(args.temperature)):
         raise ValueError(f"temperature={args.temperature} must be a positive number")
     if args.distillation_loss == "mse" and args.temperature != DistillationArguments.temperature:

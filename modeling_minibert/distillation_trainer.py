@@ -22,6 +22,12 @@ TEACHER_COLUMNS = ["teacher_logits", "teacher_mask"]  # what the batches carry b
 DISTILLATION_LOSSES = ("kl", "mse")  # the soft term of `distillation_loss`
 
 
+def check_distillation_loss(name: str) -> None:
+    """ValueError naming `name` unless it is one of DISTILLATION_LOSSES."""
+    if name not in DISTILLATION_LOSSES:
+        raise ValueError(f"distillation_loss={name!r} is not one of {list(DISTILLATION_LOSSES)}")
+
+
 def distillation_loss(
     student_logits: torch.Tensor,
     teacher_logits: torch.Tensor,
@@ -40,8 +46,7 @@ def distillation_loss(
     (B, T, C); `mask` (B, T) marks the positions that have a teacher target; labels -100 are ignored. The soft term
     is averaged over the examples (or masked positions).
     """
-    if soft_loss not in DISTILLATION_LOSSES:
-        raise ValueError(f"distillation_loss={soft_loss!r} is not one of {list(DISTILLATION_LOSSES)}")
+    check_distillation_loss(soft_loss)
     num_labels = student_logits.shape[-1]
     if soft_loss == "mse":
         soft = (student_logits.float() - teacher_logits.float()).pow(2).mean(-1)  # (B,) or (B, T)
@@ -202,6 +207,7 @@ __all__ = [
     "DistillationTrainer",
     "RelationTransfer",
     "TEACHER_COLUMNS",
+    "check_distillation_loss",
     "distillation_loss",
     "distillation_metrics",
     "student_features",
