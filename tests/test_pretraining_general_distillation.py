@@ -175,3 +175,50 @@ def test_unset_vocab_size_keeps_the_teachers_whole_vocabulary(teacher_dir, corpu
     teacher = objective.teacher.tokenizer
     assert len(student) == len(teacher) and set(student.get_vocab()) == set(teacher.get_vocab())
     assert sorted(to_teacher_ids(student, teacher)) == list(range(len(teacher)))
+
+
+@pytest.mark.parametrize("capabilities, expected", [({"avx512_bf16": True}, True), ({"amx_bf16": True}, True),
+                                                    ({"avx512_bf16": False, "amx_bf16": False}, False), ({}, False)])
+def test_auto_teacher_precision_is_bf16_where_the_cpu_multiplies_it_natively(monkeypatch, capabilities, expected):
+    from modeling_minibert.pretraining import general_distillation as gd
+
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities)
+    gd.native_bf16.cache_clear()
+    try:
+        cpu = torch.device("cpu")
+        assert gd.teacher_autocast("auto", cpu) is expected
+        assert gd.teacher_autocast("bf16", cpu) and not gd.teacher_autocast("no", cpu)
+    finally:
+        gd.native_bf16.cache_clear()
+
+
+@pytest.mark.parametrize("mode", ["bf16", "no"])
+def test_the_teacher_runs_in_bf16_autocast_only_when_asked_and_the_student_in_float32(teacher_dir, mode):
+    teacher = teacher_of(teacher_dir, width=TINY["hidden_size"])
+    vocab = teacher.model.config.vocab_size
+    torch.manual_seed(0)
+    student = MiniBertForMaskedLM(MiniBertConfig(**{**TINY, "vocab_size": vocab, "num_attention_heads": 2}))
+    batch = a_batch(vocab)
+    model = StudentWithTeacher(student, teacher, torch.arange(vocab)).eval()
+    reference = model(**batch)  # the teacher as loaded: float32
+    teacher.mixed_precision = mode
+    dtypes = {}
+    hooks = [module.register_forward_hook(lambda m, args, out, name=name: dtypes.__setitem__(name, out.dtype))
+             for name, module in (("teacher", teacher.model.encoder.layer[0].attention.self.query),
+                                  ("student", student.get_input_embeddings()))]
+    out = model(**batch)
+    for hook in hooks:
+        hook.remove()
+    assert dtypes == {"teacher": torch.bfloat16 if mode == "bf16" else torch.float32, "student": torch.float32}
+    assert out.loss.dtype == torch.float32 and out.mlm_loss.item() == reference.mlm_loss.item()  # the student's own
+    for name in ("relation_loss", "hidden_loss"):
+        mine, theirs = getattr(out, name).item(), getattr(reference, name).item()
+        if mode == "no":
+            assert mine == theirs, name
+        else:  # bf16 keeps 8 bits of mantissa: the targets move a little, not the losses' scale
+            assert mine == pytest.approx(theirs, rel=0.05) and mine != theirs, name
+
+
+def test_an_unknown_teacher_precision_is_refused_before_any_work(teacher_dir):
+    with pytest.raises(ValueError, match=r"^teacher_mixed_precision='fp16' must be one of \['auto', 'bf16', 'no'\]$"):
+        PretrainingArguments(teacher_model_name_or_path=str(teacher_dir), teacher_mixed_precision="fp16")

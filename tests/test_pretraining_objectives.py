@@ -51,7 +51,7 @@ def test_unset_recipe_fields_come_from_the_objective():
     assert (default.vocab_size, default.mlm_probability, default.max_steps) == (8192, 0.40, 4000)
     assert PretrainingArguments(objective="electra").max_steps == 4000
     taught = PretrainingArguments(teacher_model_name_or_path="t")  # read only by the objective, when the run starts
-    assert (taught.vocab_size, taught.mlm_probability, taught.max_steps) == (None, 0.15, 750)
+    assert (taught.vocab_size, taught.mlm_probability, taught.max_steps) == (None, 0.15, 1500)
     given = PretrainingArguments(teacher_model_name_or_path="t", vocab_size=3000, mlm_probability=0.3, max_steps=9)
     assert (given.vocab_size, given.mlm_probability, given.max_steps) == (3000, 0.3, 9)
     assert PretrainingArguments(max_time=5).max_steps == NO_STEP_LIMIT  # the time alone decides
@@ -126,7 +126,7 @@ def test_an_objectives_own_options_are_flags_named_in_its_module_only():
     parser = argparse.ArgumentParser()
     add_cli(parser.add_subparsers())
     parsed = arguments_from_namespace(parser.parse_args(["pretrain", "--teacher_model_name_or_path", "t", "--teacher-layer", "2"]))
-    assert (parsed.teacher_model_name_or_path, parsed.teacher_layer, parsed.max_steps) == ("t", 2, 750)
+    assert (parsed.teacher_model_name_or_path, parsed.teacher_layer, parsed.max_steps) == ("t", 2, 1500)
     assert OBJECTIVES["general_distillation"].given_arguments(parsed) == ["teacher_model_name_or_path=t", "teacher_layer=2"]
     assert OBJECTIVES["electra"].given_arguments(parsed) == []
 
