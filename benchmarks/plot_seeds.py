@@ -1,0 +1,72 @@
+"""Recipes compared over seeds: each Rotten Tomatoes result file's validation and test accuracy, one point per seed,
+one row of points per recipe, the means marked and the goal drawn.
+
+Reads what `distill_rotten_tomatoes.py` (the "Mini-BERT distilled" row) and `finetune_rotten_tomatoes.py` (the
+fine-tuned model) write, so task-distilled and fine-tuned-alone students can sit in one figure:
+
+    python benchmarks/plot_seeds.py --output benchmarks/results/general_distillation_steps_seeds.png --goal 0.800 \
+        --recipe "750 steps" benchmarks/results/distill_reviews_student_dropout_0_seed4{2,3,4}.json \
+        --recipe "1,500 steps" benchmarks/results/distill_reviews_general_1500_steps_seed4{2,3,4}.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from statistics import mean
+
+from matplotlib.figure import Figure
+
+SPLITS = ("validation", "test")
+
+
+def accuracies(path: Path) -> dict[str, float]:
+    """{split: accuracy} of the student a result file is about."""
+    results = json.loads(path.read_text())
+    row = results["systems"]["Mini-BERT distilled"] if "systems" in results else results["minibert"]
+    return {split: row[split]["accuracy"] for split in SPLITS}
+
+
+def plot(recipes: list[tuple[str, list[Path]]], output: Path, goal: float | None, title: str) -> None:
+    figure = Figure(figsize=(4.0 + 1.6 * len(recipes), 4.2))
+    axes = figure.subplots(1, len(SPLITS), sharey=True)
+    for ax, split in zip(axes, SPLITS):
+        for x, (name, files) in enumerate(recipes):
+            values = [accuracies(f)[split] for f in files]
+            ax.scatter([x] * len(values), values, color=f"C{x}", alpha=0.7, zorder=3)
+            ax.hlines(mean(values), x - 0.25, x + 0.25, color=f"C{x}", linewidth=2)
+            ax.annotate(f"{mean(values):.3f}", (x + 0.27, mean(values)), va="center", fontsize=8)
+        if goal is not None:
+            ax.axhline(goal, color="grey", linestyle="--", linewidth=1, label=f"goal {goal:.3f}")
+            ax.legend(loc="lower right", fontsize=8)
+        ax.set_xticks(range(len(recipes)), [name for name, _ in recipes], fontsize=8)
+        ax.set_xlim(-0.5, len(recipes) - 0.3)
+        ax.set_title(f"{split} accuracy (a point per seed, bar: mean)", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    figure.suptitle(title, fontsize=10)
+    tmp = output.with_name(f".{output.stem}.tmp{output.suffix}")
+    figure.savefig(tmp, dpi=120, bbox_inches="tight")
+    os.replace(tmp, output)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--recipe", nargs="+", action="append", required=True, metavar=("NAME", "RESULT"),
+                        help="a recipe's name, then its result files (one per seed)")
+    parser.add_argument("--output", required=True, help="the PNG to write")
+    parser.add_argument("--goal", type=float, default=None, help="a horizontal line at this accuracy")
+    parser.add_argument("--title", default="Rotten Tomatoes, split by movie")
+    args = parser.parse_args(argv)
+    recipes = []
+    for name, *files in args.recipe:
+        if not files:
+            parser.error(f"--recipe {name!r} names no result file")
+        recipes.append((name, [Path(f) for f in files]))
+    plot(recipes, Path(args.output), args.goal, args.title)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
