@@ -63,6 +63,14 @@ def main(argv: list[str] | None = None) -> None:
     for name, *files in args.recipe:
         if not files:
             parser.error(f"--recipe {name!r} names no result file")
+        for f in files:
+            try:
+                accuracies(Path(f))
+            except OSError as err:
+                parser.error(f"--recipe {name!r}: cannot read {f}: {err.strerror}")
+            except (ValueError, KeyError, TypeError):
+                parser.error(f"--recipe {name!r}: {f} is not a result of distill_rotten_tomatoes.py or "
+                             "finetune_rotten_tomatoes.py (no student's validation and test accuracy)")
         recipes.append((name, [Path(f) for f in files]))
     plot(recipes, Path(args.output), args.goal, args.title)
     print(f"wrote {args.output}")
