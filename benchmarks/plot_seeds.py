@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import textwrap
 from pathlib import Path
 from statistics import mean
 
@@ -41,7 +42,7 @@ def plot(recipes: list[tuple[str, list[Path]]], output: Path, goal: float | None
         if goal is not None:
             ax.axhline(goal, color="grey", linestyle="--", linewidth=1, label=f"goal {goal:.3f}")
             ax.legend(loc="lower right", fontsize=8)
-        ax.set_xticks(range(len(recipes)), [name for name, _ in recipes], fontsize=8)
+        ax.set_xticks(range(len(recipes)), [textwrap.fill(name, 12) for name, _ in recipes], fontsize=8)
         ax.set_xlim(-0.5, len(recipes) - 0.3)
         ax.set_title(f"{split} accuracy (a point per seed, bar: mean)", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
