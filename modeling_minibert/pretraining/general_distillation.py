@@ -176,7 +176,7 @@ class TeacherArguments:
         "attention-relation heads (must divide both models' hidden sizes); unset: the teacher's attention heads")})
     # auto: on all-MiniLM-L6-v2 and BBC News a 1,500-step student ended at the same held-out losses with the teacher
     # in bf16 as in float32 (relations 0.4232 against 0.4233, hidden states 0.0511 against 0.0511, MLM accuracy
-    # 0.1555 against 0.1553), and took 1.3x less CPU time on an AVX-512 BF16 CPU (README, General distillation).
+    # 0.1555 against 0.1553), and took a fifth less CPU time on an AVX-512 BF16 CPU (README, General distillation).
     teacher_mixed_precision: str = field(default="auto", metadata={"help": (
         "how the teacher's forward runs: bf16 (under bfloat16 autocast), no (float32), or auto (bf16 where the "
         "device multiplies bfloat16 natively: a CPU with AVX-512 BF16 or AMX, a CUDA GPU that supports it)"),
