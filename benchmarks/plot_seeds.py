@@ -30,12 +30,13 @@ def accuracies(path: Path) -> dict[str, float]:
     return {split: row[split]["accuracy"] for split in SPLITS}
 
 
-def plot(recipes: list[tuple[str, list[Path]]], output: Path, goal: float | None, title: str) -> None:
+def plot(recipes: list[tuple[str, list[dict[str, float]]]], output: Path, goal: float | None, title: str) -> None:
+    """recipes: (name, [{split: accuracy} per seed])."""
     figure = Figure(figsize=(4.0 + 1.6 * len(recipes), 4.2))
     axes = figure.subplots(1, len(SPLITS), sharey=True)
     for ax, split in zip(axes, SPLITS):
-        for x, (name, files) in enumerate(recipes):
-            values = [accuracies(f)[split] for f in files]
+        for x, (name, seeds) in enumerate(recipes):
+            values = [seed[split] for seed in seeds]
             ax.scatter([x] * len(values), values, color=f"C{x}", alpha=0.7, zorder=3)
             ax.hlines(mean(values), x - 0.25, x + 0.25, color=f"C{x}", linewidth=2)
             ax.annotate(f"{mean(values):.3f}", (x + 0.27, mean(values)), va="center", fontsize=8)
@@ -64,15 +65,16 @@ def main(argv: list[str] | None = None) -> None:
     for name, *files in args.recipe:
         if not files:
             parser.error(f"--recipe {name!r} names no result file")
+        seeds = []
         for f in files:
             try:
-                accuracies(Path(f))
+                seeds.append(accuracies(Path(f)))
             except OSError as err:
                 parser.error(f"--recipe {name!r}: cannot read {f}: {err.strerror}")
             except (ValueError, KeyError, TypeError):
                 parser.error(f"--recipe {name!r}: {f} is not a result of distill_rotten_tomatoes.py or "
                              "finetune_rotten_tomatoes.py (no student's validation and test accuracy)")
-        recipes.append((name, [Path(f) for f in files]))
+        recipes.append((name, seeds))
     plot(recipes, Path(args.output), args.goal, args.title)
     print(f"wrote {args.output}")
 
