@@ -101,7 +101,7 @@ def is_encoder(config) -> bool:
 
 
 def load_teacher(name: str, vocab_size: int | None, layer: int | None, relation_heads: int | None,
-                 student_hidden_size: int, max_seq_length: int) -> Teacher:
+                 student_hidden_size: int, max_seq_length: int, mixed_precision: str = "no") -> Teacher:
     """Check and load the teacher `name` (a folder or Hub id): ValueError, one line each, for a model that is not an
     encoder, a tokenizer that is not BERT's WordPiece, a `vocab_size` the subset cannot have, a layer it lacks,
     relation heads that do not divide both widths, or `max_seq_length` beyond its positions."""
@@ -134,7 +134,7 @@ def load_teacher(name: str, vocab_size: int | None, layer: int | None, relation_
         model = AutoModel.from_pretrained(name, config=config)
     set_recording_attention(model, f"teacher_model_name_or_path={name}")
     model.eval().requires_grad_(False)
-    return Teacher(name, model, tokenizer, chosen, heads)
+    return Teacher(name, model, tokenizer, chosen, heads, mixed_precision)
 
 
 def pca_projection(rows: torch.Tensor, width: int) -> torch.Tensor:
@@ -272,8 +272,7 @@ class GeneralDistillation(Objective):
         if args.teacher_model_name_or_path is None:
             raise ValueError("objective=general_distillation needs a teacher: pass teacher_model_name_or_path")
         teacher = load_teacher(args.teacher_model_name_or_path, args.vocab_size, args.teacher_layer,
-                               args.relation_heads, config.hidden_size, args.max_seq_length)
-        teacher.mixed_precision = args.teacher_mixed_precision
+                               args.relation_heads, config.hidden_size, args.max_seq_length, args.teacher_mixed_precision)
         # The device the run will use (the loop's Accelerator picks the accelerator when there is one).
         device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else torch.device("cpu")
         precision = "bf16 autocast" if teacher_autocast(teacher.mixed_precision, device) else "float32"
