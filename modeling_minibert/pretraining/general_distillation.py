@@ -272,7 +272,8 @@ class GeneralDistillation(Objective):
         if args.teacher_model_name_or_path is None:
             raise ValueError("objective=general_distillation needs a teacher: pass teacher_model_name_or_path")
         teacher = load_teacher(args.teacher_model_name_or_path, args.vocab_size, args.teacher_layer,
-                               args.relation_heads, config.hidden_size, args.max_seq_length, args.teacher_mixed_precision)
+                               args.relation_heads, config.hidden_size, args.max_seq_length,
+                               args.teacher_mixed_precision)
         # The device the run will use (the loop's Accelerator picks the accelerator when there is one).
         device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else torch.device("cpu")
         precision = "bf16 autocast" if teacher_autocast(teacher.mixed_precision, device) else "float32"
