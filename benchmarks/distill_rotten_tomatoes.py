@@ -42,7 +42,14 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
-from modeling_minibert.distillation import DistillationArguments, distill, max_length_for, predict_logits  # noqa: E402
+from modeling_minibert.distillation import (  # noqa: E402
+    DistillationArguments,
+    distill,
+    finetune_in_minibert,
+    max_length_for,
+    predict_logits,
+)
+from modeling_minibert.teacher_precision import TEACHER_PRECISIONS  # noqa: E402
 from modeling_minibert.distillation_trainer import DISTILLATION_LOSSES  # noqa: E402
 from modeling_minibert.files import write_json  # noqa: E402
 from modeling_minibert.finetuning import finetune  # noqa: E402
@@ -183,6 +190,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--student_dropout", type=float, default=DistillationArguments.student_dropout,
                         help="distill's --student_dropout: the student's dropout while it is distilled")
     parser.add_argument("--alpha", type=float, default=0.0)
+    parser.add_argument("--teacher_mixed_precision", choices=TEACHER_PRECISIONS, default=DistillationArguments.teacher_mixed_precision,
+                        help="distill's --teacher_mixed_precision: how the teacher labels the transfer set")
     parser.add_argument("--relation_weight", type=float, default=0.0,
                         help="distill's --relation_weight: the teacher's attention relations, taught beside its predictions")
     parser.add_argument("--seed", type=int, default=42)
@@ -217,9 +226,9 @@ def main(argv: list[str] | None = None) -> dict:
     # The student's rate: one, or the jobs' choice on validation among several.
     student_rates = {"learning_rates": args.learning_rates} if args.learning_rates else {"learning_rate": args.learning_rate}
 
-    def fine_tune(name: str, model: str, folder: Path, epochs: float, rates: dict) -> None:
+    def fine_tune(name: str, model: str, folder: Path, epochs: float, rates: dict, job=finetune) -> None:
         with Stage() as s:
-            result = finetune(task="sequence-classification", model_name_or_path=model,
+            result = job(task="sequence-classification", model_name_or_path=model,
                 train_data=splits["train"], output_dir=folder, validation_data=splits["validation"],
                 test_data=splits["test"], overwrite_output_dir=True,
                 max_seq_length=args.max_seq_length, num_train_epochs=epochs, **rates, **common,
@@ -262,7 +271,9 @@ def main(argv: list[str] | None = None) -> dict:
                                             for split in ("test", "validation")},
                                          "cpu_minutes": 0.0, "model_dir": str(teacher_dir), "reused": True}
     else:
-        fine_tune("teacher fine-tuned", teacher_source, teacher_dir, args.teacher_epochs, {"learning_rate": args.teacher_learning_rate})
+        # As `distill --finetune_teacher` fine-tunes it: a BERT folder in Mini-BERT's implementation, saved as BERT.
+        fine_tune("teacher fine-tuned", teacher_source, teacher_dir, args.teacher_epochs,
+                  {"learning_rate": args.teacher_learning_rate}, job=finetune_in_minibert)
 
     transfer_files = [Path(f) for f in args.transfer_file]
     if args.transfer_plots:
@@ -277,6 +288,7 @@ def main(argv: list[str] | None = None) -> dict:
             transfer_file=[str(f) for f in transfer_files],
             distillation_loss=args.distillation_loss, temperature=args.temperature, alpha=args.alpha,
             student_dropout=args.student_dropout, relation_weight=args.relation_weight,
+            teacher_mixed_precision=args.teacher_mixed_precision,
             max_seq_length=args.max_seq_length, num_train_epochs=args.epochs, **student_rates, **common,
         )
     systems["Mini-BERT distilled"] = {"test": result.test_metrics, "validation": result.metrics, "cpu_minutes": s.cpu_minutes,

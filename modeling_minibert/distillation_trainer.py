@@ -17,6 +17,7 @@ from modeling_minibert.finetuning.flow import Examples, Task
 from modeling_minibert.finetuning.tasks import load_task
 from modeling_minibert.finetuning.token_classification import first_subtokens
 from modeling_minibert.relations import padded, recording, relation_loss, set_recording_attention
+from modeling_minibert.teacher_precision import teacher_autocast
 
 TEACHER_COLUMNS = ["teacher_logits", "teacher_mask"]  # what the batches carry beside the student's inputs
 DISTILLATION_LOSSES = ("kl", "mse")  # the soft term of `distillation_loss`
@@ -78,6 +79,7 @@ class RelationTransfer:
     teacher_ids: torch.Tensor  # (V_s,) student id -> teacher id
     heads: int  # relation heads: divide both widths
     weight: float
+    mixed_precision: str = "no"  # the teacher's forward: `teacher_precision.teacher_autocast`
 
     def outputs_and_loss(self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> tuple[Any, torch.Tensor]:
         """The student's outputs on `inputs`, and `weight` x the relation loss to the teacher on the same tokens."""
@@ -88,7 +90,9 @@ class RelationTransfer:
         if self.teacher.device != ids.device:
             self.teacher.to(ids.device)
             self.teacher_ids = self.teacher_ids.to(ids.device)
-        with torch.no_grad(), recording(self.teacher.config.num_hidden_layers - 1) as taught:
+        bf16 = teacher_autocast(self.mixed_precision, ids.device)
+        with torch.no_grad(), torch.autocast(ids.device.type, torch.bfloat16, enabled=bf16), \
+                recording(self.teacher.config.num_hidden_layers - 1) as taught:
             self.teacher(input_ids=self.teacher_ids[ids], attention_mask=mask, token_type_ids=inputs.get("token_type_ids"),
                          **padded(self.teacher))
         return outputs, self.weight * relation_loss(taught.qkv, learnt.qkv, mask, self.heads)

@@ -885,6 +885,10 @@ ROWS: list[Row] = [
     # -- distill ---------------------------------------------------------------------------------------------------
     Row("distill-temperature-zero", ("temperature=0",), distill_cli("--temperature", "0"), lambda p: distill_api(p, temperature=0)),
     Row("distill-alpha-above-one", ("alpha=1.5",), distill_cli("--alpha", "1.5"), lambda p: distill_api(p, alpha=1.5)),
+    Row("distill-teacher-precision-unknown", ("--teacher_mixed_precision", "'fp16'"),
+        distill_cli("--teacher_mixed_precision", "fp16"), by_argparse=True),
+    Row("distill-teacher-precision-unknown-api", ("teacher_mixed_precision='fp16'",), None,
+        lambda p: distill_api(p, teacher_mixed_precision="fp16")),
     Row("distill-student-dropout-one", ("student_dropout=1.0",), distill_cli("--student_dropout", "1"),
         lambda p: distill_api(p, student_dropout=1.0)),
     Row("distill-unknown-loss", ("--distillation_loss", "'huber'"), distill_cli("--distillation_loss", "huber"), by_argparse=True),

@@ -379,6 +379,64 @@ def test_a_bert_teacher_labels_through_mini_berts_unpadded_path_with_the_same_lo
     assert type(distillation.load_teacher(str(tmp_path / "distilbert"), task)) is DistilBertForSequenceClassification
 
 
+def test_a_bert_teacher_is_fine_tuned_in_mini_bert_and_saved_in_bert_format(teacher_base, student, tmp_path, monkeypatch):
+    """`finetune_teacher` with a teacher in transformers' BERT format trains it as the Mini-BERT head of the same
+    architecture and leaves OUTPUT/teacher in BERT format: transformers' own class loads it, it scores what the
+    run recorded, the card names the teacher given, and no scratch folder is left behind."""
+    from transformers import BertForSequenceClassification
+
+    from modeling_minibert.convert_bert import convert_minibert_to_bert
+    from modeling_minibert.finetuning import flow
+
+    bert_base = convert_minibert_to_bert(teacher_base, tmp_path / "bert-base")
+    trained = []
+    real_load = flow.load_model
+    monkeypatch.setattr(flow, "load_model", lambda *a, **k: trained.append(model := real_load(*a, **k)) or model)
+    validation = sentiment(60, 1)
+    result = run(bert_base, student, tmp_path / "out", validation=validation, finetune_teacher=True,
+                 teacher_num_train_epochs=8, teacher_learning_rate=3e-3, max_steps=1)
+    assert type(trained[0]) is MiniBertForSequenceClassification  # the teacher, before the student
+    folder = tmp_path / "out" / TEACHER_DIR
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == "bert" and config["architectures"] == ["BertForSequenceClassification"]
+    assert not list(folder.glob("*.py")) and "auto_map" not in config
+    model = BertForSequenceClassification.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    logits = torch.stack(predict_logits(model, tokenizer, validation["text"], "sequence-classification", 32, 16, False))
+    accuracy = sum(model.config.id2label[int(i)] == y for i, y in zip(logits.argmax(-1), validation["label"])) / len(validation)
+    recorded = json.loads((folder / "eval_results.json").read_text())["eval_accuracy"]
+    assert accuracy == pytest.approx(recorded) and recorded > 0.8  # the weights saved are the ones trained
+    assert f"fine-tuned from the local model `{bert_base}`" in (folder / "README.md").read_text()
+    assert [p.name for p in (tmp_path / "out").iterdir() if p.name.startswith(".")] == []
+    assert result.teacher == str(folder)
+
+
+def test_the_teacher_labels_in_bf16_autocast_when_asked_and_the_cache_knows_it(teacher, student, tmp_path, monkeypatch):
+    from modeling_minibert import teacher_precision
+
+    labelled = []
+    monkeypatch.setattr(distillation, "label_with_teacher", lambda *a, **k: labelled.append(a[-1]) or real_label(*a, **k))
+
+    def labels(mode: str) -> tuple[torch.Tensor, bool]:
+        result = run(teacher, student, tmp_path / "out", augment_copies=0, max_steps=1, overwrite_output_dir=True,
+                     teacher_mixed_precision=mode)
+        return load_file(str(result.output_dir / CACHE_FILE))["transfer.logits"], result.reused_teacher_logits
+
+    float32, _ = labels("no")
+    bf16, reused = labels("bf16")
+    assert labelled == [False, True] and not reused
+    assert bf16.dtype == torch.float32 and not torch.equal(bf16, float32)
+    torch.testing.assert_close(bf16, float32, atol=0.1, rtol=0.05)  # bf16 keeps 8 bits of mantissa
+    assert torch.equal(bf16.argmax(-1), float32.argmax(-1))
+    # auto is bf16 only where the CPU multiplies it natively; without, float32 (the bf16 cache is not reused).
+    monkeypatch.setattr(teacher_precision, "native_bf16", lambda device: False)
+    again, reused = labels("auto")
+    assert not reused and labelled == [False, True, False] and torch.equal(again, float32)
+    monkeypatch.setattr(teacher_precision, "native_bf16", lambda device: True)
+    again, reused = labels("auto")
+    assert not reused and labelled == [False, True, False, True] and torch.equal(again, bf16)
+
+
 def search_run(student, output, learning_rates=None, **options):
     """Fine-tuning on the sentiment data: at `learning_rates` (a search), or at options' learning_rate."""
     quiet = {k: v for k, v in QUIET.items() if k != "learning_rate"}

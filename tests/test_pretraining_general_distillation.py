@@ -180,16 +180,17 @@ def test_unset_vocab_size_keeps_the_teachers_whole_vocabulary(teacher_dir, corpu
 @pytest.mark.parametrize("capabilities, expected", [({"avx512_bf16": True}, True), ({"amx_bf16": True}, True),
                                                     ({"avx512_bf16": False, "amx_bf16": False}, False), ({}, False)])
 def test_auto_teacher_precision_is_bf16_where_the_cpu_multiplies_it_natively(monkeypatch, capabilities, expected):
-    from modeling_minibert.pretraining import general_distillation as gd
+    from modeling_minibert import teacher_precision as tp
 
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities)
-    gd.native_bf16.cache_clear()
+    tp.native_bf16.cache_clear()
     try:
         cpu = torch.device("cpu")
-        assert gd.teacher_autocast("auto", cpu) is expected
-        assert gd.teacher_autocast("bf16", cpu) and not gd.teacher_autocast("no", cpu)
+        assert tp.teacher_autocast("auto", cpu) is expected
+        assert tp.teacher_autocast("bf16", cpu) and not tp.teacher_autocast("no", cpu)
+        assert tp.precision_line("auto", cpu).startswith(f"the teacher runs in {'bf16 autocast' if expected else 'float32'} on cpu")
     finally:
-        gd.native_bf16.cache_clear()
+        tp.native_bf16.cache_clear()
 
 
 @pytest.mark.parametrize("mode", ["bf16", "no"])

@@ -26,7 +26,6 @@ projected on the same components, so that their sums stay in the same space.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +38,13 @@ from modeling_minibert.modeling_minibert import MiniBertForMaskedLM
 from modeling_minibert.pretraining.objectives import Curve, Objective, SparseMLMOutput
 from modeling_minibert.pretraining.session import quiet_transformers
 from modeling_minibert.relations import padded, recording, relation_loss, set_recording_attention
+from modeling_minibert.teacher_precision import (
+    TEACHER_PRECISION_HELP,
+    TEACHER_PRECISIONS,
+    check_teacher_precision,
+    precision_line,
+    teacher_autocast,
+)
 
 
 # --- the losses (the attention relations' is modeling_minibert/relations.py) -------------------------------------
@@ -56,25 +62,6 @@ def mean_pooled(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 
 
 # --- the teacher -------------------------------------------------------------------------------------------------
-
-TEACHER_PRECISIONS = ("auto", "bf16", "no")  # `teacher_mixed_precision`
-
-
-@functools.cache  # asked at every step
-def native_bf16(device: torch.device) -> bool:
-    """Whether `device` multiplies bfloat16 natively: a CPU with AVX-512 BF16 or AMX, or a CUDA GPU that supports
-    it. Elsewhere autocast would emulate bf16, slower than float32."""
-    if device.type == "cpu":
-        capabilities = torch.cpu.get_capabilities()
-        return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
-    return device.type == "cuda" and torch.cuda.is_bf16_supported()
-
-
-def teacher_autocast(mode: str, device: torch.device) -> bool:
-    """Whether the teacher runs under bf16 autocast on `device`: `mode` 'bf16' always, 'no' never, 'auto' where the
-    device multiplies bf16 natively (`native_bf16`)."""
-    return mode == "bf16" or (mode == "auto" and native_bf16(device))
-
 
 @dataclass
 class Teacher:
@@ -177,10 +164,8 @@ class TeacherArguments:
     # auto: on all-MiniLM-L6-v2 and BBC News a 1,500-step student ended at the same held-out losses with the teacher
     # in bf16 as in float32 (relations 0.4232 against 0.4233, hidden states 0.0511 against 0.0511, MLM accuracy
     # 0.1555 against 0.1553), and took a fifth less CPU time on an AVX-512 BF16 CPU (README, General distillation).
-    teacher_mixed_precision: str = field(default="auto", metadata={"help": (
-        "how the teacher's forward runs: bf16 (under bfloat16 autocast), no (float32), or auto (bf16 where the "
-        "device multiplies bfloat16 natively: a CPU with AVX-512 BF16 or AMX, a CUDA GPU that supports it)"),
-        "choices": list(TEACHER_PRECISIONS)})
+    teacher_mixed_precision: str = field(default="auto", metadata={
+        "help": "how the teacher's forward runs: " + TEACHER_PRECISION_HELP, "choices": list(TEACHER_PRECISIONS)})
 
 
 @dataclass
@@ -263,9 +248,7 @@ class GeneralDistillation(Objective):
                              "be combined with model_name_or_path or tokenizer_name")
         if args.relation_heads is not None and args.relation_heads < 1:
             raise ValueError(f"relation_heads={args.relation_heads} must be at least 1")
-        if args.teacher_mixed_precision not in TEACHER_PRECISIONS:
-            raise ValueError(f"teacher_mixed_precision={args.teacher_mixed_precision!r} must be one of "
-                             f"{list(TEACHER_PRECISIONS)}")
+        check_teacher_precision(args.teacher_mixed_precision)
 
     @classmethod
     def from_arguments(cls, args, config: MiniBertConfig) -> GeneralDistillation:
@@ -276,8 +259,7 @@ class GeneralDistillation(Objective):
                                args.teacher_mixed_precision)
         # The device the run will use (the loop's Accelerator picks the accelerator when there is one).
         device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else torch.device("cpu")
-        precision = "bf16 autocast" if teacher_autocast(teacher.mixed_precision, device) else "float32"
-        print(f"the teacher runs in {precision} on {device.type} (teacher_mixed_precision={teacher.mixed_precision})")
+        print(precision_line(teacher.mixed_precision, device))
         return cls(teacher)
 
     def make_tokenizer(self, args, documents: list[str]) -> PreTrainedTokenizerBase:
