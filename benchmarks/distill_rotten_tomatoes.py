@@ -49,7 +49,7 @@ from modeling_minibert.distillation import (  # noqa: E402
     max_length_for,
     predict_logits,
 )
-from modeling_minibert.teacher_precision import TEACHER_PRECISIONS  # noqa: E402
+from modeling_minibert.teacher_precision import TEACHER_PRECISIONS, teacher_autocast  # noqa: E402
 from modeling_minibert.distillation_trainer import DISTILLATION_LOSSES  # noqa: E402
 from modeling_minibert.files import write_json  # noqa: E402
 from modeling_minibert.finetuning import finetune  # noqa: E402
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
                         help="distill's --student_dropout: the student's dropout while it is distilled")
     parser.add_argument("--alpha", type=float, default=0.0)
     parser.add_argument("--teacher_mixed_precision", choices=TEACHER_PRECISIONS, default=DistillationArguments.teacher_mixed_precision,
-                        help="distill's --teacher_mixed_precision: how the teacher labels the transfer set")
+                        help="distill's --teacher_mixed_precision: how the teacher is fine-tuned and labels")
     parser.add_argument("--relation_weight", type=float, default=0.0,
                         help="distill's --relation_weight: the teacher's attention relations, taught beside its predictions")
     parser.add_argument("--seed", type=int, default=42)
@@ -226,16 +226,16 @@ def main(argv: list[str] | None = None) -> dict:
     # The student's rate: one, or the jobs' choice on validation among several.
     student_rates = {"learning_rates": args.learning_rates} if args.learning_rates else {"learning_rate": args.learning_rate}
 
-    def fine_tune(name: str, model: str, folder: Path, epochs: float, rates: dict, job=finetune) -> None:
+    def fine_tune(name: str, model: str, folder: Path, epochs: float, options: dict, job=finetune) -> None:
         with Stage() as s:
             result = job(task="sequence-classification", model_name_or_path=model,
                 train_data=splits["train"], output_dir=folder, validation_data=splits["validation"],
                 test_data=splits["test"], overwrite_output_dir=True,
-                max_seq_length=args.max_seq_length, num_train_epochs=epochs, **rates, **common,
+                max_seq_length=args.max_seq_length, num_train_epochs=epochs, **options, **common,
             )
         systems[name] = {"test": result.test_metrics, "validation": result.metrics, "cpu_minutes": s.cpu_minutes,
                          "wall_minutes": s.wall_minutes, "model_dir": str(folder),
-                         "learning_rate": result.train_metrics.get("learning_rate", rates.get("learning_rate"))}
+                         "learning_rate": result.train_metrics.get("learning_rate", options.get("learning_rate"))}
         print(f"{name}: test accuracy {result.test_metrics['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
 
     def tapt_row() -> None:
@@ -271,9 +271,11 @@ def main(argv: list[str] | None = None) -> dict:
                                             for split in ("test", "validation")},
                                          "cpu_minutes": 0.0, "model_dir": str(teacher_dir), "reused": True}
     else:
-        # As `distill --finetune_teacher` fine-tunes it: a BERT folder in Mini-BERT's implementation, saved as BERT.
+        # As `distill --finetune_teacher` fine-tunes it: a BERT folder in Mini-BERT's implementation, saved as BERT,
+        # under bf16 autocast as --teacher_mixed_precision says.
+        bf16 = {"bf16": True} if teacher_autocast(args.teacher_mixed_precision, torch.device("cpu")) else {}
         fine_tune("teacher fine-tuned", teacher_source, teacher_dir, args.teacher_epochs,
-                  {"learning_rate": args.teacher_learning_rate}, job=finetune_in_minibert)
+                  {"learning_rate": args.teacher_learning_rate, **bf16}, job=finetune_in_minibert)
 
     transfer_files = [Path(f) for f in args.transfer_file]
     if args.transfer_plots:

@@ -411,6 +411,18 @@ def test_a_bert_teacher_is_fine_tuned_in_mini_bert_and_saved_in_bert_format(teac
     assert result.teacher == str(folder)
 
 
+@pytest.mark.parametrize("mode, bf16", [("bf16", True), ("no", False)])
+def test_the_teacher_is_fine_tuned_in_bf16_autocast_when_asked_and_kept_per_precision(teacher_base, student, tmp_path,
+                                                                                       monkeypatch, mode, bf16):
+    calls = []
+    real = distillation.finetune_in_minibert
+    monkeypatch.setattr(distillation, "finetune_in_minibert", lambda *a, **k: calls.append(k) or real(*a, **k))
+    for precision in (mode, mode, "no" if bf16 else "bf16"):  # the second reuses the first's teacher
+        run(teacher_base, student, tmp_path / "out", finetune_teacher=True, teacher_num_train_epochs=1, max_steps=1,
+            overwrite_output_dir=True, teacher_mixed_precision=precision)
+    assert [k.get("bf16", False) for k in calls] == [bf16, not bf16]
+
+
 def test_the_teacher_labels_in_bf16_autocast_when_asked_and_the_cache_knows_it(teacher, student, tmp_path, monkeypatch):
     from modeling_minibert import teacher_precision
 
