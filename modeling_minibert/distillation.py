@@ -71,10 +71,11 @@ from modeling_minibert.distillation_trainer import (
     distillation_metrics,
     student_features,
 )
-from modeling_minibert.teacher_precision import (
+from modeling_minibert.precision import (
     TEACHER_PRECISION_HELP,
     TEACHER_PRECISIONS,
     check_teacher_precision,
+    default_device,
     precision_line,
     teacher_autocast,
 )
@@ -531,8 +532,7 @@ def fine_tuned_teacher(
     target = output / TEACHER_DIR
     seed = flow.seed_of(training)
     # Trainer's bf16 autocast where the hardware multiplies bf16 natively (`teacher_mixed_precision`).
-    device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else torch.device("cpu")
-    bf16 = teacher_autocast(args.teacher_mixed_precision, device)
+    bf16 = teacher_autocast(args.teacher_mixed_precision, default_device())
     key = fingerprint(
         task.name, names, args.teacher_num_train_epochs, args.teacher_learning_rate, args.max_seq_length, seed,
         {r: dataclasses.asdict(e) for r, e in examples.items() if r != "test"}, *(["bf16"] if bf16 else []),

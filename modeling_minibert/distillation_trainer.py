@@ -17,7 +17,7 @@ from modeling_minibert.finetuning.flow import Examples, Task
 from modeling_minibert.finetuning.tasks import load_task
 from modeling_minibert.finetuning.token_classification import first_subtokens
 from modeling_minibert.relations import padded, recording, relation_loss, set_recording_attention
-from modeling_minibert.teacher_precision import teacher_autocast
+from modeling_minibert.precision import teacher_autocast
 
 TEACHER_COLUMNS = ["teacher_logits", "teacher_mask"]  # what the batches carry beside the student's inputs
 DISTILLATION_LOSSES = ("kl", "mse")  # the soft term of `distillation_loss`
@@ -79,7 +79,7 @@ class RelationTransfer:
     teacher_ids: torch.Tensor  # (V_s,) student id -> teacher id
     heads: int  # relation heads: divide both widths
     weight: float
-    mixed_precision: str = "no"  # the teacher's forward: `teacher_precision.teacher_autocast`
+    mixed_precision: str = "no"  # the teacher's forward: `precision.teacher_autocast`
 
     def outputs_and_loss(self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> tuple[Any, torch.Tensor]:
         """The student's outputs on `inputs`, and `weight` x the relation loss to the teacher on the same tokens."""

@@ -424,7 +424,7 @@ def test_the_teacher_is_fine_tuned_in_bf16_autocast_when_asked_and_kept_per_prec
 
 
 def test_the_teacher_labels_in_bf16_autocast_when_asked_and_the_cache_knows_it(teacher, student, tmp_path, monkeypatch):
-    from modeling_minibert import teacher_precision
+    from modeling_minibert import precision
 
     labelled = []
     monkeypatch.setattr(distillation, "label_with_teacher", lambda *a, **k: labelled.append(a[-1]) or real_label(*a, **k))
@@ -441,10 +441,10 @@ def test_the_teacher_labels_in_bf16_autocast_when_asked_and_the_cache_knows_it(t
     torch.testing.assert_close(bf16, float32, atol=0.1, rtol=0.05)  # bf16 keeps 8 bits of mantissa
     assert torch.equal(bf16.argmax(-1), float32.argmax(-1))
     # auto is bf16 only where the CPU multiplies it natively; without, float32 (the bf16 cache is not reused).
-    monkeypatch.setattr(teacher_precision, "native_bf16", lambda device: False)
+    monkeypatch.setattr(precision, "native_bf16", lambda device: False)
     again, reused = labels("auto")
     assert not reused and labelled == [False, True, False] and torch.equal(again, float32)
-    monkeypatch.setattr(teacher_precision, "native_bf16", lambda device: True)
+    monkeypatch.setattr(precision, "native_bf16", lambda device: True)
     again, reused = labels("auto")
     assert not reused and labelled == [False, True, False, True] and torch.equal(again, bf16)
 

@@ -180,7 +180,7 @@ def test_unset_vocab_size_keeps_the_teachers_whole_vocabulary(teacher_dir, corpu
 @pytest.mark.parametrize("capabilities, expected", [({"avx512_bf16": True}, True), ({"amx_bf16": True}, True),
                                                     ({"avx512_bf16": False, "amx_bf16": False}, False), ({}, False)])
 def test_auto_teacher_precision_is_bf16_where_the_cpu_multiplies_it_natively(monkeypatch, capabilities, expected):
-    from modeling_minibert import teacher_precision as tp
+    from modeling_minibert import precision as tp
 
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities)
     tp.native_bf16.cache_clear()
@@ -223,3 +223,30 @@ def test_the_teacher_runs_in_bf16_autocast_only_when_asked_and_the_student_in_fl
 def test_an_unknown_teacher_precision_is_refused_before_any_work(teacher_dir):
     with pytest.raises(ValueError, match=r"^teacher_mixed_precision='fp16' must be one of \['auto', 'bf16', 'no'\]$"):
         PretrainingArguments(teacher_model_name_or_path=str(teacher_dir), teacher_mixed_precision="fp16")
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_mixed_precision_auto_is_bf16_only_where_the_device_multiplies_it_natively(monkeypatch, native):
+    from modeling_minibert import precision
+
+    monkeypatch.setattr(precision, "native_bf16", lambda device: native)
+    cpu = torch.device("cpu")
+    assert precision.resolved_mixed_precision("auto", cpu) == ("bf16" if native else "no")
+    assert [precision.resolved_mixed_precision(m, cpu) for m in ("no", "bf16", "fp16")] == ["no", "bf16", "fp16"]
+
+
+def test_the_student_trains_under_the_autocast_its_run_resolved(tiny, teacher_dir, tmp_path, monkeypatch, capsys):
+    """`mixed_precision` left unset with a teacher is auto: on a CPU said to multiply bf16 natively the student's
+    linear layers run in bfloat16 (Accelerate's autocast), and the run's first line says so."""
+    from modeling_minibert import precision
+
+    monkeypatch.setattr(precision, "native_bf16", lambda device: True)
+    seen = set()
+    real_forward = torch.nn.Linear.forward
+    monkeypatch.setattr(torch.nn.Linear, "forward", lambda self, x: (out := real_forward(self, x), seen.add(out.dtype))[0])
+    settings = {k: v for k, v in tiny.items() if k != "tokenizer_name"}
+    settings.update(teacher_model_name_or_path=str(teacher_dir), vocab_size=smallest_vocab_size(load_tokenizer(teacher_dir)),
+                    max_steps=2, disable_tqdm=True, teacher_mixed_precision="no")  # bf16 outputs: the student's only
+    pretrain(output_dir=str(tmp_path / "run"), **settings)
+    assert torch.bfloat16 in seen
+    assert "mixed precision bf16 (mixed_precision=auto)" in capsys.readouterr().out

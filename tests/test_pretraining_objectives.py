@@ -55,6 +55,8 @@ def test_unset_recipe_fields_come_from_the_objective():
     given = PretrainingArguments(teacher_model_name_or_path="t", vocab_size=3000, mlm_probability=0.3, max_steps=9)
     assert (given.vocab_size, given.mlm_probability, given.max_steps) == (3000, 0.3, 9)
     assert PretrainingArguments(max_time=5).max_steps == NO_STEP_LIMIT  # the time alone decides
+    assert (default.mixed_precision, taught.mixed_precision) == ("no", "auto")
+    assert PretrainingArguments(teacher_model_name_or_path="t", mixed_precision="no").mixed_precision == "no"
     with pytest.raises(ValueError, match=r"^vocab_size=0 must be at least 1$"):
         PretrainingArguments(vocab_size=0)
 

@@ -110,7 +110,9 @@ class RunArguments:
     adam_beta2: float = field(default=0.999, metadata=_help("AdamW beta2"))
     adam_epsilon: float = field(default=1e-6, metadata=_help("AdamW epsilon"))
     max_grad_norm: float = field(default=1.0, metadata=_help("gradient clipping norm"))
-    mixed_precision: Literal["no", "bf16", "fp16"] = field(default="no", metadata=_help("autocast dtype"))
+    mixed_precision: Literal["no", "bf16", "fp16", "auto"] | None = field(default=None, metadata=_help(
+        "the model's autocast dtype (Accelerate's); auto: bf16 where the device multiplies bfloat16 natively (a CPU "
+        f"with AVX-512 BF16 or AMX, a CUDA GPU that supports it), else no; unset: {_recipe('mixed_precision')}"))
     seed: int = field(default=42, metadata=_help("seed of the split, pairs, masks, order, init and dropout"))
     # --- reporting --------------------------------------------------------------------------------------------------
     logging_steps: int = field(default=10, metadata=_help("log the training loss every N steps"))
@@ -168,8 +170,8 @@ class RunArguments:
             raise ValueError(f"validation_split_percentage={self.validation_split_percentage} must be between 0 and 100 (exclusive)")
         if self.pretraining_dropout is not None and not 0 <= self.pretraining_dropout < 1:
             raise ValueError(f"pretraining_dropout={self.pretraining_dropout} must be in [0, 1)")
-        if self.mixed_precision not in ("no", "bf16", "fp16"):
-            raise ValueError(f"mixed_precision={self.mixed_precision!r} must be one of 'no', 'bf16', 'fp16'")
+        if self.mixed_precision not in ("no", "bf16", "fp16", "auto"):
+            raise ValueError(f"mixed_precision={self.mixed_precision!r} must be one of 'no', 'bf16', 'fp16', 'auto'")
         if self.save_steps % self.logging_steps:
             # A resumed run starts a fresh logging window at the checkpoint: it must be a window boundary.
             raise ValueError(f"save_steps={self.save_steps} must be a multiple of logging_steps={self.logging_steps}")

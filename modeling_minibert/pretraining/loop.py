@@ -42,6 +42,7 @@ from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType
 
 from modeling_minibert import outputs
 from modeling_minibert.configuration_minibert import MiniBertConfig
+from modeling_minibert.precision import default_device, resolved_mixed_precision
 from modeling_minibert.checks_minibert import check_weights_fit_config
 from modeling_minibert.pretraining import run_folder
 from modeling_minibert.pretraining.arguments import LATEST, PretrainingArguments
@@ -109,7 +110,7 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
         # --multi_gpu`, torchrun) that means DDP over gloo. Accelerate only picks gloo when told `cpu`, and its
         # own `--cpu` flag starts a single process (huggingface/accelerate#2741).
         cpu=not torch.accelerator.is_available(),
-        mixed_precision=args.mixed_precision,
+        mixed_precision=resolved_mixed_precision(args.mixed_precision, default_device()),
         log_with=args.report_to or None,
         project_dir=args.output_dir,
         # The sampler is re-seeded from (data_seed, epoch): the data order is a function of the epoch alone.
@@ -354,7 +355,8 @@ def progress_bar(run: PretrainingRun, start_step: int, total_steps: int) -> tqdm
         print(
             f"pretraining ({run.objective.name}) on {len(run.train_set):,} examples from {train_docs:,} documents "
             f"(held out: {len(run.eval_set):,} from {held_out_docs:,}), {run.accelerator.num_processes} "
-            f"process(es), {run.threads}" + (f"; resuming at step {start_step}" if start_step else "")
+            f"process(es), {run.threads}, mixed precision {run.accelerator.mixed_precision} "
+            f"(mixed_precision={run.args.mixed_precision})" + (f"; resuming at step {start_step}" if start_step else "")
         )
     return tqdm(
         total=total_steps, initial=start_step, desc="pretraining", unit="step", smoothing=0,

@@ -1,10 +1,10 @@
-"""How a frozen teacher's forward runs, in general distillation (`minibert pretrain --teacher_model_name_or_path`)
-and in task distillation's labelling (`minibert distill`): `teacher_mixed_precision`.
+"""bf16 autocast where it pays: `teacher_mixed_precision` (a frozen teacher's forward, in general distillation and in
+task distillation's fine-tuning and labelling) and `minibert pretrain --mixed_precision auto`.
 
-A frozen teacher only predicts, so bfloat16 autocast costs it little accuracy and, where the hardware multiplies
-bf16 natively, saves much of its time. Students train as their own run says (`mixed_precision` / `bf16`).
-torch and transformers say whether bf16 *can* run (`torch.cuda.is_bf16_supported`, TrainingArguments' checks),
-not whether it is *fast*: on a CPU without AVX-512 BF16 or AMX autocast emulates it, slower than float32.
+Under autocast a model computes its matrix products in bfloat16 and keeps float32 weights, so it costs little
+accuracy and, where the hardware multiplies bf16 natively, saves much of the time. torch and transformers say
+whether bf16 *can* run (`torch.cuda.is_bf16_supported`, TrainingArguments' checks), not whether it is *fast*: on a
+CPU without AVX-512 BF16 or AMX autocast emulates it, slower than float32. `auto` asks the second question.
 """
 
 from __future__ import annotations
@@ -29,10 +29,23 @@ def native_bf16(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.is_bf16_supported()
 
 
+def default_device() -> torch.device:
+    """The device a run will use: the accelerator when there is one (as Accelerate and Trainer pick it), else CPU."""
+    return torch.accelerator.current_accelerator() if torch.accelerator.is_available() else torch.device("cpu")
+
+
 def teacher_autocast(mode: str, device: torch.device) -> bool:
     """Whether the teacher runs under bf16 autocast on `device`: `mode` 'bf16' always, 'no' never, 'auto' where the
     device multiplies bf16 natively (`native_bf16`)."""
     return mode == "bf16" or (mode == "auto" and native_bf16(device))
+
+
+def resolved_mixed_precision(mode: str, device: torch.device) -> str:
+    """Accelerate's `mixed_precision` for a run's `mode`: 'auto' is 'bf16' where `device` multiplies it natively,
+    else 'no'; any other value is Accelerate's own."""
+    if mode != "auto":
+        return mode
+    return "bf16" if native_bf16(device) else "no"
 
 
 def check_teacher_precision(mode: str) -> None:
@@ -46,5 +59,5 @@ def precision_line(mode: str, device: torch.device) -> str:
     return f"the teacher runs in {precision} on {device.type} (teacher_mixed_precision={mode})"
 
 
-__all__ = ["TEACHER_PRECISIONS", "TEACHER_PRECISION_HELP", "check_teacher_precision", "native_bf16",
-           "precision_line", "teacher_autocast"]
+__all__ = ["TEACHER_PRECISIONS", "TEACHER_PRECISION_HELP", "check_teacher_precision", "default_device", "native_bf16",
+           "precision_line", "resolved_mixed_precision", "teacher_autocast"]
