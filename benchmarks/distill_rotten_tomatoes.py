@@ -49,7 +49,7 @@ from modeling_minibert.distillation import (  # noqa: E402
     max_length_for,
     predict_logits,
 )
-from modeling_minibert.teacher_precision import TEACHER_PRECISIONS, teacher_autocast  # noqa: E402
+from modeling_minibert.precision import TEACHER_PRECISIONS, teacher_autocast  # noqa: E402
 from modeling_minibert.distillation_trainer import DISTILLATION_LOSSES  # noqa: E402
 from modeling_minibert.files import write_json  # noqa: E402
 from modeling_minibert.finetuning import finetune  # noqa: E402

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator, DataLoaderConfiguration, skip_first_batches
+from accelerate.state import AcceleratorState
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
@@ -105,6 +106,10 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
         args = PretrainingArguments(**kwargs)
     elif kwargs:
         args = dataclasses.replace(args, **kwargs)
+    # Accelerate keeps one state per process and refuses a second run's other mixed_precision (a notebook that
+    # pretrains twice); as transformers' TrainingArguments does for each Trainer, the run starts from a fresh one
+    # (the process group, in PartialState, is kept).
+    AcceleratorState._reset_state()
     accelerator = Accelerator(
         # With no GPU (or other accelerator), run on CPU; under a multi-process launcher (`accelerate launch
         # --multi_gpu`, torchrun) that means DDP over gloo. Accelerate only picks gloo when told `cpu`, and its
