@@ -113,8 +113,8 @@ class DistillationArguments(ModelArguments, DataArguments):
     teacher_num_train_epochs: float = field(default=1.0, metadata={"help": "epochs of teacher fine-tuning"})
     teacher_learning_rate: float = field(default=1e-4, metadata={"help": "learning rate of teacher fine-tuning"})
     # auto: on an AVX-512 BF16 CPU all-MiniLM-L6-v2 fine-tuned on Rotten Tomatoes in 3.2 CPU-minutes against 4.8
-    # (validation 0.832 against 0.829) and labelled 1.8x as fast (logits within 0.014 of float32's), and the
-    # students came out level (README, Distillation: "The teacher, faster").
+    # (validation 0.832 against 0.829) and labelled 1.8x as fast (logits within 0.014 of float32's); the
+    # paired students moved -0.5 / -1.1 / +0.4 on validation, run-to-run noise (README, "The teacher, faster").
     teacher_mixed_precision: str = field(default="auto", metadata={
         "help": "how the teacher is fine-tuned (--finetune_teacher), labels and, with --relation_weight, reads each "
                 "batch: " + TEACHER_PRECISION_HELP,
