@@ -4,6 +4,7 @@ setting given back when the run ends."""
 from __future__ import annotations
 
 import logging
+import resource
 import signal
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from modeling_minibert.pretraining.session import (
     busy_cores,
     choose_num_threads,
     cpu_jiffies,
+    memory_kept,
     resolve_num_threads,
     run_settings,
 )
@@ -143,3 +145,31 @@ def test_a_signal_during_training_is_deferred_and_one_before_it_stops_at_once():
         assert stop.signal == signal.SIGTERM
         with pytest.raises(KeyboardInterrupt):
             stop(signal.SIGINT, None)  # a second one: stop now
+
+
+def _page_faults_of_large_blocks(blocks: int = 6) -> list[int]:
+    """Minor page faults of each of `blocks` 64 MB blocks (above glibc's largest dynamic mmap threshold), each
+    filled and freed before the next."""
+    faults = []
+    for _ in range(blocks):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        block = torch.ones(16 * 1024 * 1024)  # written, so every one of its 16,384 pages is touched
+        del block
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    return faults
+
+
+@pytest.mark.skipif(session._glibc() is None, reason="mallopt is glibc's")
+def test_memory_kept_reuses_freed_blocks_and_gives_them_back_after():
+    assert min(_page_faults_of_large_blocks()) > 15_000  # each block unmapped when freed, faulted in again
+    with memory_kept() as kept:
+        assert kept
+        reused = _page_faults_of_large_blocks()
+    assert max(reused[1:]) < 1_000  # the heap grows for the first block; the others reuse its pages
+    assert min(_page_faults_of_large_blocks()) > 15_000  # glibc's thresholds again: freed blocks go back
+
+
+def test_memory_kept_is_a_no_op_without_glibc(monkeypatch):
+    monkeypatch.setattr(session, "_glibc", lambda: None)
+    with memory_kept() as kept:
+        assert kept is False
