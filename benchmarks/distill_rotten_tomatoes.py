@@ -42,13 +42,8 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
-from modeling_minibert.distillation import (  # noqa: E402
-    DistillationArguments,
-    distill,
-    finetune_in_minibert,
-    max_length_for,
-    predict_logits,
-)
+from modeling_minibert.distillation import DistillationArguments, distill  # noqa: E402
+from modeling_minibert.distillation_teacher import finetune_in_minibert, max_length_for, predict_logits  # noqa: E402
 from modeling_minibert.precision import TEACHER_PRECISIONS, teacher_autocast  # noqa: E402
 from modeling_minibert.distillation_trainer import DISTILLATION_LOSSES  # noqa: E402
 from modeling_minibert.files import write_json  # noqa: E402

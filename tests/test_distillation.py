@@ -20,16 +20,16 @@ from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
 from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForPreTraining, MiniBertForSequenceClassification
-from modeling_minibert import distillation, distillation_trainer
+from modeling_minibert import distillation, distillation_teacher, distillation_trainer
 from modeling_minibert.cli import main
 from modeling_minibert.distillation import (
     DistillationCollator,
     augment,
     distill,
     distillation_loss,
-    predict_logits,
     student_features,
 )
+from modeling_minibert.distillation_teacher import predict_logits
 from modeling_minibert.finetuning import TRAINING_DEFAULTS, finetune
 from modeling_minibert.finetuning.flow import Examples
 from modeling_minibert.outputs import CURVES_FILE, TEACHER_DIR, TEACHER_LOGITS_FILE as CACHE_FILE
@@ -182,7 +182,7 @@ def forbidden(*args, **kwargs):
 
 def test_cached_teacher_logits_are_reused(distilled, teacher, student, transfer_file, monkeypatch):
     cached = load_file(str(distilled.output_dir / CACHE_FILE))
-    monkeypatch.setattr(distillation, "label_with_teacher", forbidden)
+    monkeypatch.setattr(distillation_teacher, "label_with_teacher", forbidden)
     result = run(
         teacher, student, distilled.output_dir, test=sentiment(60, 2), transfer_file=[str(transfer_file)],
         overwrite_output_dir=True, num_train_epochs=1,
@@ -193,13 +193,13 @@ def test_cached_teacher_logits_are_reused(distilled, teacher, student, transfer_
 
     # Another transfer set is another labelling: the teacher runs.
     calls = []
-    monkeypatch.setattr(distillation, "label_with_teacher", lambda *a, **k: calls.append(1) or real_label(*a, **k))
+    monkeypatch.setattr(distillation_teacher, "label_with_teacher", lambda *a, **k: calls.append(1) or real_label(*a, **k))
     result = run(teacher, student, distilled.output_dir, augment_copies=0, overwrite_output_dir=True, max_steps=1)
     assert calls == [1] and not result.reused_teacher_logits
     assert result.transfer_size == 160
 
 
-real_label = distillation.label_with_teacher
+real_label = distillation_teacher.label_with_teacher
 
 
 def test_token_classification_with_a_fine_tuned_teacher(teacher_base, student, tmp_path, monkeypatch):
@@ -220,7 +220,7 @@ def test_token_classification_with_a_fine_tuned_teacher(teacher_base, student, t
     assert teacher["label2id"] == {"O": 0, "B-PER": 1}
     weights = result.output_dir / TEACHER_DIR / "model.safetensors"
     trained = (weights.stat().st_mtime_ns, weights.read_bytes())
-    monkeypatch.setattr(distillation, "label_with_teacher", forbidden)
+    monkeypatch.setattr(distillation_teacher, "label_with_teacher", forbidden)
     again = run(teacher_base, student, tmp_path / "tagger", overwrite_output_dir=True, max_steps=1, **options)
     assert again.reused_teacher_logits and again.teacher == str(tmp_path / "tagger" / TEACHER_DIR)
     assert (weights.stat().st_mtime_ns, weights.read_bytes()) == trained  # not fine-tuned again
@@ -366,17 +366,17 @@ def test_a_bert_teacher_labels_through_mini_berts_unpadded_path_with_the_same_lo
     task = load_task("sequence-classification")
     convert_minibert_to_bert(teacher, tmp_path / "bert")
     assert json.loads((tmp_path / "bert" / "config.json").read_text())["model_type"] == "bert"
-    assert type(distillation.load_teacher(str(tmp_path / "bert"), task)) is MiniBertForSequenceClassification
+    assert type(distillation_teacher.load_teacher(str(tmp_path / "bert"), task)) is MiniBertForSequenceClassification
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "bert")
     texts = [t + " and" * (i % 7) for i, t in enumerate(sentiment(40, 11)["text"])]
     names = ["neg", "pos"]
-    labels = distillation.label_with_teacher(str(tmp_path / "bert"), tokenizer, task, {"train": texts}, 32, 16, names, False)
+    labels = distillation_teacher.label_with_teacher(str(tmp_path / "bert"), tokenizer, task, {"train": texts}, 32, 16, names, False)
     bert = BertForSequenceClassification.from_pretrained(tmp_path / "bert")
     expected = torch.stack(predict_logits(bert, tokenizer, texts, task.name, 32, 16, False))[:, [bert.config.label2id[n] for n in names]]
     torch.testing.assert_close(torch.stack(labels["train"]), expected, atol=1e-5, rtol=0)
 
     DistilBertForSequenceClassification(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32)).save_pretrained(tmp_path / "distilbert")
-    assert type(distillation.load_teacher(str(tmp_path / "distilbert"), task)) is DistilBertForSequenceClassification
+    assert type(distillation_teacher.load_teacher(str(tmp_path / "distilbert"), task)) is DistilBertForSequenceClassification
 
 
 def test_a_bert_teacher_is_fine_tuned_in_mini_bert_and_saved_in_bert_format(teacher_base, student, tmp_path, monkeypatch):
@@ -415,8 +415,8 @@ def test_a_bert_teacher_is_fine_tuned_in_mini_bert_and_saved_in_bert_format(teac
 def test_the_teacher_is_fine_tuned_in_bf16_autocast_when_asked_and_kept_per_precision(teacher_base, student, tmp_path,
                                                                                        monkeypatch, mode, bf16):
     calls = []
-    real = distillation.finetune_in_minibert
-    monkeypatch.setattr(distillation, "finetune_in_minibert", lambda *a, **k: calls.append(k) or real(*a, **k))
+    real = distillation_teacher.finetune_in_minibert
+    monkeypatch.setattr(distillation_teacher, "finetune_in_minibert", lambda *a, **k: calls.append(k) or real(*a, **k))
     for precision in (mode, mode, "no" if bf16 else "bf16"):  # the second reuses the first's teacher
         run(teacher_base, student, tmp_path / "out", finetune_teacher=True, teacher_num_train_epochs=1, max_steps=1,
             overwrite_output_dir=True, teacher_mixed_precision=precision)
@@ -427,7 +427,7 @@ def test_the_teacher_labels_in_bf16_autocast_when_asked_and_the_cache_knows_it(t
     from modeling_minibert import precision
 
     labelled = []
-    monkeypatch.setattr(distillation, "label_with_teacher", lambda *a, **k: labelled.append(a[-1]) or real_label(*a, **k))
+    monkeypatch.setattr(distillation_teacher, "label_with_teacher", lambda *a, **k: labelled.append(a[-1]) or real_label(*a, **k))
 
     def labels(mode: str) -> tuple[torch.Tensor, bool]:
         result = run(teacher, student, tmp_path / "out", augment_copies=0, max_steps=1, overwrite_output_dir=True,
@@ -557,7 +557,7 @@ def test_bad_inputs_fail_before_training(case, error, message, other_labels_teac
         raise AssertionError("training started")
 
     monkeypatch.setattr(distillation.DistillationTrainer, "train", no_training)
-    monkeypatch.setattr(distillation, "label_with_teacher", no_training)
+    monkeypatch.setattr(distillation_teacher, "label_with_teacher", no_training)
     options = {
         "other_labels": dict(teacher=other_labels_teacher),
         "masked_lm": dict(teacher=masked_lm_teacher),
@@ -746,7 +746,7 @@ def test_training_leaves_no_hidden_folder_and_keeps_the_cache_for_a_rerun(teache
         run(teacher, student, output, augment_copies=0)
     assert seen == [(["run"], True)]
     monkeypatch.undo()
-    monkeypatch.setattr(distillation, "label_with_teacher", forbidden)
+    monkeypatch.setattr(distillation_teacher, "label_with_teacher", forbidden)
     assert run(teacher, student, output, augment_copies=0, max_steps=1, overwrite_output_dir=True).reused_teacher_logits
 
 
@@ -869,8 +869,8 @@ def test_relations_that_cannot_be_taught_are_refused_before_training(case, messa
     """Before any labelling or training: a negative weight, a student whose vocabulary is not the teacher's, one
     whose subset of it cuts the data otherwise."""
     monkeypatch.setattr(distillation.DistillationTrainer, "train", forbidden)
-    monkeypatch.setattr(distillation, "label_with_teacher", forbidden)
-    monkeypatch.setattr(distillation, "finetune", forbidden)
+    monkeypatch.setattr(distillation_teacher, "label_with_teacher", forbidden)
+    monkeypatch.setattr(distillation_teacher, "finetune", forbidden)
     chosen = {"negative": (-1.0, cased_student), "other_vocabulary": (1.0, cased_student),
               "subset": (1.0, subset_student)}[case]
     with pytest.raises(ValueError, match=message):
