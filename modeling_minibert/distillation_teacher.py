@@ -153,6 +153,7 @@ def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str 
 # Its predictions, and their cache
 
 
+@torch.inference_mode()
 def predict_logits(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,

@@ -374,6 +374,9 @@ def test_a_bert_teacher_labels_through_mini_berts_unpadded_path_with_the_same_lo
     bert = BertForSequenceClassification.from_pretrained(tmp_path / "bert")
     expected = torch.stack(predict_logits(bert, tokenizer, texts, task.name, 32, 16, False))[:, [bert.config.label2id[n] for n in names]]
     torch.testing.assert_close(torch.stack(labels["train"]), expected, atol=1e-5, rtol=0)
+    # Labels hold no autograd graph: one kept per example would keep its whole batch's activations alive (tens of
+    # GB over a transfer set of 68,000 texts).
+    assert not any(row.requires_grad for row in labels["train"])
 
     DistilBertForSequenceClassification(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32)).save_pretrained(tmp_path / "distilbert")
     assert type(distillation_teacher.load_teacher(str(tmp_path / "distilbert"), task)) is DistilBertForSequenceClassification
