@@ -212,8 +212,8 @@ def quiet_transformers() -> Iterator[None]:
 def run_settings(num_threads: int) -> Iterator[StopRequest]:
     """Set the run's process state for the body and restore it after: `num_threads` torch threads, denormal
     flushing (on CPU, tiny squared gradients in AdamW's second moment otherwise slow each update many-fold),
-    freed memory kept for reuse (`memory_kept`), the tied-decoder note filtered out of Accelerate's log, and SIGINT/SIGTERM handled by the returned
-    `StopRequest` (in the main thread only: Python delivers signals there)."""
+    freed memory kept for reuse (`memory_kept`), the tied-decoder note filtered out of Accelerate's log, and
+    SIGINT/SIGTERM handled by the returned `StopRequest` (in the main thread only: Python delivers signals there)."""
     threads, flushed = torch.get_num_threads(), _denormals_flushed()
     note, accelerate_log = _TiedDecoderNote(), logging.getLogger("accelerate.utils.other")
     stop = StopRequest()
