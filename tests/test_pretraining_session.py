@@ -164,8 +164,10 @@ def test_memory_kept_reuses_freed_blocks_and_gives_them_back_after():
     assert min(_page_faults_of_large_blocks()) > 15_000  # each block unmapped when freed, faulted in again
     with memory_kept() as kept:
         assert kept
-        reused = _page_faults_of_large_blocks()
-    assert max(reused[1:]) < 1_000  # the heap grows for the first block; the others reuse its pages
+        reused = _page_faults_of_large_blocks(8)
+    # The heap grows for the first block, and may once more when another allocation (a worker's thread) took the
+    # freed space in between; the other blocks reuse pages already there.
+    assert sum(faults > 1_000 for faults in reused) <= 2, reused
     assert min(_page_faults_of_large_blocks()) > 15_000  # glibc's thresholds again: freed blocks go back
 
 
