@@ -3,8 +3,11 @@ setting given back when the run ends."""
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -169,10 +172,6 @@ print(json.dumps({"kept": kept, "given_back": given_back, "reused": reused, "aft
 
 @pytest.mark.skipif(session._glibc() is None, reason="mallopt is glibc's")
 def test_memory_kept_reuses_freed_blocks_and_gives_them_back_after():
-    import json
-    import subprocess
-    import sys
-
     out = subprocess.run([sys.executable, "-c", BLOCKS_SCRIPT], capture_output=True, text=True, check=True)
     faults = json.loads(out.stdout.strip().splitlines()[-1])
     assert faults["kept"]
