@@ -361,6 +361,7 @@ def pretrain_api(p, **kwargs):
 
 
 TINY_STUDENT = "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64,max_position_embeddings=24"
+DEEP_STUDENT = TINY_STUDENT.replace("num_hidden_layers=1", "num_hidden_layers=3")  # deeper than {bert}
 
 
 def pretrain_cli(*words: str, train: str = "{data}/documents.txt", output: str = "{out}", model: str | None = None,
@@ -878,6 +879,15 @@ ROWS: list[Row] = [
     Row("pretrain-teacher-precision-unknown-api", ("teacher_mixed_precision='fp16'",), None,
         lambda p: pretrain_api(p, teacher_model_name_or_path=str(p.bert), teacher_mixed_precision="fp16",
                                config_overrides=TINY_STUDENT, max_seq_length=24)),
+    Row("pretrain-teacher-init-unknown", ("--teacher_init", "'weights'"),
+        pretrain_cli("--teacher_init", "weights", teacher="{bert}"), by_argparse=True),
+    Row("pretrain-teacher-init-unknown-api", ("teacher_init='weights'",), None,
+        lambda p: pretrain_api(p, teacher_model_name_or_path=str(p.bert), teacher_init="weights",
+                               config_overrides=TINY_STUDENT, max_seq_length=24)),
+    Row("pretrain-teacher-init-layers-deeper-student", ("teacher_init=layers", "num_hidden_layers=3 > 2"),
+        pretrain_cli("--teacher_init", "layers", "--config_overrides", DEEP_STUDENT, teacher="{bert}"),
+        lambda p: pretrain_api(p, teacher_model_name_or_path=str(p.bert), teacher_init="layers",
+                               config_overrides=DEEP_STUDENT, max_seq_length=24)),
     Row("pretrain-teacher-with-another-objective", ("objective='electra'", "teacher"),
         pretrain_cli("--objective", "electra", teacher="{bert}"),
         lambda p: pretrain_api(p, teacher_model_name_or_path=str(p.bert), objective="electra", vocab_size=100,

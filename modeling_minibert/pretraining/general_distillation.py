@@ -21,7 +21,11 @@ the student trains as the run says (`mixed_precision`).
 
 The student starts from the teacher: its word embeddings are the teacher's rows of the kept pieces projected on
 their first principal components (as many as the student's width), and the position and segment embeddings are
-projected on the same components, so that their sums stay in the same space.
+projected on the same components, so that their sums stay in the same space. With `teacher_init=layers` its encoder
+layers start from the teacher's too, by weight selection (Xu et al. 2023): student layer i from evenly spaced
+teacher layers (3 of 6: the 2nd, 4th and 6th), each weight's side in the residual stream projected on the same
+components and its inner width (queries, keys, values; feed-forward units) an evenly spaced selection of the
+teacher's. A student of the teacher's shape then starts as its copy.
 """
 
 from __future__ import annotations
@@ -126,16 +130,63 @@ def load_teacher(name: str, vocab_size: int | None, layer: int | None, relation_
 
 
 def pca_projection(rows: torch.Tensor, width: int) -> torch.Tensor:
-    """(n, H_t) teacher embedding rows -> (H_t, k) their first k = min(width, H_t) principal directions."""
+    """(n, H_t) teacher embedding rows -> (H_t, k) their first k = min(width, H_t) principal directions; as wide as
+    the teacher, the teacher's own coordinates (a student of its shape then starts as its copy)."""
+    if width == rows.shape[1]:
+        return torch.eye(width)
     centred = rows.float() - rows.float().mean(0)
     _, _, directions = torch.linalg.svd(centred, full_matrices=False)  # (H_t, H_t), rows by falling variance
     return directions[: min(width, rows.shape[1])].T
 
 
+# A BERT-named encoder layer's weights by how their two sides meet the residual stream (the hidden width, projected
+# on the basis) and the layer's inner widths (queries/keys/values or the feed-forward units, of which the student
+# takes an evenly spaced selection, Xu et al. 2023): (name, output side, input side).
+LAYER_WEIGHTS = (
+    ("attention.self.query", "attention", "residual"),
+    ("attention.self.key", "attention", "residual"),
+    ("attention.self.value", "attention", "residual"),
+    ("attention.output.dense", "residual", "attention"),
+    ("intermediate.dense", "feed_forward", "residual"),
+    ("output.dense", "residual", "feed_forward"),
+)
+LAYER_NORMS = ("attention.output.LayerNorm", "output.LayerNorm")
+
+
+def evenly_spaced(n: int, k: int) -> torch.Tensor:
+    """k indices of range(n), evenly spaced from the first to the last (all of them when k == n)."""
+    return torch.linspace(0, n - 1, k).round().long()
+
+
+def taught_layers(student_layers: int, teacher_layers: int) -> list[int]:
+    """The teacher layer (0-based) each student layer starts from: evenly spaced, ending at the teacher's last
+    (3 of 6: the 2nd, 4th and 6th, as DistilBERT took every other layer)."""
+    return [round((i + 1) * teacher_layers / student_layers) - 1 for i in range(student_layers)]
+
+
+def check_layer_init(student: MiniBertConfig, teacher: PreTrainedModel) -> None:
+    """ValueError, one line, when the student's layers cannot start from the teacher's: a teacher without BERT's
+    parameter names, or a student wider or deeper (weight selection keeps a subset of each)."""
+    names = [name.removeprefix(f"{teacher.base_model_prefix}.") for name in teacher.state_dict()]
+    if "encoder.layer.0.attention.self.query.weight" not in names:
+        raise ValueError(f"teacher_init=layers needs a teacher with BERT's parameter names; a "
+                         f"{teacher.config.model_type!r} model has others: use teacher_init=embeddings")
+    larger = [f"{name}={getattr(student, name)} > {getattr(teacher.config, name)}"
+              for name in ("hidden_size", "intermediate_size", "num_hidden_layers")
+              if getattr(student, name) > getattr(teacher.config, name)]
+    if larger:
+        raise ValueError(f"teacher_init=layers selects the student's weights from the teacher's, so the student cannot "
+                         f"be larger: {', '.join(larger)}; use teacher_init=embeddings")
+
+
 @torch.no_grad()
-def init_from_teacher(student: MiniBertForMaskedLM, teacher: PreTrainedModel, teacher_ids: torch.Tensor) -> None:
+def init_from_teacher(student: MiniBertForMaskedLM, teacher: PreTrainedModel, teacher_ids: torch.Tensor,
+                      layers: bool = False) -> torch.Tensor:
     """The student's word embeddings: the teacher's rows of its pieces on their principal directions (the first
-    columns, when the student is wider); position and segment embeddings projected on the same directions."""
+    columns, when the student is wider); position and segment embeddings projected on the same directions.
+    `layers`: also every encoder layer and the embeddings' LayerNorm, from evenly spaced teacher layers
+    (`taught_layers`), their residual sides on the same directions and their inner widths by evenly spaced selection.
+    Returns the (H_t, k) directions."""
     mapped = teacher.get_input_embeddings().weight[teacher_ids]  # (V_s, H_t)
     basis = pca_projection(mapped, student.config.hidden_size)  # (H_t, k)
     k = basis.shape[1]
@@ -147,9 +198,49 @@ def init_from_teacher(student: MiniBertForMaskedLM, teacher: PreTrainedModel, te
         if isinstance(source, nn.Embedding):
             rows = min(source.num_embeddings, target.num_embeddings)
             target.weight[:rows, :k] = source.weight[:rows].float() @ basis
+    if layers:
+        init_layers_from_teacher(student, teacher, basis)
+    return basis
+
+
+def init_layers_from_teacher(student: MiniBertForMaskedLM, teacher: PreTrainedModel, basis: torch.Tensor) -> None:
+    """`init_from_teacher`'s `layers`, for a teacher with BERT's parameter names (BERT, ELECTRA's discriminator, ...)."""
+    check_layer_init(student.config, teacher)
+    source = {name.removeprefix(f"{teacher.base_model_prefix}."): weight.float()
+              for name, weight in teacher.state_dict().items()}
+    config, theirs = student.config, teacher.config
+    keep = {"residual": basis,  # (H_t, k): a side in the residual stream is projected
+            "attention": evenly_spaced(theirs.hidden_size, config.hidden_size),
+            "feed_forward": evenly_spaced(theirs.intermediate_size, config.intermediate_size)}
+
+    def weight(w: torch.Tensor, out: str, into: str) -> torch.Tensor:
+        w = basis.T @ w if out == "residual" else w[keep[out]]
+        return w @ basis if into == "residual" else w[:, keep[into]]
+
+    def bias(b: torch.Tensor, out: str) -> torch.Tensor:
+        return basis.T @ b if out == "residual" else b[keep[out]]
+
+    def layer_norm(target: nn.LayerNorm, prefix: str) -> None:
+        # Not rotation-equivariant: each of the student's coordinates takes the mean of the teacher's scales along
+        # its direction (exact when the basis is the teacher's own coordinates).
+        target.weight.copy_(basis.pow(2).T @ source[f"{prefix}.weight"])
+        target.bias.copy_(basis.T @ source[f"{prefix}.bias"])
+
+    mine = student.state_dict()
+    layer_norm(student.bert.embeddings.LayerNorm, "embeddings.LayerNorm")
+    for i, t in enumerate(taught_layers(config.num_hidden_layers, theirs.num_hidden_layers)):
+        ours, their = f"bert.encoder.layer.{i}", f"encoder.layer.{t}"
+        for name, out, into in LAYER_WEIGHTS:
+            mine[f"{ours}.{name}.weight"].copy_(weight(source[f"{their}.{name}.weight"], out, into))
+            mine[f"{ours}.{name}.bias"].copy_(bias(source[f"{their}.{name}.bias"], out))
+        for name in LAYER_NORMS:
+            layer_norm(student.bert.encoder.layer[i].get_submodule(name), f"{their}.{name}")
 
 
 # --- the module trained and the objective ------------------------------------------------------------------------
+
+TEACHER_INITS = ("embeddings", "layers")
+
 
 @dataclass
 class TeacherArguments:
@@ -162,6 +253,10 @@ class TeacherArguments:
         "the teacher layer whose attention relations are taught (1 = the first); unset: its last")})
     relation_heads: int | None = field(default=None, metadata={"help": (
         "attention-relation heads (must divide both models' hidden sizes); unset: the teacher's attention heads")})
+    teacher_init: str = field(default="embeddings", metadata={"help": (
+        "what the student starts with from the teacher: embeddings (its word, position and segment embeddings on "
+        "their principal directions) or layers (those, and every encoder layer from evenly spaced teacher layers by "
+        "weight selection)"), "choices": list(TEACHER_INITS)})
     # auto: on all-MiniLM-L6-v2 and BBC News a 1,500-step student ended at the same held-out losses with the teacher
     # in bf16 as in float32 (relations 0.4232 against 0.4233, hidden states 0.0511 against 0.0511, MLM accuracy
     # 0.1555 against 0.1553), and took a fifth less CPU time on an AVX-512 BF16 CPU (README, General distillation).
@@ -239,10 +334,11 @@ class GeneralDistillation(Objective):
         *Objective.curves[3:],
     )
 
-    def __init__(self, teacher: Teacher | None = None):
+    def __init__(self, teacher: Teacher | None = None, init: str = "embeddings"):
         if teacher is None:
             raise ValueError("objective=general_distillation needs a teacher: pass teacher_model_name_or_path")
         self.teacher = teacher
+        self.init = init
         self.teacher_ids: torch.Tensor | None = None
 
     @classmethod
@@ -253,6 +349,8 @@ class GeneralDistillation(Objective):
         if args.relation_heads is not None and args.relation_heads < 1:
             raise ValueError(f"relation_heads={args.relation_heads} must be at least 1")
         check_teacher_precision(args.teacher_mixed_precision)
+        if args.teacher_init not in TEACHER_INITS:
+            raise ValueError(f"teacher_init={args.teacher_init!r} must be one of {list(TEACHER_INITS)}")
 
     @classmethod
     def from_arguments(cls, args, config: MiniBertConfig) -> GeneralDistillation:
@@ -261,8 +359,10 @@ class GeneralDistillation(Objective):
         teacher = load_teacher(args.teacher_model_name_or_path, args.vocab_size, args.teacher_layer,
                                args.relation_heads, config.hidden_size, args.max_seq_length,
                                args.teacher_mixed_precision)
+        if args.teacher_init == "layers":
+            check_layer_init(config, teacher.model)
         print(precision_line(teacher.mixed_precision, default_device()))
-        return cls(teacher)
+        return cls(teacher, args.teacher_init)
 
     def make_tokenizer(self, args, documents: list[str]) -> PreTrainedTokenizerBase:
         from tokenization.subset import subset_tokenizer
@@ -280,8 +380,14 @@ class GeneralDistillation(Objective):
 
     def build_model(self, config: MiniBertConfig, source: Path | None) -> torch.nn.Module:
         student = MiniBertForMaskedLM(config)
-        init_from_teacher(student, self.teacher.model, self.teacher_ids)
-        return StudentWithTeacher(student, self.teacher, self.teacher_ids)
+        layers = self.init == "layers"
+        basis = init_from_teacher(student, self.teacher.model, self.teacher_ids, layers=layers)
+        model = StudentWithTeacher(student, self.teacher, self.teacher_ids)
+        if layers:  # the student's hidden states start as the teacher's on the basis: the projection maps them back
+            with torch.no_grad():
+                model.projection.weight.copy_(basis)
+                model.projection.bias.zero_()
+        return model
 
     def saved_model(self, model: StudentWithTeacher) -> MiniBertForMaskedLM:
         return model.student
