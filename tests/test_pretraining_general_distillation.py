@@ -17,6 +17,7 @@ from modeling_minibert.pretraining.general_distillation import (
     init_from_teacher,
     load_teacher,
     relation_loss,
+    resolved_teacher_init,
     taught_layers,
 )
 from modeling_minibert.pretraining.objectives import pick_objective
@@ -169,12 +170,25 @@ def test_the_default_student_starts_closer_to_all_minilm_from_its_layers():
 def test_teacher_init_layers_refuses_a_larger_student_before_any_work(teacher_dir, corpus, tmp_path):
     settings = dict(teacher_model_name_or_path=str(teacher_dir), teacher_init="layers", train_file=str(corpus),
                     max_seq_length=32, output_dir=str(tmp_path / "run"))
-    with pytest.raises(ValueError, match=r"^teacher_init=layers selects the student's weights from the teacher's, so "
-                                         r"the student cannot be larger: hidden_size=64 > 48, intermediate_size=128 > 64, "
-                                         r"num_hidden_layers=3 > 2; "
-                                         r"use teacher_init=embeddings$"):
+    with pytest.raises(ValueError, match=r"^teacher_init=layers selects the student's weights from the teacher's, but "
+                                         r"the student is larger than the teacher: hidden_size=64 > 48, "
+                                         r"intermediate_size=128 > 64, num_hidden_layers=3 > 2; use teacher_init=embeddings$"):
         pretrain(config_overrides="hidden_size=64,intermediate_size=128,num_attention_heads=4", **settings)
     assert not (tmp_path / "run").exists()
+
+
+def test_teacher_init_auto_takes_the_teachers_layers_where_it_can(teacher_dir):
+    teacher = teacher_of(teacher_dir)
+    assert PretrainingArguments(teacher_model_name_or_path=str(teacher_dir)).teacher_init == "auto"
+    fits = MiniBertConfig(**{**TINY, "num_hidden_layers": 1})  # 32 wide, 64 units: within the teacher's 48 and 64
+    assert resolved_teacher_init("auto", fits, teacher.model) == (
+        "layers", "the student starts from the teacher's embeddings and layers 2 (teacher_init=auto)")
+    assert resolved_teacher_init("embeddings", fits, teacher.model) == (
+        "embeddings", "the student starts from the teacher's embeddings (teacher_init=embeddings)")
+    wider = MiniBertConfig(**{**TINY, "hidden_size": 64})
+    assert resolved_teacher_init("auto", wider, teacher.model) == (
+        "embeddings", "the student starts from the teacher's embeddings (teacher_init=auto: the student is larger "
+                      "than the teacher: hidden_size=64 > 48)")
 
 
 def test_pretrain_with_a_teacher_saves_a_student_and_resumes_exactly(tiny, teacher_dir, tmp_path):
