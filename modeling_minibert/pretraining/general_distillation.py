@@ -217,17 +217,17 @@ def init_from_teacher(student: MiniBertForMaskedLM, teacher: PreTrainedModel, te
     return basis
 
 
+@torch.no_grad()
 def init_layers_from_teacher(student: MiniBertForMaskedLM, teacher: PreTrainedModel, basis: torch.Tensor) -> None:
     """`init_from_teacher`'s `layers`, for a teacher with BERT's parameter names (BERT, ELECTRA's discriminator, ...)."""
     resolved_teacher_init("layers", student.config, teacher)  # ValueError when they cannot be taken
     source = {name.removeprefix(f"{teacher.base_model_prefix}."): weight.float()
               for name, weight in teacher.state_dict().items()}
     config, theirs = student.config, teacher.config
-    keep = {"residual": basis,  # (H_t, k): a side in the residual stream is projected
-            "attention": evenly_spaced(theirs.hidden_size, config.hidden_size),
+    keep = {"attention": evenly_spaced(theirs.hidden_size, config.hidden_size),
             "feed_forward": evenly_spaced(theirs.intermediate_size, config.intermediate_size)}
 
-    def weight(w: torch.Tensor, out: str, into: str) -> torch.Tensor:
+    def weight(w: torch.Tensor, out: str, into: str) -> torch.Tensor:  # a residual side is projected on the basis
         w = basis.T @ w if out == "residual" else w[keep[out]]
         return w @ basis if into == "residual" else w[:, keep[into]]
 
