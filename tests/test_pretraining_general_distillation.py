@@ -187,7 +187,7 @@ def test_teacher_init_auto_takes_the_teachers_layers_where_it_can(teacher_dir):
         "embeddings", "the student starts from the teacher's embeddings (teacher_init=embeddings)")
     wider = MiniBertConfig(**{**TINY, "hidden_size": 64})
     assert resolved_teacher_init("auto", wider, teacher.model) == (
-        "embeddings", "the student starts from the teacher's embeddings (teacher_init=auto: the student is larger "
+        "embeddings", "the student starts from the teacher's embeddings (teacher_init=auto; the student is larger "
                       "than the teacher: hidden_size=64 > 48)")
 
 

@@ -187,7 +187,7 @@ def resolved_teacher_init(init: str, student: MiniBertConfig, teacher: PreTraine
         raise ValueError(f"teacher_init=layers selects the student's weights from the teacher's, but {refusal}; "
                          "use teacher_init=embeddings")
     if init == "embeddings" or refusal:
-        why = f": {refusal}" if refusal else ""
+        why = f"; {refusal}" if refusal else ""
         return "embeddings", f"the student starts from the teacher's embeddings (teacher_init={init}{why})"
     taught = ", ".join(str(t + 1) for t in taught_layers(student.num_hidden_layers, teacher.config.num_hidden_layers))
     return "layers", f"the student starts from the teacher's embeddings and layers {taught} (teacher_init={init})"
