@@ -221,8 +221,12 @@ def init_from_teacher(student: MiniBertForMaskedLM, teacher: PreTrainedModel, te
 def init_layers_from_teacher(student: MiniBertForMaskedLM, teacher: PreTrainedModel, basis: torch.Tensor) -> None:
     """`init_from_teacher`'s `layers`, for a teacher with BERT's parameter names (BERT, ELECTRA's discriminator, ...)."""
     resolved_teacher_init("layers", student.config, teacher)  # ValueError when they cannot be taken
-    source = {name.removeprefix(f"{teacher.base_model_prefix}."): weight.float()
-              for name, weight in teacher.state_dict().items()}
+    prefix = f"{teacher.base_model_prefix}."
+    state = {name.removeprefix(prefix): weight for name, weight in teacher.state_dict().items()}
+
+    def source(name: str) -> torch.Tensor:  # in float32, one weight at a time (not the word embeddings too)
+        return state[name].float()
+
     config, theirs = student.config, teacher.config
     keep = {"attention": evenly_spaced(theirs.hidden_size, config.hidden_size),
             "feed_forward": evenly_spaced(theirs.intermediate_size, config.intermediate_size)}
@@ -237,16 +241,16 @@ def init_layers_from_teacher(student: MiniBertForMaskedLM, teacher: PreTrainedMo
     def layer_norm(target: nn.LayerNorm, prefix: str) -> None:
         # Not rotation-equivariant: each of the student's coordinates takes the mean of the teacher's scales along
         # its direction (exact when the basis is the teacher's own coordinates).
-        target.weight.copy_(basis.pow(2).T @ source[f"{prefix}.weight"])
-        target.bias.copy_(basis.T @ source[f"{prefix}.bias"])
+        target.weight.copy_(basis.pow(2).T @ source(f"{prefix}.weight"))
+        target.bias.copy_(basis.T @ source(f"{prefix}.bias"))
 
     mine = student.state_dict()
     layer_norm(student.bert.embeddings.LayerNorm, "embeddings.LayerNorm")
     for i, t in enumerate(taught_layers(config.num_hidden_layers, theirs.num_hidden_layers)):
         ours, their = f"bert.encoder.layer.{i}", f"encoder.layer.{t}"
         for name, out, into in LAYER_WEIGHTS:
-            mine[f"{ours}.{name}.weight"].copy_(weight(source[f"{their}.{name}.weight"], out, into))
-            mine[f"{ours}.{name}.bias"].copy_(bias(source[f"{their}.{name}.bias"], out))
+            mine[f"{ours}.{name}.weight"].copy_(weight(source(f"{their}.{name}.weight"), out, into))
+            mine[f"{ours}.{name}.bias"].copy_(bias(source(f"{their}.{name}.bias"), out))
         for name in LAYER_NORMS:
             layer_norm(student.bert.encoder.layer[i].get_submodule(name), f"{their}.{name}")
 
