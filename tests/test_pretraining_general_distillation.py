@@ -14,9 +14,11 @@ from modeling_minibert.pretraining import PretrainingArguments, pretrain
 from modeling_minibert.pretraining.general_distillation import (
     GeneralDistillation,
     StudentWithTeacher,
+    hidden_state_directions,
     init_from_teacher,
     load_teacher,
     relation_loss,
+    resolved_basis,
     resolved_teacher_init,
     taught_layers,
 )
@@ -127,10 +129,38 @@ def test_student_embeddings_are_a_pca_of_the_teachers_rows(teacher_dir):
     assert narrow.bert.embeddings.position_embeddings.weight.norm().item() == pytest.approx(position.norm().item(), rel=0.3)
 
 
-def student_of(teacher, init: str, **shape) -> StudentWithTeacher:
+def test_the_hidden_state_basis_is_the_principal_directions_of_every_layers_states(teacher_dir, corpus):
+    teacher = teacher_of(teacher_dir)
+    tokenizer = load_tokenizer(teacher_dir)
+    tokenizer.model_max_length = 32
+    documents = corpus.read_text(encoding="utf-8").split("\n\n")[:12]
+    ids = torch.arange(len(tokenizer))
+    basis = hidden_state_directions(teacher.model, tokenizer, ids, documents, 20, batch_size=5)  # in three batches
+    assert basis.shape == (48, 20) and torch.allclose(basis.T @ basis, torch.eye(20), atol=1e-5)
+    # The same directions as an SVD of every state stacked at once (up to each one's sign).
+    batch = tokenizer(documents, truncation=True, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        states = teacher.model(**batch, output_hidden_states=True).hidden_states
+    assert len(states) == 3  # the embeddings' output and both layers'
+    rows = torch.cat([state[batch["attention_mask"].bool()] for state in states])
+    _, _, directions = torch.linalg.svd(rows - rows.mean(0), full_matrices=False)
+    assert torch.allclose((basis * directions[:20].T).sum(0).abs(), torch.ones(20), atol=1e-4)
+    assert (basis.gather(0, basis.abs().argmax(0, keepdim=True)) > 0).all()  # signs: the largest coordinate positive
+    # Not the embeddings' own directions, and the identity as wide as the teacher.
+    own = init_from_teacher(MiniBertForMaskedLM(MiniBertConfig(**{**TINY, "hidden_size": 20, "num_attention_heads": 4,
+                                                                 "vocab_size": len(ids)})), teacher.model, ids)
+    assert (torch.linalg.svdvals(own.T @ basis) ** 2).mean() < 0.9
+    assert torch.equal(hidden_state_directions(teacher.model, tokenizer, ids, documents, 48), torch.eye(48))
+
+
+def student_of(teacher, init: str, basis: str = "embeddings", **shape) -> StudentWithTeacher:
     """The objective's student for `teacher` (every piece kept), built as `minibert pretrain` builds it."""
-    objective = GeneralDistillation(teacher, init)
-    objective.teacher_ids = torch.arange(teacher.model.config.vocab_size)
+    from modeling_minibert.pretraining.data import load_bbc_news
+
+    objective = GeneralDistillation(teacher, init, basis)
+    tokenizer = teacher.tokenizer
+    # The basis from other news than the test's (which are every 100th document, from the first).
+    objective.set_vocabulary(tokenizer, [document[:300] for document in load_bbc_news()[1:65]])
     torch.manual_seed(1)  # not the tiny teacher's seed: its random layers would be the student's
     config = MiniBertConfig(**{**TEACHER, **shape, "vocab_size": teacher.model.config.vocab_size})
     return objective.build_model(config, None).eval()
@@ -165,6 +195,10 @@ def test_the_default_student_starts_closer_to_all_minilm_from_its_layers():
     shape = {key: getattr(MiniBertConfig(), key) for key in TEACHER}  # Mini-BERT's defaults
     layers, embeddings = (student_of(teacher, init, **shape)(**batch) for init in ("layers", "embeddings"))
     assert layers.relation_loss < 0.85 * embeddings.relation_loss and layers.hidden_loss < 0.85 * embeddings.hidden_loss
+    # On the directions of the teacher's hidden states (from other documents than these) rather than its
+    # embeddings', nearer still.
+    hidden = student_of(teacher, "layers", "hidden_states", **shape)(**batch)
+    assert hidden.relation_loss < 0.95 * layers.relation_loss and hidden.hidden_loss < 0.85 * layers.hidden_loss
 
 
 def test_teacher_init_layers_refuses_a_larger_student_before_any_work(teacher_dir, corpus, tmp_path):
@@ -185,6 +219,8 @@ def test_teacher_init_auto_takes_the_teachers_layers_where_it_can(teacher_dir):
         "layers", "the student starts from the teacher's embeddings and layers 2 (teacher_init=auto)")
     assert resolved_teacher_init("embeddings", fits, teacher.model) == (
         "embeddings", "the student starts from the teacher's embeddings (teacher_init=embeddings)")
+    assert [resolved_basis("auto", init) for init in ("layers", "embeddings")] == ["hidden_states", "embeddings"]
+    assert resolved_basis("embeddings", "layers") == "embeddings"
     wider = MiniBertConfig(**{**TINY, "hidden_size": 64})
     assert resolved_teacher_init("auto", wider, teacher.model) == (
         "embeddings", "the student starts from the teacher's embeddings (teacher_init=auto; the student is larger "

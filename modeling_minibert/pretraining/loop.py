@@ -157,7 +157,7 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
             tokenizer = get_tokenizer(args, out, train_docs, source, objective,
                                       from_run_folder=run_exists or not is_main)
             check_tokenizer_fits(tokenizer, config, source)
-            objective.set_vocabulary(tokenizer)
+            objective.set_vocabulary(tokenizer, train_docs)
             train_set = build_nsp_dataset(train_docs, tokenizer, args.max_seq_length, args.seed, args.dupe_factor,
                                           objective.random_next)
             # The held-out examples are the same for every objective (half of them with a random B): held-out MLM

@@ -143,8 +143,9 @@ class Objective:
         prefix = self.saved_prefix
         return {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
 
-    def set_vocabulary(self, tokenizer) -> None:
-        """Told the run's tokenizer before `build_model` (an objective with a teacher maps its ids)."""
+    def set_vocabulary(self, tokenizer, documents: list[str]) -> None:
+        """Told the run's tokenizer and training documents before `build_model` (an objective with a teacher maps
+        its ids, and may read the teacher on the text to start the student)."""
 
     # --- the batch --------------------------------------------------------------------------------------------
     def model_inputs(self, batch: dict, evaluating: bool = False) -> dict:
