@@ -42,7 +42,7 @@ def plot(recipes: list[tuple[str, list[dict[str, float]]]], output: Path, goal: 
             ax.annotate(f"{mean(values):.3f}", (x + 0.27, mean(values)), va="center", fontsize=8)
         if goal is not None:
             ax.axhline(goal, color="grey", linestyle="--", linewidth=1, label=f"goal {goal:.3f}")
-            ax.legend(loc="lower right", fontsize=8)
+            ax.legend(loc="best", fontsize=8)  # clear of the points
         ax.set_xticks(range(len(recipes)), [textwrap.fill(name, 12) for name, _ in recipes], fontsize=8)
         ax.set_xlim(-0.5, len(recipes) - 0.3)
         ax.set_title(f"{split} accuracy (a point per seed, bar: mean)", fontsize=9)
