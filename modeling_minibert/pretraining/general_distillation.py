@@ -159,10 +159,11 @@ def hidden_state_directions(teacher: PreTrainedModel, tokenizer: PreTrainedToken
     if width == size:
         return torch.eye(width)
     sums, products, count = torch.zeros(size, dtype=torch.float64), torch.zeros(size, size, dtype=torch.float64), 0
+    teacher_ids = teacher_ids.to(teacher.device)
     for start in range(0, len(documents), batch_size):
         batch = tokenizer(documents[start:start + batch_size], truncation=True, padding=True,
                           return_tensors="pt").to(teacher.device)
-        states = teacher(input_ids=teacher_ids.to(teacher.device)[batch["input_ids"]], attention_mask=batch["attention_mask"],
+        states = teacher(input_ids=teacher_ids[batch["input_ids"]], attention_mask=batch["attention_mask"],
                          token_type_ids=batch.get("token_type_ids"), output_hidden_states=True,
                          **padded(teacher)).hidden_states  # (L + 1) x (B, T, H_t)
         real = batch["attention_mask"].bool()
@@ -436,7 +437,8 @@ class GeneralDistillation(Objective):
         if args.teacher_init not in TEACHER_INITS:
             raise ValueError(f"teacher_init={args.teacher_init!r} must be one of {list(TEACHER_INITS)}")
         if args.teacher_init_basis not in TEACHER_INIT_BASES:
-            raise ValueError(f"teacher_init_basis={args.teacher_init_basis!r} must be one of {list(TEACHER_INIT_BASES)}")
+            raise ValueError(f"teacher_init_basis={args.teacher_init_basis!r} must be one of "
+                             f"{list(TEACHER_INIT_BASES)}")
 
     @classmethod
     def from_arguments(cls, args, config: MiniBertConfig) -> GeneralDistillation:
