@@ -158,9 +158,9 @@ def student_of(teacher, init: str, basis: str = "embeddings", **shape) -> Studen
     from modeling_minibert.pretraining.data import load_bbc_news
 
     objective = GeneralDistillation(teacher, init, basis)
-    tokenizer = teacher.tokenizer
-    # The basis from other news than the test's (which are every 100th document, from the first).
-    objective.set_vocabulary(tokenizer, [document[:300] for document in load_bbc_news()[1:65]])
+    # The basis from other news than the test's (which are every 100th document, from the first); read only for it.
+    documents = [document[:300] for document in load_bbc_news()[1:65]] if basis == "hidden_states" else []
+    objective.set_vocabulary(teacher.tokenizer, documents)
     torch.manual_seed(1)  # not the tiny teacher's seed: its random layers would be the student's
     config = MiniBertConfig(**{**TEACHER, **shape, "vocab_size": teacher.model.config.vocab_size})
     return objective.build_model(config, None).eval()
