@@ -61,7 +61,8 @@ def test_the_script_writes_the_recipes_files_the_jobs_read(tmp_path):
     """benchmarks/movie_reviews.py, as the README's recipe runs it: the split as CSVs that the jobs' --train_file
     etc. read back to the very texts and labels, and the unlabelled reviews (tests do not import benchmarks/)."""
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "movie_reviews.py"
-    done = subprocess.run([sys.executable, str(script), "--output_dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    command = [sys.executable, str(script), "--output_dir", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     splits = load_rotten_tomatoes()
     read = load_dataset("csv", data_files={name: str(tmp_path / f"{name}.csv") for name in splits})
