@@ -175,6 +175,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="distill's augmentation: words (drop/swap), mlm (TinyBERT's, the student's MLM head)")
     parser.add_argument("--augment_probability", type=float, default=0.4)
     parser.add_argument("--augment_top_k", type=int, default=15)
+    parser.add_argument("--augment_neighbours", action="store_true",
+                        help="distill's --augment_neighbours: with mlm, words of several pieces by embedding neighbours")
     parser.add_argument("--transfer_plots", action="store_true",
                         help="add the training films' plot-summary sentences (unlabelled) to the transfer set")
     parser.add_argument("--transfer_file", nargs="+", default=[],
@@ -282,7 +284,7 @@ def main(argv: list[str] | None = None) -> dict:
             output_dir=str(work / "minibert-distilled"), overwrite_output_dir=True, train_data=splits["train"],
             validation_data=splits["validation"], test_data=splits["test"], augment_copies=args.augment_copies,
             augmentation=args.augmentation, augment_probability=args.augment_probability, augment_top_k=args.augment_top_k,
-            transfer_file=[str(f) for f in transfer_files],
+            augment_neighbours=args.augment_neighbours, transfer_file=[str(f) for f in transfer_files],
             distillation_loss=args.distillation_loss, temperature=args.temperature, alpha=args.alpha,
             student_dropout=args.student_dropout, relation_weight=args.relation_weight,
             teacher_mixed_precision=args.teacher_mixed_precision,

@@ -9,8 +9,12 @@ place (p = 0.4, K = 15, N = 20 in the paper). The teacher labels the copies, so 
   to download, and a student from general distillation shares the teacher's WordPiece pieces;
 - all chosen words of a copy are masked at once, one forward per copy: TinyBERT masks one word per forward, a
   forward per word of every copy, too slow on a CPU for a 45-minute recipe;
-- only words that are one piece are replaced (TinyBERT takes GloVe neighbours for the others: we ship no GloVe),
-  and replacements are whole-word pieces (no `##` continuation, no special token), sampled uniformly among the K.
+- words of several pieces, which a masked position cannot predict, TinyBERT replaces by GloVe neighbours; we ship
+  no GloVe, so with `neighbours` they get the whole-word pieces nearest (cosine) to the mean of their pieces' rows
+  in the model's own input embeddings (for a general-distilled student, the teacher's rows on its directions);
+  without it they are kept;
+- replacements are whole-word pieces (no `##` continuation, no special token, not one of the word's own pieces),
+  sampled uniformly among the K.
 
 Written by hand: nlpaug (1.1.11, from 2022) has a contextual word augmenter over a fill-mask model, but it returns
 new strings, so the tags of token classification could not follow their words, and its last release (2022) predates
@@ -62,15 +66,19 @@ def mlm_augment(
     max_length: int,
     batch_size: int = 64,
     show_progress: bool = True,
+    neighbours: bool = False,
 ) -> list[list[str]]:
     """`copies` augmented copies of each example (a list of words), copy-major: copy 1 of every example, then copy
     2, ... Each one-piece word within `max_length` is replaced with chance `probability` by one of the model's
-    `top_k` most likely whole-word pieces at its masked position; every other word is kept."""
+    `top_k` most likely whole-word pieces at its masked position; with `neighbours`, each word of several pieces
+    likewise by one of the `top_k` whole-word pieces nearest its embedding (`nearest_pieces`); every other word is
+    kept. Without `neighbours` the copies are those of earlier versions, draw for draw."""
     model.eval()
     generator = torch.Generator().manual_seed(seed)
     allowed = replaceable_ids(tokenizer)
     if top_k > int(allowed.sum()):
         raise ValueError(f"augment_top_k={top_k} exceeds the {int(allowed.sum())} whole-word pieces of the vocabulary")
+    embeddings = model.get_input_embeddings().weight.detach().float() if neighbours else None
     jobs = [(copy, i) for copy in range(copies) for i in range(len(examples))]
     out: list[list[str]] = [list(examples[i]) for _, i in jobs]
     order = sorted(range(len(jobs)), key=lambda j: len(examples[jobs[j][1]]))  # similar lengths share a batch
@@ -78,28 +86,47 @@ def mlm_augment(
         rows = order[start:start + batch_size]
         batch = tokenizer([out[j] for j in rows], is_split_into_words=True, truncation=True, max_length=max_length,
                           padding=True, return_tensors="pt")
-        chosen = choose_positions(batch, rows, out, tokenizer, probability, generator)
-        if not chosen:
-            continue
-        ids = batch["input_ids"].clone()
-        for row, position, _ in chosen:
-            ids[row, position] = tokenizer.mask_token_id
-        hidden = model.base_model(input_ids=ids, attention_mask=batch["attention_mask"]).last_hidden_state
-        # the MLM head (BERT's name, `cls`) at the M masked positions only: (M, V), not (B, T, V)
-        scores = model.cls(hidden[[r for r, _, _ in chosen], [p for _, p, _ in chosen]])
-        scores[:, ~allowed] = float("-inf")
-        candidates = scores.topk(top_k, dim=-1).indices  # (M, K)
-        picks = candidates[torch.arange(len(chosen)), torch.randint(top_k, (len(chosen),), generator=generator)]
-        for (row, _, word), piece in zip(chosen, picks.tolist()):
-            out[rows[row]][word] = tokenizer.convert_ids_to_tokens(piece)
+        chosen, several = choose_positions(batch, rows, out, tokenizer, probability, generator, neighbours, max_length)
+        if chosen:
+            ids = batch["input_ids"].clone()
+            for row, position, _ in chosen:
+                ids[row, position] = tokenizer.mask_token_id
+            hidden = model.base_model(input_ids=ids, attention_mask=batch["attention_mask"]).last_hidden_state
+            # the MLM head (BERT's name, `cls`) at the M masked positions only: (M, V), not (B, T, V)
+            scores = model.cls(hidden[[r for r, _, _ in chosen], [p for _, p, _ in chosen]])
+            scores[:, ~allowed] = float("-inf")
+            candidates = scores.topk(top_k, dim=-1).indices  # (M, K)
+            picks = candidates[torch.arange(len(chosen)), torch.randint(top_k, (len(chosen),), generator=generator)]
+            for (row, _, word), piece in zip(chosen, picks.tolist()):
+                out[rows[row]][word] = tokenizer.convert_ids_to_tokens(piece)
+        if several:
+            pieces = [batch["input_ids"][row, positions] for row, positions, _ in several]
+            candidates = nearest_pieces(embeddings, pieces, allowed, top_k)  # (N, K)
+            picks = candidates[torch.arange(len(several)), torch.randint(top_k, (len(several),), generator=generator)]
+            for (row, _, word), piece in zip(several, picks.tolist()):
+                out[rows[row]][word] = tokenizer.convert_ids_to_tokens(piece)
     return out
 
 
+def nearest_pieces(embeddings: torch.Tensor, words: list[torch.Tensor], allowed: torch.Tensor, top_k: int) -> torch.Tensor:
+    """(N, top_k) ids of the allowed pieces nearest (cosine) to each word's mean piece embedding, its own pieces
+    left out. `embeddings`: (V, H) input embeddings; `words`: each word's piece ids."""
+    unit = torch.nn.functional.normalize(embeddings, dim=-1)
+    means = torch.nn.functional.normalize(torch.stack([embeddings[ids].mean(0) for ids in words]), dim=-1)
+    scores = means @ unit.T  # (N, V)
+    scores[:, ~allowed] = float("-inf")
+    for n, ids in enumerate(words):
+        scores[n, ids] = float("-inf")
+    return scores.topk(top_k, dim=-1).indices
+
+
 def choose_positions(batch, rows: list[int], words: list[list[str]], tokenizer, probability: float,
-                     generator: torch.Generator) -> list[tuple[int, int, int]]:
-    """(row in batch, token position, word index) of the words to replace: one-piece, known words, each drawn with
-    chance `probability`."""
-    chosen = []
+                     generator: torch.Generator, several_pieces: bool = False, max_length: int | None = None,
+                     ) -> tuple[list[tuple[int, int, int]], list[tuple[int, list[int], int]]]:
+    """The words to replace, each drawn with chance `probability`: (row in batch, token position, word index) of
+    one-piece known words, and with `several_pieces` (row, token positions, word index) of words of several pieces
+    (not the last word of a row `max_length` long: truncation may have cut it)."""
+    chosen, several = [], []
     for b in range(len(rows)):
         word_ids = batch.word_ids(b)
         pieces: dict[int, list[int]] = {}
@@ -107,10 +134,15 @@ def choose_positions(batch, rows: list[int], words: list[list[str]], tokenizer, 
             if word is not None:
                 pieces.setdefault(word, []).append(position)
         draws = torch.rand(len(pieces), generator=generator).tolist()
+        cut = int(batch["attention_mask"][b].sum()) == max_length  # a full row may end inside a word
         for (word, positions), draw in zip(sorted(pieces.items()), draws):
-            if len(positions) == 1 and draw < probability and batch["input_ids"][b, positions[0]] != tokenizer.unk_token_id:
+            if draw >= probability:
+                continue
+            if len(positions) == 1 and batch["input_ids"][b, positions[0]] != tokenizer.unk_token_id:
                 chosen.append((b, positions[0], word))
-    return chosen
+            elif several_pieces and len(positions) > 1 and not (cut and word == max(pieces)):
+                several.append((b, positions, word))
+    return chosen, several
 
 
-__all__ = ["check_mlm_head", "mlm_augment", "replaceable_ids"]
+__all__ = ["check_mlm_head", "mlm_augment", "nearest_pieces", "replaceable_ids"]

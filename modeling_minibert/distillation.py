@@ -126,9 +126,13 @@ class DistillationArguments(ModelArguments, DataArguments):
                 "student's masked-LM predictions; --model_name_or_path must be a pretraining folder)",
         "choices": list(AUGMENTATIONS)})
     augment_probability: float = field(default=0.4, metadata={
-        "help": "augmentation=mlm: chance to replace each one-piece word (TinyBERT's p)"})
+        "help": "augmentation=mlm: chance to replace each one-piece word, and with augment_neighbours each word "
+                "of several pieces (TinyBERT's p)"})
     augment_top_k: int = field(default=15, metadata={
         "help": "augmentation=mlm: a replacement is drawn from the K most likely pieces (TinyBERT's K)"})
+    augment_neighbours: bool = field(default=False, metadata={
+        "help": "augmentation=mlm: also replace words of several pieces, by one of the K whole-word pieces nearest "
+                "their mean embedding in the student's (TinyBERT's GloVe neighbours)"})
     word_dropout: float = field(default=0.1, metadata={"help": "augmentation: chance to drop each word"})
     word_swap: float = field(default=0.1, metadata={"help": "augmentation: chance to swap each word with the next"})
     distillation_loss: str = field(default="kl", metadata={
@@ -229,7 +233,7 @@ def mlm_copies(inputs: Sequence[Any], words_given: bool, args: DistillationArgum
     tokenizer, length = student
     model = AutoModelForMaskedLM.from_pretrained(args.model_name_or_path)
     copies = mlm_augment(words, model, tokenizer, args.augment_copies, args.augment_probability, args.augment_top_k,
-                         seed, length, show_progress=show_progress)
+                         seed, length, show_progress=show_progress, neighbours=args.augment_neighbours)
     return copies if words_given else [" ".join(c) for c in copies]
 
 
@@ -325,6 +329,8 @@ def check_options(args: DistillationArguments, has_train_data: bool) -> Task:
             raise ValueError(f"{name}={getattr(args, name)} must be in [0, 1)")
     if args.augmentation not in AUGMENTATIONS:
         raise ValueError(f"augmentation={args.augmentation!r} is not one of {list(AUGMENTATIONS)}")
+    if args.augment_neighbours and args.augmentation != "mlm":
+        raise ValueError(f"augment_neighbours needs augmentation='mlm', not {args.augmentation!r}")
     if args.augmentation == "mlm":
         if not 0 < args.augment_probability <= 1:
             raise ValueError(f"augment_probability={args.augment_probability} must be in (0, 1]")

@@ -336,6 +336,46 @@ def test_mlm_augmentation_is_seeded_and_respects_the_probability(student):
         mlm_augment(examples, model, tokenizer, 1, 0.4, 100_000, seed=0, max_length=32, show_progress=False)
 
 
+def test_neighbour_augmentation_replaces_words_of_several_pieces_by_the_nearest_pieces(student):
+    """With `neighbours`, a word of several pieces becomes one of the whole-word pieces nearest (cosine) the mean of
+    its pieces' input embeddings, never one of its own pieces; one-piece words get what they got without it."""
+    from modeling_minibert.augmentation import mlm_augment, nearest_pieces, replaceable_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(student)
+    model = MiniBertForMaskedLM.from_pretrained(student).eval()
+    examples = [t.split() for t in sentiment(12, 4)["text"]] + [["moviefilm", "zzqx", "movie", "filmplot"]]
+    several = {w for x in examples for w in x if len(tokenizer.tokenize(w)) > 1}
+    assert {"moviefilm", "filmplot"} <= several
+    plain = mlm_augment(examples, model, tokenizer, 1, 1.0, 1, seed=0, max_length=32, show_progress=False)
+    copies = mlm_augment(examples, model, tokenizer, 1, 1.0, 1, seed=0, max_length=32, show_progress=False,
+                         neighbours=True)
+    embeddings = model.get_input_embeddings().weight.detach()
+    allowed = replaceable_ids(tokenizer)
+    for original, without, copy in zip(examples, plain, copies):
+        for before, kept, after in zip(original, without, copy):
+            pieces = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(before))
+            if len(pieces) == 1:
+                assert after == kept  # the MLM head's choice, as without neighbours
+                continue
+            assert kept == before and after != before
+            # top_k=1: the nearest allowed piece by hand, the word's own pieces left out
+            mean = embeddings[pieces].mean(0)
+            cosine = torch.nn.functional.cosine_similarity(embeddings, mean[None], dim=-1)
+            cosine[~allowed] = float("-inf")
+            cosine[pieces] = float("-inf")
+            assert after == tokenizer.convert_ids_to_tokens(int(cosine.argmax()))
+    top = nearest_pieces(embeddings, [torch.tensor(tokenizer.convert_tokens_to_ids(tokenizer.tokenize("moviefilm")))],
+                         allowed, 5)
+    assert top.shape == (1, 5) and allowed[top].all()
+    # a word the truncation cut (some of its pieces in a full row) is kept; whole, it is replaced
+    pieces = len(tokenizer.tokenize("filmplot"))
+    assert pieces >= 3
+    row = [["movie"] * 5 + ["filmplot"]]
+    make = lambda length: mlm_augment(row, model, tokenizer, 1, 1.0, 1, seed=0, max_length=length,  # noqa: E731
+                                      show_progress=False, neighbours=True)[0][-1]
+    assert make(1 + 5 + pieces - 1 + 1) == "filmplot" and make(32) != "filmplot"
+
+
 def test_mlm_augmentation_with_a_bert_masked_lm_gives_the_same_copies(student, tmp_path):
     """The head is read as `model.cls` at the masked positions only: transformers' BertForMaskedLM with the same
     weights (a student published in BERT format) makes the same copies as Mini-BERT."""
@@ -551,6 +591,7 @@ def masked_lm_teacher(tmp_path_factory, teacher_base) -> Path:
         ("augmentation", ValueError, r"augmentation='glove' is not one of \['words', 'mlm'\]"),
         ("augment_probability", ValueError, r"augment_probability=0.0 must be in \(0, 1\]"),
         ("augment_top_k", ValueError, r"augment_top_k=0 must be at least 1"),
+        ("neighbours_without_mlm", ValueError, r"augment_neighbours needs augmentation='mlm', not 'words'"),
         ("mlm_from_a_classifier", ValueError, r"model_name_or_path=.* has no masked-LM head \(cls.predictions.bias\): "
                                               r"augmentation='mlm' needs a pretraining folder"),
     ],
@@ -574,6 +615,7 @@ def test_bad_inputs_fail_before_training(case, error, message, other_labels_teac
         "augmentation": dict(augmentation="glove"),
         "augment_probability": dict(augmentation="mlm", augment_probability=0.0),
         "augment_top_k": dict(augmentation="mlm", augment_top_k=0),
+        "neighbours_without_mlm": dict(augment_neighbours=True),
         "mlm_from_a_classifier": dict(augmentation="mlm", student=other_labels_teacher),
     }[case]
     teacher = options.pop("teacher", other_labels_teacher)
