@@ -11,10 +11,11 @@ place (p = 0.4, K = 15, N = 20 in the paper). The teacher labels the copies, so 
   forward per word of every copy, too slow on a CPU for a 45-minute recipe;
 - words of several pieces, which a masked position cannot predict, TinyBERT replaces by GloVe neighbours; we ship
   no GloVe, so with `neighbours` they get the whole-word pieces nearest (cosine) to the mean of their pieces' rows
-  in the model's own input embeddings (for a general-distilled student, the teacher's rows on its directions);
-  without it they are kept;
-- replacements are whole-word pieces (no `##` continuation, no special token, not one of the word's own pieces),
-  sampled uniformly among the K.
+  in the model's own input embeddings (for a general-distilled student, the teacher's rows on its directions),
+  when they are a word and its `##` continuations (a word with punctuation attached, "end.", is kept); without it
+  they are kept;
+- replacements are whole-word pieces (no `##` continuation, no special token or `[unused]` slot, not one of the
+  word's own pieces; a neighbour a word of two letters or more), sampled uniformly among the K.
 
 Written by hand: nlpaug (1.1.11, from 2022) has a contextual word augmenter over a fill-mask model, but it returns
 new strings, so the tags of token classification could not follow their words, and its last release (2022) predates
@@ -45,11 +46,15 @@ def check_mlm_head(name_or_path: str | os.PathLike, option: str) -> None:
                          "pretraining folder (minibert pretrain's output), not a fine-tuned classifier")
 
 
-def replaceable_ids(tokenizer) -> torch.Tensor:
-    """(V,) bool: the pieces a word may become: whole-word pieces, not special tokens."""
+def replaceable_ids(tokenizer, words_only: bool = False) -> torch.Tensor:
+    """(V,) bool: the pieces a word may become: whole-word pieces, not special tokens nor BERT's `[unused...]`
+    slots; with `words_only`, only pieces of two letters or more (what an embedding neighbour may be: the rows of
+    rare single characters sit close to anything)."""
     allowed = torch.ones(len(tokenizer), dtype=torch.bool)
     for token, index in tokenizer.get_vocab().items():
-        if token.startswith("##") or index in tokenizer.all_special_ids:
+        if token.startswith("##") or index in tokenizer.all_special_ids or token.startswith("[unused"):
+            allowed[index] = False
+        elif words_only and not (len(token) > 1 and token.isalpha()):
             allowed[index] = False
     return allowed
 
@@ -79,6 +84,10 @@ def mlm_augment(
     if top_k > int(allowed.sum()):
         raise ValueError(f"augment_top_k={top_k} exceeds the {int(allowed.sum())} whole-word pieces of the vocabulary")
     embeddings = model.get_input_embeddings().weight.detach().float() if neighbours else None
+    words_only = replaceable_ids(tokenizer, words_only=True) if neighbours else None
+    if neighbours and top_k > int(words_only.sum()):
+        raise ValueError(f"augment_top_k={top_k} exceeds the {int(words_only.sum())} whole-word pieces of two letters or "
+                         "more that augment_neighbours draws from")
     jobs = [(copy, i) for copy in range(copies) for i in range(len(examples))]
     out: list[list[str]] = [list(examples[i]) for _, i in jobs]
     order = sorted(range(len(jobs)), key=lambda j: len(examples[jobs[j][1]]))  # similar lengths share a batch
@@ -101,7 +110,7 @@ def mlm_augment(
                 out[rows[row]][word] = tokenizer.convert_ids_to_tokens(piece)
         if several:
             pieces = [batch["input_ids"][row, positions] for row, positions, _ in several]
-            candidates = nearest_pieces(embeddings, pieces, allowed, top_k)  # (N, K)
+            candidates = nearest_pieces(embeddings, pieces, words_only, top_k)  # (N, K)
             picks = candidates[torch.arange(len(several)), torch.randint(top_k, (len(several),), generator=generator)]
             for (row, _, word), piece in zip(several, picks.tolist()):
                 out[rows[row]][word] = tokenizer.convert_ids_to_tokens(piece)
@@ -125,7 +134,8 @@ def choose_positions(batch, rows: list[int], words: list[list[str]], tokenizer, 
                      ) -> tuple[list[tuple[int, int, int]], list[tuple[int, list[int], int]]]:
     """The words to replace, each drawn with chance `probability`: (row in batch, token position, word index) of
     one-piece known words, and with `several_pieces` (row, token positions, word index) of words of several pieces
-    (not the last word of a row `max_length` long: truncation may have cut it)."""
+    that are one word and its `##` continuations (not the last word of a row `max_length` long: truncation may have
+    cut it)."""
     chosen, several = [], []
     for b in range(len(rows)):
         word_ids = batch.word_ids(b)
@@ -135,12 +145,16 @@ def choose_positions(batch, rows: list[int], words: list[list[str]], tokenizer, 
                 pieces.setdefault(word, []).append(position)
         draws = torch.rand(len(pieces), generator=generator).tolist()
         cut = int(batch["attention_mask"][b].sum()) == max_length  # a full row may end inside a word
+        tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][b].tolist())
+        # a word and its `##` continuations only: "essayist", not "medium." or "counter-revolutions", whose
+        # punctuation pieces would pull the mean embedding towards punctuation
+        one_word = lambda positions: all(tokens[p].startswith("##") for p in positions[1:])  # noqa: E731
         for (word, positions), draw in zip(sorted(pieces.items()), draws):
             if draw >= probability:
                 continue
             if len(positions) == 1 and batch["input_ids"][b, positions[0]] != tokenizer.unk_token_id:
                 chosen.append((b, positions[0], word))
-            elif several_pieces and len(positions) > 1 and not (cut and word == max(pieces)):
+            elif several_pieces and len(positions) > 1 and not (cut and word == max(pieces)) and one_word(positions):
                 several.append((b, positions, word))
     return chosen, several
 

@@ -350,7 +350,8 @@ def test_neighbour_augmentation_replaces_words_of_several_pieces_by_the_nearest_
     copies = mlm_augment(examples, model, tokenizer, 1, 1.0, 1, seed=0, max_length=32, show_progress=False,
                          neighbours=True)
     embeddings = model.get_input_embeddings().weight.detach()
-    allowed = replaceable_ids(tokenizer)
+    allowed = replaceable_ids(tokenizer, words_only=True)
+    assert all(len(t) > 1 and t.isalpha() for t in tokenizer.convert_ids_to_tokens(allowed.nonzero()[:, 0].tolist()))
     for original, without, copy in zip(examples, plain, copies):
         for before, kept, after in zip(original, without, copy):
             pieces = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(before))
@@ -367,6 +368,9 @@ def test_neighbour_augmentation_replaces_words_of_several_pieces_by_the_nearest_
     top = nearest_pieces(embeddings, [torch.tensor(tokenizer.convert_tokens_to_ids(tokenizer.tokenize("moviefilm")))],
                          allowed, 5)
     assert top.shape == (1, 5) and allowed[top].all()
+    with pytest.raises(ValueError, match=r"augment_top_k=\d+ exceeds the \d+ whole-word pieces of two letters or more"):
+        mlm_augment(examples, model, tokenizer, 1, 0.4, int(allowed.sum()) + 1, seed=0, max_length=32, show_progress=False,
+                    neighbours=True)
     # a word the truncation cut (some of its pieces in a full row) is kept; whole, it is replaced
     pieces = len(tokenizer.tokenize("filmplot"))
     assert pieces >= 3
@@ -374,6 +378,19 @@ def test_neighbour_augmentation_replaces_words_of_several_pieces_by_the_nearest_
     make = lambda length: mlm_augment(row, model, tokenizer, 1, 1.0, 1, seed=0, max_length=length,  # noqa: E731
                                       show_progress=False, neighbours=True)[0][-1]
     assert make(1 + 5 + pieces - 1 + 1) == "filmplot" and make(32) != "filmplot"
+
+
+def test_replacements_are_never_special_unused_or_continuation_pieces(tmp_path):
+    from transformers import BertTokenizerFast
+
+    from modeling_minibert.augmentation import replaceable_ids
+
+    vocab = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "##s", "a", "é", "ab", "7"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizerFast(vocab=str(tmp_path / "vocab.txt"))
+    chosen = lambda allowed: [vocab[i] for i in allowed.nonzero()[:, 0].tolist()]  # noqa: E731
+    assert chosen(replaceable_ids(tokenizer)) == ["the", "a", "é", "ab", "7"]
+    assert chosen(replaceable_ids(tokenizer, words_only=True)) == ["the", "ab"]
 
 
 def test_mlm_augmentation_with_a_bert_masked_lm_gives_the_same_copies(student, tmp_path):
