@@ -82,6 +82,20 @@ def top_level_help() -> str:
     )
 
 
+def parsers(command: str) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """`minibert`'s argument parser with only `command`'s sub-command, and that sub-command's own parser (its job
+    module imported; ModuleNotFoundError without its extra)."""
+    module_name, extra, _ = COMMANDS[command]
+    check_extra(extra)
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog="minibert")
+    # No abbreviated options: `--overwrite` would silently stand for `--overwrite_output_dir` (and an old,
+    # dropped option name for whichever new one it begins), where a refusal is what the user needs.
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=NO_ABBREVIATIONS)
+    module.add_cli(subparsers)
+    return parser, subparsers.choices[command]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -91,16 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"minibert: error: unknown command {command!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
-    module_name, extra, _ = COMMANDS[command]
     try:
-        check_extra(extra)
-        module = importlib.import_module(module_name)
-        parser = argparse.ArgumentParser(prog="minibert")
-        # No abbreviated options: `--overwrite` would silently stand for `--overwrite_output_dir` (and an old,
-        # dropped option name for whichever new one it begins), where a refusal is what the user needs.
-        subparsers = parser.add_subparsers(dest="command", required=True, parser_class=NO_ABBREVIATIONS)
-        module.add_cli(subparsers)
-        args = parser.parse_args(argv)
+        args = parsers(command)[0].parse_args(argv)
         result = args.func(args)
     except ModuleNotFoundError as err:
         needed = missing_extra(err)

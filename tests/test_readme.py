@@ -192,6 +192,41 @@ def unignored_new_files(root: Path) -> list[str]:
     return sorted(set(new) - set(check.stdout.split("\n")))
 
 
+def minibert_commands(text: str) -> list[tuple[int, list[str]]]:
+    """(line, argv after `minibert`) of every `.venv/bin/minibert` command in the README's fenced blocks, the
+    skipped and the ```text ones too, continuation lines joined and comments dropped. A shell substitution or
+    variable stands for a path (`X`), and the placeholder `N` for a number."""
+    commands = []
+    for block in blocks(text):
+        lines = block.code.replace("\\\n", " ").splitlines()
+        for offset, line in enumerate(lines):
+            if not line.startswith(".venv/bin/minibert "):
+                continue
+            line = re.sub(r'"\$\(.*?\)"|"\$\w+"|\$\w+', "X", line)
+            argv = ["1" if word == "N" else word for word in shlex.split(line, comments=True)[1:]]
+            commands.append((block.line + 1 + offset, argv))
+    return commands
+
+
+def test_every_minibert_command_in_the_readme_parses():
+    """The long runs the README shows but the tests cannot run (skipped blocks, ```text recipes) still take their
+    flags as written: a required flag left out or an option renamed fails here, not on a user's machine."""
+    from modeling_minibert.cli import parsers
+
+    commands = minibert_commands(readme())
+    assert len(commands) >= 20 and {argv[0] for _, argv in commands} >= {"pretrain", "finetune", "distill"}
+    for line, argv in commands:
+        parser = parsers(argv[0])[1]
+        try:
+            values = vars(parser.parse_args(argv[1:]))
+        except SystemExit:
+            pytest.fail(f"README line {line}: `minibert {shlex.join(argv)}` does not parse (its error above)")
+        # the options the jobs check themselves, before any work: their help says "(required)"
+        required = [a for a in parser._actions if a.help and "(required)" in a.help]
+        missing = [a.option_strings[0] for a in required if values[a.dest] is None]
+        assert not missing, f"README line {line}: `minibert {shlex.join(argv)}` lacks {missing}"
+
+
 def test_the_readme_states_no_test_count_or_suite_time():
     """Such figures drift with every test added and every machine; the Tests section says how to get them instead."""
     section = readme().split("\n## Tests\n", 1)[1]
