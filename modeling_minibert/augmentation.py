@@ -77,7 +77,7 @@ def mlm_augment(
     2, ... Each one-piece word within `max_length` is replaced with chance `probability` by one of the model's
     `top_k` most likely whole-word pieces at its masked position; with `neighbours`, each word of several pieces
     likewise by one of the `top_k` whole-word pieces nearest its embedding (`nearest_pieces`); every other word is
-    kept. Without `neighbours` the copies are those of earlier versions, draw for draw."""
+    kept. `neighbours` draws its own random numbers after the masked-LM ones: without it the copies are the same."""
     model.eval()
     generator = torch.Generator().manual_seed(seed)
     allowed = replaceable_ids(tokenizer)
@@ -104,17 +104,20 @@ def mlm_augment(
             # the MLM head (BERT's name, `cls`) at the M masked positions only: (M, V), not (B, T, V)
             scores = model.cls(hidden[[r for r, _, _ in chosen], [p for _, p, _ in chosen]])
             scores[:, ~allowed] = float("-inf")
-            candidates = scores.topk(top_k, dim=-1).indices  # (M, K)
-            picks = candidates[torch.arange(len(chosen)), torch.randint(top_k, (len(chosen),), generator=generator)]
-            for (row, _, word), piece in zip(chosen, picks.tolist()):
-                out[rows[row]][word] = tokenizer.convert_ids_to_tokens(piece)
+            replace(out, rows, chosen, scores.topk(top_k, dim=-1).indices, tokenizer, generator)
         if several:
             pieces = [batch["input_ids"][row, positions] for row, positions, _ in several]
-            candidates = nearest_pieces(embeddings, pieces, words_only, top_k)  # (N, K)
-            picks = candidates[torch.arange(len(several)), torch.randint(top_k, (len(several),), generator=generator)]
-            for (row, _, word), piece in zip(several, picks.tolist()):
-                out[rows[row]][word] = tokenizer.convert_ids_to_tokens(piece)
+            replace(out, rows, several, nearest_pieces(embeddings, pieces, words_only, top_k), tokenizer, generator)
     return out
+
+
+def replace(out: list[list[str]], rows: list[int], chosen: list[tuple], candidates: torch.Tensor, tokenizer,
+            generator: torch.Generator) -> None:
+    """Each chosen (row in batch, position(s), word index) becomes one of its row of `candidates` (N, K), drawn
+    uniformly."""
+    picks = candidates[torch.arange(len(chosen)), torch.randint(candidates.shape[1], (len(chosen),), generator=generator)]
+    for (row, _, word), piece in zip(chosen, picks.tolist()):
+        out[rows[row]][word] = tokenizer.convert_ids_to_tokens(piece)
 
 
 def nearest_pieces(embeddings: torch.Tensor, words: list[torch.Tensor], allowed: torch.Tensor, top_k: int) -> torch.Tensor:
@@ -145,7 +148,7 @@ def choose_positions(batch, rows: list[int], words: list[list[str]], tokenizer, 
                 pieces.setdefault(word, []).append(position)
         draws = torch.rand(len(pieces), generator=generator).tolist()
         cut = int(batch["attention_mask"][b].sum()) == max_length  # a full row may end inside a word
-        tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][b].tolist())
+        tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][b].tolist()) if several_pieces else []
         # a word and its `##` continuations only: "essayist", not "medium." or "counter-revolutions", whose
         # punctuation pieces would pull the mean embedding towards punctuation
         one_word = lambda positions: all(tokens[p].startswith("##") for p in positions[1:])  # noqa: E731
