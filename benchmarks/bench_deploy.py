@@ -1,7 +1,7 @@
 """CPU deployment paths for a fine-tuned Mini-BERT classifier, side by side: speed, memory and accuracy.
 
 Paths (PATHS): transformers' BERT with the same weights (sdpa), eager Mini-BERT fp32, Mini-BERT int8 (PyTorch,
-`modeling_minibert.quantization`, its layers packed for the engine it picks on this CPU, and for fbgemm, torch's
+`modeling_minibert.deployment.quantization`, its layers packed for the engine it picks on this CPU, and for fbgemm, torch's
 default's choice, to show what the pick buys), eager Mini-BERT in bfloat16 (`dtype=torch.bfloat16`), onnxruntime
 on the plain export (`minibert export-onnx`), on the optimized export (`--optimize`, padded and in length
 buckets), on the int8 export (`--quantize int8`, in buckets), and on the fully fused graph of the BERT-format
@@ -73,9 +73,9 @@ SEQ_LEN, BATCH_SIZE, MIN_LEN = 64, 64, 8
 # -- the artifacts every path loads -------------------------------------------------------------------------------
 def prepare(model: Path, work: Path) -> None:
     """The BERT copy, the PyTorch int8 folder and the ONNX files, made once (kept between runs)."""
-    from modeling_minibert.convert_bert import convert_minibert_to_bert
-    from modeling_minibert.export_onnx import export_onnx
-    from modeling_minibert.quantization import quantize
+    from modeling_minibert.sharing.convert_bert import convert_minibert_to_bert
+    from modeling_minibert.deployment.export_onnx import export_onnx
+    from modeling_minibert.deployment.quantization import quantize
 
     if not (work / "bert").exists():
         convert_minibert_to_bert(model, work / "bert")
@@ -98,7 +98,7 @@ def export_bert_fused(bert: Path, path: Path) -> None:
     from onnxruntime.transformers.optimizer import optimize_model
     from transformers import BertForSequenceClassification
 
-    from modeling_minibert.export_onnx import INPUT_NAMES, _TupleOutputs, example_inputs
+    from modeling_minibert.deployment.export_onnx import INPUT_NAMES, _TupleOutputs, example_inputs
 
     model = BertForSequenceClassification.from_pretrained(bert, attn_implementation="eager").eval()
     raw = path.with_suffix(".raw.onnx")
@@ -120,7 +120,7 @@ def load_path(kind: str, model: Path, work: Path, threads: int):
 
     torch.set_num_threads(threads)  # this process's own setting: each measurement runs in a fresh process
     if kind.startswith("onnx"):
-        from modeling_minibert.onnx_session import LengthBucketedSession, make_session
+        from modeling_minibert.deployment.onnx_session import LengthBucketedSession, make_session
 
         name = "model.bert-fused.onnx" if kind == "onnx-bert-fused" else \
             ONNX_FILES["optimized" if kind == "onnx-optimized-padded" else kind.removeprefix("onnx-")][1]
@@ -144,7 +144,7 @@ def torch_model(kind: str, model: Path, work: Path):
     from transformers import BertForSequenceClassification
 
     from modeling_minibert import MiniBertForSequenceClassification
-    from modeling_minibert.quantization import load_quantized, quantize_dynamic_int8
+    from modeling_minibert.deployment.quantization import load_quantized, quantize_dynamic_int8
 
     if kind == "bert":
         return BertForSequenceClassification.from_pretrained(work / "bert", attn_implementation="sdpa").eval()

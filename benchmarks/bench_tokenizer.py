@@ -31,7 +31,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from tokenizers import trainers  # noqa: E402
 from transformers.models.bert import BertTokenizerLegacy  # noqa: E402
 
-from modeling_minibert.files import write_json  # noqa: E402
+from modeling_minibert.utils.files import write_json  # noqa: E402
 from tokenization import train_tokenizer  # noqa: E402
 from tokenization.wordpiece import SPECIAL_TOKEN_IDS, build_backend  # noqa: E402
 

@@ -42,12 +42,12 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
-from modeling_minibert.distillation import DistillationArguments, distill  # noqa: E402
-from modeling_minibert.distillation_teacher import finetune_in_minibert, max_length_for, predict_logits  # noqa: E402
-from modeling_minibert.precision import TEACHER_PRECISIONS, teacher_autocast  # noqa: E402
-from modeling_minibert.distillation_trainer import DISTILLATION_LOSSES  # noqa: E402
-from modeling_minibert.files import write_json  # noqa: E402
-from modeling_minibert.finetuning import finetune  # noqa: E402
+from modeling_minibert.training.distillation.flow import DistillationArguments, distill  # noqa: E402
+from modeling_minibert.training.distillation.teacher import finetune_in_minibert, max_length_for, predict_logits  # noqa: E402
+from modeling_minibert.utils.precision import TEACHER_PRECISIONS, teacher_autocast  # noqa: E402
+from modeling_minibert.training.distillation.trainer import DISTILLATION_LOSSES  # noqa: E402
+from modeling_minibert.utils.files import write_json  # noqa: E402
+from modeling_minibert.training.finetuning import finetune  # noqa: E402
 from rotten_tomatoes import load_rotten_tomatoes, plot_sentences, tfidf_baseline  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"

@@ -46,8 +46,8 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from modeling_minibert import MiniBertConfig, MiniBertModel  # noqa: E402
-from modeling_minibert.distillation import distill  # noqa: E402
-from modeling_minibert.pretraining.data import load_bbc_news  # noqa: E402
+from modeling_minibert.training.distillation.flow import distill  # noqa: E402
+from modeling_minibert.training.pretraining.data import load_bbc_news  # noqa: E402
 from report import RESULTS, markdown_table, write_results  # noqa: E402
 from rotten_tomatoes import load_rotten_tomatoes  # noqa: E402
 

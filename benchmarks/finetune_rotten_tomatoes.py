@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from matplotlib.figure import Figure  # noqa: E402
 
-from modeling_minibert.files import write_json  # noqa: E402
-from modeling_minibert.finetuning import finetune  # noqa: E402
+from modeling_minibert.utils.files import write_json  # noqa: E402
+from modeling_minibert.training.finetuning import finetune  # noqa: E402
 from rotten_tomatoes import load_rotten_tomatoes, tfidf_baseline  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"

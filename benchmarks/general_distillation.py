@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> dict:
     pretraining = json.loads((student / "all_results.json").read_text())
 
     splits = load_rotten_tomatoes()
-    from modeling_minibert.finetuning import finetune
+    from modeling_minibert.training.finetuning import finetune
 
     tries = {}
     for lr in args.learning_rates:  # the choice is made on validation; the test split is not read here

@@ -15,7 +15,7 @@ short interleaved rounds against the default (ratios, median and range), for a m
 Each run is a subprocess (`--worker`), with OMP_NUM_THREADS=1 when two run side by side. Rows differ from the
 default only in what their `overrides` say; `vocab_size` rows change the task (a smaller vocabulary makes MLM
 accuracy easier), which the table flags. The pre-LayerNorm rows use the config's `layer_norm_position="pre"`
-(through `config_overrides`). Row overrides are `minibert pretrain` arguments (modeling_minibert.pretraining).
+(through `config_overrides`). Row overrides are `minibert pretrain` arguments (modeling_minibert.training.pretraining).
 
 Writes benchmarks/results/pretrain_ablation.json (rows, commands, and report.py's `run` block); the README's
 ablation table is `readme_table` of that file (tools/readme.py renders it).
@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from modeling_minibert.files import write_json  # noqa: E402  (this checkout's package)
+from modeling_minibert.utils.files import write_json  # noqa: E402  (this checkout's package)
 from report import markdown_table, write_results  # noqa: E402
 DEFAULT_BATCH = 32
 EVAL_MAX_LENGTH = 64  # the held-out pairs every row is scored on
@@ -120,7 +120,7 @@ def batch_size(kwargs: dict) -> int:
 
 def _score_on_64_token_pairs() -> None:
     """Rows trained on longer sequences are evaluated on the default's held-out 64-token pairs."""
-    from modeling_minibert.pretraining import loop
+    from modeling_minibert.training.pretraining import loop
 
     build = loop.build_nsp_dataset
 
@@ -134,7 +134,7 @@ def _score_on_64_token_pairs() -> None:
 
 def _exclude_eval_and_save_time() -> dict:
     """Time spent evaluating and checkpointing, to subtract from the loop's time in timing runs."""
-    from modeling_minibert.pretraining import loop, run_folder
+    from modeling_minibert.training.pretraining import loop, run_folder
 
     spent = {"seconds": 0.0}
     for module, name in ((loop, "evaluate"), (run_folder, "save_checkpoint")):
@@ -156,7 +156,7 @@ def worker(spec: dict) -> dict:
         raise ValueError("a dupe_factor=1 row cannot change max_seq_length (the held-out set is told apart by it)")
     _score_on_64_token_pairs()
     spent = _exclude_eval_and_save_time()
-    from modeling_minibert.pretraining import pretrain
+    from modeling_minibert.training.pretraining import pretrain
 
     summary = pretrain(**spec["kwargs"])
     result = result_of_run(Path(summary["output_dir"]), batch_size(spec["kwargs"]))
@@ -166,7 +166,7 @@ def worker(spec: dict) -> dict:
 
 def result_of_run(folder: Path, batch_size: int) -> dict:
     """A row's numbers from a finished run's folder (all_results.json and metrics.jsonl)."""
-    from modeling_minibert.outputs import ALL_RESULTS_FILE, METRICS_FILE
+    from modeling_minibert.utils.outputs import ALL_RESULTS_FILE, METRICS_FILE
 
     curve = [json.loads(line) for line in (folder / METRICS_FILE).read_text().splitlines()]
     evaluations = [r for r in curve if "eval_mlm_accuracy" in r]
@@ -207,9 +207,9 @@ def timing_worker(name: str, steps: int, warmup_steps: int = 5) -> dict:
     import torch
 
     from modeling_minibert.modeling_minibert import MiniBertForPreTraining
-    from modeling_minibert.pretraining import PretrainingArguments
-    from modeling_minibert.pretraining.data import DataCollatorForPreTraining
-    from modeling_minibert.pretraining.loop import build_config, param_groups
+    from modeling_minibert.training.pretraining import PretrainingArguments
+    from modeling_minibert.training.pretraining.data import DataCollatorForPreTraining
+    from modeling_minibert.training.pretraining.loop import build_config, param_groups
     from tokenization import make_tokenizer
 
     kwargs, _ = run_kwargs(name, steps, "unused")

@@ -29,7 +29,7 @@ PROBES = [
 
 
 def fill_mask(folder: Path) -> dict[str, list[str]]:
-    from modeling_minibert.fill_mask import fill_mask as predict
+    from modeling_minibert.deployment.fill_mask import fill_mask as predict
 
     return {probe: [p["token_str"] for p in predict(folder, probe, top_k=5)] for probe in PROBES}
 

@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from modeling_minibert.pretraining.arguments import PretrainingArguments  # noqa: E402  (this checkout's package)
+from modeling_minibert.training.pretraining.arguments import PretrainingArguments  # noqa: E402  (this checkout's package)
 from report import markdown_table, write_results  # noqa: E402
 
 _DEFAULTS = PretrainingArguments()
@@ -103,7 +103,7 @@ NEVER = 10**7  # eval_steps / save_steps: no evaluation or checkpoint inside the
 # --- shared data ---------------------------------------------------------------------------------------------
 
 def documents() -> tuple[list[str], list[str]]:
-    from modeling_minibert.pretraining.data import load_documents, split_documents
+    from modeling_minibert.training.pretraining.data import load_documents, split_documents
 
     return split_documents(load_documents(None), HELD_OUT_FRACTION, SEED)
 
@@ -118,7 +118,7 @@ def make_tokenizer(folder: Path) -> None:
 
 def datasets_for(tokenizer_dir: Path):
     """(training pairs, held-out pairs) exactly as `minibert pretrain` builds them."""
-    from modeling_minibert.pretraining.data import build_nsp_dataset
+    from modeling_minibert.training.pretraining.data import build_nsp_dataset
     from tokenization import load_tokenizer
 
     tokenizer = load_tokenizer(tokenizer_dir)
@@ -133,7 +133,7 @@ def score(model_dir: Path, kind: str, tokenizer_dir: Path) -> dict:
     import torch
     from torch.utils.data import DataLoader
 
-    from modeling_minibert.pretraining.data import DataCollatorForPreTraining
+    from modeling_minibert.training.pretraining.data import DataCollatorForPreTraining
 
     if kind == "minibert":
         from modeling_minibert.modeling_minibert import MiniBertForPreTraining as Model
@@ -219,14 +219,14 @@ def run_minibert(budget_minutes: float, work: Path, tokenizer_dir: Path, flags: 
 
 
 def read_summary(folder: Path) -> dict:
-    from modeling_minibert.outputs import ALL_RESULTS_FILE
+    from modeling_minibert.utils.outputs import ALL_RESULTS_FILE
 
     return json.loads((folder / ALL_RESULTS_FILE).read_text())
 
 
 def last_step(folder: Path) -> int:
     """The run's last optimizer step, from its history (metrics.jsonl: one record per logging/eval step)."""
-    from modeling_minibert.outputs import METRICS_FILE
+    from modeling_minibert.utils.outputs import METRICS_FILE
 
     return max(json.loads(line)["step"] for line in (folder / METRICS_FILE).read_text().splitlines())
 
@@ -238,7 +238,7 @@ def hf_worker(spec: dict) -> dict:
     import torch
     from transformers import BertConfig, BertForPreTraining, Trainer, TrainerCallback, TrainingArguments
 
-    from modeling_minibert.pretraining.data import DataCollatorForPreTraining
+    from modeling_minibert.training.pretraining.data import DataCollatorForPreTraining
 
     tokenizer_dir, out, budget = Path(spec["tokenizer_dir"]), Path(spec["output_dir"]), spec["budget_minutes"] * 60
     tokenizer, train_set, _ = datasets_for(tokenizer_dir)

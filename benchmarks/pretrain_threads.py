@@ -38,7 +38,7 @@ def one_run(code: Path, work: Path, tokenizer: Path, steps: int, spin: bool) -> 
     out = Path(tempfile.mkdtemp(dir=work))
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}  # each version picks its own threads
     env["PYTHONPATH"] = str(code)
-    from modeling_minibert.pretraining.session import busy_cores, usable_cores  # this tree's, on sys.path in main
+    from modeling_minibert.training.pretraining.session import busy_cores, usable_cores  # this tree's, on sys.path in main
 
     busy = busy_cores(usable_cores())  # what the rest of the machine holds, before this run's spinner starts
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if spin else None
@@ -70,7 +70,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="pretrain-threads-"))
     codes = {"before": export_revision(options.before, Path(tempfile.mkdtemp(dir=work))), "after": REPO}
     sys.path.insert(0, str(REPO))
-    from modeling_minibert.pretraining.data import load_bbc_news, split_documents
+    from modeling_minibert.training.pretraining.data import load_bbc_news, split_documents
     from tokenization import train_tokenizer
 
     tokenizer = work / "tokenizer"

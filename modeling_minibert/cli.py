@@ -18,13 +18,13 @@ from pathlib import Path
 # command -> (module, extra it needs, one line for `minibert --help`), in the order `--help` lists them.
 COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "train-tokenizer": ("tokenization.training", None, "train a WordPiece vocabulary and fast tokenizer"),
-    "pretrain": ("modeling_minibert.pretraining", "train", "MLM + NSP pretraining with Accelerate"),
-    "finetune": ("modeling_minibert.finetuning", "train", "fine-tune with Trainer (classification, tagging, QA)"),
-    "distill": ("modeling_minibert.distillation", "train", "distil a fine-tuned teacher into a Mini-BERT"),
-    "fill-mask": ("modeling_minibert.fill_mask", None, "top predictions for [MASK] in a text"),
-    "convert-bert": ("modeling_minibert.convert_bert", None, "transformers BERT folder <-> Mini-BERT folder"),
-    "export-onnx": ("modeling_minibert.export_onnx", "onnx", "export to ONNX, checked with onnxruntime"),
-    "push": ("modeling_minibert.hub", None, "upload a model folder to the Hub with a model card"),
+    "pretrain": ("modeling_minibert.training.pretraining", "train", "MLM + NSP pretraining with Accelerate"),
+    "finetune": ("modeling_minibert.training.finetuning", "train", "fine-tune with Trainer (classification, tagging, QA)"),
+    "distill": ("modeling_minibert.training.distillation.flow", "train", "distil a fine-tuned teacher into a Mini-BERT"),
+    "fill-mask": ("modeling_minibert.deployment.fill_mask", None, "top predictions for [MASK] in a text"),
+    "convert-bert": ("modeling_minibert.sharing.convert_bert", None, "transformers BERT folder <-> Mini-BERT folder"),
+    "export-onnx": ("modeling_minibert.deployment.export_onnx", "onnx", "export to ONNX, checked with onnxruntime"),
+    "push": ("modeling_minibert.sharing.push", None, "upload a model folder to the Hub with a model card"),
 }
 
 # What each optional extra provides (top-level modules). A command's extra is checked before any work, and a

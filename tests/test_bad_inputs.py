@@ -47,7 +47,7 @@ from modeling_minibert import (
 )
 from fixtures.environment import REPO, clean_env
 from fixtures.models import TINY
-from modeling_minibert.outputs import LOCK_FILE
+from modeling_minibert.utils.outputs import LOCK_FILE
 
 # ----------------------------------------------------------------------------------------------------------------
 # Fixtures: tiny folders and input files, built once per module
@@ -264,7 +264,7 @@ def without_mask_token(folder: Path) -> None:
 
 
 def fill(p: SimpleNamespace, folder: str = "broken", text: str = "the company said [MASK] rose.", **kwargs):
-    from modeling_minibert.fill_mask import fill_mask
+    from modeling_minibert.deployment.fill_mask import fill_mask
 
     return fill_mask(getattr(p, folder), text, **kwargs)
 
@@ -321,20 +321,20 @@ def half_mask(value) -> torch.Tensor:
 
 
 def convert(p, src: str = "broken", out: str = "out", **kwargs):
-    from modeling_minibert.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
+    from modeling_minibert.sharing.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
 
     to_bert = kwargs.pop("to_bert", False)
     return (convert_minibert_to_bert if to_bert else convert_bert_to_minibert)(getattr(p, src), getattr(p, out), **kwargs)
 
 
 def export(p, src: str = "broken", out: str = "onnx", **kwargs):
-    from modeling_minibert.export_onnx import export_onnx
+    from modeling_minibert.deployment.export_onnx import export_onnx
 
     return export_onnx(getattr(p, src), getattr(p, out), **kwargs)
 
 
 def quantize_api(p, **kwargs):
-    from modeling_minibert.quantization import quantize
+    from modeling_minibert.deployment.quantization import quantize
 
     return quantize(p.broken, p.out, **kwargs)
 
@@ -347,13 +347,13 @@ def train_tok(p, *args, **kwargs):
 
 
 def push(p, folder: str = "broken", repo_id: str = "alice/model", **kwargs):
-    from modeling_minibert.hub import push_to_hub
+    from modeling_minibert.sharing.push import push_to_hub
 
     return push_to_hub(getattr(p, folder), repo_id, token="hf_notarealtoken", **kwargs)
 
 
 def pretrain_api(p, **kwargs):
-    from modeling_minibert.pretraining import pretrain
+    from modeling_minibert.training.pretraining import pretrain
 
     kwargs.setdefault("output_dir", str(p.out))
     kwargs.setdefault("train_file", [str(p.data / "documents.txt")])
@@ -376,7 +376,7 @@ def pretrain_cli(*words: str, train: str = "{data}/documents.txt", output: str =
 
 
 def distill_api(p, teacher: str = "classifier", train: str = "classes.csv", **kwargs):
-    from modeling_minibert.distillation import distill
+    from modeling_minibert.training.distillation.flow import distill
 
     kwargs.setdefault("output_dir", str(p.out))
     kwargs.setdefault("task", "sequence-classification")
@@ -392,7 +392,7 @@ def distill_cli(*words: str, teacher: str = "{classifier}", train: str = "{data}
 
 
 def tune(p, task: str = "sequence-classification", train: str = "classes.csv", model: str = "mlm", **kwargs):
-    from modeling_minibert.finetuning import finetune
+    from modeling_minibert.training.finetuning import finetune
 
     kwargs.setdefault("output_dir", p.out)
     return finetune(task=task, model_name_or_path=getattr(p, model), train_file=p.data / train, report_to="none",
@@ -634,7 +634,7 @@ ROWS: list[Row] = [
         lambda p: export(p, "classifier", "out", format="transformers.js", optimize=True)),
     Row("export-unknown-format", ("'tfjs'", "transformers.js"), ("export-onnx", "{classifier}", "{out}", "--format", "tfjs"),
         lambda p: export(p, "classifier", "out", format="tfjs"), by_argparse=True),
-    # -- int8 in PyTorch (modeling_minibert.quantization: Python API only) ------------------------------------------
+    # -- int8 in PyTorch (modeling_minibert.deployment.quantization: Python API only) ------------------------------------------
     Row("quantize-without-weights", ("{broken}", "no model.safetensors"), None,
         lambda p: quantize_api(p), FileNotFoundError, source="classifier", breakage=delete("model.safetensors")),
     Row("quantize-into-non-empty-folder", ("{mlm}", "not empty"), None,

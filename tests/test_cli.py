@@ -30,7 +30,7 @@ def test_a_missing_extra_names_a_command_that_installs_it_from_the_clone(monkeyp
 
 def test_a_module_missing_later_is_traced_back_to_its_extra(monkeypatch, capsys):
     """A job that imports part of an extra lazily, deep inside, gets the same one line."""
-    import modeling_minibert.fill_mask as fill_mask
+    import modeling_minibert.deployment.fill_mask as fill_mask
 
     def needs_seqeval(*args, **kwargs):
         raise ModuleNotFoundError("No module named 'seqeval'", name="seqeval")

@@ -22,7 +22,7 @@ from transformers import AutoModel, BertConfig
 import modeling_minibert
 from modeling_minibert import AUTO_CLASSES, MiniBertConfig
 from modeling_minibert.cli import main as cli_main
-from modeling_minibert.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
+from modeling_minibert.sharing.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
 from modeling_minibert.modeling_minibert import AUTO_MAP
 
 
@@ -297,8 +297,8 @@ def labels_of(value):
 
 def mini_job_folder(root: Path, head: str, tokenizer) -> Path:
     """A Mini-BERT job output folder: the model, tokenizer, results, a plot, a card, a checkpoint and training state."""
-    from modeling_minibert.model_card import write_model_card
-    from modeling_minibert.outputs import write_results
+    from modeling_minibert.sharing.model_card import write_model_card
+    from modeling_minibert.utils.outputs import write_results
 
     labels = LABELS.get(head)
     extra = dict(id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)}) if labels else {}

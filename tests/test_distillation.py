@@ -20,19 +20,19 @@ from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
 from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForPreTraining, MiniBertForSequenceClassification
-from modeling_minibert import distillation, distillation_teacher, distillation_trainer
+from modeling_minibert.training.distillation import flow as distillation, teacher as distillation_teacher, trainer as distillation_trainer
 from modeling_minibert.cli import main
-from modeling_minibert.distillation import (
+from modeling_minibert.training.distillation.flow import (
     DistillationCollator,
     augment,
     distill,
     distillation_loss,
     student_features,
 )
-from modeling_minibert.distillation_teacher import predict_logits
-from modeling_minibert.finetuning import TRAINING_DEFAULTS, finetune
-from modeling_minibert.finetuning.flow import Examples
-from modeling_minibert.outputs import CURVES_FILE, TEACHER_DIR, TEACHER_LOGITS_FILE as CACHE_FILE
+from modeling_minibert.training.distillation.teacher import predict_logits
+from modeling_minibert.training.finetuning import TRAINING_DEFAULTS, finetune
+from modeling_minibert.training.finetuning.flow import Examples
+from modeling_minibert.utils.outputs import CURVES_FILE, TEACHER_DIR, TEACHER_LOGITS_FILE as CACHE_FILE
 from safetensors.torch import load_file
 from tokenization import train_tokenizer
 
@@ -291,7 +291,7 @@ def test_augmentation_is_seeded_and_keeps_words():
 
 
 def test_mlm_augmentation_replaces_one_piece_words_by_the_models_top_pieces(student):
-    from modeling_minibert.augmentation import mlm_augment, replaceable_ids
+    from modeling_minibert.training.distillation.augmentation import mlm_augment, replaceable_ids
 
     tokenizer = AutoTokenizer.from_pretrained(student)
     model = MiniBertForMaskedLM.from_pretrained(student).eval()
@@ -321,7 +321,7 @@ def test_mlm_augmentation_replaces_one_piece_words_by_the_models_top_pieces(stud
 
 
 def test_mlm_augmentation_is_seeded_and_respects_the_probability(student):
-    from modeling_minibert.augmentation import mlm_augment
+    from modeling_minibert.training.distillation.augmentation import mlm_augment
 
     tokenizer = AutoTokenizer.from_pretrained(student)
     model = MiniBertForMaskedLM.from_pretrained(student).eval()
@@ -339,7 +339,7 @@ def test_mlm_augmentation_is_seeded_and_respects_the_probability(student):
 def test_neighbour_augmentation_replaces_words_of_several_pieces_by_the_nearest_pieces(student):
     """With `neighbours`, a word of several pieces becomes one of the whole-word pieces nearest (cosine) the mean of
     its pieces' input embeddings, never one of its own pieces; one-piece words get what they got without it."""
-    from modeling_minibert.augmentation import mlm_augment, nearest_pieces, replaceable_ids
+    from modeling_minibert.training.distillation.augmentation import mlm_augment, nearest_pieces, replaceable_ids
 
     tokenizer = AutoTokenizer.from_pretrained(student)
     model = MiniBertForMaskedLM.from_pretrained(student).eval()
@@ -383,7 +383,7 @@ def test_neighbour_augmentation_replaces_words_of_several_pieces_by_the_nearest_
 def test_replacements_are_never_special_unused_or_continuation_pieces(tmp_path):
     from transformers import BertTokenizerFast
 
-    from modeling_minibert.augmentation import replaceable_ids
+    from modeling_minibert.training.distillation.augmentation import replaceable_ids
 
     vocab = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "##s", "a", "é", "ab", "7"]
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
@@ -398,8 +398,8 @@ def test_mlm_augmentation_with_a_bert_masked_lm_gives_the_same_copies(student, t
     weights (a student published in BERT format) makes the same copies as Mini-BERT."""
     from transformers import BertForMaskedLM
 
-    from modeling_minibert.augmentation import mlm_augment
-    from modeling_minibert.convert_bert import convert_minibert_to_bert
+    from modeling_minibert.training.distillation.augmentation import mlm_augment
+    from modeling_minibert.sharing.convert_bert import convert_minibert_to_bert
 
     convert_minibert_to_bert(student, tmp_path / "bert")
     tokenizer = AutoTokenizer.from_pretrained(student)
@@ -417,8 +417,8 @@ def test_a_bert_teacher_labels_through_mini_berts_unpadded_path_with_the_same_lo
     is loaded as its Auto class loads it."""
     from transformers import BertForSequenceClassification, DistilBertConfig, DistilBertForSequenceClassification
 
-    from modeling_minibert.convert_bert import convert_minibert_to_bert
-    from modeling_minibert.finetuning.tasks import load_task
+    from modeling_minibert.sharing.convert_bert import convert_minibert_to_bert
+    from modeling_minibert.training.finetuning.tasks import load_task
 
     task = load_task("sequence-classification")
     convert_minibert_to_bert(teacher, tmp_path / "bert")
@@ -445,8 +445,8 @@ def test_a_bert_teacher_is_fine_tuned_in_mini_bert_and_saved_in_bert_format(teac
     run recorded, the card names the teacher given, and no scratch folder is left behind."""
     from transformers import BertForSequenceClassification
 
-    from modeling_minibert.convert_bert import convert_minibert_to_bert
-    from modeling_minibert.finetuning import flow
+    from modeling_minibert.sharing.convert_bert import convert_minibert_to_bert
+    from modeling_minibert.training.finetuning import flow
 
     bert_base = convert_minibert_to_bert(teacher_base, tmp_path / "bert-base")
     trained = []
@@ -484,7 +484,7 @@ def test_the_teacher_is_fine_tuned_in_bf16_autocast_when_asked_and_kept_per_prec
 
 
 def test_the_teacher_labels_in_bf16_autocast_when_asked_and_the_cache_knows_it(teacher, student, tmp_path, monkeypatch):
-    from modeling_minibert import precision
+    from modeling_minibert.utils import precision
 
     labelled = []
     monkeypatch.setattr(distillation_teacher, "label_with_teacher", lambda *a, **k: labelled.append(a[-1]) or real_label(*a, **k))
@@ -842,7 +842,7 @@ def aligned_student(teacher_base, tmp_path_factory) -> Path:
 
 def relations_to_teacher(teacher: Path, model, texts: list[str]) -> float:
     """The relation loss between `teacher`'s last layer and `model`'s on `texts` (both read the teacher's tokens)."""
-    from modeling_minibert.relations import set_recording_attention
+    from modeling_minibert.training.distillation.relations import set_recording_attention
     from transformers import AutoModel
 
     encoder = AutoModel.from_pretrained(teacher).eval()
@@ -858,7 +858,7 @@ def test_relation_loss_is_zero_against_itself_and_trains_only_the_student():
     """A teacher with the student's own encoder weights has the student's relations (loss 0, on a batch with
     padding); another teacher does not, and its loss trains the student's attention, never the teacher."""
     from modeling_minibert import MiniBertModel
-    from modeling_minibert.relations import set_recording_attention
+    from modeling_minibert.training.distillation.relations import set_recording_attention
 
     torch.manual_seed(0)
     config = MiniBertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

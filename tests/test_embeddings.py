@@ -17,9 +17,9 @@ from fixtures.environment import run_python
 from fixtures.models import TINY
 from modeling_minibert.cli import main
 from modeling_minibert import MiniBertConfig, MiniBertModel
-from modeling_minibert.convert_bert import convert_minibert_to_bert
-from modeling_minibert.outputs import SENTENCE_TRANSFORMERS_MODULES_FILE
-from modeling_minibert.sentence_embeddings import encode, mean_pooling, module_types, write_sentence_transformers_files
+from modeling_minibert.sharing.convert_bert import convert_minibert_to_bert
+from modeling_minibert.utils.outputs import SENTENCE_TRANSFORMERS_MODULES_FILE
+from modeling_minibert.deployment.sentence_embeddings import encode, mean_pooling, module_types, write_sentence_transformers_files
 from tokenization import train_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -214,7 +214,7 @@ def test_distilled_folder_is_a_sentence_transformers_model(distilled):
     ],
 )
 def test_bad_embedding_options_fail_before_any_work(minibert_folder, teacher_folder, unlabelled, tmp_path, options, error, message):
-    from modeling_minibert.distillation import distill
+    from modeling_minibert.training.distillation.flow import distill
 
     base = dict(task="embedding", teacher_model_name_or_path=str(teacher_folder), model_name_or_path=str(minibert_folder),
                 train_file=str(unlabelled["train"]), output_dir=str(tmp_path / "out"))
@@ -224,7 +224,7 @@ def test_bad_embedding_options_fail_before_any_work(minibert_folder, teacher_fol
 
 
 def test_a_teacher_without_sentence_transformers_files_is_refused(minibert_folder, unlabelled, tmp_path):
-    from modeling_minibert.distillation import distill
+    from modeling_minibert.training.distillation.flow import distill
 
     with pytest.raises(FileNotFoundError, match="has no modules.json: not a sentence-transformers folder"):
         distill(task="embedding", teacher_model_name_or_path=str(tmp_path), model_name_or_path=str(minibert_folder),
@@ -232,7 +232,7 @@ def test_a_teacher_without_sentence_transformers_files_is_refused(minibert_folde
 
 
 def test_finetune_refuses_the_embedding_task(minibert_folder, unlabelled, tmp_path):
-    from modeling_minibert.finetuning import finetune
+    from modeling_minibert.training.finetuning import finetune
 
     with pytest.raises(ValueError, match="task='embedding' has no labels to fine-tune on"):
         finetune(task="embedding", model_name_or_path=minibert_folder, train_file=str(unlabelled["train"]),

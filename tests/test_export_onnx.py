@@ -16,8 +16,8 @@ from fixtures.models import TINY, ragged_batch
 
 from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, MiniBertForSequenceClassification, MiniBertModel
 from modeling_minibert.cli import main as cli_main
-from modeling_minibert.export_onnx import example_inputs, export_onnx
-from modeling_minibert.onnx_session import LengthBucketedSession, length_buckets
+from modeling_minibert.deployment.export_onnx import example_inputs, export_onnx
+from modeling_minibert.deployment.onnx_session import LengthBucketedSession, length_buckets
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +172,7 @@ def test_int8_export_is_near_fp32_and_keeps_embeddings_and_head_fp32(classifier_
 def test_int8_check_bound_is_relative_with_a_floor_for_small_logits(classifier_folder, tmp_path):
     """The int8 check allows INT8_TOLERANCE of the outputs' scale, and the scale is at least 1: a weak head's small
     logits (issue 24: 0.18 at most) no longer fail a correct graph, while a graph off by more still fails."""
-    from modeling_minibert.export_onnx import INT8_TOLERANCE, verify_onnx
+    from modeling_minibert.deployment.export_onnx import INT8_TOLERANCE, verify_onnx
 
     model = MiniBertForSequenceClassification.from_pretrained(classifier_folder).eval()
     with torch.no_grad():

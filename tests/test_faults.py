@@ -37,7 +37,7 @@ from safetensors.torch import load_file
 
 from fixtures.environment import REPO, clean_env
 from fixtures.models import TINY
-from modeling_minibert.outputs import LOCK_FILE
+from modeling_minibert.utils.outputs import LOCK_FILE
 from fixtures.pretraining import corpus, tokenizer_dir  # noqa: F401 (fixtures of the stop-signal rows)
 
 TEXTS_BY_LABEL = {
@@ -112,7 +112,7 @@ elif fault["at"] == "save":
     TrainerState.save_to_json = after(TrainerState.save_to_json, lambda a, k: a[1])
 
 elif fault["at"] == "staged":  # the output fully written into its staging folder, not yet renamed into place
-    import modeling_minibert.files as files
+    import modeling_minibert.utils.files as files
     files.plain_permissions = lambda folder: act()
 
 from modeling_minibert.cli import main
@@ -437,7 +437,7 @@ STOP_SIGNAL_ROWS = [
 
 def wait_for_training(output: Path, process: subprocess.Popen, records: int = 3, timeout: float = 300) -> None:
     """Until the run has logged `records` training steps (metrics.jsonl), failing if it ends or takes too long."""
-    from modeling_minibert.outputs import METRICS_FILE
+    from modeling_minibert.utils.outputs import METRICS_FILE
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -453,7 +453,7 @@ def wait_for_training(output: Path, process: subprocess.Popen, records: int = 3,
 @pytest.mark.parametrize("job, signum", STOP_SIGNAL_ROWS)
 def test_a_stop_signal_saves_where_the_run_is_in_one_line_and_releases_the_folder(job, signum, corpus, tokenizer_dir,
                                                                                   tmp_path):
-    from modeling_minibert.outputs import LOCK_FILE, METRICS_FILE
+    from modeling_minibert.utils.outputs import LOCK_FILE, METRICS_FILE
 
     output = tmp_path / "run"
     env = clean_env(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")

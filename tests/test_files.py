@@ -1,4 +1,4 @@
-"""Tests for `modeling_minibert.files`: outputs appear whole or not at all, with ordinary permissions."""
+"""Tests for `modeling_minibert.utils.files`: outputs appear whole or not at all, with ordinary permissions."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from modeling_minibert.files import (
+from modeling_minibert.utils.files import (
     check_output_dir,
     staged_files,
     staged_folder,
@@ -188,7 +188,7 @@ def test_a_writer_killed_between_the_two_renames_gets_its_old_output_back(tmp_pa
 def test_sigkill_inside_a_staged_folder_then_rerun_leaves_only_the_output(tmp_path: Path):
     code = (
         "import os, signal, sys\n"
-        "from modeling_minibert.files import staged_folder\n"
+        "from modeling_minibert.utils.files import staged_folder\n"
         "with staged_folder(sys.argv[1]) as staging:\n"
         "    (staging / 'model.safetensors').write_bytes(b'half')\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, cli
-from modeling_minibert.fill_mask import fill_mask
+from modeling_minibert.deployment.fill_mask import fill_mask
 from tokenization import train_tokenizer
 
 TEXTS = [

@@ -11,8 +11,8 @@ from datasets import DatasetDict
 from transformers import Trainer
 
 from modeling_minibert.cli import main
-from modeling_minibert.finetuning import finetune, training_arguments
-from modeling_minibert.finetuning.arguments import parse_args
+from modeling_minibert.training.finetuning import finetune, training_arguments
+from modeling_minibert.training.finetuning.arguments import parse_args
 
 from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
     NER_TRAIN,

@@ -11,7 +11,7 @@ import huggingface_hub
 import pytest
 from datasets import ClassLabel, Dataset, DatasetDict, Features, List, Value
 
-from modeling_minibert.finetuning.data import (
+from modeling_minibert.training.finetuning.data import (
     DataError,
     check_labels,
     dataset_splits,
@@ -260,7 +260,7 @@ def test_label_ids_do_not_depend_on_the_hash_seed():
 
     from fixtures.environment import REPO, clean_env
 
-    code = "from modeling_minibert.finetuning.data import sorted_labels; print(sorted_labels(%r))"
+    code = "from modeling_minibert.training.finetuning.data import sorted_labels; print(sorted_labels(%r))"
     values = ["1", "nan", "2", "NaN", "0.5", "1.0", "-inf", "10"]
     # A process per seed (the hash secret is fixed when an interpreter starts), each importing the package: three
     # are enough, since the old order (a set sorted on float alone) came out different under each of seeds 0, 1, 2

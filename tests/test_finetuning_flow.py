@@ -20,10 +20,10 @@ from transformers import Trainer, pipeline
 
 from modeling_minibert import MiniBertConfig
 from modeling_minibert.cli import main
-from modeling_minibert.finetuning import (
+from modeling_minibert.training.finetuning import (
     finetune,
 )
-from modeling_minibert.finetuning.flow import check_max_length, resume_checkpoint
+from modeling_minibert.training.finetuning.flow import check_max_length, resume_checkpoint
 from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
 
 from fixtures.environment import run_python
@@ -289,11 +289,11 @@ print(json.dumps({{
 def test_the_task_table_needs_no_train_extra(tmp_path):
     """hub.py and the model card read a task's Auto class and pipeline tag on a plain install: the table imports
     without datasets, scikit-learn, seqeval or matplotlib; each task's own parts come from its module's TASK."""
-    from modeling_minibert.finetuning.tasks import TASKS, load_task
+    from modeling_minibert.training.finetuning.tasks import TASKS, load_task
 
     code = (
         "import sys\n"
-        "from modeling_minibert.finetuning.tasks import TASKS\n"
+        "from modeling_minibert.training.finetuning.tasks import TASKS\n"
         "print({name: (spec.auto_class, spec.pipeline_tag) for name, spec in TASKS.items()})\n"
         "print(sorted(m for m in ('datasets', 'sklearn', 'seqeval', 'matplotlib') if m in sys.modules))\n"
     )

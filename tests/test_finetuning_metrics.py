@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from modeling_minibert.finetuning.metrics import (
+from modeling_minibert.training.finetuning.metrics import (
     answer_f1,
     classification_metrics,
     is_bio_scheme,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.image import imread
 
-from modeling_minibert.finetuning.plots import plot_confusion_matrix, plot_training_curves
+from modeling_minibert.training.finetuning.plots import plot_confusion_matrix, plot_training_curves
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -10,10 +10,10 @@ import torch
 from datasets import Dataset
 from transformers import AutoTokenizer, pipeline
 
-from modeling_minibert.finetuning import PREDICTIONS_FILE, finetune
-from modeling_minibert.finetuning.data import DataError, load_data, question_answer_columns
-from modeling_minibert.finetuning.metrics import squad_metrics
-from modeling_minibert.finetuning.question_answering import qa_features
+from modeling_minibert.training.finetuning import PREDICTIONS_FILE, finetune
+from modeling_minibert.training.finetuning.data import DataError, load_data, question_answer_columns
+from modeling_minibert.training.finetuning.metrics import squad_metrics
+from modeling_minibert.training.finetuning.tasks.question_answering import qa_features
 from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
 
 from fixtures.finetuning_checkpoint import FAST, QA_TRAIN, QA_VALIDATION, assert_clean_output, checkpoint  # noqa: F401 (a fixture)

@@ -1,4 +1,4 @@
-"""Tests for `modeling_minibert.hub`: push to and pull from a Hub, end to end over HTTP.
+"""Tests for `modeling_minibert.sharing.push`: push to and pull from a Hub, end to end over HTTP.
 
 The end-to-end checks start a `LocalHub` and run two fresh interpreters against it, with `HF_ENDPOINT`,
 `HF_HOME`, `HF_TOKEN` and `HF_HUB_DISABLE_XET` set before huggingface_hub is imported (this process
@@ -31,8 +31,8 @@ from fixtures.models import TINY
 
 from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, MiniBertForSequenceClassification
 from modeling_minibert.cli import main as cli_main
-from modeling_minibert.hub import _call_without_leaking, files_to_upload, push_to_hub
-from modeling_minibert.model_card import CARD_MARKER, HEADS, build_model_card, refresh_model_card, write_model_card
+from modeling_minibert.sharing.push import _call_without_leaking, files_to_upload, push_to_hub
+from modeling_minibert.sharing.model_card import CARD_MARKER, HEADS, build_model_card, refresh_model_card, write_model_card
 from modeling_minibert.modeling_minibert import AUTO_MAP
 from tools.local_hub import LocalHub
 from tokenization import make_tokenizer
@@ -50,7 +50,7 @@ from transformers import DataCollatorForLanguageModeling, Trainer, TrainerCallba
 
 from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForSequenceClassification
 from modeling_minibert.cli import main as cli_main
-from modeling_minibert.hub import PushCustomCodeCallback
+from modeling_minibert.sharing.push import PushCustomCodeCallback
 from tokenization import train_tokenizer
 
 params = json.loads(sys.argv[1])
@@ -769,7 +769,7 @@ import json, sys, torch
 from huggingface_hub import HfApi
 from transformers import AutoModelForSequenceClassification
 sys.path.insert(0, {str(REPO)!r})
-from modeling_minibert.hub import push_to_hub
+from modeling_minibert.sharing.push import push_to_hub
 api = HfApi()
 repo = api.whoami()["name"] + "/minibert-test-{uuid.uuid4().hex[:8]}"
 try:

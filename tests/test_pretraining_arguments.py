@@ -1,4 +1,4 @@
-"""`PretrainingArguments` and the `minibert pretrain` flags (modeling_minibert/pretraining/arguments.py)."""
+"""`PretrainingArguments` and the `minibert pretrain` flags (modeling_minibert/training/pretraining/arguments.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from modeling_minibert import cli
-from modeling_minibert.pretraining import PretrainingArguments, add_cli, pretrain
-from modeling_minibert.pretraining.arguments import arguments_from_namespace
+from modeling_minibert.training.pretraining import PretrainingArguments, add_cli, pretrain
+from modeling_minibert.training.pretraining.arguments import arguments_from_namespace
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -90,7 +90,7 @@ def test_identity_leaves_out_what_may_change_on_resume_and_the_token():
 
 
 def test_max_time_alone_trains_for_the_time_not_the_default_step_count():
-    from modeling_minibert.pretraining.arguments import DEFAULT_MAX_STEPS
+    from modeling_minibert.training.pretraining.arguments import DEFAULT_MAX_STEPS
 
     assert arguments_from_namespace(parse([])).max_steps == DEFAULT_MAX_STEPS == 4000
     for_an_hour = arguments_from_namespace(parse(["--max_time", "60"]))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from modeling_minibert.pretraining.data import (
+from modeling_minibert.training.pretraining.data import (
     IS_NEXT,
     RANDOM_NEXT,
     DataCollatorForPreTraining,

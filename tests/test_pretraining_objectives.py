@@ -1,4 +1,4 @@
-"""Pretraining objectives (modeling_minibert/pretraining/objectives.py): the table, the choice, and the seam a
+"""Pretraining objectives (modeling_minibert/training/pretraining/objectives/__init__.py): the table, the choice, and the seam a
 new objective goes through without touching the loop."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForPreTraining
-from modeling_minibert.outputs import CHECKPOINT_MODEL_DIR, CURVES_FILE
-from modeling_minibert.pretraining import OBJECTIVES, PretrainingArguments, pretrain
-from modeling_minibert.pretraining.arguments import NO_STEP_LIMIT
-from modeling_minibert.pretraining.objectives import Curve, MaskedLMWithNSP, Objective, pick_objective
+from modeling_minibert.utils.outputs import CHECKPOINT_MODEL_DIR, CURVES_FILE
+from modeling_minibert.training.pretraining import OBJECTIVES, PretrainingArguments, pretrain
+from modeling_minibert.training.pretraining.arguments import NO_STEP_LIMIT
+from modeling_minibert.training.pretraining.objectives import Curve, MaskedLMWithNSP, Objective, pick_objective
 from fixtures.models import TINY
 from fixtures.pretraining import (  # noqa: F401 (fixtures)
     pytestmark,
@@ -100,7 +100,7 @@ def test_objectives_without_nsp_train_on_contiguous_text_and_all_are_scored_on_t
     random B half the time, the others on contiguous windows; every objective's held-out set is the same pairs."""
     assert {name: cls.random_next for name, cls in OBJECTIVES.items()} == {
         "mlm_nsp": 0.5, "mlm": 0.0, "electra": 0.0, "general_distillation": 0.5}
-    from modeling_minibert.pretraining import loop
+    from modeling_minibert.training.pretraining import loop
 
     built, build = [], loop.build_nsp_dataset
     monkeypatch.setattr(loop, "build_nsp_dataset", lambda *args: built.append(args[3:]) or build(*args))
@@ -116,9 +116,9 @@ def test_an_objectives_own_options_are_flags_named_in_its_module_only():
     import argparse
     import dataclasses
 
-    from modeling_minibert.pretraining import add_cli
-    from modeling_minibert.pretraining.arguments import RunArguments, arguments_from_namespace
-    from modeling_minibert.pretraining.general_distillation import TeacherArguments
+    from modeling_minibert.training.pretraining import add_cli
+    from modeling_minibert.training.pretraining.arguments import RunArguments, arguments_from_namespace
+    from modeling_minibert.training.pretraining.objectives.general_distillation import TeacherArguments
 
     assert OBJECTIVES["general_distillation"].arguments is TeacherArguments
     own = [f.name for f in dataclasses.fields(TeacherArguments)]

@@ -1,4 +1,4 @@
-"""The run folder (modeling_minibert/pretraining/run_folder.py): the lock, and recovery from the faults a run
+"""The run folder (modeling_minibert/training/pretraining/run_folder.py): the lock, and recovery from the faults a run
 meets: a torn metrics line, a broken newest checkpoint, leftovers of interrupted saves, a full disk, a folder
 that cannot be written."""
 
@@ -14,9 +14,9 @@ import subprocess
 import pytest
 
 from modeling_minibert import cli
-from modeling_minibert.pretraining import pretrain
-from modeling_minibert.outputs import LOCK_FILE, METRICS_FILE, acquire_lock, release_lock
-from modeling_minibert.pretraining.run_folder import MetricsLog
+from modeling_minibert.training.pretraining import pretrain
+from modeling_minibert.utils.outputs import LOCK_FILE, METRICS_FILE, acquire_lock, release_lock
+from modeling_minibert.training.pretraining.run_folder import MetricsLog
 from fixtures.pretraining import (  # noqa: F401 (fixtures)
     pytestmark,
     cli_args,

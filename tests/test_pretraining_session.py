@@ -1,4 +1,4 @@
-"""What a run sets in its process (modeling_minibert/pretraining/session.py): the thread policy, and every
+"""What a run sets in its process (modeling_minibert/training/pretraining/session.py): the thread policy, and every
 setting given back when the run ends."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from modeling_minibert.pretraining import session
-from modeling_minibert.pretraining.session import (
+from modeling_minibert.training.pretraining import session
+from modeling_minibert.training.pretraining.session import (
     _denormals_flushed,
     busy_cores,
     choose_num_threads,
@@ -152,7 +152,7 @@ def test_a_signal_during_training_is_deferred_and_one_before_it_stops_at_once():
 # Run in a fresh process: in a test worker, other tests' threads and heap state decide where a freed block goes.
 BLOCKS_SCRIPT = """
 import json, resource, torch
-from modeling_minibert.pretraining.session import memory_kept
+from modeling_minibert.training.pretraining.session import memory_kept
 
 def faults(blocks=6):  # minor page faults of each 40 MB block (above glibc's largest dynamic mmap threshold)
     counts = []

@@ -11,8 +11,8 @@ from fixtures.environment import REPO, run_python
 from fixtures.models import TINY, ragged_batch
 
 from modeling_minibert import MiniBertForSequenceClassification
-from modeling_minibert.outputs import QUANTIZED_INFO_FILE, QUANTIZED_WEIGHTS_FILE
-from modeling_minibert.quantization import (
+from modeling_minibert.utils.outputs import QUANTIZED_INFO_FILE, QUANTIZED_WEIGHTS_FILE
+from modeling_minibert.deployment.quantization import (
     load_quantized,
     packing_engine,
     quantize,
@@ -110,7 +110,7 @@ def test_quantized_folder_reloads_and_runs_in_a_fresh_process(folder, tmp_path):
     torch.testing.assert_close(reloaded, in_memory, atol=1e-6, rtol=1e-6)
     printed = run_python(
         "import json, torch\n"
-        "from modeling_minibert.quantization import load_quantized\n"
+        "from modeling_minibert.deployment.quantization import load_quantized\n"
         f"ids, mask, types = (torch.tensor(x) for x in {json.dumps([t.tolist() for t in batch])})\n"
         f"model = load_quantized({str(out)!r})\n"
         "with torch.no_grad():\n"
@@ -139,7 +139,7 @@ def test_bad_input_is_refused_before_any_work(folder, tmp_path, monkeypatch):
     def no_work(*args, **kwargs):
         raise AssertionError("the quantization started")
 
-    monkeypatch.setattr("modeling_minibert.quantization.quantize_dynamic_int8", no_work)
+    monkeypatch.setattr("modeling_minibert.deployment.quantization.quantize_dynamic_int8", no_work)
     empty = assert_missing_weights_refused(folder, tmp_path, lambda source: quantize(source, tmp_path / "out"))
     with pytest.raises(FileExistsError, match=rf"output_dir {empty} is not empty"):
         quantize(folder, empty)

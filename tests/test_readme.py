@@ -302,7 +302,7 @@ def test_documented_model_defaults_are_the_config_defaults():
 
 
 def test_documented_pretraining_defaults_are_the_job_defaults():
-    from modeling_minibert.pretraining import PretrainingArguments
+    from modeling_minibert.training.pretraining import PretrainingArguments
 
     fields = {f.name: f.default for f in dataclasses.fields(PretrainingArguments)}
     documented, remarks = defaults_table("pretraining"), defaults_table("pretraining", remarks=True)

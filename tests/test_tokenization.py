@@ -927,7 +927,7 @@ def minilm_tokenizer():
 
 @pytest.fixture(scope="module")
 def news() -> list[str]:
-    from modeling_minibert.pretraining.data import load_bbc_news
+    from modeling_minibert.training.pretraining.data import load_bbc_news
 
     return load_bbc_news()[::25]
 

@@ -176,7 +176,7 @@ def test_the_example_page_classifies_a_sentence_in_headless_chromium(exported, c
 def test_a_variant_bert_cannot_express_is_refused_in_one_line(tmp_path):
     folder = tmp_path / "pre-ln"
     MiniBertForSequenceClassification(MiniBertConfig(**TINY, layer_norm_position="pre")).save_pretrained(folder)
-    from modeling_minibert.export_onnx import export_onnx
+    from modeling_minibert.deployment.export_onnx import export_onnx
 
     with pytest.raises(ValueError, match=r"pre-ln/config.json: layer_norm_position='pre' has no BERT equivalent"):
         export_onnx(folder, tmp_path / "out", format="transformers.js")

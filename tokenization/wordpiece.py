@@ -218,6 +218,6 @@ def _token_content(token) -> str:
 def _files():
     """The project's atomic writers, imported when first needed: importing `modeling_minibert` loads torch and
     the model, which tokenizing does not need (a tokenizer folder must stay usable without them)."""
-    from modeling_minibert import files
+    from modeling_minibert.utils import files
 
     return files

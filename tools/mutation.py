@@ -46,9 +46,9 @@ MODULES: dict[str, list[str]] = {
     # torch.compile cannot trace through mutmut's trampolines (the function that picks the mutant at run time)
     "modeling_minibert/modeling_minibert.py": ["tests/test_modeling_minibert.py", "-k", "not torch_compile"],
     "tokenization/wordpiece.py": ["tests/test_tokenization.py"],
-    "modeling_minibert/finetuning/metrics.py": ["tests/test_finetuning_metrics.py"],
-    "modeling_minibert/pretraining/data.py": ["tests/test_pretraining_data.py"],
-    "modeling_minibert/pretraining/loop.py": ["tests/test_pretraining_loop.py"],
+    "modeling_minibert/training/finetuning/metrics.py": ["tests/test_finetuning_metrics.py"],
+    "modeling_minibert/training/pretraining/data.py": ["tests/test_pretraining_data.py"],
+    "modeling_minibert/training/pretraining/loop.py": ["tests/test_pretraining_loop.py"],
 }
 
 # Mutants that change no observable behaviour, by mutmut's name, with the mutated line as mutmut shows it (so a
@@ -57,13 +57,13 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "modeling_minibert.modeling_minibert.xǁMiniBertIntermediateǁ__init____mutmut_8": (
         "IN_PLACE_ACTIVATIONS.get(None)", "the in-place activation only saves memory: the out-of-place one gives the same "
         "values"),
-    "modeling_minibert.finetuning.metrics.x_token_classification_metrics__mutmut_83": (
+    "modeling_minibert.training.finetuning.metrics.x_token_classification_metrics__mutmut_83": (
         "output_dict=True, zero_division=None)", "only the report's F1 is read: a type with a 0/0 precision or recall has "
         "0 for the other, so its F1 is 0 whatever zero_division sets"),
-    "modeling_minibert.finetuning.metrics.x_token_classification_metrics__mutmut_115": (
+    "modeling_minibert.training.finetuning.metrics.x_token_classification_metrics__mutmut_115": (
         '+        "macro_f1": float(f1_score(flat_ref, flat_pred, average="macro", )),', "F1 = 2TP / (2TP + FP + FN) "
         "is never 0/0 for a tag that occurs in the references or predictions, the only tags scored"),
-    "modeling_minibert.pretraining.data.x_tokenize_documents__mutmut_7": (
+    "modeling_minibert.training.pretraining.data.x_tokenize_documents__mutmut_7": (
         "return_attention_mask=None", "the attention mask is then computed but never read: only memory changes"),
     "tokenization.wordpiece.x_build_backend__mutmut_8": (
         'unk_token=SPECIAL_TOKENS["unk_token"],', "tokenizers' WordPiece defaults unk_token to \"[UNK]\", the same token"),

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from modeling_minibert.files import temp_file_beside
+from modeling_minibert.utils.files import temp_file_beside
 
 from .connections import DeadlineReader, DeadlineWriter, Server
 from .protocol import HubError, Request, Response

@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from modeling_minibert.files import write_bytes, write_text
+from modeling_minibert.utils.files import write_bytes, write_text
 
 from .protocol import HubError
 from .repository import FileEntry, Repo, git_blob_oid

@@ -1,0 +1,406 @@
+"""Share a trained folder on the Hugging Face Hub: `push_to_hub` and `minibert push`.
+
+    push_to_hub("runs/mlm/final", "me/minibert-mlm")        # or: minibert push runs/mlm/final me/minibert-mlm
+
+A saved Mini-BERT folder (`save_pretrained` output) already holds everything a user without this package
+needs: safetensors weights, a config whose `auto_map` names the classes, the configuration and modeling
+source files, and the tokenizer files. A job's output folder (pretraining or fine-tuning, Trainer's layout)
+adds results files, plots and `checkpoint-N/` folders. `push_to_hub` uploads the model, tokenizer, card,
+results and plots with `huggingface_hub.HfApi`; checkpoints and training state (optimizer, scheduler, RNG
+states, `training_args.bin`) are never uploaded, and any other pickle file is refused unless asked.
+
+The model card (`model_card.write_model_card` at the end of a job) is refreshed at push.
+
+The token is looked up like huggingface_hub does (argument, `HF_TOKEN`, `hf auth login`) and never appears
+in an uploaded file, the card, a log line or an exception message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+import httpx2  # huggingface_hub's HTTP client: its errors are the Hub's and the network's
+from huggingface_hub import CommitInfo, HfApi, get_token
+from huggingface_hub.errors import LocalTokenNotFoundError
+from huggingface_hub.utils import filter_repo_objects, validate_repo_id
+from transformers import TrainerCallback
+from transformers.dynamic_module_utils import custom_object_save
+
+from modeling_minibert.configuration_minibert import MiniBertConfig, read_config_json
+from modeling_minibert.utils.files import check_links
+from modeling_minibert.sharing.model_card import parameter_count, refresh_model_card
+from modeling_minibert.utils.outputs import TEACHER_DIR, TEACHER_LOGITS_FILE, TEACHER_LOGITS_INFO_FILE, safetensors_problem
+
+logger = logging.getLogger(__name__)
+
+PICKLE_PATTERNS = ["*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle", "*.ckpt"]
+# Training state, by file name, wherever it lies: Trainer's (`training_args.bin`, which can even hold
+# `hub_token`; optimizer.pt, scheduler.pt, scaler.pt, rng_state*.pth) and accelerate's `save_state`
+# (optimizer.bin, scheduler.bin, sampler.bin, random_states_*.pkl, custom_checkpoint_*.pkl). Pickles, not part
+# of the model, never needed to load it: never uploaded.
+TRAINING_STATE_PATTERNS = [
+    "training_args.bin", "optimizer.*", "scheduler.*", "scaler.pt", "sampler*.bin", "rng_state*.pth",
+    "random_states_*.pkl", "custom_checkpoint_*.pkl",
+    TEACHER_LOGITS_FILE, TEACHER_LOGITS_INFO_FILE,  # `minibert distill`'s cache of its teacher's outputs
+]
+# Folders never uploaded, at any depth: checkpoints (Trainer's `checkpoint-N`, older runs' `checkpoints/`, as
+# Trainer's own push skips them) and hidden ones (version control, caches, save staging, locks).
+# `minibert distill --finetune_teacher` keeps the fine-tuned teacher in `teacher/`: another model, not this one.
+IGNORED_FOLDERS = ["checkpoint-*", "checkpoints", TEACHER_DIR, ".*"]
+REDACTED = "hf_***"
+# What `push --format` publishes: the folder as it is (Mini-BERT: remote code), or its transformers BERT format.
+FORMATS = ("minibert", "bert")
+OS_ERROR_FIELDS = ("errno", "strerror", "filename", "filename2")  # an OSError keeps these outside args and __dict__
+
+# ---------------------------------------------------------------------------------------------
+# What is in the folder.
+# ---------------------------------------------------------------------------------------------
+
+
+def never_uploaded(path: str) -> bool:
+    """Whether a folder-relative path is a checkpoint, training state or hidden, at any depth."""
+    *folders, name = path.split("/")
+    if any(fnmatchcase(part, pattern) for part in folders for pattern in IGNORED_FOLDERS):
+        return True
+    hidden = name.startswith(".") and name != ".gitattributes"
+    return hidden or any(fnmatchcase(name, pattern) for pattern in TRAINING_STATE_PATTERNS)
+
+
+def uploaded(path: str) -> bool:
+    return not never_uploaded(path)
+
+
+def files_to_upload(folder: Path) -> list[str]:
+    """Relative paths `push_to_hub` uploads: all but checkpoints, training state and hidden files and folders.
+
+    Links to folders are not entered; a link to a file is listed (`check_uploaded_links` refuses one that leads out).
+    """
+    paths = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    return [path for path in paths if uploaded(path)]
+
+
+def check_uploaded_links(folder: Path) -> None:
+    """Refuse a link that would publish what it points to: one that leads out of the folder, or to a file or
+    folder inside that is never uploaded itself (hidden, a checkpoint, training state)."""
+    check_links(folder, copied=uploaded, allowed=uploaded)
+
+
+def check_weights_readable(folder: Path, paths: list[str]) -> None:
+    """Refuse a safetensors file cut short or with a broken header, naming it, before anything is uploaded."""
+    for path in paths:
+        if path.endswith(".safetensors"):
+            problem = safetensors_problem(folder / path)
+            if problem is not None:
+                raise ValueError(f"{folder / path} is not a readable safetensors file: {problem}")
+    parameter_count(folder)  # the model's headers parse (the card counts its parameters from them)
+
+
+# ---------------------------------------------------------------------------------------------
+# Keeping the token secret.
+# ---------------------------------------------------------------------------------------------
+
+
+def _without_token(value: object, token: str) -> object:
+    """A copy of `value` with `token` replaced, for the values an error carries: strings, lists of them (notes), and
+    httpx requests and responses (their headers hold `Authorization: Bearer <token>`). Other values as they are."""
+    if isinstance(value, str):
+        return value.replace(token, REDACTED)
+    if isinstance(value, list):
+        return [_without_token(item, token) for item in value]
+    if isinstance(value, httpx2.Request):
+        headers = {name: _without_token(text, token) for name, text in value.headers.items()}
+        return httpx2.Request(value.method, _without_token(str(value.url), token), headers=headers)
+    if isinstance(value, httpx2.Response):
+        request = _requests_of(value)
+        try:
+            content = value.content
+        except httpx2.ResponseNotRead:  # a streamed body nobody read: nothing to show either
+            content = b""
+        return httpx2.Response(value.status_code, headers=value.headers, content=content,
+                               request=_without_token(request[0], token) if request else None)
+    return value
+
+
+def _carries_token(err: BaseException, token: str) -> bool:
+    """Whether `token` is in `err` or the errors it was raised from: messages, notes, attributes, request headers."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        values = [*err.args, *vars(err).values(), *(getattr(err, name, None) for name in OS_ERROR_FIELDS)]
+        if any(token in str(value) for value in values if isinstance(value, (str, list))):
+            return True
+        if any(token in text for request in _requests_of(err) for text in (*request.headers.values(), str(request.url))):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _token_free_copy(err: BaseException, token: str) -> BaseException:
+    """A new error of `err`'s type, with its message and attributes, `token` replaced (`err` itself is untouched).
+
+    Made without calling `__init__`: httpx's and huggingface_hub's errors take their request and response as
+    keyword arguments. The errors it was raised from are not kept: their messages and requests hold the token.
+    """
+    cls = type(err)
+    args = tuple(_without_token(arg, token) for arg in err.args)
+    clean = cls.__new__(cls, *args)
+    clean.args = args
+    for name, value in vars(err).items():
+        setattr(clean, name, _without_token(value, token))
+    for name in OS_ERROR_FIELDS if isinstance(err, OSError) else ():
+        if getattr(err, name) is not None:  # a None set here would still change how the error prints
+            setattr(clean, name, _without_token(getattr(err, name), token))
+    return clean
+
+
+def _requests_of(err: BaseException | httpx2.Response) -> list:
+    """The HTTP requests an httpx-style error (or response) carries (`.request`/`.response` raise when unset)."""
+
+    def attribute(owner: object, name: str) -> object:
+        try:
+            return getattr(owner, name, None)
+        except Exception:
+            return None
+
+    requests = []
+    for owner in (err, attribute(err, "response")):
+        request = attribute(owner, "request") if owner is not None else None
+        if request is not None and hasattr(request, "headers") and request not in requests:
+            requests.append(request)
+    return requests
+
+
+def _call_without_leaking(token: str | None, call: Callable[[], CommitInfo]) -> CommitInfo:
+    """`call()`; an error that carries `token` anywhere is replaced by a token-free copy, raised from None.
+
+    Raised outside the `except` block, so that the copy has no `__context__` either: the original error (and the
+    request inside it, with its Authorization header) is not reachable from what the caller gets.
+    """
+    try:
+        return call()
+    except BaseException as err:
+        if not token or not _carries_token(err, token):
+            raise
+        clean = _token_free_copy(err, token)
+    raise clean from None
+
+
+def _check_no_token_in_files(folder: Path, paths: list[str], token: str) -> None:
+    needle = token.encode()
+    for rel in paths:
+        with open(folder / rel, "rb") as f:
+            tail = b""
+            while chunk := f.read(1 << 20):
+                if needle in tail + chunk:
+                    raise ValueError(f"{folder / rel} contains your Hub token: remove it before pushing")
+                tail = chunk[-len(needle):]
+
+
+# ---------------------------------------------------------------------------------------------
+# Push.
+# ---------------------------------------------------------------------------------------------
+
+
+def push_to_hub(
+    folder: str | os.PathLike,
+    repo_id: str,
+    *,
+    private: bool = False,
+    revision: str | None = None,
+    commit_message: str | None = None,
+    token: str | None = None,
+    allow_pickle: bool = False,
+    endpoint: str | None = None,
+    license: str | None = None,
+    format: str = "minibert",
+) -> CommitInfo:
+    """Upload a saved model folder or a job's output folder to the Hub repository `repo_id`, with a model card.
+
+    Args:
+        folder: a `save_pretrained` folder (config.json, model.safetensors, source files, tokenizer files), or
+            a job's output folder: its results files and plots go too; `checkpoint-*/` folders (at any depth)
+            and training state (optimizer, scheduler, RNG states, `training_args.bin`) never do.
+        repo_id: "namespace/name" (or "name", under the token's account); created if missing.
+        private: create the repository private (no effect if it exists).
+        revision: branch to commit to; created from `main` if new. Tags and commit ids are refused.
+        commit_message: defaults to "Upload <name> with minibert push".
+        token: defaults to `HF_TOKEN` or the token saved by `hf auth login`.
+        allow_pickle: upload other `*.bin`, `*.pt`, `*.pth`, `*.pkl`, `*.pickle`, `*.ckpt` files too (they can
+            run code when loaded). Checkpoints and training state are never uploaded, whatever this says.
+        endpoint: Hub URL; defaults to `HF_ENDPOINT` or huggingface.co.
+        license: the card's license (default: the card's own, else "apache-2.0").
+        format: "minibert" (the folder as it is) or "bert": a Mini-BERT folder is converted first, in a temporary
+            folder, to transformers' BERT format (`convert_bert.convert_minibert_to_bert`: no code files, loads
+            without remote code); `folder` is left as it is.
+
+    Returns:
+        The `CommitInfo` (a str: the commit URL; `.oid` is the commit id).
+
+    Raises:
+        FileNotFoundError: `folder` or its config.json is missing.
+        ValueError: bad repo_id or revision, pickle files without `allow_pickle`, the token inside a file, a link
+            that leads out of the folder (or to a file never uploaded), a safetensors file cut short or unreadable.
+        LocalTokenNotFoundError: no token anywhere.
+        huggingface_hub errors (RepositoryNotFoundError, HfHubHTTPError, ...) from the Hub; one that carries the
+            token (in its message or its request's headers) is replaced by a token-free copy of the same type.
+    """
+    token = token or get_token()
+    if format not in FORMATS:
+        raise ValueError(f"format={format!r} is not one of {', '.join(map(repr, FORMATS))}")
+    folder = Path(folder)
+    with tempfile.TemporaryDirectory(prefix="minibert-push-") as scratch:
+        if format == "bert" and _is_minibert_folder(folder):
+            from modeling_minibert.sharing.convert_bert import convert_minibert_to_bert
+
+            folder = convert_minibert_to_bert(folder, Path(scratch) / folder.name)
+        # Everything below may quote its arguments in an error: a token pasted into the wrong one stays hidden.
+        return _call_without_leaking(token, lambda: _push(
+            folder, repo_id, private, revision, commit_message, token, allow_pickle, endpoint, license))
+
+
+def _is_minibert_folder(folder: Path) -> bool:
+    """Whether `folder` holds a Mini-BERT config (a BERT-format folder is pushed as it is; a missing or broken
+    config is left for `_push` to name)."""
+    try:
+        return read_config_json(folder).get("model_type") == MiniBertConfig.model_type
+    except (OSError, ValueError):
+        return False
+
+
+def _push(
+    folder: Path,
+    repo_id: str,
+    private: bool,
+    revision: str | None,
+    commit_message: str | None,
+    token: str | None,
+    allow_pickle: bool,
+    endpoint: str | None,
+    license: str | None,
+) -> CommitInfo:
+    # Every local check comes first: a refused push leaves the folder untouched and the Hub unasked.
+    if not folder.is_dir():
+        raise FileNotFoundError(f"No such folder: {folder}")
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"{folder} has no config.json: push a folder written by save_pretrained")
+    for name, value in (("repo_id", repo_id), ("revision", revision), ("commit_message", commit_message)):
+        if token and value and token in value:
+            raise ValueError(f"{name} contains your Hub token: it would be published")
+    validate_repo_id(repo_id)
+    if revision is not None and (not revision or re.fullmatch(r"[0-9a-f]{40}", revision)):
+        raise ValueError(f"revision={revision!r} must be a branch name (commits go on branches)")
+    check_uploaded_links(folder)
+    paths = files_to_upload(folder)
+    check_weights_readable(folder, paths)
+    pickles = list(filter_repo_objects(paths, allow_patterns=PICKLE_PATTERNS))
+    if pickles and not allow_pickle:
+        raise ValueError(
+            f"{folder} holds pickle files ({', '.join(pickles)}), which run arbitrary code when loaded: "
+            "save the weights as safetensors, delete these files, or pass allow_pickle=True (--allow-pickle). "
+            "(Checkpoints and training state are never uploaded: they need no flag.)"
+        )
+    if not token:
+        raise LocalTokenNotFoundError(
+            "No Hugging Face token found: pass token=..., set the HF_TOKEN environment variable or run `hf auth login`"
+        )
+    _check_no_token_in_files(folder, paths, token)
+
+    api = HfApi(endpoint=endpoint, token=token)
+    repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
+    if revision is not None:
+        refs = api.list_repo_refs(repo_id)
+        if revision in {t.name for t in refs.tags}:
+            raise ValueError(f"revision={revision!r} is a tag of {repo_id}: push to a branch")
+        if revision not in {b.name for b in refs.branches}:
+            api.create_branch(repo_id, branch=revision)
+            logger.info("created branch %s of %s from main", revision, repo_id)
+    refresh_model_card(folder, repo_id, revision, license)
+    paths = files_to_upload(folder)  # README.md may be new
+    _check_no_token_in_files(folder, ["README.md"], token)
+    info = api.upload_folder(
+        folder_path=folder,
+        repo_id=repo_id,
+        revision=revision,
+        commit_message=commit_message or f"Upload {repo_id.split('/')[-1]} with minibert push",
+        # Exactly the files checked above (escaped: they are fnmatch patterns).
+        allow_patterns=[re.sub(r"([*?[])", r"[\1]", p) for p in paths],
+    )
+    logger.info("pushed %d files from %s to %s", len(paths), folder, info.commit_url)
+    return info
+
+
+class PushCustomCodeCallback(TrainerCallback):
+    """Make every commit of `Trainer(push_to_hub=True)` loadable with `trust_remote_code`, not only the last.
+
+    Trainer pushes its `output_dir`, into which it copies only config, weights and tokenizer from each
+    checkpoint: the configuration and modeling source files that `save_pretrained` adds for
+    `trust_remote_code` would reach the Hub with the final push only, so a checkpoint commit pinned with
+    `revision=` would not load without this package. This callback puts them in `output_dir` before training.
+
+        Trainer(model, args, ..., callbacks=[PushCustomCodeCallback()])
+    """
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if args.push_to_hub and state.is_world_process_zero and getattr(model, "_auto_class", None) is not None:
+            os.makedirs(args.output_dir, exist_ok=True)
+            custom_object_save(model, args.output_dir)  # the model's module and the files it imports
+
+
+@dataclass(kw_only=True)
+class PushArguments:
+    """`minibert push`'s options; `push_to_hub` takes the same names as keywords (after FOLDER and REPO_ID)."""
+
+    private: bool = field(default=False, metadata={"help": "create the repository private"})
+    revision: str | None = field(default=None, metadata={"help": "branch to push to (created from main if new)"})
+    commit_message: str | None = field(default=None, metadata={"help": "commit message"})
+    allow_pickle: bool = field(default=False, metadata={
+        "help": "also upload pickle files (*.bin, *.pt, ...) other than checkpoints and training state (never uploaded)"})
+    license: str | None = field(default=None, metadata={
+        "help": 'license in the model card (default: the card\'s own, else "apache-2.0")'})
+    token: str | None = field(default=None, metadata={
+        "help": "Hub token (prefer HF_TOKEN: a command-line token is visible to other users of this machine)"})
+    format: str = field(default="minibert", metadata={
+        "choices": FORMATS,
+        "help": "minibert: the folder as it is (loads with trust_remote_code); bert: converted to transformers' BERT "
+                "format first (no code files, loads anywhere BERT does)"})
+
+
+def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    from modeling_minibert.cli import dataclass_command
+
+    parser = dataclass_command(
+        subparsers, "push", PushArguments,
+        help="upload a saved model folder to the Hugging Face Hub",
+        description=(
+            "Upload FOLDER (a save_pretrained folder or a pretrain/finetune output folder) to the Hub repository "
+            "REPO_ID, with its model card: model, tokenizer, card, results and plots; never checkpoint-*/ folders or "
+            "training state (optimizer, scheduler, RNG states, training_args.bin). "
+            "The Hub is HF_ENDPOINT (default huggingface.co); the token is --token, HF_TOKEN or `hf auth login`'s."
+        ),
+    )
+    # Positional, as in huggingface_hub's own `hf upload REPO_ID LOCAL_PATH`: the two things every push names.
+    parser.add_argument("folder", metavar="FOLDER", help="saved model or job output folder (config.json, model.safetensors, ...)")
+    parser.add_argument("repo_id", metavar="REPO_ID", help='"namespace/name"; created if missing')
+    parser.set_defaults(func=run_cli)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(PushArguments)}
+    try:
+        info = push_to_hub(args.folder, args.repo_id, **options)
+    except (httpx2.HTTPError, LocalTokenNotFoundError) as err:
+        # The Hub's answer or the network error (already free of the token) is the useful part; a traceback is not.
+        print(f"minibert push: error: {err}", file=sys.stderr)
+        return 1
+    print(info.commit_url)
+    return 0

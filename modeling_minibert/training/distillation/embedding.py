@@ -1,0 +1,240 @@
+"""Embedding distillation: a Mini-BERT learns to reproduce a sentence-transformers teacher's embeddings on
+unlabelled text; `minibert distill --task embedding`.
+
+Reimers & Gurevych (2020, "Making Monolingual Sentence Embeddings Multilingual using Knowledge Distillation"):
+the student's mean-pooled embedding of a sentence is trained with MSE toward the teacher's embedding of the same
+sentence. Here the student is a small Mini-BERT, so its width may differ from the teacher's: a learned linear
+projection (sentence-transformers' `Dense`, identity activation) maps it into the teacher's space, and the student
+normalises when the teacher's modules do (`Normalize`), so the loss compares what each model would return.
+
+    teacher      `SentenceTransformer(T).encode` on the training (and validation / test) texts, computed once
+    student      `AutoModel` of --model_name_or_path (a pretrained Mini-BERT), mean pooling, [Dense], [Normalize]
+    train        transformers' `Trainer` on (tokens, teacher embedding) pairs, fine-tuning's defaults
+    save         the student + tokenizer + 2_Dense + the sentence-transformers files: `SentenceTransformer(O)`
+                 loads the output folder; results (eval_loss, eval_cosine to the teacher) as in every job
+
+It shares distillation's options and command (`DistillationArguments`), its output-folder lock and staging
+(`flow.run_folder`, `files.staged_folder`) and the results layout; it has no labels, logits or label maps, so it
+is a flow of its own rather than a `Task` with a reader. Options about labels and augmentation are refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from datasets import Dataset
+from torch import nn
+from transformers import AutoModel, DataCollatorWithPadding, PreTrainedModel, Trainer
+
+from modeling_minibert.training.distillation.flow import DistillationArguments, DistillResult, max_length_for
+from modeling_minibert.utils.files import staged_folder, write_json
+from modeling_minibert.training.finetuning import flow
+from modeling_minibert.training.finetuning.arguments import check_training_options, split_options
+from modeling_minibert.training.finetuning.data import text_lines
+from modeling_minibert.training.finetuning.plots import plot_training_curves
+from modeling_minibert.sharing.model_card import write_model_card
+from modeling_minibert.utils.outputs import CURVES_FILE, DISTILLATION_ARGS_FILE, TRAINER_STATE_FILE, write_results
+from modeling_minibert.deployment.sentence_embeddings import mean_pooling, module_types, write_sentence_transformers_files
+
+DENSE_DIR = "2_Dense"  # the projection's sentence-transformers module folder (after 1_Pooling)
+# Distillation options that speak of labels, logits or augmented copies: they cannot apply to embeddings.
+UNUSED_OPTIONS = ("finetune_teacher", "transfer_file", "augment_copies", "word_dropout", "word_swap", "distillation_loss",
+                  "temperature", "alpha", "student_dropout", "label_column_name")
+
+
+class EmbeddingStudent(nn.Module):
+    """The student as Trainer trains it: encoder -> mean pooling -> projection -> [L2 normalisation], with the
+    MSE to the teacher's embedding (`labels`) as its loss."""
+
+    def __init__(self, encoder: PreTrainedModel, teacher_width: int, normalize: bool):
+        super().__init__()
+        self.encoder = encoder
+        width = encoder.config.hidden_size
+        # Identity-initialised when the widths agree would need no layer at all: only a width change gets one.
+        self.projection = nn.Linear(width, teacher_width) if width != teacher_width else None
+        self.normalize = normalize
+
+    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (B, T, H)
+        pooled = mean_pooling(hidden.float(), attention_mask)  # (B, H)
+        if self.projection is not None:
+            pooled = self.projection(pooled)  # (B, D): the teacher's width
+        return nn.functional.normalize(pooled, dim=-1) if self.normalize else pooled
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor | None = None) -> dict:
+        embeddings = self.embed(input_ids, attention_mask)
+        output = {"embeddings": embeddings}
+        if labels is not None:
+            output["loss"] = nn.functional.mse_loss(embeddings, labels.to(embeddings.dtype))
+        return output
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Checks and data
+
+
+def check_embedding_options(args: DistillationArguments, has_train_data: bool) -> list[str]:
+    """The teacher's sentence-transformers module names; ValueError/FileNotFoundError for an option that cannot
+    work, naming it."""
+    for name in ("teacher_model_name_or_path", "model_name_or_path"):
+        if getattr(args, name) is None:
+            raise ValueError(f"{name} is required (--{name})")
+    if args.train_file is None and not has_train_data:
+        raise ValueError("train_file is required (--train_file), or train_data in Python")
+    defaults = DistillationArguments()
+    for name in UNUSED_OPTIONS:
+        if getattr(args, name) != getattr(defaults, name):
+            raise ValueError(f"{name}={getattr(args, name)!r} does not apply to task='embedding' (no labels, no logits)")
+    for role in ("train", "validation", "test"):
+        path = getattr(args, f"{role}_file")
+        if path is not None and Path(path).suffix.lower() != ".txt":
+            raise ValueError(f"{role}_file={path!r}: task='embedding' reads unlabelled text, one text a line (.txt)")
+    if args.max_seq_length is not None and args.max_seq_length < 3:
+        raise ValueError(f"max_seq_length={args.max_seq_length} must be at least 3")
+    teacher = Path(args.teacher_model_name_or_path)
+    if not teacher.is_dir():
+        raise FileNotFoundError(f"teacher {teacher} is not a folder (a sentence-transformers model folder)")
+    kinds = module_types(teacher)
+    if kinds[:2] != ["Transformer", "Pooling"]:
+        raise ValueError(f"teacher {teacher} has modules {kinds}; expected a Transformer followed by Pooling")
+    return kinds
+
+
+def texts_of(source: str | os.PathLike | Dataset | Sequence[str], role: str, column: str) -> list[str]:
+    """A split's texts: a .txt file's non-blank lines, or a Dataset's text column, or a list of strings."""
+    if isinstance(source, (str, os.PathLike)):
+        return text_lines(source, f"{role} file")
+    if isinstance(source, Dataset):
+        if column not in source.column_names:
+            raise ValueError(f"{role} data has no {column!r} column (columns: {source.column_names})")
+        source = source[column]
+    texts = [str(text).strip() for text in source if str(text).strip()]
+    if not texts:
+        raise ValueError(f"{role} data holds no text")
+    return texts
+
+
+def teacher_embeddings(teacher: Any, texts: dict[str, list[str]], batch_size: int, show_progress: bool) -> dict[str, torch.Tensor]:
+    """The teacher's embeddings of each split's texts, (N, D) float32, as `SentenceTransformer.encode` returns
+    them (its own pooling and normalisation)."""
+    return {
+        role: teacher.encode(rows, batch_size=batch_size, convert_to_tensor=True, show_progress_bar=show_progress).float().cpu()
+        for role, rows in texts.items()
+    }
+
+
+def features(tokenizer: Any, texts: list[str], targets: torch.Tensor, max_length: int) -> Dataset:
+    encoding = tokenizer(texts, truncation=True, max_length=max_length)
+    return Dataset.from_dict({"input_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"],
+                              "labels": targets.tolist()})
+
+
+def cosine_metrics(prediction: Any) -> dict[str, float]:
+    """Mean cosine similarity between the student's and the teacher's embeddings of the evaluated texts."""
+    student, teacher = torch.as_tensor(prediction.predictions), torch.as_tensor(prediction.label_ids)
+    return {"cosine": float(nn.functional.cosine_similarity(student, teacher, dim=-1).mean())}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The job
+
+
+def distill_embeddings(
+    sources: dict[str, str | os.PathLike | Dataset | Sequence[str]], has_train_data: bool, show_progress: bool, **options: Any
+) -> DistillResult:
+    """Train `model_name_or_path` to reproduce the sentence-transformers teacher `teacher_model_name_or_path`'s
+    embeddings of unlabelled texts (`train_file`, one a line); see the module docstring. `distillation.distill`
+    hands over here with the splits' `sources` (files, or the `*_data` given in Python: Datasets with a text column,
+    or lists of strings); keyword options are `minibert distill`'s flags. `validation_file` / `test_file` texts
+    are scored (eval_loss, eval_cosine).
+
+        distill(task="embedding", teacher_model_name_or_path="all-MiniLM-L6-v2", model_name_or_path="minibert-pretrained",
+                train_file="unlabelled.txt", output_dir="runs/embedder")
+
+    Raises (before any training): ValueError for bad options or a teacher whose sentence-transformers modules
+    do not begin with Transformer and Pooling; FileNotFoundError for missing files; FileExistsError as every job does.
+    """
+    from sentence_transformers import SentenceTransformer
+
+    args, training = split_options(DistillationArguments, options)
+    check_training_options(training, "validation" in sources)
+    if args.learning_rates is not None:
+        raise ValueError(f"learning_rates={args.learning_rates}: task='embedding' trains at one learning rate (--learning_rate)")
+    kinds = check_embedding_options(args, has_train_data)
+    training.setdefault("disable_tqdm", not show_progress)
+    with flow.run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
+        texts = {role: texts_of(source, role, args.text_column_name or "text") for role, source in sources.items()}
+        tokenizer = flow.load_tokenizer(args.model_name_or_path, args.tokenizer_name)
+        length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
+        teacher = SentenceTransformer(str(args.teacher_model_name_or_path), device="cpu")
+        teacher.max_seq_length = min(teacher.max_seq_length, args.max_seq_length or teacher.max_seq_length)
+        batch_size = training.get("per_device_eval_batch_size", flow.TRAINING_DEFAULTS["per_device_eval_batch_size"])
+        targets = teacher_embeddings(teacher, texts, batch_size, show_progress)
+        encoder = flow.load_model(AutoModel, args.model_name_or_path, flow.seed_of(training))
+        student = EmbeddingStudent(encoder, targets["train"].shape[1], "Normalize" in kinds)
+        data = {role: features(tokenizer, texts[role], targets[role], length) for role in texts}
+        trainer = embedding_trainer(student, tokenizer, data, output, training)
+        prepared = flow.Prepared(
+            train=data["train"], validation=data.get("validation"), test=data.get("test"), collator=trainer.data_collator,
+            metric="loss", metrics_for=lambda role: cosine_metrics,
+        )
+        results = flow.train_and_score(trainer, prepared)[0]
+        flow.score_test(trainer, prepared, results)
+        save_embedder(trainer, student, tokenizer, results, output, length, args)
+    write_model_card(output, task="feature-extraction", base_model=str(args.model_name_or_path),
+                     dataset_name=Path(str(sources["train"])).stem if isinstance(sources["train"], (str, os.PathLike)) else None)
+    strip = flow.strip_prefix
+    return DistillResult(
+        output, strip(results.get("eval", {}), "eval_"), strip(results["test"], "test_") if "test" in results else None,
+        None, strip(results["train"], "train_"), teacher=str(args.teacher_model_name_or_path), transfer_size=len(texts["train"]),
+    )
+
+
+def embedding_trainer(student: EmbeddingStudent, tokenizer: Any, data: dict[str, Dataset], output: Path, training: dict[str, Any]) -> Trainer:
+    args = flow.training_arguments(str(output), "validation" in data, "loss", **training)
+    return Trainer(
+        model=student, args=args, train_dataset=data["train"], eval_dataset=data.get("validation"),
+        data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
+        compute_metrics=cosine_metrics if "validation" in data else None,
+    )
+
+
+def save_embedder(
+    trainer: Trainer, student: EmbeddingStudent, tokenizer: Any, results: dict[str, dict], output: Path, length: int,
+    args: DistillationArguments,
+) -> None:
+    """The output folder, staged and then put in place whole: the encoder and tokenizer, the projection as a
+    sentence-transformers Dense module, the module list, results, trainer state, curves."""
+    from sentence_transformers.models import Dense
+
+    with staged_folder(output) as staging:
+        student.encoder.save_pretrained(staging)
+        tokenizer.model_max_length = length  # pipelines and SentenceTransformer truncate to it
+        tokenizer.save_pretrained(staging)
+        dense_dir = None
+        if student.projection is not None:
+            dense_dir = DENSE_DIR
+            layer = student.projection
+            (staging / DENSE_DIR).mkdir()
+            Dense(layer.in_features, layer.out_features, activation_function=nn.Identity(),
+                  init_weight=layer.weight.detach(), init_bias=layer.bias.detach()).save(str(staging / DENSE_DIR))
+        write_sentence_transformers_files(staging, normalize=student.normalize, dense_dir=dense_dir, max_seq_length=length)
+        write_results(staging, results)
+        write_json(staging / DISTILLATION_ARGS_FILE, dataclasses.asdict(args))
+        trainer.state.save_to_json(str(staging / TRAINER_STATE_FILE))
+        plot_training_curves(trainer.state.log_history, "cosine", trainer.state.best_global_step, staging / CURVES_FILE)
+
+
+TASK = flow.Task(
+    name="embedding",
+    prepare=None,
+    collator=DataCollatorWithPadding,
+    distill=distill_embeddings,
+)
+
+__all__ = ["TASK", "EmbeddingStudent", "distill_embeddings"]

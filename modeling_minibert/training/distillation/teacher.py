@@ -1,0 +1,293 @@
+"""The teacher of task distillation: its checks, its fine-tuning (`finetune_teacher`) and its predictions on the
+transfer set, cached in the output folder; `distillation.py`'s job calls these.
+
+    check      the teacher loads, is a classifier for the task, and predicts the data's labels
+               (`teacher_labels`), or is fine-tuned first (`fine_tuned_teacher`, reused when a previous run left the
+               same one)
+    fine-tune  a transformers BERT folder trains in Mini-BERT's implementation and is saved back in BERT format
+               (`finetune_in_minibert`)
+    label      its logits on every split (`teacher_targets`): under bf16 autocast where the hardware multiplies
+               bf16 natively (`teacher_mixed_precision`), computed once and cached (`teacher_logits.*`), keyed by
+               the inputs, the options and the teacher's files
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from datasets import Dataset
+from safetensors import SafetensorError
+from safetensors.torch import load, save
+from tqdm.auto import tqdm
+from transformers import AutoConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+import modeling_minibert  # registers Mini-BERT with the Auto classes; AUTO_CLASSES
+from modeling_minibert.utils.files import write_bytes, write_json
+from modeling_minibert.training.finetuning import flow
+from modeling_minibert.training.finetuning.flow import Examples, FinetuneResult, Task, finetune
+from modeling_minibert.training.finetuning.tasks import TASKS, load_task
+from modeling_minibert.training.finetuning.tasks.token_classification import first_subtokens
+from modeling_minibert.utils.outputs import TEACHER_DIR, TEACHER_INFO_FILE, TEACHER_LOGITS_FILE, TEACHER_LOGITS_INFO_FILE
+from modeling_minibert.utils.precision import default_device, precision_line, teacher_autocast
+
+if TYPE_CHECKING:
+    from modeling_minibert.training.distillation.flow import DistillationArguments
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Checks
+
+
+def teacher_config(teacher: str):
+    try:
+        return AutoConfig.from_pretrained(teacher)
+    except (OSError, ValueError) as err:
+        raise FileNotFoundError(f"cannot load a teacher from {teacher!r}: {str(err).splitlines()[0]}") from err
+
+
+def check_teacher(teacher: str, task: Task, data_labels: list[str]) -> list[str]:
+    """The label names in the teacher's id order; ValueError if the teacher is not a `task` classifier or its
+    labels are not exactly the data's."""
+    config = teacher_config(teacher)
+    suffix = TASKS[task.name].auto_class.removeprefix("AutoModel")
+    architectures = config.architectures or []
+    if not any(a.endswith(suffix) for a in architectures):
+        raise ValueError(
+            f"teacher {teacher} is a {'/'.join(architectures) or config.model_type} model, not a {task.name} classifier "
+            f"(*{suffix}); fine-tune it first or pass --finetune_teacher"
+        )
+    teacher_labels = [config.id2label[i] for i in range(config.num_labels)]
+    if set(teacher_labels) != set(data_labels):
+        raise ValueError(
+            f"teacher {teacher} predicts labels {teacher_labels} but the data has {data_labels}; use a teacher "
+            f"fine-tuned on these labels, or pass --finetune_teacher"
+        )
+    return teacher_labels
+
+
+def max_length_for(name_or_path: str, tokenizer: PreTrainedTokenizerBase, wanted: int | None) -> int:
+    limit = getattr(AutoConfig.from_pretrained(name_or_path), "max_position_embeddings", None) or tokenizer.model_max_length
+    return int(min(wanted or limit, limit, tokenizer.model_max_length))
+
+
+def teacher_labels(args: DistillationArguments, task: Task, data_labels: list[str]) -> list[str]:
+    """The label names in id order: the teacher's (checked against the data's), or the data's for a teacher
+    fine-tuned here."""
+    if args.finetune_teacher:
+        teacher_config(args.teacher_model_name_or_path)
+        return data_labels
+    return check_teacher(args.teacher_model_name_or_path, task, data_labels)
+
+# ---------------------------------------------------------------------------------------------------------------
+# Fine-tuning the teacher
+
+
+def fine_tuned_teacher(
+    args: DistillationArguments, task: Task, training: dict[str, Any], examples: dict[str, Examples], names: list[str], output: Path
+) -> Path:
+    """Fine-tune the teacher with the fine-tuning job into OUTPUT/teacher (in Trainer's bf16 autocast when
+    `teacher_mixed_precision` says so), or reuse the one a previous run of the same teacher, data and options left
+    there."""
+    target = output / TEACHER_DIR
+    seed = flow.seed_of(training)
+    # Trainer's bf16 autocast where the hardware multiplies bf16 natively (`teacher_mixed_precision`).
+    bf16 = teacher_autocast(args.teacher_mixed_precision, default_device())
+    key = fingerprint(
+        task.name, names, args.teacher_num_train_epochs, args.teacher_learning_rate, args.max_seq_length, seed,
+        {r: dataclasses.asdict(e) for r, e in examples.items() if r != "test"}, *(["bf16"] if bf16 else []),
+        *model_files(args.teacher_model_name_or_path),
+    )
+    try:
+        if json.loads((target / TEACHER_INFO_FILE).read_text(encoding="utf-8")).get("fingerprint") == key:
+            return target
+    except (OSError, ValueError, AttributeError):
+        pass
+    data = {r: Dataset.from_dict(dict(zip(task.columns, (examples[r].inputs, examples[r].labels)))) for r in ("train", "validation") if r in examples}
+    tokenizer = flow.load_tokenizer(args.teacher_model_name_or_path, None)
+    copied = ("per_device_train_batch_size", "per_device_eval_batch_size", "seed", "disable_tqdm")
+    options = dict(
+        task=task.name, train_data=data["train"], validation_data=data.get("validation"), labels=names,
+        overwrite_output_dir=True, report_to="none",
+        max_seq_length=max_length_for(args.teacher_model_name_or_path, tokenizer, args.max_seq_length),
+        num_train_epochs=args.teacher_num_train_epochs, learning_rate=args.teacher_learning_rate,
+        **({"bf16": True} if bf16 else {}), **{k: training[k] for k in copied if k in training},
+    )
+    finetune_in_minibert(args.teacher_model_name_or_path, target, **options)
+    write_json(target / TEACHER_INFO_FILE, {"fingerprint": key, "source": str(args.teacher_model_name_or_path)})
+    return target
+
+
+def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, **options: Any) -> FinetuneResult:
+    """`finetune(model_name_or_path=..., output_dir=..., **options)`; a BERT folder (`model_type: bert`) trains in
+    Mini-BERT's unpadded implementation and is saved back in BERT format, so the folder loads anywhere.
+
+    The same weights and outputs (within 1e-5): on the 22.7M-parameter all-MiniLM-L6-v2 and Rotten Tomatoes
+    batches a training step takes half the CPU time of transformers' BERT (one thread). transformers has no way to
+    train a checkpoint in another implementation of its architecture; the converters make the round trip. A Hub
+    id or another architecture trains as its Auto class loads it."""
+    from modeling_minibert.sharing.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
+    from modeling_minibert.sharing.model_card import write_model_card
+
+    source, target = Path(model_name_or_path), Path(output_dir)
+    if not (source / "config.json").is_file() or teacher_config(str(source)).model_type != "bert":
+        return finetune(model_name_or_path=str(source), output_dir=str(target), **options)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{target.name}-", dir=target.parent) as scratch:
+        minibert = convert_bert_to_minibert(source, Path(scratch) / "minibert")
+        result = finetune(model_name_or_path=str(minibert), output_dir=str(Path(scratch) / "finetuned"), **options)
+        convert_minibert_to_bert(result.output_dir, target, overwrite_output_dir=options.get("overwrite_output_dir", False))
+    # The card as fine-tuning writes it, naming the model the run started from (not the scratch copy).
+    write_model_card(target, task=TASKS[options["task"]].pipeline_tag, base_model=str(model_name_or_path),
+                     dataset_name=flow.dataset_name(options.get("train_data", options.get("train_file"))))
+    return dataclasses.replace(result, output_dir=target)
+
+# ---------------------------------------------------------------------------------------------------------------
+# Its predictions, and their cache
+
+
+@torch.inference_mode()
+def predict_logits(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    inputs: Sequence[Any],
+    task: str,
+    max_length: int,
+    batch_size: int = 64,
+    show_progress: bool = True,
+    bf16: bool = False,
+) -> list[torch.Tensor]:
+    """The model's logits for each input, in input order: (C,) per text, or (num_words, C) per word list (each
+    word read at its first sub-token; words cut off by `max_length` get zeros, a uniform distribution); the
+    forward under bfloat16 autocast with `bf16`, the logits float32 either way.
+
+    Batches hold inputs of similar length, each padded only to its longest (dynamic padding): short snippets
+    then cost what they hold.
+    """
+    model.eval()
+    words_given = load_task(task).conll
+    encoding = load_task(task).encode(tokenizer, list(inputs), max_length)
+    order = sorted(range(len(inputs)), key=lambda i: len(encoding["input_ids"][i]))
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in encoding]
+    results: list[torch.Tensor | None] = [None] * len(inputs)
+    for start in tqdm(range(0, len(order), batch_size), desc="teacher labels", disable=not show_progress, leave=False):
+        rows = order[start : start + batch_size]
+        batch = tokenizer.pad({n: [encoding[n][i] for i in rows] for n in names}, return_tensors="pt")
+        with torch.autocast(model.device.type, torch.bfloat16, enabled=bf16):
+            logits = model(**batch).logits.float()  # (B, C) or (B, T, C)
+        for b, i in enumerate(rows):
+            if not words_given:
+                results[i] = logits[b].clone()
+                continue
+            results[i] = torch.zeros(len(inputs[i]), model.config.num_labels)
+            for position, word in first_subtokens(encoding.word_ids(i)):
+                results[i][word] = logits[b, position]
+    return results  # type: ignore[return-value]
+
+
+def load_teacher(teacher: str, task: Task) -> PreTrainedModel:
+    """The teacher, to label with. A transformers BERT checkpoint loads into the Mini-BERT head of the same
+    architecture (`MiniBert*.from_pretrained(bert_folder)`): the same logits (within 1e-6), without computing the
+    padding. `predict_logits` already batches texts of similar length, so little padding is left to skip: on the
+    fine-tuned all-MiniLM-L6-v2 teacher and Rotten Tomatoes snippets it labels 1.06-1.10x as fast, one thread.
+    Any other model loads as its Auto class loads it."""
+    head = modeling_minibert.AUTO_CLASSES.get(task.auto_class)
+    if head is not None and AutoConfig.from_pretrained(teacher).model_type == "bert":
+        return head.from_pretrained(teacher)
+    return task.auto_class.from_pretrained(teacher)
+
+
+def label_with_teacher(
+    teacher: str, tokenizer: PreTrainedTokenizerBase, task: Task, inputs: dict[str, list[Any]], max_length: int,
+    batch_size: int, label_names: list[str], show_progress: bool = True, bf16: bool = False,
+) -> dict[str, list[torch.Tensor]]:
+    """The teacher's logits on each split's inputs, columns in the order of `label_names`; its forward under
+    bfloat16 autocast with `bf16`."""
+    model = load_teacher(teacher, task)
+    order = [model.config.label2id[name] for name in label_names]
+    return {
+        split: [logits[..., order] for logits in predict_logits(model, tokenizer, rows, task.name, max_length, batch_size, show_progress, bf16)]
+        for split, rows in inputs.items()
+    }
+
+
+def fingerprint(*parts: Any) -> str:
+    """A hash of JSON-able parts (the inputs, the options) and of files (Paths: their bytes)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, Path):
+            digest.update(part.name.encode())
+            with open(part, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(chunk)
+        else:
+            digest.update(json.dumps(part, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def model_files(name_or_path: str | os.PathLike) -> list[Any]:
+    """What identifies a model: its folder's config, weights and tokenizer files, or a Hub id's name."""
+    folder = Path(name_or_path)
+    if not folder.is_dir():
+        return [str(name_or_path)]
+    names = ("config.json", "tokenizer.json", "vocab.txt", "tokenizer_config.json")
+    return sorted((p for p in folder.iterdir() if p.name in names or p.suffix == ".safetensors"), key=lambda p: p.name)
+
+
+def save_logits_cache(folder: Path, key: str, splits: dict[str, list[torch.Tensor]]) -> None:
+    """Per split: the logits stacked ((N, C), or all words' rows (W, C) with per-example word counts). Each file
+    is written whole or not at all (a killed run leaves the previous cache or none)."""
+    tensors = {}
+    for split, rows in splits.items():
+        tensors[f"{split}.logits"] = torch.cat([r.reshape(-1, r.shape[-1]) for r in rows]).contiguous()
+        tensors[f"{split}.rows"] = torch.tensor([r.shape[0] if r.dim() == 2 else 1 for r in rows])
+    write_bytes(folder / TEACHER_LOGITS_FILE, save(tensors))
+    write_json(folder / TEACHER_LOGITS_INFO_FILE, {"fingerprint": key, "splits": {s: len(r) for s, r in splits.items()}})
+
+
+def load_logits_cache(folder: Path, key: str, words_given: bool) -> dict[str, list[torch.Tensor]] | None:
+    """The cached logits if `folder` holds them, whole, for exactly this teacher, data and options, else None
+    (a torn or foreign cache is recomputed)."""
+    try:
+        info = json.loads((folder / TEACHER_LOGITS_INFO_FILE).read_text(encoding="utf-8"))
+        if info.get("fingerprint") != key:
+            return None
+        tensors = load((folder / TEACHER_LOGITS_FILE).read_bytes())
+        splits = {}
+        for split, count in info["splits"].items():
+            parts = list(torch.split(tensors[f"{split}.logits"], tensors[f"{split}.rows"].tolist()))
+            if len(parts) != count:
+                return None
+            splits[split] = parts if words_given else [p[0] for p in parts]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError, SafetensorError):
+        return None
+    return splits
+
+
+def teacher_targets(
+    args: DistillationArguments, task: Task, teacher: str, inputs: dict[str, list[Any]], names: list[str],
+    output: Path, batch_size: int, show_progress: bool,
+) -> tuple[dict[str, list[torch.Tensor]], bool]:
+    """The teacher's logits per split, from the output folder's cache when it holds them for exactly these
+    inputs (else computed and cached there at once); and whether the cache was used."""
+    tokenizer = flow.load_tokenizer(teacher, None)
+    length = max_length_for(teacher, tokenizer, args.max_seq_length)
+    device = torch.device("cpu")  # where `load_teacher` leaves it
+    bf16 = teacher_autocast(args.teacher_mixed_precision, device)
+    # bf16 enters the key only when on: a float32 cache keeps the key it had before the option existed.
+    key = fingerprint(task.name, length, names, inputs, *(["bf16"] if bf16 else []), *model_files(teacher))
+    cached = load_logits_cache(output, key, task.conll)
+    if cached is not None:
+        return cached, True
+    if show_progress:
+        print(precision_line(args.teacher_mixed_precision, device))
+    logits = label_with_teacher(teacher, tokenizer, task, inputs, length, batch_size, names, show_progress, bf16)
+    save_logits_cache(output, key, logits)
+    return logits, False

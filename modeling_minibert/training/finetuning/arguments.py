@@ -1,0 +1,331 @@
+"""The options of a fine-tuning run, and the `minibert finetune` command built from them.
+
+As in transformers' run_glue.py / run_ner.py / run_qa.py, dataclasses hold every option (`FinetuneArguments`:
+ModelArguments + DataTrainingArguments) and `HfArgumentParser` turns them and `TrainingArguments` into the command
+line: every `TrainingArguments` field is a flag under its own name (`--num_train_epochs`, `--report_to`, `--bf16`,
+...), and `--foo_bar` and `--foo-bar` both work. The Python function `finetune(**options)` takes the same names as
+keyword options (so does every job built on it); `training_arguments` fills in our defaults (`TRAINING_DEFAULTS`)
+where the caller gave none, for the API and the command line alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import importlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import HfArgumentParser, TrainingArguments
+
+from modeling_minibert.training.finetuning.tasks import TASKS
+
+
+# Our defaults for `TrainingArguments` (any of its fields can be passed to override them). The learning rate is
+# higher than bert-base's usual 2e-5..5e-5 because small encoders fine-tune best with larger steps. The README's
+# fine-tuning section states these numbers; tests/test_finetuning_arguments.py pins them.
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "num_train_epochs": 3.0,
+    "per_device_train_batch_size": 32,
+    "per_device_eval_batch_size": 64,
+    "learning_rate": 1e-4,
+    "weight_decay": 0.01,
+    "warmup_steps": 0.1,  # a fraction: 10% of the training steps
+    "eval_strategy": "epoch",  # with validation data; without it nothing is evaluated
+    "load_best_model_at_end": True,  # likewise
+    "logging_steps": 10,
+    "report_to": "none",
+    # Trainer keeps the best and the newest checkpoint (for load_best_model_at_end and --resume_from_checkpoint).
+    "save_total_limit": 1,
+    "seed": 42,
+}
+
+# Defaults that depend on the run (is there validation data? which task?): None on the command line means "not
+# given", and `training_arguments` decides.
+CONTEXTUAL = ("eval_strategy", "load_best_model_at_end", "save_strategy", "eval_steps", "save_steps", "metric_for_best_model")
+
+
+@dataclass
+class ModelArguments:
+    """Which model to start from."""
+
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "checkpoint folder or Hub id, of any Mini-BERT head (required)"}
+    )
+    tokenizer_name: str | None = field(default=None, metadata={"help": "tokenizer folder or Hub id, if not the model's"})
+
+
+@dataclass
+class DataArguments:
+    """What to train on and evaluate: the options every job built on fine-tuning reads (distillation too)."""
+
+    task: str | None = field(default=None, metadata={"help": "the task (required)", "choices": list(TASKS)})
+    train_file: str | None = field(
+        default=None,
+        metadata={"help": "CSV/TSV/JSON/JSONL; CoNLL for token classification; SQuAD JSON for question answering"},
+    )
+    validation_file: str | None = field(default=None, metadata={"help": "scores each evaluation; picks the best model"})
+    learning_rates: list[float] | None = field(default=None, metadata={
+        "help": "instead of --learning_rate: train once at each value (e.g. 1e-4 3e-4 1e-3) and keep the run with "
+                "the best validation score (needs validation data)", "nargs": "+"})
+    test_file: str | None = field(default=None, metadata={"help": "scored once, with the final model"})
+    text_column_name: str | None = field(
+        default=None,
+        metadata={"help": "text (sequence classification, default 'text') or words (token classification, default 'tokens')"},
+    )
+    label_column_name: str | None = field(
+        default=None, metadata={"help": "label (default 'label'), or tags (token classification, default 'tags')"}
+    )
+    max_seq_length: int | None = field(default=None, metadata={"help": "tokens per input (default: the model's maximum)"})
+    overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty --output_dir"})
+
+
+@dataclass
+class DataTrainingArguments(DataArguments):
+    """`DataArguments` plus what only `finetune` reads: `datasets` sources, pairs, label order, QA, checkpoints."""
+
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "instead of --train_file: a datasets folder (save_to_disk or data files) or name"}
+    )
+    train_split: str = field(default="train", metadata={"help": "with --dataset_name"})
+    validation_split: str = field(default="validation", metadata={"help": "with --dataset_name; used if it exists"})
+    test_split: str | None = field(default=None, metadata={"help": "with --dataset_name"})
+    text_pair_column_name: str | None = field(default=None, metadata={"help": "second text of a pair (sequence classification)"})
+    labels: str | None = field(
+        default=None, metadata={"help": "comma-separated label names in id order (default: sorted training labels)"}
+    )
+    label_all_tokens: bool = field(default=False, metadata={"help": "token classification: train every sub-token"})
+    question_column_name: str = field(default="question", metadata={"help": "question answering"})
+    context_column_name: str = field(default="context", metadata={"help": "question answering"})
+    answer_column_name: str = field(default="answers", metadata={"help": "question answering"})
+    doc_stride: int | None = field(default=None, metadata={"help": "question answering: overlap of context windows"})
+    n_best_size: int = field(default=20, metadata={"help": "question answering: candidate answers kept per question"})
+    max_answer_length: int = field(default=30, metadata={"help": "question answering: longest answer, in tokens"})
+    keep_checkpoints: bool = field(
+        default=False,
+        metadata={"help": "keep Trainer's checkpoint-N folders in --output_dir (default: removed once the run ends)"},
+    )
+
+
+@dataclass
+class FinetuneArguments(DataTrainingArguments, ModelArguments):  # model options first in --help
+    """Every option of `finetune` besides the `TrainingArguments` fields: its command line's flags, and the
+    keyword options of `modeling_minibert.training.finetuning.finetune`."""
+
+    def __post_init__(self) -> None:
+        # Checked where the options are built (as run_qa.py's DataTrainingArguments does): before any work.
+        for name in ("n_best_size", "max_answer_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
+
+
+@dataclass
+class FinetuneTrainingArguments(TrainingArguments):
+    """`TrainingArguments` as the command line reads them: every field under its own flag, and
+    `--resume_from_checkpoint` alone resumes from the newest checkpoint-N in --output_dir, as pretrain's does."""
+
+    resume_from_checkpoint: str | None = field(
+        default=None,
+        metadata={"help": "a checkpoint folder; alone: the newest complete checkpoint-N in --output_dir", "nargs": "?", "const": True},
+    )
+
+
+def build_parser(*dataclass_types: type, **parser_options: Any) -> HfArgumentParser:
+    """The options of `finetune` (or of a job that extends its dataclasses): the dataclasses given (default:
+    FinetuneArguments), then every TrainingArguments field, with our defaults. The help states every default
+    (HfArgumentParser's ArgumentDefaultsHelpFormatter); the run-dependent ones show None."""
+    parser = HfArgumentParser((*(dataclass_types or (FinetuneArguments,)), FinetuneTrainingArguments), **parser_options)
+    parser.set_defaults(**{**TRAINING_DEFAULTS, **dict.fromkeys(CONTEXTUAL)})
+    return parser
+
+
+def parse_args(argv: list[str]) -> tuple[FinetuneArguments, dict[str, Any]]:
+    """Command-line words -> the job's arguments, and the `TrainingArguments` options for `training_arguments`."""
+    values = vars(build_parser(prog="minibert finetune", allow_abbrev=False).parse_args(argv))
+    return FinetuneArguments(**fields_of(FinetuneArguments, values)), training_options(values)
+
+
+def split_options(arguments: type, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """A job's keyword options (its command line's flags) -> its `arguments` dataclass, and the rest: the
+    `TrainingArguments` options, which must name an output_dir (checked later by `check_training_options`)."""
+    known = fields_of(arguments, options)
+    training = {k: v for k, v in options.items() if k not in known}
+    if not training.get("output_dir"):
+        raise ValueError("output_dir is required (--output_dir)")
+    return arguments(**known), training
+
+
+def check_training_options(training: dict[str, Any], has_validation: bool) -> None:
+    """Refuse, before any work, training options TrainingArguments would refuse later: unknown names, bad
+    values, evaluation without validation data."""
+    training_arguments(training["output_dir"], has_validation, "loss", **{k: v for k, v in training.items() if k != "output_dir"})
+
+
+def check_learning_rates(learning_rates: list[float] | None, training: dict[str, Any], has_validation: bool) -> None:
+    """Refuse, before any work, a learning-rate search that cannot run: bad values, no validation data to choose
+    on, a `learning_rate` beside it, or a resume (a search is not resumed: run it again)."""
+    if learning_rates is None:
+        return
+    if not learning_rates:
+        raise ValueError("learning_rates is empty: give one or more values")
+    for value in learning_rates:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"learning_rates: {value!r} is not a positive number")
+    if "learning_rate" in training:
+        raise ValueError(f"give learning_rate ({training['learning_rate']}) or learning_rates ({learning_rates}), not both")
+    if not has_validation:
+        raise ValueError("learning_rates needs validation data (--validation_file): the learning rate is chosen on it")
+    if training.get("resume_from_checkpoint"):
+        raise ValueError("resume_from_checkpoint cannot continue a learning_rates search: run the search again")
+
+
+def require(args: Any, *names: str) -> None:
+    """ValueError naming the first of the options `names` that is not set."""
+    for name in names:
+        if getattr(args, name) is None:
+            raise ValueError(f"{name} is required (--{name})")
+
+
+def training_options(values: dict[str, Any], own_defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `TrainingArguments` fields among parsed `values` that differ from the parser's defaults (with a job's
+    `own_defaults` over ours): only those go on, as the job's function applies the same defaults to the command
+    line and the Python API, and `training_arguments` decides the contextual ones."""
+    defaults = {**_parser_defaults(), **(own_defaults or {})}
+    return {k: v for k, v in fields_of(TrainingArguments, values).items() if k not in defaults or v != defaults[k]}
+
+
+@functools.cache
+def _parser_defaults() -> dict[str, Any]:
+    """What the parser gives for options left out (our defaults, and TrainingArguments' own as parsed)."""
+    return vars(build_parser(add_help=False).parse_args([]))
+
+
+def fields_of(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """The entries of `values` that are init fields of the dataclass `cls`."""
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    return {k: v for k, v in values.items() if k in names}
+
+
+def training_arguments(output_dir: str, has_validation: bool, metric: str, **options: Any) -> TrainingArguments:
+    """`TrainingArguments` from our defaults and `options` (its own field names, plus `group_by_length=True`).
+
+    Checkpoints are saved whenever Trainer evaluates (load_best_model_at_end needs it), else once per epoch.
+    Without validation data nothing is evaluated, and the model of the last step is the one saved.
+    """
+    options = dict(options)
+    if options.pop("group_by_length", False):
+        options["train_sampling_strategy"] = "group_by_length"
+    fields = {f.name for f in dataclasses.fields(TrainingArguments) if f.init}
+    unknown = sorted(set(options) - fields)
+    if unknown:
+        raise ValueError(f"unknown training option(s) {unknown}: use TrainingArguments field names")
+    args = {**TRAINING_DEFAULTS, "metric_for_best_model": metric, **options}
+    if not torch.cuda.is_available():
+        # Without it TrainingArguments refuses bf16 on a CPU-only machine, where torch's autocast supports it.
+        args["use_cpu"] = True
+    if not has_validation:
+        if options.get("load_best_model_at_end"):
+            raise ValueError("load_best_model_at_end needs validation data (--validation_file)")
+        if options.get("eval_strategy", "no") != "no":
+            raise ValueError(f"eval_strategy={options['eval_strategy']!r} needs validation data (--validation_file)")
+        args.update(eval_strategy="no", load_best_model_at_end=False)
+    if args["eval_strategy"] == "no" and "load_best_model_at_end" not in options:
+        args["load_best_model_at_end"] = False
+    # load_best_model_at_end needs a checkpoint at every evaluation; without evaluations, one per epoch still lets
+    # an interrupted run resume.
+    args.setdefault("save_strategy", "epoch" if args["eval_strategy"] == "no" else args["eval_strategy"])
+    if args["eval_strategy"] == "steps":
+        args.setdefault("eval_steps", args["logging_steps"])
+        args.setdefault("save_steps", args["eval_steps"])
+    args["output_dir"] = str(output_dir)
+    return TrainingArguments(**args)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The command
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job built on fine-tuning's dataclasses, as its sub-command shows it: `minibert NAME` is HfArgumentParser
+    over `arguments` and TrainingArguments (one source of truth for the API and the CLI), and calls the Python
+    function `function` ("module.name", imported when the command runs: --help needs no [train] extra) with the
+    parsed flags as its keyword options."""
+
+    name: str
+    arguments: type
+    function: str
+    help: str
+    description: str
+    saved: Callable[[Any], str] = lambda result: f"saved to {result.output_dir}"  # noqa: E731 - the line it prints
+    # TrainingArguments defaults of this job over `TRAINING_DEFAULTS`; its function must apply the same ones.
+    training_defaults: dict[str, Any] = field(default_factory=dict)
+
+    def add_cli(self, subparsers: argparse._SubParsersAction) -> None:
+        parser = subparsers.add_parser(
+            self.name,
+            parents=[build_parser(self.arguments, add_help=False)],
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+            allow_abbrev=False,  # a prefix of a flag is not that flag (the 0.1 `--model` must not mean --model_name_or_path)
+            help=self.help,
+            description=self.description,
+        )
+        parser.set_defaults(func=self.run_cli, **self.training_defaults)
+
+    def run_cli(self, namespace: argparse.Namespace) -> int:
+        module, name = self.function.rsplit(".", 1)
+        values = vars(namespace)
+        function = getattr(importlib.import_module(module), name)
+        result = function(**fields_of(self.arguments, values), **training_options(values, self.training_defaults))
+        print(self.saved(result))
+        print_scores(result)
+        return 0
+
+
+FINETUNE = Job(
+    "finetune", FinetuneArguments, "modeling_minibert.training.finetuning.flow.finetune",
+    help="fine-tune a checkpoint for classification, tagging or question answering",
+    description=(
+        "Fine-tune a Mini-BERT checkpoint with transformers' Trainer and save the final model, its tokenizer, label "
+        "maps, results (all_results.json, trainer_state.json) and model card to --output_dir. Every "
+        "TrainingArguments field is an option under its own name; the Python function "
+        "modeling_minibert.training.finetuning.finetune takes the same names as keyword options."
+    ),
+)
+add_cli = FINETUNE.add_cli
+
+
+def print_scores(result: Any) -> None:
+    """One line per evaluated split of a run's result: its scores, without Trainer's timings; first, the learning
+    rate a `learning_rates` search chose."""
+    if "learning_rate" in result.train_metrics:
+        print(f"learning rate chosen on validation: {result.train_metrics['learning_rate']:g}")
+    for name, scores in (("validation", result.metrics), ("test", result.test_metrics)):
+        if scores:
+            shown = ", ".join(
+                f"{k}={v:.4f}" for k, v in scores.items()
+                if isinstance(v, float) and "runtime" not in k and "per_second" not in k
+            )
+            print(f"{name}: {shown}")
+
+
+__all__ = [
+    "DataArguments",
+    "DataTrainingArguments",
+    "FinetuneArguments",
+    "FinetuneTrainingArguments",
+    "ModelArguments",
+    "TASKS",
+    "TRAINING_DEFAULTS",
+    "FINETUNE",
+    "Job",
+    "add_cli",
+    "build_parser",
+    "check_learning_rates",
+    "parse_args",
+    "training_arguments",
+]

