@@ -1,18 +1,20 @@
-"""The README runs as pasted, its figures are its committed results', and its stated defaults are the code's.
+"""The README and the documentation pages run as pasted, and the README stays a short page.
 
-Shell blocks run in order from the root of a fresh copy of the repository (its tracked files), as a user pasting
-them would, in the environment the README's first command creates: a `.venv` whose interpreter sees the package
-with its `[train]` extra and nothing else (`fresh_venv`: `python -S` over a folder of links into this environment,
-as tests/test_install.py builds the plain install); its `pip` installs the clone's other extras the same way, so a
-block that needs one must say how to get it. Pretraining is shortened by appending step limits (`SHORTEN`), which
-argparse lets win over earlier values; fine-tuning runs as written, and its results must pass `EXAMPLE_FLOORS`.
-Python blocks run with the venv's interpreter from the same root.
+Their shell blocks run in order (the README's, then each docs page's in the site's order) from the root of one fresh
+copy of the repository (its tracked files), as a user pasting them would, in the environment the README's first
+command creates: a `.venv` whose interpreter sees the package with its `[train]` extra and nothing else
+(`fresh_venv`: `python -S` over a folder of links into this environment, as tests/test_install.py builds the plain
+install); its `pip` installs the clone's other extras the same way, so a block that needs one must say how to get
+it. The README's first block (the setup and the full default pretraining) is skipped; its `minibert pretrain` runs
+first, shortened, since later blocks start from the folder it writes. Pretraining is shortened by appending step
+limits (`SHORTEN`), which argparse lets win over earlier values; fine-tuning runs as written, and its results must
+pass `EXAMPLE_FLOORS`. Python blocks run with the venv's interpreter from the same root. A block shown on two pages
+(the README's examples are the docs pages' own) runs once.
 """
 
 from __future__ import annotations
 
 import configparser
-import dataclasses
 import json
 import os
 import re
@@ -26,23 +28,28 @@ import pytest
 
 from fixtures.environment import REPO
 from fixtures.install import distribution_links, install_site
-from tools.readme import README, blocks, rendered, result_tables
+from tools.readme import LAB_NOTEBOOK, README, blocks, runnable_documents
 
-# Appended to each pretraining and distillation command of a README block: enough steps to exercise every stage of
-# the job. Fine-tuning runs as written: its results are the examples' (`EXAMPLE_FLOORS`).
+# Appended to each pretraining and distillation command of a block: enough steps to exercise every stage of the job
+# (one pass of NSP pairs, not five: building them is most of a 4-step run on the default corpus). Fine-tuning runs as
+# written: its results are the examples' (`EXAMPLE_FLOORS`).
 SHORTEN = {
-    "minibert pretrain": "--max_steps 4 --eval_steps 2 --save_steps 2 --logging_steps 1 --per_device_train_batch_size 8",
+    "minibert pretrain": "--max_steps 4 --eval_steps 2 --save_steps 2 --logging_steps 1 --per_device_train_batch_size 8 "
+                         "--dupe_factor 1",
     "minibert distill": "--max_steps 2 --per_device_train_batch_size 8",
 }
-# The README's fine-tuning examples must show the model working: each output folder's all_results.json at or above
-# these floors (chance: accuracy 0.5, entity F1 and exact match near 0), from a model pretrained for only SHORTEN's
-# 4 steps, so a user's longer pretraining has room to spare. The examples are templated (examples/make_examples.py).
+# The README's first block pretrains the model every later example starts from (`minibert-pretrained/`); the test
+# runs this command of it first, shortened. docs/pretraining.md shows it as a block of its own, which then counts as run.
+QUICK_START = ".venv/bin/minibert pretrain\n"
+# The fine-tuning examples must show the model working: each output folder's all_results.json at or above these
+# floors (chance: accuracy 0.5, entity F1 and exact match near 0), from a model pretrained for only SHORTEN's 4 steps,
+# so a user's longer pretraining has room to spare. The examples are templated (examples/make_examples.py).
 EXAMPLE_FLOORS = {
     "runs/sentiment": {"test_accuracy": 0.9},
     "runs/ner": {"eval_f1": 0.6},
     "runs/qa": {"eval_exact_match": 50.0, "eval_f1": 55.0},
 }
-# What the README's pipeline block prints for its three examples: the sentiment, every entity, the answer.
+# What the pipeline blocks print for their three examples: the sentiment, every entity, the answer.
 PIPELINE_SHOWS = (
     "'label': 'positive'",
     "'entity_group': 'PER', 'score'", "'word': 'ana'",
@@ -50,12 +57,15 @@ PIPELINE_SHOWS = (
     "'entity_group': 'LOC', 'score'", "'word': 'lisbon'",
     "'answer': 'Oslo'}",
 )
-# Sections whose tables are measurements: each must be a results table backed by a committed file.
-MEASURED_SECTIONS = ("Speed", "Pretraining", "Fine-tuning", "Distillation")
+README_LINES = 300  # what it is, the fresh-machine commands, one short example per job, the results, links
 
 
 def readme() -> str:
     return README.read_text(encoding="utf-8")
+
+
+def name(document: Path) -> str:
+    return str(document.relative_to(REPO))
 
 
 def shortened(code: str) -> str:
@@ -145,29 +155,39 @@ def test_the_readme_venv_is_the_train_install(fresh_copy: Path):
     assert re.search(r"else\n\s+\"\$py\" -m pip install -q -e '\.\[train\]'\nfi", (REPO / ".ci" / "setup").read_text())
 
 
-# The blocks run a dozen jobs, three fine-tunings to their results among them: about 3 CPU-minutes, which a machine
-# whose cores are shared with other work stretches past the suite's default 10-minute hang guard.
-@pytest.mark.slow(seconds=264)  # one worker's time (pytest --durations): orders the suite, tests/conftest.py
-@pytest.mark.timeout(1800)
-def test_readme_blocks_run_as_pasted(fresh_copy: Path):
+# The blocks run about fifteen jobs, three fine-tunings to their results among them: about 4 CPU-minutes, which a
+# machine whose cores are shared with other work stretches past the suite's default 10-minute hang guard.
+@pytest.mark.slow(seconds=300)  # one worker's time (pytest --durations): orders the suite, tests/conftest.py
+@pytest.mark.timeout(2400)
+def test_readme_and_docs_blocks_run_as_pasted(fresh_copy: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PYTHONPATH"))}
     env.update(HF_HUB_OFFLINE="1", HF_HOME=str(fresh_copy.parent / "hf-home"), TOKENIZERS_PARALLELISM="false", MPLBACKEND="Agg")
-    ran, printed = 0, ""
-    for block in blocks(readme()):
-        if block.skip or block.language not in ("bash", "python"):
-            continue
-        if block.language == "bash":
-            argv = ["bash", "-euo", "pipefail", "-c", shortened(block.code)]
-        else:
-            argv = [str(fresh_copy / ".venv" / "bin" / "python"), "-c", block.code]
-        # a hang guard: the block of three fine-tunings passed 600 s at load 14 on 2 cores
-        result = subprocess.run(argv, cwd=fresh_copy, env=env, capture_output=True, text=True, timeout=1500)
-        assert result.returncode == 0, f"README line {block.line}:\n{block.code}\n{result.stderr[-3000:]}"
-        ran += 1
-        printed += result.stdout if block.language == "python" else ""
-    assert ran >= 8, f"only {ran} README blocks ran"
+    first = blocks(readme())[0]
+    assert first.skip and QUICK_START.strip() in first.code, "the README's first block no longer runs `minibert pretrain`"
+    ran, printed = {QUICK_START}, ""
+    run_block(fresh_copy, env, "bash", QUICK_START, "README line 1 (its first block's pretraining)")
+    for document in runnable_documents():
+        for block in blocks(document.read_text(encoding="utf-8")):
+            if block.skip or block.language not in ("bash", "python") or block.code in ran:
+                continue
+            stdout = run_block(fresh_copy, env, block.language, block.code, f"{name(document)} line {block.line}")
+            ran.add(block.code)
+            printed += stdout if block.language == "python" else ""
+    assert len(ran) >= 20, f"only {len(ran)} blocks ran"
     assert_examples_work(fresh_copy, printed)
-    assert not unignored_new_files(fresh_copy), "the README's commands leave files git would show as untracked"
+    assert not unignored_new_files(fresh_copy), "the documented commands leave files git would show as untracked"
+
+
+def run_block(root: Path, env: dict[str, str], language: str, code: str, where: str) -> str:
+    """Run one block from `root` (a bash block with its training shortened); its stdout."""
+    if language == "bash":
+        argv = ["bash", "-euo", "pipefail", "-c", shortened(code)]
+    else:
+        argv = [str(root / ".venv" / "bin" / "python"), "-c", code]
+    # a hang guard: the block of three fine-tunings passed 600 s at load 14 on 2 cores
+    result = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, f"{where}:\n{code}\n{result.stderr[-3000:]}"
+    return result.stdout
 
 
 def assert_examples_work(root: Path, printed: str) -> None:
@@ -178,7 +198,7 @@ def assert_examples_work(root: Path, printed: str) -> None:
         assert all(reached[name] >= floor for name, floor in floors.items()), f"{folder}: {reached}, floors {floors}"
     print(printed)
     missing = [shown for shown in PIPELINE_SHOWS if shown not in printed]
-    assert not missing, f"the README's pipelines printed {printed!r}, without {missing}"
+    assert not missing, f"the pipelines printed {printed!r}, without {missing}"
 
 
 def unignored_new_files(root: Path) -> list[str]:
@@ -193,7 +213,7 @@ def unignored_new_files(root: Path) -> list[str]:
 
 
 def minibert_commands(text: str) -> list[tuple[int, list[str]]]:
-    """(line, argv after `minibert`) of every `.venv/bin/minibert` command in the README's fenced blocks, the
+    """(line, argv after `minibert`) of every `.venv/bin/minibert` command in a document's fenced blocks, the
     skipped and the ```text ones too, continuation lines joined and comments dropped. A shell substitution or
     variable stands for a path (`X`), and the placeholder `N` for a number."""
     commands = []
@@ -208,23 +228,32 @@ def minibert_commands(text: str) -> list[tuple[int, list[str]]]:
     return commands
 
 
-def test_every_minibert_command_in_the_readme_parses():
-    """The long runs the README shows but the tests cannot run (skipped blocks, ```text recipes) still take their
-    flags as written: a required flag left out or an option renamed fails here, not on a user's machine."""
-    from modeling_minibert.cli import parsers
+def command_parser(command: str):
+    """The argument parser of `minibert COMMAND`."""
+    from modeling_minibert import cli
 
-    commands = minibert_commands(readme())
-    assert len(commands) >= 20 and {argv[0] for _, argv in commands} >= {"pretrain", "finetune", "distill"}
-    for line, argv in commands:
-        parser = parsers(argv[0])[1]
+    return cli.command_line(command).parser(f"minibert {command}")
+
+
+def test_every_minibert_command_shown_parses():
+    """The long runs the documents show but the tests cannot run (skipped blocks, ```text recipes) still take their
+    flags as written: a required flag left out or an option renamed fails here, not on a user's machine."""
+    commands = [(f"{name(d)} line {line}", argv) for d in [*runnable_documents(), LAB_NOTEBOOK]
+                for line, argv in minibert_commands(d.read_text(encoding="utf-8"))]
+    assert len(commands) >= 20 and {argv[0] for _, argv in commands} >= {"pretrain", "finetune", "distill", "fill-mask",
+                                                                          "train-tokenizer", "convert-bert", "export-onnx"}
+    for where, argv in commands:
+        if {"-h", "--help"} & set(argv):  # help, which exits
+            continue
+        parser = command_parser(argv[0])
         try:
             values = vars(parser.parse_args(argv[1:]))
         except SystemExit:
-            pytest.fail(f"README line {line}: `minibert {shlex.join(argv)}` does not parse (its error above)")
+            pytest.fail(f"{where}: `minibert {shlex.join(argv)}` does not parse (its error above)")
         # the options the jobs check themselves, before any work: their help says "(required)"
         required = [a for a in parser._actions if a.help and "(required)" in a.help]
         missing = [a.option_strings[0] for a in required if values[a.dest] is None]
-        assert not missing, f"README line {line}: `minibert {shlex.join(argv)}` lacks {missing}"
+        assert not missing, f"{where}: `minibert {shlex.join(argv)}` lacks {missing}"
 
 
 def test_the_readme_states_no_test_count_or_suite_time():
@@ -235,80 +264,18 @@ def test_the_readme_states_no_test_count_or_suite_time():
 
 
 def test_only_the_setup_and_long_runs_are_skipped():
-    skipped = [block.skip for block in blocks(readme()) if block.skip]
+    skipped = [block.skip for d in runnable_documents() for block in blocks(d.read_text(encoding="utf-8")) if block.skip]
     assert skipped and all(len(reason) > 10 for reason in skipped), skipped
 
 
-@pytest.mark.parametrize(
-    ("line", "results_file", "script", "written"), result_tables(readme()), ids=lambda v: str(v)[:40]
-)
-def test_result_tables_are_their_committed_results(line: int, results_file: str, script: str, written: str):
-    assert (REPO / results_file).is_file(), f"README line {line}: {results_file} is not committed"
-    assert written == rendered(results_file, script), (
-        f"README line {line} differs from {results_file}: run `python tools/readme.py` after the benchmark"
-    )
-
-
-def test_measured_sections_hold_only_backed_tables():
-    text = readme()
-    sections = re.split(r"^## ", text, flags=re.M)
-    checked = 0
-    for section in sections:
-        title = section.splitlines()[0] if section else ""
-        if not title.startswith(MEASURED_SECTIONS):
-            continue
-        lines = section.splitlines()
-        for i, line in enumerate(lines):
-            starts_table = line.startswith("|") and not lines[i - 1].startswith("|")
-            if starts_table and not lines[i - 1].startswith("<!-- results:"):
-                # the one other kind of table there: documented defaults, which test_documented_* check
-                assert lines[i - 1].startswith("<!-- defaults:"), (
-                    f"a table in README section {title!r} is not backed by a results file: {line}"
-                )
-            checked += starts_table
-
-
-def defaults_table(name: str, remarks: bool = False) -> dict[str, str]:
-    """The `| field | value |` rows after `<!-- defaults: NAME -->` (with `remarks`: the whole cell)."""
+def test_the_readme_is_a_short_page():
     lines = readme().splitlines()
-    start = lines.index(f"<!-- defaults: {name} -->")
-    rows = {}
-    for line in lines[start + 3 :]:
-        if not line.startswith("|"):
-            break
-        cells = [c.strip().strip("`") for c in line.strip("|").split("|")]
-        rows[cells[0]] = cells[1] if remarks else cells[1].split(" (")[0]  # a remark in brackets may follow the value
-    return rows
+    assert len(lines) <= README_LINES, f"README.md has {len(lines)} lines; the docs pages hold the rest"
 
 
-def as_written(value) -> str:
-    if value is None:
-        return "unset"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
-def test_documented_model_defaults_are_the_config_defaults():
-    from modeling_minibert import MiniBertConfig
-
-    config = MiniBertConfig()
-    documented = defaults_table("model")
-    assert len(documented) >= 10
-    for field, value in documented.items():
-        assert as_written(getattr(config, field)) == value, field
-
-
-def test_documented_pretraining_defaults_are_the_job_defaults():
-    from modeling_minibert.training.pretraining import PretrainingArguments
-
-    fields = {f.name: f.default for f in dataclasses.fields(PretrainingArguments)}
-    documented, remarks = defaults_table("pretraining"), defaults_table("pretraining", remarks=True)
-    assert len(documented) >= 8
-    resolved = PretrainingArguments()  # what the default run gets for the fields left unset
-    for field, value in documented.items():
-        assert as_written(fields[field]) == value, field
-        if value == "unset":  # "unset (4,000; ...)": the value the default objective's recipe fills in
-            assert remarks[field].split("(")[1].split(";")[0].replace(",", "") == as_written(getattr(resolved, field)), field
+def test_the_readme_links_lead_somewhere():
+    """Its relative links (docs pages, the benchmarks, the changelog) name files that exist."""
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme())
+    local = [link for link in links if "://" not in link]
+    assert len(local) >= 10
+    assert not [link for link in local if not (REPO / link).exists()]

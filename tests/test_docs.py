@@ -1,0 +1,173 @@
+"""The documentation site builds strictly, its figures are its committed results', and its stated defaults are the
+code's.
+
+- `mkdocs build --strict` (mkdocs.yml): a broken link, a missing page or an API reference that does not resolve
+  fails it. The notebooks are rendered from their committed outputs (`execute: false`), so the build takes seconds.
+- Every results table of the README, the docs pages and the benchmarks' lab notebook (tools/readme.py) is what its
+  renderer makes of its committed results files; the README and the lab notebook hold no other tables.
+- The defaults tables (`<!-- defaults: NAME -->`) state the code's defaults.
+The code blocks of the README and the docs pages run in tests/test_readme.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixtures.environment import REPO
+from tools.readme import DOCS, LAB_NOTEBOOK, README, docs_pages, rendered, result_tables, table_documents
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+
+
+def tables():
+    for document in table_documents():
+        for table in result_tables(document.read_text(encoding="utf-8")):
+            yield pytest.param(document, table, id=f"{document.relative_to(REPO)}:{table.line}")
+
+
+@pytest.mark.parametrize(("document", "table"), list(tables()))
+def test_result_tables_are_their_committed_results(document: Path, table):
+    where = f"{document.relative_to(REPO)} line {table.line}"
+    for name in table.files:
+        assert (REPO / name).is_file(), f"{where}: {name} is not committed"
+    assert table.written == rendered(table), f"{where} differs from {table.files}: run `python tools/readme.py` after the benchmark"
+
+
+@pytest.mark.parametrize("document", [README, LAB_NOTEBOOK], ids=lambda d: str(d.relative_to(REPO)))
+def test_measurements_are_only_backed_tables(document: Path):
+    """The README and the lab notebook show measurements: each of their tables is a results table."""
+    lines = document.read_text(encoding="utf-8").splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("|") and not lines[i - 1].startswith("|")]
+    unbacked = [lines[i] for i in starts if not lines[i - 1].startswith("<!-- results:")]
+    if document == LAB_NOTEBOOK:  # its one other table: the goals, each pointing at the section that measures it
+        unbacked = [line for line in unbacked if not line.startswith("| goal |")]
+    assert starts and not unbacked, f"{document.relative_to(REPO)}: tables without a results file: {unbacked}"
+
+
+def test_every_results_marker_has_its_table():
+    empty = [(d.name, t.line) for d in table_documents() for t in result_tables(d.read_text(encoding="utf-8")) if not t.written]
+    assert not empty, f"results markers without a table (run `python tools/readme.py`): {empty}"
+
+
+def test_the_pages_name_no_path_of_a_machine():
+    """Paths in the documents are the repository's, never where someone's clone or runs happened to be."""
+    found = [(d.name, m) for d in [README, LAB_NOTEBOOK, REPO / "CHANGELOG.md", *DOCS.rglob("*.md")]
+             for m in re.findall(r"(?:/work/|/root/|/home/\w+|/tmp/)\S*", d.read_text(encoding="utf-8"))]
+    assert not found, found
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The site
+
+
+@pytest.mark.slow(seconds=20)
+@pytest.mark.timeout(300)
+def test_the_site_builds_strictly(tmp_path: Path):
+    site = tmp_path / "site"
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-4000:]
+    for page in docs_pages():  # every page of the nav, built
+        built = site / page.relative_to(DOCS).with_suffix("") / "index.html"
+        assert built.is_file() or (site / page.relative_to(DOCS).parent / "index.html").is_file(), page
+    for notebook in NOTEBOOKS:  # rendered with their figures
+        html = (site / "notebooks" / notebook.stem / "index.html").read_text(encoding="utf-8")
+        assert "data:image/png;base64" in html or notebook.stem.startswith("05_"), f"{notebook.name} shows no figure"
+    training = (site / "api" / "training" / "index.html").read_text(encoding="utf-8")
+    assert all(f'id="{name}' in training or f">{name}<" in training for name in ("pretrain", "finetune", "distill")), \
+        "the API reference lacks the training jobs"
+    assert (site / "benchmarks" / "index.html").is_file() and (site / "CHANGELOG" / "index.html").is_file()
+    assert not (REPO / ".cache").exists() or not any((REPO / ".cache").glob("mkdocs*")), "the build left a cache in the clone"
+
+
+def test_the_notebooks_and_every_page_are_in_the_site():
+    """mkdocs.yml's nav lists every Markdown page of docs/ and every notebook."""
+    nav = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    pages = {str(p.relative_to(DOCS)) for p in docs_pages()}
+    assert pages == {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+    assert all(f"notebooks/{n.name}" in nav for n in NOTEBOOKS)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The defaults tables
+
+
+def defaults_table(page: str, name: str, remarks: bool = False) -> dict[str, str]:
+    """The `| field | value |` rows after `<!-- defaults: NAME -->` in docs/PAGE (with `remarks`: the whole cell)."""
+    lines = (DOCS / page).read_text(encoding="utf-8").splitlines()
+    start = lines.index(f"<!-- defaults: {name} -->")
+    rows = {}
+    for line in lines[start + 3 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip().strip("`") for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells[1] if remarks else cells[1].split(" (")[0]  # a remark in brackets may follow the value
+    return rows
+
+
+def as_written(value) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def field_defaults(cls: type) -> dict:
+    return {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+
+
+def test_documented_model_defaults_are_the_config_defaults():
+    from modeling_minibert import MiniBertConfig
+
+    config = MiniBertConfig()
+    documented = defaults_table("model.md", "model")
+    assert len(documented) >= 10
+    for field, value in documented.items():
+        assert as_written(getattr(config, field)) == value, field
+
+
+def test_documented_pretraining_defaults_are_the_job_defaults():
+    from modeling_minibert.training import PretrainingArguments
+
+    fields = field_defaults(PretrainingArguments)
+    documented, remarks = defaults_table("pretraining.md", "pretraining"), defaults_table("pretraining.md", "pretraining", remarks=True)
+    assert len(documented) >= 8
+    resolved = PretrainingArguments()  # what the default run gets for the fields left unset
+    for field, value in documented.items():
+        assert as_written(fields[field]) == value, field
+        if value == "unset":  # "unset (4,000; ...)": the value the default objective's recipe fills in
+            assert remarks[field].split("(")[1].split(";")[0].replace(",", "") == as_written(getattr(resolved, field)), field
+
+
+def test_documented_finetuning_defaults_are_the_job_defaults():
+    from modeling_minibert.training.finetuning.arguments import TRAINING_DEFAULTS
+
+    documented = defaults_table("finetuning.md", "finetuning")
+    assert len(documented) >= 6
+    for field, value in documented.items():
+        assert as_written(TRAINING_DEFAULTS[field]) == value, field
+
+
+def test_documented_distillation_defaults_are_the_job_defaults():
+    """Distillation's own training defaults over fine-tuning's, and its dataclass's fields."""
+    from modeling_minibert.training import DistillationArguments
+    from modeling_minibert.training.finetuning.arguments import TRAINING_DEFAULTS
+
+    own = importlib.import_module(DistillationArguments.__module__).DISTILL_TRAINING_DEFAULTS
+    defaults = {**TRAINING_DEFAULTS, **field_defaults(DistillationArguments), **own}
+    documented = defaults_table("distillation.md", "distillation")
+    assert len(documented) >= 10
+    for field, value in documented.items():
+        assert as_written(defaults[field]) == value, field
