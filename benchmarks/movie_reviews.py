@@ -12,21 +12,25 @@ shares 8 words in a row with a validation or test snippet of the split removed:
     OUTPUT_DIR/reviews.txt             one review a document, blank lines between: `minibert pretrain --train_file`
     OUTPUT_DIR/review_sentences.txt    one sentence a line (4 words or more): `minibert distill --transfer_file`
 
-    python benchmarks/movie_reviews.py --output_dir runs/reviews
+    python -m benchmarks.movie_reviews --output_dir runs/reviews
 """
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from rotten_tomatoes import load_rotten_tomatoes, movie_reviews
+from benchmarks.arguments import parser
+from benchmarks.rotten_tomatoes import load_rotten_tomatoes, movie_reviews
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output_dir", default="runs/reviews")
-    args = parser.parse_args()
+@dataclass
+class MovieReviewsArguments:
+    output_dir: str = field(default="runs/reviews", metadata={"help": "where the files go"})
+
+
+def main(argv: list[str] | None = None) -> None:
+    (args,) = parser(MovieReviewsArguments, module=__spec__.name, doc=__doc__).parse_args_into_dataclasses(argv)
     splits = load_rotten_tomatoes()
     reviews = movie_reviews(list(splits["validation"]["text"]) + list(splits["test"]["text"]))
     out = Path(args.output_dir)

@@ -1,24 +1,27 @@
-"""Recipes compared over seeds: each Rotten Tomatoes result file's validation and test accuracy, one point per seed,
+r"""Recipes compared over seeds: each Rotten Tomatoes result file's validation and test accuracy, one point per seed,
 one row of points per recipe, the means marked and the goal drawn.
 
-Reads what `distill_rotten_tomatoes.py` (the "Mini-BERT distilled" row) and `finetune_rotten_tomatoes.py` (the
-fine-tuned model) write, so task-distilled and fine-tuned-alone students can sit in one figure:
+Reads what `benchmarks.distill_rotten_tomatoes` (the "Mini-BERT distilled" row) and
+`benchmarks.finetune_rotten_tomatoes` (the fine-tuned model) write, so task-distilled and fine-tuned-alone
+students can sit in one figure:
 
-    python benchmarks/plot_seeds.py --output benchmarks/results/general_distillation_steps_seeds.png --goal 0.800 \
+    python -m benchmarks.plot_seeds --output benchmarks/results/general_distillation_steps_seeds.png --goal 0.800 \
         --recipe "750 steps" benchmarks/results/distill_reviews_student_dropout_0_seed4{2,3,4}.json \
         --recipe "1,500 steps" benchmarks/results/distill_reviews_general_1500_steps_seed4{2,3,4}.json
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import textwrap
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
 
 from matplotlib.figure import Figure
+
+from benchmarks.arguments import parser
 
 SPLITS = ("validation", "test")
 
@@ -53,27 +56,32 @@ def plot(recipes: list[tuple[str, list[dict[str, float]]]], output: Path, goal: 
     os.replace(tmp, output)
 
 
+@dataclass
+class PlotSeedsArguments:
+    output: str = field(metadata={"help": "the PNG to write"})
+    recipe: list[str] = field(metadata={
+        "help": "a recipe's name, then its result files (one per seed); once per recipe", "action": "append",
+        "metavar": ("NAME", "RESULT")})
+    goal: float | None = field(default=None, metadata={"help": "a horizontal line at this accuracy"})
+    title: str = field(default="Rotten Tomatoes, split by movie")
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--recipe", nargs="+", action="append", required=True, metavar=("NAME", "RESULT"),
-                        help="a recipe's name, then its result files (one per seed)")
-    parser.add_argument("--output", required=True, help="the PNG to write")
-    parser.add_argument("--goal", type=float, default=None, help="a horizontal line at this accuracy")
-    parser.add_argument("--title", default="Rotten Tomatoes, split by movie")
-    args = parser.parse_args(argv)
+    built = parser(PlotSeedsArguments, module=__spec__.name, doc=__doc__)
+    (args,) = built.parse_args_into_dataclasses(argv)
     recipes = []
     for name, *files in args.recipe:
         if not files:
-            parser.error(f"--recipe {name!r} names no result file")
+            built.error(f"--recipe {name!r} names no result file")
         seeds = []
         for f in files:
             try:
                 seeds.append(accuracies(Path(f)))
             except OSError as err:
-                parser.error(f"--recipe {name!r}: cannot read {f}: {err.strerror}")
+                built.error(f"--recipe {name!r}: cannot read {f}: {err.strerror}")
             except (ValueError, KeyError, TypeError):
-                parser.error(f"--recipe {name!r}: {f} is not a result of distill_rotten_tomatoes.py or "
-                             "finetune_rotten_tomatoes.py (no student's validation and test accuracy)")
+                built.error(f"--recipe {name!r}: {f} is not a result of benchmarks.distill_rotten_tomatoes or "
+                            "benchmarks.finetune_rotten_tomatoes (no student's validation and test accuracy)")
         recipes.append((name, seeds))
     plot(recipes, Path(args.output), args.goal, args.title)
     print(f"wrote {args.output}")

@@ -1,9 +1,9 @@
 """Ablation of the pretraining recipe: which changes to the default `minibert pretrain` buy held-out quality.
 
-    python benchmarks/pretrain_ablation.py                        # every row, 1,000 steps x 32 examples, 2 at a time
-    python benchmarks/pretrain_ablation.py --rows default lr_2e-3 --steps 2500
-    python benchmarks/pretrain_ablation.py --timing_rounds 3 --rows mask_0.30 batch_16 pre_ln   # steps/s ratios apart
-    python benchmarks/pretrain_ablation.py --report --steps 500   # rewrite the JSON from saved results, print the table
+    python -m benchmarks.pretrain_ablation                        # every row, 1,000 steps x 32 examples, 2 at a time
+    python -m benchmarks.pretrain_ablation --rows default lr_2e-3 --steps 2500
+    python -m benchmarks.pretrain_ablation --timing_rounds 3 --rows mask_0.30 batch_16 pre_ln   # steps/s ratios apart
+    python -m benchmarks.pretrain_ablation --report --steps 500   # rewrite the JSON from saved results, print the table
 
 Every row trains for the same number of examples (steps x batch) and is scored the same way: held-out MLM
 accuracy always at 15% token masking on the same held-out documents and masks (a row that trains at 40% or with
@@ -17,8 +17,8 @@ default only in what their `overrides` say; `vocab_size` rows change the task (a
 accuracy easier), which the table flags. The pre-LayerNorm rows use the config's `layer_norm_position="pre"`
 (through `config_overrides`). Row overrides are `minibert pretrain` arguments (modeling_minibert.training.pretraining).
 
-Writes benchmarks/results/pretrain_ablation.json (rows, commands, and report.py's `run` block); the README's
-ablation table is `readme_table` of that file (tools/readme.py renders it).
+Writes --output (default runs/benchmarks/pretrain_ablation.json; rows, commands, and report.py's `run` block),
+keeping the rows of an existing file; the ablation table is `readme_table` of that file.
 """
 
 from __future__ import annotations
@@ -33,16 +33,12 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
-sys.path.insert(0, str(ROOT))
+from benchmarks.arguments import parser
+from benchmarks.report import ROOT, command_line, default_output, markdown_table, write_results
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from modeling_minibert.utils.files import write_json  # noqa: E402  (this checkout's package)
-from report import markdown_table, write_results  # noqa: E402
 DEFAULT_BATCH = 32
 EVAL_MAX_LENGTH = 64  # the held-out pairs every row is scored on
 WARMUP_FRACTION = 0.04
@@ -206,8 +202,8 @@ def timing_worker(name: str, steps: int, warmup_steps: int = 5) -> dict:
 
     import torch
 
-    from modeling_minibert.modeling_minibert import MiniBertForPreTraining
-    from modeling_minibert.training.pretraining import PretrainingArguments
+    from modeling_minibert import MiniBertForPreTraining
+    from modeling_minibert.training import PretrainingArguments
     from modeling_minibert.training.pretraining.data import DataCollatorForPreTraining
     from modeling_minibert.training.pretraining.loop import build_config, param_groups
     from tokenization import make_tokenizer
@@ -262,7 +258,7 @@ def launch(name: str, steps: int, threads: int, eval_steps: int | None, log_dir:
         log = log_dir / f"{name}-{steps}.log"
         with log.open("w") as f:
             proc = subprocess.run(
-                [sys.executable, __file__, "--worker", json.dumps(spec)], env=env, stdout=subprocess.PIPE, stderr=f,
+                [sys.executable, "-m", __spec__.name, "--worker", json.dumps(spec)], env=env, stdout=subprocess.PIPE, stderr=f,
                 text=True,
             )
         if proc.returncode:
@@ -300,25 +296,33 @@ def readme_table(results: dict) -> str:
     return markdown_table(header, lines, "lrrrrr")
 
 
+@dataclass
+class AblationArguments:
+    rows: list[str] = field(default_factory=lambda: list(ROWS), metadata={
+        "choices": list(ROWS), "metavar": "ROW", "help": f"rows to run (default: all): {', '.join(ROWS)}"})
+    steps: int = field(default=1000, metadata={
+        "help": "optimizer steps at batch 32 (rows with another batch size keep the examples)"})
+    eval_steps: int | None = field(default=None, metadata={"help": "held-out evaluation every N steps (default: at the end)"})
+    jobs: int = field(default=2, metadata={"help": "runs side by side (each with OMP_NUM_THREADS=1 when > 1)"})
+    timing_rounds: int = field(default=0, metadata={
+        "help": "instead of quality runs: rounds of interleaved speed runs of --rows and the default"})
+    timing_steps: int = field(default=40, metadata={"help": "timed steps of each speed run"})
+    collect: list[str] | None = field(default=None, metadata={
+        "metavar": ("ROW", "FOLDER"),
+        "help": "add the finished run in FOLDER (e.g. one whose ablation process was stopped) as ROW"})
+    report: bool = field(default=False, metadata={"help": "only rewrite the JSON from the saved results (and print its table)"})
+    timing_threads: int = field(default=1, metadata={"help": "OMP threads of each speed run"})
+    output: str = field(default=str(default_output("pretrain_ablation")), metadata={
+        "help": "results JSON (rows of an existing file are kept unless re-run)"})
+    worker: str | None = field(default=None, metadata={"help": argparse.SUPPRESS})
+    timing_worker: str | None = field(default=None, metadata={"help": argparse.SUPPRESS})
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS), metavar="ROW",
-                        help=f"rows to run (default: all): {', '.join(ROWS)}")
-    parser.add_argument("--steps", type=int, default=1000, help="optimizer steps at batch 32 (rows with another batch size keep the examples)")
-    parser.add_argument("--eval_steps", type=int, default=None, help="held-out evaluation every N steps (default: at the end)")
-    parser.add_argument("--jobs", type=int, default=2, help="runs side by side (each with OMP_NUM_THREADS=1 when > 1)")
-    parser.add_argument("--timing_rounds", type=int, default=0,
-                        help="instead of quality runs: rounds of interleaved speed runs of --rows and the default")
-    parser.add_argument("--timing_steps", type=int, default=40, help="timed steps of each speed run")
-    parser.add_argument("--collect", nargs=2, metavar=("ROW", "FOLDER"),
-                        help="add the finished run in FOLDER (e.g. one whose ablation process was stopped) as ROW")
-    parser.add_argument("--report", action="store_true", help="only rewrite the JSON from the saved results (and print its table)")
-    parser.add_argument("--timing_threads", type=int, default=1, help="OMP threads of each speed run")
-    parser.add_argument("--output", default=str(RESULTS / "pretrain_ablation.json"),
-                        help="results JSON (rows of an existing file are kept unless re-run)")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--timing_worker", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    built = parser(AblationArguments, module=__spec__.name, doc=__doc__)
+    (args,) = built.parse_args_into_dataclasses(argv)
+    if args.collect is not None and len(args.collect) != 2:
+        built.error("--collect takes a row and a folder: --collect ROW FOLDER")
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
@@ -326,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(timing_worker(args.timing_worker, args.timing_steps)))
         return 0
 
+    command = command_line(__spec__.name, argv)
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     log_dir = output.parent / "pretrain_ablation_logs"
@@ -346,32 +351,36 @@ def main(argv: list[str] | None = None) -> int:
         return result
 
     if args.collect:
-        name, folder = args.collect
-        kwargs, switches = run_kwargs(name, args.steps, folder)
-        result = result_of_run(Path(folder), batch_size(kwargs))
-        saved_args = json.loads((Path(folder) / "pretraining_args.json").read_text())
-        differing = {k: saved_args.get(k) for k, v in kwargs.items() if k in saved_args and k != "output_dir" and k not in ("eval_steps", "save_steps", "logging_steps", "save_total_limit") and saved_args[k] != v}
-        if differing:
-            raise SystemExit(f"{folder} is not a run of row {name}: it differs in {differing}")
-        if result["steps"] != kwargs["max_steps"]:
-            raise SystemExit(f"{folder} ran {result['steps']} steps; row {name} at --steps {args.steps} has {kwargs['max_steps']}")
-        kwargs.pop("output_dir")
-        results[(name, args.steps)] = {**result, "kwargs": kwargs, "switches": switches, "row": name,
-                                       "change": ROWS[name][0], "budget_steps": args.steps, "threads": 1,
-                                       "collected_from_folder": True}
+        results[(args.collect[0], args.steps)] = collected(*args.collect, args.steps)
     quality_rows = [] if (args.report or args.timing_rounds or args.collect) else args.rows
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for result in pool.map(quality, quality_rows):
             results[(result["row"], args.steps)] = result
-            write(output, results, args)  # after every row: an interrupted ablation keeps what it measured
+            write(output, results, command)  # after every row: an interrupted ablation keeps what it measured
 
     if args.timing_rounds:
-        timing(args, output.with_name(TIMING_FILE))
-    print(readme_table(write(output, results, args)))
+        timing(args, output.with_name(TIMING_FILE), command)
+    print(readme_table(write(output, results, command)))
     return 0
 
 
-def timing(args: argparse.Namespace, path: Path) -> None:
+def collected(name: str, folder: str, steps: int) -> dict:
+    """The row `name` read from the finished run in `folder`; SystemExit if the run is not that row's."""
+    kwargs, switches = run_kwargs(name, steps, folder)
+    result = result_of_run(Path(folder), batch_size(kwargs))
+    saved_args = json.loads((Path(folder) / "pretraining_args.json").read_text())
+    ignored = ("output_dir", "eval_steps", "save_steps", "logging_steps", "save_total_limit")
+    differing = {k: saved_args.get(k) for k, v in kwargs.items() if k in saved_args and k not in ignored and saved_args[k] != v}
+    if differing:
+        raise SystemExit(f"{folder} is not a run of row {name}: it differs in {differing}")
+    if result["steps"] != kwargs["max_steps"]:
+        raise SystemExit(f"{folder} ran {result['steps']} steps; row {name} at --steps {steps} has {kwargs['max_steps']}")
+    kwargs.pop("output_dir")
+    return {**result, "kwargs": kwargs, "switches": switches, "row": name, "change": ROWS[name][0], "budget_steps": steps,
+            "threads": 1, "collected_from_folder": True}
+
+
+def timing(args: "AblationArguments", path: Path, command: str) -> None:
     """Interleaved rounds, one run at a time, order reversed every round; ratios to the default of the same round."""
     names = ["default", *[n for n in args.rows if n != "default" and n not in SAME_WORK]]
     saved = json.loads(path.read_text()) if path.is_file() else {}
@@ -379,7 +388,7 @@ def timing(args: argparse.Namespace, path: Path) -> None:
     rates: dict[str, list[float]] = {n: [] for n in names}
     for round_ in range(args.timing_rounds):
         for name in names if round_ % 2 == 0 else names[::-1]:
-            proc = subprocess.run([sys.executable, __file__, "--timing_worker", name, "--timing_steps", str(args.timing_steps)],
+            proc = subprocess.run([sys.executable, "-m", __spec__.name, "--timing_worker", name, "--timing_steps", str(args.timing_steps)],
                                   env=env, capture_output=True, text=True, check=True)
             rates[name].append(json.loads(proc.stdout.strip().splitlines()[-1])["steps_per_second"])
         print(f"timing round {round_ + 1}: " + ", ".join(f"{n} {r[-1]:.2f}" for n, r in rates.items()), flush=True)
@@ -389,8 +398,8 @@ def timing(args: argparse.Namespace, path: Path) -> None:
                        "ratios": ratios, "steps_per_second": rates[name], "default_steps_per_second": rates["default"]}
     saved["_measured"] = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "rounds": args.timing_rounds,
                           "timed_steps": args.timing_steps, "threads": args.timing_threads,
-                          "load_average": os.getloadavg()[0], "command": " ".join([Path(sys.executable).name, *sys.argv])}
-    write_json(path, saved)
+                          "load_average": os.getloadavg()[0], "command": command}
+    write_results(path, {k: v for k, v in saved.items() if k != "run"}, command)
 
 
 # Rows whose step is another row's step (only the optimizer's numbers differ): timed as that row.
@@ -412,12 +421,11 @@ def attach_timing(rows: list[dict], path: Path) -> None:
             row["timing"] = saved[row["row"]]
 
 
-def write(output: Path, results: dict, args: argparse.Namespace) -> dict:
+def write(output: Path, results: dict, command: str) -> dict:
     # Another ablation process may have added rows since this one started: keep them (ours win on a clash).
     previous = json.loads(output.read_text()) if output.is_file() else {}
     on_disk = {(r["row"], r["budget_steps"]): r for r in previous.get("rows", [])}
     results = {**on_disk, **results}
-    command = " ".join([Path(sys.executable).name, *sys.argv])
     commands = [c for c in previous.get("commands", []) if c != command] + [command]
     rows = _ordered(list(results.values()))
     attach_timing(rows, output.with_name(TIMING_FILE))
@@ -435,7 +443,7 @@ def write(output: Path, results: dict, args: argparse.Namespace) -> dict:
     # Notes added by hand (status, partial rows) stay; the machine and versions are report.py's `run` block now
     # (files written before it had them at the top level).
     record.update({k: v for k, v in previous.items() if k not in record and k not in ("command", "run", "date", "cpu_count", "versions")})
-    write_results(output, record)
+    write_results(output, record, command)
     return record
 
 

@@ -1,25 +1,26 @@
 """The default `minibert pretrain`, as the README's first command runs it, measured and recorded.
 
-    python benchmarks/pretrain_default.py                      # the defaults (BBC News), into a temporary folder
-    python benchmarks/pretrain_default.py -- --max_time 60     # anything after -- goes to `minibert pretrain`
-    python benchmarks/pretrain_default.py --beside_busy_core   # with another process spinning on one core
+    python -m benchmarks.pretrain_default                      # the defaults (BBC News), into a temporary folder
+    python -m benchmarks.pretrain_default -- --max_time 60     # anything after -- goes to `minibert pretrain`
+    python -m benchmarks.pretrain_default --beside_busy_core   # with another process spinning on one core
 
-Writes benchmarks/results/pretrain_default.json (or --output): the command, wall-clock minutes, steps/s, the
+Writes --output (default runs/benchmarks/pretrain_default.json): the command, wall-clock minutes, steps/s, the
 final held-out scores, the evaluation curve, and fill-mask's top predictions on a few sentences; and a PNG of the
-held-out curves beside it. The README's pretraining figures are `readme_table()` of that file.
+held-out curves beside it. The pretraining figures are `readme_table()` of that file.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from report import RESULTS, markdown_table, write_results
+from benchmarks.arguments import parser
+from benchmarks.report import command_line, default_output, markdown_table, write_results
 
 PROBES = [
     "the government said the [MASK] would rise next year.",
@@ -29,7 +30,7 @@ PROBES = [
 
 
 def fill_mask(folder: Path) -> dict[str, list[str]]:
-    from modeling_minibert.deployment.fill_mask import fill_mask as predict
+    from modeling_minibert.deployment import fill_mask as predict
 
     return {probe: [p["token_str"] for p in predict(folder, probe, top_k=5)] for probe in PROBES}
 
@@ -52,19 +53,33 @@ def plot(curve: list[dict], path: Path, minutes_per_step: float | None = None) -
     figure.savefig(path, dpi=120, bbox_inches="tight")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output", default=str(RESULTS / "pretrain_default.json"))
-    parser.add_argument("--output_dir", help="keep the pretrained model here (default: a temporary folder)")
-    parser.add_argument("--beside_busy_core", action="store_true",
-                        help="run with a process spinning on one core (`python -c 'while True: pass'`), as on a busy machine")
-    parser.add_argument("pretrain_args", nargs="*", help="extra `minibert pretrain` arguments (after --)")
-    args = parser.parse_args()
+@dataclass
+class PretrainDefaultArguments:
+    """The benchmark's options; `minibert pretrain`'s go after `--`, as they are."""
+
+    output: str = field(default=str(default_output("pretrain_default")), metadata={"help": "the results JSON"})
+    output_dir: str | None = field(default=None, metadata={
+        "help": "keep the pretrained model here (default: a temporary folder)"})
+    beside_busy_core: bool = field(default=False, metadata={
+        "help": "run with a process spinning on one core (`python -c 'while True: pass'`), as on a busy machine"})
+
+
+def parse_options(argv: list[str] | None) -> tuple[PretrainDefaultArguments, list[str]]:
+    """The benchmark's options, and the `minibert pretrain` arguments after `--`."""
+    built = parser(PretrainDefaultArguments, module=__spec__.name, doc=__doc__)
+    args, rest = built.parse_args_into_dataclasses(argv, return_remaining_strings=True)
+    if rest and rest[0] != "--":
+        built.error(f"unknown option(s) {' '.join(rest)}: `minibert pretrain`'s go after --")
+    return args, rest[1:]
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, pretrain_args = parse_options(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.output_dir or Path(tmp) / "minibert-pretrained")
         command = [sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--output_dir", str(folder),
-                   "--report_to", "none", *args.pretrain_args]
+                   "--report_to", "none", *pretrain_args]
         spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.beside_busy_core else None
         try:
             start = time.perf_counter()
@@ -79,10 +94,10 @@ def main() -> None:
         predictions = fill_mask(folder)
     output = Path(args.output)
     write_results(output, dict(
-        pretrain_args=args.pretrain_args, beside_busy_core=args.beside_busy_core, threads=threads,
+        pretrain_args=pretrain_args, beside_busy_core=args.beside_busy_core, threads=threads,
         wall_minutes=minutes, results=results, curve=curve,
         fill_mask=predictions,
-    ))
+    ), command_line(__spec__.name, argv))
     steps = curve[-1]["step"] if curve else 0
     plot(curve, output.with_suffix(".png"), results["train_runtime"] / 60 / steps if steps else None)
     print(readme_table(json.loads(output.read_text())))

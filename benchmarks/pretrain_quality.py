@@ -1,9 +1,9 @@
 """Time to quality: `minibert pretrain` against transformers' `BertForPreTraining` + `Trainer`, same budget.
 
-    python benchmarks/pretrain_quality.py                               # 5, 10 and 15 minutes, side by side (35 min)
-    python benchmarks/pretrain_quality.py --budgets 5 10 15 --repeats 2 # repeats: machine noise shows
-    python benchmarks/pretrain_quality.py --sequential                  # one run at a time, all cores each (about 1 h)
-    python benchmarks/pretrain_quality.py --budgets 0.25 --output /tmp/pq/pretrain_quality.json   # a smoke run
+    python -m benchmarks.pretrain_quality                               # 5, 10 and 15 minutes, side by side (35 min)
+    python -m benchmarks.pretrain_quality --budgets 5 10 15 --repeats 2 # repeats: machine noise shows
+    python -m benchmarks.pretrain_quality --sequential                  # one run at a time, all cores each (about 1 h)
+    python -m benchmarks.pretrain_quality --budgets 0.25 --output /tmp/pq/pretrain_quality.json   # a smoke run
 
 Both sides get the same things: the BBC News corpus, one WordPiece tokenizer (trained once on the training
 documents), the same held-out documents, the same 64-token NSP pairs (`build_nsp_dataset`), the same masking
@@ -23,8 +23,8 @@ By default the two systems of a budget train side by side, each pinned to its ow
 same time, and a budget costs its minutes once. `--sequential` runs one at a time with every core instead, the
 order alternating between budgets and repeats.
 
-Writes benchmarks/results/pretrain_quality.json (report.py's `run` block, the runs and their medians) and
-pretrain_quality.png (accuracy against wall-clock minutes); the README's table is `readme_table` of the JSON.
+Writes --output (default runs/benchmarks/pretrain_quality.json: report.py's `run` block, the runs and their
+medians) and a PNG beside it (accuracy against wall-clock minutes); the table is `readme_table` of the JSON.
 """
 
 from __future__ import annotations
@@ -41,16 +41,12 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
-sys.path.insert(0, str(ROOT))
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from modeling_minibert.training.pretraining.arguments import PretrainingArguments  # noqa: E402  (this checkout's package)
-from report import markdown_table, write_results  # noqa: E402
+from benchmarks.arguments import parser
+from benchmarks.report import ROOT, command_line, default_output, markdown_table, write_results
+from modeling_minibert.training import PretrainingArguments
 
 _DEFAULTS = PretrainingArguments()
 SEED = _DEFAULTS.seed
@@ -169,7 +165,7 @@ def cli_flags() -> dict[str, str]:
     listed = set(re.findall(r"--[\w-]+", help_text))
     missing = sorted(flag for flag in PRETRAIN_FLAGS.values() if flag not in listed)
     if missing:
-        raise SystemExit(f"pretrain_quality.py: error: `minibert pretrain --help` lists no {', '.join(missing)}")
+        raise SystemExit(f"benchmarks.pretrain_quality: error: `minibert pretrain --help` lists no {', '.join(missing)}")
     return dict(PRETRAIN_FLAGS)
 
 
@@ -299,7 +295,7 @@ def run_hf(budget_minutes: float, work: Path, tokenizer_dir: Path, log, core: in
     spec = {"tokenizer_dir": str(tokenizer_dir), "output_dir": str(out), "budget_minutes": budget_minutes}
     prefix, env = pinned(core)
     started = time.perf_counter()
-    proc = subprocess.run([*prefix, sys.executable, __file__, "--hf_worker", json.dumps(spec)], env=env, check=True,
+    proc = subprocess.run([*prefix, sys.executable, "-m", __spec__.name, "--hf_worker", json.dumps(spec)], env=env, check=True,
                           stdout=subprocess.PIPE, stderr=log, text=True)
     timing = json.loads(proc.stdout.strip().splitlines()[-1])
     return {"model_dir": str(out), **timing, "process_seconds": time.perf_counter() - started}
@@ -358,24 +354,29 @@ def plot(runs: list[dict], table: list[dict], path: Path, mode: str = "") -> Non
     fig.savefig(path, dpi=110)
 
 
+@dataclass
+class QualityArguments:
+    budgets: list[float] = field(default_factory=lambda: [5.0, 10.0, 15.0], metadata={"help": "wall-clock minutes of training"})
+    repeats: int = field(default=1, metadata={"help": "rounds over all budgets (interleaved)"})
+    systems: list[str] = field(default_factory=lambda: ["minibert", "transformers"],
+                               metadata={"choices": ["minibert", "transformers"]})
+    output: str = field(default=str(default_output("pretrain_quality")), metadata={"help": "the results JSON"})
+    sequential: bool = field(default=False, metadata={
+        "help": "one run at a time on every core (default: the two systems side by side, a core each)"})
+    hf_worker: str | None = field(default=None, metadata={"help": argparse.SUPPRESS})
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--budgets", nargs="+", type=float, default=[5, 10, 15], help="wall-clock minutes of training")
-    parser.add_argument("--repeats", type=int, default=1, help="rounds over all budgets (interleaved)")
-    parser.add_argument("--systems", nargs="+", default=["minibert", "transformers"], choices=["minibert", "transformers"])
-    parser.add_argument("--output", default=str(RESULTS / "pretrain_quality.json"))
-    parser.add_argument("--sequential", action="store_true",
-                        help="one run at a time on every core (default: the two systems side by side, a core each)")
-    parser.add_argument("--hf_worker", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    built = parser(QualityArguments, module=__spec__.name, doc=__doc__)
+    (args,) = built.parse_args_into_dataclasses(argv)
     if args.hf_worker:
         print(json.dumps(hf_worker(json.loads(args.hf_worker))))
         return 0
     if any(b <= 0 for b in args.budgets) or args.repeats < 1:
-        raise SystemExit("pretrain_quality.py: error: budgets must be positive and repeats at least 1")
+        built.error("budgets must be positive and repeats at least 1")
     side_by_side = not args.sequential and len(args.systems) == 2
     if side_by_side and (os.cpu_count() or 1) < 2:
-        raise SystemExit("pretrain_quality.py: error: side-by-side runs need 2 cores; pass --sequential")
+        built.error("side-by-side runs need 2 cores; pass --sequential")
 
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -421,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                           + (result.get("error") or f"MLM {result['eval_mlm_accuracy']:.3f}, NSP {result['eval_nsp_accuracy']:.3f}, "
                                                      f"{result['steps']} steps in {result['train_seconds']:.0f} s"), flush=True)
                 record["table"] = summarize(runs)
-                write_results(output, record)  # after every budget: an interrupted benchmark keeps what it measured
+                write_results(output, record, command_line(__spec__.name, argv))  # after every budget: an interrupted benchmark keeps what it measured
     plot(runs, record["table"], output.with_suffix(".png"), record["mode"])
     print(readme_table(record))
     return 0

@@ -1,7 +1,7 @@
 """Threads on a busy machine: the default pretraining run's speed with torch's default thread count (one per
 core) against `--num_threads` 0 (auto: one per core idle now, by /proc/stat over 0.3 s), idle and beside a busy core.
 
-    .venv/bin/python benchmarks/pretrain_threads.py --before REF [--steps 200] [--repeats 2]
+    python -m benchmarks.pretrain_threads --before REF [--steps 200] [--repeats 2]
 
 REF is a git revision whose `minibert pretrain` has no thread policy (e.g. `main` before it got one); its tree is
 exported to a temporary folder and run with the same interpreter. Each run is `minibert pretrain --max_steps
@@ -10,22 +10,24 @@ pairs, `--dupe_factor 1`, so that the runs spend their time training: a step cos
 speed is the run's own `train_steps_per_second` (steps over the session, the evaluation and
 checkpoint at the end included, the same for both). Runs are interleaved (before, after, after, before, ...) and
 repeated, busy runs beside a `python -c 'while True: pass'` process; the table gives each one's median and
-range, and each run the machine's 1-minute load and the cores other processes kept busy when it started. Results: benchmarks/results/pretrain_threads.json.
+range, and each run the machine's 1-minute load and the cores other processes kept busy when it started. Writes
+--output (default runs/benchmarks/pretrain_threads.json).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "benchmarks" / "results" / "pretrain_threads.json"
+from benchmarks.arguments import parser
+from benchmarks.report import ROOT as REPO
+from benchmarks.report import command_line, default_output, write_results
 
 
 def export_revision(revision: str, into: Path) -> Path:
@@ -38,7 +40,7 @@ def one_run(code: Path, work: Path, tokenizer: Path, steps: int, spin: bool) -> 
     out = Path(tempfile.mkdtemp(dir=work))
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}  # each version picks its own threads
     env["PYTHONPATH"] = str(code)
-    from modeling_minibert.training.pretraining.session import busy_cores, usable_cores  # this tree's, on sys.path in main
+    from modeling_minibert.training.pretraining.session import busy_cores, usable_cores  # this tree's
 
     busy = busy_cores(usable_cores())  # what the rest of the machine holds, before this run's spinner starts
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if spin else None
@@ -61,15 +63,18 @@ def one_run(code: Path, work: Path, tokenizer: Path, steps: int, spin: bool) -> 
             "threads": threads.rsplit("), ", 1)[-1] if threads else "torch default"}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before", required=True, help="git revision without the thread policy")
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=2)
-    options = parser.parse_args()
+@dataclass
+class ThreadsArguments:
+    before: str = field(metadata={"help": "git revision without the thread policy"})
+    steps: int = 200
+    repeats: int = 2
+    output: str = field(default=str(default_output("pretrain_threads")), metadata={"help": "the results JSON"})
+
+
+def main(argv: list[str] | None = None) -> None:
+    (options,) = parser(ThreadsArguments, module=__spec__.name, doc=__doc__).parse_args_into_dataclasses(argv)
     work = Path(tempfile.mkdtemp(prefix="pretrain-threads-"))
     codes = {"before": export_revision(options.before, Path(tempfile.mkdtemp(dir=work))), "after": REPO}
-    sys.path.insert(0, str(REPO))
     from modeling_minibert.training.pretraining.data import load_bbc_news, split_documents
     from tokenization import train_tokenizer
 
@@ -90,8 +95,8 @@ def main() -> None:
             rates = [r["steps_per_second"] for r in runs if r["version"] == version and r["busy_core"] == busy]
             summary.append({"version": version, "busy_core": busy, "median_steps_per_second": statistics.median(rates),
                             "range": [min(rates), max(rates)]})
-    RESULTS.write_text(json.dumps({"steps": options.steps, "before": options.before, "runs": runs, "summary": summary},
-                                  indent=2) + "\n")
+    write_results(options.output, {"steps": options.steps, "before": options.before, "runs": runs, "summary": summary},
+                  command_line(__spec__.name, argv))
     print("| version | busy core | steps/s (median) | range |\n| --- | --- | ---: | --- |")
     for row in summary:
         print(f"| {row['version']} | {'yes' if row['busy_core'] else 'no'} | {row['median_steps_per_second']:.2f} | "

@@ -11,7 +11,7 @@ from datasets import Dataset
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, pipeline
 
-from fixtures.rotten_tomatoes import tfidf_baseline
+from benchmarks.rotten_tomatoes import tfidf_baseline
 from modeling_minibert.training.finetuning import CONFUSION_FILE, finetune
 from modeling_minibert.training.finetuning.data import DataError
 

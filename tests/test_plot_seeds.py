@@ -1,4 +1,4 @@
-"""benchmarks/plot_seeds.py, run as the README runs it: recipes over seeds from both benchmarks' result files."""
+"""benchmarks.plot_seeds, run as the docs run it: recipes over seeds from both benchmarks' result files."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "plot_seeds.py"
+from fixtures.environment import REPO
 
 
 def distilled(path: Path, validation: float, test: float) -> Path:
@@ -24,7 +24,8 @@ def finetuned(path: Path, validation: float, test: float) -> Path:
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "benchmarks.plot_seeds", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
 
 
 def test_both_kinds_of_result_files_make_one_figure(tmp_path):
@@ -48,7 +49,7 @@ def test_a_missing_or_foreign_result_file_is_refused_in_one_line(tmp_path):
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"results": {"eval_loss": 1.0}}))
     for path, says in ((tmp_path / "nope.json", f"cannot read {tmp_path / 'nope.json'}: No such file or directory"),
-                       (other, f"{other} is not a result of distill_rotten_tomatoes.py or finetune_rotten_tomatoes.py")):
+                       (other, f"{other} is not a result of benchmarks.distill_rotten_tomatoes or benchmarks.finetune_rotten_tomatoes")):
         done = run("--output", str(tmp_path / "seeds.png"), "--recipe", "r", str(path))
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert f"error: --recipe 'r': {says}" in done.stderr.splitlines()[-1]

@@ -17,7 +17,7 @@ import torch
 from fixtures.browser import Chromium, chromium_binary
 from fixtures.environment import REPO
 from fixtures.models import TINY
-from fixtures.rotten_tomatoes import load_rotten_tomatoes
+from benchmarks.rotten_tomatoes import load_rotten_tomatoes
 from transformers import AutoTokenizer
 
 from modeling_minibert import MiniBertConfig, MiniBertForSequenceClassification
