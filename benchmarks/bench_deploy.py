@@ -76,9 +76,8 @@ SEQ_LEN, BATCH_SIZE, MIN_LEN = 64, 64, 8
 # -- the artifacts every path loads -------------------------------------------------------------------------------
 def prepare(model: Path, work: Path) -> None:
     """The BERT copy, the PyTorch int8 folder and the ONNX files, made once (kept between runs)."""
-    from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
-    from modeling_minibert.deployment.onnx_export import export_onnx
-    from modeling_minibert.deployment.quantization import quantize
+    from modeling_minibert.deployment import export_onnx, quantize
+    from modeling_minibert.sharing import convert_minibert_to_bert
 
     if not (work / "bert").exists():
         convert_minibert_to_bert(model, work / "bert")
@@ -101,7 +100,7 @@ def export_bert_fused(bert: Path, path: Path) -> None:
     from onnxruntime.transformers.optimizer import optimize_model
     from transformers import BertForSequenceClassification
 
-    from modeling_minibert.deployment.onnx_export import INPUT_NAMES, _TupleOutputs, example_inputs
+    from modeling_minibert.deployment.onnx_graph import INPUT_NAMES, _TupleOutputs, example_inputs
 
     model = BertForSequenceClassification.from_pretrained(bert, attn_implementation="eager").eval()
     raw = path.with_suffix(".raw.onnx")
@@ -123,7 +122,8 @@ def load_path(kind: str, model: Path, work: Path, threads: int):
 
     torch.set_num_threads(threads)  # this process's own setting: each measurement runs in a fresh process
     if kind.startswith("onnx"):
-        from modeling_minibert.deployment.onnx_session import LengthBucketedSession, make_session
+        from modeling_minibert.deployment import LengthBucketedSession
+        from modeling_minibert.deployment.onnx_session import make_session
 
         name = "model.bert-fused.onnx" if kind == "onnx-bert-fused" else \
             ONNX_FILES["optimized" if kind == "onnx-optimized-padded" else kind.removeprefix("onnx-")][1]
@@ -147,7 +147,8 @@ def torch_model(kind: str, model: Path, work: Path):
     from transformers import BertForSequenceClassification
 
     from modeling_minibert import MiniBertForSequenceClassification
-    from modeling_minibert.deployment.quantization import load_quantized, quantize_dynamic_int8
+    from modeling_minibert.deployment import load_quantized
+    from modeling_minibert.deployment.quantization import quantize_dynamic_int8
 
     if kind == "bert":
         return BertForSequenceClassification.from_pretrained(work / "bert", attn_implementation="sdpa").eval()

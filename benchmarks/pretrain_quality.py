@@ -132,7 +132,7 @@ def score(model_dir: Path, kind: str, tokenizer_dir: Path) -> dict:
     from modeling_minibert.training.pretraining.data import DataCollatorForPreTraining
 
     if kind == "minibert":
-        from modeling_minibert.modeling_minibert import MiniBertForPreTraining as Model
+        from modeling_minibert import MiniBertForPreTraining as Model
     else:
         from transformers import BertForPreTraining as Model
     model = Model.from_pretrained(model_dir).eval()
