@@ -1,30 +1,61 @@
-"""The `minibert` command line: one sub-command per job, each a thin wrapper over a Python function.
+"""The `minibert` command line: one sub-command per job, each `HfArgumentParser` over the job's dataclasses.
 
-Every job module exposes `add_cli(subparsers)`, which adds its sub-command and sets `func` (called with the
-parsed `argparse.Namespace`) as the parser default. Only the chosen job's module is imported: `minibert --help`
-and `minibert push` must not pay for (or need) the training stack.
+Every command is wired the same way (`utils/commands.py`): its flags are the fields of the job's dataclasses, and
+the job's Python function is called with them as keyword options, so what one learns on one command carries to
+the next. The table below names, for each command, where its `CommandLine` is declared (a light module: `--help`
+needs no extra), the function it runs and the extra that function needs (checked after parsing, before any work).
+Only the chosen command's modules are imported: `minibert --help` and `minibert push` must not pay for (or need)
+the training stack.
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
 import importlib
 import importlib.util
+import logging
 import shlex
+import signal
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, NamedTuple
 
-# command -> (module, extra it needs, one line for `minibert --help`), in the order `--help` lists them.
-COMMANDS: dict[str, tuple[str, str | None, str]] = {
-    "train-tokenizer": ("tokenization.training", None, "train a WordPiece vocabulary and fast tokenizer"),
-    "pretrain": ("modeling_minibert.training.pretraining", "train", "MLM + NSP pretraining with Accelerate"),
-    "finetune": ("modeling_minibert.training.finetuning", "train", "fine-tune with Trainer (classification, tagging, QA)"),
-    "distill": ("modeling_minibert.training.distillation.flow", "train", "distil a fine-tuned teacher into a Mini-BERT"),
-    "fill-mask": ("modeling_minibert.deployment.fill_mask", None, "top predictions for [MASK] in a text"),
-    "convert-bert": ("modeling_minibert.sharing.convert_bert", None, "transformers BERT folder <-> Mini-BERT folder"),
-    "export-onnx": ("modeling_minibert.deployment.export_onnx", "onnx", "export to ONNX, checked with onnxruntime"),
-    "push": ("modeling_minibert.sharing.push", None, "upload a model folder to the Hub with a model card"),
+from modeling_minibert.utils.commands import CommandLine
+
+
+class Command(NamedTuple):
+    command_line: str  # "module:NAME" of its CommandLine
+    function: str  # "module:NAME" of the function it calls with the parsed flags
+    extra: str | None  # the optional dependencies the function needs
+    summary: str  # its line in `minibert --help`
+
+
+# In the order `minibert --help` lists them.
+COMMANDS: dict[str, Command] = {
+    "train-tokenizer": Command("tokenization.command:COMMAND_LINE", "tokenization.training:train_tokenizer", None,
+                               "train a WordPiece vocabulary and fast tokenizer"),
+    "pretrain": Command("modeling_minibert.training.pretraining.arguments:COMMAND_LINE",
+                        "modeling_minibert.training.pretraining.loop:pretrain", "train",
+                        "pretrain with Accelerate (MLM + NSP, MLM, ELECTRA, or distilled from a teacher)"),
+    "finetune": Command("modeling_minibert.training.finetuning.arguments:COMMAND_LINE",
+                        "modeling_minibert.training.finetuning.flow:finetune", "train",
+                        "fine-tune with Trainer (classification, tagging, QA)"),
+    "distill": Command("modeling_minibert.training.distillation.arguments:COMMAND_LINE",
+                       "modeling_minibert.training.distillation.flow:distill", "train",
+                       "distil a fine-tuned teacher (or a sentence embedder) into a Mini-BERT"),
+    "fill-mask": Command("modeling_minibert.deployment.mask_filling:COMMAND_LINE",
+                         "modeling_minibert.deployment.mask_filling:fill_mask", None,
+                         "top predictions for [MASK] in a text"),
+    "convert-bert": Command("modeling_minibert.sharing.bert_format:COMMAND_LINE",
+                            "modeling_minibert.sharing.bert_format:convert_bert", None,
+                            "transformers BERT folder <-> Mini-BERT folder"),
+    "export-onnx": Command("modeling_minibert.deployment.onnx_export:COMMAND_LINE",
+                           "modeling_minibert.deployment.onnx_export:export_onnx", "onnx",
+                           "export to ONNX (or transformers.js), checked with onnxruntime"),
+    "push": Command("modeling_minibert.sharing.push:COMMAND_LINE", "modeling_minibert.sharing.push:push_to_hub", None,
+                    "upload a model folder to the Hub with a model card"),
 }
 
 # What each optional extra provides (top-level modules). A command's extra is checked before any work, and a
@@ -36,16 +67,10 @@ EXTRA_MODULES = {
 EXTRA_OF_MODULE = {module: extra for extra, modules in EXTRA_MODULES.items() for module in modules}
 
 
-NO_ABBREVIATIONS = functools.partial(argparse.ArgumentParser, allow_abbrev=False)
-
-
-def dataclass_command(subparsers: argparse._SubParsersAction, name: str, arguments: type, **options) -> argparse.ArgumentParser:
-    """Add the sub-command `name` whose options are the fields of the dataclass `arguments`: HfArgumentParser makes
-    them (one source of truth for the Python API and the CLI; --foo_bar and --foo-bar alike). `options` go to
-    `add_parser` (help, description, ...)."""
-    from transformers import HfArgumentParser
-
-    return subparsers.add_parser(name, parents=[HfArgumentParser(arguments, add_help=False)], **options)
+def resolve(name: str) -> Any:
+    """The object "module:NAME" names (its module imported)."""
+    module, attribute = name.split(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def missing_extra(err: ModuleNotFoundError) -> str | None:
@@ -74,26 +99,66 @@ def install_hint(extra: str) -> str:
 
 def top_level_help() -> str:
     width = max(map(len, COMMANDS))
-    lines = [f"  {name:<{width}}  {summary}" for name, (_, _, summary) in COMMANDS.items()]
+    lines = [f"  {name:<{width}}  {command.summary}" for name, command in COMMANDS.items()]
     return (
-        "usage: minibert COMMAND [options]\n\nMini-BERT: train, fine-tune, convert, share.\n\ncommands:\n"
-        + "\n".join(lines)
-        + "\n\n`minibert COMMAND --help` lists a command's options.\n"
+        "usage: minibert COMMAND [options]\n\nMini-BERT: train, fine-tune, distil, convert, export, share.\n\n"
+        "commands:\n" + "\n".join(lines) + "\n\n`minibert COMMAND --help` lists a command's options.\n"
     )
 
 
-def parsers(command: str) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    """`minibert`'s argument parser with only `command`'s sub-command, and that sub-command's own parser (its job
-    module imported; ModuleNotFoundError without its extra)."""
-    module_name, extra, _ = COMMANDS[command]
-    check_extra(extra)
-    module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog="minibert")
-    # No abbreviated options: `--overwrite` would silently stand for `--overwrite_output_dir` (and an old,
-    # dropped option name for whichever new one it begins), where a refusal is what the user needs.
-    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=NO_ABBREVIATIONS)
-    module.add_cli(subparsers)
-    return parser, subparsers.choices[command]
+def command_line(command: str) -> CommandLine:
+    """The `CommandLine` of `command` (its light module imported)."""
+    return resolve(COMMANDS[command].command_line)
+
+
+def failures_of(command: str) -> tuple[type[BaseException], ...]:
+    """The command's outside-world failures (`CommandLine.failures`), or none if its module cannot be imported."""
+    try:
+        return command_line(command).failures
+    except ImportError:
+        return ()
+
+
+@contextmanager
+def one_line_warnings(prog: str) -> Iterator[None]:
+    """Warnings (a broken checkpoint passed over, a head that starts from scratch, a vocabulary smaller than asked)
+    as one line each, in the command's voice: Python's `warnings` without the source line their default format
+    echoes, and our packages' logged warnings. Both restored when the job ends."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter(f"{prog}: warning: %(message)s"))
+    loggers = [logging.getLogger(name) for name in ("modeling_minibert", "tokenization")]
+    propagate = [logger.propagate for logger in loggers]
+    with warnings.catch_warnings():
+        warnings.showwarning = lambda message, *args, **kwargs: print(f"{prog}: warning: {message}", file=sys.stderr)
+        for logger in loggers:
+            logger.addHandler(handler)
+            logger.propagate = False
+        try:
+            yield
+        finally:
+            for logger, before in zip(loggers, propagate):
+                logger.removeHandler(handler)
+                logger.propagate = before
+
+
+def run(command: str, argv: list[str]) -> Any:
+    """Parse `argv` with the command's parser and call its function; returns the function's result."""
+    line, prog = command_line(command), f"minibert {command}"
+    hint = line.old_spelling(argv)
+    if hint is None and line.positionals and argv and not argv[0].startswith("-"):
+        hint = f"{argv[0]!r} has no flag: {line.positionals}"
+    if hint is not None:
+        raise ValueError(hint)
+    namespace = line.parser(prog).parse_args(argv)  # --help exits here; a bad flag is a one-line ValueError
+    check_extra(COMMANDS[command].extra)
+    options = line.keywords(namespace)
+    with one_line_warnings(prog):
+        result = resolve(COMMANDS[command].function)(**options)
+    report = line.report(result, options)
+    if report:
+        print(report)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,23 +171,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"minibert: error: unknown command {command!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     try:
-        args = parsers(command)[0].parse_args(argv)
-        result = args.func(args)
+        result = run(command, argv[1:])
+    except failures_of(command) as err:
+        print(f"minibert {command}: error: {err}", file=sys.stderr)
+        return 1
     except ModuleNotFoundError as err:
         needed = missing_extra(err)
         if needed is None:
             raise
-        print(
-            f"minibert {command}: error: needs the [{needed}] extra (missing module {err.name!r}); "
-            f"install it with: {install_hint(needed)}",
-            file=sys.stderr,
-        )
+        print(f"minibert {command}: error: needs the [{needed}] extra (missing module {err.name!r}); "
+              f"install it with: {install_hint(needed)}", file=sys.stderr)
         return 2
     except (ValueError, OSError) as err:
         # Bad input, or a place that cannot be written, is the user's to fix: one line, no traceback.
         print(f"minibert {command}: error: {err}", file=sys.stderr)
         return 2
-    return result if isinstance(result, int) else 0
+    except KeyboardInterrupt as err:
+        # SIGINT / SIGTERM: a job that stops cleanly says where in the exception (pretrain: the checkpoint).
+        signum = getattr(err, "signum", signal.SIGINT)
+        print(f"minibert {command}: {err or 'interrupted'}", file=sys.stderr)
+        return 128 + signum
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
 if __name__ == "__main__":

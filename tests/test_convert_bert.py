@@ -22,7 +22,7 @@ from transformers import AutoModel, BertConfig
 import modeling_minibert
 from modeling_minibert import AUTO_CLASSES, MiniBertConfig
 from modeling_minibert.cli import main as cli_main
-from modeling_minibert.sharing.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
+from modeling_minibert.sharing.bert_format import convert_bert_to_minibert, convert_minibert_to_bert
 from modeling_minibert.modeling_minibert import AUTO_MAP
 
 

@@ -20,18 +20,16 @@ from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
 from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForPreTraining, MiniBertForSequenceClassification
-from modeling_minibert.training.distillation import flow as distillation, teacher as distillation_teacher, trainer as distillation_trainer
 from modeling_minibert.cli import main
-from modeling_minibert.training.distillation.flow import (
-    DistillationCollator,
-    augment,
-    distill,
-    distillation_loss,
-    student_features,
-)
+from modeling_minibert.training.distillation import flow as distillation
+from modeling_minibert.training.distillation import teacher as distillation_teacher
+from modeling_minibert.training.distillation import trainer as distillation_trainer
+from modeling_minibert.training.distillation.flow import distill
 from modeling_minibert.training.distillation.teacher import predict_logits
+from modeling_minibert.training.distillation.trainer import DistillationCollator, distillation_loss, student_features
+from modeling_minibert.training.distillation.transfer import augment
 from modeling_minibert.training.finetuning import TRAINING_DEFAULTS, finetune
-from modeling_minibert.training.finetuning.flow import Examples
+from modeling_minibert.training.finetuning.task import Examples
 from modeling_minibert.utils.outputs import CURVES_FILE, TEACHER_DIR, TEACHER_LOGITS_FILE as CACHE_FILE
 from safetensors.torch import load_file
 from tokenization import train_tokenizer
@@ -399,7 +397,7 @@ def test_mlm_augmentation_with_a_bert_masked_lm_gives_the_same_copies(student, t
     from transformers import BertForMaskedLM
 
     from modeling_minibert.training.distillation.augmentation import mlm_augment
-    from modeling_minibert.sharing.convert_bert import convert_minibert_to_bert
+    from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
 
     convert_minibert_to_bert(student, tmp_path / "bert")
     tokenizer = AutoTokenizer.from_pretrained(student)
@@ -417,13 +415,13 @@ def test_a_bert_teacher_labels_through_mini_berts_unpadded_path_with_the_same_lo
     is loaded as its Auto class loads it."""
     from transformers import BertForSequenceClassification, DistilBertConfig, DistilBertForSequenceClassification
 
-    from modeling_minibert.sharing.convert_bert import convert_minibert_to_bert
+    from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
     from modeling_minibert.training.finetuning.tasks import load_task
 
     task = load_task("sequence-classification")
     convert_minibert_to_bert(teacher, tmp_path / "bert")
     assert json.loads((tmp_path / "bert" / "config.json").read_text())["model_type"] == "bert"
-    assert type(distillation_teacher.load_teacher(str(tmp_path / "bert"), task)) is MiniBertForSequenceClassification
+    assert type(distillation_teacher.load_teacher_classifier(str(tmp_path / "bert"), task)) is MiniBertForSequenceClassification
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "bert")
     texts = [t + " and" * (i % 7) for i, t in enumerate(sentiment(40, 11)["text"])]
     names = ["neg", "pos"]
@@ -436,7 +434,7 @@ def test_a_bert_teacher_labels_through_mini_berts_unpadded_path_with_the_same_lo
     assert not any(row.requires_grad for row in labels["train"])
 
     DistilBertForSequenceClassification(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32)).save_pretrained(tmp_path / "distilbert")
-    assert type(distillation_teacher.load_teacher(str(tmp_path / "distilbert"), task)) is DistilBertForSequenceClassification
+    assert type(distillation_teacher.load_teacher_classifier(str(tmp_path / "distilbert"), task)) is DistilBertForSequenceClassification
 
 
 def test_a_bert_teacher_is_fine_tuned_in_mini_bert_and_saved_in_bert_format(teacher_base, student, tmp_path, monkeypatch):
@@ -445,7 +443,7 @@ def test_a_bert_teacher_is_fine_tuned_in_mini_bert_and_saved_in_bert_format(teac
     run recorded, the card names the teacher given, and no scratch folder is left behind."""
     from transformers import BertForSequenceClassification
 
-    from modeling_minibert.sharing.convert_bert import convert_minibert_to_bert
+    from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
     from modeling_minibert.training.finetuning import flow
 
     bert_base = convert_minibert_to_bert(teacher_base, tmp_path / "bert-base")
@@ -744,10 +742,10 @@ def test_distillation_defaults_2_epochs_at_2e4_unless_told_and_fine_tuning_keeps
     train = tmp_path / "train.csv"
     sentiment(32, 0).to_csv(train, index=False)
     flags = ["--num_train_epochs", given[0], "--learning_rate", given[1]] if given else []
-    with pytest.raises(KeyboardInterrupt):
-        main(["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", distilled.teacher,
-              "--model_name_or_path", str(student), "--train_file", str(train), "--output_dir", str(tmp_path / "cli"),
-              "--augment_copies", "0", "--disable_tqdm", "true", *flags])
+    # The command says it was interrupted, in one line, and exits 130 as a Ctrl-C does.
+    assert main(["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", distilled.teacher,
+                 "--model_name_or_path", str(student), "--train_file", str(train), "--output_dir", str(tmp_path / "cli"),
+                 "--augment_copies", "0", "--disable_tqdm", "true", *flags]) == 130
     with pytest.raises(KeyboardInterrupt):
         distill(task="sequence-classification", teacher_model_name_or_path=distilled.teacher, model_name_or_path=str(student),
                 train_data=sentiment(32, 0), output_dir=str(tmp_path / "api"), augment_copies=0, show_progress=False,
@@ -769,11 +767,10 @@ def test_cli_learning_rate_search_beside_distills_default_rate(distilled, studen
     monkeypatch.setattr(distillation.DistillationTrainer, "train", record)
     for split, seed in (("train", 0), ("validation", 1)):
         sentiment(32, seed).to_csv(tmp_path / f"{split}.csv", index=False)
-    with pytest.raises(KeyboardInterrupt):
-        main(["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", distilled.teacher,
-              "--model_name_or_path", str(student), "--train_file", str(tmp_path / "train.csv"),
-              "--validation_file", str(tmp_path / "validation.csv"), "--output_dir", str(tmp_path / "out"),
-              "--augment_copies", "0", "--disable_tqdm", "true", "--learning_rates", "3e-4", "1e-3"])
+    assert main(["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", distilled.teacher,
+                 "--model_name_or_path", str(student), "--train_file", str(tmp_path / "train.csv"),
+                 "--validation_file", str(tmp_path / "validation.csv"), "--output_dir", str(tmp_path / "out"),
+                 "--augment_copies", "0", "--disable_tqdm", "true", "--learning_rates", "3e-4", "1e-3"]) == 130
     assert used == [3e-4]
 
 
@@ -848,7 +845,7 @@ def relations_to_teacher(teacher: Path, model, texts: list[str]) -> float:
     encoder = AutoModel.from_pretrained(teacher).eval()
     set_recording_attention(encoder, "teacher")
     set_recording_attention(model, "student")
-    transfer = distillation.RelationTransfer(encoder, torch.arange(model.config.vocab_size), heads=2, weight=1.0)
+    transfer = distillation_trainer.RelationTransfer(encoder, torch.arange(model.config.vocab_size), heads=2, weight=1.0)
     batch = AutoTokenizer.from_pretrained(teacher)(texts, padding=True, return_tensors="pt")
     with torch.no_grad():
         return float(transfer.outputs_and_loss(model.eval(), dict(batch))[1])
@@ -872,7 +869,7 @@ def test_relation_loss_is_zero_against_itself_and_trains_only_the_student():
     expected = student(**inputs).logits  # the unpadded path, before recording
     for model in (student, twin):
         set_recording_attention(model, "model")
-    same = distillation.RelationTransfer(twin.eval().requires_grad_(False), torch.arange(40), heads=2, weight=1.0)
+    same = distillation_trainer.RelationTransfer(twin.eval().requires_grad_(False), torch.arange(40), heads=2, weight=1.0)
     outputs, loss = same.outputs_and_loss(student, inputs)
     assert float(loss.detach()) == pytest.approx(0.0, abs=1e-6)
     torch.testing.assert_close(outputs.logits, expected, atol=1e-5, rtol=1e-5)
@@ -881,7 +878,7 @@ def test_relation_loss_is_zero_against_itself_and_trains_only_the_student():
     other = MiniBertModel(MiniBertConfig(**{**config.to_dict(), "initializer_range": 0.5}), add_pooling_layer=False)
     other.eval().requires_grad_(False)
     set_recording_attention(other, "other")
-    _, loss = distillation.RelationTransfer(other, torch.arange(40), heads=2, weight=3.0).outputs_and_loss(student, inputs)
+    _, loss = distillation_trainer.RelationTransfer(other, torch.arange(40), heads=2, weight=3.0).outputs_and_loss(student, inputs)
     assert float(loss.detach()) > 0.1
     loss.backward()
     last = student.bert.encoder.layer[-1].attention

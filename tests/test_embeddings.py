@@ -17,7 +17,7 @@ from fixtures.environment import run_python
 from fixtures.models import TINY
 from modeling_minibert.cli import main
 from modeling_minibert import MiniBertConfig, MiniBertModel
-from modeling_minibert.sharing.convert_bert import convert_minibert_to_bert
+from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
 from modeling_minibert.utils.outputs import SENTENCE_TRANSFORMERS_MODULES_FILE
 from modeling_minibert.deployment.sentence_embeddings import encode, mean_pooling, module_types, write_sentence_transformers_files
 from tokenization import train_tokenizer
@@ -234,7 +234,7 @@ def test_a_teacher_without_sentence_transformers_files_is_refused(minibert_folde
 def test_finetune_refuses_the_embedding_task(minibert_folder, unlabelled, tmp_path):
     from modeling_minibert.training.finetuning import finetune
 
-    with pytest.raises(ValueError, match="task='embedding' has no labels to fine-tune on"):
+    with pytest.raises(ValueError, match=r"unknown task 'embedding'; choose one of \['sequence-classification'"):
         finetune(task="embedding", model_name_or_path=minibert_folder, train_file=str(unlabelled["train"]),
                  output_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()

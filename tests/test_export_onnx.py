@@ -1,4 +1,5 @@
-"""ONNX export: dynamic axes, outputs equal to PyTorch under onnxruntime; bad places refused before the work."""
+"""ONNX export: a folder with the graph (dynamic axes, outputs equal to PyTorch under onnxruntime), the config and the
+tokenizer; bad places refused before the work."""
 
 import json
 import tempfile
@@ -16,7 +17,8 @@ from fixtures.models import TINY, ragged_batch
 
 from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, MiniBertForSequenceClassification, MiniBertModel
 from modeling_minibert.cli import main as cli_main
-from modeling_minibert.deployment.export_onnx import example_inputs, export_onnx
+from modeling_minibert.deployment.onnx_export import export_onnx
+from modeling_minibert.deployment.onnx_graph import example_inputs
 from modeling_minibert.deployment.onnx_session import LengthBucketedSession, length_buckets
 
 
@@ -29,8 +31,9 @@ def folder(tmp_path_factory):
 
 
 def test_pretraining_heads_export_and_match_pytorch_on_new_shapes(folder, tmp_path):
-    path = export_onnx(folder, tmp_path / "out" / "model.onnx")
-    session = onnxruntime.InferenceSession(str(path))
+    out = export_onnx(folder, tmp_path / "out")
+    assert out == tmp_path / "out"
+    session = onnxruntime.InferenceSession(str(out / "model.onnx"))
     assert [i.name for i in session.get_inputs()] == ["input_ids", "attention_mask", "token_type_ids"]
     assert [o.name for o in session.get_outputs()] == ["prediction_logits", "seq_relationship_logits"]
     # The padded PyTorch path is compared everywhere, padding positions included.
@@ -42,20 +45,40 @@ def test_pretraining_heads_export_and_match_pytorch_on_new_shapes(folder, tmp_pa
             expected = model(ids, attention_mask=mask, token_type_ids=types)
         torch.testing.assert_close(torch.from_numpy(got[0]), expected.prediction_logits, atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(torch.from_numpy(got[1]), expected.seq_relationship_logits, atol=1e-4, rtol=1e-4)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["model.onnx"]  # no staging leftovers
+    # The graph beside its config (no code files: the graph is the model) and nothing else: no staging leftovers.
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.onnx"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["MiniBertForPreTraining"]
+
+
+def test_the_folder_carries_the_tokenizer_and_labels_to_serve_with(classifier_folder, tmp_path):
+    """What a service needs beside the graph: the tokenizer that made its inputs and the label names."""
+    from transformers import AutoConfig
+    from tokenization import train_tokenizer
+
+    source = tmp_path / "with-tokenizer"
+    train_tokenizer(train_data=["a small corpus of words", "and a few more words"], vocab_size=40, output_dir=source,
+                    disable_tqdm=True)
+    MiniBertForSequenceClassification.from_pretrained(classifier_folder).save_pretrained(source)
+    out = export_onnx(source, tmp_path / "onnx", verify=False)
+    assert {"model.onnx", "config.json", "tokenizer.json", "vocab.txt"} <= {p.name for p in out.iterdir()}
+    config = AutoConfig.from_pretrained(out)
+    assert config.id2label == MiniBertForSequenceClassification.from_pretrained(classifier_folder).config.id2label
+    assert LengthBucketedSession(out).output_names == ["logits"]  # the folder is a session's path too
 
 
 def test_cli_exports_the_base_model(folder, tmp_path, capsys):
-    assert cli_main(["export-onnx", str(folder), str(tmp_path / "base.onnx"), "--head", "MiniBertModel"]) == 0
-    assert "wrote" in capsys.readouterr().out
-    session = onnxruntime.InferenceSession(str(tmp_path / "base.onnx"))
+    assert cli_main(["export-onnx", "--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "base"),
+                     "--head", "MiniBertModel"]) == 0
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'base'}\n"
+    session = onnxruntime.InferenceSession(str(tmp_path / "base" / "model.onnx"))
     assert [o.name for o in session.get_outputs()] == ["last_hidden_state", "pooler_output"]
 
 
 def test_unknown_head_is_refused(folder, tmp_path):
     with pytest.raises(ValueError, match=r"unknown head 'BertModel'; choose one of MiniBertModel"):
-        export_onnx(folder, tmp_path / "x.onnx", head="BertModel")
-    assert not (tmp_path / "x.onnx").exists()
+        export_onnx(folder, tmp_path / "x", head="BertModel")
+    assert not (tmp_path / "x").exists()
 
 
 @pytest.fixture
@@ -76,10 +99,10 @@ def read_only_dir(tmp_path):
 
 
 def test_export_to_a_read_only_place_is_one_line(folder, read_only_dir, capsys):
-    output = read_only_dir / "model.onnx"
+    output = read_only_dir / "onnx"
     with pytest.raises(OSError, match=rf"cannot write {output}: "):
         export_onnx(folder, output)
-    assert cli_main(["export-onnx", str(folder), str(output)]) == 2
+    assert cli_main(["export-onnx", "--model_name_or_path", str(folder), "--output_dir", str(output)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"minibert export-onnx: error: cannot write {output}") and err.count("\n") == 1
 
@@ -89,31 +112,36 @@ def test_existing_output_is_refused_before_any_export_work(folder, tmp_path, mon
         raise AssertionError("the export started")
 
     monkeypatch.setattr(torch.onnx, "export", no_export)
-    existing = tmp_path / "model.onnx"
-    existing.write_bytes(b"keep me")
-    with pytest.raises(FileExistsError, match=rf"{existing} already exists; pass overwrite=True \(--overwrite\)"):
+    existing = tmp_path / "onnx"
+    existing.mkdir()
+    (existing / "model.onnx").write_bytes(b"keep me")
+    with pytest.raises(FileExistsError, match=rf"{existing} is not empty.*overwrite_output_dir"):
         export_onnx(folder, existing)
-    with pytest.raises(FileExistsError, match=rf"{tmp_path} is a folder; give the path of the .onnx file"):
-        export_onnx(folder, tmp_path)
-    assert cli_main(["export-onnx", str(folder), str(existing)]) == 2
-    assert "already exists" in capsys.readouterr().err
-    assert existing.read_bytes() == b"keep me"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]  # no staging leftovers
+    a_file = tmp_path / "model.onnx"
+    a_file.write_bytes(b"keep me too")
+    with pytest.raises(FileExistsError, match=rf"{a_file}"):
+        export_onnx(folder, a_file)
+    assert cli_main(["export-onnx", "--model_name_or_path", str(folder), "--output_dir", str(existing)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert (existing / "model.onnx").read_bytes() == b"keep me" and a_file.read_bytes() == b"keep me too"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "onnx"]  # no staging leftovers
 
 
-def test_overwrite_replaces_an_existing_file(folder, tmp_path):
-    existing = tmp_path / "model.onnx"
-    existing.write_bytes(b"old")
-    export_onnx(folder, existing, head="MiniBertModel", verify=False, overwrite=True)
-    assert [o.name for o in onnxruntime.InferenceSession(str(existing)).get_outputs()] == [
+def test_overwrite_replaces_an_existing_folder(folder, tmp_path):
+    existing = tmp_path / "onnx"
+    existing.mkdir()
+    (existing / "old.txt").write_bytes(b"old")
+    export_onnx(folder, existing, head="MiniBertModel", verify=False, overwrite_output_dir=True)
+    assert not (existing / "old.txt").exists()
+    assert [o.name for o in onnxruntime.InferenceSession(str(existing / "model.onnx")).get_outputs()] == [
         "last_hidden_state", "pooler_output",
     ]
 
 
 def test_folder_without_weights_or_missing_is_one_line(folder, tmp_path, capsys):
-    empty = assert_missing_weights_refused(folder, tmp_path, lambda source: export_onnx(source, tmp_path / "out.onnx"))
+    empty = assert_missing_weights_refused(folder, tmp_path, lambda source: export_onnx(source, tmp_path / "out"))
     for source in (empty, tmp_path / "nowhere"):
-        assert cli_main(["export-onnx", str(source), str(tmp_path / "out.onnx")]) == 2
+        assert cli_main(["export-onnx", "--model_name_or_path", str(source), "--output_dir", str(tmp_path / "out")]) == 2
         err = capsys.readouterr().err
         assert err.startswith("minibert export-onnx: error: ") and err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["no-weights"]  # nothing written, no staging left
@@ -132,12 +160,12 @@ def test_export_runs_the_model_in_eval_mode(folder, tmp_path):
     wrapper around it was a new module, in training mode."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        export_onnx(folder, tmp_path / "model.onnx", verify=False)
+        export_onnx(folder, tmp_path / "onnx", verify=False)
     assert not [w for w in caught if "training mode" in str(w.message)]
 
 
 def test_optimized_export_fuses_and_matches_pytorch_in_length_buckets(folder, tmp_path):
-    path = export_onnx(folder, tmp_path / "base.onnx", head="MiniBertModel", optimize=True)
+    path = export_onnx(folder, tmp_path / "base", head="MiniBertModel", optimize=True) / "model.onnx"
     ops = {node.op_type for node in onnx.load(str(path)).graph.node}
     assert {"SkipLayerNormalization", "BiasGelu"} <= ops
     model = MiniBertModel.from_pretrained(folder, unpad_inputs=False).eval()
@@ -153,7 +181,8 @@ def test_optimized_export_fuses_and_matches_pytorch_in_length_buckets(folder, tm
 
 
 def test_int8_export_is_near_fp32_and_keeps_embeddings_and_head_fp32(classifier_folder, tmp_path):
-    path = export_onnx(classifier_folder, tmp_path / "int8.onnx", quantize="int8")
+    path = export_onnx(classifier_folder, tmp_path / "int8", quantize="int8") / "model_quantized.onnx"
+    assert not (tmp_path / "int8" / "model.onnx").exists()  # one graph: the int8 one
     graph = onnx.load(str(path)).graph
     ops = [node.op_type for node in graph.node]
     # Per layer Q/K/V, attention output, FFN in and out; not the pooler and classifier (quantize_dynamic turned
@@ -172,14 +201,14 @@ def test_int8_export_is_near_fp32_and_keeps_embeddings_and_head_fp32(classifier_
 def test_int8_check_bound_is_relative_with_a_floor_for_small_logits(classifier_folder, tmp_path):
     """The int8 check allows INT8_TOLERANCE of the outputs' scale, and the scale is at least 1: a weak head's small
     logits (issue 24: 0.18 at most) no longer fail a correct graph, while a graph off by more still fails."""
-    from modeling_minibert.deployment.export_onnx import INT8_TOLERANCE, verify_onnx
+    from modeling_minibert.deployment.onnx_graph import INT8_TOLERANCE, verify_onnx
 
     model = MiniBertForSequenceClassification.from_pretrained(classifier_folder).eval()
     with torch.no_grad():
         model.classifier.weight *= 0.2  # a weak head's logits: a few tenths at most (the old bound: 5% of that)
         model.classifier.bias *= 0.2
     model.save_pretrained(tmp_path / "weak")
-    path = export_onnx(tmp_path / "weak", tmp_path / "fp32.onnx")
+    path = export_onnx(tmp_path / "weak", tmp_path / "fp32") / "model.onnx"
     ids, mask, types = fixture_set(TINY["vocab_size"])
     with torch.no_grad():
         assert float(model(ids, attention_mask=mask, token_type_ids=types).logits.abs().max()) < 0.3
@@ -194,7 +223,7 @@ def test_int8_check_bound_is_relative_with_a_floor_for_small_logits(classifier_f
 
 
 def test_int8_file_runs_in_a_fresh_process_with_onnxruntime_alone(classifier_folder, tmp_path):
-    path = export_onnx(classifier_folder, tmp_path / "int8.onnx", quantize="int8")
+    path = export_onnx(classifier_folder, tmp_path / "int8", quantize="int8") / "model_quantized.onnx"
     ids, mask, types = (t.numpy() for t in fixture_set(TINY["vocab_size"], rows=4))
     expected = onnxruntime.InferenceSession(str(path)).run(
         None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
@@ -213,8 +242,21 @@ def test_unknown_quantize_mode_is_refused_before_any_export_work(folder, tmp_pat
 
     monkeypatch.setattr(torch.onnx, "export", no_export)
     with pytest.raises(ValueError, match=r"unknown quantize mode 'int4'; choose one of int8, int8-per-tensor"):
-        export_onnx(folder, tmp_path / "model.onnx", quantize="int4")
-    assert cli_main(["export-onnx", str(folder), str(tmp_path / "model.onnx"), "--quantize", "int4"]) == 2
+        export_onnx(folder, tmp_path / "onnx", quantize="int4")
+    assert cli_main(["export-onnx", "--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "onnx"),
+                     "--quantize", "int4"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("minibert export-onnx: error: unknown quantize mode 'int4'") and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_old_positional_form_gets_a_one_line_hint(folder, tmp_path, capsys):
+    """0.1's `export-onnx FOLDER OUTPUT --overwrite` is refused, naming the flags that replace it."""
+    assert cli_main(["export-onnx", str(folder), str(tmp_path / "model.onnx")]) == 2
+    assert capsys.readouterr().err == (
+        f"minibert export-onnx: error: {str(folder)!r} has no flag: FOLDER OUTPUT are now --model_name_or_path "
+        "FOLDER --output_dir OUTPUT_DIR\n")
+    argv = ["export-onnx", "--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "x"), "--overwrite"]
+    assert cli_main(argv) == 2
+    assert capsys.readouterr().err == "minibert export-onnx: error: --overwrite is now --overwrite_output_dir\n"
     assert list(tmp_path.iterdir()) == []

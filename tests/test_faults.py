@@ -381,7 +381,7 @@ def convert_argv(inputs: Path, output: Path) -> list[str]:
 
 
 def export_argv(inputs: Path, output: Path) -> list[str]:
-    return ["export-onnx", str(inputs / "model"), str(output) + ".onnx"]
+    return ["export-onnx", "--model_name_or_path", str(inputs / "model"), "--output_dir", str(output) + ".onnx"]
 
 
 def tokenizer_argv(inputs: Path, output: Path) -> list[str]:

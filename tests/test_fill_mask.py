@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, cli
-from modeling_minibert.deployment.fill_mask import fill_mask
+from modeling_minibert.deployment.mask_filling import fill_mask
 from tokenization import train_tokenizer
 
 TEXTS = [
@@ -63,7 +63,7 @@ def test_several_masks_give_one_list_each(folder):
 
 
 def test_cli_prints_predictions(folder, capsys):
-    assert cli.main(["fill-mask", str(folder), "the company said [MASK] rose.", "--top-k", "3"]) == 0
+    assert cli.main(["fill-mask", "--model_name_or_path", str(folder), "--text", "the company said [MASK] rose.", "--top-k", "3"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     tokens, scores = expected_top(folder, "the company said [MASK] rose.", 3)
     assert len(lines) == 3
@@ -78,7 +78,7 @@ def test_bad_input(folder, tmp_path, capsys):
         fill_mask(tmp_path, "a [MASK].")
     with pytest.raises(ValueError, match=r"top_k=0 must be at least 1"):
         fill_mask(folder, "a [MASK].", top_k=0)
-    assert cli.main(["fill-mask", str(folder), "no mask here"]) == 2
+    assert cli.main(["fill-mask", "--model_name_or_path", str(folder), "--text", "no mask here"]) == 2
     assert "minibert fill-mask: error: the text must contain [MASK]" in capsys.readouterr().err
 
 
@@ -93,7 +93,7 @@ def test_top_k_beyond_the_vocabulary_is_refused_naming_the_limit(folder, capsys)
     assert len(fill_mask(folder, "a [MASK].", top_k=vocab_size)) == vocab_size  # exactly the limit: fine
     with pytest.raises(ValueError, match=rf"top_k={vocab_size + 1} exceeds the vocabulary size \({vocab_size}\)"):
         fill_mask(folder, "a [MASK].", top_k=vocab_size + 1)
-    assert cli.main(["fill-mask", str(folder), "a [MASK].", "--top_k", "100000"]) == 2
+    assert cli.main(["fill-mask", "--model_name_or_path", str(folder), "--text", "a [MASK].", "--top_k", "100000"]) == 2
     err = capsys.readouterr().err
     assert err == f"minibert fill-mask: error: top_k=100000 exceeds the vocabulary size ({vocab_size})\n"
 
@@ -121,7 +121,8 @@ def test_weights_without_an_mlm_head_are_refused(folder, tmp_path, capsys):
     with pytest.raises(ValueError, match=r"holds no masked-LM head \(MiniBertForSequenceClassification weights lack "
                                          r"cls.predictions.bias"):
         fill_mask(classifier, "a [MASK].")
-    assert cli.main(["fill-mask", str(classifier), "a [MASK]."]) == 2
+    capsys.readouterr()  # what saving the classifier printed
+    assert cli.main(["fill-mask", "--model_name_or_path", str(classifier), "--text", "a [MASK]."]) == 2
     err = capsys.readouterr().err
     assert err.startswith("minibert fill-mask: error:") and err.count("\n") == 1 and "Traceback" not in err
 
@@ -142,7 +143,7 @@ def test_weights_without_an_mlm_head_are_refused(folder, tmp_path, capsys):
 def test_broken_folders_give_one_line_from_the_cli(folder, tmp_path, capsys, breakage, message):
     broken = copy_folder(folder, tmp_path)
     breakage(broken)
-    assert cli.main(["fill-mask", str(broken), "a [MASK]."]) == 2
+    assert cli.main(["fill-mask", "--model_name_or_path", str(broken), "--text", "a [MASK]."]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert re.search(message, err), err
@@ -151,7 +152,7 @@ def test_broken_folders_give_one_line_from_the_cli(folder, tmp_path, capsys, bre
 def test_a_folder_that_does_not_exist_is_named(tmp_path, capsys):
     with pytest.raises(FileNotFoundError, match=r"model folder .*nowhere does not exist"):
         fill_mask(tmp_path / "nowhere", "a [MASK].")
-    assert cli.main(["fill-mask", str(tmp_path / "nowhere"), "a [MASK]."]) == 2
+    assert cli.main(["fill-mask", "--model_name_or_path", str(tmp_path / "nowhere"), "--text", "a [MASK]."]) == 2
     assert capsys.readouterr().err == f"minibert fill-mask: error: model folder {tmp_path / 'nowhere'} does not exist\n"
 
 
@@ -163,7 +164,7 @@ def test_many_texts_give_one_result_each_as_pipelines_do(folder, capsys):
     assert len(results[1]) == 2 and all(len(per_mask) == 3 for per_mask in results[1])  # two masks
     assert [p["token"] for p in results[2]] == expected_top(folder, texts[2], 3)[0]
     assert fill_mask(folder, texts[:1], top_k=3) == [results[0]]  # a list of one text stays a list
-    assert cli.main(["fill-mask", str(folder), *texts, "--top_k", "3"]) == 0
+    assert cli.main(["fill-mask", "--model_name_or_path", str(folder), "--text", *texts, "--top_k", "3"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == texts[0] and lines[4] == texts[1] and lines[5] == "[MASK] #1:" and lines[13] == texts[2]
     assert len(lines) == 1 + 3 + 1 + 2 * (1 + 3) + 1 + 3

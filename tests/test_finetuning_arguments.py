@@ -96,11 +96,9 @@ OLD_NAMES = ["--model", "--tokenizer", "--overwrite", "--dataset", "--text-colum
 
 @pytest.mark.parametrize("old", OLD_NAMES)
 def test_the_dropped_0_1_names_are_refused(old, capsys):
-    with pytest.raises(SystemExit) as exit:
-        main(["finetune", old, "1", "--task", "sequence-classification"])
-    assert exit.value.code == 2
+    assert main(["finetune", old, "1", "--task", "sequence-classification"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 2 and f"minibert: error: unrecognized arguments: {old} 1" in err, err  # usage, error
+    assert err.count("\n") == 1 and err.startswith(f"minibert finetune: error: unrecognized arguments: {old} 1"), err
 
 
 class Captured(Exception):

@@ -13,7 +13,7 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, List, Value
 
 from modeling_minibert.training.finetuning.data import (
     DataError,
-    check_labels,
+    check_split_labels,
     dataset_splits,
     label_column,
     load_data,
@@ -76,7 +76,7 @@ def test_label_outside_the_label_set(tmp_path):
     data = load_data(write(tmp_path / "validation.csv", "text,label\nfine,pos\nbad,neg\nmeh,neutral\n"))
     labels = label_column(data, "label")
     with pytest.raises(DataError, match=r"validation\.csv, row 3, field 'label': label 'neutral' is not one of the labels \['neg', 'pos'\]"):
-        check_labels(data, "label", labels, ["neg", "pos"])
+        check_split_labels(data, "label", labels, ["neg", "pos"])
 
 
 def test_numeric_labels_are_text_in_numeric_order(tmp_path):
@@ -113,7 +113,7 @@ def test_conll_extra_columns_and_errors(tmp_path):
     # A tag outside the label set names the sentence and the line it starts on.
     tokens, tags = tag_columns(data, "tokens", "tags")
     with pytest.raises(DataError, match=r"c\.conll, sentence 2 \(line 4\), field 'tags': label 'B-PER' is not one of"):
-        check_labels(data, "tags", tags, ["O", "B-ORG"])
+        check_split_labels(data, "tags", tags, ["O", "B-ORG"])
     bad = write(tmp_path / "bad.conll", "Peter B-PER\nlives\n")
     with pytest.raises(DataError, match=r"bad\.conll, line 2: expected a token and a tag separated by whitespace, got 'lives'"):
         read_conll(bad)

@@ -23,7 +23,8 @@ from modeling_minibert.cli import main
 from modeling_minibert.training.finetuning import (
     finetune,
 )
-from modeling_minibert.training.finetuning.flow import check_max_length, resume_checkpoint
+from modeling_minibert.training.finetuning.flow import resume_checkpoint
+from modeling_minibert.training.finetuning.loading import check_max_length
 from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
 
 from fixtures.environment import run_python
@@ -287,21 +288,26 @@ print(json.dumps({{
 
 
 def test_the_task_table_needs_no_train_extra(tmp_path):
-    """hub.py and the model card read a task's Auto class and pipeline tag on a plain install: the table imports
-    without datasets, scikit-learn, seqeval or matplotlib; each task's own parts come from its module's TASK."""
+    """The command line reads the task names on a plain install (`finetune --help`): the table imports without
+    datasets, scikit-learn, seqeval or matplotlib; each task's own parts, its Auto class and pipeline tag come from
+    its module's TASK."""
     from modeling_minibert.training.finetuning.tasks import TASKS, load_task
 
     code = (
         "import sys\n"
         "from modeling_minibert.training.finetuning.tasks import TASKS\n"
-        "print({name: (spec.auto_class, spec.pipeline_tag) for name, spec in TASKS.items()})\n"
+        "print(list(TASKS))\n"
         "print(sorted(m for m in ('datasets', 'sklearn', 'seqeval', 'matplotlib') if m in sys.modules))\n"
     )
     shown = run_python(code, tmp_path, without_package=False, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    assert "'sequence-classification': ('AutoModelForSequenceClassification', 'text-classification')" in shown
+    assert "['sequence-classification', 'token-classification', 'question-answering']" in shown
     assert shown.endswith("\n[]\n"), shown  # none of the [train] extra's packages was imported
-    for name in TASKS:
-        task = load_task(name)
-        assert task.name == name and task.auto_class.__name__ == TASKS[name].auto_class
+    tags = {name: (load_task(name).auto_class.__name__, load_task(name).pipeline_tag) for name in TASKS}
+    assert tags == {
+        "sequence-classification": ("AutoModelForSequenceClassification", "text-classification"),
+        "token-classification": ("AutoModelForTokenClassification", "token-classification"),
+        "question-answering": ("AutoModelForQuestionAnswering", "question-answering"),
+    }
+    assert all(load_task(name).name == name for name in TASKS)
     with pytest.raises(ValueError, match=r"unknown task 'summarization'; choose one of \['sequence-classification'"):
         load_task("summarization")

@@ -10,7 +10,8 @@ import torch
 from datasets import Dataset
 from transformers import AutoTokenizer, pipeline
 
-from modeling_minibert.training.finetuning import PREDICTIONS_FILE, finetune
+from modeling_minibert.training.finetuning import finetune
+from modeling_minibert.training.finetuning.tasks.question_answering import PREDICTIONS_FILE
 from modeling_minibert.training.finetuning.data import DataError, load_data, question_answer_columns
 from modeling_minibert.training.finetuning.metrics import squad_metrics
 from modeling_minibert.training.finetuning.tasks.question_answering import qa_features

@@ -12,7 +12,8 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, pipeline
 
 from benchmarks.rotten_tomatoes import tfidf_baseline
-from modeling_minibert.training.finetuning import CONFUSION_FILE, finetune
+from modeling_minibert.training.finetuning import finetune
+from modeling_minibert.utils.outputs import CONFUSION_FILE
 from modeling_minibert.training.finetuning.data import DataError
 
 from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)

@@ -10,7 +10,8 @@ import torch
 from datasets import Dataset
 from transformers import AutoTokenizer, Trainer, pipeline
 
-from modeling_minibert.training.finetuning import align_word_labels, continuation_labels, finetune
+from modeling_minibert.training.finetuning import finetune
+from modeling_minibert.training.finetuning.tasks.token_classification import align_word_labels, continuation_labels
 from modeling_minibert.training.finetuning.data import load_data
 
 from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)

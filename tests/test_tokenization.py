@@ -560,7 +560,7 @@ def test_output_dir_checked_before_training_and_replaced_atomically(tmp_path, tr
 
     with pytest.raises(FileExistsError, match=f"output_dir {re.escape(str(out))} is not empty; pass --overwrite_output_dir"):
         train_tokenizer(train_data=must_not_be_read(), vocab_size=100, output_dir=out)
-    save_tokenizer(trained[0], out, overwrite=True)
+    save_tokenizer(trained[0], out, overwrite_output_dir=True)
     assert not (out / "stale.txt").exists() and (out / "vocab.txt").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary folders left
 

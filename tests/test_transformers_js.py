@@ -85,7 +85,8 @@ def logits_of(model, tokenizer, sentences: list[str]) -> torch.Tensor:
 @pytest.fixture(scope="module")
 def exported(classifier, tmp_path_factory):
     output = tmp_path_factory.mktemp("exported") / "rotten-tomatoes"
-    assert cli_main(["export-onnx", str(classifier[0]), str(output), "--format", "transformers.js"]) == 0
+    assert cli_main(["export-onnx", "--model_name_or_path", str(classifier[0]), "--output_dir", str(output),
+                     "--format", "transformers.js"]) == 0
     return output
 
 
@@ -176,7 +177,7 @@ def test_the_example_page_classifies_a_sentence_in_headless_chromium(exported, c
 def test_a_variant_bert_cannot_express_is_refused_in_one_line(tmp_path):
     folder = tmp_path / "pre-ln"
     MiniBertForSequenceClassification(MiniBertConfig(**TINY, layer_norm_position="pre")).save_pretrained(folder)
-    from modeling_minibert.deployment.export_onnx import export_onnx
+    from modeling_minibert.deployment.onnx_export import export_onnx
 
     with pytest.raises(ValueError, match=r"pre-ln/config.json: layer_norm_position='pre' has no BERT equivalent"):
         export_onnx(folder, tmp_path / "out", format="transformers.js")

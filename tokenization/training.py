@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import logging
-import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -14,7 +12,6 @@ from typing import Any
 from tokenizers import trainers
 
 from tokenization.corpus import Corpus
-from tokenization.summary import format_summary, tokenizer_summary
 from tokenization.wordpiece import (
     _files,
     CONTINUING_SUBWORD_PREFIX,
@@ -107,7 +104,7 @@ def train_tokenizer(*, train_data: Iterable[str] | None = None, **options: Any) 
     corpus = Corpus(files=args.train_file, texts=train_data, show_progress=not args.disable_tqdm)
     tokenizer = _train(corpus, args, limit_alphabet)
     if args.output_dir is not None:
-        save_tokenizer(tokenizer, args.output_dir, overwrite=args.overwrite_output_dir)
+        save_tokenizer(tokenizer, args.output_dir, overwrite_output_dir=args.overwrite_output_dir)
     return tokenizer
 
 
@@ -220,33 +217,3 @@ def _alphabet(corpus: Corpus, limit_alphabet: int, lowercase: bool, strip_accent
         chars = set(kept)
     pieces = sorted(t for t in vocab if t.startswith(CONTINUING_SUBWORD_PREFIX) and t[len(CONTINUING_SUBWORD_PREFIX):] in chars)
     return kept, pieces
-
-
-def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    from modeling_minibert.cli import dataclass_command
-
-    parser = dataclass_command(
-        subparsers, "train-tokenizer", TokenizerTrainingArguments,
-        help="train a WordPiece vocabulary and save a fast tokenizer",
-        description="Train a BERT WordPiece vocabulary on UTF-8 text files and save it with save_pretrained.",
-    )
-    parser.set_defaults(func=run_cli)
-
-
-def run_cli(namespace: argparse.Namespace) -> int:
-    names = {f.name for f in dataclasses.fields(TokenizerTrainingArguments)}
-    options = {k: v for k, v in vars(namespace).items() if k in names}
-    # The library's warnings (a vocabulary smaller than asked) as one line in the CLI's own voice.
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("minibert train-tokenizer: warning: %(message)s"))
-    logger.addHandler(handler)
-    propagate, logger.propagate = logger.propagate, False
-    try:
-        tokenizer = train_tokenizer(**options)
-    finally:
-        logger.removeHandler(handler)
-        logger.propagate = propagate
-    texts = (line for batch in Corpus(files=options["train_file"], show_progress=False) for line in batch)
-    print(f"saved a {len(tokenizer):,}-token WordPiece vocabulary to {options['output_dir']}")
-    print(format_summary(tokenizer_summary(tokenizer, texts)))
-    return 0

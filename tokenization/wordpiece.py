@@ -197,14 +197,16 @@ def load_tokenizer(path: str | os.PathLike, **kwargs) -> BertTokenizerFast:
     return BertTokenizerFast.from_pretrained(str(path), **kwargs)
 
 
-def save_tokenizer(tokenizer: transformers.PreTrainedTokenizerBase, output_dir: str | os.PathLike, overwrite: bool = False) -> Path:
+def save_tokenizer(
+    tokenizer: transformers.PreTrainedTokenizerBase, output_dir: str | os.PathLike, overwrite_output_dir: bool = False
+) -> Path:
     """`save_pretrained` into a staging folder beside `output_dir`, then rename it into place.
 
     Readers never see a half-written folder. An existing non-empty `output_dir` raises FileExistsError
-    unless `overwrite`.
+    unless `overwrite_output_dir`.
     """
     files = _files()
-    output_dir = files.check_output_dir(output_dir, overwrite)
+    output_dir = files.check_output_dir(output_dir, overwrite_output_dir)
     with files.staged_folder(output_dir) as staging:
         tokenizer.save_pretrained(staging)
     return output_dir
@@ -218,6 +220,6 @@ def _token_content(token) -> str:
 def _files():
     """The project's atomic writers, imported when first needed: importing `modeling_minibert` loads torch and
     the model, which tokenizing does not need (a tokenizer folder must stay usable without them)."""
-    from modeling_minibert.utils import files
+    import modeling_minibert.utils.files as files
 
     return files

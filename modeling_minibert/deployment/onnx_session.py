@@ -12,6 +12,7 @@ Needs the [onnx] extra; onnxruntime is imported when a session is made.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
@@ -20,16 +21,29 @@ from modeling_minibert.modeling_minibert import Packing
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 
+def graph_file(path: str | os.PathLike) -> Path:
+    """The graph `path` names: an .onnx file, or an `export-onnx` folder holding one (`model.onnx` or
+    `model_quantized.onnx`); FileNotFoundError naming the folder when it holds none or several."""
+    path = Path(path)
+    if not path.is_dir():
+        return path
+    graphs = sorted(path.glob("*.onnx"))
+    if len(graphs) != 1:
+        found = ", ".join(g.name for g in graphs) or "none"
+        raise FileNotFoundError(f"{path} must hold one .onnx graph (found: {found}); name the file instead")
+    return graphs[0]
+
+
 def make_session(path: str | os.PathLike, threads: int | None = None):
-    """An onnxruntime CPU session for the graph at `path`; `threads` sets its intra-op threads (default:
-    onnxruntime's, one per core)."""
+    """An onnxruntime CPU session for the graph at `path` (a file, or a folder `graph_file` finds it in);
+    `threads` sets its intra-op threads (default: onnxruntime's, one per core)."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(str(graph_file(path)), options, providers=["CPUExecutionProvider"])
 
 
 def length_buckets(attention_mask: np.ndarray, step: int = Packing.BUCKET_STEP) -> list[tuple[np.ndarray, int]]:
@@ -76,4 +90,4 @@ class LengthBucketedSession:
         return results
 
 
-__all__ = ["LengthBucketedSession", "length_buckets", "make_session"]
+__all__ = ["LengthBucketedSession", "graph_file", "length_buckets", "make_session"]

@@ -5,7 +5,7 @@ lays it out for it:
 
     config.json              with model_type "bert": transformers.js picks its model and tokenizer classes by
                              model_type and has no "minibert"; the default Mini-BERT *is* BERT, so the config is
-                             the one `minibert convert-bert --to-bert` writes (a variant BERT cannot express is
+                             the one `minibert convert-bert --to_bert` writes (a variant BERT cannot express is
                              refused, in one line naming the field)
     tokenizer.json, tokenizer_config.json, vocab.txt, special_tokens_map.json
     onnx/model.onnx          the plain fp32 graph (what `dtype: "fp32"` loads: Node's default)
@@ -22,8 +22,9 @@ import os
 import shutil
 from pathlib import Path
 
-from modeling_minibert.sharing.convert_bert import TOKENIZER_FILES, convert_minibert_to_bert
-from modeling_minibert.deployment.export_onnx import (
+from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
+from modeling_minibert.sharing.folder import TOKENIZER_FILES
+from modeling_minibert.deployment.onnx_graph import (
     INT8_TOLERANCE,
     QUANTIZE_MODES,
     choices_of,
@@ -41,25 +42,26 @@ MODEL_FILE, QUANTIZED_FILE = "onnx/model.onnx", "onnx/model_quantized.onnx"
 
 
 def export_transformers_js(
-    folder: str | os.PathLike,
-    output: str | os.PathLike,
+    model_name_or_path: str | os.PathLike,
+    output_dir: str | os.PathLike,
     head: str | None = None,
     verify: bool = True,
-    overwrite: bool = False,
+    overwrite_output_dir: bool = False,
     quantize: str = "int8",
 ) -> Path:
-    """Write the transformers.js folder `output` for the Mini-BERT in `folder` (its own head, or `head`).
+    """Write the transformers.js folder `output_dir` for the Mini-BERT in `model_name_or_path` (its own head, or
+    `head`).
 
     `quantize` is the QUANTIZE_MODES mode of onnx/model_quantized.onnx. Refuses before any export work, one line
     each: an unknown mode, a folder that is not a saved Mini-BERT, a config BERT cannot express, and an `output`
-    that is a non-empty folder (unless `overwrite`) or cannot be written. Returns `output`.
+    that is a non-empty folder (unless `overwrite_output_dir`) or cannot be written. Returns `output_dir`.
     """
-    folder, output = Path(folder), Path(output)
+    folder, output = Path(model_name_or_path), Path(output_dir)
     if quantize not in QUANTIZE_MODES:
         raise ValueError(f"unknown quantize mode {quantize!r}; choose one of {', '.join(QUANTIZE_MODES)}")
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder {folder} does not exist")
-    check_output_dir(output, overwrite)
+    check_output_dir(output, overwrite_output_dir)
     with staged_folder(output) as staging:
         write_bert_config_and_tokenizer(folder, staging, head)
         model = load_for_export(folder, head)

@@ -1,1 +1,22 @@
-"""TODO"""
+"""Sharing: a trained folder handed on.
+
+    folder.py        what a folder holds and what of it is published (never pickles of training state, links
+                     out of it, or the token)
+    model_card.py    the model card of a job's folder (huggingface_hub's ModelCard), with its results
+    bert_format.py   `convert_bert`: transformers' BERT folders <-> Mini-BERT folders, weights exact both ways
+    push.py          `push_to_hub`: a folder to the Hugging Face Hub, as it is or in BERT format
+
+    from modeling_minibert.sharing import push_to_hub, convert_bert
+"""
+
+from modeling_minibert.utils.lazy import lazy_names
+
+_NAMES = {
+    "push_to_hub": "push",
+    "convert_bert": "bert_format",
+    "convert_bert_to_minibert": "bert_format",
+    "convert_minibert_to_bert": "bert_format",
+    "write_model_card": "model_card",
+}
+__getattr__ = lazy_names(__name__, _NAMES)
+__all__ = list(_NAMES)

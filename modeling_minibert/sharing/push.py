@@ -1,6 +1,7 @@
 """Share a trained folder on the Hugging Face Hub: `push_to_hub` and `minibert push`.
 
-    push_to_hub("runs/mlm/final", "me/minibert-mlm")        # or: minibert push runs/mlm/final me/minibert-mlm
+    push_to_hub("runs/mlm", "me/minibert-mlm")
+    # or: minibert push --model_name_or_path runs/mlm --hub_model_id me/minibert-mlm
 
 A saved Mini-BERT folder (`save_pretrained` output) already holds everything a user without this package
 needs: safetensors weights, a config whose `auto_map` names the classes, the configuration and modeling
@@ -17,16 +18,12 @@ in an uploaded file, the card, a log line or an exception message.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import logging
 import os
 import re
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
 
 import httpx2  # huggingface_hub's HTTP client: its errors are the Hub's and the network's
@@ -37,63 +34,17 @@ from transformers import TrainerCallback
 from transformers.dynamic_module_utils import custom_object_save
 
 from modeling_minibert.configuration_minibert import MiniBertConfig, read_config_json
-from modeling_minibert.utils.files import check_links
+from modeling_minibert.sharing.folder import PICKLE_PATTERNS, check_uploaded_links, files_to_upload
 from modeling_minibert.sharing.model_card import parameter_count, refresh_model_card
-from modeling_minibert.utils.outputs import TEACHER_DIR, TEACHER_LOGITS_FILE, TEACHER_LOGITS_INFO_FILE, safetensors_problem
+from modeling_minibert.utils.commands import CommandLine
+from modeling_minibert.utils.outputs import safetensors_problem
 
 logger = logging.getLogger(__name__)
 
-PICKLE_PATTERNS = ["*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle", "*.ckpt"]
-# Training state, by file name, wherever it lies: Trainer's (`training_args.bin`, which can even hold
-# `hub_token`; optimizer.pt, scheduler.pt, scaler.pt, rng_state*.pth) and accelerate's `save_state`
-# (optimizer.bin, scheduler.bin, sampler.bin, random_states_*.pkl, custom_checkpoint_*.pkl). Pickles, not part
-# of the model, never needed to load it: never uploaded.
-TRAINING_STATE_PATTERNS = [
-    "training_args.bin", "optimizer.*", "scheduler.*", "scaler.pt", "sampler*.bin", "rng_state*.pth",
-    "random_states_*.pkl", "custom_checkpoint_*.pkl",
-    TEACHER_LOGITS_FILE, TEACHER_LOGITS_INFO_FILE,  # `minibert distill`'s cache of its teacher's outputs
-]
-# Folders never uploaded, at any depth: checkpoints (Trainer's `checkpoint-N`, older runs' `checkpoints/`, as
-# Trainer's own push skips them) and hidden ones (version control, caches, save staging, locks).
-# `minibert distill --finetune_teacher` keeps the fine-tuned teacher in `teacher/`: another model, not this one.
-IGNORED_FOLDERS = ["checkpoint-*", "checkpoints", TEACHER_DIR, ".*"]
 REDACTED = "hf_***"
 # What `push --format` publishes: the folder as it is (Mini-BERT: remote code), or its transformers BERT format.
 FORMATS = ("minibert", "bert")
 OS_ERROR_FIELDS = ("errno", "strerror", "filename", "filename2")  # an OSError keeps these outside args and __dict__
-
-# ---------------------------------------------------------------------------------------------
-# What is in the folder.
-# ---------------------------------------------------------------------------------------------
-
-
-def never_uploaded(path: str) -> bool:
-    """Whether a folder-relative path is a checkpoint, training state or hidden, at any depth."""
-    *folders, name = path.split("/")
-    if any(fnmatchcase(part, pattern) for part in folders for pattern in IGNORED_FOLDERS):
-        return True
-    hidden = name.startswith(".") and name != ".gitattributes"
-    return hidden or any(fnmatchcase(name, pattern) for pattern in TRAINING_STATE_PATTERNS)
-
-
-def uploaded(path: str) -> bool:
-    return not never_uploaded(path)
-
-
-def files_to_upload(folder: Path) -> list[str]:
-    """Relative paths `push_to_hub` uploads: all but checkpoints, training state and hidden files and folders.
-
-    Links to folders are not entered; a link to a file is listed (`check_uploaded_links` refuses one that leads out).
-    """
-    paths = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    return [path for path in paths if uploaded(path)]
-
-
-def check_uploaded_links(folder: Path) -> None:
-    """Refuse a link that would publish what it points to: one that leads out of the folder, or to a file or
-    folder inside that is never uploaded itself (hidden, a checkpoint, training state)."""
-    check_links(folder, copied=uploaded, allowed=uploaded)
-
 
 def check_weights_readable(folder: Path, paths: list[str]) -> None:
     """Refuse a safetensors file cut short or with a broken header, naming it, before anything is uploaded."""
@@ -212,8 +163,8 @@ def _check_no_token_in_files(folder: Path, paths: list[str], token: str) -> None
 
 
 def push_to_hub(
-    folder: str | os.PathLike,
-    repo_id: str,
+    model_name_or_path: str | os.PathLike,
+    hub_model_id: str,
     *,
     private: bool = False,
     revision: str | None = None,
@@ -224,13 +175,13 @@ def push_to_hub(
     license: str | None = None,
     format: str = "minibert",
 ) -> CommitInfo:
-    """Upload a saved model folder or a job's output folder to the Hub repository `repo_id`, with a model card.
+    """Upload a saved model folder or a job's output folder to the Hub repository `hub_model_id`, with a model card.
 
     Args:
-        folder: a `save_pretrained` folder (config.json, model.safetensors, source files, tokenizer files), or
+        model_name_or_path: a `save_pretrained` folder (config.json, model.safetensors, source files, tokenizer files), or
             a job's output folder: its results files and plots go too; `checkpoint-*/` folders (at any depth)
             and training state (optimizer, scheduler, RNG states, `training_args.bin`) never do.
-        repo_id: "namespace/name" (or "name", under the token's account); created if missing.
+        hub_model_id: "namespace/name" (or "name", under the token's account); created if missing.
         private: create the repository private (no effect if it exists).
         revision: branch to commit to; created from `main` if new. Tags and commit ids are refused.
         commit_message: defaults to "Upload <name> with minibert push".
@@ -241,14 +192,14 @@ def push_to_hub(
         license: the card's license (default: the card's own, else "apache-2.0").
         format: "minibert" (the folder as it is) or "bert": a Mini-BERT folder is converted first, in a temporary
             folder, to transformers' BERT format (`convert_bert.convert_minibert_to_bert`: no code files, loads
-            without remote code); `folder` is left as it is.
+            without remote code); the folder itself is left as it is.
 
     Returns:
         The `CommitInfo` (a str: the commit URL; `.oid` is the commit id).
 
     Raises:
         FileNotFoundError: `folder` or its config.json is missing.
-        ValueError: bad repo_id or revision, pickle files without `allow_pickle`, the token inside a file, a link
+        ValueError: bad hub_model_id or revision, pickle files without `allow_pickle`, the token inside a file, a link
             that leads out of the folder (or to a file never uploaded), a safetensors file cut short or unreadable.
         LocalTokenNotFoundError: no token anywhere.
         huggingface_hub errors (RepositoryNotFoundError, HfHubHTTPError, ...) from the Hub; one that carries the
@@ -257,10 +208,10 @@ def push_to_hub(
     token = token or get_token()
     if format not in FORMATS:
         raise ValueError(f"format={format!r} is not one of {', '.join(map(repr, FORMATS))}")
-    folder = Path(folder)
+    folder, repo_id = Path(model_name_or_path), hub_model_id
     with tempfile.TemporaryDirectory(prefix="minibert-push-") as scratch:
         if format == "bert" and _is_minibert_folder(folder):
-            from modeling_minibert.sharing.convert_bert import convert_minibert_to_bert
+            from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
 
             folder = convert_minibert_to_bert(folder, Path(scratch) / folder.name)
         # Everything below may quote its arguments in an error: a token pasted into the wrong one stays hidden.
@@ -293,7 +244,7 @@ def _push(
         raise FileNotFoundError(f"No such folder: {folder}")
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{folder} has no config.json: push a folder written by save_pretrained")
-    for name, value in (("repo_id", repo_id), ("revision", revision), ("commit_message", commit_message)):
+    for name, value in (("hub_model_id", repo_id), ("revision", revision), ("commit_message", commit_message)):
         if token and value and token in value:
             raise ValueError(f"{name} contains your Hub token: it would be published")
     validate_repo_id(repo_id)
@@ -358,8 +309,11 @@ class PushCustomCodeCallback(TrainerCallback):
 
 @dataclass(kw_only=True)
 class PushArguments:
-    """`minibert push`'s options; `push_to_hub` takes the same names as keywords (after FOLDER and REPO_ID)."""
+    """`minibert push`'s options; `push_to_hub` takes the same names as keywords."""
 
+    model_name_or_path: str = field(metadata={
+        "help": "the folder to upload: saved with save_pretrained, or a job's output folder"})
+    hub_model_id: str = field(metadata={"help": '"namespace/name" of the Hub repository; created if missing'})
     private: bool = field(default=False, metadata={"help": "create the repository private"})
     revision: str | None = field(default=None, metadata={"help": "branch to push to (created from main if new)"})
     commit_message: str | None = field(default=None, metadata={"help": "commit message"})
@@ -375,32 +329,17 @@ class PushArguments:
                 "format first (no code files, loads anywhere BERT does)"})
 
 
-def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    from modeling_minibert.cli import dataclass_command
-
-    parser = dataclass_command(
-        subparsers, "push", PushArguments,
-        help="upload a saved model folder to the Hugging Face Hub",
-        description=(
-            "Upload FOLDER (a save_pretrained folder or a pretrain/finetune output folder) to the Hub repository "
-            "REPO_ID, with its model card: model, tokenizer, card, results and plots; never checkpoint-*/ folders or "
-            "training state (optimizer, scheduler, RNG states, training_args.bin). "
-            "The Hub is HF_ENDPOINT (default huggingface.co); the token is --token, HF_TOKEN or `hf auth login`'s."
-        ),
-    )
-    # Positional, as in huggingface_hub's own `hf upload REPO_ID LOCAL_PATH`: the two things every push names.
-    parser.add_argument("folder", metavar="FOLDER", help="saved model or job output folder (config.json, model.safetensors, ...)")
-    parser.add_argument("repo_id", metavar="REPO_ID", help='"namespace/name"; created if missing')
-    parser.set_defaults(func=run_cli)
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(PushArguments)}
-    try:
-        info = push_to_hub(args.folder, args.repo_id, **options)
-    except (httpx2.HTTPError, LocalTokenNotFoundError) as err:
-        # The Hub's answer or the network error (already free of the token) is the useful part; a traceback is not.
-        print(f"minibert push: error: {err}", file=sys.stderr)
-        return 1
-    print(info.commit_url)
-    return 0
+COMMAND_LINE = CommandLine(
+    arguments=(PushArguments,),
+    help="upload a saved model folder to the Hugging Face Hub",
+    description=(
+        "Upload --model_name_or_path (a save_pretrained folder or a job's output folder) to the Hub repository "
+        "--hub_model_id, with its model card: model, tokenizer, card, results and plots; never checkpoint-*/ "
+        "folders or training state (optimizer, scheduler, RNG states, training_args.bin). The Hub is HF_ENDPOINT "
+        "(default huggingface.co); the token is --token, HF_TOKEN or `hf auth login`'s."
+    ),
+    report=lambda info, options: info.commit_url,
+    positionals="FOLDER REPO_ID are now --model_name_or_path FOLDER --hub_model_id REPO_ID",
+    # The Hub's answer or the network error (already free of the token) is the useful part; a traceback is not.
+    failures=(httpx2.HTTPError, LocalTokenNotFoundError),
+)

@@ -1,1 +1,6 @@
-"""TODO"""
+"""What every wing shares: safe writes (`files`), the output folder's names, results and lock (`outputs`), bf16
+where it pays (`precision`), quiet transformers loading (`logging`), the command convention (`commands`) and lazy
+package faces (`lazy`).
+
+Imports nothing above the model files: every other wing builds on it.
+"""

@@ -15,11 +15,22 @@ import sys
 import threading
 import time
 from http.server import ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .app import HubApp
-    from .handler import Handler
+
+
+class Connection(Protocol):
+    """What this module reads of a request handler (handler.py's `Handler`): its socket, the current request's
+    deadline and timing, and whether it is waiting for a request. A protocol, so that the handler builds on this
+    module and not the other way round."""
+
+    connection: socket.socket
+    deadline: float
+    started: float
+    received: int
+    waiting: bool
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +52,7 @@ class DeadlineReader(io.RawIOBase):
     ever; each read here may only wait what is left of the request's time.
     """
 
-    def __init__(self, handler: Handler):
+    def __init__(self, handler: Connection):
         self.handler = handler
 
     def readable(self) -> bool:
@@ -61,7 +72,7 @@ class DeadlineWriter(io.BufferedIOBase):
     """The connection's output, written under the request's deadline (plus ANSWER_GRACE, so a 408 can leave): a
     client that stops reading a download frees its connection like one that stops sending."""
 
-    def __init__(self, handler: Handler):
+    def __init__(self, handler: Connection):
         self.handler = handler
 
     def writable(self) -> bool:
@@ -91,7 +102,7 @@ class Server(ThreadingHTTPServer):
         self.slots = threading.BoundedSemaphore(max_connections)
         # Open connections and their handlers: `shutdown()` only stops accepting new ones, and a client's pool
         # would go on being served by their threads after `stop()`; a full server evicts the slowest of them.
-        self.connections: dict[socket.socket, Handler] = {}
+        self.connections: dict[socket.socket, Connection] = {}
         self.connections_lock = threading.Lock()
 
     def _evict_slowest(self) -> bool:

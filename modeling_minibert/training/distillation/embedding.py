@@ -31,15 +31,21 @@ from datasets import Dataset
 from torch import nn
 from transformers import AutoModel, DataCollatorWithPadding, PreTrainedModel, Trainer
 
-from modeling_minibert.training.distillation.flow import DistillationArguments, DistillResult, max_length_for
+from modeling_minibert.training.distillation.arguments import EMBEDDING_TASK as TASK
+from modeling_minibert.training.distillation.arguments import DistillationArguments, DistillResult
+from modeling_minibert.training.distillation.teacher import max_length_for
 from modeling_minibert.utils.files import staged_folder, write_json
-from modeling_minibert.training.finetuning import flow
+from modeling_minibert.training.finetuning.flow import run_folder, score_test, strip_prefix, train_and_score
+from modeling_minibert.training.finetuning.arguments import training_arguments
 from modeling_minibert.training.finetuning.arguments import check_training_options, split_options
 from modeling_minibert.training.finetuning.data import text_lines
 from modeling_minibert.training.finetuning.plots import plot_training_curves
 from modeling_minibert.sharing.model_card import write_model_card
 from modeling_minibert.utils.outputs import CURVES_FILE, DISTILLATION_ARGS_FILE, TRAINER_STATE_FILE, write_results
 from modeling_minibert.deployment.sentence_embeddings import mean_pooling, module_types, write_sentence_transformers_files
+from modeling_minibert.training.finetuning.arguments import TRAINING_DEFAULTS
+from modeling_minibert.training.finetuning.loading import load_fast_tokenizer, load_model, seed_of
+from modeling_minibert.training.finetuning.task import Prepared
 
 DENSE_DIR = "2_Dense"  # the projection's sentence-transformers module folder (after 1_Pooling)
 # Distillation options that speak of labels, logits or augmented copies: they cannot apply to embeddings.
@@ -148,8 +154,8 @@ def distill_embeddings(
     sources: dict[str, str | os.PathLike | Dataset | Sequence[str]], has_train_data: bool, show_progress: bool, **options: Any
 ) -> DistillResult:
     """Train `model_name_or_path` to reproduce the sentence-transformers teacher `teacher_model_name_or_path`'s
-    embeddings of unlabelled texts (`train_file`, one a line); see the module docstring. `distillation.distill`
-    hands over here with the splits' `sources` (files, or the `*_data` given in Python: Datasets with a text column,
+    embeddings of unlabelled texts (`train_file`, one a line); see the module docstring. `flow.distill` hands
+    over here with the splits' `sources` (files, or the `*_data` given in Python: Datasets with a text column,
     or lists of strings); keyword options are `minibert distill`'s flags. `validation_file` / `test_file` texts
     are scored (eval_loss, eval_cosine).
 
@@ -167,28 +173,28 @@ def distill_embeddings(
         raise ValueError(f"learning_rates={args.learning_rates}: task='embedding' trains at one learning rate (--learning_rate)")
     kinds = check_embedding_options(args, has_train_data)
     training.setdefault("disable_tqdm", not show_progress)
-    with flow.run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
+    with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
         texts = {role: texts_of(source, role, args.text_column_name or "text") for role, source in sources.items()}
-        tokenizer = flow.load_tokenizer(args.model_name_or_path, args.tokenizer_name)
+        tokenizer = load_fast_tokenizer(args.model_name_or_path, args.tokenizer_name)
         length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
         teacher = SentenceTransformer(str(args.teacher_model_name_or_path), device="cpu")
         teacher.max_seq_length = min(teacher.max_seq_length, args.max_seq_length or teacher.max_seq_length)
-        batch_size = training.get("per_device_eval_batch_size", flow.TRAINING_DEFAULTS["per_device_eval_batch_size"])
+        batch_size = training.get("per_device_eval_batch_size", TRAINING_DEFAULTS["per_device_eval_batch_size"])
         targets = teacher_embeddings(teacher, texts, batch_size, show_progress)
-        encoder = flow.load_model(AutoModel, args.model_name_or_path, flow.seed_of(training))
+        encoder = load_model(AutoModel, args.model_name_or_path, seed_of(training))
         student = EmbeddingStudent(encoder, targets["train"].shape[1], "Normalize" in kinds)
         data = {role: features(tokenizer, texts[role], targets[role], length) for role in texts}
         trainer = embedding_trainer(student, tokenizer, data, output, training)
-        prepared = flow.Prepared(
+        prepared = Prepared(
             train=data["train"], validation=data.get("validation"), test=data.get("test"), collator=trainer.data_collator,
             metric="loss", metrics_for=lambda role: cosine_metrics,
         )
-        results = flow.train_and_score(trainer, prepared)[0]
-        flow.score_test(trainer, prepared, results)
+        results = train_and_score(trainer, prepared)[0]
+        score_test(trainer, prepared, results)
         save_embedder(trainer, student, tokenizer, results, output, length, args)
     write_model_card(output, task="feature-extraction", base_model=str(args.model_name_or_path),
                      dataset_name=Path(str(sources["train"])).stem if isinstance(sources["train"], (str, os.PathLike)) else None)
-    strip = flow.strip_prefix
+    strip = strip_prefix
     return DistillResult(
         output, strip(results.get("eval", {}), "eval_"), strip(results["test"], "test_") if "test" in results else None,
         None, strip(results["train"], "train_"), teacher=str(args.teacher_model_name_or_path), transfer_size=len(texts["train"]),
@@ -196,7 +202,7 @@ def distill_embeddings(
 
 
 def embedding_trainer(student: EmbeddingStudent, tokenizer: Any, data: dict[str, Dataset], output: Path, training: dict[str, Any]) -> Trainer:
-    args = flow.training_arguments(str(output), "validation" in data, "loss", **training)
+    args = training_arguments(str(output), "validation" in data, "loss", **training)
     return Trainer(
         model=student, args=args, train_dataset=data["train"], eval_dataset=data.get("validation"),
         data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
@@ -230,11 +236,5 @@ def save_embedder(
         plot_training_curves(trainer.state.log_history, "cosine", trainer.state.best_global_step, staging / CURVES_FILE)
 
 
-TASK = flow.Task(
-    name="embedding",
-    prepare=None,
-    collator=DataCollatorWithPadding,
-    distill=distill_embeddings,
-)
 
 __all__ = ["TASK", "EmbeddingStudent", "distill_embeddings"]

@@ -31,15 +31,18 @@ from transformers import AutoConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 import modeling_minibert  # registers Mini-BERT with the Auto classes; AUTO_CLASSES
 from modeling_minibert.utils.files import write_bytes, write_json
-from modeling_minibert.training.finetuning import flow
-from modeling_minibert.training.finetuning.flow import Examples, FinetuneResult, Task, finetune
-from modeling_minibert.training.finetuning.tasks import TASKS, load_task
+from modeling_minibert.training.finetuning.flow import dataset_name
+from modeling_minibert.training.finetuning.arguments import FinetuneResult
+from modeling_minibert.training.finetuning.flow import finetune
+from modeling_minibert.training.finetuning.tasks import load_task
 from modeling_minibert.training.finetuning.tasks.token_classification import first_subtokens
 from modeling_minibert.utils.outputs import TEACHER_DIR, TEACHER_INFO_FILE, TEACHER_LOGITS_FILE, TEACHER_LOGITS_INFO_FILE
 from modeling_minibert.utils.precision import default_device, precision_line, teacher_autocast
+from modeling_minibert.training.finetuning.loading import load_fast_tokenizer, seed_of
+from modeling_minibert.training.finetuning.task import Examples, Task
 
 if TYPE_CHECKING:
-    from modeling_minibert.training.distillation.flow import DistillationArguments
+    from modeling_minibert.training.distillation.arguments import DistillationArguments
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -57,7 +60,7 @@ def check_teacher(teacher: str, task: Task, data_labels: list[str]) -> list[str]
     """The label names in the teacher's id order; ValueError if the teacher is not a `task` classifier or its
     labels are not exactly the data's."""
     config = teacher_config(teacher)
-    suffix = TASKS[task.name].auto_class.removeprefix("AutoModel")
+    suffix = task.auto_class_name.removeprefix("AutoModel")
     architectures = config.architectures or []
     if not any(a.endswith(suffix) for a in architectures):
         raise ValueError(
@@ -97,7 +100,7 @@ def fine_tuned_teacher(
     `teacher_mixed_precision` says so), or reuse the one a previous run of the same teacher, data and options left
     there."""
     target = output / TEACHER_DIR
-    seed = flow.seed_of(training)
+    seed = seed_of(training)
     # Trainer's bf16 autocast where the hardware multiplies bf16 natively (`teacher_mixed_precision`).
     bf16 = teacher_autocast(args.teacher_mixed_precision, default_device())
     key = fingerprint(
@@ -111,7 +114,7 @@ def fine_tuned_teacher(
     except (OSError, ValueError, AttributeError):
         pass
     data = {r: Dataset.from_dict(dict(zip(task.columns, (examples[r].inputs, examples[r].labels)))) for r in ("train", "validation") if r in examples}
-    tokenizer = flow.load_tokenizer(args.teacher_model_name_or_path, None)
+    tokenizer = load_fast_tokenizer(args.teacher_model_name_or_path, None)
     copied = ("per_device_train_batch_size", "per_device_eval_batch_size", "seed", "disable_tqdm")
     options = dict(
         task=task.name, train_data=data["train"], validation_data=data.get("validation"), labels=names,
@@ -133,7 +136,7 @@ def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str 
     batches a training step takes half the CPU time of transformers' BERT (one thread). transformers has no way to
     train a checkpoint in another implementation of its architecture; the converters make the round trip. A Hub
     id or another architecture trains as its Auto class loads it."""
-    from modeling_minibert.sharing.convert_bert import convert_bert_to_minibert, convert_minibert_to_bert
+    from modeling_minibert.sharing.bert_format import convert_bert_to_minibert, convert_minibert_to_bert
     from modeling_minibert.sharing.model_card import write_model_card
 
     source, target = Path(model_name_or_path), Path(output_dir)
@@ -145,8 +148,8 @@ def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str 
         result = finetune(model_name_or_path=str(minibert), output_dir=str(Path(scratch) / "finetuned"), **options)
         convert_minibert_to_bert(result.output_dir, target, overwrite_output_dir=options.get("overwrite_output_dir", False))
     # The card as fine-tuning writes it, naming the model the run started from (not the scratch copy).
-    write_model_card(target, task=TASKS[options["task"]].pipeline_tag, base_model=str(model_name_or_path),
-                     dataset_name=flow.dataset_name(options.get("train_data", options.get("train_file"))))
+    write_model_card(target, task=load_task(options["task"]).pipeline_tag, base_model=str(model_name_or_path),
+                     dataset_name=dataset_name(options.get("train_data", options.get("train_file"))))
     return dataclasses.replace(result, output_dir=target)
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -192,7 +195,7 @@ def predict_logits(
     return results  # type: ignore[return-value]
 
 
-def load_teacher(teacher: str, task: Task) -> PreTrainedModel:
+def load_teacher_classifier(teacher: str, task: Task) -> PreTrainedModel:
     """The teacher, to label with. A transformers BERT checkpoint loads into the Mini-BERT head of the same
     architecture (`MiniBert*.from_pretrained(bert_folder)`): the same logits (within 1e-6), without computing the
     padding. `predict_logits` already batches texts of similar length, so little padding is left to skip: on the
@@ -210,7 +213,7 @@ def label_with_teacher(
 ) -> dict[str, list[torch.Tensor]]:
     """The teacher's logits on each split's inputs, columns in the order of `label_names`; its forward under
     bfloat16 autocast with `bf16`."""
-    model = load_teacher(teacher, task)
+    model = load_teacher_classifier(teacher, task)
     order = [model.config.label2id[name] for name in label_names]
     return {
         split: [logits[..., order] for logits in predict_logits(model, tokenizer, rows, task.name, max_length, batch_size, show_progress, bf16)]
@@ -277,9 +280,9 @@ def teacher_targets(
 ) -> tuple[dict[str, list[torch.Tensor]], bool]:
     """The teacher's logits per split, from the output folder's cache when it holds them for exactly these
     inputs (else computed and cached there at once); and whether the cache was used."""
-    tokenizer = flow.load_tokenizer(teacher, None)
+    tokenizer = load_fast_tokenizer(teacher, None)
     length = max_length_for(teacher, tokenizer, args.max_seq_length)
-    device = torch.device("cpu")  # where `load_teacher` leaves it
+    device = torch.device("cpu")  # where `load_teacher_classifier` leaves it
     bf16 = teacher_autocast(args.teacher_mixed_precision, device)
     # bf16 enters the key only when on: a float32 cache keeps the key it had before the option existed.
     key = fingerprint(task.name, length, names, inputs, *(["bf16"] if bf16 else []), *model_files(teacher))

@@ -11,24 +11,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from datasets import Dataset
-from transformers import EvalPrediction, PreTrainedModel, PreTrainedTokenizerBase, Trainer
+from transformers import AutoConfig, AutoModel, EvalPrediction, PreTrainedModel, PreTrainedTokenizerBase, Trainer
 
-from modeling_minibert.training.finetuning.flow import Examples, Task
+from modeling_minibert.training.distillation.arguments import DistillationArguments, check_distillation_loss
+from modeling_minibert.training.distillation.relations import padded, recording, relation_loss, set_recording_attention
+from modeling_minibert.training.distillation.teacher import teacher_config
 from modeling_minibert.training.finetuning.tasks import load_task
 from modeling_minibert.training.finetuning.tasks.token_classification import first_subtokens
-from modeling_minibert.training.distillation.relations import padded, recording, relation_loss, set_recording_attention
+from modeling_minibert.utils.logging import quiet_transformers
 from modeling_minibert.utils.precision import teacher_autocast
+from modeling_minibert.training.finetuning.loading import load_fast_tokenizer
+from modeling_minibert.training.finetuning.task import Examples, Task
+from tokenization.subset import to_teacher_ids
 
 TEACHER_COLUMNS = ["teacher_logits", "teacher_mask"]  # what the batches carry beside the student's inputs
-DISTILLATION_LOSSES = ("kl", "mse")  # the soft term of `distillation_loss`
-
-
-def check_distillation_loss(name: str) -> None:
-    """ValueError naming `name` unless it is one of DISTILLATION_LOSSES."""
-    if name not in DISTILLATION_LOSSES:
-        raise ValueError(f"distillation_loss={name!r} is not one of {list(DISTILLATION_LOSSES)}")
-
-
 def distillation_loss(
     student_logits: torch.Tensor,
     teacher_logits: torch.Tensor,
@@ -205,14 +201,67 @@ def distillation_metrics(task: Task, names: list[str]):
     return compute
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# The teacher's attention relations: whether and how they can be taught
+
+
+def token_alignment(args: DistillationArguments, task: Task, tokenizer: PreTrainedTokenizerBase, inputs: list[Any],
+                    length: int) -> tuple[list[int], int]:
+    """The teacher's id of each student id and the relation heads (the teacher's attention heads); ValueError,
+    saying why, unless those heads divide both widths and the student cuts every input into the teacher's very
+    tokens (mapped id for id, at the student's `length`)."""
+    teacher = str(args.teacher_model_name_or_path)
+    config, student = teacher_config(teacher), AutoConfig.from_pretrained(args.model_name_or_path)
+    heads = config.num_attention_heads
+    if config.hidden_size % heads or student.hidden_size % heads:
+        raise ValueError(f"the teacher's {heads} attention heads do not divide the student's hidden size "
+                         f"({student.hidden_size})")
+    if length > getattr(config, "max_position_embeddings", length):
+        raise ValueError(f"the student reads {length} tokens, the teacher at most {config.max_position_embeddings}")
+    teacher_tokenizer = load_fast_tokenizer(teacher, None)
+    mapping = to_teacher_ids(tokenizer, teacher_tokenizer)
+    encode = load_task(task.name).encode
+    ours, theirs = (encode(t, list(inputs), length)["input_ids"] for t in (tokenizer, teacher_tokenizer))
+    differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if [mapping[x] for x in a] != b]
+    if differ:
+        raise ValueError(f"the student cuts {len(differ):,} of {len(inputs):,} training inputs into other tokens than "
+                         f"the teacher (the first: {str(inputs[differ[0]])[:60]!r})")
+    return mapping, heads
+
+
+def relation_plan(args: DistillationArguments, task: Task, tokenizer: PreTrainedTokenizerBase, inputs: list[Any],
+                  length: int) -> tuple[list[int], int] | None:
+    """With relation_weight > 0, how the teacher's attention relations are taught (`token_alignment`); ValueError
+    naming the weight and why when they cannot be."""
+    if not args.relation_weight:
+        return None
+    try:
+        return token_alignment(args, task, tokenizer, inputs, length)
+    except ValueError as err:
+        raise ValueError(f"relation_weight={args.relation_weight}: {err}") from None
+
+
+def relation_transfer(args: DistillationArguments, teacher: str, plan: tuple[list[int], int]) -> RelationTransfer:
+    """The teacher's encoder (its classifier is not needed), frozen and recording its attention, with the plan."""
+    with quiet_transformers():  # the classifier's weights are left out on purpose
+        model = AutoModel.from_pretrained(teacher)
+    try:
+        set_recording_attention(model, f"teacher_model_name_or_path={args.teacher_model_name_or_path}")
+    except ValueError as err:
+        raise ValueError(f"relation_weight={args.relation_weight}: {err}") from None
+    mapping, heads = plan
+    return RelationTransfer(model.eval().requires_grad_(False), torch.tensor(mapping), heads, args.relation_weight,
+                            args.teacher_mixed_precision)
+
+
 __all__ = [
-    "DISTILLATION_LOSSES",
     "DistillationCollator",
     "DistillationTrainer",
     "RelationTransfer",
     "TEACHER_COLUMNS",
-    "check_distillation_loss",
     "distillation_loss",
     "distillation_metrics",
+    "relation_plan",
+    "relation_transfer",
     "student_features",
 ]

@@ -1,4 +1,4 @@
-"""The options of a fine-tuning run, and the `minibert finetune` command built from them.
+"""The options of a fine-tuning run, what it returns, and the `minibert finetune` command built from them.
 
 As in transformers' run_glue.py / run_ner.py / run_qa.py, dataclasses hold every option (`FinetuneArguments`:
 ModelArguments + DataTrainingArguments) and `HfArgumentParser` turns them and `TrainingArguments` into the command
@@ -13,16 +13,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import importlib
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import HfArgumentParser, TrainingArguments
 
 from modeling_minibert.training.finetuning.tasks import TASKS
+from modeling_minibert.utils.commands import ArgumentParser, CommandLine
 
 
 # Our defaults for `TrainingArguments` (any of its fields can be passed to override them). The learning rate is
@@ -124,6 +124,21 @@ class FinetuneArguments(DataTrainingArguments, ModelArguments):  # model options
 
 
 @dataclass
+class FinetuneResult:
+    """What a fine-tuning run produced. Scores are named without Trainer's `eval_` / `test_` / `train_` prefix."""
+
+    output_dir: Path
+    metrics: dict[str, float]  # validation scores of the saved model; empty without validation data
+    test_metrics: dict[str, float] | None = None
+    labels: list[str] | None = None  # class / tag names in id order (None for question answering)
+    train_metrics: dict[str, float] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The job
+
+
+@dataclass
 class FinetuneTrainingArguments(TrainingArguments):
     """`TrainingArguments` as the command line reads them: every field under its own flag, and
     `--resume_from_checkpoint` alone resumes from the newest checkpoint-N in --output_dir, as pretrain's does."""
@@ -134,11 +149,11 @@ class FinetuneTrainingArguments(TrainingArguments):
     )
 
 
-def build_parser(*dataclass_types: type, **parser_options: Any) -> HfArgumentParser:
+def build_parser(*dataclass_types: type, parser_class: type = HfArgumentParser, **parser_options: Any) -> HfArgumentParser:
     """The options of `finetune` (or of a job that extends its dataclasses): the dataclasses given (default:
     FinetuneArguments), then every TrainingArguments field, with our defaults. The help states every default
     (HfArgumentParser's ArgumentDefaultsHelpFormatter); the run-dependent ones show None."""
-    parser = HfArgumentParser((*(dataclass_types or (FinetuneArguments,)), FinetuneTrainingArguments), **parser_options)
+    parser = parser_class((*(dataclass_types or (FinetuneArguments,)), FinetuneTrainingArguments), **parser_options)
     parser.set_defaults(**{**TRAINING_DEFAULTS, **dict.fromkeys(CONTEXTUAL)})
     return parser
 
@@ -250,80 +265,70 @@ def training_arguments(output_dir: str, has_validation: bool, metric: str, **opt
 
 
 @dataclass(frozen=True)
-class Job:
-    """A job built on fine-tuning's dataclasses, as its sub-command shows it: `minibert NAME` is HfArgumentParser
-    over `arguments` and TrainingArguments (one source of truth for the API and the CLI), and calls the Python
-    function `function` ("module.name", imported when the command runs: --help needs no [train] extra) with the
-    parsed flags as its keyword options."""
+class TrainerCommandLine(CommandLine):
+    """A job built on fine-tuning's dataclasses, as its sub-command shows it: HfArgumentParser over `arguments` and
+    TrainingArguments, every TrainingArguments field a flag under its own name. The job's function gets the
+    dataclass fields and, of the TrainingArguments fields, those the command line changed from our defaults
+    (`defaults`: this job's own TrainingArguments defaults over `TRAINING_DEFAULTS`; its function must apply
+    the same ones, so that the API and the command line agree)."""
 
-    name: str
-    arguments: type
-    function: str
-    help: str
-    description: str
-    saved: Callable[[Any], str] = lambda result: f"saved to {result.output_dir}"  # noqa: E731 - the line it prints
-    # TrainingArguments defaults of this job over `TRAINING_DEFAULTS`; its function must apply the same ones.
-    training_defaults: dict[str, Any] = field(default_factory=dict)
+    def parser(self, prog: str) -> HfArgumentParser:
+        parser = build_parser(*self.arguments, parser_class=ArgumentParser, prog=prog, description=self.description,
+                              formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)
+        parser.set_defaults(**self.defaults)
+        return parser
 
-    def add_cli(self, subparsers: argparse._SubParsersAction) -> None:
-        parser = subparsers.add_parser(
-            self.name,
-            parents=[build_parser(self.arguments, add_help=False)],
-            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-            allow_abbrev=False,  # a prefix of a flag is not that flag (the 0.1 `--model` must not mean --model_name_or_path)
-            help=self.help,
-            description=self.description,
-        )
-        parser.set_defaults(func=self.run_cli, **self.training_defaults)
-
-    def run_cli(self, namespace: argparse.Namespace) -> int:
-        module, name = self.function.rsplit(".", 1)
+    def keywords(self, namespace: argparse.Namespace) -> dict[str, Any]:
         values = vars(namespace)
-        function = getattr(importlib.import_module(module), name)
-        result = function(**fields_of(self.arguments, values), **training_options(values, self.training_defaults))
-        print(self.saved(result))
-        print_scores(result)
-        return 0
+        known = {k: v for cls in self.arguments for k, v in fields_of(cls, values).items()}
+        return {**known, **training_options(values, self.defaults)}
 
 
-FINETUNE = Job(
-    "finetune", FinetuneArguments, "modeling_minibert.training.finetuning.flow.finetune",
+def finetuned_lines(result: Any, options: dict[str, Any]) -> str:
+    """What `minibert finetune` prints: where the model went, and its scores."""
+    return f"saved to {result.output_dir}\n" + score_lines(result)
+
+
+COMMAND_LINE = TrainerCommandLine(
+    arguments=(FinetuneArguments,),
     help="fine-tune a checkpoint for classification, tagging or question answering",
     description=(
         "Fine-tune a Mini-BERT checkpoint with transformers' Trainer and save the final model, its tokenizer, label "
         "maps, results (all_results.json, trainer_state.json) and model card to --output_dir. Every "
         "TrainingArguments field is an option under its own name; the Python function "
-        "modeling_minibert.training.finetuning.finetune takes the same names as keyword options."
+        "modeling_minibert.training.finetune takes the same names as keyword options."
     ),
+    report=finetuned_lines,
 )
-add_cli = FINETUNE.add_cli
 
 
-def print_scores(result: Any) -> None:
+def score_lines(result: Any) -> str:
     """One line per evaluated split of a run's result: its scores, without Trainer's timings; first, the learning
     rate a `learning_rates` search chose."""
+    lines = []
     if "learning_rate" in result.train_metrics:
-        print(f"learning rate chosen on validation: {result.train_metrics['learning_rate']:g}")
+        lines.append(f"learning rate chosen on validation: {result.train_metrics['learning_rate']:g}")
     for name, scores in (("validation", result.metrics), ("test", result.test_metrics)):
         if scores:
             shown = ", ".join(
                 f"{k}={v:.4f}" for k, v in scores.items()
                 if isinstance(v, float) and "runtime" not in k and "per_second" not in k
             )
-            print(f"{name}: {shown}")
+            lines.append(f"{name}: {shown}")
+    return "\n".join(lines)
 
 
 __all__ = [
     "DataArguments",
     "DataTrainingArguments",
     "FinetuneArguments",
+    "FinetuneResult",
     "FinetuneTrainingArguments",
     "ModelArguments",
     "TASKS",
     "TRAINING_DEFAULTS",
-    "FINETUNE",
-    "Job",
-    "add_cli",
+    "COMMAND_LINE",
+    "TrainerCommandLine",
     "build_parser",
     "check_learning_rates",
     "parse_args",

@@ -383,7 +383,7 @@ def tag_columns(data: NamedDataset, tokens_column: str, tags_column: str) -> tup
     return all_tokens, all_tags
 
 
-def check_labels(data: NamedDataset, column: str, labels: Sequence[str] | Sequence[Sequence[str]], label_set: Sequence[str]) -> None:
+def check_split_labels(data: NamedDataset, column: str, labels: Sequence[str] | Sequence[Sequence[str]], label_set: Sequence[str]) -> None:
     """Raise DataError at the first label (or tag, for lists of tags) outside `label_set`."""
     allowed = set(label_set)
     for i, value in enumerate(labels):
@@ -509,7 +509,7 @@ __all__ = [
     "DataSource",
     "NamedDataset",
     "QuestionAnswerExamples",
-    "check_labels",
+    "check_split_labels",
     "column_values",
     "dataset_splits",
     "label_column",

@@ -24,26 +24,29 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from datasets import Dataset
-from transformers import (
-    AutoConfig,
-    EvalPrediction,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-    AutoTokenizer,
-    Trainer,
-    set_seed,
-)
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer
 from transformers.trainer_utils import PredictionOutput
 
-import modeling_minibert  # noqa: F401 - registers Mini-BERT with the Auto classes
-from modeling_minibert.sharing import push as hub
-from modeling_minibert.utils import outputs
 from modeling_minibert.sharing.model_card import write_model_card
+from modeling_minibert.sharing.push import push_to_hub
+from modeling_minibert.training.finetuning.arguments import (
+    FinetuneArguments,
+    FinetuneResult,
+    check_learning_rates,
+    check_training_options,
+    require,
+    split_options,
+    training_arguments,
+)
+from modeling_minibert.training.finetuning.data import DataSource, NamedDataset, load_data
+from modeling_minibert.training.finetuning.loading import load_model, seed_of
+from modeling_minibert.training.finetuning.plots import plot_learning_rate_search, plot_training_curves
+from modeling_minibert.training.finetuning.task import Prepared
+from modeling_minibert.training.finetuning.tasks import load_task
+import modeling_minibert.utils.outputs as outputs
 from modeling_minibert.utils.files import check_output_dir, staged_folder, write_json
 from modeling_minibert.utils.outputs import (
     CHECKPOINT_PREFIX,
@@ -56,101 +59,8 @@ from modeling_minibert.utils.outputs import (
     trainer_checkpoint_problem,
     write_results,
 )
-from modeling_minibert.training.finetuning.arguments import (
-    TRAINING_DEFAULTS,
-    FinetuneArguments,
-    check_learning_rates,
-    check_training_options,
-    require,
-    split_options,
-    training_arguments,
-)
-from modeling_minibert.training.finetuning.data import DataError, DataSource, NamedDataset, check_labels, load_data, sorted_labels
-from modeling_minibert.training.finetuning.plots import plot_learning_rate_search, plot_training_curves
-from modeling_minibert.training.finetuning.tasks import TASKS, load_task
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class FinetuneResult:
-    """What a fine-tuning run produced. Scores are named without Trainer's `eval_` / `test_` / `train_` prefix."""
-
-    output_dir: Path
-    metrics: dict[str, float]  # validation scores of the saved model; empty without validation data
-    test_metrics: dict[str, float] | None = None
-    labels: list[str] | None = None  # class / tag names in id order (None for question answering)
-    train_metrics: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class Prepared:
-    """A task's tokenized data and how Trainer should batch and score it."""
-
-    train: Dataset
-    validation: Dataset | None
-    test: Dataset | None
-    collator: Callable
-    metric: str  # metric_for_best_model
-    metrics_for: Callable[[str], Callable[[EvalPrediction], dict[str, float]]]  # role -> compute_metrics
-    preprocess_logits: Callable | None = None
-
-
-@dataclass
-class Examples:
-    """One split as plain Python: inputs (texts, or word lists for token classification) and label names (a
-    string, a list of tags, or None for an unlabelled example)."""
-
-    inputs: list[Any]
-    labels: list[Any]
-
-
-@dataclass
-class Setup:
-    """What a task's `prepare` hands the shared flow: the tokenizer, the tokenized data and how to score it, the
-    label names in id order (None for question answering), the new head's config, the task's own output files."""
-
-    tokenizer: PreTrainedTokenizerBase
-    prepared: Prepared
-    labels: list[str] | None = None
-    model_options: dict[str, Any] = field(default_factory=dict)  # config overrides for `from_pretrained`
-    extra_outputs: Callable[[Trainer, Path, PredictionOutput | None], None] | None = None
-
-
-@dataclass(frozen=True)
-class Task:
-    """What one fine-tuning task brings to the shared flow; its module exports one as `TASK`, and `tasks.TASKS`
-    names it. Distillation reuses the same parts, so a task that has them (`read`) can be distilled too."""
-
-    name: str  # its key in tasks.TASKS, which holds its Auto class and pipeline tag
-    # (FinetuneArguments, {role: data}) -> Setup: reads and checks the splits, loads the tokenizer, builds features.
-    # None for a task with no labels to fine-tune on (embedding: it is only distilled, through `distill` below).
-    prepare: Callable[[Any, dict[str, NamedDataset]], Setup] | None
-    collator: Callable[[PreTrainedTokenizerBase], Callable]  # tokenizer -> Trainer's data collator
-    # (data, input column, label column or None) -> checked Examples; None for a task distillation cannot use.
-    read: Callable[[NamedDataset, str, str | None], Examples] | None = None
-    columns: tuple[str, str] = ("text", "label")  # the input and label columns read by default
-    conll: bool = False  # its files may be CoNLL
-    encode: Callable[[PreTrainedTokenizerBase, list[Any], int], Any] | None = None  # tokenizer, inputs, max length
-    metrics: Callable[[list[str]], Callable[[EvalPrediction], dict[str, float]]] | None = None  # on predicted ids
-    best_metric: Callable[[list[str]], str] = lambda names: "accuracy"  # noqa: E731 - metric_for_best_model
-    # A task with a distillation flow of its own (embedding: no labels, no logits), to which `distillation.distill`
-    # hands over: (sources by split, train data given in Python?, show_progress, **options) -> DistillResult.
-    distill: Callable[..., Any] | None = None
-
-    @property
-    def auto_class(self) -> type:
-        import transformers
-
-        return getattr(transformers, TASKS[self.name].auto_class)
-
-    def load_examples(self, data: NamedDataset, input_column: str | None, label_column: str | None) -> Examples:
-        """The split read with this task's reader (default columns where None is given)."""
-        return self.read(data, input_column or self.columns[0], label_column)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The job
 
 
 def finetune(
@@ -180,9 +90,6 @@ def finetune(
     args, training = split_options(FinetuneArguments, options)
     require(args, "task", "model_name_or_path")
     task = load_task(args.task)
-    if task.prepare is None:
-        raise ValueError(f"task={task.name!r} has no labels to fine-tune on: train it from a teacher with "
-                         f"`minibert distill --task {task.name} --teacher_model_name_or_path T`")
     sources = data_sources(args, {"train": train_data, "validation": validation_data, "test": test_data})
     check_training_options(training, "validation" in sources)
     check_learning_rates(args.learning_rates, training, "validation" in sources)
@@ -218,34 +125,6 @@ def load_splits(sources: dict[str, DataSource], args: Any, conll: bool = False) 
     return {role: load_data(source, split=split_names[role], conll=conll) for role, source in sources.items()}
 
 
-def classifier_setup(
-    task: Task, args: Any, splits: dict[str, NamedDataset], read: Callable[[NamedDataset], Examples],
-    features: Callable[[PreTrainedTokenizerBase, Examples, list[str], int, str], Dataset], **model_options: Any,
-) -> Setup:
-    """The `prepare` of the tasks that predict label names: each split read with `read` and checked against the
-    label set (in id order: see `label_names`), the tokenizer, then `features(tokenizer, examples, names,
-    max_length, role)` per split."""
-    examples = {role: read(data) for role, data in splits.items()}
-    names = label_names(label_list(args.labels), examples["train"].labels, args.model_name_or_path, splits["train"].name)
-    for role, data in splits.items():
-        check_labels(data, args.label_column_name or task.columns[1], examples[role].labels, names)
-    tokenizer, config = load_tokenizer_and_config(args)
-    length = check_max_length(args.max_seq_length, tokenizer, config)
-    tokenized = {role: features(tokenizer, examples[role], names, length, role) for role in examples}
-    prepared = Prepared(
-        train=tokenized["train"], validation=tokenized.get("validation"), test=tokenized.get("test"),
-        collator=task.collator(tokenizer), metric=task.best_metric(names), metrics_for=lambda role: task.metrics(names),
-        preprocess_logits=argmax,
-    )
-    new_head = dict(num_labels=len(names), id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
-    return Setup(tokenizer, prepared, names, {**new_head, **model_options})
-
-
-def label_list(labels: str | Sequence[str] | None) -> list[str] | None:
-    """The `labels` option: comma-separated names (the command line), or a list of them (Python)."""
-    return labels.split(",") if isinstance(labels, str) else None if labels is None else list(labels)
-
-
 @contextmanager
 def run_folder(output_dir: str | os.PathLike, overwrite: bool, training_options: dict[str, Any], job: str) -> Iterator[Path]:
     """The checked output folder, locked for the whole run (`outputs.LOCK_FILE`): a second run into the same
@@ -277,91 +156,6 @@ def check_output(output_dir: str | os.PathLike, overwrite: bool, training_option
     if "resume_from_checkpoint" in training_options:
         training_options["resume_from_checkpoint"] = resume_checkpoint(output, training_options["resume_from_checkpoint"])
     return output
-
-
-def label_names(labels: Sequence[str] | None, train_values: list, model: str | os.PathLike, where: str = "the training data") -> list[str]:
-    """The label set in id order: as given, else the starting model's own order if it has exactly these labels
-    (fine-tuning a fine-tuned model again keeps its ids), else sorted."""
-    if labels is not None:
-        names = [str(label) for label in labels]
-        if len(set(names)) != len(names) or not names:
-            raise ValueError(f"labels must be distinct and non-empty, got {names}")
-        return names
-    names = sorted_labels(train_values)
-    check_label_count(names, where)
-    try:
-        label2id = load_config(model).label2id
-    except (OSError, ValueError):
-        return names
-    if set(label2id) == set(names) and sorted(label2id.values()) == list(range(len(names))):
-        return sorted(names, key=label2id.__getitem__)
-    return names
-
-
-def check_label_count(names: list[str], where: str) -> None:
-    """Refuse training data with a single label (`where`: the data's name): the model could only ever predict it,
-    and would report a perfect accuracy on data of that label."""
-    if len(names) < 2:
-        raise DataError(f"{where}: every example has the label {names[0]!r}; a classifier needs examples of at least two labels")
-
-
-def load_tokenizer(model: str | os.PathLike, tokenizer: str | os.PathLike | None) -> PreTrainedTokenizerBase:
-    source = str(tokenizer if tokenizer is not None else model)
-    path = Path(source)
-    if path.is_dir() and not any((path / name).exists() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")):
-        raise FileNotFoundError(f"{path}: no tokenizer in this folder (pass --tokenizer_name)")
-    try:
-        tok = AutoTokenizer.from_pretrained(source)
-    except OSError as err:
-        raise FileNotFoundError(f"cannot load a tokenizer from {source!r}: {err}") from err
-    if not tok.is_fast:
-        raise ValueError(f"{source}: fine-tuning needs a fast tokenizer (word ids and offsets), got {type(tok).__name__}")
-    return tok
-
-
-def load_config(model: str | os.PathLike):
-    path = Path(model)
-    if path.is_dir() and not (path / "config.json").exists():
-        raise FileNotFoundError(f"{path}: no config.json in this folder (not a model folder)")
-    try:
-        return AutoConfig.from_pretrained(str(model))
-    except OSError as err:
-        raise FileNotFoundError(f"cannot load a model from {str(model)!r}: {err}") from err
-
-
-def load_tokenizer_and_config(args: Any) -> tuple[PreTrainedTokenizerBase, Any]:
-    """The starting model's tokenizer (or `tokenizer_name`'s) and config; the config first, as AutoTokenizer
-    would warn past a bad one before our one-line refusal."""
-    config = load_config(args.model_name_or_path)
-    return load_tokenizer(args.model_name_or_path, args.tokenizer_name), config
-
-
-def load_model(auto_class: type, model: str | os.PathLike, seed: int, **config_overrides: Any) -> PreTrainedModel:
-    """The model with a new head for the task. Seeded first, as the example scripts do: the new head's random
-    init must be the same in every run with the same seed (and in the run a resumed run continues)."""
-    set_seed(seed)
-    try:
-        return auto_class.from_pretrained(str(model), **config_overrides)
-    except OSError as err:
-        raise FileNotFoundError(f"cannot load a model from {str(model)!r}: {err}") from err
-
-
-def check_max_length(requested: int | None, tokenizer: PreTrainedTokenizerBase, config) -> int:
-    limit = getattr(config, "max_position_embeddings", None) or tokenizer.model_max_length
-    if requested is None:
-        return int(min(limit, tokenizer.model_max_length))
-    if not 2 < requested <= limit:
-        raise ValueError(f"max_seq_length={requested} must be above 2 and at most the model's max_position_embeddings={limit}")
-    return requested
-
-
-def seed_of(training_options: dict[str, Any]) -> int:
-    return training_options.get("seed", TRAINING_DEFAULTS["seed"])
-
-
-def argmax(logits, labels):
-    """Keep only predicted ids during evaluation: Trainer would otherwise hold every logit of the eval set."""
-    return logits.argmax(dim=-1)
 
 
 def strip_prefix(metrics: dict[str, float], prefix: str) -> dict[str, float]:
@@ -408,7 +202,7 @@ def train_and_save(
     `extra_outputs(trainer, staging, validation predictions)` writes a task's own files into the folder;
     `learning_rates` trains once at each and keeps the best on validation (`search_learning_rate`)."""
     options = dict(training_options)
-    # The final folder is pushed once, complete, by hub.push_to_hub: Trainer's own push would upload every
+    # The final folder is pushed once, complete, by push_to_hub: Trainer's own push would upload every
     # checkpoint as it is saved. The token stays out of the args Trainer pickles into its checkpoints.
     push, token = options.pop("push_to_hub", False), options.pop("hub_token", None)
     if push and not options.get("hub_model_id"):
@@ -440,7 +234,7 @@ def train_and_save(
     with staged_folder(output) as staging:
         if extra_outputs is not None:
             extra_outputs(trainer, staging, validation)
-        save_run(trainer, tokenizer, results, (args.metric_for_best_model or prepared.metric).removeprefix("eval_"), staging)
+        save_folder_contents(trainer, tokenizer, results, (args.metric_for_best_model or prepared.metric).removeprefix("eval_"), staging)
         if search is not None:
             write_json(staging / LEARNING_RATE_SEARCH_FILE, search)
             plot_learning_rate_search(search, staging / LEARNING_RATE_PLOT_FILE)
@@ -449,9 +243,9 @@ def train_and_save(
                 os.replace(checkpoint, staging / checkpoint.name)
     # Written once the folder has its final name: the card takes its title from the folder's name (in the staging
     # folder it would be the hidden ".NAME.partial-..."). write_text is atomic, so the card is whole or absent.
-    write_model_card(output, task=TASKS[task].pipeline_tag, base_model=str(model_source), dataset_name=dataset_name(train_data))
+    write_model_card(output, task=load_task(task).pipeline_tag, base_model=str(model_source), dataset_name=dataset_name(train_data))
     if push:
-        hub.push_to_hub(output, args.hub_model_id, token=token, private=bool(args.hub_private_repo), revision=args.hub_revision)
+        push_to_hub(output, args.hub_model_id, token=token, private=bool(args.hub_private_repo), revision=args.hub_revision)
     return FinetuneResult(
         output,
         strip_prefix(results.get("eval", {}), "eval_"),
@@ -520,7 +314,7 @@ def score_test(trainer: Trainer, prepared: Prepared, results: dict[str, dict]) -
         results["test"] = {**trainer.evaluate(prepared.test, metric_key_prefix="test"), "test_samples": len(prepared.test)}
 
 
-def save_run(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, results: dict[str, dict], metric: str, staging: Path) -> None:
+def save_folder_contents(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, results: dict[str, dict], metric: str, staging: Path) -> None:
     """The model, tokenizer, results files, trainer state and curves, into the staging folder (Trainer's own
     savers write to args.output_dir, where the checkpoints stay)."""
     # Pipelines truncate to model_max_length: it must not exceed the position table.
@@ -570,5 +364,3 @@ def resume_checkpoint(output: Path, requested: str | bool | None) -> str | None:
     return str(requested)
 
 
-def copy_beside(source: str | os.PathLike, folder: Path) -> None:
-    shutil.copy(source, folder / Path(source).name)

@@ -2,16 +2,25 @@
 
     arguments.py    PretrainingArguments (the API) and the `minibert pretrain` flags built from it
     data.py         raw text -> documents -> NSP pairs -> masked batches
-    objectives.py   what is trained: `Objective` (model, batch, losses, metrics, curves); MLM + NSP, MLM alone
+    objectives/     what is trained, one module per objective (mlm_nsp, mlm, electra, general_distillation), and
+                    the table of them (`OBJECTIVES`)
+    model.py        the model a run trains: its source checked, its config, its tokenizer
     loop.py         `pretrain`: checks, then the flat training loop, checkpoints and the saved model
     run_folder.py   the output folder: run identity, checkpoints, metrics history, curves, fault recovery
     session.py      what a run sets in its process and gives back: threads (by how busy the cores are), signals
     time_budget.py  `--max_time`: minutes turned into steps for the schedule
+
+The job's names are imported on first use (the loop needs the [train] extra).
 """
 
-from modeling_minibert.training.pretraining.arguments import PretrainingArguments, add_cli
-from modeling_minibert.training.pretraining.loop import pretrain
-from modeling_minibert.training.pretraining.objectives import OBJECTIVES, Objective
-from modeling_minibert.training.pretraining.session import TrainingInterrupted
+from modeling_minibert.utils.lazy import lazy_names
 
-__all__ = ["OBJECTIVES", "Objective", "PretrainingArguments", "TrainingInterrupted", "add_cli", "pretrain"]
+_NAMES = {
+    "pretrain": "loop",
+    "PretrainingArguments": "arguments",
+    "OBJECTIVES": "objectives",
+    "Objective": "objectives",
+    "TrainingInterrupted": "session",
+}
+__getattr__ = lazy_names(__name__, _NAMES)
+__all__ = list(_NAMES)

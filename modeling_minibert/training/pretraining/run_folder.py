@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from modeling_minibert.utils import outputs
+import modeling_minibert.utils.outputs as outputs
 from modeling_minibert.utils.files import check_output_dir, plain_permissions, write_json, write_text
 
 ARGS_FILE = "pretraining_args.json"

@@ -191,24 +191,6 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 @contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """transformers' progress bars ("Loading weights", "Writing model shards") and load report silenced for the
-    body, and restored: the run says in one line what a load leaves out (`Objective.check_source`), and its own
-    bar is the one to watch."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
-@contextmanager
 def run_settings(num_threads: int) -> Iterator[StopRequest]:
     """Set the run's process state for the body and restore it after: `num_threads` torch threads, denormal
     flushing (on CPU, tiny squared gradients in AdamW's second moment otherwise slow each update many-fold),

@@ -8,6 +8,7 @@ pipeline cut and read windows identically.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,14 +32,15 @@ from modeling_minibert.training.finetuning.data import (
     column_values,
     question_answer_columns,
 )
-from modeling_minibert.training.finetuning import flow
+from modeling_minibert.training.finetuning.loading import check_max_length, load_tokenizer_and_config
+from modeling_minibert.training.finetuning.task import Prepared, Setup, Task
 from modeling_minibert.training.finetuning.metrics import squad_metrics
 from modeling_minibert.question_answering_pipeline import best_answers, default_window, question_room, tokenize_windows
 
 PREDICTIONS_FILE = "eval_predictions.json"
 
 
-def prepare(args: Any, splits: dict[str, NamedDataset]) -> flow.Setup:
+def prepare(args: Any, splits: dict[str, NamedDataset]) -> Setup:
     """Extractive question answering (SQuAD v1 style: every answer is a span of its context).
 
     Each question + context becomes windows of `max_seq_length` tokens that overlap by `doc_stride` tokens
@@ -56,14 +58,14 @@ def prepare(args: Any, splits: dict[str, NamedDataset]) -> flow.Setup:
         role: question_answer_columns(data, args.question_column_name, args.context_column_name, args.answer_column_name)
         for role, data in splits.items()
     }
-    tok, config = flow.load_tokenizer_and_config(args)
+    tok, config = load_tokenizer_and_config(args)
     default_length, default_stride = default_window(tok, config)
-    length = flow.check_max_length(args.max_seq_length, tok, config) if args.max_seq_length is not None else default_length
+    length = check_max_length(args.max_seq_length, tok, config) if args.max_seq_length is not None else default_length
     stride = args.doc_stride if args.doc_stride is not None else min(default_stride, length // 4)
     if not 0 <= stride < length:
         raise ValueError(f"doc_stride={stride} must be at least 0 and below max_seq_length={length}")
     features = {role: qa_features(tok, splits[role], examples[role], length, stride) for role in splits}
-    prepared = flow.Prepared(
+    prepared = Prepared(
         train=features["train"],
         validation=features.get("validation"),
         test=features.get("test"),
@@ -72,7 +74,7 @@ def prepare(args: Any, splits: dict[str, NamedDataset]) -> flow.Setup:
         metrics_for=lambda role: squad_scores(examples[role], features[role], args.max_answer_length),
     )
     outputs = pipeline_and_predictions(examples.get("validation"), prepared.validation, args.n_best_size, args.max_answer_length)
-    return flow.Setup(tok, prepared, extra_outputs=outputs)
+    return Setup(tok, prepared, extra_outputs=outputs)
 
 
 def squad_scores(
@@ -98,7 +100,7 @@ def pipeline_and_predictions(
     def write(trainer: Trainer, staging: Path, validation: PredictionOutput | None) -> None:
         # The pipeline file travels with the weights; the config tells pipeline() where it is.
         trainer.model.config.custom_pipelines = question_answering_pipeline.CUSTOM_PIPELINES
-        flow.copy_beside(question_answering_pipeline.__file__, staging)
+        shutil.copy(question_answering_pipeline.__file__, staging / Path(question_answering_pipeline.__file__).name)
         if validation is not None:
             start_logits, end_logits = validation.predictions
             write_json(staging / PREDICTIONS_FILE, qa_answers(examples, features, start_logits, end_logits, n_best, max_answer_length))
@@ -174,6 +176,6 @@ def qa_answers(
 
 
 # Not distillable (no `read`): its targets are spans over context windows, not one distribution per input.
-TASK = flow.Task(
-    name="question-answering", prepare=prepare, collator=lambda tokenizer: default_data_collator,
+TASK = Task(
+    name="question-answering", auto_class_name="AutoModelForQuestionAnswering", prepare=prepare, collator=lambda tokenizer: default_data_collator,
 )

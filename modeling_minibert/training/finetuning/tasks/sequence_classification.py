@@ -20,34 +20,34 @@ from transformers.trainer_utils import PredictionOutput
 
 from modeling_minibert.training.finetuning import data as finetuning_data
 from modeling_minibert.training.finetuning.data import NamedDataset
-from modeling_minibert.training.finetuning import flow
+from modeling_minibert.training.finetuning.task import Examples, Setup, Task, classifier_setup
 from modeling_minibert.training.finetuning.metrics import classification_metrics
 from modeling_minibert.training.finetuning.plots import plot_confusion_matrix
 from modeling_minibert.utils.outputs import CONFUSION_FILE
 
 
-def prepare(args: Any, splits: dict[str, NamedDataset]) -> flow.Setup:
+def prepare(args: Any, splits: dict[str, NamedDataset]) -> Setup:
     """Texts (`text_column_name`, default "text"; `text_pair_column_name` for pairs) and labels
     (`label_column_name`, default "label"), checked against the label set; tokenized without padding."""
     read = partial(read_texts, text_column=args.text_column_name or "text", label_column=args.label_column_name or "label",
                    text_pair_column=args.text_pair_column_name)
-    setup = flow.classifier_setup(TASK, args, splits, read, features, problem_type="single_label_classification")
+    setup = classifier_setup(TASK, args, splits, read, features, problem_type="single_label_classification")
     setup.extra_outputs = confusion_matrix(setup.labels)
     return setup
 
 
-def features(tokenizer: PreTrainedTokenizerBase, examples: flow.Examples, names: list[str], max_length: int, role: str) -> Dataset:
+def features(tokenizer: PreTrainedTokenizerBase, examples: Examples, names: list[str], max_length: int, role: str) -> Dataset:
     """What Trainer trains on: the encoded inputs and their label ids."""
     label2id = {name: i for i, name in enumerate(names)}
     return Dataset.from_dict({**encode(tokenizer, examples.inputs, max_length), "labels": [label2id[v] for v in examples.labels]})
 
 
-def read_texts(data: NamedDataset, text_column: str, label_column: str | None, text_pair_column: str | None = None) -> flow.Examples:
+def read_texts(data: NamedDataset, text_column: str, label_column: str | None, text_pair_column: str | None = None) -> Examples:
     """Texts (or (text, pair) tuples) and their labels (None each without `label_column`)."""
     texts = finetuning_data.text_column(data, text_column)
     inputs = list(zip(texts, finetuning_data.text_column(data, text_pair_column))) if text_pair_column else texts
     labels = finetuning_data.label_column(data, label_column) if label_column else [None] * len(texts)
-    return flow.Examples(inputs, labels)
+    return Examples(inputs, labels)
 
 
 def encode(tokenizer: PreTrainedTokenizerBase, inputs: list, max_length: int) -> BatchEncoding:
@@ -76,5 +76,6 @@ def confusion_matrix(names: list[str]) -> Callable[[Trainer, Path, PredictionOut
     return plot
 
 
-TASK = flow.Task(name="sequence-classification", prepare=prepare, collator=DataCollatorWithPadding, read=read_texts,
-                 columns=("text", "label"), encode=encode, metrics=class_metrics)
+TASK = Task(name="sequence-classification", auto_class_name="AutoModelForSequenceClassification", prepare=prepare,
+            collator=DataCollatorWithPadding, read=read_texts, columns=("text", "label"), encode=encode,
+            metrics=class_metrics)

@@ -15,11 +15,11 @@ from transformers import (
 )
 
 from modeling_minibert.training.finetuning.data import NamedDataset, column_values, require_columns, tag_columns
-from modeling_minibert.training.finetuning import flow
+from modeling_minibert.training.finetuning.task import Examples, Setup, Task, classifier_setup
 from modeling_minibert.training.finetuning.metrics import is_bio_scheme, token_classification_metrics
 
 
-def prepare(args: Any, splits: dict[str, NamedDataset]) -> flow.Setup:
+def prepare(args: Any, splits: dict[str, NamedDataset]) -> Setup:
     """A tagger: one tag per word (named entities in BIO/IOB tags, part-of-speech tags, ...).
 
     Words are split into sub-tokens by the tokenizer; a word's tag goes on its first sub-token and the others are
@@ -32,20 +32,20 @@ def prepare(args: Any, splits: dict[str, NamedDataset]) -> flow.Setup:
     default "tags").
     """
 
-    def features(tokenizer: PreTrainedTokenizerBase, examples: flow.Examples, names: list[str], length: int, role: str) -> Dataset:
+    def features(tokenizer: PreTrainedTokenizerBase, examples: Examples, names: list[str], length: int, role: str) -> Dataset:
         return tag_features(tokenizer, examples.inputs, examples.labels, names, length, args.label_all_tokens and role == "train")
 
     read = partial(TASK.load_examples, input_column=args.text_column_name, label_column=args.label_column_name or "tags")
-    return flow.classifier_setup(TASK, args, splits, read, features)
+    return classifier_setup(TASK, args, splits, read, features)
 
 
-def read_tags(data: NamedDataset, tokens_column: str, tags_column: str | None) -> flow.Examples:
+def read_tags(data: NamedDataset, tokens_column: str, tags_column: str | None) -> Examples:
     """Word lists and their tag lists (None each without `tags_column`)."""
     if tags_column is None:
         require_columns(data, tokens_column)
         words = column_values(data.dataset, tokens_column)
-        return flow.Examples([[str(w) for w in sentence] for sentence in words], [None] * len(words))
-    return flow.Examples(*tag_columns(data, tokens_column, tags_column))
+        return Examples([[str(w) for w in sentence] for sentence in words], [None] * len(words))
+    return Examples(*tag_columns(data, tokens_column, tags_column))
 
 
 def encode(tokenizer: PreTrainedTokenizerBase, words: list[list[str]], max_length: int) -> BatchEncoding:
@@ -120,6 +120,6 @@ def align_word_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]
     return labels
 
 
-TASK = flow.Task(name="token-classification", prepare=prepare, collator=DataCollatorForTokenClassification,
-                 read=read_tags, columns=("tokens", "tags"), conll=True, encode=encode, metrics=tag_metrics,
-                 best_metric=best_metric)
+TASK = Task(name="token-classification", auto_class_name="AutoModelForTokenClassification", prepare=prepare,
+            collator=DataCollatorForTokenClassification, read=read_tags, columns=("tokens", "tags"), conll=True,
+            encode=encode, metrics=tag_metrics, best_metric=best_metric)

@@ -18,8 +18,8 @@ from torch import nn
 
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import MiniBertForMaskedLM, MiniBertModel
-from modeling_minibert.training.pretraining.objectives import Curve, Objective, SparseMLMOutput
-from modeling_minibert.training.pretraining.session import quiet_transformers
+from modeling_minibert.training.pretraining.objectives.base import Curve, Objective, SparseMLMOutput
+from modeling_minibert.utils.logging import quiet_transformers
 
 RTD_WEIGHT = 50.0
 GENERATOR_FRACTION = 4  # the generator's hidden size, heads and FFN are the model's divided by this

@@ -42,8 +42,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import MiniBertForMaskedLM
-from modeling_minibert.training.pretraining.objectives import Curve, Objective, SparseMLMOutput
-from modeling_minibert.training.pretraining.session import quiet_transformers
+from modeling_minibert.training.pretraining.objectives.base import Curve, Objective, SparseMLMOutput
+from modeling_minibert.utils.logging import quiet_transformers
 from modeling_minibert.training.distillation.relations import padded, recording, relation_loss, set_recording_attention
 from modeling_minibert.utils.precision import (
     TEACHER_PRECISION_HELP,
@@ -95,7 +95,7 @@ def is_encoder(config) -> bool:
             and not getattr(config, "is_encoder_decoder", False))
 
 
-def load_teacher(name: str, vocab_size: int | None, layer: int | None, relation_heads: int | None,
+def load_teacher_encoder(name: str, vocab_size: int | None, layer: int | None, relation_heads: int | None,
                  student_hidden_size: int, max_seq_length: int, mixed_precision: str = "no") -> Teacher:
     """Check and load the teacher `name` (a folder or Hub id): ValueError, one line each, for a model that is not an
     encoder, a tokenizer that is not BERT's WordPiece, a `vocab_size` the subset cannot have, a layer it lacks,
@@ -444,7 +444,7 @@ class GeneralDistillation(Objective):
     def from_arguments(cls, args, config: MiniBertConfig) -> GeneralDistillation:
         if args.teacher_model_name_or_path is None:
             raise ValueError("objective=general_distillation needs a teacher: pass teacher_model_name_or_path")
-        teacher = load_teacher(args.teacher_model_name_or_path, args.vocab_size, args.teacher_layer,
+        teacher = load_teacher_encoder(args.teacher_model_name_or_path, args.vocab_size, args.teacher_layer,
                                args.relation_heads, config.hidden_size, args.max_seq_length,
                                args.teacher_mixed_precision)
         init, line = resolved_teacher_init(args.teacher_init, config, teacher.model)

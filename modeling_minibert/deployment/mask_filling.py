@@ -1,27 +1,29 @@
 """Try a pretrained model: the most likely fillers of its `[MASK]` tokens; `minibert fill-mask`.
 
-    from modeling_minibert.deployment.fill_mask import fill_mask
+    from modeling_minibert.deployment import fill_mask
     fill_mask("minibert-pretrained", "the [MASK] rose by 5%")   # [{"token_str": "price", "score": 0.1, ...}, ...]
+
+    minibert fill-mask --model_name_or_path minibert-pretrained --text "the [MASK] rose by 5%"
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import transformers
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, pipeline
 
 import modeling_minibert  # noqa: F401  (registers Mini-BERT with the Auto classes)
 from modeling_minibert.checks_minibert import check_model_folder, check_tokenizer_fits
 from modeling_minibert.configuration_minibert import MiniBertConfig, read_config_json
+from modeling_minibert.utils.commands import CommandLine
+from modeling_minibert.utils.logging import quiet_transformers
 
 VOCABULARY_FILES = ("tokenizer.json", "vocab.txt")
 
 
-def fill_mask(model_dir: str | os.PathLike, text: str | list[str], top_k: int = 5) -> list:
+def fill_mask(model_name_or_path: str | os.PathLike, text: str | list[str], top_k: int = 5) -> list:
     """transformers' fill-mask pipeline on a saved model folder: for each [MASK], the `top_k` predictions
     (dicts with token_str, score, sequence), best first; a list of such lists when the text has several masks.
     Given a list of texts (as pipelines take them), a list with one such result per text.
@@ -31,7 +33,7 @@ def fill_mask(model_dir: str | os.PathLike, text: str | list[str], top_k: int = 
     no mask token, or another token on the mask's id), and weights without a masked-LM head (a fine-tuned
     classifier, say), which transformers would fill with a random head and only warn.
     """
-    folder = Path(model_dir)
+    folder = Path(model_name_or_path)
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder {folder} does not exist")
     if not (folder / "config.json").is_file():
@@ -62,7 +64,8 @@ def fill_mask(model_dir: str | os.PathLike, text: str | list[str], top_k: int = 
 
 def _load_masked_lm(folder: Path, config):
     """The folder's masked-LM model; refused when the weights hold no MLM head."""
-    model, loading = AutoModelForMaskedLM.from_pretrained(folder, output_loading_info=True)
+    with quiet_transformers():  # the pretraining heads a masked-LM model leaves unused are expected: no report
+        model, loading = AutoModelForMaskedLM.from_pretrained(folder, output_loading_info=True)
     missing_head = sorted(key for key in loading["missing_keys"] if key.startswith("cls."))
     if missing_head:
         architecture = (config.architectures or ["an unknown head"])[0]
@@ -100,35 +103,35 @@ def _check_mask_token(tokenizer, folder: Path) -> None:
 
 @dataclass
 class FillMaskArguments:
-    """The options of `minibert fill-mask`, named as `fill_mask`'s keywords (the folder and texts are positional)."""
+    """The options of `minibert fill-mask`, named as `fill_mask`'s keywords."""
 
-    top_k: int = field(default=5, metadata={"help": "predictions per mask (default 5)"})
-
-
-def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    from modeling_minibert.cli import dataclass_command
-
-    parser = dataclass_command(
-        subparsers, "fill-mask", FillMaskArguments,
-        help="print a model's top predictions for each [MASK] in one or more texts",
-        description="Print the most likely tokens for each [MASK] in each TEXT, with the model saved in FOLDER.",
-    )
-    parser.add_argument("folder", help="a saved model folder (e.g. the output of `minibert pretrain`)")
-    parser.add_argument("text", nargs="+", help='texts with [MASK] tokens, e.g. "the [MASK] rose by 5%%"')
-    parser.set_defaults(func=run_cli)
+    model_name_or_path: str = field(metadata={"help": "a saved model folder with a masked-LM head (e.g. minibert-pretrained)"})
+    text: list[str] = field(metadata={"help": 'one or more texts with [MASK] tokens, e.g. "the [MASK] rose by 5%%"',
+                                      "nargs": "+"})
+    top_k: int = field(default=5, metadata={"help": "predictions per mask"})
 
 
-def run_cli(args: argparse.Namespace) -> int:
-    # The pretraining heads (pooler, NSP) that a masked-LM model leaves unused are expected: no load report.
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-    for text, results in zip(args.text, fill_mask(args.folder, args.text, args.top_k)):
-        per_mask = results if results and isinstance(results[0], list) else [results]
-        if len(args.text) > 1:
-            print(text)
+def prediction_lines(results: list, options: dict) -> str:
+    """What `minibert fill-mask` prints: per text (named first when there are several), per mask, one line per
+    prediction (score, token, sequence)."""
+    texts = options["text"]
+    lines = []
+    for text, per_text in zip(texts, results):
+        per_mask = per_text if per_text and isinstance(per_text[0], list) else [per_text]
+        if len(texts) > 1:
+            lines.append(text)
         for i, predictions in enumerate(per_mask, 1):
             if len(per_mask) > 1:
-                print(f"[MASK] #{i}:")
-            for p in predictions:
-                print(f"{p['score']:7.4f}  {p['token_str']:<15}  {p['sequence']}")
-    return 0
+                lines.append(f"[MASK] #{i}:")
+            lines += [f"{p['score']:7.4f}  {p['token_str']:<15}  {p['sequence']}" for p in predictions]
+    return "\n".join(lines)
+
+
+COMMAND_LINE = CommandLine(
+    arguments=(FillMaskArguments,),
+    help="print a model's top predictions for each [MASK] in one or more texts",
+    description="Print the most likely tokens for each [MASK] in each --text, with the model saved in "
+    "--model_name_or_path.",
+    report=prediction_lines,
+    positionals="FOLDER TEXT... are now --model_name_or_path FOLDER --text TEXT...",
+)

@@ -11,12 +11,9 @@ into the unpadded Mini-BERT needs no conversion: `MiniBert*.from_pretrained(bert
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import os
 import shutil
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
 
 import torch
@@ -25,24 +22,16 @@ from transformers import BertConfig
 
 from modeling_minibert import modeling_minibert
 from modeling_minibert.configuration_minibert import BERT_FIELDS, MiniBertConfig, minibert_dict_from_bert, read_config_json
-from modeling_minibert.utils.files import check_links, check_output_dir, staged_folder
 from modeling_minibert.checks_minibert import check_weights_fit_config
+from modeling_minibert.sharing.folder import TOKENIZER_FILES, kept_files
+from modeling_minibert.utils.commands import CommandLine
+from modeling_minibert.utils.files import check_links, check_output_dir, staged_folder
 from modeling_minibert.utils.outputs import CARD_FILE, check_unlocked
+
 # Head suffixes shared by both families ("Model", "ForMaskedLM", ...), from the one list of heads.
 HEADS = tuple(target.split(".")[-1].removeprefix("MiniBert") for target in modeling_minibert.AUTO_MAP.values())
-TOKENIZER_FILES = (
-    "vocab.txt",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-)
 # Every file a conversion reads from its source folder: a link among them must not lead out of it.
 SOURCE_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", *TOKENIZER_FILES)
-# A Mini-BERT folder's own model files: rewritten (config, weights, card) or left out (the source files that
-# trust_remote_code runs, which a BERT-format folder must not carry) in its BERT-format copy. Pickles are never
-# copied either: only safetensors are written.
-MODEL_FILES = ("config.json", "*.safetensors", "*.safetensors.index.json", "*.py", CARD_FILE)
 # Config fields with BERT's value in every Mini-BERT that BERT can hold; any other value has no BERT equivalent.
 # (An untied MLM decoder is not among them: BertConfig has tie_word_embeddings.)
 BERT_VALUES = (("layer_norm_position", "post"), ("final_layer_norm", False), ("mlm_head_transform", True))
@@ -201,17 +190,6 @@ def bert_config_of(config: MiniBertConfig, source: Path) -> BertConfig:
     return BertConfig(**{name: getattr(config, name) for name in BERT_FIELDS})
 
 
-def kept_files(src: Path) -> list[str]:
-    """What a BERT-format copy of `src` keeps besides the model: what `minibert push` would publish (tokenizer,
-    results, plots, other files; never checkpoints, training state or hidden files) but the Mini-BERT model's
-    own files and pickles."""
-    from modeling_minibert.sharing.push import PICKLE_PATTERNS, check_uploaded_links, files_to_upload
-
-    check_uploaded_links(src)  # a link among them that leads out of the folder is refused, naming it
-    replaced = (*MODEL_FILES, *PICKLE_PATTERNS)
-    return [path for path in files_to_upload(src) if not any(fnmatchcase(path, pattern) for pattern in replaced)]
-
-
 def convert_minibert_to_bert(
     model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, *, overwrite_output_dir: bool = False,
     allow_pickle: bool = False,
@@ -259,19 +237,11 @@ def convert_bert(
     return convert(model_name_or_path, output_dir, overwrite_output_dir=overwrite_output_dir, allow_pickle=allow_pickle)
 
 
-def run_cli(namespace: argparse.Namespace) -> int:
-    names = {f.name for f in dataclasses.fields(ConvertBertArguments)}
-    print(f"wrote {convert_bert(**{k: v for k, v in vars(namespace).items() if k in names})}")
-    return 0
-
-
-def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    from modeling_minibert.cli import dataclass_command
-
-    dataclass_command(
-        subparsers, "convert-bert", ConvertBertArguments,
-        help="convert a transformers BERT folder to Mini-BERT (or a Mini-BERT / job folder to BERT with --to_bert)",
-        description="Convert a folder saved by transformers' Bert* classes into a Mini-BERT folder with the same "
-        "head and tokenizer files; with --to_bert, a Mini-BERT folder or job output folder into BERT format "
-        "(model_type bert, no code files; tokenizer, labels, results, plots and card kept).",
-    ).set_defaults(func=run_cli)
+COMMAND_LINE = CommandLine(
+    arguments=(ConvertBertArguments,),
+    help="convert a transformers BERT folder to Mini-BERT (or a Mini-BERT / job folder to BERT with --to_bert)",
+    description="Convert a folder saved by transformers' Bert* classes into a Mini-BERT folder with the same "
+    "head and tokenizer files; with --to_bert, a Mini-BERT folder or job output folder into BERT format "
+    "(model_type bert, no code files; tokenizer, labels, results, plots and card kept).",
+    report=lambda path, options: f"wrote {path}",
+)

@@ -1,30 +1,23 @@
-"""Export a saved Mini-BERT (base model or any head) to ONNX with dynamic batch and sequence axes.
+"""The ONNX graph of a Mini-BERT: traced with dynamic batch and sequence axes, optimized and int8-quantized with
+onnxruntime's tools, and checked against PyTorch. Both exports build on it: `export_onnx` (one graph in a folder
+with the model's config and tokenizer) and `transformers_js` (the layout transformers.js loads).
 
-The export traces the padded encoder (unpadding is data-dependent and stays in PyTorch); the exported graph is
-checked against PyTorch with onnxruntime when it is installed (`pip install minibert[onnx]`).
-
-`optimize=True` (`--optimize`) runs onnxruntime's BERT graph optimizer on the export (LayerNorm, residual and
-bias+GeLU fusions); `quantize="int8"` (`--quantize int8`) also quantizes the optimized graph's weight matrices to
-int8 with onnxruntime's dynamic quantization. Run either on mixed-length batches through
-`onnx_session.LengthBucketedSession`, which gives onnxruntime batches of similar lengths as Mini-BERT's own
-unpadding does: the graph itself stays padded.
+The trace is the padded encoder (unpadding is data-dependent and stays in PyTorch); `onnx_session` gives onnxruntime
+batches of similar lengths instead. onnx, onnxscript and onnxruntime (the [onnx] extra) are imported where used.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 
 import torch
 
 from modeling_minibert import AUTO_CLASSES
-from modeling_minibert.utils.files import staged_files
-from modeling_minibert.modeling_minibert import MiniBertConfig, MiniBertPreTrainedModel
+from modeling_minibert.configuration_minibert import MiniBertConfig
+from modeling_minibert.modeling_minibert import MiniBertPreTrainedModel
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-# --format: one .onnx file, or the folder layout transformers.js reads (transformers_js.py).
-FORMATS = ("onnx", "transformers.js")
 TOLERANCE = 1e-4
 # An int8 graph is checked against PyTorch relative to the outputs' scale: int8 weights and activations carry
 # about 1% error each, so a bound of 1e-4 would fail every correct graph, while a broken one is off by ~100%.
@@ -79,59 +72,6 @@ def example_inputs(config: MiniBertConfig, batch_size: int, seq_len: int, choice
     types = torch.zeros_like(ids)
     types[..., seq_len // 2 :] = 1
     return ids, mask, types
-
-
-def export_onnx(
-    folder: str | os.PathLike,
-    output: str | os.PathLike,
-    head: str | None = None,
-    verify: bool = True,
-    overwrite: bool = False,
-    optimize: bool = False,
-    quantize: str | None = None,
-    format: str = "onnx",
-) -> Path:
-    """Write `output` (.onnx) for the model in `folder`; with `verify`, compare onnxruntime to PyTorch.
-
-    `format="transformers.js"` writes the folder `output` that transformers.js loads instead (see
-    `transformers_js.export_transformers_js`; `quantize` is then the mode of its int8 graph, and `optimize` is
-    refused: its fp32 graph stays the plain one, and its int8 graph is always optimized).
-
-    `optimize` fuses the graph with onnxruntime's BERT optimizer; `quantize` (a QUANTIZE_MODES key, implies
-    `optimize`) makes its weight matrices int8. Before any export work, refuses (one line each) an unknown
-    `quantize` mode, a folder that is not a saved model, an `output` that already exists (a file unless
-    `overwrite`; a folder always) and a place that cannot be written. Returns the output path. Raises ValueError
-    when the exported graph disagrees beyond 1e-4 (int8: beyond INT8_TOLERANCE of the outputs' largest value).
-    """
-    if format not in FORMATS:
-        raise ValueError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
-    if format == "transformers.js":
-        from modeling_minibert.deployment.transformers_js import export_transformers_js
-
-        if optimize:
-            raise ValueError("optimize (--optimize) does not apply to format transformers.js: its onnx/model.onnx "
-                             "stays the plain graph, and onnx/model_quantized.onnx is always optimized")
-        return export_transformers_js(folder, output, head, verify, overwrite, quantize or "int8")
-    folder, output = Path(folder), Path(output)
-    if quantize is not None and quantize not in QUANTIZE_MODES:
-        raise ValueError(f"unknown quantize mode {quantize!r}; choose one of {', '.join(QUANTIZE_MODES)}")
-    if not folder.is_dir():
-        raise FileNotFoundError(f"model folder {folder} does not exist")
-    if output.is_dir():
-        raise FileExistsError(f"{output} is a folder; give the path of the .onnx file to write")
-    if output.exists() and not overwrite:
-        raise FileExistsError(f"{output} already exists; pass overwrite=True (--overwrite) to replace it")
-    with staged_files(output) as staging:
-        model = load_for_export(folder, head)
-        staged = staging / output.name
-        trace_graph(model, staged)
-        if optimize or quantize:
-            optimize_graph(staged, model.config)
-        if quantize:
-            quantize_graph(staged, quantize, head_weights(model))
-        if verify:
-            verify_onnx(model, staged, choices_of(model), INT8_TOLERANCE if quantize else None)
-    return output
 
 
 def choices_of(model: MiniBertPreTrainedModel) -> int | None:
@@ -238,36 +178,3 @@ def verify_onnx(
         if difference > bound:
             raise ValueError(f"{path}: output {name.name} differs from PyTorch by {difference:.2e} (> {bound:.2e})")
     return worst
-
-
-def _run_cli(args: argparse.Namespace) -> None:
-    path = export_onnx(
-        args.folder, args.output, head=args.head, verify=not args.no_verify, overwrite=args.overwrite,
-        optimize=args.optimize, quantize=args.quantize, format=args.format,
-    )
-    print(f"wrote {path}")
-
-
-def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "export-onnx",
-        help="export a saved model to ONNX (dynamic batch and sequence axes)",
-        description="Export the model in FOLDER (its own head, or --head) to ONNX and check it with onnxruntime.",
-    )
-    parser.add_argument("folder", help="a saved Mini-BERT folder")
-    parser.add_argument("output", help="the .onnx file to write (--format transformers.js: the folder)")
-    parser.add_argument(
-        "--format", choices=FORMATS, default="onnx",
-        help="onnx: one .onnx file; transformers.js: a folder transformers.js loads (config as BERT, tokenizer, "
-        "onnx/model.onnx and the int8 onnx/model_quantized.onnx)",
-    )
-    parser.add_argument("--head", help="class to export instead of the folder's own, e.g. MiniBertModel")
-    parser.add_argument("--no-verify", "--no_verify", action="store_true", help="skip the onnxruntime comparison")
-    parser.add_argument(
-        "--overwrite", "--overwrite_output_dir", action="store_true", help="replace an existing output file (folder)"
-    )
-    parser.add_argument("--optimize", action="store_true", help="fuse the graph with onnxruntime's BERT optimizer")
-    parser.add_argument(
-        "--quantize", metavar="MODE", help=f"int8 weights in the optimized graph; MODE: {', '.join(QUANTIZE_MODES)}"
-    )
-    parser.set_defaults(func=_run_cli)
