@@ -173,7 +173,7 @@ def test_readme_and_docs_blocks_run_as_pasted(fresh_copy: Path):
             stdout = run_block(fresh_copy, env, block.language, block.code, f"{name(document)} line {block.line}")
             ran.add(block.code)
             printed += stdout if block.language == "python" else ""
-    assert len(ran) >= 20, f"only {len(ran)} blocks ran"
+    assert len(ran) >= 15, f"only {len(ran)} blocks ran"
     assert_examples_work(fresh_copy, printed)
     assert not unignored_new_files(fresh_copy), "the documented commands leave files git would show as untracked"
 
