@@ -50,8 +50,8 @@ from benchmarks.general_distillation import general_distillation
 from benchmarks.minilm import minilm_path
 from benchmarks.report import command_line, default_output, markdown_table, write_results
 from benchmarks.rotten_tomatoes import load_rotten_tomatoes
-from modeling_minibert import MiniBertConfig, MiniBertModel
 from modeling_minibert.training.distillation import DistillationArguments, distill
+from modeling_minibert.training.distillation.embedding import EMBEDDING_TRAINING_DEFAULTS, student_from_teacher
 from modeling_minibert.training.pretraining.data import load_bbc_news
 
 TEACHER, TEACHER_SHORT = "teacher all-MiniLM-L6-v2", "teacher, cut to 64 tokens"
@@ -64,10 +64,10 @@ GOALS = {"mrr_90": "student MRR >= 0.9 x teacher MRR",
          "above_model2vec": "student MRR and probe accuracy > model2vec's"}
 
 
-# The benchmark's training recipe for the student, over distill's defaults (`--task embedding` trains with
-# fine-tuning's): longer, at a higher rate, from a student whose layers start random.
-RECIPE = {"num_train_epochs": 6.0, "learning_rate": 5e-4, "warmup_steps": 20, "logging_steps": 20,
-          "save_strategy": "no", "seed": 0, "output_dir": "runs/embeddings"}
+# What the benchmark sets over `--task embedding`'s own defaults (the recipe, EMBEDDING_TRAINING_DEFAULTS): its
+# logging, no checkpoints, a fixed seed and its folder.
+RECIPE = {**EMBEDDING_TRAINING_DEFAULTS, "logging_steps": 20, "save_strategy": "no", "seed": 0,
+          "output_dir": "runs/embeddings"}
 
 
 @dataclass
@@ -139,30 +139,20 @@ def transfer_texts(train: list[tuple[str, str]], sentences_per_article: int) -> 
 
 def student_init(teacher: str, folder: Path, hidden: int, layers: int, positions: int, vocab_size: int = 0,
                  texts: list[str] = ()) -> Path:
-    """A Mini-BERT with the teacher's tokenizer (or, with `vocab_size`, the subset of its pieces it uses most on
-    `texts`, as general distillation makes it) and its embeddings projected onto their top `hidden` principal
-    directions (one projection for word, position and segment embeddings, so their sums stay aligned)."""
-    from transformers import AutoModel, AutoTokenizer
+    """`distill --task embedding`'s own student made from the teacher (its tokenizer, or with `vocab_size` the
+    subset of its pieces it uses most on `texts`, as general distillation makes it), saved in `folder`."""
+    from transformers import AutoTokenizer
 
     from tokenization.subset import subset_tokenizer, to_teacher_ids
 
-    source = AutoModel.from_pretrained(teacher)
-    words = source.embeddings.word_embeddings.weight.detach()
-    tokenizer = AutoTokenizer.from_pretrained(teacher)
+    tokenizer, teacher_ids = None, None
     if vocab_size:
-        teacher_tokenizer, tokenizer = tokenizer, subset_tokenizer(tokenizer, texts, vocab_size)
-        words = words[torch.tensor(to_teacher_ids(tokenizer, teacher_tokenizer))]
-    mean = words.mean(0)
-    _, _, directions = torch.pca_lowrank(words - mean, q=hidden, center=False)  # (384, hidden)
-    config = MiniBertConfig(vocab_size=words.shape[0], hidden_size=hidden, num_hidden_layers=layers,
-                            num_attention_heads=hidden // 64, intermediate_size=4 * hidden, max_position_embeddings=positions)
-    student = MiniBertModel(config)
-    with torch.no_grad():
-        student.embeddings.word_embeddings.weight.copy_((words - mean) @ directions)
-        student.embeddings.position_embeddings.weight.copy_(source.embeddings.position_embeddings.weight[:positions] @ directions)
-        student.embeddings.token_type_embeddings.weight.copy_(source.embeddings.token_type_embeddings.weight @ directions)
+        teacher_tokenizer = AutoTokenizer.from_pretrained(teacher)
+        tokenizer = subset_tokenizer(teacher_tokenizer, texts, vocab_size)
+        teacher_ids = to_teacher_ids(tokenizer, teacher_tokenizer)
+    sizes = {"hidden_size": hidden, "num_hidden_layers": layers, "max_position_embeddings": positions}
+    student, tokenizer = student_from_teacher(teacher, sizes, tokenizer, teacher_ids)
     student.save_pretrained(folder)
-    tokenizer.model_max_length = positions
     tokenizer.save_pretrained(folder)
     return folder
 

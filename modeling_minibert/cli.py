@@ -150,9 +150,8 @@ def run(command: str, argv: list[str]) -> Any:
         hint = f"{argv[0]!r} has no flag: {line.positionals}"
     if hint is not None:
         raise ValueError(hint)
-    namespace = line.parser(prog).parse_args(argv)  # --help exits here; a bad flag is a one-line ValueError
+    options = line.options(prog, argv)  # --help exits here; a bad flag is a one-line ValueError
     check_extra(COMMANDS[command].extra)
-    options = line.keywords(namespace)
     with one_line_warnings(prog):
         result = resolve(COMMANDS[command].function)(**options)
     report = line.report(result, options)

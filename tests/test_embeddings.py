@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from sentence_transformers import SentenceTransformer
+from transformers import AutoTokenizer
 
 from fixtures.environment import run_python
 from fixtures.models import TINY
@@ -170,8 +171,12 @@ def distilled(minibert_folder, teacher_folder, unlabelled, tmp_path_factory) -> 
     return output
 
 
-def teacher_vectors(teacher_folder: Path, texts: list[str]) -> torch.Tensor:
-    return torch.from_numpy(SentenceTransformer(str(teacher_folder), device="cpu").encode(texts))
+def teacher_vectors(teacher_folder: Path, texts: list[str], max_seq_length: int | None = None) -> torch.Tensor:
+    """The teacher's embeddings, of the texts cut at `max_seq_length` tokens (as distillation cuts them for it: at
+    the student's length)."""
+    teacher = SentenceTransformer(str(teacher_folder), device="cpu")
+    teacher.max_seq_length = max_seq_length or teacher.max_seq_length
+    return torch.from_numpy(teacher.encode(texts))
 
 
 def test_distilled_student_moves_toward_the_teacher(distilled, minibert_folder, teacher_folder, unlabelled):
@@ -179,7 +184,7 @@ def test_distilled_student_moves_toward_the_teacher(distilled, minibert_folder, 
     losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
     assert len(losses) >= 5 and losses[-1] < 0.5 * losses[0], losses
     held_out = unlabelled["validation"].read_text().splitlines()
-    teacher = teacher_vectors(teacher_folder, held_out)
+    teacher = teacher_vectors(teacher_folder, held_out, max_seq_length=TINY["max_position_embeddings"])
     student = torch.from_numpy(SentenceTransformer(str(distilled), device="cpu").encode(held_out))
     results = json.loads((distilled / "all_results.json").read_text())
     cosine = torch.nn.functional.cosine_similarity(student, teacher).mean().item()
@@ -238,3 +243,32 @@ def test_finetune_refuses_the_embedding_task(minibert_folder, unlabelled, tmp_pa
         finetune(task="embedding", model_name_or_path=minibert_folder, train_file=str(unlabelled["train"]),
                  output_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_without_a_student_one_is_made_from_the_teacher(teacher_folder, unlabelled, tmp_path):
+    """`--task embedding` without --model_name_or_path: a Mini-BERT that reads the teacher's tokens, its embeddings
+    the teacher's on their principal directions (no wider than the teacher), trained with the embedding recipe's
+    defaults (6 epochs at 5e-4) unless told, the teacher reading what the student reads."""
+    from modeling_minibert.training.distillation.embedding import EMBEDDING_TRAINING_DEFAULTS, student_from_teacher
+
+    student, tokenizer = student_from_teacher(str(teacher_folder))
+    assert tokenizer.get_vocab() == AutoTokenizer.from_pretrained(teacher_folder).get_vocab()
+    assert (student.config.hidden_size, student.config.num_hidden_layers) == (48, 3)  # the teacher's 48, not 192
+    teacher = MiniBertModel.from_pretrained(teacher_folder)
+    words = teacher.get_input_embeddings().weight.detach()
+    projected = student.get_input_embeddings().weight.detach()
+    # The projection keeps the rows' geometry: distances between word rows survive (all 48 directions kept here).
+    torch.testing.assert_close(torch.cdist(projected, projected), torch.cdist(words, words), atol=1e-3, rtol=1e-3)
+
+    output = tmp_path / "embedder"
+    assert main(["distill", "--task", "embedding", "--teacher_model_name_or_path", str(teacher_folder),
+                 "--train_file", str(unlabelled["train"]), "--output_dir", str(output), "--max_steps", "2",
+                 "--logging_steps", "1", "--disable_tqdm", "true", "--report_to", "none"]) == 0
+    state = json.loads((output / "trainer_state.json").read_text())
+    # Rising by 5e-4 / 20 a step: the recipe's rate and warmup reached Trainer.
+    rates = [entry["learning_rate"] for entry in state["log_history"] if "learning_rate" in entry]
+    assert rates[-1] - rates[-2] == pytest.approx(5e-4 / 20)
+    assert module_types(output)[:2] == ["Transformer", "Pooling"] and "Dense" not in module_types(output)
+    assert SentenceTransformer(str(output), device="cpu").encode(SENTENCES[:2]).shape == (2, 48)
+    assert EMBEDDING_TRAINING_DEFAULTS == {"num_train_epochs": 6.0, "learning_rate": 5e-4, "warmup_steps": 20}
+    assert state["max_steps"] == 2

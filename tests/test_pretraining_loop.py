@@ -267,6 +267,27 @@ def test_checkpoints_load_with_from_pretrained_like_the_final_model(run):
     assert len(AutoTokenizer.from_pretrained(checkpoint)) == final.config.vocab_size
 
 
+def test_a_checkpoint_loads_with_trust_remote_code_where_the_package_is_not_installed(run, tmp_path):
+    """checkpoint-N/ carries the model's code and an auto_map of every head, as the final folder does: a
+    colleague without this package loads it with any Auto class and gets the checkpoint's own outputs."""
+    from fixtures.environment import run_python
+
+    out, _, _ = run
+    checkpoint = out / "checkpoint-40"
+    assert {"modeling_minibert.py", "configuration_minibert.py", "checks_minibert.py"} <= {p.name for p in checkpoint.iterdir()}
+    ids = [[2, 7, 9, 4, 3]]
+    with torch.no_grad():
+        expected = AutoModelForMaskedLM.from_pretrained(checkpoint).eval()(torch.tensor(ids)).logits.sum().item()
+    code = (
+        "import torch\n"
+        "from transformers import AutoModelForMaskedLM\n"
+        f"model = AutoModelForMaskedLM.from_pretrained({str(checkpoint)!r}, trust_remote_code=True).eval()\n"
+        f"print(type(model).__module__.startswith('transformers_modules'), model(torch.tensor({ids})).logits.sum().item())\n"
+    )
+    remote, total = run_python(code, tmp_path).split()
+    assert remote == "True" and float(total) == pytest.approx(expected, rel=1e-5)
+
+
 def test_a_run_gives_back_the_process_settings_it_changed(tiny, tmp_path):
     """Threads, denormal flushing and Accelerate's log filter are the run's, set for it and restored after."""
     import logging

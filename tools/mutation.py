@@ -10,8 +10,8 @@ mutants' diffs and the equivalent mutants (no observable change) listed in `EQUI
 mutmut is not part of any extra (mutation testing is a habit, not a CI gate); install it into the dev venv first:
 
     pip install "mutmut>=3.8,<4"
-    OMP_NUM_THREADS=1 python tools/mutation.py                       # every module in MODULES
-    OMP_NUM_THREADS=1 python tools/mutation.py --module tokenization/wordpiece.py --max_mutants 40
+    OMP_NUM_THREADS=1 python -m tools.mutation                         # every module in MODULES
+    OMP_NUM_THREADS=1 python -m tools.mutation --module tokenization/wordpiece.py --max_mutants 40
 
 mutmut copies the project into `mutants/` beside the code it mutates; this script runs it in a temporary copy of the
 work tree (tracked and untracked-but-not-ignored files, uncommitted edits included), so nothing is written in the work
@@ -22,7 +22,6 @@ Score = (killed + timeout + crashed) / (checked - equivalent): a mutant that mak
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -34,8 +33,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+
+from benchmarks.report import write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "mutation.json"
@@ -164,7 +166,7 @@ def _read_meta(project: Path, module: str) -> dict[str, int | None]:
     return json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
 
 
-def run_module(module: str, args: argparse.Namespace, workdir: Path) -> dict:
+def run_module(module: str, args: "MutationArguments", workdir: Path) -> dict:
     from mutmut.stats import status_by_exit_code
 
     tests = MODULES[module]
@@ -263,19 +265,26 @@ def readme_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class MutationArguments:
+    """The script's options (HfArgumentParser, as every command of the project)."""
+
+    module: list[str] = field(default_factory=list, metadata={
+        "help": "modules to mutate (default: every module in MODULES)", "nargs": "+", "choices": sorted(MODULES)})
+    max_mutants: int = field(default=80, metadata={"help": "seeded sample size per module; 0 = every mutant"})
+    seed: int = field(default=0)
+    budget_minutes: float = field(default=15.0, metadata={
+        "help": "wall-clock limit per module; unchecked mutants are left out of the score"})
+    max_children: int = field(default=2, metadata={"help": "mutants tested at once"})
+    output: Path = field(default=RESULTS)
+    keep: bool = field(default=False, metadata={"help": "keep the temporary copy (prints its path)"})
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--module", action="append", choices=sorted(MODULES),
-                        help="module to mutate (repeatable; default: every module in MODULES)")
-    parser.add_argument("--max_mutants", type=int, default=80,
-                        help="seeded sample size per module; 0 = every mutant (default: 80)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--budget_minutes", type=float, default=15.0,
-                        help="wall-clock limit per module; unchecked mutants are left out of the score")
-    parser.add_argument("--max_children", type=int, default=2, help="mutants tested at once (default: 2)")
-    parser.add_argument("--output", type=Path, default=RESULTS)
-    parser.add_argument("--keep", action="store_true", help="keep the temporary copy (prints its path)")
-    args = parser.parse_args(argv)
+    from transformers import HfArgumentParser
+
+    parser = HfArgumentParser(MutationArguments, description=__doc__.split("\n\n")[0])
+    (args,) = parser.parse_args_into_dataclasses(argv)
     try:
         import mutmut  # noqa: F401
     except ImportError:
@@ -294,17 +303,12 @@ def main(argv: list[str] | None = None) -> None:
                   f"{len(result['surviving_mutants'])} survived, {result['seconds']:.0f} s", flush=True)
             for survivor in result["surviving_mutants"]:
                 print(f"  survived: {survivor['mutant']}\n    " + survivor["diff"].replace("\n", "\n    "))
-            results.update(
-                command="OMP_NUM_THREADS=1 python tools/mutation.py " + " ".join(argv if argv is not None
-                                                                                 else sys.argv[1:]),
-                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                cpu_count=os.cpu_count(),
-                versions=_versions(),
-            )
-            # each module records its own run, since modules may be rerun one at a time
-            result.update(date=results["date"], command=results["command"].split(" --output")[0])
-            args.output.parent.mkdir(parents=True, exist_ok=True)
-            args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+            command = "OMP_NUM_THREADS=1 python -m tools.mutation " + " ".join(argv if argv is not None else sys.argv[1:])
+            # Each module records its own run, since modules may be rerun one at a time; the file's run block is
+            # the newest (benchmarks/report.py: the one results format).
+            result.update(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                          command=command.split(" --output")[0], versions=_versions())
+            write_results(args.output, {k: v for k, v in results.items() if k != "run"}, command=command)
     finally:
         if args.keep:
             print(f"kept the mutated copies in {workdir}")

@@ -69,6 +69,11 @@ class CommandLine:
         parser.set_defaults(**self.defaults)
         return parser
 
+    def options(self, prog: str, argv: list[str]) -> dict[str, Any]:
+        """The job function's keyword options for the command-line words `argv` (--help exits here; a bad flag is
+        a one-line ValueError)."""
+        return self.keywords(self.parser(prog).parse_args(argv))
+
     def keywords(self, namespace: argparse.Namespace) -> dict[str, Any]:
         """The job function's keyword options: every field of the dataclasses, as parsed."""
         return {f.name: getattr(namespace, f.name) for cls in self.arguments for f in dataclasses.fields(cls) if f.init}

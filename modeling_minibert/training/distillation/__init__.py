@@ -19,8 +19,9 @@ from modeling_minibert.utils.lazy import lazy_names
 
 _NAMES = {
     "distill": "flow",
-    "DistillResult": "flow",
-    "DistillationArguments": "flow",
+    "DistillResult": "arguments",
+    "DistillationArguments": "arguments",
+    "DISTILL_TRAINING_DEFAULTS": "arguments",
 }
 __getattr__ = lazy_names(__name__, _NAMES)
 __all__ = list(_NAMES)

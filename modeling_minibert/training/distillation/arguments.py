@@ -45,6 +45,9 @@ class DistillationArguments(ModelArguments, DataArguments):
     """Fine-tuning's model and data options (`--model_name_or_path` is the student) plus the teacher and the
     transfer set; `TrainingArguments` fields say how to train, with fine-tuning's defaults."""
 
+    model_name_or_path: str | None = field(default=None, metadata={
+        "help": "the student: a pretrained Mini-BERT folder or Hub id (required; with --task embedding, unset: a "
+                "new Mini-BERT made from the teacher, its vocabulary and its embeddings' principal directions)"})
     task: str | None = field(default=None, metadata={
         "help": f"the task (required); {EMBEDDING_TASK}: a sentence-transformers teacher's embeddings of unlabelled "
                 "text", "choices": [*TASKS, EMBEDDING_TASK]})

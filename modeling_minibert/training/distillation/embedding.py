@@ -7,9 +7,12 @@ sentence. Here the student is a small Mini-BERT, so its width may differ from th
 projection (sentence-transformers' `Dense`, identity activation) maps it into the teacher's space, and the student
 normalises when the teacher's modules do (`Normalize`), so the loss compares what each model would return.
 
-    teacher      `SentenceTransformer(T).encode` on the training (and validation / test) texts, computed once
-    student      `AutoModel` of --model_name_or_path (a pretrained Mini-BERT), mean pooling, [Dense], [Normalize]
-    train        transformers' `Trainer` on (tokens, teacher embedding) pairs, fine-tuning's defaults
+    teacher      `SentenceTransformer(T).encode` on the training (and validation / test) texts, cut to the student's
+                 length, computed once
+    student      `AutoModel` of --model_name_or_path (a pretrained Mini-BERT), or, without it, a new Mini-BERT
+                 made from the teacher (`student_from_teacher`: its vocabulary, its embeddings on their principal
+                 directions); then mean pooling, [Dense], [Normalize]
+    train        transformers' `Trainer` on (tokens, teacher embedding) pairs, `EMBEDDING_TRAINING_DEFAULTS`
     save         the student + tokenizer + 2_Dense + the sentence-transformers files: `SentenceTransformer(O)`
                  loads the output folder; results (eval_loss, eval_cosine to the teacher) as in every job
 
@@ -29,7 +32,9 @@ from typing import Any
 import torch
 from datasets import Dataset
 from torch import nn
-from transformers import AutoModel, DataCollatorWithPadding, PreTrainedModel, Trainer
+from transformers import AutoModel, DataCollatorWithPadding, PreTrainedModel, Trainer, set_seed
+
+from modeling_minibert import MiniBertConfig, MiniBertModel
 
 from modeling_minibert.training.distillation.arguments import EMBEDDING_TASK as TASK
 from modeling_minibert.training.distillation.arguments import DistillationArguments, DistillResult
@@ -48,6 +53,12 @@ from modeling_minibert.training.finetuning.loading import load_fast_tokenizer, l
 from modeling_minibert.training.finetuning.task import Prepared
 
 DENSE_DIR = "2_Dense"  # the projection's sentence-transformers module folder (after 1_Pooling)
+# The recipe of the measured embedding student (benchmarks/embeddings.py: 95% of all-MiniLM-L6-v2's retrieval MRR on
+# BBC News): longer and at a higher rate than classification distillation's 2 epochs at 2e-4, as its layers start
+# from random. TrainingArguments given by the caller win.
+EMBEDDING_TRAINING_DEFAULTS = {"num_train_epochs": 6.0, "learning_rate": 5e-4, "warmup_steps": 20}
+# The student `student_from_teacher` makes: the Mini-BERT sizes, its heads 64 wide as the teacher's.
+STUDENT_SIZES = {"hidden_size": 192, "num_hidden_layers": 3, "max_position_embeddings": 64}
 # Distillation options that speak of labels, logits or augmented copies: they cannot apply to embeddings.
 UNUSED_OPTIONS = ("finetune_teacher", "transfer_file", "augment_copies", "word_dropout", "word_swap", "distillation_loss",
                   "temperature", "alpha", "student_dropout", "label_column_name")
@@ -87,9 +98,8 @@ class EmbeddingStudent(nn.Module):
 def check_embedding_options(args: DistillationArguments, has_train_data: bool) -> list[str]:
     """The teacher's sentence-transformers module names; ValueError/FileNotFoundError for an option that cannot
     work, naming it."""
-    for name in ("teacher_model_name_or_path", "model_name_or_path"):
-        if getattr(args, name) is None:
-            raise ValueError(f"{name} is required (--{name})")
+    if args.teacher_model_name_or_path is None:
+        raise ValueError("teacher_model_name_or_path is required (--teacher_model_name_or_path)")
     if args.train_file is None and not has_train_data:
         raise ValueError("train_file is required (--train_file), or train_data in Python")
     defaults = DistillationArguments()
@@ -159,8 +169,8 @@ def distill_embeddings(
     or lists of strings); keyword options are `minibert distill`'s flags. `validation_file` / `test_file` texts
     are scored (eval_loss, eval_cosine).
 
-        distill(task="embedding", teacher_model_name_or_path="all-MiniLM-L6-v2", model_name_or_path="minibert-pretrained",
-                train_file="unlabelled.txt", output_dir="runs/embedder")
+        distill(task="embedding", teacher_model_name_or_path="all-MiniLM-L6-v2", train_file="unlabelled.txt",
+                output_dir="runs/embedder")   # the student made from the teacher; or model_name_or_path=...
 
     Raises (before any training): ValueError for bad options or a teacher whose sentence-transformers modules
     do not begin with Transformer and Pooling; FileNotFoundError for missing files; FileExistsError as every job does.
@@ -168,6 +178,7 @@ def distill_embeddings(
     from sentence_transformers import SentenceTransformer
 
     args, training = split_options(DistillationArguments, options)
+    training = {**EMBEDDING_TRAINING_DEFAULTS, **training}
     check_training_options(training, "validation" in sources)
     if args.learning_rates is not None:
         raise ValueError(f"learning_rates={args.learning_rates}: task='embedding' trains at one learning rate (--learning_rate)")
@@ -175,13 +186,11 @@ def distill_embeddings(
     training.setdefault("disable_tqdm", not show_progress)
     with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
         texts = {role: texts_of(source, role, args.text_column_name or "text") for role, source in sources.items()}
-        tokenizer = load_fast_tokenizer(args.model_name_or_path, args.tokenizer_name)
-        length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
+        encoder, tokenizer, length = load_student(args, seed_of(training))
         teacher = SentenceTransformer(str(args.teacher_model_name_or_path), device="cpu")
-        teacher.max_seq_length = min(teacher.max_seq_length, args.max_seq_length or teacher.max_seq_length)
+        teacher.max_seq_length = min(teacher.max_seq_length, length)  # the text the student reads, no more
         batch_size = training.get("per_device_eval_batch_size", TRAINING_DEFAULTS["per_device_eval_batch_size"])
         targets = teacher_embeddings(teacher, texts, batch_size, show_progress)
-        encoder = load_model(AutoModel, args.model_name_or_path, seed_of(training))
         student = EmbeddingStudent(encoder, targets["train"].shape[1], "Normalize" in kinds)
         data = {role: features(tokenizer, texts[role], targets[role], length) for role in texts}
         trainer = embedding_trainer(student, tokenizer, data, output, training)
@@ -192,13 +201,56 @@ def distill_embeddings(
         results = train_and_score(trainer, prepared)[0]
         score_test(trainer, prepared, results)
         save_embedder(trainer, student, tokenizer, results, output, length, args)
-    write_model_card(output, task="feature-extraction", base_model=str(args.model_name_or_path),
+    write_model_card(output, task="feature-extraction", base_model=str(args.model_name_or_path or args.teacher_model_name_or_path),
                      dataset_name=Path(str(sources["train"])).stem if isinstance(sources["train"], (str, os.PathLike)) else None)
     strip = strip_prefix
     return DistillResult(
         output, strip(results.get("eval", {}), "eval_"), strip(results["test"], "test_") if "test" in results else None,
         None, strip(results["train"], "train_"), teacher=str(args.teacher_model_name_or_path), transfer_size=len(texts["train"]),
     )
+
+
+def load_student(args: DistillationArguments, seed: int) -> tuple[PreTrainedModel, Any, int]:
+    """The encoder to train, its tokenizer and the tokens it reads per text: `model_name_or_path`'s, or a new one
+    made from the teacher."""
+    if args.model_name_or_path is None:
+        set_seed(seed)  # the new layers' random start
+        encoder, tokenizer = student_from_teacher(str(args.teacher_model_name_or_path))
+        positions = encoder.config.max_position_embeddings
+        return encoder, tokenizer, min(args.max_seq_length or positions, positions)
+    tokenizer = load_fast_tokenizer(args.model_name_or_path, args.tokenizer_name)
+    encoder = load_model(AutoModel, args.model_name_or_path, seed)
+    return encoder, tokenizer, max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
+
+
+def student_from_teacher(
+    teacher: str, sizes: dict[str, int] = STUDENT_SIZES, tokenizer: Any = None, teacher_ids: list[int] | None = None,
+) -> tuple[MiniBertModel, Any]:
+    """A new Mini-BERT of `sizes` (no wider or longer than the teacher) that reads with the teacher's tokenizer (or
+    `tokenizer`, a subset of its pieces whose teacher ids are `teacher_ids`): its word, position and segment
+    embeddings the teacher's, projected onto the word embeddings' top principal directions (one projection for all
+    three, so that their sums stay aligned), its layers random. How the measured student starts: the teacher's
+    vocabulary is worth more to it than a short pretraining on another vocabulary (benchmarks/README.md)."""
+    source = AutoModel.from_pretrained(teacher)
+    tokenizer = tokenizer if tokenizer is not None else load_fast_tokenizer(teacher, None)
+    # No wider and no longer than the teacher.
+    hidden = min(sizes["hidden_size"], source.config.hidden_size)
+    positions = min(sizes["max_position_embeddings"], source.config.max_position_embeddings)
+    words = source.get_input_embeddings().weight.detach()
+    if teacher_ids is not None:
+        words = words[torch.tensor(teacher_ids)]
+    mean = words.mean(0)
+    _, _, directions = torch.pca_lowrank(words - mean, q=hidden, center=False)  # (H_teacher, hidden)
+    config = MiniBertConfig(vocab_size=words.shape[0], hidden_size=hidden, num_hidden_layers=sizes["num_hidden_layers"],
+                            num_attention_heads=max(1, hidden // 64), intermediate_size=4 * hidden,
+                            max_position_embeddings=positions, pad_token_id=tokenizer.pad_token_id)
+    student = MiniBertModel(config)
+    with torch.no_grad():
+        student.embeddings.word_embeddings.weight.copy_((words - mean) @ directions)
+        student.embeddings.position_embeddings.weight.copy_(source.embeddings.position_embeddings.weight[:positions] @ directions)
+        student.embeddings.token_type_embeddings.weight.copy_(source.embeddings.token_type_embeddings.weight @ directions)
+    tokenizer.model_max_length = positions
+    return student, tokenizer
 
 
 def embedding_trainer(student: EmbeddingStudent, tokenizer: Any, data: dict[str, Dataset], output: Path, training: dict[str, Any]) -> Trainer:

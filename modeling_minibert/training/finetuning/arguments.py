@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import functools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -268,9 +269,8 @@ def training_arguments(output_dir: str, has_validation: bool, metric: str, **opt
 class TrainerCommandLine(CommandLine):
     """A job built on fine-tuning's dataclasses, as its sub-command shows it: HfArgumentParser over `arguments` and
     TrainingArguments, every TrainingArguments field a flag under its own name. The job's function gets the
-    dataclass fields and, of the TrainingArguments fields, those the command line changed from our defaults
-    (`defaults`: this job's own TrainingArguments defaults over `TRAINING_DEFAULTS`; its function must apply
-    the same ones, so that the API and the command line agree)."""
+    dataclass fields and the TrainingArguments flags the command line gave, no others: the function applies its
+    own defaults, so that the API and the command line agree (`defaults` are what --help shows)."""
 
     def parser(self, prog: str) -> HfArgumentParser:
         parser = build_parser(*self.arguments, parser_class=ArgumentParser, prog=prog, description=self.description,
@@ -278,10 +278,19 @@ class TrainerCommandLine(CommandLine):
         parser.set_defaults(**self.defaults)
         return parser
 
-    def keywords(self, namespace: argparse.Namespace) -> dict[str, Any]:
-        values = vars(namespace)
+    def options(self, prog: str, argv: list[str]) -> dict[str, Any]:
+        parser = self.parser(prog)
+        values = vars(parser.parse_args(argv))
         known = {k: v for cls in self.arguments for k, v in fields_of(cls, values).items()}
-        return {**known, **training_options(values, self.defaults)}
+        return {**known, **fields_of(TrainingArguments, given_options(parser, argv, values))}
+
+
+def given_options(parser: argparse.ArgumentParser, argv: list[str], names: Iterable[str]) -> dict[str, Any]:
+    """The options among `names` that the words `argv` set, with their values (argparse fills a default only
+    where the namespace it parses into lacks the name: one pre-filled with a marker keeps the marker there)."""
+    unset = object()
+    parsed = parser.parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(names, unset)))
+    return {k: v for k, v in vars(parsed).items() if v is not unset}
 
 
 def finetuned_lines(result: Any, options: dict[str, Any]) -> str:
