@@ -179,21 +179,14 @@ def test_extras_are_still_importable_here():
 
 
 def test_no_face_exports_a_name_its_package_has_a_module_of():
-    """Importing a submodule sets it as an attribute of its package: a face's function of the same name (say
-    `fill_mask` beside a `fill_mask.py`) would turn into the module once something imported it."""
+    """Importing a submodule sets it as an attribute of its package: a face's lazy name equal to a submodule's
+    (say a function `fill_mask` beside a `fill_mask.py`) would turn into the module once something imported it."""
     clashes = []
     for name, path in modules().items():
         if path.name != "__init__.py":
             continue
-        exported = {node.value for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Constant)
-                    and isinstance(node.value, str) and node.value.isidentifier()}
+        exported = {element.value for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Tuple)
+                    for element in node.elts if isinstance(element, ast.Constant)}
         submodules = {p.stem for p in path.parent.glob("*.py")} | {p.name for p in path.parent.iterdir() if p.is_dir()}
-        clashes += [f"{name}.{x}" for x in sorted(exported & submodules) if not _is_lazy_target(path, x)]
+        clashes += [f"{name}.{x}" for x in sorted(exported & submodules)]
     assert clashes == []
-
-
-def _is_lazy_target(init: Path, name: str) -> bool:
-    """Whether `name` appears in the face only as the module a lazy name is taken from (`"fill_mask": "X"`'s X)."""
-    tree = ast.parse(init.read_text())
-    keys = {k.value for node in ast.walk(tree) if isinstance(node, ast.Dict) for k in node.keys if isinstance(k, ast.Constant)}
-    return name not in keys and name not in {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}

@@ -11,16 +11,12 @@
     from modeling_minibert.deployment import export_onnx, quantize, encode
 """
 
-from modeling_minibert.utils.lazy import lazy_names
+from modeling_minibert.utils.lazy import lazy_face
 
-_NAMES = {
-    "fill_mask": "mask_filling",
-    "encode": "sentence_embeddings",
-    "write_sentence_transformers_files": "sentence_embeddings",
-    "quantize": "quantization",
-    "load_quantized": "quantization",
-    "export_onnx": "onnx_export",
-    "LengthBucketedSession": "onnx_session",
-}
-__getattr__ = lazy_names(__name__, _NAMES)
-__all__ = list(_NAMES)
+__getattr__, __all__ = lazy_face(__name__, {
+    "mask_filling": ("fill_mask",),
+    "sentence_embeddings": ("encode", "write_sentence_transformers_files"),
+    "quantization": ("quantize", "load_quantized"),
+    "onnx_export": ("export_onnx",),
+    "onnx_session": ("LengthBucketedSession",),
+})

@@ -24,17 +24,7 @@ from pathlib import Path
 
 from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
 from modeling_minibert.sharing.folder import TOKENIZER_FILES
-from modeling_minibert.deployment.onnx_graph import (
-    INT8_TOLERANCE,
-    QUANTIZE_MODES,
-    choices_of,
-    head_weights,
-    load_for_export,
-    optimize_graph,
-    quantize_graph,
-    trace_graph,
-    verify_onnx,
-)
+from modeling_minibert.deployment import onnx_graph
 from modeling_minibert.utils.files import check_output_dir, staged_folder
 
 FORMAT = "transformers.js"
@@ -57,23 +47,23 @@ def export_transformers_js(
     that is a non-empty folder (unless `overwrite_output_dir`) or cannot be written. Returns `output_dir`.
     """
     folder, output = Path(model_name_or_path), Path(output_dir)
-    if quantize not in QUANTIZE_MODES:
-        raise ValueError(f"unknown quantize mode {quantize!r}; choose one of {', '.join(QUANTIZE_MODES)}")
+    if quantize not in onnx_graph.QUANTIZE_MODES:
+        raise ValueError(f"unknown quantize mode {quantize!r}; choose one of {', '.join(onnx_graph.QUANTIZE_MODES)}")
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder {folder} does not exist")
     check_output_dir(output, overwrite_output_dir)
     with staged_folder(output) as staging:
         write_bert_config_and_tokenizer(folder, staging, head)
-        model = load_for_export(folder, head)
+        model = onnx_graph.load_for_export(folder, head)
         plain, quantized = staging / MODEL_FILE, staging / QUANTIZED_FILE
         plain.parent.mkdir()
-        trace_graph(model, plain)
+        onnx_graph.trace_graph(model, plain)
         shutil.copyfile(plain, quantized)
-        optimize_graph(quantized, model.config)
-        quantize_graph(quantized, quantize, head_weights(model))
+        onnx_graph.optimize_graph(quantized, model.config)
+        onnx_graph.quantize_graph(quantized, quantize, onnx_graph.head_weights(model))
         if verify:
-            verify_onnx(model, plain, choices_of(model))
-            verify_onnx(model, quantized, choices_of(model), INT8_TOLERANCE)
+            onnx_graph.verify_onnx(model, plain, onnx_graph.choices_of(model))
+            onnx_graph.verify_onnx(model, quantized, onnx_graph.choices_of(model), onnx_graph.INT8_TOLERANCE)
     return output
 
 

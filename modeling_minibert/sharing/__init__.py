@@ -9,14 +9,10 @@
     from modeling_minibert.sharing import push_to_hub, convert_bert
 """
 
-from modeling_minibert.utils.lazy import lazy_names
+from modeling_minibert.utils.lazy import lazy_face
 
-_NAMES = {
-    "push_to_hub": "push",
-    "convert_bert": "bert_format",
-    "convert_bert_to_minibert": "bert_format",
-    "convert_minibert_to_bert": "bert_format",
-    "write_model_card": "model_card",
-}
-__getattr__ = lazy_names(__name__, _NAMES)
-__all__ = list(_NAMES)
+__getattr__, __all__ = lazy_face(__name__, {
+    "push": ("push_to_hub",),
+    "bert_format": ("convert_bert", "convert_bert_to_minibert", "convert_minibert_to_bert"),
+    "model_card": ("write_model_card",),
+})

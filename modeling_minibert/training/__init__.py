@@ -12,14 +12,10 @@ The jobs' functions are imported on first use (they need the [train] extra):
     from modeling_minibert.training import pretrain, finetune, distill
 """
 
-from modeling_minibert.utils.lazy import lazy_names
+from modeling_minibert.utils.lazy import lazy_face
 
-_NAMES = {
-    "pretrain": "pretraining",
-    "PretrainingArguments": "pretraining",
-    "finetune": "finetuning",
-    "distill": "distillation",
-    "DistillationArguments": "distillation",
-}
-__getattr__ = lazy_names(__name__, _NAMES)
-__all__ = list(_NAMES)
+__getattr__, __all__ = lazy_face(__name__, {
+    "pretraining": ("pretrain", "PretrainingArguments"),
+    "finetuning": ("finetune",),
+    "distillation": ("distill", "DistillationArguments"),
+})

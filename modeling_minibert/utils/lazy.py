@@ -12,13 +12,15 @@ from collections.abc import Callable
 from typing import Any
 
 
-def lazy_names(package: str, names: dict[str, str]) -> Callable[[str], Any]:
-    """A module `__getattr__` for `package` that imports `names[name]` (a module under `package`) on first use of
-    `name` and returns its attribute of that name."""
+def lazy_face(package: str, names_by_module: dict[str, tuple[str, ...]]) -> tuple[Callable[[str], Any], list[str]]:
+    """A module `__getattr__` for `package`, and its `__all__`: each name in `names_by_module[module]` is imported
+    from `package.module` on first use. A name must not be a submodule's: importing that submodule would set the
+    package attribute to the module (tests/test_layout.py checks the faces)."""
+    module_of = {name: module for module, names in names_by_module.items() for name in names}
 
     def __getattr__(name: str) -> Any:
-        if name not in names:
+        if name not in module_of:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+        return getattr(importlib.import_module(f"{package}.{module_of[name]}"), name)
 
-    return __getattr__
+    return __getattr__, list(module_of)

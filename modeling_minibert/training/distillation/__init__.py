@@ -15,13 +15,9 @@ output folder, results, card and plots) and holds only what fine-tuning does not
     from modeling_minibert.training.distillation import distill, DistillationArguments
 """
 
-from modeling_minibert.utils.lazy import lazy_names
+from modeling_minibert.utils.lazy import lazy_face
 
-_NAMES = {
-    "distill": "flow",
-    "DistillResult": "arguments",
-    "DistillationArguments": "arguments",
-    "DISTILL_TRAINING_DEFAULTS": "arguments",
-}
-__getattr__ = lazy_names(__name__, _NAMES)
-__all__ = list(_NAMES)
+__getattr__, __all__ = lazy_face(__name__, {
+    "flow": ("distill",),
+    "arguments": ("DistillResult", "DistillationArguments", "DISTILL_TRAINING_DEFAULTS"),
+})

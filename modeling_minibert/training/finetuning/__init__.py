@@ -17,17 +17,11 @@ keyword options are the command line's flags (`minibert finetune --help`). Impor
 job's names are imported on first use (they need the [train] extra).
 """
 
-from modeling_minibert.utils.lazy import lazy_names
+from modeling_minibert.utils.lazy import lazy_face
 
-_NAMES = {
-    "finetune": "flow",
-    "FinetuneResult": "arguments",
-    "FinetuneArguments": "arguments",
-    "TRAINING_DEFAULTS": "arguments",
-    "training_arguments": "arguments",
-    "TASKS": "tasks",
-    "load_task": "tasks",
-    "Task": "task",
-}
-__getattr__ = lazy_names(__name__, _NAMES)
-__all__ = list(_NAMES)
+__getattr__, __all__ = lazy_face(__name__, {
+    "flow": ("finetune",),
+    "arguments": ("FinetuneResult", "FinetuneArguments", "TRAINING_DEFAULTS", "training_arguments"),
+    "tasks": ("TASKS", "load_task"),
+    "task": ("Task",),
+})

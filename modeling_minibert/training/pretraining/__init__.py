@@ -13,14 +13,11 @@
 The job's names are imported on first use (the loop needs the [train] extra).
 """
 
-from modeling_minibert.utils.lazy import lazy_names
+from modeling_minibert.utils.lazy import lazy_face
 
-_NAMES = {
-    "pretrain": "loop",
-    "PretrainingArguments": "arguments",
-    "OBJECTIVES": "objectives",
-    "Objective": "objectives",
-    "TrainingInterrupted": "session",
-}
-__getattr__ = lazy_names(__name__, _NAMES)
-__all__ = list(_NAMES)
+__getattr__, __all__ = lazy_face(__name__, {
+    "loop": ("pretrain",),
+    "arguments": ("PretrainingArguments",),
+    "objectives": ("OBJECTIVES", "Objective"),
+    "session": ("TrainingInterrupted",),
+})
