@@ -1,4 +1,4 @@
-"""The notebooks in `notebooks/` run top to bottom, offline, and are committed without outputs.
+"""The notebooks in `notebooks/` run top to bottom, offline, and are committed with the outputs of such a run.
 
 Each notebook is executed with nbclient in a fresh kernel of this interpreter, as a user opening it runs it: from
 its own folder, `notebooks/`, with the installed package (this environment's editable install) and without the
@@ -6,18 +6,27 @@ repository root on `sys.path`, so a notebook that imports `benchmarks` or `tests
 them. What the notebooks write goes to their own temporary folders, so nothing lands in the repository. The
 notebooks hold their own assertions (shapes, parameter counts, outputs before and after a push, ...): a failing
 assertion fails the cell, and the test.
+
+They are committed with their outputs (figures as PNG, progress bars as their last state, no widget state), so that
+a reader on a code host or on the documentation site, which renders them without running them, sees what they
+show. `MINIBERT_SAVE_NOTEBOOKS=1 pytest tests/test_notebooks.py -n 0` saves each notebook with the outputs of its
+run here (`committed`: paths of the run's temporary folders and of this clone shortened, execution counts from 1);
+`test_committed_outputs_are_a_clean_run` holds the committed files to that.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+
 from fixtures.environment import REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -54,6 +63,62 @@ def test_notebooks_exist():
     assert [path.stem for path in NOTEBOOKS] == list(SECONDS)
 
 
+# What a committed output may not hold: a path of the machine that ran it.
+MACHINE_PATH = re.compile(r"/work/|/root/|/home/|pytest-of-|/private/var/")
+MAX_BYTES = 4_000_000  # all notebooks together: figures as PNG, no widget state
+
+
+def committed(nb: nbformat.NotebookNode, tmp_path: Path) -> nbformat.NotebookNode:
+    """`nb` after a run here, as it is committed: progress bars as their last state (carriage returns applied, a
+    cell's stream outputs merged), the run's temporary folders as /tmp and this clone's root as `..` (the notebooks
+    run from notebooks/), execution counts from 1 in order, no timing or widget metadata."""
+    nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
+    replacements = ((str(tmp_path / "tmp"), "/tmp"), (str(tmp_path), "/tmp"), (str(REPO), ".."))
+    # what is left of a run folder's path where a table cut it short ("/tmp/pytest-of-x/pytest-3/test_no...")
+    cut = re.compile(re.escape(str(tmp_path.parent)) + r"/[\w.-]*")
+    for count, cell in enumerate((c for c in nb.cells if c.cell_type == "code"), 1):
+        cell.execution_count = count
+        cell.metadata.pop("execution", None)
+        for output in cell.outputs:
+            if output.get("execution_count") is not None:
+                output.execution_count = count
+            for key in ("text", "data"):
+                if key not in output:
+                    continue
+                for mime, value in (output[key].items() if key == "data" else [(None, output.text)]):
+                    if mime is not None and not mime.startswith("text/"):
+                        continue
+                    for old, new in replacements:
+                        value = value.replace(old, new)
+                    value = cut.sub("/tmp", value)
+                    if mime is None:
+                        output.text = value
+                    else:
+                        output[key][mime] = value
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_committed_outputs_are_a_clean_run(path: Path):
+    """Every code cell ran once, in order, in one kernel, without error; figures are there; no machine's path."""
+    nb = nbformat.read(path, as_version=4)
+    code_cells = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert [cell.execution_count for cell in code_cells] == list(range(1, len(code_cells) + 1)), (
+        f"{path.name}: not saved from one top-to-bottom run (MINIBERT_SAVE_NOTEBOOKS=1 pytest tests/test_notebooks.py)"
+    )
+    outputs = [output for cell in code_cells for output in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"], f"{path.name} is committed with an error"
+    if not path.name.startswith("05_"):
+        assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name} is committed without its figures"
+    assert "widgets" not in nb.metadata
+    assert not MACHINE_PATH.search(json.dumps([o for o in outputs if "image/png" not in o.get("data", {})]))
+
+
+def test_the_notebooks_stay_small():
+    assert sum(path.stat().st_size for path in NOTEBOOKS) < MAX_BYTES
+
+
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize(
     "path", [pytest.param(path, marks=pytest.mark.slow(seconds=SECONDS.get(path.stem, 60)), id=path.stem) for path in NOTEBOOKS]
@@ -63,8 +128,8 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     nbformat.validate(nb)
     code_cells = [cell for cell in nb.cells if cell.cell_type == "code"]
     assert code_cells, f"{path.name} has no code"
-    for cell in code_cells:
-        assert cell.outputs == [] and cell.execution_count is None, f"{path.name} is committed with outputs"
+    for cell in code_cells:  # run afresh: what the committed outputs show must still come out
+        cell.outputs, cell.execution_count = [], None
 
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
@@ -95,3 +160,6 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name} drew no figure"
     assert sorted(p.name for p in (REPO / "notebooks").iterdir()) == before
     assert any(tmpdir.iterdir()) or path.name.startswith("01_"), "the notebook wrote nothing to its temporary folder"
+    if os.environ.get("MINIBERT_SAVE_NOTEBOOKS"):
+        nb.cells.pop(0)  # AS_A_USER_OPENS_IT
+        nbformat.write(committed(nb, tmp_path), path)

@@ -6,9 +6,9 @@ benchmarks' lab notebook, benchmarks/README.md.
 
 Result tables: a line `<!-- results: FILE [FILE ...] RENDERER -->` is followed by a Markdown table that is the
 renderer's output on those committed results files (paths from the repository root), so a figure cannot drift from
-its run. RENDERER is `NAME` for `readme_table(results)` of the benchmark `benchmarks/NAME.py`, `FOLDER/NAME` for
-`readme_table` of `FOLDER/NAME.py` (as `tools/mutation`), and `FOLDER/NAME:FUNCTION` for another function, given
-one argument per file (as the README's headline table, `tools/readme:headline_table`). After a benchmark run,
+its run. RENDERER is `NAME` for `readme_table(results)` of the benchmark module `benchmarks.NAME`, `FOLDER/NAME`
+for `readme_table` of the module `FOLDER.NAME` (as `tools/mutation`), and `FOLDER/NAME:FUNCTION` for another
+function, given one argument per file (as the README's headline table, `tools/readme:headline_table`). After a benchmark run,
 `python tools/readme.py` renders every table again.
 
 Runnable blocks: every ```bash and ```python block of README.md and of the docs pages runs (tests/test_readme.py),
@@ -19,7 +19,6 @@ in that order, from the root of one fresh copy of the repository, except a block
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import re
 import sys
@@ -121,7 +120,8 @@ def result_tables(text: str) -> list[ResultTable]:
 
 
 def renderer(name: str) -> Callable[..., str]:
-    """The function a marker's RENDERER names (its module imported)."""
+    """The function a marker's RENDERER names (its module imported by name: benchmarks and tools run as
+    `python -m benchmarks.NAME`, `python -m tools.NAME` from the repository root)."""
     path, _, function = name.partition(":")
     if "/" not in path:
         path = f"benchmarks/{path}"
@@ -129,16 +129,7 @@ def renderer(name: str) -> Callable[..., str]:
         return globals()[function or "readme_table"]
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    if (REPO / Path(path).parent / "__init__.py").is_file():  # a package (benchmarks/ runs as `python -m benchmarks.X`)
-        module = importlib.import_module(path.replace("/", "."))
-    else:  # a folder of scripts that import each other by name
-        folder = str(REPO / Path(path).parent)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        spec = importlib.util.spec_from_file_location(Path(path).name, REPO / f"{path}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return getattr(module, function or "readme_table")
+    return getattr(importlib.import_module(path.replace("/", ".")), function or "readme_table")
 
 
 def rendered(table: ResultTable) -> str:
