@@ -155,9 +155,9 @@ def test_the_readme_venv_is_the_train_install(fresh_copy: Path):
     assert re.search(r"else\n\s+\"\$py\" -m pip install -q -e '\.\[train\]'\nfi", (REPO / ".ci" / "setup").read_text())
 
 
-# The blocks run about fifteen jobs, three fine-tunings to their results among them: about 4 CPU-minutes, which a
+# The blocks run about fifteen jobs, three fine-tunings to their results among them: about 3 CPU-minutes, which a
 # machine whose cores are shared with other work stretches past the suite's default 10-minute hang guard.
-@pytest.mark.slow(seconds=240)  # one worker's time (pytest --durations): orders the suite, tests/conftest.py
+@pytest.mark.slow(seconds=190)  # one worker's time (pytest --durations): orders the suite, tests/conftest.py
 @pytest.mark.timeout(2400)
 def test_readme_and_docs_blocks_run_as_pasted(fresh_copy: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PYTHONPATH"))}
