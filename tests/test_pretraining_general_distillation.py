@@ -353,3 +353,27 @@ def test_the_student_trains_under_the_autocast_its_run_resolved(tiny, teacher_di
     pretrain(output_dir=str(tmp_path / "run"), **settings)
     assert torch.bfloat16 in seen
     assert "mixed precision bf16 (mixed_precision=auto)" in capsys.readouterr().out
+
+
+def test_a_mini_bert_teacher_teaches_as_its_bert_copy_does(teacher_dir, tmp_path):
+    """A Mini-BERT teacher (say, a larger Mini-BERT of this package) is an encoder like its BERT-format copy: the
+    same relations and hidden states reach the student, whichever format the teacher is saved in."""
+    import dataclasses
+
+    from modeling_minibert import MiniBertModel
+
+    minibert = tmp_path / "minibert-teacher"
+    MiniBertModel.from_pretrained(teacher_dir).save_pretrained(minibert)  # BERT's weights in a Mini-BERT folder
+    load_tokenizer(teacher_dir).save_pretrained(minibert)
+    # In float32: under bf16 autocast the two implementations round differently.
+    as_bert, as_minibert = (dataclasses.replace(teacher_of(folder), mixed_precision="no") for folder in (teacher_dir, minibert))
+    assert type(as_minibert.model).__name__ == "MiniBertModel"
+    vocab = as_bert.model.config.vocab_size
+    student = MiniBertForMaskedLM(MiniBertConfig(vocab_size=vocab, **{**TEACHER, "hidden_size": 32, "intermediate_size": 48}))
+    batch = a_batch(vocab)  # with padding: the Mini-BERT teacher reads it unpadded
+    wrapped = [StudentWithTeacher(student, teacher, torch.arange(vocab)).eval() for teacher in (as_bert, as_minibert)]
+    wrapped[1].projection.load_state_dict(wrapped[0].projection.state_dict())  # one projection for both
+    losses = [model(**batch) for model in wrapped]
+    assert losses[0].relation_loss.item() > 1e-2  # a student that has not learned: the two teachers agree on a loss
+    torch.testing.assert_close(losses[0].relation_loss, losses[1].relation_loss, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(losses[0].hidden_loss, losses[1].hidden_loss, atol=1e-5, rtol=1e-4)

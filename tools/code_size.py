@@ -1,4 +1,4 @@
-"""Issue 21's size limits, measured: functions of the installed package over 80 lines, source files over 600.
+"""The size limits, measured: functions of the installed package over 80 lines, source files over 600.
 
     .venv/bin/python tools/code_size.py [--longest 10]
 

@@ -146,16 +146,18 @@ def load_int8_state_dict(model: MiniBertPreTrainedModel, state: dict[str, torch.
     model.tie_weights()
 
 
-def quantize(model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, overwrite: bool = False) -> Path:
+def quantize(
+    model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, overwrite_output_dir: bool = False
+) -> Path:
     """Write an int8 copy of the saved model in `model_name_or_path` (its own head) to the folder `output_dir`:
     config.json, `model.int8.safetensors`, `quantization.json` and the tokenizer files. `load_quantized` reads it.
 
     Refuses, before any work, a source that does not exist or has no weights and an output folder that is not
-    empty (unless `overwrite`). Returns `output_dir`.
+    empty (unless `overwrite_output_dir`). Returns `output_dir`.
     """
     check_model_folder(model_name_or_path, {})
     source = Path(model_name_or_path)
-    output = check_output_dir(output_dir, overwrite)
+    output = check_output_dir(output_dir, overwrite_output_dir)
     model = quantize_dynamic_int8(_model_class(MiniBertConfig.from_pretrained(source)).from_pretrained(source))
     with staged_folder(output) as staging:
         model.config.save_pretrained(staging)

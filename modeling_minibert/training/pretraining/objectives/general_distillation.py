@@ -88,11 +88,12 @@ class Teacher:
 
 
 def is_encoder(config) -> bool:
-    """Whether a transformers config describes a bidirectional encoder (BERT's family: it has a masked-LM head class)."""
+    """Whether a transformers config describes a bidirectional encoder (BERT's family: it has a masked-LM head
+    class; a Mini-BERT, registered with the Auto classes rather than in transformers' own table, too)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
-    return (config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(config, "is_decoder", False)
-            and not getattr(config, "is_encoder_decoder", False))
+    masked_lm = config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES or config.model_type == MiniBertConfig.model_type
+    return masked_lm and not getattr(config, "is_decoder", False) and not getattr(config, "is_encoder_decoder", False)
 
 
 def load_teacher_encoder(name: str, vocab_size: int | None, layer: int | None, relation_heads: int | None,
