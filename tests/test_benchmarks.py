@@ -178,3 +178,20 @@ def test_bench_deploy_refuses_a_work_dir_of_another_models_exports(tmp_path, cap
     assert capsys.readouterr().err.splitlines()[-1].endswith(
         f"--work_dir {work} holds the exports of another model (/elsewhere/classifier); give another --work_dir or remove it")
     assert sorted(p.name for p in work.iterdir()) == ["source.json"]
+
+
+def test_the_bbc_headlines_split_is_fixed_and_written_as_the_example_reads_it(tmp_path):
+    """The fine-tuning example's data: every distinct headline and its topic, the same split every time, no
+    headline in two splits, written as CSV files with text and label columns."""
+    import pandas as pd
+
+    from benchmarks import bbc_titles
+
+    splits = bbc_titles.load_bbc_titles()
+    assert {name: len(split) for name, split in splits.items()} == {"test": 419, "validation": 210, "train": 1467}
+    assert not set(splits["train"]["text"]) & (set(splits["validation"]["text"]) | set(splits["test"]["text"]))
+    assert set(splits["train"]["label"]) == {"business", "entertainment", "politics", "sports", "tech"}
+    assert list(bbc_titles.load_bbc_titles()["test"]["text"]) == list(splits["test"]["text"])
+    assert bbc_titles.main(["--data_dir", str(tmp_path)]) is None  # without a model: the files only
+    written = {name: pd.read_csv(tmp_path / f"{name}.csv") for name in ("train", "validation", "test")}
+    assert list(written["test"].columns) == ["text", "label"] and list(written["test"]["text"]) == list(splits["test"]["text"])
