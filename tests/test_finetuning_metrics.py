@@ -123,7 +123,7 @@ def test_best_answers_merges_overlapping_windows():
     assert answers[0]["score"] == pytest.approx(alone["score"])
 
 
-# --- found by mutation testing (tools/mutation.py): behaviour no other test looked at ------------------------
+# --- found by mutation testing (benchmarks/mutation.py): behaviour no other test looked at ------------------------
 
 
 def test_a_class_never_predicted_scores_zero_without_warnings():

@@ -728,7 +728,7 @@ def test_pre_layer_norm_trains_and_reloads(tmp_path):
     torch.testing.assert_close(got[keep], expected[keep], atol=1e-6, rtol=1e-6)
 
 
-# --- found by mutation testing (tools/mutation.py): behaviour no other test looked at ------------------------
+# --- found by mutation testing (benchmarks/mutation.py): behaviour no other test looked at ------------------------
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])

@@ -342,7 +342,7 @@ def test_collator_rejects_a_bad_probability(tokenizer):
         DataCollatorForPreTraining(tokenizer, mlm_probability=1.5)
 
 
-# --- found by mutation testing (tools/mutation.py): behaviour no other test looked at ------------------------
+# --- found by mutation testing (benchmarks/mutation.py): behaviour no other test looked at ------------------------
 
 
 def test_tokenized_sentences_keep_their_documents_and_order(tokenizer):

@@ -839,7 +839,7 @@ def test_autotokenizer_on_a_model_folder_without_trust_remote_code(model_folders
     assert TYPE_WARNING not in result.stderr
 
 
-# --- found by mutation testing (tools/mutation.py): behaviour no other test looked at ------------------------
+# --- found by mutation testing (benchmarks/mutation.py): behaviour no other test looked at ------------------------
 
 SMALL_VOCAB = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "a": 5, "##b": 6}
 

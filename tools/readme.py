@@ -7,7 +7,7 @@ benchmarks' lab notebook, benchmarks/README.md.
 Result tables: a line `<!-- results: FILE [FILE ...] RENDERER -->` is followed by a Markdown table that is the
 renderer's output on those committed results files (paths from the repository root), so a figure cannot drift from
 its run. RENDERER is `NAME` for `readme_table(results)` of the benchmark module `benchmarks.NAME`, `FOLDER/NAME`
-for `readme_table` of the module `FOLDER.NAME` (as `tools/mutation`), and `FOLDER/NAME:FUNCTION` for another
+for `readme_table` of the module `FOLDER.NAME`, and `FOLDER/NAME:FUNCTION` for another
 function, given one argument per file (as the README's headline table, `tools/readme:headline_table`). After a benchmark run,
 `python tools/readme.py` renders every table again.
 

@@ -4,14 +4,15 @@ mutmut plants small bugs ("mutants": `<` for `<=`, `None` for a value, a dropped
 runs the tests that cover the changed function. A mutant that no test notices ("survived") marks behaviour the suite
 does not check. This script runs mutmut over each module in `MODULES` against that module's own tests, samples the
 mutants when there are more than `--max_mutants` (seeded, so a rerun checks the same ones), stops a module after
-`--budget_minutes`, and writes the per-module counts to `benchmarks/results/mutation.json`, with the surviving
-mutants' diffs and the equivalent mutants (no observable change) listed in `EQUIVALENT` below with their reason.
+`--budget_minutes`, and writes the per-module counts to `--output` (benchmarks/results/mutation.json holds the
+committed ones), with the surviving mutants' diffs and the equivalent mutants (no observable change) listed in
+`EQUIVALENT` below with their reason.
 
 mutmut is not part of any extra (mutation testing is a habit, not a CI gate); install it into the dev venv first:
 
     pip install "mutmut>=3.8,<4"
-    OMP_NUM_THREADS=1 python -m tools.mutation                         # every module in MODULES
-    OMP_NUM_THREADS=1 python -m tools.mutation --module tokenization/wordpiece.py --max_mutants 40
+    OMP_NUM_THREADS=1 python -m benchmarks.mutation                    # every module in MODULES
+    OMP_NUM_THREADS=1 python -m benchmarks.mutation --module tokenization/wordpiece.py --max_mutants 40
 
 mutmut copies the project into `mutants/` beside the code it mutates; this script runs it in a temporary copy of the
 work tree (tracked and untracked-but-not-ignored files, uncommitted edits included), so nothing is written in the work
@@ -37,10 +38,10 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from benchmarks.report import write_results
+from benchmarks.arguments import parser
+from benchmarks.report import default_output, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "mutation.json"
 
 # The one table: module -> the pytest arguments that select the tests covering it (its own test module; a `-k`
 # expression drops tests that cannot run under mutmut).
@@ -276,19 +277,18 @@ class MutationArguments:
     budget_minutes: float = field(default=15.0, metadata={
         "help": "wall-clock limit per module; unchecked mutants are left out of the score"})
     max_children: int = field(default=2, metadata={"help": "mutants tested at once"})
-    output: Path = field(default=RESULTS)
+    output: Path = field(default=default_output("mutation"), metadata={
+        "help": "the results JSON (modules run before stay in it); the committed one is benchmarks/results/mutation.json"})
     keep: bool = field(default=False, metadata={"help": "keep the temporary copy (prints its path)"})
 
 
 def main(argv: list[str] | None = None) -> None:
-    from transformers import HfArgumentParser
-
-    parser = HfArgumentParser(MutationArguments, description=__doc__.split("\n\n")[0])
-    (args,) = parser.parse_args_into_dataclasses(argv)
+    built = parser(MutationArguments, module=__spec__.name, doc=__doc__)
+    (args,) = built.parse_args_into_dataclasses(argv)
     try:
         import mutmut  # noqa: F401
     except ImportError:
-        parser.exit(2, 'mutation: error: mutmut is not installed; pip install "mutmut>=3.8,<4"\n')
+        built.exit(2, 'mutation: error: mutmut is not installed; pip install "mutmut>=3.8,<4"\n')
 
     modules = args.module or list(MODULES)
     results = json.loads(args.output.read_text(encoding="utf-8")) if args.output.exists() else {}
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"{len(result['surviving_mutants'])} survived, {result['seconds']:.0f} s", flush=True)
             for survivor in result["surviving_mutants"]:
                 print(f"  survived: {survivor['mutant']}\n    " + survivor["diff"].replace("\n", "\n    "))
-            command = "OMP_NUM_THREADS=1 python -m tools.mutation " + " ".join(argv if argv is not None else sys.argv[1:])
+            command = "OMP_NUM_THREADS=1 python -m benchmarks.mutation " + " ".join(argv if argv is not None else sys.argv[1:])
             # Each module records its own run, since modules may be rerun one at a time; the file's run block is
             # the newest (benchmarks/report.py: the one results format).
             result.update(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
