@@ -9,12 +9,12 @@ text, headlines included, never their labels.
 
     python -m benchmarks.bbc_titles --data_dir runs/bbc-titles       # the split as train/validation/test.csv
     python -m benchmarks.bbc_titles --model_name_or_path minibert-pretrained --num_train_epochs 6 \\
-        --output_dir runs/bbc-titles-model --results benchmarks/results/bbc_titles.json
+        --output_dir runs/bbc-titles-model --output benchmarks/results/bbc_titles.json
 
 With --model_name_or_path it also fine-tunes that model (every `minibert finetune` option passes through under its
 own name, with finetune's defaults; the benchmark sets the task and the data) into --output_dir, fits TF-IDF +
-logistic regression (C and the features' min_df chosen on validation), scores both once on the test headlines and writes --results (default
-runs/benchmarks/bbc_titles.json) with a bar chart beside it.
+logistic regression (C and the features' min_df chosen on validation), scores both once on the test headlines and
+writes --output (default runs/benchmarks/bbc_titles.json) with a bar chart beside it.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class BBCTitlesArguments:
     """The benchmark's own options; every other one is `finetune`'s."""
 
     data_dir: str = field(default="runs/bbc-titles", metadata={"help": "where the split's CSV files go"})
-    results: str = field(default=str(default_output("bbc_titles")), metadata={
+    output: str = field(default=str(default_output("bbc_titles")), metadata={
         "help": "with --model_name_or_path: the results JSON (its bar chart goes beside it, .png)"})
 
 
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     options = job_options(values, FinetuneArguments)
     options["output_dir"] = options.get("output_dir") or str(out / "model")
     results = measure(splits, options)
-    output = write_results(args.results, results, command_line(__spec__.name, argv))
+    output = write_results(args.output, results, command_line(__spec__.name, argv))
     plot(results, output.with_suffix(".png"))
     print(readme_table(results), f"\nwrote {output}", sep="\n")
     return results

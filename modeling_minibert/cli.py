@@ -65,6 +65,7 @@ EXTRA_MODULES = {
     "onnx": ["onnx", "onnxscript", "onnxruntime"],
 }
 EXTRA_OF_MODULE = {module: extra for extra, modules in EXTRA_MODULES.items() for module in modules}
+OWN_PACKAGES = ("modeling_minibert", "tokenization")  # whose warnings a command says in its own voice
 
 
 def resolve(name: str) -> Any:
@@ -121,16 +122,24 @@ def failures_of(command: str) -> tuple[type[BaseException], ...]:
 
 @contextmanager
 def one_line_warnings(prog: str) -> Iterator[None]:
-    """Warnings (a broken checkpoint passed over, a head that starts from scratch, a vocabulary smaller than asked)
-    as one line each, in the command's voice: Python's `warnings` without the source line their default format
-    echoes, and our packages' logged warnings. Both restored when the job ends."""
+    """Our packages' warnings (a broken checkpoint passed over, a head that starts from scratch, a vocabulary smaller
+    than asked) as one line each, in the command's voice: Python's `warnings` without the source line their default
+    format echoes, and logged ones. Other libraries' warnings keep their own words. Both restored when the job ends."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter(f"{prog}: warning: %(message)s"))
-    loggers = [logging.getLogger(name) for name in ("modeling_minibert", "tokenization")]
+    loggers = [logging.getLogger(name) for name in OWN_PACKAGES]
     propagate = [logger.propagate for logger in loggers]
+    default = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if any(part in Path(filename).parts for part in OWN_PACKAGES):
+            print(f"{prog}: warning: {message}", file=sys.stderr)
+        else:  # a library's warning stays in its own words and place
+            default(message, category, filename, lineno, file, line)
+
     with warnings.catch_warnings():
-        warnings.showwarning = lambda message, *args, **kwargs: print(f"{prog}: warning: {message}", file=sys.stderr)
+        warnings.showwarning = show
         for logger in loggers:
             logger.addHandler(handler)
             logger.propagate = False

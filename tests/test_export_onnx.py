@@ -2,6 +2,7 @@
 tokenizer; bad places refused before the work."""
 
 import json
+import subprocess
 import tempfile
 import warnings
 from pathlib import Path
@@ -12,7 +13,8 @@ import onnxruntime
 import pytest
 import torch
 from fixtures.deploy import assert_missing_weights_refused, assert_near_fp32, classifier, fixture_set
-from fixtures.environment import run_python
+from fixtures.environment import REPO, run_python
+from transformers import AutoTokenizer
 from fixtures.models import TINY, ragged_batch
 
 from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, MiniBertForSequenceClassification, MiniBertModel
@@ -48,7 +50,18 @@ def test_pretraining_heads_export_and_match_pytorch_on_new_shapes(folder, tmp_pa
     # The graph beside its config (no code files: the graph is the model) and nothing else: no staging leftovers.
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.onnx"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-    assert json.loads((out / "config.json").read_text())["architectures"] == ["MiniBertForPreTraining"]
+    # BERT's config (the default Mini-BERT is BERT): tools that know BERT read the folder without any code.
+    config = json.loads((out / "config.json").read_text())
+    assert (config["model_type"], config["architectures"], config.get("auto_map")) == ("bert", ["BertForPreTraining"], None)
+
+
+def test_a_variant_bert_cannot_hold_keeps_its_config_without_code_references(tmp_path):
+    """A pre-LayerNorm Mini-BERT has no BERT config: its own, without the auto_map naming code files the graph
+    replaces (which AutoConfig would ask to run)."""
+    source = tmp_path / "pre-ln"
+    MiniBertModel(MiniBertConfig(**TINY, layer_norm_position="pre")).save_pretrained(source)
+    config = json.loads((export_onnx(source, tmp_path / "onnx", verify=False) / "config.json").read_text())
+    assert (config["model_type"], config["layer_norm_position"], config.get("auto_map")) == ("minibert", "pre", None)
 
 
 def test_the_folder_carries_the_tokenizer_and_labels_to_serve_with(classifier_folder, tmp_path):
@@ -260,3 +273,42 @@ def test_the_old_positional_form_gets_a_one_line_hint(folder, tmp_path, capsys):
     assert cli_main(argv) == 2
     assert capsys.readouterr().err == "minibert export-onnx: error: --overwrite is now --overwrite_output_dir\n"
     assert list(tmp_path.iterdir()) == []
+
+
+OPTIMUM_PYTHON = REPO / ".ci" / "optimum" / "bin" / "python"
+OPTIMUM_SERVE = """
+import json, sys
+from optimum.onnxruntime import ORTModelForSequenceClassification
+from transformers import AutoTokenizer
+model = ORTModelForSequenceClassification.from_pretrained(sys.argv[1])
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
+batch = tokenizer(["a small corpus of words", "more words"], padding=True, return_tensors="pt")
+print(json.dumps({"logits": model(**batch).logits.tolist(), "labels": model.config.id2label}))
+"""
+
+
+@pytest.mark.skipif(not OPTIMUM_PYTHON.exists(), reason="optimum-onnx's venv .ci/optimum is missing (bash .ci/setup dev "
+                    "makes it; optimum-onnx 0.1.0 needs transformers < 4.58)")
+def test_optimum_serves_the_exported_folder(classifier_folder, tmp_path):
+    """The folder is laid out as optimum's own export: its ORTModel and AutoTokenizer load it where this package is
+    not installed, without remote code, and give PyTorch's logits and labels."""
+    from fixtures.environment import clean_env
+    from tokenization import train_tokenizer
+
+    source = tmp_path / "classifier"
+    train_tokenizer(train_data=["a small corpus of words", "and a few more words"], vocab_size=40, output_dir=source,
+                    disable_tqdm=True)
+    model = MiniBertForSequenceClassification.from_pretrained(classifier_folder)
+    names = [f"label {i}" for i in range(model.config.num_labels)]
+    model.config.id2label, model.config.label2id = dict(enumerate(names)), {n: i for i, n in enumerate(names)}
+    model.save_pretrained(source)
+    out = export_onnx(source, tmp_path / "onnx")
+    result = subprocess.run([str(OPTIMUM_PYTHON), "-c", OPTIMUM_SERVE, str(out)], env=clean_env(), cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    batch = AutoTokenizer.from_pretrained(source)(["a small corpus of words", "more words"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = model.eval()(**batch).logits
+    torch.testing.assert_close(torch.tensor(served["logits"]), expected, atol=1e-4, rtol=0)
+    assert served["labels"] == {str(i): name for i, name in enumerate(names)}

@@ -311,3 +311,23 @@ def test_the_task_table_needs_no_train_extra(tmp_path):
     assert all(load_task(name).name == name for name in TASKS)
     with pytest.raises(ValueError, match=r"unknown task 'summarization'; choose one of \['sequence-classification'"):
         load_task("summarization")
+
+
+@pytest.mark.parametrize("source", ["runs/nosuch", "./nosuch", "~/nosuch-folder-of-minibert"])
+def test_a_local_folder_that_is_not_there_is_refused_at_once_not_looked_up_on_the_hub(source, tmp_path, monkeypatch, capsys):
+    """A mistyped folder is not a Hub id: one line naming it, before any Hub request (transformers would retry the
+    Hub for a minute, then blame the network)."""
+    import huggingface_hub
+
+    (tmp_path / "runs").mkdir()
+    monkeypatch.chdir(tmp_path)
+
+    def no_hub(*args, **kwargs):
+        raise AssertionError("the Hub was asked")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", no_hub)
+    monkeypatch.setattr(huggingface_hub.file_download, "hf_hub_download", no_hub)
+    (tmp_path / "train.csv").write_text("text,label\na good one,x\na bad one,y\n")
+    assert main(["finetune", "--task", "sequence-classification", "--model_name_or_path", source,
+                 "--train_file", "train.csv", "--output_dir", "out"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"minibert finetune: error: model folder {source} does not exist"

@@ -5,7 +5,8 @@
     LengthBucketedSession("runs/sentiment-int8")                            # onnxruntime on mixed lengths
 
 The output is a folder, as optimum's export writes one: the graph (`model.onnx`; `model_quantized.onnx` with
-`quantize`) beside the model's `config.json` (labels, sizes) and tokenizer files, so that it serves on its own. The
+`quantize`) beside the model's `config.json` (labels, sizes; in BERT's format wherever BERT can hold the model, so
+that optimum's `ORTModelFor*.from_pretrained(folder)` serves it) and tokenizer files. The
 graph has dynamic batch and sequence axes and is checked against PyTorch with onnxruntime.
 
 `optimize=True` (`--optimize`) runs onnxruntime's BERT graph optimizer on the export (LayerNorm, residual and
@@ -23,6 +24,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformers import PretrainedConfig
+
 from modeling_minibert.deployment.onnx_graph import (
     INT8_TOLERANCE,
     QUANTIZE_MODES,
@@ -35,6 +38,9 @@ from modeling_minibert.deployment.onnx_graph import (
     verify_onnx,
 )
 from modeling_minibert.deployment.transformers_js import export_transformers_js
+from modeling_minibert.configuration_minibert import MiniBertConfig
+from modeling_minibert.modeling_minibert import MiniBertPreTrainedModel
+from modeling_minibert.sharing.bert_format import bert_config_of
 from modeling_minibert.sharing.folder import TOKENIZER_FILES
 from modeling_minibert.utils.commands import CommandLine
 from modeling_minibert.utils.files import check_output_dir, staged_folder
@@ -93,13 +99,26 @@ def export_onnx(
             quantize_graph(graph, quantize, head_weights(model))
         if verify:
             verify_onnx(model, graph, choices_of(model), INT8_TOLERANCE if quantize else None)
-        # The exported head's config (labels, sizes) as JSON alone: save_pretrained would add the Python files that
-        # run the model, which the graph replaces.
-        model.config.to_json_file(staging / "config.json")
+        serving_config(model, folder).to_json_file(staging / "config.json")
         for name in TOKENIZER_FILES:
             if (folder / name).is_file():
                 shutil.copy2(folder / name, staging / name)
     return output
+
+
+def serving_config(model: MiniBertPreTrainedModel, folder: Path) -> PretrainedConfig:
+    """The config beside the graph: BERT's (`model_type: bert`, the `Bert*` head) wherever BERT can hold the model,
+    so that optimum's ORTModel, transformers.js and AutoTokenizer read the folder without any code, as the folder
+    of a BERT; a Mini-BERT-only variant keeps its own config without `auto_map`, which would name code files that
+    the graph replaces."""
+    try:
+        config = bert_config_of(model.config, folder / "config.json")
+    except ValueError:
+        config = MiniBertConfig(**model.config.to_dict())
+        config.auto_map = None
+        return config
+    config.architectures = [type(model).__name__.replace("MiniBert", "Bert", 1)]
+    return config
 
 
 @dataclass(kw_only=True)

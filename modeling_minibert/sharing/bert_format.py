@@ -171,6 +171,7 @@ def convert_bert_to_minibert(
     if source_config.get("model_type") != "bert":
         raise ValueError(
             f"{src / 'config.json'} has model_type {source_config.get('model_type')!r}, expected 'bert'"
+            + (" (a Mini-BERT folder converts to BERT with --to_bert)" if source_config.get("model_type") == "minibert" else "")
         )
     head = _head_of(source_config.get("architectures"), "Bert", src)
     config = MiniBertConfig.from_dict(minibert_dict_from_bert(source_config, str(src / "config.json")))

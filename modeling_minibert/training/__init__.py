@@ -16,6 +16,6 @@ from modeling_minibert.utils.lazy import lazy_face
 
 __getattr__, __all__ = lazy_face(__name__, {
     "pretraining": ("pretrain", "PretrainingArguments"),
-    "finetuning": ("finetune",),
+    "finetuning": ("finetune", "FinetuneArguments"),
     "distillation": ("distill", "DistillationArguments"),
 })

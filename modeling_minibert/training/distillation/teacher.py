@@ -38,7 +38,7 @@ from modeling_minibert.training.finetuning.tasks import load_task
 from modeling_minibert.training.finetuning.tasks.token_classification import first_subtokens
 from modeling_minibert.utils.outputs import TEACHER_DIR, TEACHER_INFO_FILE, TEACHER_LOGITS_FILE, TEACHER_LOGITS_INFO_FILE
 from modeling_minibert.utils.precision import default_device, precision_line, teacher_autocast
-from modeling_minibert.training.finetuning.loading import load_fast_tokenizer, seed_of
+from modeling_minibert.training.finetuning.loading import check_local, load_fast_tokenizer, seed_of
 from modeling_minibert.training.finetuning.task import Examples, Task
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 
 def teacher_config(teacher: str):
+    check_local(teacher, "teacher folder")
     try:
         return AutoConfig.from_pretrained(teacher)
     except (OSError, ValueError) as err:

@@ -23,7 +23,7 @@ import torch
 from transformers import HfArgumentParser, TrainingArguments
 
 from modeling_minibert.training.finetuning.tasks import TASKS
-from modeling_minibert.utils.commands import ArgumentParser, CommandLine
+from modeling_minibert.utils.commands import ArgumentParser, CommandLine, HelpFormatter
 
 
 # Our defaults for `TrainingArguments` (any of its fields can be passed to override them). The learning rate is
@@ -274,7 +274,7 @@ class TrainerCommandLine(CommandLine):
 
     def parser(self, prog: str) -> HfArgumentParser:
         parser = build_parser(*self.arguments, parser_class=ArgumentParser, prog=prog, description=self.description,
-                              formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)
+                              formatter_class=HelpFormatter, allow_abbrev=False)
         parser.set_defaults(**self.defaults)
         return parser
 

@@ -9,16 +9,32 @@ import os
 from pathlib import Path
 from typing import Any
 
+import huggingface_hub
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, set_seed
 
 import modeling_minibert  # noqa: F401 - registers Mini-BERT with the Auto classes
 from modeling_minibert.training.finetuning.arguments import TRAINING_DEFAULTS
 
 
+def check_local(source: str | os.PathLike, what: str = "model folder") -> None:
+    """FileNotFoundError in one line for a folder that is meant to be local and is not there: one that starts at
+    the root, the home, `.` or `..`, whose first folder exists here (`runs/nosuch`), or any when the Hub is off
+    (HF_HUB_OFFLINE). transformers would take such a name for a Hub id and retry the Hub for a minute before
+    blaming the network. Other names are left to the Hub."""
+    path = Path(source).expanduser()
+    if path.exists():
+        return
+    text = str(source)
+    local = path.is_absolute() or text.startswith((".", "~")) or (len(path.parts) > 1 and Path(path.parts[0]).is_dir())
+    if local or huggingface_hub.is_offline_mode():
+        raise FileNotFoundError(f"{what} {text} does not exist")
+
+
 def load_fast_tokenizer(model: str | os.PathLike, tokenizer: str | os.PathLike | None) -> PreTrainedTokenizerBase:
     """The fast tokenizer of `model` (or of `tokenizer`, when given), whatever its kind (any model's folder or Hub
     id: a teacher's too); fine-tuning needs a fast one (word ids and offsets)."""
     source = str(tokenizer if tokenizer is not None else model)
+    check_local(source, "tokenizer folder" if tokenizer is not None else "model folder")
     path = Path(source)
     if path.is_dir() and not any((path / name).exists() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")):
         raise FileNotFoundError(f"{path}: no tokenizer in this folder (pass --tokenizer_name)")
@@ -33,6 +49,7 @@ def load_fast_tokenizer(model: str | os.PathLike, tokenizer: str | os.PathLike |
 
 def load_config(model: str | os.PathLike):
     """The config of `model`, a folder or Hub id; FileNotFoundError in one line when there is none."""
+    check_local(model)
     path = Path(model)
     if path.is_dir() and not (path / "config.json").exists():
         raise FileNotFoundError(f"{path}: no config.json in this folder (not a model folder)")
@@ -52,6 +69,7 @@ def load_tokenizer_and_config(args: Any) -> tuple[PreTrainedTokenizerBase, Any]:
 def load_model(auto_class: type, model: str | os.PathLike, seed: int, **config_overrides: Any) -> PreTrainedModel:
     """The model with a new head for the task. Seeded first, as the example scripts do: the new head's random
     init must be the same in every run with the same seed (and in the run a resumed run continues)."""
+    check_local(model)
     set_seed(seed)
     try:
         return auto_class.from_pretrained(str(model), **config_overrides)

@@ -20,7 +20,8 @@ TASKS: dict[str, str] = {  # task name -> the module under this package that def
 def load_task(name: str) -> Any:
     """The task's `Task` (its module imported); ValueError naming the task and the choices."""
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; choose one of {list(TASKS)}")
+        hint = " (embedding is distillation's: minibert distill --task embedding)" if name == "embedding" else ""
+        raise ValueError(f"unknown task {name!r}; choose one of {list(TASKS)}{hint}")
     return importlib.import_module(f"{__name__}.{TASKS[name]}").TASK
 
 
