@@ -1,6 +1,7 @@
 """MkDocs hooks (mkdocs.yml `hooks:`): the site's pages that do not live in docs/.
 
-- The notebooks (`notebooks/*.ipynb`, rendered by mkdocs-jupyter from their committed outputs), the benchmarks'
+- The notebooks (`notebooks/*.ipynb`, committed without outputs; rendered by mkdocs-jupyter from the executed
+  copies a test run leaves in `build/notebooks/` where there are some, tests/test_notebooks.py), the benchmarks'
   lab notebook (`benchmarks/README.md` with the figures it shows) and `CHANGELOG.md` stay where a reader of the
   repository looks for them; the site takes them from there, under the same paths.
 - A docs page links to them as the repository has them (`../benchmarks/README.md`), so that the link works on a
@@ -33,6 +34,9 @@ FACES = {
 }
 
 
+EXECUTED = REPO / "build" / "notebooks"  # a test run's executed notebooks, with their outputs
+
+
 def outside_files() -> list[str]:
     """Paths (from the repository root) of the pages and figures the site takes from outside docs/."""
     paths = [str(p.relative_to(REPO)) for pattern in OUTSIDE for p in sorted(REPO.glob(pattern))]
@@ -56,7 +60,10 @@ def api_page(title: str, face: str) -> str:
 @event_priority(100)  # before mkdocs-jupyter's on_files, which must see the notebooks
 def on_files(files: Files, config) -> Files:
     for path in outside_files():
-        files.append(File(path, src_dir=str(REPO), dest_dir=config.site_dir, use_directory_urls=config.use_directory_urls))
+        source = REPO
+        if path.startswith("notebooks/") and (EXECUTED / Path(path).name).is_file():
+            source = EXECUTED.parent  # build/notebooks/NAME.ipynb: the same page, with the run's outputs
+        files.append(File(path, src_dir=str(source), dest_dir=config.site_dir, use_directory_urls=config.use_directory_urls))
     for path, (title, face) in FACES.items():
         files.append(File.generated(config, path, content=api_page(title, face)))
     return files
