@@ -13,10 +13,10 @@ from tokenizers import trainers
 
 from tokenization.corpus import Corpus
 from tokenization.wordpiece import (
-    _files,
     CONTINUING_SUBWORD_PREFIX,
     SPECIAL_TOKEN_IDS,
     BertTokenizerFast,
+    _files,
     build_backend,
     make_tokenizer,
     save_tokenizer,

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from transformers import PretrainedConfig
 
+from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.deployment.onnx_graph import (
     INT8_TOLERANCE,
     QUANTIZE_MODES,
@@ -38,7 +39,6 @@ from modeling_minibert.deployment.onnx_graph import (
     verify_onnx,
 )
 from modeling_minibert.deployment.transformers_js import export_transformers_js
-from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import MiniBertPreTrainedModel
 from modeling_minibert.sharing.bert_format import bert_config_of
 from modeling_minibert.sharing.folder import TOKENIZER_FILES

@@ -35,8 +35,8 @@ from torch.ao.nn.quantized.dynamic import Linear as DynamicInt8Linear
 from modeling_minibert import AUTO_CLASSES
 from modeling_minibert.checks_minibert import check_model_folder
 from modeling_minibert.configuration_minibert import MiniBertConfig
-from modeling_minibert.utils.files import check_output_dir, staged_folder
 from modeling_minibert.modeling_minibert import MiniBertPreTrainedModel, MiniBertSelfAttention
+from modeling_minibert.utils.files import check_output_dir, staged_folder
 from modeling_minibert.utils.outputs import QUANTIZED_INFO_FILE, QUANTIZED_WEIGHTS_FILE
 
 SCHEME = "int8-dynamic-per-channel"

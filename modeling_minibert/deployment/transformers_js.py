@@ -22,9 +22,9 @@ import os
 import shutil
 from pathlib import Path
 
+from modeling_minibert.deployment import onnx_graph
 from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
 from modeling_minibert.sharing.folder import TOKENIZER_FILES
-from modeling_minibert.deployment import onnx_graph
 from modeling_minibert.utils.files import check_output_dir, staged_folder
 
 FORMAT = "transformers.js"

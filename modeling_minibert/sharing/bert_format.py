@@ -21,8 +21,13 @@ from safetensors.torch import load_file
 from transformers import BertConfig
 
 from modeling_minibert import modeling_minibert
-from modeling_minibert.configuration_minibert import BERT_FIELDS, MiniBertConfig, minibert_dict_from_bert, read_config_json
 from modeling_minibert.checks_minibert import check_weights_fit_config
+from modeling_minibert.configuration_minibert import (
+    BERT_FIELDS,
+    MiniBertConfig,
+    minibert_dict_from_bert,
+    read_config_json,
+)
 from modeling_minibert.sharing.folder import TOKENIZER_FILES, kept_files
 from modeling_minibert.utils.commands import CommandLine
 from modeling_minibert.utils.files import check_links, check_output_dir, staged_folder

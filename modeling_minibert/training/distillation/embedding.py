@@ -17,7 +17,7 @@ normalises when the teacher's modules do (`Normalize`), so the loss compares wha
                  loads the output folder; results (eval_loss, eval_cosine to the teacher) as in every job
 
 It shares distillation's options and command (`DistillationArguments`), its output-folder lock and staging
-(`flow.run_folder`, `files.staged_folder`) and the results layout; it has no labels, logits or label maps, so it
+(fine-tuning's `run_folder`, `files.staged_folder`) and the results layout; it has no labels, logits or label maps, so it
 is a flow of its own rather than a `Task` with a reader. Options about labels and augmentation are refused.
 """
 
@@ -35,22 +35,28 @@ from torch import nn
 from transformers import AutoModel, DataCollatorWithPadding, PreTrainedModel, Trainer, set_seed
 
 from modeling_minibert import MiniBertConfig, MiniBertModel
-
+from modeling_minibert.deployment.sentence_embeddings import (
+    mean_pooling,
+    module_types,
+    write_sentence_transformers_files,
+)
+from modeling_minibert.sharing.model_card import write_model_card
 from modeling_minibert.training.distillation.arguments import EMBEDDING_TASK as TASK
 from modeling_minibert.training.distillation.arguments import DistillationArguments, DistillResult
 from modeling_minibert.training.distillation.teacher import max_length_for
-from modeling_minibert.utils.files import staged_folder, write_json
-from modeling_minibert.training.finetuning.flow import run_folder, score_test, strip_prefix, train_and_score
-from modeling_minibert.training.finetuning.arguments import training_arguments
-from modeling_minibert.training.finetuning.arguments import check_training_options, split_options
+from modeling_minibert.training.finetuning.arguments import (
+    TRAINING_DEFAULTS,
+    check_training_options,
+    split_options,
+    training_arguments,
+)
 from modeling_minibert.training.finetuning.data import text_lines
-from modeling_minibert.training.finetuning.plots import plot_training_curves
-from modeling_minibert.sharing.model_card import write_model_card
-from modeling_minibert.utils.outputs import CURVES_FILE, DISTILLATION_ARGS_FILE, TRAINER_STATE_FILE, write_results
-from modeling_minibert.deployment.sentence_embeddings import mean_pooling, module_types, write_sentence_transformers_files
-from modeling_minibert.training.finetuning.arguments import TRAINING_DEFAULTS
+from modeling_minibert.training.finetuning.flow import run_folder, score_test, strip_prefix, train_and_score
 from modeling_minibert.training.finetuning.loading import load_fast_tokenizer, load_model, seed_of
+from modeling_minibert.training.finetuning.plots import plot_training_curves
 from modeling_minibert.training.finetuning.task import Prepared
+from modeling_minibert.utils.files import staged_folder, write_json
+from modeling_minibert.utils.outputs import CURVES_FILE, DISTILLATION_ARGS_FILE, TRAINER_STATE_FILE, write_results
 
 DENSE_DIR = "2_Dense"  # the projection's sentence-transformers module folder (after 1_Pooling)
 # The recipe of the measured embedding student (benchmarks/embeddings.py: 95% of all-MiniLM-L6-v2's retrieval MRR on

@@ -57,9 +57,16 @@ from modeling_minibert.training.distillation.trainer import (
     student_features,
 )
 from modeling_minibert.training.distillation.transfer import load_transfer_file, transfer_set
-from modeling_minibert.training.finetuning.flow import run_folder, train_and_save
-from modeling_minibert.training.finetuning.arguments import check_learning_rates, check_training_options, split_options
+from modeling_minibert.training.finetuning.arguments import (
+    TRAINING_DEFAULTS,
+    check_learning_rates,
+    check_training_options,
+    split_options,
+)
 from modeling_minibert.training.finetuning.data import DataSource, check_split_labels, load_data, sorted_labels
+from modeling_minibert.training.finetuning.flow import run_folder, train_and_save
+from modeling_minibert.training.finetuning.loading import load_config, load_fast_tokenizer, load_model, seed_of
+from modeling_minibert.training.finetuning.task import Examples, Prepared, Task, check_label_count
 from modeling_minibert.utils.files import write_json
 from modeling_minibert.utils.outputs import (
     DISTILLATION_ARGS_FILE,
@@ -67,9 +74,6 @@ from modeling_minibert.utils.outputs import (
     TEACHER_LOGITS_FILE,
     TEACHER_LOGITS_INFO_FILE,
 )
-from modeling_minibert.training.finetuning.arguments import TRAINING_DEFAULTS
-from modeling_minibert.training.finetuning.loading import load_config, load_fast_tokenizer, load_model, seed_of
-from modeling_minibert.training.finetuning.task import Examples, Prepared, Task, check_label_count
 
 
 def read_examples(args: DistillationArguments, task: Task, sources: dict[str, DataSource]) -> tuple[dict[str, Examples], list[str]]:

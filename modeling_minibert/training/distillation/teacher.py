@@ -30,16 +30,20 @@ from tqdm.auto import tqdm
 from transformers import AutoConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 import modeling_minibert  # registers Mini-BERT with the Auto classes; AUTO_CLASSES
-from modeling_minibert.utils.files import write_bytes, write_json
-from modeling_minibert.training.finetuning.flow import dataset_name
 from modeling_minibert.training.finetuning.arguments import FinetuneResult
-from modeling_minibert.training.finetuning.flow import finetune
-from modeling_minibert.training.finetuning.tasks import load_task
-from modeling_minibert.training.finetuning.tasks.token_classification import first_subtokens
-from modeling_minibert.utils.outputs import TEACHER_DIR, TEACHER_INFO_FILE, TEACHER_LOGITS_FILE, TEACHER_LOGITS_INFO_FILE
-from modeling_minibert.utils.precision import default_device, precision_line, teacher_autocast
+from modeling_minibert.training.finetuning.flow import dataset_name, finetune
 from modeling_minibert.training.finetuning.loading import check_local, load_fast_tokenizer, seed_of
 from modeling_minibert.training.finetuning.task import Examples, Task
+from modeling_minibert.training.finetuning.tasks import load_task
+from modeling_minibert.training.finetuning.tasks.token_classification import first_subtokens
+from modeling_minibert.utils.files import write_bytes, write_json
+from modeling_minibert.utils.outputs import (
+    TEACHER_DIR,
+    TEACHER_INFO_FILE,
+    TEACHER_LOGITS_FILE,
+    TEACHER_LOGITS_INFO_FILE,
+)
+from modeling_minibert.utils.precision import default_device, precision_line, teacher_autocast
 
 if TYPE_CHECKING:
     from modeling_minibert.training.distillation.arguments import DistillationArguments

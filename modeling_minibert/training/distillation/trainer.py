@@ -16,12 +16,12 @@ from transformers import AutoConfig, AutoModel, EvalPrediction, PreTrainedModel,
 from modeling_minibert.training.distillation.arguments import DistillationArguments, check_distillation_loss
 from modeling_minibert.training.distillation.relations import padded, recording, relation_loss, set_recording_attention
 from modeling_minibert.training.distillation.teacher import teacher_config
+from modeling_minibert.training.finetuning.loading import load_fast_tokenizer
+from modeling_minibert.training.finetuning.task import Examples, Task
 from modeling_minibert.training.finetuning.tasks import load_task
 from modeling_minibert.training.finetuning.tasks.token_classification import first_subtokens
 from modeling_minibert.utils.logging import quiet_transformers
 from modeling_minibert.utils.precision import teacher_autocast
-from modeling_minibert.training.finetuning.loading import load_fast_tokenizer
-from modeling_minibert.training.finetuning.task import Examples, Task
 from tokenization.subset import to_teacher_ids
 
 TEACHER_COLUMNS = ["teacher_logits", "teacher_mask"]  # what the batches carry beside the student's inputs

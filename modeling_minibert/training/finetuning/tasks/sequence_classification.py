@@ -7,8 +7,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from datasets import Dataset
 import numpy as np
+from datasets import Dataset
 from transformers import (
     BatchEncoding,
     DataCollatorWithPadding,
@@ -20,9 +20,9 @@ from transformers.trainer_utils import PredictionOutput
 
 from modeling_minibert.training.finetuning import data as finetuning_data
 from modeling_minibert.training.finetuning.data import NamedDataset
-from modeling_minibert.training.finetuning.task import Examples, Setup, Task, classifier_setup
 from modeling_minibert.training.finetuning.metrics import classification_metrics
 from modeling_minibert.training.finetuning.plots import plot_confusion_matrix
+from modeling_minibert.training.finetuning.task import Examples, Setup, Task, classifier_setup
 from modeling_minibert.utils.outputs import CONFUSION_FILE
 
 

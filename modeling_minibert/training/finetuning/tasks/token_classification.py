@@ -15,8 +15,8 @@ from transformers import (
 )
 
 from modeling_minibert.training.finetuning.data import NamedDataset, column_values, require_columns, tag_columns
-from modeling_minibert.training.finetuning.task import Examples, Setup, Task, classifier_setup
 from modeling_minibert.training.finetuning.metrics import is_bio_scheme, token_classification_metrics
+from modeling_minibert.training.finetuning.task import Examples, Setup, Task, classifier_setup
 
 
 def prepare(args: Any, splits: dict[str, NamedDataset]) -> Setup:

@@ -42,9 +42,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import MiniBertForMaskedLM
+from modeling_minibert.training.distillation.relations import padded, recording, relation_loss, set_recording_attention
 from modeling_minibert.training.pretraining.objectives.base import Curve, Objective, SparseMLMOutput
 from modeling_minibert.utils.logging import quiet_transformers
-from modeling_minibert.training.distillation.relations import padded, recording, relation_loss, set_recording_attention
 from modeling_minibert.utils.precision import (
     TEACHER_PRECISION_HELP,
     TEACHER_PRECISIONS,
@@ -53,7 +53,6 @@ from modeling_minibert.utils.precision import (
     precision_line,
     teacher_autocast,
 )
-
 
 # --- the losses (the attention relations' is modeling_minibert/training/distillation/relations.py) -------------------------------------
 
