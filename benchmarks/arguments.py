@@ -15,11 +15,13 @@ from typing import Any, TypeVar
 
 from transformers import HfArgumentParser
 
+from modeling_minibert.utils import commands
+
 T = TypeVar("T")
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """--help shows the script's docstring as written, and every option's default."""
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, commands.HelpFormatter):
+    """--help shows the script's docstring as written, and an option's default where `minibert`'s help would."""
 
 
 def parser(*dataclass_types: type, module: str, doc: str | None) -> HfArgumentParser:
