@@ -26,6 +26,7 @@ from pathlib import Path
 from benchmarks.arguments import parser
 from benchmarks.minilm import minilm_path
 from benchmarks.report import command_line, default_output, markdown_table, write_results
+
 BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  intermediate_size=3072, max_position_embeddings=512)
 # model -> (batch size, padded length T): batches of similar cost per model, a few seconds each on one core.

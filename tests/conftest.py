@@ -4,6 +4,7 @@ fixtures live in `tests/fixtures/`, named for their purpose and imported as `fro
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 import torch
@@ -15,6 +16,9 @@ def pytest_configure(config: pytest.Config) -> None:
     on tiny models, where a second thread per process only busy-waits for a core another process holds."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    # `auto` precision's measurements (utils/measured.py) are remembered in a folder of the run's own, made where
+    # the suite starts (pytest-xdist's workers inherit it), not in the user's Hugging Face cache.
+    os.environ.setdefault("MINIBERT_CACHE", tempfile.mkdtemp(prefix="minibert-measured-"))
 
 
 # Modules whose tests share no module fixture, so that pytest-xdist may give each test to a worker of its own

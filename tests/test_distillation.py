@@ -499,10 +499,10 @@ def test_the_teacher_labels_in_bf16_autocast_when_asked_and_the_cache_knows_it(t
     torch.testing.assert_close(bf16, float32, atol=0.1, rtol=0.05)  # bf16 keeps 8 bits of mantissa
     assert torch.equal(bf16.argmax(-1), float32.argmax(-1))
     # auto is bf16 only where the CPU multiplies it natively; without, float32 (the bf16 cache is not reused).
-    monkeypatch.setattr(precision, "native_bf16", lambda device: False)
+    monkeypatch.setattr(precision, "bf16_pays", lambda device: False)
     again, reused = labels("auto")
     assert not reused and labelled == [False, True, False] and torch.equal(again, float32)
-    monkeypatch.setattr(precision, "native_bf16", lambda device: True)
+    monkeypatch.setattr(precision, "bf16_pays", lambda device: True)
     again, reused = labels("auto")
     assert not reused and labelled == [False, True, False, True] and torch.equal(again, bf16)
 

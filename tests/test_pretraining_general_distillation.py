@@ -280,20 +280,28 @@ def test_unset_vocab_size_keeps_the_teachers_whole_vocabulary(teacher_dir, corpu
     assert sorted(to_teacher_ids(student, teacher)) == list(range(len(teacher)))
 
 
-@pytest.mark.parametrize("capabilities, expected", [({"avx512_bf16": True}, True), ({"amx_bf16": True}, True),
-                                                    ({"avx512_bf16": False, "amx_bf16": False}, False), ({}, False)])
-def test_auto_teacher_precision_is_bf16_where_the_cpu_multiplies_it_natively(monkeypatch, capabilities, expected):
+@pytest.mark.parametrize("capabilities, measured, expected", [
+    ({"avx512_bf16": True}, "bf16", True), ({"amx_bf16": True}, "bf16", True), ({"avx512_bf16": True}, "float32", False),
+    ({"avx512_bf16": False, "amx_bf16": False}, None, False), ({}, None, False)])
+def test_auto_teacher_precision_is_bf16_where_the_cpu_has_bf16_units_and_it_measures_faster(
+        monkeypatch, capabilities, measured, expected):
+    """Without the instructions bf16 is emulated: float32, nothing measured. With them, the measurement decides."""
     from modeling_minibert.utils import precision as tp
 
+    asked = []
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities)
+    monkeypatch.setattr(tp, "fastest", lambda what, candidates: asked.append(sorted(candidates)) or measured)
     tp.native_bf16.cache_clear()
+    tp.bf16_pays.cache_clear()
     try:
         cpu = torch.device("cpu")
         assert tp.teacher_autocast("auto", cpu) is expected
         assert tp.teacher_autocast("bf16", cpu) and not tp.teacher_autocast("no", cpu)
         assert tp.precision_line("auto", cpu).startswith(f"the teacher runs in {'bf16 autocast' if expected else 'float32'} on cpu")
+        assert asked == ([["bf16", "float32"]] if measured else [])  # once: the answer is kept for the process
     finally:
         tp.native_bf16.cache_clear()
+        tp.bf16_pays.cache_clear()
 
 
 @pytest.mark.parametrize("mode", ["bf16", "no"])
@@ -329,10 +337,10 @@ def test_an_unknown_teacher_precision_is_refused_before_any_work(teacher_dir):
 
 
 @pytest.mark.parametrize("native", [True, False])
-def test_mixed_precision_auto_is_bf16_only_where_the_device_multiplies_it_natively(monkeypatch, native):
+def test_mixed_precision_auto_is_bf16_only_where_it_pays(monkeypatch, native):
     from modeling_minibert.utils import precision
 
-    monkeypatch.setattr(precision, "native_bf16", lambda device: native)
+    monkeypatch.setattr(precision, "bf16_pays", lambda device: native)
     cpu = torch.device("cpu")
     assert precision.resolved_mixed_precision("auto", cpu) == ("bf16" if native else "no")
     assert [precision.resolved_mixed_precision(m, cpu) for m in ("no", "bf16", "fp16")] == ["no", "bf16", "fp16"]
@@ -343,7 +351,7 @@ def test_the_student_trains_under_the_autocast_its_run_resolved(tiny, teacher_di
     linear layers run in bfloat16 (Accelerate's autocast), and the run's first line says so."""
     from modeling_minibert.utils import precision
 
-    monkeypatch.setattr(precision, "native_bf16", lambda device: True)
+    monkeypatch.setattr(precision, "bf16_pays", lambda device: True)
     seen = set()
     real_forward = torch.nn.Linear.forward
     monkeypatch.setattr(torch.nn.Linear, "forward", lambda self, x: (out := real_forward(self, x), seen.add(out.dtype))[0])

@@ -2,9 +2,12 @@
 task distillation's fine-tuning and labelling) and `minibert pretrain --mixed_precision auto`.
 
 Under autocast a model computes its matrix products in bfloat16 and keeps float32 weights, so it costs little
-accuracy and, where the hardware multiplies bf16 natively, saves much of the time. torch and transformers say
+accuracy and, where the hardware multiplies bf16 fast, saves much of the time. torch and transformers say
 whether bf16 *can* run (`torch.cuda.is_bf16_supported`, TrainingArguments' checks), not whether it is *fast*: on a
-CPU without AVX-512 BF16 or AMX autocast emulates it, slower than float32. `auto` asks the second question.
+CPU without AVX-512 BF16 or AMX autocast emulates it, slower than float32, and on one with AVX-512 BF16 but no bf16
+matrix units it can still be slower (0.73x float32 on such a Xeon) or twice as fast (a Zen 4 EPYC). `auto` asks the
+second question, and on a CPU that has the instructions answers it by measuring (`bf16_pays`, remembered per machine
+by `measured`).
 """
 
 from __future__ import annotations
@@ -13,10 +16,15 @@ import functools
 
 import torch
 
+from modeling_minibert.utils.measured import fastest
+
 TEACHER_PRECISIONS = ("auto", "bf16", "no")  # `teacher_mixed_precision`
 TEACHER_PRECISION_HELP = (
-    "bf16 (under bfloat16 autocast), no (float32), or auto (bf16 where the device multiplies bfloat16 natively: a CPU "
-    "with AVX-512 BF16 or AMX, a CUDA GPU that supports it)")
+    "bf16 (under bfloat16 autocast), no (float32), or auto (bf16 where it is faster: a CUDA GPU that supports it, a "
+    "CPU with AVX-512 BF16 or AMX where a short measurement, remembered per machine, finds it faster than float32)")
+# `bf16_pays`' workload: a transformer block's feed-forward at an encoder's width (between Mini-BERT's 192 and
+# BERT-base's 768), forward and backward, on a batch of 1,024 tokens: matrix products, as the runs it decides for.
+PROBE_WIDTH, PROBE_TOKENS = 384, 1024
 
 
 @functools.cache  # asked at every step
@@ -29,23 +37,45 @@ def native_bf16(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.is_bf16_supported()
 
 
+@functools.cache  # asked at every step; measured at most once per machine (`measured.fastest`)
+def bf16_pays(device: torch.device) -> bool:
+    """Whether bf16 autocast is faster than float32 on `device`: on CUDA where the GPU supports bf16; on a CPU
+    with AVX-512 BF16 or AMX (`native_bf16`) where a short measurement says so; never elsewhere (emulated)."""
+    if device.type != "cpu":
+        return native_bf16(device)
+    if not native_bf16(device):
+        return False
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(PROBE_WIDTH, 4 * PROBE_WIDTH), torch.nn.GELU(),
+                                torch.nn.Linear(4 * PROBE_WIDTH, PROBE_WIDTH))
+    x = torch.randn(PROBE_TOKENS, PROBE_WIDTH)
+
+    def step(bf16: bool) -> None:
+        with torch.autocast("cpu", torch.bfloat16, enabled=bf16):
+            out = block(x)
+        out.float().square().mean().backward()
+
+    choice = fastest("bf16 autocast", {"float32": lambda: step(False), "bf16": lambda: step(True)})
+    return choice == "bf16"
+
+
 def default_device() -> torch.device:
     """The device a run will use: the accelerator when there is one (as Accelerate and Trainer pick it), else CPU."""
     return torch.accelerator.current_accelerator() if torch.accelerator.is_available() else torch.device("cpu")
 
 
 def teacher_autocast(mode: str, device: torch.device) -> bool:
-    """Whether the teacher runs under bf16 autocast on `device`: `mode` 'bf16' always, 'no' never, 'auto' where the
-    device multiplies bf16 natively (`native_bf16`)."""
-    return mode == "bf16" or (mode == "auto" and native_bf16(device))
+    """Whether the teacher runs under bf16 autocast on `device`: `mode` 'bf16' always, 'no' never, 'auto' where
+    it is faster there (`bf16_pays`)."""
+    return mode == "bf16" or (mode == "auto" and bf16_pays(device))
 
 
 def resolved_mixed_precision(mode: str, device: torch.device) -> str:
-    """Accelerate's `mixed_precision` for a run's `mode`: 'auto' is 'bf16' where `device` multiplies it natively,
-    else 'no'; any other value is Accelerate's own."""
+    """Accelerate's `mixed_precision` for a run's `mode`: 'auto' is 'bf16' where it is faster on `device`
+    (`bf16_pays`), else 'no'; any other value is Accelerate's own."""
     if mode != "auto":
         return mode
-    return "bf16" if native_bf16(device) else "no"
+    return "bf16" if bf16_pays(device) else "no"
 
 
 def check_teacher_precision(mode: str) -> None:
@@ -59,5 +89,5 @@ def precision_line(mode: str, device: torch.device) -> str:
     return f"the teacher runs in {precision} on {device.type} (teacher_mixed_precision={mode})"
 
 
-__all__ = ["TEACHER_PRECISIONS", "TEACHER_PRECISION_HELP", "check_teacher_precision", "default_device", "native_bf16",
-           "precision_line", "resolved_mixed_precision", "teacher_autocast"]
+__all__ = ["TEACHER_PRECISIONS", "TEACHER_PRECISION_HELP", "bf16_pays", "check_teacher_precision", "default_device",
+           "native_bf16", "precision_line", "resolved_mixed_precision", "teacher_autocast"]

@@ -108,8 +108,9 @@ class RunArguments:
     adam_epsilon: float = field(default=1e-6, metadata=_help("AdamW epsilon"))
     max_grad_norm: float = field(default=1.0, metadata=_help("gradient clipping norm"))
     mixed_precision: Literal["no", "bf16", "fp16", "auto"] | None = field(default=None, metadata=_help(
-        "the model's autocast dtype (Accelerate's); auto: bf16 where the device multiplies bfloat16 natively (a CPU "
-        f"with AVX-512 BF16 or AMX, a CUDA GPU that supports it), else no; unset: {_recipe('mixed_precision')}"))
+        "the model's autocast dtype (Accelerate's); auto: bf16 where it is faster (a CUDA GPU that supports it; a CPU "
+        f"with AVX-512 BF16 or AMX where a short measurement, remembered per machine, says so), else no; unset: "
+        f"{_recipe('mixed_precision')}"))
     seed: int = field(default=42, metadata=_help("seed of the split, pairs, masks, order, init and dropout"))
     # --- reporting --------------------------------------------------------------------------------------------------
     logging_steps: int = field(default=10, metadata=_help("log the training loss every N steps"))

@@ -16,7 +16,7 @@ Both models' queries, keys and values are read through transformers' attention i
 function, modeling_minibert/training/distillation/relations.py), so the teacher needs no hooks. The teacher is frozen, in eval
 mode, run without grad on the same (mapped, masked) tokens, and is not part of the trained module's state: the
 checkpoints hold the student and the projection only, and a resumed run is exact. Its forward is most of a step's
-work, so where the hardware multiplies bfloat16 natively it runs under bf16 autocast (`teacher_mixed_precision`);
+work, so where bfloat16 is faster on this machine it runs under bf16 autocast (`teacher_mixed_precision`);
 the student trains as the run says (`mixed_precision`).
 
 The student starts from the teacher: its word embeddings are the teacher's rows of the kept pieces projected on
@@ -398,7 +398,7 @@ class GeneralDistillation(Objective):
     # with all of it to 0.779 (README, General distillation). 15% masking: the teacher reads the masked text too.
     # 1,500 steps: task-distilled on Rotten Tomatoes, the students of 1,500 steps scored better on validation than
     # those of 750 on each of three seeds (0.799 / 0.798 / 0.804 against 0.793 / 0.791 / 0.795; README).
-    # The student under bf16 autocast where the device multiplies bf16 natively (`mixed_precision` auto): on seed 42
+    # The student under bf16 autocast where bf16 is faster (`mixed_precision` auto): on seed 42
     # it ended at the float32 student's held-out losses (relations 0.4312 against 0.4308, hidden states 0.0527
     # against 0.0527, MLM accuracy 0.1638 against 0.1636) for 19.9 CPU-minutes against 22.5 (README).
     recipe = {**Objective.recipe, "vocab_size": None, "mlm_probability": 0.15, "max_steps": 1500, "mixed_precision": "auto"}
