@@ -21,7 +21,10 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 TOLERANCE = 1e-4
 # An int8 graph is checked against PyTorch relative to the outputs' scale: int8 weights and activations carry
 # about 1% error each, so a bound of 1e-4 would fail every correct graph, while a broken one is off by ~100%.
-INT8_TOLERANCE = 0.05
+# 10%, not 5%: the check's batch is random ids, far from text, and errors add up over the layers there. A correct
+# graph of a five-topic BBC headlines classifier differed by 0.103 on it, 6.4% of its logits' scale (1.61; 0.9 to
+# 3.5% on other random batches), while its predictions agreed with float32 on 418 of 419 test headlines.
+INT8_TOLERANCE = 0.1
 # ... but never on a scale below 1: a barely trained head's logits are a few tenths (all-MiniLM-L6-v2 after one
 # short epoch on Rotten Tomatoes: 0.18 at most), where 5% is 0.009, below the int8 error of the hidden states it
 # reads, and an error of 0.05 moves a two-way softmax by at most 1.25 points.
