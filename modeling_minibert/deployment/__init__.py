@@ -7,6 +7,8 @@
     onnx_export.py          `export_onnx`: a folder -> ONNX (or, with format='transformers.js', the browser's layout)
     transformers_js.py      the folder transformers.js loads
     onnx_session.py         onnxruntime on mixed-length batches without computing the padding
+    serving_paths.py        the ways to serve a classifier on CPU (PyTorch, onnxruntime, OpenVINO), `load_serving`
+    serving_benchmark.py    `benchmark_deploy`: measure every path on this machine, keep the fastest
 
     from modeling_minibert.deployment import export_onnx, quantize, encode
 """
@@ -19,4 +21,6 @@ __getattr__, __all__ = lazy_face(__name__, {
     "quantization": ("quantize", "load_quantized"),
     "onnx_export": ("export_onnx",),
     "onnx_session": ("LengthBucketedSession",),
+    "serving_paths": ("load_serving",),
+    "serving_benchmark": ("benchmark_deploy",),
 })
