@@ -55,14 +55,27 @@ def test_bfloat16_logits_near_fp32_and_predictions_agree(folder):
     assert_near_fp32(logits(classifier(), *batch), got.float())
 
 
-def test_the_engine_is_chosen_by_the_cpu_and_restored(monkeypatch):
-    """oneDNN where the CPU has AMX int8 tiles, torch's setting elsewhere; the block packs for the engine and puts
-    torch's process-wide setting back, also after an error; an unknown engine is refused in one line."""
+def test_the_engine_is_chosen_by_measuring_and_restored(monkeypatch, tmp_path):
+    """oneDNN or torch's setting, whichever measures faster on int8 layers here (remembered); the block packs for
+    the engine and puts torch's process-wide setting back, also after an error; an unknown engine is refused in one
+    line."""
+    from modeling_minibert.deployment import quantization
+    from modeling_minibert.utils import measured
+
     before = torch.backends.quantized.engine
-    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"amx_int8": True})
-    assert packing_engine() == ("onednn" if "onednn" in ENGINES else before)
-    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx2": True})
-    assert packing_engine() == before
+    monkeypatch.setenv("MINIBERT_CACHE", str(tmp_path))
+    if "onednn" in ENGINES and before != "onednn":
+        timed = []
+        real = measured.timings
+        monkeypatch.setattr(measured, "timings", lambda candidates: timed.append(sorted(candidates)) or real(candidates))
+        chosen = packing_engine()  # measured for real: both engines' kernels run
+        assert chosen in (before, "onednn") and timed == [sorted({before, "onednn"})]
+        assert packing_engine() == chosen and len(timed) == 1  # remembered
+        for fake, expected in (({before: 1.0, "onednn": 0.5}, "onednn"), ({before: 1.0, "onednn": 0.95}, before)):
+            monkeypatch.setattr(measured, "machine", lambda fake=fake: f"a CPU timed {fake}")
+            monkeypatch.setattr(measured, "timings", lambda candidates, fake=fake: dict(fake))
+            assert quantization.packing_engine() == expected
+    assert torch.backends.quantized.engine == before
     for engine in ENGINES:
         with pytest.raises(RuntimeError, match="inside"), quantized_engine(engine) as chosen:
             assert chosen == engine == torch.backends.quantized.engine

@@ -10,8 +10,8 @@ What decides accuracy, chosen on purpose (benchmarks/bench_deploy.py measures th
 The unpadded path (`Packing`) is kept: the int8 layers run on the real tokens only.
 - The kernels: int8 weights are packed for one of torch's quantized engines, and the packing decides which
   kernels run. On CPUs with AMX int8 tiles, oneDNN's kernels use them: there Mini-BERT ran 1.35x faster on one
-  thread (1.08x on two) than with torch's default engine (x86, which picks fbgemm: VNNI at best). Elsewhere the
-  default stays (`packing_engine`).
+  thread (1.08x on two) than with torch's default engine (x86, which picks fbgemm: VNNI at best). Elsewhere it
+  depends, so `packing_engine` measures the two once per machine and keeps the faster.
 
 torch.ao's `quantize_dynamic` is used as is; what this module adds by hand is the Q/K/V fusion (Mini-BERT's
 attention concatenates the three fp32 weights per call, which quantized layers cannot do) and the file format,
@@ -20,6 +20,8 @@ because torch saves quantized layers only as pickles and this package writes saf
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import shutil
@@ -37,6 +39,7 @@ from modeling_minibert.checks_minibert import check_model_folder
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import MiniBertPreTrainedModel, MiniBertSelfAttention
 from modeling_minibert.utils.files import check_output_dir, staged_folder
+from modeling_minibert.utils.measured import fastest
 from modeling_minibert.utils.outputs import QUANTIZED_INFO_FILE, QUANTIZED_WEIGHTS_FILE
 
 SCHEME = "int8-dynamic-per-channel"
@@ -61,12 +64,33 @@ class Int8SelfAttention(MiniBertSelfAttention):
         return self.qkv(hidden_states)  # (..., 3H), through the one int8 layer
 
 
+# `packing_engine`'s workload: an encoder's feed-forward in int8 at a width between Mini-BERT's and BERT-base's, on
+# a single request's 16 tokens and on a batch's 1,024: the engines' kernels differ most with the rows.
+PROBE_WIDTH, PROBE_ROWS = 384, (16, 1024)
+
+
 def packing_engine() -> str:
-    """The quantized engine to pack int8 weights for on this CPU: "onednn" where the CPU has AMX int8 tiles, else
-    torch's current one (by default "x86")."""
-    if torch.cpu.get_capabilities().get("amx_int8", False) and "onednn" in torch.backends.quantized.supported_engines:
-        return "onednn"
-    return torch.backends.quantized.engine
+    """The quantized engine to pack int8 weights for on this CPU: torch's current one (by default "x86", which
+    picks fbgemm's kernels) or oneDNN's, whichever runs int8 layers faster here. Measured once per machine and
+    remembered (`utils.measured.fastest`): the CPU's flags do not tell (oneDNN won by 1.35x where the CPU has AMX
+    int8 tiles; on a Zen 4 EPYC with VNNI and no AMX the two were within 25%, each ahead at one of the sizes)."""
+    default = torch.backends.quantized.engine
+    if default == "onednn" or "onednn" not in torch.backends.quantized.supported_engines:
+        return default
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(PROBE_WIDTH, 4 * PROBE_WIDTH), nn.Linear(4 * PROBE_WIDTH, PROBE_WIDTH)).eval()
+    inputs = [torch.randn(rows, PROBE_WIDTH) for rows in PROBE_ROWS]
+    packed = {}
+    for engine in (default, "onednn"):
+        with quantized_engine(engine):
+            packed[engine] = torch.ao.quantization.quantize_dynamic(copy.deepcopy(block), {nn.Linear}, torch.qint8)
+
+    def run(engine: str) -> None:
+        with torch.inference_mode():
+            for x in inputs:
+                packed[engine](x)
+
+    return fastest("int8 engine", {engine: functools.partial(run, engine) for engine in packed})
 
 
 @contextmanager
