@@ -576,7 +576,6 @@ NON_FINITE_ROWS = [
 
 
 class TestNoNonFiniteSuccess:
-    @pytest.mark.slow(seconds=12)
     @pytest.mark.parametrize("argv, message", NON_FINITE_ROWS)
     def test_a_non_finite_run_stops_in_one_line_and_saves_nothing_as_a_success(
             self, argv, message, inputs, corpus, tokenizer_dir, tmp_path, capsys, monkeypatch):
