@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -30,8 +32,9 @@ from modeling_minibert.training.distillation.trainer import DistillationCollator
 from modeling_minibert.training.distillation.transfer import augment
 from modeling_minibert.training.finetuning import TRAINING_DEFAULTS, finetune
 from modeling_minibert.training.finetuning.task import Examples
+from modeling_minibert.utils.finite import NonFiniteError
 from modeling_minibert.utils.outputs import CURVES_FILE, TEACHER_DIR, TEACHER_LOGITS_FILE as CACHE_FILE
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from tokenization import train_tokenizer
 
 GOOD, BAD = ["good", "great", "superb", "lovely", "fine"], ["bad", "awful", "dull", "poor", "weak"]
@@ -935,3 +938,60 @@ def test_relations_that_cannot_be_taught_are_refused_before_training(case, messa
     with pytest.raises(ValueError, match=message):
         run(teacher, chosen[1], tmp_path / "out", relation_weight=chosen[0], finetune_teacher=True)
     assert not (tmp_path / "out").exists()
+
+
+# --- non-finite teachers and runs (the class is in tests/test_faults.py, TestNoNonFiniteSuccess) -----------------
+
+def test_a_learning_rate_that_diverges_loses_the_search_and_all_diverging_is_an_error(student, tmp_path):
+    """A search meets rates that are too high: such a run stops at its first non-finite loss or weights and loses,
+    recorded as diverged (a NaN score used to be compared, and a first NaN run stayed the best)."""
+    searched = search_run(student, tmp_path / "search", [1e12, 3e-3], max_steps=3)
+    search = json.loads((tmp_path / "search" / "learning_rate_search.json").read_text())
+    diverged, chosen = search["runs"]
+    assert set(diverged) == {"learning_rate", "diverged"} and diverged["learning_rate"] == 1e12
+    assert re.fullmatch(r"the (weights are not finite|\w+ loss is (nan|inf)) at step \d+( \(.*\))?", diverged["diverged"])
+    assert search["chosen_learning_rate"] == 3e-3 == chosen["learning_rate"]
+    assert chosen["eval_accuracy"] == searched.metrics["accuracy"]
+    assert not [p.name for p in (tmp_path / "search").iterdir() if p.name.startswith("run-")]
+    assert (tmp_path / "search" / "learning_rate_search.png").stat().st_size > 0
+    with pytest.raises(NonFiniteError, match=r"^learning_rates: every run became non-finite \(1e\+12: .* at step \d+.*; "
+                                             r"1e\+13: .* at step \d+.*\): lower the learning rates; nothing was saved"):
+        search_run(student, tmp_path / "all", [1e12, 1e13], max_steps=3)
+    assert not (tmp_path / "all").exists()
+
+
+def test_a_teacher_whose_logits_overflow_is_refused_before_training(teacher, student, tmp_path):
+    """Finite weights, infinite outputs: the logits are checked before they are cached or taught."""
+    overflowing = tmp_path / "overflowing"
+    shutil.copytree(teacher, overflowing)
+    weights = load_file(overflowing / "model.safetensors")
+    weights["classifier.weight"] = torch.full_like(weights["classifier.weight"], 3e38)
+    save_file(weights, overflowing / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(NonFiniteError, match=rf"^labelling with the teacher: the teacher {overflowing} gives non-finite "
+                                             r"logits for \d+ of 320 transfer input\(s\) \(the first: 'the \w+ was .*'\)"
+                                             r": a non-finite teacher cannot teach"):
+        run(overflowing, student, tmp_path / "out", max_steps=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["overflowing"]  # no cache of them, no output
+
+
+def test_a_diverging_teacher_fine_tuning_names_the_teachers_learning_rate(teacher_base, student, tmp_path):
+    with pytest.raises(NonFiniteError, match=r"^fine-tuning the teacher: the (weights are not finite|\w+ loss is "
+                                             r"(nan|inf)) at step \d+.*: the learning rate 1e\+12 is likely too high "
+                                             r"\(lower --teacher_learning_rate\); the teacher was not saved$"):
+        run(teacher_base, student, tmp_path / "out", finetune_teacher=True, teacher_num_train_epochs=1,
+            teacher_learning_rate=1e12, max_steps=1)
+    assert not list((tmp_path / "out").rglob("model.safetensors"))
+
+
+def test_the_teacher_of_relations_is_checked_as_its_cached_logits_spare_labelling(teacher, tmp_path):
+    poisoned = tmp_path / "poisoned"
+    shutil.copytree(teacher, poisoned)
+    weights = load_file(poisoned / "model.safetensors")
+    name = next(k for k in sorted(weights) if k.endswith("query.weight"))
+    weights[name][0, 0] = float("nan")
+    save_file(weights, poisoned / "model.safetensors", metadata={"format": "pt"})
+    args = SimpleNamespace(relation_weight=1.0, teacher_mixed_precision="no", teacher_model_name_or_path=str(poisoned))
+    with pytest.raises(NonFiniteError, match=rf"^relation_weight=1.0: the teacher {poisoned} has non-finite weights "
+                                             r"\(1 of \d+ tensors, the first: [\w.]+query.weight\): a non-finite "
+                                             r"teacher cannot teach"):
+        distillation_trainer.relation_transfer(args, str(poisoned), ([0], 2))

@@ -272,3 +272,47 @@ def test_without_a_student_one_is_made_from_the_teacher(teacher_folder, unlabell
     assert SentenceTransformer(str(output), device="cpu").encode(SENTENCES[:2]).shape == (2, 48)
     assert EMBEDDING_TRAINING_DEFAULTS == {"num_train_epochs": 6.0, "learning_rate": 5e-4, "warmup_steps": 20}
     assert state["max_steps"] == 2
+
+
+def nan_copy(folder: Path, into: Path) -> Path:
+    """`folder` with one weight of its first attention layer NaN."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(folder, into)
+    weights = load_file(into / "model.safetensors")
+    name = next(k for k in sorted(weights) if k.endswith("query.weight"))
+    weights[name][0, 0] = float("nan")
+    save_file(weights, into / "model.safetensors", metadata={"format": "pt"})
+    return into
+
+
+@pytest.mark.parametrize("with_student", [True, False], ids=["embedding-the-texts", "making-the-student"])
+def test_a_teacher_with_a_nan_weight_is_refused_before_training(minibert_folder, teacher_folder, unlabelled, tmp_path,
+                                                                with_student):
+    """It gave an all-NaN student, saved with exit 0 (the class: tests/test_faults.py, TestNoNonFiniteSuccess)."""
+    from modeling_minibert.training.distillation.flow import distill
+    from modeling_minibert.utils.finite import NonFiniteError
+
+    teacher = nan_copy(teacher_folder, tmp_path / "teacher")
+    step = "embedding the texts with the teacher" if with_student else "making the student from the teacher"
+    student = {"model_name_or_path": str(minibert_folder)} if with_student else {}
+    with pytest.raises(NonFiniteError, match=rf"^{step}: the teacher {teacher} has non-finite weights \(1 of \d+ "
+                                             r"tensors, the first: [\w.]+query.weight\): a non-finite teacher cannot "
+                                             r"teach; fix it or fine-tune it again \(nothing was trained\)$"):
+        distill(task="embedding", teacher_model_name_or_path=str(teacher), train_file=str(unlabelled["train"]),
+                output_dir=str(tmp_path / "out"), show_progress=False, **student)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_diverging_embedding_student_is_not_saved(minibert_folder, teacher_folder, unlabelled, tmp_path):
+    from modeling_minibert.training.distillation.flow import distill
+    from modeling_minibert.utils.finite import NonFiniteError
+
+    with pytest.raises(NonFiniteError, match=r"^the (weights are not finite|\w+ loss is (nan|inf)) at step \d+.*: the "
+                                             r"learning rate 1e\+12 is likely too high"):
+        distill(task="embedding", teacher_model_name_or_path=str(teacher_folder), model_name_or_path=str(minibert_folder),
+                train_file=str(unlabelled["train"]), output_dir=str(tmp_path / "out"), show_progress=False,
+                learning_rate=1e12, max_steps=6, warmup_steps=0, logging_steps=1, save_strategy="no")
+    assert not (tmp_path / "out").exists()

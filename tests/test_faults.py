@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from safetensors.torch import load_file
 
 from fixtures.environment import REPO, clean_env
 from fixtures.models import TINY
+from modeling_minibert.cli import main
 from modeling_minibert.utils.outputs import LOCK_FILE
 from fixtures.pretraining import corpus, tokenizer_dir  # noqa: F401 (fixtures of the stop-signal rows)
 
@@ -477,3 +479,149 @@ def test_a_stop_signal_saves_where_the_run_is_in_one_line_and_releases_the_folde
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     records = [json.loads(line) for line in (output / METRICS_FILE).read_text().splitlines()]
     assert [r["step"] for r in records if "loss" in r] == list(range(1, step + 3)), "continued where it stopped"
+
+
+# --- no non-finite success: a run whose weights, losses or cached targets become NaN or infinite ------------------
+# stops with one line naming the step and the likely cause (a learning rate, a non-finite teacher, a cache file),
+# exits 2, keeps its last good checkpoint (every checkpoint it keeps is finite) and writes no model and no results
+# (an all-NaN model was saved with exit 0 and train_loss 0.0). One row per job; each runs in this process (`cli.main`),
+# a few steps of a tiny model.
+
+HUGE = "1e12"  # a learning rate that diverges within three steps (after a warmup step at rate 0, which saves a good one)
+DIVERGE = ["--learning_rate", HUGE, "--warmup_steps", "2", "--save_strategy", "steps", "--save_steps", "1",
+           "--logging_steps", "1", "--max_steps", "6", "--per_device_train_batch_size", "4", "--disable_tqdm", "true"]
+STEP = r"at step (?P<step>\d+)"
+CAUSE = r"the learning rate 1e\+12 is likely too high \(lower --learning_rate\)"
+KEPT = r"nothing was saved as the model; the last good checkpoint, {output}/checkpoint-(?P<kept>\d+), is kept"
+NON_FINITE_TEACHER = r"a non-finite teacher cannot teach; fix it or fine-tune it again \(nothing was trained\)"
+# What a finished run writes besides its checkpoints: none of it may be there after a non-finite stop.
+SUCCESS_FILES = ("config.json", "model.safetensors", "all_results.json", "train_results.json", "eval_results.json",
+                 "trainer_state.json", "README.md", "training_curves.png")
+
+
+def teacher_classifier(inputs: Path, name: str, poisoned: bool) -> Path:
+    """A tiny pos/neg classifier on `inputs`'s tokenizer; `poisoned`: one weight (of its classifier) NaN."""
+    from transformers import AutoTokenizer
+
+    from modeling_minibert import MiniBertConfig, MiniBertForSequenceClassification
+
+    folder = inputs / name
+    if not folder.is_dir():
+        tokenizer = AutoTokenizer.from_pretrained(inputs / "model")
+        with torch.random.fork_rng():
+            torch.manual_seed(1)
+            model = MiniBertForSequenceClassification(MiniBertConfig(**{**TINY, "vocab_size": len(tokenizer)},
+                                                                     id2label={0: "neg", 1: "pos"},
+                                                                     label2id={"neg": 0, "pos": 1}))
+        if poisoned:
+            with torch.no_grad():
+                model.classifier.weight[0, 0] = float("nan")
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    return folder
+
+
+def distill_argv(inputs: Path, output: Path, teacher: Path, *extra: str) -> list[str]:
+    return ["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", str(teacher),
+            "--model_name_or_path", str(inputs / "model"), "--train_file", str(inputs / "train.csv"),
+            "--output_dir", str(output), "--max_steps", "1", "--disable_tqdm", "true", *extra]
+
+
+def nan_in_cached_logits(inputs: Path, output: Path) -> list[str]:
+    """The teacher's logits cached by a finished run (reused by a rerun of the same teacher and data), one row
+    then set to NaN in the file; the rerun goes into a folder holding only that cache."""
+    from safetensors.torch import save_file
+
+    from modeling_minibert.utils.outputs import TEACHER_LOGITS_FILE, TEACHER_LOGITS_INFO_FILE
+
+    teacher = teacher_classifier(inputs, "teacher", poisoned=False)
+    first = output.parent / "first"
+    assert main(distill_argv(inputs, first, teacher)) == 0
+    output.mkdir()
+    logits = load_file(first / TEACHER_LOGITS_FILE)
+    logits["transfer.logits"][3] = float("nan")
+    save_file(logits, output / TEACHER_LOGITS_FILE)
+    (output / TEACHER_LOGITS_INFO_FILE).write_bytes((first / TEACHER_LOGITS_INFO_FILE).read_bytes())
+    shutil.rmtree(first)
+    return distill_argv(inputs, output, teacher, "--overwrite_output_dir", "true")
+
+
+def pretrain_diverging(inputs: Path, output: Path, corpus: Path, tokenizer: Path) -> list[str]:
+    return [*pretrain_argv(output, corpus, tokenizer, 8), "--learning_rate", HUGE, "--save_steps", "2"]
+
+
+NON_FINITE_ROWS = [
+    pytest.param(
+        lambda inputs, output, **_: ["finetune", "--task", "sequence-classification", "--model_name_or_path",
+                                     str(inputs / "model"), "--train_file", str(inputs / "train.csv"),
+                                     "--output_dir", str(output), *DIVERGE],
+        rf"the weights are not finite {STEP} \(41 of 41 tensors, the first: [\w.]+\): {CAUSE}; {KEPT}",
+        id="finetune-huge-learning-rate"),
+    pytest.param(
+        lambda inputs, output, **_: distill_argv(inputs, output, teacher_classifier(inputs, "nan-teacher", poisoned=True)),
+        r"labelling with the teacher: the teacher {inputs}/nan-teacher has non-finite weights \(1 of 41 tensors, the "
+        rf"first: classifier.weight\): {NON_FINITE_TEACHER}",
+        id="distill-teacher-with-a-nan-weight"),
+    pytest.param(
+        lambda inputs, output, **_: nan_in_cached_logits(inputs, output),
+        r"the cached teacher logits {output}/teacher_logits.safetensors hold non-finite values \(1 of 80 transfer "
+        r"row\(s\), the first: row 3\); delete it and teacher_logits.json beside it to label again with the teacher "
+        r"\(nothing was trained\)",
+        id="distill-nan-in-cached-teacher-logits"),
+    pytest.param(
+        lambda inputs, output, corpus, tokenizer: pretrain_diverging(inputs, output, corpus, tokenizer),
+        rf"the training loss is nan {STEP}: {CAUSE}; {KEPT}",
+        id="pretrain-huge-learning-rate"),
+]
+
+
+class TestNoNonFiniteSuccess:
+    @pytest.mark.parametrize("argv, message", NON_FINITE_ROWS)
+    def test_a_non_finite_run_stops_in_one_line_and_saves_nothing_as_a_success(
+            self, argv, message, inputs, corpus, tokenizer_dir, tmp_path, capsys, monkeypatch):
+        from modeling_minibert import cli
+        from modeling_minibert.utils.finite import NonFiniteError
+
+        output = tmp_path / "run"
+        words = argv(inputs, output, corpus=corpus, tokenizer=tokenizer_dir)
+        raised = []
+
+        def run(command, argv):  # cli.run, recording what it raised: main() says it in one line
+            try:
+                return real_run(command, argv)
+            except BaseException as err:
+                raised.append(err)
+                raise
+
+        real_run = cli.run
+        monkeypatch.setattr(cli, "run", run)
+        capsys.readouterr()
+        assert main(words) == 2
+        err = capsys.readouterr().err
+        assert len(raised) == 1 and type(raised[0]) is NonFiniteError, raised
+        errors = [line for line in err.splitlines() if f"minibert {words[0]}: error:" in line]
+        assert len(errors) == 1 and err.rstrip("\n").endswith(errors[0]) and "Traceback" not in err, err[-3000:]
+        assert errors[0] == f"minibert {words[0]}: error: {raised[0]}"
+        expected = message.replace("{output}", re.escape(str(output))).replace("{inputs}", re.escape(str(inputs)))
+        found = re.fullmatch(expected, str(raised[0]))
+        assert found, str(raised[0])
+        # Nothing saved as a success: no model, no results (all_results.json never reports a NaN, as 0 or at all).
+        present = [name for name in SUCCESS_FILES if (output / name).exists()]
+        assert not present, present
+        assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["run"]), "no staging folder left beside it"
+        # Every checkpoint kept is finite, and the one the message names is whole and the newest.
+        checkpoints = sorted(output.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+        for checkpoint in checkpoints:
+            for weights in checkpoint.rglob("*.safetensors"):
+                assert all(torch.isfinite(t).all() for t in load_file(weights).values()), weights
+        if "kept" in found.groupdict():
+            kept = int(found["kept"])
+            assert 0 < kept < int(found["step"]) and checkpoints[-1].name == f"checkpoint-{kept}"
+            from modeling_minibert.training.pretraining.run_folder import checkpoint_problem
+            from modeling_minibert.utils.outputs import trainer_checkpoint_problem
+
+            problem = checkpoint_problem if words[0] == "pretrain" else trainer_checkpoint_problem
+            assert problem(checkpoints[-1]) is None
+        else:
+            assert not checkpoints
+        assert not (output / LOCK_FILE).exists(), "the folder is released"

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from datasets import Dataset
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from transformers import Trainer, pipeline
 
 from modeling_minibert import MiniBertConfig
@@ -26,6 +26,7 @@ from modeling_minibert.training.finetuning import (
 from modeling_minibert.training.finetuning.flow import resume_checkpoint
 from modeling_minibert.training.finetuning.loading import check_max_length
 from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
+from modeling_minibert.utils.finite import NonFiniteError
 
 from fixtures.environment import run_python
 from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
@@ -331,3 +332,40 @@ def test_a_local_folder_that_is_not_there_is_refused_at_once_not_looked_up_on_th
     assert main(["finetune", "--task", "sequence-classification", "--model_name_or_path", source,
                  "--train_file", "train.csv", "--output_dir", "out"]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"minibert finetune: error: model folder {source} does not exist"
+
+
+# --- non-finite runs (the class is in tests/test_faults.py, TestNoNonFiniteSuccess) -----------------------------
+
+DIVERGING = dict(learning_rate=1e12, max_steps=6, per_device_train_batch_size=4, logging_steps=1, save_strategy="no",
+                 disable_tqdm=True)
+
+
+@pytest.mark.parametrize("nan_filter, message", [
+    (None, r"the training loss is (nan|inf) at step \d+"),
+    # Asked for, Trainer's filter hides the NaN losses from the logs; the final model is still refused.
+    (True, r"the final model's weights are not finite at step 6 \(\d+ of \d+ tensors, the first: [\w.]+\)"),
+], ids=["default", "nan-filter-asked-for"])
+def test_a_diverging_run_says_its_loss_is_nan_and_saves_nothing(checkpoint, tmp_path, nan_filter, message):
+    """Trainer's NaN filter (on by default) logged the average of the finite steps instead (an all-NaN run reported
+    train_loss 0.0) and the run saved its NaN model with exit 0."""
+    options = {} if nan_filter is None else {"logging_nan_inf_filter": nan_filter}
+    with pytest.raises(NonFiniteError, match=rf"^{message}: the learning rate 1e\+12 is likely too high \(lower "
+                                             r"--learning_rate\); nothing was saved as the model, and no checkpoint "
+                                             r"before this step$"):
+        finetune(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
+                 output_dir=tmp_path / "out", **DIVERGING, **options)
+    assert not (tmp_path / "out").exists() and not list(tmp_path.iterdir())
+
+
+def test_a_model_with_non_finite_weights_is_refused_before_training(checkpoint, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(checkpoint, broken)
+    weights = load_file(broken / "model.safetensors")
+    name = sorted(weights)[0]
+    weights[name].view(-1)[0] = float("inf")
+    save_file(weights, broken / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(NonFiniteError, match=r"^the model to train has non-finite weights before step 1 \(1 of \d+ "
+                                             r"tensors, the first: [\w.]+\): the model it starts from is broken"):
+        finetune(task="sequence-classification", model_name_or_path=broken, train_data=GOOD_BAD,
+                 output_dir=tmp_path / "out", max_steps=2, **QUIET)
+    assert not (tmp_path / "out").exists()

@@ -4,6 +4,8 @@ from a config stands in for a real one (the real tokenizer's subset is tested in
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -385,3 +387,22 @@ def test_a_mini_bert_teacher_teaches_as_its_bert_copy_does(teacher_dir, tmp_path
     assert losses[0].relation_loss.item() > 1e-2  # a student that has not learned: the two teachers agree on a loss
     torch.testing.assert_close(losses[0].relation_loss, losses[1].relation_loss, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(losses[0].hidden_loss, losses[1].hidden_loss, atol=1e-5, rtol=1e-4)
+
+
+def test_a_teacher_with_a_nan_weight_is_refused_before_anything_is_written(teacher_dir, corpus, tmp_path):
+    """It would start the student from NaN rows (or fail inside torch's PCA) and pretrain an all-NaN model."""
+    from safetensors.torch import save_file
+
+    from modeling_minibert.utils.finite import NonFiniteError
+
+    poisoned = tmp_path / "teacher"
+    shutil.copytree(teacher_dir, poisoned)
+    weights = load_file(poisoned / "model.safetensors")
+    weights["embeddings.word_embeddings.weight"][5, 0] = float("nan")
+    save_file(weights, poisoned / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(NonFiniteError, match=rf"^the teacher {poisoned} has non-finite weights \(1 of \d+ tensors, the "
+                                             r"first: embeddings.word_embeddings.weight\): a non-finite teacher cannot "
+                                             r"teach; fix it or use another \(nothing was written\)$"):
+        pretrain(teacher_model_name_or_path=str(poisoned), train_file=str(corpus), max_seq_length=32,
+                 output_dir=str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()

@@ -43,7 +43,7 @@ from modeling_minibert.deployment.sentence_embeddings import (
 from modeling_minibert.sharing.model_card import write_model_card
 from modeling_minibert.training.distillation.arguments import EMBEDDING_TASK as TASK
 from modeling_minibert.training.distillation.arguments import DistillationArguments, DistillResult
-from modeling_minibert.training.distillation.teacher import max_length_for
+from modeling_minibert.training.distillation.teacher import NON_FINITE_TEACHER, max_length_for
 from modeling_minibert.training.finetuning.arguments import (
     TRAINING_DEFAULTS,
     check_training_options,
@@ -51,11 +51,13 @@ from modeling_minibert.training.finetuning.arguments import (
     training_arguments,
 )
 from modeling_minibert.training.finetuning.data import text_lines
+from modeling_minibert.training.finetuning.finite import StopOnNonFinite, check_results
 from modeling_minibert.training.finetuning.flow import run_folder, score_test, strip_prefix, train_and_score
 from modeling_minibert.training.finetuning.loading import load_fast_tokenizer, load_model, seed_of
 from modeling_minibert.training.finetuning.plots import plot_training_curves
 from modeling_minibert.training.finetuning.task import Prepared
 from modeling_minibert.utils.files import staged_folder, write_json
+from modeling_minibert.utils.finite import NonFiniteError, check_finite_weights, non_finite_rows
 from modeling_minibert.utils.outputs import CURVES_FILE, DISTILLATION_ARGS_FILE, TRAINER_STATE_FILE, write_results
 
 DENSE_DIR = "2_Dense"  # the projection's sentence-transformers module folder (after 1_Pooling)
@@ -141,13 +143,23 @@ def texts_of(source: str | os.PathLike | Dataset | Sequence[str], role: str, col
     return texts
 
 
-def teacher_embeddings(teacher: Any, texts: dict[str, list[str]], batch_size: int, show_progress: bool) -> dict[str, torch.Tensor]:
+def teacher_embeddings(teacher: Any, texts: dict[str, list[str]], batch_size: int, show_progress: bool,
+                       name: str = "") -> dict[str, torch.Tensor]:
     """The teacher's embeddings of each split's texts, (N, D) float32, as `SentenceTransformer.encode` returns
-    them (its own pooling and normalisation)."""
-    return {
+    them (its own pooling and normalisation). NonFiniteError, naming the teacher `name`, if its weights or an
+    embedding are not finite."""
+    name = f"embedding the texts with the teacher: the teacher {name}".rstrip()
+    check_finite_weights(teacher, name, NON_FINITE_TEACHER)
+    embeddings = {
         role: teacher.encode(rows, batch_size=batch_size, convert_to_tensor=True, show_progress_bar=show_progress).float().cpu()
         for role, rows in texts.items()
     }
+    for role, rows in embeddings.items():
+        bad, total, first = non_finite_rows(rows)
+        if bad:
+            raise NonFiniteError(f"{name} gives non-finite embeddings for {bad} of {total} {role} text(s) (the first: "
+                                 f"{texts[role][first][:60]!r}): {NON_FINITE_TEACHER}")
+    return embeddings
 
 
 def features(tokenizer: Any, texts: list[str], targets: torch.Tensor, max_length: int) -> Dataset:
@@ -196,7 +208,7 @@ def distill_embeddings(
         teacher = SentenceTransformer(str(args.teacher_model_name_or_path), device="cpu")
         teacher.max_seq_length = min(teacher.max_seq_length, length)  # the text the student reads, no more
         batch_size = training.get("per_device_eval_batch_size", TRAINING_DEFAULTS["per_device_eval_batch_size"])
-        targets = teacher_embeddings(teacher, texts, batch_size, show_progress)
+        targets = teacher_embeddings(teacher, texts, batch_size, show_progress, str(args.teacher_model_name_or_path))
         student = EmbeddingStudent(encoder, targets["train"].shape[1], "Normalize" in kinds)
         data = {role: features(tokenizer, texts[role], targets[role], length) for role in texts}
         trainer = embedding_trainer(student, tokenizer, data, output, training)
@@ -206,6 +218,7 @@ def distill_embeddings(
         )
         results = train_and_score(trainer, prepared)[0]
         score_test(trainer, prepared, results)
+        check_results(student, results, trainer.args, trainer.state.global_step)  # nothing non-finite saved as a success
         save_embedder(trainer, student, tokenizer, results, output, length, args)
     write_model_card(output, task="feature-extraction", base_model=str(args.model_name_or_path or args.teacher_model_name_or_path),
                      dataset_name=Path(str(sources["train"])).stem if isinstance(sources["train"], (str, os.PathLike)) else None)
@@ -238,6 +251,8 @@ def student_from_teacher(
     three, so that their sums stay aligned), its layers random. How the measured student starts: the teacher's
     vocabulary is worth more to it than a short pretraining on another vocabulary (benchmarks/README.md)."""
     source = AutoModel.from_pretrained(teacher)
+    # Before its embeddings are projected (a NaN would fail inside torch.pca_lowrank, or start an all-NaN student).
+    check_finite_weights(source, f"making the student from the teacher: the teacher {teacher}", NON_FINITE_TEACHER)
     tokenizer = tokenizer if tokenizer is not None else load_fast_tokenizer(teacher, None)
     # No wider and no longer than the teacher.
     hidden = min(sizes["hidden_size"], source.config.hidden_size)
@@ -265,6 +280,7 @@ def embedding_trainer(student: EmbeddingStudent, tokenizer: Any, data: dict[str,
         model=student, args=args, train_dataset=data["train"], eval_dataset=data.get("validation"),
         data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
         compute_metrics=cosine_metrics if "validation" in data else None,
+        callbacks=[StopOnNonFinite()],  # a NaN loss or weights stop the run before they are saved
     )
 
 

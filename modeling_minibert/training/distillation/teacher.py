@@ -37,6 +37,7 @@ from modeling_minibert.training.finetuning.task import Examples, Task
 from modeling_minibert.training.finetuning.tasks import load_task
 from modeling_minibert.training.finetuning.tasks.token_classification import first_subtokens
 from modeling_minibert.utils.files import write_bytes, write_json
+from modeling_minibert.utils.finite import NonFiniteError, check_finite_weights, learning_rate_cause, non_finite_rows
 from modeling_minibert.utils.outputs import (
     TEACHER_DIR,
     TEACHER_INFO_FILE,
@@ -51,6 +52,10 @@ if TYPE_CHECKING:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Checks
+
+# What a teacher with NaN or infinite weights or outputs is told (`label_with_teacher`, the embedding task's and
+# the relations' teacher): it cannot teach, and nothing was trained.
+NON_FINITE_TEACHER = "a non-finite teacher cannot teach; fix it or fine-tune it again (nothing was trained)"
 
 
 def teacher_config(teacher: str):
@@ -128,7 +133,14 @@ def fine_tuned_teacher(
         num_train_epochs=args.teacher_num_train_epochs, learning_rate=args.teacher_learning_rate,
         **({"bf16": True} if bf16 else {}), **{k: training[k] for k in copied if k in training},
     )
-    finetune_in_minibert(args.teacher_model_name_or_path, target, **options)
+    try:
+        finetune_in_minibert(args.teacher_model_name_or_path, target, **options)
+    except NonFiniteError as err:  # said as the teacher's run: its own flag, and no teacher saved
+        problem = getattr(err, "problem", None)
+        if problem is None:
+            raise NonFiniteError(f"fine-tuning the teacher: {err}") from None
+        cause = learning_rate_cause(args.teacher_learning_rate, "--teacher_learning_rate")
+        raise NonFiniteError(f"fine-tuning the teacher: {problem}: {cause}; the teacher was not saved") from None
     write_json(target / TEACHER_INFO_FILE, {"fingerprint": key, "source": str(args.teacher_model_name_or_path)})
     return target
 
@@ -219,11 +231,20 @@ def label_with_teacher(
     """The teacher's logits on each split's inputs, columns in the order of `label_names`; its forward under
     bfloat16 autocast with `bf16`."""
     model = load_teacher_classifier(teacher, task)
+    check_finite_weights(model, f"labelling with the teacher: the teacher {teacher}", NON_FINITE_TEACHER)
     order = [model.config.label2id[name] for name in label_names]
-    return {
+    logits = {
         split: [logits[..., order] for logits in predict_logits(model, tokenizer, rows, task.name, max_length, batch_size, show_progress, bf16)]
         for split, rows in inputs.items()
     }
+    for split, rows in logits.items():  # checked before they are cached or taught
+        bad, total, first = non_finite_rows(rows)
+        if bad:
+            raise NonFiniteError(
+                f"labelling with the teacher: the teacher {teacher} gives non-finite logits for {bad} of {total} "
+                f"{split} input(s) (the first: {str(inputs[split][first])[:60]!r}): "
+                f"{NON_FINITE_TEACHER}")
+    return logits
 
 
 def fingerprint(*parts: Any) -> str:
@@ -262,7 +283,8 @@ def save_logits_cache(folder: Path, key: str, splits: dict[str, list[torch.Tenso
 
 def load_logits_cache(folder: Path, key: str, words_given: bool) -> dict[str, list[torch.Tensor]] | None:
     """The cached logits if `folder` holds them, whole, for exactly this teacher, data and options, else None
-    (a torn or foreign cache is recomputed)."""
+    (a torn or foreign cache is recomputed). NonFiniteError, naming the file, if they hold a NaN or an infinity:
+    the teacher's logits are checked before they are cached, so the file was changed since."""
     try:
         info = json.loads((folder / TEACHER_LOGITS_INFO_FILE).read_text(encoding="utf-8"))
         if info.get("fingerprint") != key:
@@ -276,6 +298,13 @@ def load_logits_cache(folder: Path, key: str, words_given: bool) -> dict[str, li
             splits[split] = parts if words_given else [p[0] for p in parts]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError, SafetensorError):
         return None
+    for split, rows in splits.items():
+        bad, total, first = non_finite_rows(rows)
+        if bad:
+            raise NonFiniteError(
+                f"the cached teacher logits {folder / TEACHER_LOGITS_FILE} hold non-finite values ({bad} of {total} "
+                f"{split} row(s), the first: row {first}); delete it and {TEACHER_LOGITS_INFO_FILE} beside it to "
+                "label again with the teacher (nothing was trained)")
     return splits
 
 

@@ -15,11 +15,12 @@ from transformers import AutoConfig, AutoModel, EvalPrediction, PreTrainedModel,
 
 from modeling_minibert.training.distillation.arguments import DistillationArguments, check_distillation_loss
 from modeling_minibert.training.distillation.relations import padded, recording, relation_loss, set_recording_attention
-from modeling_minibert.training.distillation.teacher import teacher_config
+from modeling_minibert.training.distillation.teacher import NON_FINITE_TEACHER, teacher_config
 from modeling_minibert.training.finetuning.loading import load_fast_tokenizer
 from modeling_minibert.training.finetuning.task import Examples, Task
 from modeling_minibert.training.finetuning.tasks import load_task
 from modeling_minibert.training.finetuning.tasks.token_classification import first_subtokens
+from modeling_minibert.utils.finite import check_finite_weights
 from modeling_minibert.utils.logging import quiet_transformers
 from modeling_minibert.utils.precision import teacher_autocast
 from tokenization.subset import to_teacher_ids
@@ -245,6 +246,8 @@ def relation_transfer(args: DistillationArguments, teacher: str, plan: tuple[lis
     """The teacher's encoder (its classifier is not needed), frozen and recording its attention, with the plan."""
     with quiet_transformers():  # the classifier's weights are left out on purpose
         model = AutoModel.from_pretrained(teacher)
+    # Checked here too: with cached logits the teacher was not loaded to label.
+    check_finite_weights(model, f"relation_weight={args.relation_weight}: the teacher {teacher}", NON_FINITE_TEACHER)
     try:
         set_recording_attention(model, f"teacher_model_name_or_path={args.teacher_model_name_or_path}")
     except ValueError as err:

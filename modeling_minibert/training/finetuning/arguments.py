@@ -236,7 +236,9 @@ def training_arguments(output_dir: str, has_validation: bool, metric: str, **opt
     unknown = sorted(set(options) - fields)
     if unknown:
         raise ValueError(f"unknown training option(s) {unknown}: use TrainingArguments field names")
-    args = {**TRAINING_DEFAULTS, "metric_for_best_model": metric, **options}
+    # Trainer's NaN filter (on by default) reports a non-finite step's loss as the average of the others: an all-NaN
+    # run logs train_loss 0.0. Off unless asked for, so that `finite.StopOnNonFinite` sees the real loss.
+    args = {**TRAINING_DEFAULTS, "metric_for_best_model": metric, "logging_nan_inf_filter": False, **options}
     if not torch.cuda.is_available():
         # Without it TrainingArguments refuses bf16 on a CPU-only machine, where torch's autocast supports it.
         args["use_cpu"] = True

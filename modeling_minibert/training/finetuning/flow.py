@@ -43,11 +43,13 @@ from modeling_minibert.training.finetuning.arguments import (
     training_arguments,
 )
 from modeling_minibert.training.finetuning.data import DataSource, NamedDataset, load_data
+from modeling_minibert.training.finetuning.finite import StopOnNonFinite, check_results
 from modeling_minibert.training.finetuning.loading import load_model, seed_of
 from modeling_minibert.training.finetuning.plots import plot_learning_rate_search, plot_training_curves
 from modeling_minibert.training.finetuning.task import Prepared
 from modeling_minibert.training.finetuning.tasks import load_task
 from modeling_minibert.utils.files import check_output_dir, staged_folder, write_json
+from modeling_minibert.utils.finite import NonFiniteError
 from modeling_minibert.utils.outputs import (
     CHECKPOINT_PREFIX,
     CURVES_FILE,
@@ -218,6 +220,7 @@ def train_and_save(
             processing_class=tokenizer,
             compute_metrics=prepared.metrics_for("validation") if prepared.validation is not None else None,
             preprocess_logits_for_metrics=prepared.preprocess_logits,
+            callbacks=[StopOnNonFinite()],  # a NaN loss or weights stop the run before they are saved
             **trainer_options,
         )
 
@@ -229,6 +232,7 @@ def train_and_save(
         results, validation = train_and_score(trainer, prepared)
     score_test(trainer, prepared, results)
     args = trainer.args
+    check_results(trainer.model, results, args, trainer.state.global_step)  # nothing non-finite is saved as a success
     # Only now is the final folder staged: a run killed while training leaves OUTPUT with its checkpoints and
     # nothing else, ready for resume_from_checkpoint.
     with staged_folder(output) as staging:
@@ -262,7 +266,9 @@ def search_learning_rate(
     OUTPUT/run-I, and keep the run whose final model (its best epoch) scores best on validation by
     metric_for_best_model, the measure that already picks the epoch; the test data is not read. Returns that
     run's trainer, results and validation predictions, and the search: {metric, greater_is_better, runs: [...],
-    chosen learning rate}. The other runs' folders are removed as soon as they lose.
+    chosen learning rate}. The other runs' folders are removed as soon as they lose. A run whose loss or weights
+    become non-finite (`NonFiniteError`) loses at once (its entry says `diverged` where it stopped); if every run
+    does, the search raises NonFiniteError naming each.
 
     Written here, not with `Trainer.hyperparameter_search`: that needs an optuna / ray / wandb backend and reports
     only the best trial's hyperparameters, so its model would have to be trained again."""
@@ -272,9 +278,16 @@ def search_learning_rate(
     for i, rate in enumerate(learning_rates):
         folder = output / f"{SEARCH_RUN_PREFIX}{i}"
         trainer = build(folder, model if i == 0 else copy.deepcopy(start), learning_rate=float(rate))
-        results, validation = train_and_score(trainer, prepared)
         key = trainer.args.metric_for_best_model
         key = key if key.startswith("eval_") else f"eval_{key}"
+        try:
+            results, validation = train_and_score(trainer, prepared)
+        except NonFiniteError as err:  # too high a rate is what a search finds out: this run loses
+            problem = getattr(err, "problem", str(err))
+            runs.append({"learning_rate": float(rate), "diverged": problem})
+            logger.warning("learning rate %g: %s; it loses", rate, problem)
+            shutil.rmtree(folder, ignore_errors=True)
+            continue
         score = float(results["eval"][key])
         curve = [(e["step"], e[key]) for e in trainer.state.log_history if key in e]
         runs.append({"learning_rate": float(rate), key: score, "curve": curve})
@@ -285,7 +298,10 @@ def search_learning_rate(
             best = (score, trainer, results, validation)
         else:
             shutil.rmtree(trainer.args.output_dir, ignore_errors=True)
-    assert best is not None
+    if best is None:
+        tried = "; ".join(f"{run['learning_rate']:g}: {run['diverged']}" for run in runs)
+        raise NonFiniteError(f"learning_rates: every run became non-finite ({tried}): lower the learning rates; "
+                             "nothing was saved as the model")
     score, trainer, results, validation = best
     results["train"]["train_learning_rate"] = trainer.args.learning_rate
     search = {"metric": key, "greater_is_better": bool(trainer.args.greater_is_better), "runs": runs,

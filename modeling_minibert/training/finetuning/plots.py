@@ -37,6 +37,9 @@ def plot_learning_rate_search(search: dict[str, Any], path: Path) -> None:
     ax = figure.subplots()
     metric = search["metric"]
     for run in search["runs"]:
+        if metric not in run:  # diverged: no score, no curve
+            ax.plot([], [], "x", label=f"{run['learning_rate']:g}: diverged")
+            continue
         chosen = run["learning_rate"] == search["chosen_learning_rate"]
         steps, scores = zip(*run["curve"]) if run["curve"] else ((), ())
         ax.plot(steps, scores, "o-", linewidth=2.5 if chosen else 1,

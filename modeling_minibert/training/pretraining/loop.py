@@ -41,6 +41,7 @@ from transformers import PreTrainedTokenizerBase
 from transformers.dynamic_module_utils import custom_object_save
 from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType
 
+import modeling_minibert.training.pretraining.finite as finite
 import modeling_minibert.training.pretraining.run_folder as run_folder
 import modeling_minibert.utils.outputs as outputs
 from modeling_minibert.checks_minibert import check_weights_fit_config
@@ -155,6 +156,7 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
     source = check_model_source(args)
     config = build_config(args, source)
     objective = pick_objective(args, source, config)  # a teacher is checked and loaded here, before the corpus
+    finite.check_teacher(objective)
     documents = load_documents(args.train_file, args.dataset_name, args.dataset_split, args.text_column_name)
     train_docs, held_out_docs = split_documents(documents, args.held_out_fraction, args.seed)
     if source is not None:  # the sizes its config gives against its weights' headers: nothing is loaded yet
@@ -218,6 +220,7 @@ def prepare_training(run: PretrainingRun) -> Training:
     args, accelerator = run.args, run.accelerator
     set_seed(args.seed)
     model = run.objective.build_model(training_config(run.config, args.pretraining_dropout), run.source)
+    finite.check_start(model, run.source)
     # Fused AdamW is one kernel per step instead of a dozen passes over every parameter.
     optimizer = torch.optim.AdamW(
         param_groups(model, args.weight_decay), lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
@@ -295,6 +298,7 @@ def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, f
             record = {"step": done, **objective.train_metrics(sums), "learning_rate": scheduler.get_last_lr()[0]}
             if args.final_mlm_probability is not None:
                 record["mlm_probability"] = t.collator.rate(done * accum - 1)  # the step's last batch's
+            finite.check_record(run, record)  # a NaN loss stops the run here, before it is logged or saved
             window.zero_()
             t.metrics.write(record)
             accelerator.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=done)
@@ -302,6 +306,7 @@ def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, f
         if done % args.eval_steps == 0 or finished:
             paused = time.perf_counter()
             last_eval = {"step": done, **evaluate(model, t.eval_loader, accelerator, objective)}
+            finite.check_record(run, last_eval)
             t.metrics.write(last_eval)
             accelerator.log({f"eval/{k[5:]}": v for k, v in last_eval.items() if k != "step"}, step=done)
             if accelerator.is_main_process:  # tqdm.write keeps the progress bar below the line
@@ -311,6 +316,7 @@ def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, f
         stopping = stop_requested(run.stop, accelerator)
         if done % args.save_steps == 0 or finished or stopping:  # the last one makes a finished run resumable
             paused = time.perf_counter()
+            finite.check_weights(run, model, done)  # every checkpoint, and so the final model, is finite
             saved = save_run_checkpoint(run, t, done, total_steps)
             if budget is not None:
                 budget.spent_on_save(time.perf_counter() - paused)
