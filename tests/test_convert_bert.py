@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -429,3 +430,184 @@ def test_optimum_exports_a_bert_format_folder_with_minibert_outputs(bert_format_
     with torch.no_grad():
         expected = modeling_minibert.MiniBertForSequenceClassification.from_pretrained(mini).eval()(**batch).logits
     torch.testing.assert_close(torch.from_numpy(logits), expected, atol=1e-4, rtol=0)
+
+
+# --- every export is complete: what `convert-bert --to_bert` or `push --format bert` writes is loaded back by the
+# consumer it is for (transformers' BERT classes without this package's code; SentenceTransformer for an embedding
+# folder), and a file the folder's own metadata names must be there ----------------------------------------------
+
+EMBEDDING_TEXTS = ["the cat sat on the mat", "a dog ran in the park", "who wrote it", "it was by jane"]
+
+
+def embedding_folder(root: Path, tokenizer) -> Path:
+    """What `distill --task embedding` leaves: the encoder, its tokenizer, a Dense projection (32 -> 48) in 2_Dense,
+    the sentence-transformers files, results."""
+    from sentence_transformers.models import Dense
+
+    from modeling_minibert.deployment.sentence_embeddings import write_sentence_transformers_files
+    from modeling_minibert.utils.outputs import write_results
+
+    folder = root / "embedder"
+    torch.manual_seed(0)
+    modeling_minibert.MiniBertModel(MiniBertConfig(**{**TINY, "vocab_size": len(tokenizer)})).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / "2_Dense").mkdir()
+    Dense(TINY["hidden_size"], 48, activation_function=torch.nn.Identity()).save(str(folder / "2_Dense"))
+    write_sentence_transformers_files(folder, normalize=True, dense_dir="2_Dense")
+    write_results(folder, {"eval": {"eval_cosine": 0.5}})
+    return folder
+
+
+def electra_folder(root: Path, tokenizer) -> Path:
+    """What `pretrain --objective electra` leaves: the discriminator (a bare encoder without a pooler) and its
+    tokenizer, saved as the pretraining loop saves it."""
+    from modeling_minibert.training.pretraining.model import save_model
+    from modeling_minibert.training.pretraining.objectives.electra import ReplacedTokenDetection
+
+    objective, config = ReplacedTokenDetection(), MiniBertConfig(**{**TINY, "vocab_size": len(tokenizer)})
+    torch.manual_seed(0)
+    discriminator = objective.saved_model(objective.build_model(config, None))
+    save_model(root / "electra", discriminator, config, discriminator.state_dict())
+    tokenizer.save_pretrained(root / "electra")
+    return root / "electra"
+
+
+@pytest.fixture(scope="module")
+def export_sources(tmp_path_factory):
+    from tokenization import make_tokenizer
+
+    root = tmp_path_factory.mktemp("export-sources")
+    tokenizer = make_tokenizer({w: i for i, w in enumerate(WORDS)}, model_max_length=TINY["max_position_embeddings"])
+    sources = {"embedder": embedding_folder(root, tokenizer), "electra": electra_folder(root, tokenizer),
+               "int8": REPO / "tests" / "fixtures" / "saved" / "0.1" / "classifier-int8"}
+    return sources, tokenizer
+
+
+@pytest.fixture(scope="module")
+def export_hub(tmp_path_factory):
+    from tools.local_hub import LocalHub
+
+    with LocalHub(tmp_path_factory.mktemp("export-hub") / "hub", token="hf_exporttest_0123456789", user="me") as hub:
+        hub.configure_clients()  # push_to_hub and the command line take their endpoint and token from the environment
+        yield hub
+
+
+def export(how: str, source: Path, out: Path, hub) -> Path:
+    """Run the export `how` on `source`; the folder it wrote (for a push, the repository as pushed, written to `out`)."""
+    if how == "convert":
+        convert_minibert_to_bert(source, out)
+        return out
+    from modeling_minibert.sharing.push import push_to_hub
+
+    name = f"x{len(hub.app.repos)}"
+    push_to_hub(source, name, format=how.removeprefix("push-"))
+    for path, content in hub.repo_files(f"me/{name}").items():
+        (out / path).parent.mkdir(parents=True, exist_ok=True)
+        (out / path).write_bytes(content)
+    return out
+
+
+def encodes_like_the_package(out: Path, source: Path, tokenizer) -> None:
+    """SentenceTransformer loads the BERT-format folder (transformers' BertModel, no code files) with every module,
+    and gives the package's own embeddings of the Mini-BERT source: mean pooling, its Dense projection, normalised."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Dense
+
+    from modeling_minibert.deployment.sentence_embeddings import encode
+
+    assert not list(out.rglob("*.py")) and "auto_map" not in json.loads((out / "config.json").read_text())
+    st = SentenceTransformer(str(out), device="cpu")
+    assert [type(m).__name__ for m in st] == ["Transformer", "Pooling", "Dense", "Normalize"]
+    assert type(st[0].auto_model).__module__.startswith("transformers.models.bert.")
+    projection = Dense.load(str(source / "2_Dense")).linear
+    expected = encode(modeling_minibert.MiniBertModel.from_pretrained(source), tokenizer, EMBEDDING_TEXTS,
+                      projection=projection, normalize=True)
+    torch.testing.assert_close(torch.from_numpy(st.encode(EMBEDDING_TEXTS)), expected, atol=1e-5, rtol=0)
+
+
+def loads_as_bert_model(out: Path, source: Path, tokenizer) -> None:
+    """transformers' AutoModel gives its own BertModel (no remote code), whose hidden states are the Mini-BERT's."""
+    assert not list(out.rglob("*.py")) and "auto_map" not in json.loads((out / "config.json").read_text())
+    bert = AutoModel.from_pretrained(out).eval()
+    assert type(bert) is transformers.BertModel
+    batch = tokenizer(EMBEDDING_TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        got, expected = bert(**batch).last_hidden_state, modeling_minibert.MiniBertModel.from_pretrained(source)(**batch).last_hidden_state
+    keep = batch["attention_mask"].bool()
+    torch.testing.assert_close(got[keep], expected[keep], atol=1e-5, rtol=0)
+    # ... and back into Mini-BERT, without a pooler either (nothing invented).
+    back = modeling_minibert.MiniBertModel.from_pretrained(convert_bert_to_minibert(out, out.parent / "back")).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(back(**batch).last_hidden_state[keep], expected[keep], atol=1e-5, rtol=0)
+
+
+def remove(*paths: str):
+    def breakage(folder: Path) -> None:
+        for path in paths:
+            (folder / path).unlink() if (folder / path).is_file() else shutil.rmtree(folder / path)
+    return breakage
+
+
+# (id, source, breakage, export, check of the result, or the one-line error it must give instead)
+EXPORTS = [
+    ("embedder-convert", "embedder", None, "convert", encodes_like_the_package),
+    ("embedder-push-bert", "embedder", None, "push-bert", encodes_like_the_package),
+    ("electra-convert", "electra", None, "convert", loads_as_bert_model),
+    ("electra-push-bert", "electra", None, "push-bert", loads_as_bert_model),
+    ("dense-folder-missing-convert", "embedder", remove("2_Dense"), "convert",
+     r"modules.json names module 2 \(Dense\) at 2_Dense, which does not exist"),
+    ("dense-folder-missing-push-bert", "embedder", remove("2_Dense"), "push-bert",
+     r"modules.json names module 2 \(Dense\) at 2_Dense, which does not exist"),
+    ("dense-weights-missing-convert", "embedder", remove("2_Dense/model.safetensors"), "convert",
+     r"modules.json names module 2 \(Dense\) at 2_Dense, which holds no model.safetensors"),
+    ("dense-weights-missing-push-minibert", "embedder", remove("2_Dense/model.safetensors"), "push-minibert",
+     r"modules.json names module 2 \(Dense\) at 2_Dense, which holds no model.safetensors"),
+    ("int8-push-minibert", "int8", None, "push-minibert",
+     r"is an int8 folder .*transformers cannot load .* push the float model it was quantized from"),
+    ("int8-push-bert", "int8", None, "push-bert", r"is an int8 folder"),
+    ("int8-convert", "int8", None, "convert", r"is an int8 folder"),
+]
+
+
+@pytest.mark.parametrize("name, source, breakage, how, expected", EXPORTS, ids=[row[0] for row in EXPORTS])
+def test_every_export_is_complete(export_sources, export_hub, tmp_path, capsys, name, source, breakage, how, expected):
+    sources, tokenizer = export_sources
+    folder = tmp_path / "source"
+    shutil.copytree(sources[source], folder)
+    if breakage is not None:
+        breakage(folder)
+    (tmp_path / "out").mkdir()
+    if callable(expected):
+        expected(export(how, folder, tmp_path / "out", export_hub), folder, tokenizer)
+        return
+    repos = set(export_hub.app.repos)
+    with pytest.raises(ValueError, match=expected) as err:
+        export(how, folder, tmp_path / "out" / "bert", export_hub)
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "out" / "bert").exists() and set(export_hub.app.repos) == repos  # nothing written or pushed
+    # The command line says the same in one line, exit 2.
+    command = (["convert-bert", "--to_bert", "--output_dir", str(tmp_path / "out" / "bert")] if how == "convert" else
+               ["push", "--hub_model_id", "me/refused", "--format", how.removeprefix("push-")])
+    capsys.readouterr()
+    assert cli_main([*command, "--model_name_or_path", str(folder)]) == 2
+    message = capsys.readouterr().err
+    assert message.count("\n") == 1 and re.search(expected, message), message
+
+
+def test_convert_bert_names_in_one_line_what_a_bert_folder_does_not_hold(tmp_path, capsys):
+    """The BERT-format folder takes the files of a BERT-format repository (an allow-list); the rest (scripts,
+    bytecode, notes) is left out and named in one warning line. The model's code is replaced, not named."""
+    from modeling_minibert import MiniBertForMaskedLM
+
+    MiniBertForMaskedLM(MiniBertConfig(**TINY)).save_pretrained(tmp_path / "mini")
+    for path in ("run.sh", "__pycache__/modeling_minibert.cpython-311.pyc", "notes/todo.txt", "training_curves.png"):
+        (tmp_path / "mini" / path).parent.mkdir(exist_ok=True)
+        (tmp_path / "mini" / path).write_bytes(b"x")
+    capsys.readouterr()
+    assert cli_main(["convert-bert", "--to_bert", "--model_name_or_path", str(tmp_path / "mini"), "--output_dir",
+                     str(tmp_path / "bert")]) == 0
+    err = capsys.readouterr().err
+    assert ("minibert convert-bert: warning: left out 3 file(s) that a BERT-format model repository does not hold: "
+            "__pycache__/modeling_minibert.cpython-311.pyc, notes/todo.txt, run.sh\n") in err, err
+    assert sorted(p.relative_to(tmp_path / "bert").as_posix() for p in (tmp_path / "bert").rglob("*") if p.is_file()) == [
+        "README.md", "config.json", "model.safetensors", "training_curves.png"]

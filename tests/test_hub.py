@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import traceback
@@ -31,6 +32,7 @@ from fixtures.models import TINY
 
 from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, MiniBertForSequenceClassification
 from modeling_minibert.cli import main as cli_main
+from modeling_minibert.sharing.folder import published_files
 from modeling_minibert.sharing.push import _call_without_leaking, files_to_upload, push_to_hub
 from modeling_minibert.sharing.model_card import CARD_MARKER, HEADS, build_model_card, refresh_model_card, write_model_card
 from modeling_minibert.modeling_minibert import AUTO_MAP
@@ -425,6 +427,11 @@ def test_what_is_uploaded(saved_classifier):
     assert not [p for p in paths if p.startswith((".git", ".cache", "checkpoint-")) or p.endswith((".bin", ".pt", ".pth"))]
     # Nor is what `minibert distill` keeps beside the student: its fine-tuned teacher and the teacher's outputs.
     assert not [p for p in paths if p.startswith("teacher")]
+    # Of those, a push publishes what a model repository consists of (an allow-list), and leaves the rest out.
+    published, left_out = published_files(folder, "minibert")
+    assert published == sorted(["checks_minibert.py", "config.json", "configuration_minibert.py", "model.safetensors",
+                                "modeling_minibert.py", *[n for n in paths if n.startswith(("tokenizer", "vocab", "special"))]])
+    assert left_out == ["extra/notes.txt"]
 
 
 def test_no_token_is_a_clear_error(saved_classifier, tmp_path, monkeypatch, capsys):
@@ -446,10 +453,13 @@ def test_the_token_is_not_published_by_mistake(saved_classifier):
         push_to_hub(folder, f"me/{TOKEN}", token=TOKEN)
     with pytest.raises(ValueError, match="^commit_message contains your Hub token"):
         push_to_hub(folder, "me/clf", token=TOKEN, commit_message=f"token {TOKEN}")
-    (folder / "notes.txt").write_text(f"login with {TOKEN}\n")
-    with pytest.raises(ValueError, match="notes.txt contains your Hub token: remove it before pushing") as err:
+    (folder / "all_results.json").write_text(f'{{"note": "login with {TOKEN}"}}\n')
+    with pytest.raises(ValueError, match="all_results.json contains your Hub token: remove it before pushing") as err:
         push_to_hub(folder, "me/clf", token=TOKEN)
     assert TOKEN not in str(err.value)
+    # In BERT format the file named is the user's own, not a temporary copy that is gone once the error is read.
+    with pytest.raises(ValueError, match=f"^{re.escape(str(folder / 'all_results.json'))} contains your Hub token"):
+        push_to_hub(folder, "me/clf", token=TOKEN, format="bert")
 
 
 def _raise(error: BaseException, cause: BaseException | None = None):
@@ -651,10 +661,11 @@ def test_a_push_never_follows_a_link_out_of_the_folder(saved_classifier, tmp_pat
             local_hub.repo_files(f"{USER}/clf")
         link.unlink()
     # A link to a file that is uploaded anyway is fine: its content goes up under the link's name.
-    (folder / "vocab-copy.txt").symlink_to("vocab.txt")
+    (folder / "eval_results.json").symlink_to("all_results.json")
+    (folder / "all_results.json").write_text('{"eval_accuracy": 0.5}')
     push_to_hub(folder, "clf", token=TOKEN, endpoint=local_hub.endpoint)
     pushed = local_hub.repo_files(f"{USER}/clf")
-    assert pushed["vocab-copy.txt"] == (folder / "vocab.txt").read_bytes()
+    assert pushed["eval_results.json"] == (folder / "all_results.json").read_bytes()
     assert not [name for name in pushed if name.startswith(".git/")]
 
 
@@ -803,3 +814,26 @@ def test_push_format_bert_publishes_the_bert_format_copy_and_leaves_the_folder_a
     assert _snapshot(finetuning_output) == before
     with pytest.raises(ValueError, match=r"^format='onnx' is not one of 'minibert', 'bert'$"):
         push_to_hub(finetuning_output, "clf-bert", token=TOKEN, endpoint=local_hub.endpoint, format="onnx")
+
+
+def test_push_format_bert_writes_only_what_it_rewrites(finetuning_output, local_hub, monkeypatch):
+    """Only the converted config and weights and the card are written to a temporary folder; every other file is
+    uploaded from the user's folder, as it is (a 1 GB file once took 1.1 GB of TMPDIR first)."""
+    (finetuning_output / "training_curves.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(1 << 20))
+    read_from, written = {}, []
+    create_commit = HfApi.create_commit
+
+    def recording(self, *args, operations, **kwargs):
+        read_from.update({op.path_in_repo: Path(op.path_or_fileobj).resolve() for op in operations})
+        view = Path(next(op.path_or_fileobj for op in operations if op.path_in_repo == "config.json")).parent
+        written.extend(p.relative_to(view).as_posix() for p in view.rglob("*") if p.is_file() and not p.is_symlink())
+        return create_commit(self, *args, operations=operations, **kwargs)
+
+    monkeypatch.setattr(HfApi, "create_commit", recording)
+    push_to_hub(finetuning_output, "clf-bert", token=TOKEN, endpoint=local_hub.endpoint, format="bert")
+    assert sorted(written) == ["README.md", "config.json", "model.safetensors"]
+    for path, local in read_from.items():
+        if path not in written:
+            assert local == (finetuning_output / path).resolve(), path
+    assert {"training_curves.png", "confusion_matrix.png", "all_results.json", "vocab.txt"} <= set(read_from)
+    assert local_hub.repo_files(f"{USER}/clf-bert")["training_curves.png"] == (finetuning_output / "training_curves.png").read_bytes()

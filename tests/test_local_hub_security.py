@@ -13,7 +13,10 @@ The server is started by the README for anyone to use, so it must not be turnabl
     names one tells whether another repository holds it; upload URLs take a byte count under the limit and
     expire; bad file names (control, bidi and line-separator characters, over-long names, a file beside a
     folder of its name, NFC/NFD twins) are refused in one line with the reason; every stage of a request has
-    a deadline, slow clients cannot keep others out, and reads never wait for a writer's lock.
+    a deadline, slow clients cannot keep others out, and reads never wait for a writer's lock;
+  - (issue 51) what `minibert push` sends it: nothing the user did not ask for. Publishing is an allow-list (the
+    files a model repository of the format consists of; scripts, bytecode, notes and, in BERT format, code are
+    left out and named in one line), and the token is searched in every path and every text the upload carries.
 
 Malformed requests go through raw sockets (no client library would send them); the tables are the suite.
 """
@@ -1147,3 +1150,122 @@ def test_time_a_keep_alive_connection_spent_idle_is_not_taken_from_its_next_requ
             while chunk := sock.recv(65536):
                 answer += chunk
         assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"\r\n\r\n{}"), answer
+
+
+
+# ---------------------------------------------------------------------------------------------
+# 11. What `minibert push` publishes (issue 51): the files a model repository of the format consists of, never
+#     the token, whether in a file, its name or the line that names what was left out.
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory):
+    """A fine-tuned Mini-BERT classifier's folder: model and its code files, tokenizer, results, card."""
+    import torch
+
+    from modeling_minibert import MiniBertConfig, MiniBertForSequenceClassification
+    from modeling_minibert.sharing.model_card import write_model_card
+    from tokenization import make_tokenizer
+
+    folder = tmp_path_factory.mktemp("publish") / "clf"
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
+    torch.manual_seed(0)
+    config = MiniBertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=32, max_position_embeddings=16)
+    MiniBertForSequenceClassification(config).save_pretrained(folder)
+    make_tokenizer({w: i for i, w in enumerate(words)}, model_max_length=16).save_pretrained(folder)
+    (folder / "all_results.json").write_text('{"eval_accuracy": 0.5}')
+    write_model_card(folder, task="text-classification")
+    return folder
+
+
+def _relabelled_as_bert_with_code(folder) -> None:
+    """A folder that says `model_type: bert` but carries its own code and an `auto_map` naming it."""
+    config = json.loads((folder / "config.json").read_text())
+    config.update(model_type="bert", architectures=["BertForSequenceClassification"],
+                  auto_map={"AutoModelForSequenceClassification": "modeling_custom.CustomBert"})
+    for name in ("layer_norm_position", "final_layer_norm", "mlm_head_transform", "unpad_inputs", "sparse_prediction"):
+        config.pop(name, None)
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "modeling_custom.py").write_text("import os\nos.system('echo pwned')\n")
+
+
+def _label(folder, name: str) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    config.update(id2label={"0": name, "1": "other"}, label2id={name: 0, "other": 1})
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+CODE = ["configuration_minibert.py", "modeling_minibert.py", "checks_minibert.py"]
+# (id, files added to the folder (or a function that changes it), push options, published, left out (named in the
+# one warning line), or the refusal instead ({folder}: the folder pushed))
+PUBLISHING = [
+    ("a-script", {"run.sh": "python train.py\n", "train.py": "print()\n"}, {}, CODE, ["run.sh", "train.py"], None),
+    ("bytecode", {"__pycache__/modeling_minibert.cpython-311.pyc": b"\0"}, {}, CODE,
+     ["__pycache__/modeling_minibert.cpython-311.pyc"], None),
+    ("notes", {"notes/todo.txt": "ask Bob\n", "data/train.csv": "a,b\n"}, {}, ["all_results.json"],
+     ["data/train.csv", "notes/todo.txt"], None),
+    ("bert-format-has-no-code", {}, {"format": "bert"}, ["config.json", "model.safetensors", "vocab.txt"], [], None),
+    ("bert-format-script-and-bytecode", {"run.sh": "", "__pycache__/x.pyc": b"\0"}, {"format": "bert"},
+     ["all_results.json"], ["__pycache__/x.pyc", "run.sh"], None),
+    ("bert-labelled-folder-with-code", _relabelled_as_bert_with_code, {"format": "bert"}, ["config.json"],
+     CODE, None),  # modeling_custom.py, which its auto_map names, is replaced; the files nothing names are left out
+    ("pickle-not-asked", {"extra.pt": b"pickle"}, {}, None, None, r"holds pickle files \(extra.pt\)"),
+    ("pickle-asked", {"extra.pt": b"pickle"}, {"allow_pickle": True}, ["extra.pt", *CODE], [], None),
+    ("pickle-in-bert-format", {"extra.pt": b"pickle"}, {"format": "bert", "allow_pickle": True}, ["model.safetensors"],
+     ["extra.pt"], None),
+    ("token-in-a-tensorboard-run-name", {f"runs/{TOKEN}/events.out.tfevents.1.host": b"tb"}, {}, None, None,
+     r"a file name in .*clf contains your Hub token: it would be published \(runs/hf_\*\*\*/events"),
+    ("token-in-a-plot-name", {f"curves-{TOKEN}.png": b"png"}, {"format": "bert"}, None, None,
+     r"a file name in .*clf contains your Hub token: it would be published \(curves-hf_\*\*\*.png\)"),
+    ("token-in-a-results-file-bert-format", {"eval_results.json": f'{{"note": "{TOKEN}"}}'}, {"format": "bert"},
+     None, None, r"^{folder}/eval_results.json contains your Hub token"),  # the user's file, not a temporary copy
+    ("token-in-a-label", lambda f: _label(f, TOKEN), {"format": "bert"}, None, None,
+     r"^{folder}/config.json \(its BERT-format copy\) contains your Hub token"),
+    ("token-in-a-name-left-out", {f"notes-{TOKEN}.txt": "x"}, {}, CODE, ["notes-hf_***.txt"], None),
+]
+
+
+@pytest.mark.parametrize("name,change,options,published,left_out,refusal", PUBLISHING, ids=[r[0] for r in PUBLISHING])
+def test_a_push_publishes_only_a_model_repository_and_never_the_token(
+        hub, model_folder, tmp_path, monkeypatch, caplog, name, change, options, published, left_out, refusal):
+    import shutil
+
+    from huggingface_hub import constants
+
+    from modeling_minibert.sharing.push import push_to_hub
+
+    for setting, value in (("HF_HUB_DISABLE_XET", True), ("HF_HUB_OFFLINE", False), ("HF_HUB_DISABLE_TELEMETRY", True)):
+        monkeypatch.setattr(constants, setting, value)
+    folder = tmp_path / "clf"
+    shutil.copytree(model_folder, folder)
+    if callable(change):
+        change(folder)
+    for path, content in (change if isinstance(change, dict) else {}).items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_bytes(content if isinstance(content, bytes) else content.encode())
+    repo = f"alice/published-{name}"
+    with caplog.at_level(logging.WARNING, logger="modeling_minibert"):
+        if refusal is not None:
+            with pytest.raises(ValueError, match=refusal.replace("{folder}", re.escape(str(folder)))) as err:
+                push_to_hub(folder, repo, token=TOKEN, endpoint=hub.endpoint, **options)
+            assert TOKEN not in str(err.value) and "\n" not in str(err.value)
+            with pytest.raises(KeyError, match="No model repository"):  # the Hub was never asked
+                hub.repo_files(repo)
+            return
+        push_to_hub(folder, repo, token=TOKEN, endpoint=hub.endpoint, **options)
+    files = hub.repo_files(repo)
+    assert set(published) <= set(files), sorted(files)
+    assert not {path.replace("hf_***", TOKEN) for path in left_out} & set(files), sorted(files)
+    assert not [path for path in files if path.endswith((".pyc", ".sh"))], sorted(files)
+    if options.get("format") == "bert":  # no code (the format's classes replace it: not named as left out)
+        assert not [path for path in files if path.endswith(".py")] and b"auto_map" not in files["config.json"]
+    assert all(TOKEN.encode() not in content and TOKEN not in path for path, content in files.items())
+    lines = [record.getMessage() for record in caplog.records if "left out" in record.getMessage()]
+    if left_out:
+        (line,) = lines
+        assert line.startswith(f"left out {len(left_out)} file(s)") and all(path in line for path in left_out), line
+    else:
+        assert not lines, lines
+    assert TOKEN not in caplog.text

@@ -5,12 +5,17 @@ the target needs is there: nothing is invented, and leftovers other than known B
 
 To BERT (`--to_bert`), any Mini-BERT folder or job output folder becomes a BERT-format folder: `model_type: bert`,
 transformers' own `Bert*` architecture, no source files or `auto_map` (it loads anywhere without remote code),
-with the tokenizer, label maps, results and plots kept and the card rewritten for the format. Loading it back
-into the unpadded Mini-BERT needs no conversion: `MiniBert*.from_pretrained(bert_folder)`.
+with the files of a BERT-format repository kept (tokenizer, label maps, results, plots, sentence-transformers
+modules: `folder.published_files`) and the card rewritten for the format. Before it is called done, the copy is
+loaded back as its users will load it (`check_loads_as_bert`: transformers' own class, AutoTokenizer,
+SentenceTransformer for an embedding folder). Loading it back into the unpadded Mini-BERT needs no conversion:
+`MiniBert*.from_pretrained(bert_folder)`.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -21,17 +26,38 @@ from safetensors.torch import load_file
 from transformers import BertConfig
 
 from modeling_minibert import modeling_minibert
-from modeling_minibert.checks_minibert import check_weights_fit_config
+from modeling_minibert.checks_minibert import (
+    check_weights_fit_config,
+    read_safetensors_header,
+)
 from modeling_minibert.configuration_minibert import (
     BERT_FIELDS,
     MiniBertConfig,
     minibert_dict_from_bert,
     read_config_json,
 )
-from modeling_minibert.sharing.folder import TOKENIZER_FILES, kept_files
+from modeling_minibert.sharing.folder import (
+    BERT_FORMAT_REWRITES,
+    TOKENIZER_FILES,
+    check_not_quantized,
+    check_referenced_files,
+    check_uploaded_links,
+    left_out_line,
+    matches,
+    published_files,
+    sentence_transformers_modules,
+)
 from modeling_minibert.utils.commands import CommandLine
-from modeling_minibert.utils.files import check_links, check_output_dir, staged_folder
+from modeling_minibert.utils.files import (
+    check_links,
+    check_output_dir,
+    staged_folder,
+    write_json,
+)
+from modeling_minibert.utils.logging import quiet_transformers
 from modeling_minibert.utils.outputs import CARD_FILE, check_unlocked
+
+logger = logging.getLogger(__name__)
 
 # Head suffixes shared by both families ("Model", "ForMaskedLM", ...), from the one list of heads.
 HEADS = tuple(target.split(".")[-1].removeprefix("MiniBert") for target in modeling_minibert.AUTO_MAP.values())
@@ -43,6 +69,8 @@ BERT_VALUES = (("layer_norm_position", "post"), ("final_layer_norm", False), ("m
 # Present in some BERT checkpoints, absent from Mini-BERT by design: a buffer older transformers saved, and the
 # decoder bias, which BERT ties to `cls.predictions.bias` (Mini-BERT adds that bias directly).
 BERT_ONLY_KEYS = ("bert.embeddings.position_ids", "embeddings.position_ids", "cls.predictions.decoder.bias")
+# Config entries that name code files: a BERT-format folder has none, so it names none.
+CODE_ENTRIES = ("auto_map", "custom_pipelines")
 
 
 def _read_config(folder: Path) -> dict:
@@ -125,40 +153,20 @@ def _copy_tokenizer_files(src: Path, dst: Path) -> None:
             shutil.copy2(src / name, dst / name)
 
 
-def _fill_and_write(
-    model: torch.nn.Module, head: str, src: Path, out: Path, allow_pickle: bool, kept: list[str] | None = None
-) -> Path:
-    """Load the source weights into the freshly built target `model`, then write it and the tokenizer files; with
-    `kept` (to BERT), those files of `src` too, and the card rewritten for the BERT format."""
-    weights = _read_weights(src, allow_pickle)
+def _filled(model_class: type, config, head: str, weights: dict[str, torch.Tensor], src: Path) -> torch.nn.Module:
+    """A `model_class` model of `config` holding the source `weights`. A bare encoder saved without a pooler (ELECTRA's
+    discriminator: `pretrain --objective electra`) is built without one, in both families: nothing is invented."""
     if head == "Model":
         # A bare model saves its keys without the `bert.` prefix, in both families.
         weights = {key.removeprefix("bert."): value for key, value in weights.items()}
+    pooled = head != "Model" or "pooler.dense.weight" in weights
+    model = model_class(config) if pooled else model_class(config, add_pooling_layer=False)
     state = _match_state_dict(model, weights, src)
     if "cls.predictions.decoder.bias" in model.state_dict():  # BERT keeps a (tied) copy of the output bias
         state["cls.predictions.decoder.bias"] = state["cls.predictions.bias"]
     model.load_state_dict(state, strict=False)
     model.tie_weights()
-
-    with staged_folder(out) as staging:
-        model.save_pretrained(staging)
-        _copy_tokenizer_files(src, staging)
-        if kept is not None:
-            _write_bert_extras(src, staging, kept, out.name)
-    return out
-
-
-def _write_bert_extras(src: Path, staging: Path, kept: list[str], name: str) -> None:
-    """Copy `kept` (folder-relative paths) from `src`, then the card, rebuilt for the BERT format (keeping the
-    source card's task, base model, datasets and license, or a hand-written card's text)."""
-    from modeling_minibert.sharing.model_card import refresh_model_card
-
-    for path in kept:
-        (staging / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src / path, staging / path)
-    if (src / CARD_FILE).is_file():
-        shutil.copy2(src / CARD_FILE, staging / CARD_FILE)
-    refresh_model_card(staging, name)
+    return model
 
 
 def convert_bert_to_minibert(
@@ -181,8 +189,11 @@ def convert_bert_to_minibert(
     head = _head_of(source_config.get("architectures"), "Bert", src)
     config = MiniBertConfig.from_dict(minibert_dict_from_bert(source_config, str(src / "config.json")))
     _check_sizes(config, src)
-    model = getattr(modeling_minibert, f"MiniBert{head}")(config)
-    return _fill_and_write(model, head, src, out, allow_pickle)
+    model = _filled(getattr(modeling_minibert, f"MiniBert{head}"), config, head, _read_weights(src, allow_pickle), src)
+    with staged_folder(out) as staging:
+        model.save_pretrained(staging)
+        _copy_tokenizer_files(src, staging)
+    return out
 
 
 def bert_config_of(config: MiniBertConfig, source: Path) -> BertConfig:
@@ -196,14 +207,140 @@ def bert_config_of(config: MiniBertConfig, source: Path) -> BertConfig:
     return BertConfig(**{name: getattr(config, name) for name in BERT_FIELDS})
 
 
+def _bert_model(src: Path, source_config: dict, allow_pickle: bool) -> torch.nn.Module:
+    """transformers' `Bert*` model of the Mini-BERT folder `src`, its weights loaded; what BERT cannot hold is a
+    one-line ValueError naming it."""
+    import transformers
+
+    config = MiniBertConfig.from_dict(source_config)
+    bert_config = bert_config_of(config, src / "config.json")
+    head = _head_of(source_config.get("architectures"), "MiniBert", src)
+    _check_sizes(config, src)
+    return _filled(getattr(transformers, f"Bert{head}"), bert_config, head, _read_weights(src, allow_pickle), src)
+
+
+def _without_code_entries(path: Path, target: Path) -> bool:
+    """Write the JSON file `path` to `target` without `CODE_ENTRIES`, if it has any; whether it had."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # not there, or not JSON: left as it is, for the load check to name
+        return False
+    if not isinstance(data, dict) or not any(key in data for key in CODE_ENTRIES):
+        return False
+    write_json(target, {key: value for key, value in data.items() if key not in CODE_ENTRIES})
+    return True
+
+
+def write_bert_format(src: Path, target: Path, *, allow_pickle: bool = False, link: bool = False) -> list[str]:
+    """Write into the empty folder `target` the BERT-format copy of `src`, a Mini-BERT folder or job output folder
+    (converted) or a BERT one (its config, and tokenizer config, without the entries that name code). Returns the
+    files of `src` left out (`folder.published_files`: what a BERT-format repository does not hold).
+
+    Only what the conversion rewrites is written (config, weights; the card, copied to be rebuilt by
+    `refresh_model_card`); every other file is `src`'s own, copied, or with `link` linked: a push reads it from
+    where it is, so a large file is never copied. Every refusal is one line, before anything is written.
+    """
+    source_config = _read_config(src)
+    check_not_quantized(src)
+    check_referenced_files(src)  # modules.json's module folders: what the copy would lack, its users would too
+    check_uploaded_links(src)  # a link among the kept files that leads out of the folder is refused, naming it
+    model_type = source_config.get("model_type")
+    if model_type not in (MiniBertConfig.model_type, "bert"):
+        raise ValueError(f"{src / 'config.json'} has model_type {model_type!r}: only a Mini-BERT or BERT folder has a "
+                         "BERT format")
+    model = _bert_model(src, source_config, allow_pickle) if model_type == MiniBertConfig.model_type else None
+    published, left_out = published_files(src, "bert")
+    rewritten = BERT_FORMAT_REWRITES if model is not None else ("config.json", CARD_FILE)
+    kept = [path for path in published if not any(matches(path, pattern) for pattern in rewritten)]
+    target.mkdir(parents=True, exist_ok=True)
+    if model is not None:
+        with quiet_transformers():  # no "Writing model shards" bar for a single file
+            model.save_pretrained(target)
+    elif not _without_code_entries(src / "config.json", target / "config.json"):
+        kept.append("config.json")
+    if "tokenizer_config.json" in kept and _without_code_entries(src / "tokenizer_config.json", target / "tokenizer_config.json"):
+        kept.remove("tokenizer_config.json")
+    for path in kept:
+        (target / path).parent.mkdir(parents=True, exist_ok=True)
+        if link:
+            os.symlink((src / path).absolute(), target / path)
+        else:
+            shutil.copy2(src / path, target / path)
+    if (src / CARD_FILE).is_file():
+        shutil.copy2(src / CARD_FILE, target / CARD_FILE)  # a copy: the card is rewritten in place
+    return left_out
+
+
+def check_loads_as_bert(folder: Path, source: Path) -> None:
+    """Load the BERT-format `folder` (written from `source`) as its users will, before it is called done: the
+    transformers class its config names, through AutoConfig (no remote code: the folder has none), with every
+    weight in place; its tokenizer with AutoTokenizer; with a modules.json, SentenceTransformer (where installed)
+    encoding a text with every module. A failure is a one-line ValueError naming `source`."""
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    architecture = (config.architectures or ["BertModel"])[0]
+    model_class = getattr(transformers, architecture, None)
+    if model_class is None or not architecture.startswith("Bert"):
+        raise ValueError(f"{source}: its BERT-format config names {architecture!r}, which is not a transformers BERT class")
+    weights = [path for path in ("model.safetensors", "model.safetensors.index.json") if (folder / path).is_file()]
+    if weights:
+        index = folder / "model.safetensors.index.json"
+        keys = (json.loads(index.read_text())["weight_map"] if index.is_file()
+                else read_safetensors_header(folder / "model.safetensors"))
+        extra = {} if architecture != "BertModel" or "pooler.dense.weight" in keys else {"add_pooling_layer": False}
+        try:
+            with quiet_transformers():
+                _, info = model_class.from_pretrained(folder, config=config, output_loading_info=True, **extra)
+        except Exception as err:  # transformers' own errors (shapes, a file it cannot read), whatever their type
+            raise ValueError(f"{source}: transformers' {architecture} cannot load its BERT-format copy: "
+                             f"{_first_line(err)}") from None
+        problems = [f"{kind.replace('_', ' ')} {', '.join(sorted(map(str, info[kind])))}"
+                    for kind in ("missing_keys", "unexpected_keys", "mismatched_keys") if info.get(kind)]
+        if problems:
+            raise ValueError(f"{source}: transformers' {architecture} does not load its BERT-format copy whole: "
+                             + "; ".join(problems))
+    elif not list(folder.glob("*.onnx")) + list(folder.glob("onnx/*.onnx")):
+        raise FileNotFoundError(f"no model.safetensors in {source}")
+    if any((folder / name).is_file() for name in TOKENIZER_FILES):
+        try:
+            with quiet_transformers():
+                transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+        except Exception as err:  # any tokenizer error: the folder is not usable as it is
+            raise ValueError(f"{source}: AutoTokenizer cannot load its BERT-format copy: {_first_line(err)}") from None
+    if sentence_transformers_modules(folder):
+        _check_sentence_transformers(folder, source)
+
+
+def _check_sentence_transformers(folder: Path, source: Path) -> None:
+    check_referenced_files(folder)
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:  # a plain install (the train extra brings it): the module files were checked above
+        return
+    try:
+        with quiet_transformers():
+            model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+            model.encode(["a"])
+    except Exception as err:  # sentence-transformers' and transformers' own errors, whatever their type
+        raise ValueError(f"{source}: SentenceTransformer cannot load its BERT-format copy: {_first_line(err)}") from None
+    if len(model) != len(sentence_transformers_modules(folder)):
+        raise ValueError(f"{source}: SentenceTransformer loads {len(model)} of the modules its modules.json lists")
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
 def convert_minibert_to_bert(
     model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, *, overwrite_output_dir: bool = False,
     allow_pickle: bool = False,
 ) -> Path:
     """Turn a Mini-BERT folder or job output folder into a BERT-format folder that transformers' `Bert*` classes,
-    `AutoModel*`, `AutoTokenizer` and `pipeline` load without remote code; with the tokenizer, label maps,
-    results and plots kept, and the card saying which format it is. Returns `out`."""
-    import transformers
+    `AutoModel*`, `AutoTokenizer`, `pipeline` and (an embedding folder) `SentenceTransformer` load without remote
+    code; with the files of a BERT-format repository kept (tokenizer, label maps, results, plots, modules), and the
+    card saying which format it is. Loaded back so before it is put in place. Returns `out`."""
+    from modeling_minibert.sharing.model_card import refresh_model_card
 
     src, out = Path(model_name_or_path), Path(output_dir)
     source_config = _read_config(src)
@@ -213,12 +350,11 @@ def convert_minibert_to_bert(
         raise ValueError(
             f"{src / 'config.json'} has model_type {source_config.get('model_type')!r}, expected 'minibert'"
         )
-    config = MiniBertConfig.from_dict(source_config)
-    bert_config = bert_config_of(config, src / "config.json")
-    head = _head_of(source_config.get("architectures"), "MiniBert", src)
-    _check_sizes(config, src)
-    model = getattr(transformers, f"Bert{head}")(bert_config)
-    return _fill_and_write(model, head, src, out, allow_pickle, kept_files(src))
+    with staged_folder(out) as staging:
+        write_bert_format(src, staging, allow_pickle=allow_pickle)
+        refresh_model_card(staging, out.name)
+        check_loads_as_bert(staging, src)
+    return out
 
 
 @dataclass(kw_only=True)
@@ -238,9 +374,14 @@ def convert_bert(
     *, model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, to_bert: bool = False,
     overwrite_output_dir: bool = False, allow_pickle: bool = False,
 ) -> Path:
-    """The `convert-bert` job: BERT -> Mini-BERT, or with `to_bert` a Mini-BERT or job folder -> BERT format."""
+    """The `convert-bert` job: BERT -> Mini-BERT, or with `to_bert` a Mini-BERT or job folder -> BERT format (and a
+    one-line word on the files a BERT-format folder does not hold, left out)."""
     convert = convert_minibert_to_bert if to_bert else convert_bert_to_minibert
-    return convert(model_name_or_path, output_dir, overwrite_output_dir=overwrite_output_dir, allow_pickle=allow_pickle)
+    out = convert(model_name_or_path, output_dir, overwrite_output_dir=overwrite_output_dir, allow_pickle=allow_pickle)
+    left_out = published_files(Path(model_name_or_path), "bert")[1] if to_bert else []
+    if left_out:
+        logger.warning(left_out_line(left_out, "bert"))
+    return out
 
 
 COMMAND_LINE = CommandLine(
@@ -248,6 +389,7 @@ COMMAND_LINE = CommandLine(
     help="convert a transformers BERT folder to Mini-BERT (or a Mini-BERT / job folder to BERT with --to_bert)",
     description="Convert a folder saved by transformers' Bert* classes into a Mini-BERT folder with the same "
     "head and tokenizer files; with --to_bert, a Mini-BERT folder or job output folder into BERT format "
-    "(model_type bert, no code files; tokenizer, labels, results, plots and card kept).",
+    "(model_type bert, no code files; tokenizer, labels, results, plots, sentence-transformers modules and card "
+    "kept), loaded back with transformers (and SentenceTransformer) before it is put in place.",
     report=lambda path, options: f"wrote {path}",
 )

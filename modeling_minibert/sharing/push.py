@@ -6,14 +6,17 @@
 A saved Mini-BERT folder (`save_pretrained` output) already holds everything a user without this package
 needs: safetensors weights, a config whose `auto_map` names the classes, the configuration and modeling
 source files, and the tokenizer files. A job's output folder (pretraining or fine-tuning, Trainer's layout)
-adds results files, plots and `checkpoint-N/` folders. `push_to_hub` uploads the model, tokenizer, card,
-results and plots with `huggingface_hub.HfApi`; checkpoints and training state (optimizer, scheduler, RNG
-states, `training_args.bin`) are never uploaded, and any other pickle file is refused unless asked.
+adds results files, plots and `checkpoint-N/` folders. `push_to_hub` uploads the files a model repository of
+the format consists of (`folder.published_files`, an allow-list: model, code named by `auto_map`, tokenizer,
+card, results, plots, sentence-transformers modules, ONNX graphs) with `huggingface_hub.HfApi`, and says in one
+line what it left out; checkpoints and training state (optimizer, scheduler, RNG states, `training_args.bin`)
+are never uploaded, and any other pickle file is refused unless asked.
 
 The model card (`model_card.write_model_card` at the end of a job) is refreshed at push.
 
 The token is looked up like huggingface_hub does (argument, `HF_TOKEN`, `hf auth login`) and never appears
-in an uploaded file, the card, a log line or an exception message.
+in an uploaded file or file name, the card, the repository id, revision or commit message, a log line or an
+exception message.
 """
 
 from __future__ import annotations
@@ -27,23 +30,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx2  # huggingface_hub's HTTP client: its errors are the Hub's and the network's
-from huggingface_hub import CommitInfo, HfApi, get_token
+from huggingface_hub import CommitInfo, CommitOperationAdd, HfApi, get_token
 from huggingface_hub.errors import LocalTokenNotFoundError
 from huggingface_hub.utils import filter_repo_objects, validate_repo_id
 from transformers import TrainerCallback
 from transformers.dynamic_module_utils import custom_object_save
 
-from modeling_minibert.configuration_minibert import MiniBertConfig, read_config_json
-from modeling_minibert.sharing.folder import PICKLE_PATTERNS, check_uploaded_links, files_to_upload
+from modeling_minibert.sharing.folder import (
+    FORMATS,
+    PICKLE_PATTERNS,
+    check_not_quantized,
+    check_referenced_files,
+    check_uploaded_links,
+    files_to_upload,
+    left_out_line,
+    published_files,
+)
 from modeling_minibert.sharing.model_card import parameter_count, refresh_model_card
 from modeling_minibert.utils.commands import CommandLine
-from modeling_minibert.utils.outputs import safetensors_problem
+from modeling_minibert.utils.outputs import CARD_FILE, safetensors_problem
 
 logger = logging.getLogger(__name__)
 
 REDACTED = "hf_***"
-# What `push --format` publishes: the folder as it is (Mini-BERT: remote code), or its transformers BERT format.
-FORMATS = ("minibert", "bert")
 OS_ERROR_FIELDS = ("errno", "strerror", "filename", "filename2")  # an OSError keeps these outside args and __dict__
 
 def check_weights_readable(folder: Path, paths: list[str]) -> None:
@@ -146,14 +155,19 @@ def _call_without_leaking(token: str | None, call: Callable[[], CommitInfo]) -> 
     raise clean from None
 
 
-def _check_no_token_in_files(folder: Path, paths: list[str], token: str) -> None:
+def _check_no_token(folder: Path, paths: list[str], token: str, shown: Callable[[str], Path | str]) -> None:
+    """Refuse, naming it, a file of `folder` to upload whose name or content holds `token`. `shown(path)` is the
+    file as the user knows it (a BERT-format push reads from a temporary copy, not theirs)."""
     needle = token.encode()
     for rel in paths:
+        if token in rel:
+            raise ValueError(f"a file name in {shown('')} contains your Hub token: it would be published "
+                             f"({rel.replace(token, REDACTED)}); rename it before pushing")
         with open(folder / rel, "rb") as f:
             tail = b""
             while chunk := f.read(1 << 20):
                 if needle in tail + chunk:
-                    raise ValueError(f"{folder / rel} contains your Hub token: remove it before pushing")
+                    raise ValueError(f"{shown(rel)} contains your Hub token: remove it before pushing")
                 tail = chunk[-len(needle):]
 
 
@@ -180,7 +194,8 @@ def push_to_hub(
     Args:
         model_name_or_path: a `save_pretrained` folder (config.json, model.safetensors, source files, tokenizer files), or
             a job's output folder: its results files and plots go too; `checkpoint-*/` folders (at any depth)
-            and training state (optimizer, scheduler, RNG states, `training_args.bin`) never do.
+            and training state (optimizer, scheduler, RNG states, `training_args.bin`) never do. What a model
+            repository does not hold (scripts, notes, caches) is left out, and named in one logged line.
         hub_model_id: "namespace/name" (or "name", under the token's account); created if missing.
         private: create the repository private (no effect if it exists).
         revision: branch to commit to; created from `main` if new. Tags and commit ids are refused.
@@ -190,17 +205,21 @@ def push_to_hub(
             run code when loaded). Checkpoints and training state are never uploaded, whatever this says.
         endpoint: Hub URL; defaults to `HF_ENDPOINT` or huggingface.co.
         license: the card's license (default: the card's own, else "apache-2.0").
-        format: "minibert" (the folder as it is) or "bert": a Mini-BERT folder is converted first, in a temporary
-            folder, to transformers' BERT format (`convert_bert.convert_minibert_to_bert`: no code files, loads
-            without remote code); the folder itself is left as it is.
+        format: "minibert" (the folder's model as it is, with the code its `auto_map` names) or "bert": transformers'
+            BERT format (`bert_format.write_bert_format`: a Mini-BERT folder converted, a BERT one without code or
+            `auto_map`; loaded back with transformers, and SentenceTransformer for an embedding folder, before the
+            upload). Only the rewritten config, weights and card are written (to a temporary folder); the other
+            files are uploaded from the folder itself, which is left as it is.
 
     Returns:
         The `CommitInfo` (a str: the commit URL; `.oid` is the commit id).
 
     Raises:
         FileNotFoundError: `folder` or its config.json is missing.
-        ValueError: bad hub_model_id or revision, pickle files without `allow_pickle`, the token inside a file, a link
-            that leads out of the folder (or to a file never uploaded), a safetensors file cut short or unreadable.
+        ValueError: bad hub_model_id or revision, pickle files without `allow_pickle`, the token inside a file or in
+            its name, a link that leads out of the folder (or to a file never uploaded), a safetensors file cut short
+            or unreadable, an int8 folder (which transformers cannot load), a module folder that modules.json names
+            missing, a BERT-format copy that transformers (or SentenceTransformer) does not load whole.
         LocalTokenNotFoundError: no token anywhere.
         huggingface_hub errors (RepositoryNotFoundError, HfHubHTTPError, ...) from the Hub; one that carries the
             token (in its message or its request's headers) is replaced by a token-free copy of the same type.
@@ -208,28 +227,18 @@ def push_to_hub(
     token = token or get_token()
     if format not in FORMATS:
         raise ValueError(f"format={format!r} is not one of {', '.join(map(repr, FORMATS))}")
-    folder, repo_id = Path(model_name_or_path), hub_model_id
+    folder = Path(model_name_or_path)
     with tempfile.TemporaryDirectory(prefix="minibert-push-") as scratch:
-        if format == "bert" and _is_minibert_folder(folder):
-            from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
-
-            folder = convert_minibert_to_bert(folder, Path(scratch) / folder.name)
         # Everything below may quote its arguments in an error: a token pasted into the wrong one stays hidden.
         return _call_without_leaking(token, lambda: _push(
-            folder, repo_id, private, revision, commit_message, token, allow_pickle, endpoint, license))
-
-
-def _is_minibert_folder(folder: Path) -> bool:
-    """Whether `folder` holds a Mini-BERT config (a BERT-format folder is pushed as it is; a missing or broken
-    config is left for `_push` to name)."""
-    try:
-        return read_config_json(folder).get("model_type") == MiniBertConfig.model_type
-    except (OSError, ValueError):
-        return False
+            folder, Path(scratch), format, hub_model_id, private, revision, commit_message, token, allow_pickle,
+            endpoint, license))
 
 
 def _push(
     folder: Path,
+    scratch: Path,
+    format: str,
     repo_id: str,
     private: bool,
     revision: str | None,
@@ -250,21 +259,12 @@ def _push(
     validate_repo_id(repo_id)
     if revision is not None and (not revision or re.fullmatch(r"[0-9a-f]{40}", revision)):
         raise ValueError(f"revision={revision!r} must be a branch name (commits go on branches)")
-    check_uploaded_links(folder)
-    paths = files_to_upload(folder)
-    check_weights_readable(folder, paths)
-    pickles = list(filter_repo_objects(paths, allow_patterns=PICKLE_PATTERNS))
-    if pickles and not allow_pickle:
-        raise ValueError(
-            f"{folder} holds pickle files ({', '.join(pickles)}), which run arbitrary code when loaded: "
-            "save the weights as safetensors, delete these files, or pass allow_pickle=True (--allow-pickle). "
-            "(Checkpoints and training state are never uploaded: they need no flag.)"
-        )
+    folder, paths, left_out, shown = _files_to_push(folder, scratch, format, allow_pickle)
     if not token:
         raise LocalTokenNotFoundError(
             "No Hugging Face token found: pass token=..., set the HF_TOKEN environment variable or run `hf auth login`"
         )
-    _check_no_token_in_files(folder, paths, token)
+    _check_no_token(folder, paths, token, shown)
 
     api = HfApi(endpoint=endpoint, token=token)
     repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
@@ -276,18 +276,54 @@ def _push(
             api.create_branch(repo_id, branch=revision)
             logger.info("created branch %s of %s from main", revision, repo_id)
     refresh_model_card(folder, repo_id, revision, license)
-    paths = files_to_upload(folder)  # README.md may be new
-    _check_no_token_in_files(folder, ["README.md"], token)
-    info = api.upload_folder(
-        folder_path=folder,
+    paths.append(CARD_FILE)
+    _check_no_token(folder, [CARD_FILE], token, lambda rel: f"the model card written for {repo_id}")
+    if left_out:
+        logger.warning(left_out_line(left_out, format).replace(token, REDACTED))
+    # Each file read from where it is (a BERT-format push: the user's own file, through its link), never copied.
+    info = api.create_commit(
         repo_id=repo_id,
+        operations=[CommitOperationAdd(path_in_repo=path, path_or_fileobj=str(folder / path)) for path in paths],
         revision=revision,
         commit_message=commit_message or f"Upload {repo_id.split('/')[-1]} with minibert push",
-        # Exactly the files checked above (escaped: they are fnmatch patterns).
-        allow_patterns=[re.sub(r"([*?[])", r"[\1]", p) for p in paths],
     )
-    logger.info("pushed %d files from %s to %s", len(paths), folder, info.commit_url)
+    logger.info("pushed %d files from %s to %s", len(paths), str(folder).replace(token, REDACTED), info.commit_url)
     return info
+
+
+def _files_to_push(
+    folder: Path, scratch: Path, format: str, allow_pickle: bool
+) -> tuple[Path, list[str], list[str], Callable[[str], Path | str]]:
+    """The folder to upload from, its files to upload (but the card, written later), the files left out, and how to
+    name a file to the user. In BERT format the folder is written into `scratch`: only what the format rewrites,
+    every other file a link to the user's own (read through it at upload: never copied)."""
+    check_not_quantized(folder)  # a repository nobody can load is not published
+    check_referenced_files(folder)  # nor one that lacks a file its own modules.json names
+    check_uploaded_links(folder)
+    check_weights_readable(folder, files_to_upload(folder))
+    if format == "bert":
+        from modeling_minibert.sharing.bert_format import (
+            check_loads_as_bert,
+            write_bert_format,
+        )
+
+        source, view = folder, scratch / folder.name
+        left_out = write_bert_format(source, view, allow_pickle=allow_pickle, link=True)
+        check_loads_as_bert(view, source)
+
+        def shown(rel: str) -> Path | str:
+            return source / rel if not rel or (view / rel).is_symlink() else f"{source / rel} (its BERT-format copy)"
+
+        return view, [path for path in files_to_upload(view) if path != CARD_FILE], left_out, shown
+    pickles = list(filter_repo_objects(files_to_upload(folder), allow_patterns=PICKLE_PATTERNS))
+    if pickles and not allow_pickle:
+        raise ValueError(
+            f"{folder} holds pickle files ({', '.join(pickles)}), which run arbitrary code when loaded: "
+            "save the weights as safetensors, delete these files, or pass allow_pickle=True (--allow-pickle). "
+            "(Checkpoints and training state are never uploaded: they need no flag.)"
+        )
+    paths, left_out = published_files(folder, format, allow_pickle)
+    return folder, [path for path in paths if path != CARD_FILE], left_out, lambda rel: folder / rel
 
 
 class PushCustomCodeCallback(TrainerCallback):
