@@ -20,8 +20,7 @@ from transformers import AutoModelForPreTraining
 import modeling_minibert
 from modeling_minibert import cli
 from modeling_minibert.training.pretraining import PretrainingArguments, pretrain
-from modeling_minibert.training.pretraining.data import RunBatches
-from modeling_minibert.training.pretraining.loop import DATA_WAIT
+from modeling_minibert.training.pretraining.data import DATA_WAIT, RunBatches
 from modeling_minibert.training.pretraining.run_folder import ARGS_FILE, PROCESSES, keep_global_batch
 from modeling_minibert.utils.outputs import results_file
 from fixtures.pretraining import (  # noqa: F401 (fixtures)
@@ -73,6 +72,15 @@ def test_one_process_takes_the_batches_accelerates_seedable_sampler_gave():
         sampler.set_epoch(epoch)
         expected += list(torch.utils.data.BatchSampler(sampler, 4, drop_last=True))
     assert [b.indices for b in islice(RunBatches(46, 4, seed=7), 33)] == expected
+
+
+def test_data_loader_workers_mask_as_the_training_process_does(tiny, tmp_path):
+    """`--dataloader_num_workers`: batches collated ahead in another process train exactly as the loop's own, a
+    masking-rate schedule included (every batch carries its place in the run)."""
+    settings = dict(tiny, max_steps=4, save_steps=4, eval_steps=4, final_mlm_probability=0.2)
+    pretrain(output_dir=str(tmp_path / "in-process"), **settings)
+    pretrain(output_dir=str(tmp_path / "worker"), dataloader_num_workers=1, **settings)
+    assert read_metrics(tmp_path / "worker") == read_metrics(tmp_path / "in-process")
 
 
 # --- the global batch on resume ---------------------------------------------------------------------------------
@@ -182,7 +190,7 @@ def test_ddp_matches_one_process_and_a_run_resumes_with_another_number_of_proces
     stdout, stderr = two.communicate(timeout=300)
     assert two.returncode == 0, stderr[-3000:]
     assert one.returncode == 0, one.stderr[-3000:]
-    assert "2 process(es) x 1 micro-batch(es) of 8 a step" in stdout
+    assert "2 process(es) x 1 micro-batch(es) of 8 a step (DDP over gloo)" in stdout
     assert stdout.count("saved the pretrained model and tokenizer to") == 1
 
     rank0, rank1 = load_file(tmp_path / "rank0.safetensors"), load_file(tmp_path / "rank1.safetensors")

@@ -21,15 +21,20 @@ import importlib.util
 import os
 import random
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import datasets
 import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
 
 IS_NEXT, RANDOM_NEXT = 0, 1  # `next_sentence_label` values, as in transformers' BERT
 MIN_DOCUMENTS_PER_SPLIT = 2  # a random segment B must come from *another* document of the same split
@@ -378,6 +383,53 @@ class RunExamples(Dataset):
 
 
 BATCH_FIELDS = ("epoch", "batch_number", "batches")
+DATA_WAIT = "data_wait"  # metrics.jsonl's key for the share of step time spent waiting for batches (`DataWait`)
+
+
+class DataWait:
+    """How much of the training steps' time goes to waiting for batches: `data_wait` in each training record of
+    metrics.jsonl (the logging window's share) and `train_data_wait` in the results (the session's).
+
+    The wait is the time spent in the data loader's `next` and the copy to the device; the steps' time is the
+    wall-clock time between two logged steps, evaluations and checkpoints left out. A window ends after the
+    logging's reduction, which waits for the device: on a GPU, whose steps run ahead of the loop, its time is
+    counted. In a distributed run the largest share of any process is recorded (a process waiting for its batch
+    holds the others up at the gradients' all-reduce). Near 0 when the loader keeps ahead of the steps; the loader
+    collates in the loop's process unless `--dataloader_num_workers` says otherwise.
+    """
+
+    def __init__(self):
+        self.waited = self.left_out = self.total_waited = self.total_seconds = 0.0
+        self.window_start = self.paused = time.perf_counter()
+
+    def start(self) -> None:
+        self.window_start = time.perf_counter()
+
+    def next(self, batches: Iterator[dict], device: torch.device) -> dict:
+        """The next batch, on `device`, its wait counted."""
+        began = time.perf_counter()
+        batch = {k: v.to(device, non_blocking=True) for k, v in next(batches).items()}
+        self.waited += time.perf_counter() - began
+        return batch
+
+    def resume(self) -> None:
+        """After an evaluation or a checkpoint (begun at `paused`): its time is not step time."""
+        self.left_out += time.perf_counter() - self.paused
+
+    def share(self, accelerator: Accelerator) -> float:
+        """The window's share (the largest of any process); the next window starts."""
+        now = time.perf_counter()
+        seconds = now - self.window_start - self.left_out
+        share = self.waited / seconds if seconds > 0 else 0.0
+        if accelerator.num_processes > 1:
+            share = accelerator.reduce(torch.tensor(share, device=accelerator.device), "max").item()
+        self.total_waited, self.total_seconds = self.total_waited + share * seconds, self.total_seconds + seconds
+        self.waited = self.left_out = 0.0
+        self.window_start = now
+        return round(share, 4)
+
+    def session_share(self) -> float:
+        return round(self.total_waited / self.total_seconds, 4) if self.total_seconds > 0 else 0.0
 
 
 # --- masking ---------------------------------------------------------------------------------------------------

