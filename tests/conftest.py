@@ -48,10 +48,25 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return Scheduling(config, log)
 
 
+GPU_TESTS_ON_CPU = "MINIBERT_GPU_TESTS_ON_CPU"  # set to 1: the `gpu` tests run on the CPU (a dry run of their code)
+
+
+def gpu_skip_reason() -> str | None:
+    """Why the `gpu` tests cannot run here (no CUDA device, and no dry run asked for), or None."""
+    if torch.cuda.is_available() or os.environ.get(GPU_TESTS_ON_CPU) == "1":
+        return None
+    return f"needs a CUDA GPU (torch {torch.__version__} sees none); {GPU_TESTS_ON_CPU}=1 runs it on the CPU"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Units holding `slow` tests first, the longest first (`slow(seconds=...)`: one worker's time, measured):
-    pytest-xdist hands units out in this order, so a long one started last would leave the other workers idle
-    while it runs, and the short units fill in beside the long ones."""
+    """`gpu` tests skipped, saying why, where there is no GPU. Then units holding `slow` tests first, the longest
+    first (`slow(seconds=...)`: one worker's time, measured): pytest-xdist hands units out in this order, so a long
+    one started last would leave the other workers idle while it runs, and the short units fill in beside the long
+    ones."""
+    reason = gpu_skip_reason()
+    for item in items:
+        if reason and item.get_closest_marker("gpu"):
+            item.add_marker(pytest.mark.skip(reason=reason))
     cost: dict[str, float] = {}
     for item in items:
         for mark in item.iter_markers("slow"):

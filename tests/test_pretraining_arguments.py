@@ -78,6 +78,7 @@ def test_help_reads_right(capsys):
     (dict(pretraining_dropout=1.0), r"pretraining_dropout=1.0 must be in \[0, 1\)"),
     (dict(model_name_or_path="m", config_overrides="hidden_size=8"), r"cannot be combined with model_name_or_path"),
     (dict(num_threads=-1), r"num_threads=-1 must be at least 0"),
+    (dict(dataloader_num_workers=-1), r"^dataloader_num_workers=-1 must be at least 0 \(0: the run's own process\)$"),
     (dict(relation_heads=0, teacher_model_name_or_path="t"), r"relation_heads=0 must be at least 1"),
 ])
 def test_bad_arguments_are_named(change, message):
@@ -88,6 +89,7 @@ def test_bad_arguments_are_named(change, message):
 def test_identity_leaves_out_what_may_change_on_resume_and_the_token():
     identity = PretrainingArguments(hub_token="hf_secret", max_steps=9).identity()
     assert "hub_token" not in identity and "max_steps" not in identity and "max_time" not in identity
+    assert "dataloader_num_workers" not in identity, "where batches are collated changes nothing they hold"
     assert identity["learning_rate"] == PretrainingArguments().learning_rate
 
 

@@ -22,11 +22,12 @@ from modeling_minibert.sharing.bert_format import convert_bert_to_minibert, conv
 from modeling_minibert.training.pretraining import PretrainingArguments, pretrain
 from modeling_minibert.training.pretraining.data import (
     DataCollatorForPreTraining,
+    RunBatches,
+    RunExamples,
     build_nsp_dataset,
     read_text_files,
     split_documents,
 )
-from modeling_minibert.training.pretraining.loop import epoch_batches
 from modeling_minibert.utils.outputs import ALL_RESULTS_FILE, results_file
 from modeling_minibert.utils.outputs import CURVES_FILE as PLOT_FILE
 from modeling_minibert.training.pretraining.run_folder import ARGS_FILE
@@ -163,14 +164,15 @@ def test_each_epoch_draws_new_masks(tiny, tokenizer_dir, corpus):
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     examples = build_nsp_dataset(read_text_files([corpus])[:6], tokenizer, 32, seed=0)
     collator = DataCollatorForPreTraining(tokenizer, seed=0)
-    from accelerate import Accelerator
 
-    loader = Accelerator(cpu=True).prepare(torch.utils.data.DataLoader(examples, batch_size=len(examples), collate_fn=collator))
-    batches = epoch_batches(loader, collator)
-    first, second = next(batches), next(batches)
+    def batches(start: int):  # one batch per epoch: the whole set
+        return iter(torch.utils.data.DataLoader(RunExamples(examples), sampler=RunBatches(len(examples), len(examples), 0, start=start),
+                                                batch_size=None, collate_fn=collator))
+
+    first, second = next(batches(0)), next(batches(1))
+    assert sorted(first["next_sentence_label"].tolist()) == sorted(second["next_sentence_label"].tolist())
     assert not torch.equal(first["labels"], second["labels"]), "epoch 2 masks like epoch 1"
-    replay = epoch_batches(loader, collator, start_batch=1)  # a resumed run entering epoch 2
-    assert torch.equal(next(replay)["labels"], second["labels"])
+    assert torch.equal(next(batches(1))["labels"], second["labels"]), "a resumed run entering epoch 2 masks alike"
 
 
 # --- the run folder: refusing, resuming, overwriting -----------------------------------------------------------
@@ -493,68 +495,6 @@ def test_sigkill_at_seeded_points_then_resume_equals_an_uninterrupted_run(tiny, 
     a, b = load_file(whole / "model.safetensors"), load_file(killed / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert not list(killed.glob(".*")), "leftovers of the interrupted save and the dead run's lock are gone"
-
-
-# --- DDP -------------------------------------------------------------------------------------------------------
-
-# Launched on each rank: runs `minibert pretrain`, and at the end saves this rank's own weights, so that the
-# test can compare the ranks (the run itself saves the main process's only).
-RANK_WEIGHTS = textwrap.dedent("""
-    import sys
-    import accelerate
-    from safetensors.torch import save_file
-    end_training = accelerate.Accelerator.end_training
-    def save_rank_weights(self):
-        model = self._models[0]
-        state = {k: v.detach().clone().contiguous() for k, v in self.unwrap_model(model).state_dict().items()
-                 if "decoder.weight" not in k}
-        save_file(state, f"{sys.argv[1]}/rank{self.process_index}.safetensors")
-        end_training(self)
-    accelerate.Accelerator.end_training = save_rank_weights
-    from modeling_minibert.cli import main
-    sys.exit(main(sys.argv[2:]))
-""")
-
-
-@pytest.mark.slow(seconds=25)
-def test_two_process_ddp_synchronises_and_matches_one_process_on_the_same_global_batches(tiny, tmp_path):
-    """DDP over gloo on CPU (`accelerate launch --multi_gpu`; its `--cpu` starts one process). Each rank takes 8
-    examples per step; one process with 2 micro-batches of 8 (gradient accumulation) sees the same 16 examples
-    with the same masks, so the trained weights must agree up to summation order (tolerance 1e-5)."""
-    script = tmp_path / "rank_weights.py"
-    script.write_text(RANK_WEIGHTS)
-    settings = dict(tiny, max_steps=12, save_steps=6, eval_steps=6, logging_steps=3, learning_rate=2e-3)
-    ddp, single = tmp_path / "ddp", tmp_path / "single"
-    for folder in (ddp, single):
-        folder.mkdir()
-    launch = [PYTHON, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-              "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
-    env = subprocess_env(tmp_path)
-    two = subprocess.Popen([*launch, str(script), str(tmp_path), "pretrain", "--output_dir", str(ddp / "run"),
-                            *cli_args(**settings)], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    one = subprocess.run([PYTHON, str(script), str(single), "pretrain", "--output_dir", str(single / "run"),
-                          *cli_args(**dict(settings, gradient_accumulation_steps=2))],
-                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    stdout, stderr = two.communicate(timeout=300)
-    assert two.returncode == 0, stderr[-3000:]
-    assert one.returncode == 0, one.stderr[-3000:]
-    assert "2 process(es)" in stdout and stdout.count("saved the pretrained model and tokenizer to") == 1
-
-    rank0, rank1 = load_file(tmp_path / "rank0.safetensors"), load_file(tmp_path / "rank1.safetensors")
-    alone = load_file(single / "rank0.safetensors")
-    assert all(torch.equal(rank0[k], rank1[k]) for k in rank0), "the ranks' gradients were synchronised"
-    for key in rank0:
-        torch.testing.assert_close(rank0[key], alone[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")
-    initial = modeling_minibert.MiniBertForPreTraining(AutoModelForPreTraining.from_pretrained(ddp / "run").config)
-    assert not torch.equal(rank0["bert.encoder.layer.0.attention.self.query.weight"], initial.bert.encoder.layer[0].attention.self.query.weight)
-
-    losses = [r["loss"] for r in read_metrics(ddp / "run") if "loss" in r]
-    assert [r["step"] for r in read_metrics(ddp / "run") if "loss" in r] == [3, 6, 9, 12]
-    assert losses[-1] < losses[0] - 0.1, "the loss falls"
-    alone_losses = [r["loss"] for r in read_metrics(single / "run") if "loss" in r]
-    assert losses == pytest.approx(alone_losses, rel=1e-4)
-    train = json.loads((ddp / "run" / TRAIN_RESULTS_FILE).read_text())
-    assert train["epoch"] == pytest.approx(12 * 8 * 2 / train["train_samples"], abs=0.01)  # 2 x 8 per step
 
 
 # --- bad input -------------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from modeling_minibert.utils.commands import CommandLine
 NOT_RUN_IDENTITY = (
     "output_dir", "resume_from_checkpoint", "overwrite_output_dir", "disable_tqdm", "max_steps", "max_time",
     "logging_steps", "eval_steps", "save_steps", "save_total_limit", "report_to", "push_to_hub", "hub_model_id",
-    "hub_token", "per_device_eval_batch_size", "num_threads",
+    "hub_token", "per_device_eval_batch_size", "num_threads", "dataloader_num_workers",
 )
 LATEST = "latest"  # `--resume_from_checkpoint` without a path: the newest good checkpoint in output_dir
 DEFAULT_MAX_STEPS = Objective.recipe["max_steps"]  # the default run's
@@ -123,6 +123,10 @@ class RunArguments:
     num_threads: int = field(default=0, metadata=_help(
         "torch threads on CPU; 0 (auto): OMP_NUM_THREADS if set, else one per core idle when the run starts (all "
         "cores on an idle machine, 1 on a busy one, where more threads run slower)"))
+    dataloader_num_workers: int = field(default=0, metadata=_help(
+        "processes that collate and mask batches ahead of the steps; 0: the run's own process, enough on CPU (a "
+        "batch takes milliseconds beside steps of a tenth of a second or more); on a GPU, 2-4 when metrics.jsonl's "
+        "data_wait says the steps wait for data"))
     push_to_hub: bool = field(default=False, metadata=_help("upload the finished model folder to the Hub"))
     hub_model_id: str | None = field(default=None, metadata=_help("Hub repository for --push_to_hub; unset: the output folder's name"))
     hub_token: str | None = field(default=None, metadata=_help(
@@ -143,6 +147,8 @@ class RunArguments:
         objective.check_arguments(self)
         if self.num_threads < 0:
             raise ValueError(f"num_threads={self.num_threads} must be at least 0 (0: chosen by how busy the cores are)")
+        if self.dataloader_num_workers < 0:
+            raise ValueError(f"dataloader_num_workers={self.dataloader_num_workers} must be at least 0 (0: the run's own process)")
         positive = ("vocab_size", "dupe_factor", "per_device_train_batch_size", "per_device_eval_batch_size",
                     "gradient_accumulation_steps", "max_steps", "logging_steps", "eval_steps", "save_steps",
                     "save_total_limit")

@@ -4,10 +4,15 @@
     train_docs, held_out_docs = split_documents(documents, held_out_fraction=0.05, seed=42)
     train_set = build_nsp_dataset(train_docs, tokenizer, max_length=64, seed=42)   # a `datasets.Dataset`
     collator = DataCollatorForPreTraining(tokenizer, seed=42)                       # MLM masking + NSP labels
+    loader = DataLoader(RunExamples(train_set), sampler=RunBatches(len(train_set), 32, seed=42), batch_size=None,
+                        collate_fn=collator)                                        # the run's batches, in order
 
 NSP pairs follow BERT's `create_pretraining_data.py`: sentences of a document are gathered until they fill the
 sequence, split at a random sentence boundary into segment A and B; half the time B is replaced by text from a
 random other document. The held-out split is by document, so no document is on both sides.
+
+A run's batches are one sequence numbered across epochs (`RunBatches`), and each batch's masks are a function of
+its examples and epoch: what a step trains on follows the global step, whatever the number of processes.
 """
 
 from __future__ import annotations
@@ -16,14 +21,20 @@ import importlib.util
 import os
 import random
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import datasets
 import numpy as np
 import torch
+from torch.utils.data import Dataset, Sampler
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
 
 IS_NEXT, RANDOM_NEXT = 0, 1  # `next_sentence_label` values, as in transformers' BERT
 MIN_DOCUMENTS_PER_SPLIT = 2  # a random segment B must come from *another* document of the same split
@@ -304,6 +315,123 @@ def build_nsp_dataset(
     return datasets.Dataset.from_dict(columns)
 
 
+# --- the run's batches -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunBatch:
+    """One micro-batch of a run: its examples (indices into the training set), the epoch they come from, and its
+    number among the run's micro-batches (`number` of `of`: the masking-rate schedule's place)."""
+
+    indices: list[int]
+    epoch: int
+    number: int
+    of: int
+
+
+class RunBatches(Sampler[RunBatch]):
+    """The micro-batches of a run, numbered across epochs, as process `process_index` of `num_processes` takes them,
+    from the run's batch `start` on (endless: the loop stops at its last step).
+
+    Batch g is the (g mod N)-th slice of `batch_size` examples of epoch g // N's order (N = examples // batch_size;
+    the remainder is left out, as `drop_last`), each epoch's order a permutation seeded by `seed` + epoch (the one
+    Accelerate's SeedableRandomSampler draws). Process r takes batches r, r + W, r + 2W, ...: at optimizer step s
+    with A micro-batches per process, its micro-batch m is batch (s x A + m) x W + r. One process with W x A
+    micro-batches per step therefore trains on the very batches W processes share out, a run resumed with another
+    number of processes (`start` = steps x W x A) continues the same sequence, and a batch is never padded or
+    repeated at an epoch's end.
+
+    Hand-written because Accelerate shards each epoch on its own (`BatchSamplerShard`: an epoch whose batches do not
+    divide among the processes is padded with its first ones, and a new epoch starts on every process at once),
+    so its batches would follow the number of processes, not the step. `of` (the run's total, which `--max_time`
+    refits) goes with every batch, so that data-loader workers mask by the current schedule.
+    """
+
+    def __init__(self, num_examples: int, batch_size: int, seed: int, num_processes: int = 1, process_index: int = 0,
+                 start: int = 0, of: int = 0):
+        if num_examples < batch_size:
+            raise ValueError(f"{num_examples} example(s) make no batch of {batch_size}")
+        self.num_examples, self.batch_size, self.seed = num_examples, batch_size, seed
+        self.num_processes, self.process_index, self.start, self.of = num_processes, process_index, start, of
+        self.per_epoch = num_examples // batch_size
+
+    def order(self, epoch: int) -> list[int]:
+        """The examples of `epoch` in their shuffled order."""
+        generator = torch.Generator().manual_seed(self.seed + epoch)
+        return torch.randperm(self.num_examples, generator=generator).tolist()
+
+    def __iter__(self):
+        number, epoch, order = self.start + self.process_index, -1, []
+        while True:
+            wanted, position = divmod(number, self.per_epoch)
+            if wanted != epoch:
+                epoch, order = wanted, self.order(wanted)
+            first = position * self.batch_size
+            yield RunBatch(order[first : first + self.batch_size], epoch, number, self.of)
+            number += self.num_processes
+
+
+class RunExamples(Dataset):
+    """The examples of each `RunBatch` (a `DataLoader` with `batch_size=None` fetches a whole batch at once), each
+    with the batch's epoch, number and total (`BATCH_FIELDS`), which the collator masks by."""
+
+    def __init__(self, examples: datasets.Dataset):
+        self.examples = examples
+
+    def __getitem__(self, batch: RunBatch) -> list[dict]:
+        rows = self.examples.__getitems__(batch.indices)  # one read of the table for the whole batch
+        return [{**row, "epoch": batch.epoch, "batch_number": batch.number, "batches": batch.of} for row in rows]
+
+
+BATCH_FIELDS = ("epoch", "batch_number", "batches")
+DATA_WAIT = "data_wait"  # metrics.jsonl's key for the share of step time spent waiting for batches (`DataWait`)
+
+
+class DataWait:
+    """How much of the training steps' time goes to waiting for batches: `data_wait` in each training record of
+    metrics.jsonl (the logging window's share) and `train_data_wait` in the results (the session's).
+
+    The wait is the time spent in the data loader's `next` and the copy to the device; the steps' time is the
+    wall-clock time between two logged steps, evaluations and checkpoints left out. A window ends after the
+    logging's reduction, which waits for the device: on a GPU, whose steps run ahead of the loop, its time is
+    counted. In a distributed run the largest share of any process is recorded (a process waiting for its batch
+    holds the others up at the gradients' all-reduce). Near 0 when the loader keeps ahead of the steps; the loader
+    collates in the loop's process unless `--dataloader_num_workers` says otherwise.
+    """
+
+    def __init__(self):
+        self.waited = self.left_out = self.total_waited = self.total_seconds = 0.0
+        self.window_start = self.paused = time.perf_counter()
+
+    def start(self) -> None:
+        self.window_start = time.perf_counter()
+
+    def next(self, batches: Iterator[dict], device: torch.device) -> dict:
+        """The next batch, on `device`, its wait counted."""
+        began = time.perf_counter()
+        batch = {k: v.to(device, non_blocking=True) for k, v in next(batches).items()}
+        self.waited += time.perf_counter() - began
+        return batch
+
+    def resume(self) -> None:
+        """After an evaluation or a checkpoint (begun at `paused`): its time is not step time."""
+        self.left_out += time.perf_counter() - self.paused
+
+    def share(self, accelerator: Accelerator) -> float:
+        """The window's share (the largest of any process); the next window starts."""
+        now = time.perf_counter()
+        seconds = now - self.window_start - self.left_out
+        share = self.waited / seconds if seconds > 0 else 0.0
+        if accelerator.num_processes > 1:
+            share = accelerator.reduce(torch.tensor(share, device=accelerator.device), "max").item()
+        self.total_waited, self.total_seconds = self.total_waited + share * seconds, self.total_seconds + seconds
+        self.waited = self.left_out = 0.0
+        self.window_start = now
+        return round(share, 4)
+
+    def session_share(self) -> float:
+        return round(self.total_waited / self.total_seconds, 4) if self.total_seconds > 0 else 0.0
+
+
 # --- masking ---------------------------------------------------------------------------------------------------
 
 def _batch_seed(*numbers: int) -> int:
@@ -318,7 +446,9 @@ class DataCollatorForPreTraining:
     The mask of a batch is drawn from a generator seeded by (seed, epoch, the batch's example ids): a function of
     the batch alone, not of how many batches came before. So a resumed run (which skips batches without
     collating them) and every process of a distributed run mask exactly as an uninterrupted run does; set
-    `epoch` at each epoch to draw new masks (dynamic masking, as RoBERTa).
+    `epoch` at each epoch to draw new masks (dynamic masking, as RoBERTa). Examples from `RunExamples` carry their
+    batch's epoch and number (`BATCH_FIELDS`), which then take the place of `epoch` and `batches`: the collator
+    keeps no state, so it masks alike in the loop's process and in data-loader workers.
 
     Output: input_ids, token_type_ids, attention_mask, labels (B, T) (-100 where not masked), next_sentence_label (B,).
     """
@@ -345,25 +475,31 @@ class DataCollatorForPreTraining:
             self.tokenizer, mlm_probability=self.mlm_probability, whole_word_mask=self.whole_word_mask, **replace
         )
 
-    def rate(self, batch: int) -> float:
-        """The masking rate of the run's batch number `batch` (0-based)."""
+    def rate(self, batch: int, total_batches: int | None = None) -> float:
+        """The masking rate of the run's batch number `batch` (0-based) of `total_batches` (default: the
+        collator's)."""
         if self.final_mlm_probability is None:
             return self.mlm_probability
-        progress = min(batch / max(self.total_batches - 1, 1), 1.0)
+        total = self.total_batches if total_batches is None else total_batches
+        progress = min(batch / max(total - 1, 1), 1.0)
         return self.mlm_probability + (self.final_mlm_probability - self.mlm_probability) * progress
 
     def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
         ids = [int(e["example_id"]) for e in examples]
+        first = examples[0]
+        epoch = first.get("epoch", self.epoch)
         batch = self.tokenizer.pad(
             [{k: e[k] for k in ("input_ids", "token_type_ids", "special_tokens_mask")} for e in examples],
             return_tensors="pt",
         )
         special_tokens_mask = batch.pop("special_tokens_mask")
         offsets = _word_offsets(examples, batch["input_ids"].shape[1]) if self.whole_word_mask else None
-        if self.final_mlm_probability is not None:
+        if self.final_mlm_probability is not None and "batch_number" in first:
+            self.masker.mlm_probability = self.rate(first["batch_number"], first["batches"])
+        elif self.final_mlm_probability is not None:
             self.masker.mlm_probability = self.rate(self.batches)
             self.batches += 1
-        self.masker.generator = torch.Generator().manual_seed(_batch_seed(self.seed, self.epoch, *ids))
+        self.masker.generator = torch.Generator().manual_seed(_batch_seed(self.seed, epoch, *ids))
         batch["input_ids"], batch["labels"] = self.masker.torch_mask_tokens(
             batch["input_ids"], special_tokens_mask=special_tokens_mask, offset_mapping=offsets
         )

@@ -8,10 +8,13 @@ The loop is flat and linear (nanoGPT-style): arguments, data, model, optimizer, 
 carries the devices, DDP/FSDP, mixed precision, checkpoint state and trackers; the objective (objectives.py)
 says what the model is, what it is given and what is counted; the loop keeps the rest in view.
 
-Reproducibility: the data order (a seeded sampler, re-seeded per epoch), the MLM masks (seeded per batch, see
-`DataCollatorForPreTraining`) and the dropout noise (re-seeded per step) are all functions of the seed and the
-position in training. A run resumed from a checkpoint therefore produces exactly the losses of an uninterrupted
-run (on CPU, where kernels are deterministic).
+Reproducibility: the data order (one sequence of batches across epochs, each epoch's order seeded, `RunBatches`),
+the MLM masks (seeded per batch, see `DataCollatorForPreTraining`) and the dropout noise (re-seeded per
+micro-batch) are all functions of the seed and the position in training: the global step and the micro-batch's
+place in it, not the number of processes. A run resumed from a checkpoint therefore produces exactly the losses of
+an uninterrupted run (on CPU, where kernels are deterministic), and a run resumed with another number of processes
+keeps its global batch through gradient accumulation (`run_folder.keep_global_batch`) and continues the same loss
+curve, up to the order of floating-point sums.
 
 Resuming with a larger `max_steps`: the learning-rate schedule is built for the new total at the checkpoint's
 step, exactly as `Trainer` does when `max_steps` grows: the learning rate at step s is the one a run of the new
@@ -26,15 +29,14 @@ import os
 import signal
 import time
 import warnings
-from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from accelerate import Accelerator, DataLoaderConfiguration, skip_first_batches
+from accelerate import Accelerator
 from accelerate.state import AcceleratorState
-from accelerate.utils import set_seed
+from accelerate.utils import DistributedType, set_seed
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
@@ -49,7 +51,11 @@ from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import AUTO_MAP
 from modeling_minibert.training.pretraining.arguments import LATEST, PretrainingArguments
 from modeling_minibert.training.pretraining.data import (
+    DATA_WAIT,
     DataCollatorForPreTraining,
+    DataWait,
+    RunBatches,
+    RunExamples,
     _batch_seed,
     build_nsp_dataset,
     load_documents,
@@ -69,6 +75,7 @@ from modeling_minibert.training.pretraining.run_folder import MetricsLog
 from modeling_minibert.training.pretraining.session import (
     StopRequest,
     TrainingInterrupted,
+    ignore_stop_signals,
     resolve_num_threads,
     run_settings,
 )
@@ -132,8 +139,6 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
         mixed_precision=resolved_mixed_precision(args.mixed_precision, default_device()),
         log_with=args.report_to or None,
         project_dir=args.output_dir,
-        # The sampler is re-seeded from (data_seed, epoch): the data order is a function of the epoch alone.
-        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed),
     )
     local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
     num_threads, why = resolve_num_threads(args.num_threads, local_processes)
@@ -153,6 +158,14 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
     out, is_main = Path(args.output_dir), accelerator.is_main_process
     # --- checks, before anything is written --------------------------------------------------------------------
     run_exists, resume_from = run_folder.check_run_folder(out, args)
+    if run_exists:  # resumed with another number of processes: as many micro-batches per step as before
+        accumulation = run_folder.keep_global_batch(out, args, accelerator.num_processes)
+        if accumulation != args.gradient_accumulation_steps and is_main:
+            warnings.warn(f"resuming with {accelerator.num_processes} process(es): gradient_accumulation_steps="
+                          f"{accumulation} (not {args.gradient_accumulation_steps}) keeps the run's global batch",
+                          stacklevel=3)
+        args = dataclasses.replace(args, gradient_accumulation_steps=accumulation)
+    warn_fsdp_not_applied(accelerator)
     source = check_model_source(args)
     config = build_config(args, source)
     objective = pick_objective(args, source, config)  # a teacher is checked and loaded here, before the corpus
@@ -184,7 +197,7 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
                 lock_held = True
                 run_folder.clean_leftovers(out)
                 if not run_exists:
-                    run_folder.start_run_folder(out, args, tokenizer)
+                    run_folder.start_run_folder(out, args, tokenizer, accelerator.num_processes)
         run = PretrainingRun(args, accelerator, objective, config, source, tokenizer, train_set, eval_set,
                              (len(train_docs), len(held_out_docs)), resume_from, stop, threads)
         return run_training(run)
@@ -201,11 +214,16 @@ class Training:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     collator: DataCollatorForPreTraining
-    train_loader: DataLoader
+    train_loader: DataLoader  # this process's share of the run's batches (`RunBatches`), from the start step on
     eval_loader: DataLoader
     start_step: int
     total_steps: int
     metrics: MetricsLog
+    data_wait: DataWait = dataclasses.field(default_factory=lambda: DataWait())
+
+    @property
+    def sampler(self) -> RunBatches:
+        return self.train_loader.sampler
 
 
 def run_training(run: PretrainingRun) -> dict:
@@ -231,13 +249,11 @@ def prepare_training(run: PretrainingRun) -> Training:
     # Held-out MLM is always scored at BERT's 15% token masking, whatever the training masking: a run trained at 30%
     # or with whole-word masking is compared with the default on the very same masked tokens.
     eval_collator = DataCollatorForPreTraining(run.tokenizer, EVAL_MLM_PROBABILITY, whole_word_mask=False, seed=args.seed + 1)
-    train_loader = DataLoader(
-        run.train_set, batch_size=args.per_device_train_batch_size, shuffle=True, drop_last=True, collate_fn=collator
-    )
     # Not sharded: every process evaluates the whole (small) held-out set, so the numbers are exact on every
     # process without gathering, and FSDP's collectives see the same batches everywhere.
     eval_loader = DataLoader(run.eval_set, batch_size=args.per_device_eval_batch_size, collate_fn=eval_collator)
-    model, optimizer, train_loader = accelerator.prepare(model, optimizer, train_loader)
+    # The training batches are not prepared by Accelerate (see `RunBatches`): the loop moves them to the device.
+    model, optimizer = accelerator.prepare(model, optimizer)
 
     start_step, total_steps = 0, args.max_steps  # fitted to the time budget in the loop when --max_time is set
     if run.resume_from is not None:
@@ -246,8 +262,18 @@ def prepare_training(run: PretrainingRun) -> Training:
         if args.max_time and "total_steps" in saved:  # the time-fitted total, until this session refits it
             total_steps = min(args.max_steps, saved["total_steps"])
     total_steps = max(total_steps, start_step)
-    accum = args.gradient_accumulation_steps  # the masking-rate schedule's position and length, in batches
-    collator.batches, collator.total_batches = start_step * accum, total_steps * accum
+    # The run's micro-batches (the masking-rate schedule's position and length) count every process's.
+    per_step = args.gradient_accumulation_steps * accelerator.num_processes
+    collator.batches, collator.total_batches = start_step * per_step, total_steps * per_step
+    sampler = RunBatches(len(run.train_set), args.per_device_train_batch_size, args.seed, accelerator.num_processes,
+                         accelerator.process_index, start=start_step * per_step, of=total_steps * per_step)
+    train_loader = DataLoader(
+        RunExamples(run.train_set), sampler=sampler, batch_size=None, collate_fn=collator,
+        num_workers=args.dataloader_num_workers, pin_memory=accelerator.device.type == "cuda",
+        # Forked workers are the cheapest to start; the collator keeps no state, so they mask as the loop would.
+        multiprocessing_context="fork" if args.dataloader_num_workers and os.name == "posix" else None,
+        worker_init_fn=ignore_stop_signals,
+    )
     # A resumed run may have been given a new max_steps: the schedule is built for the total, at the start step.
     scheduler = build_schedule(optimizer, args, total_steps, start_step)
     metrics = MetricsLog(run.out / outputs.METRICS_FILE, keep_until=start_step, enabled=accelerator.is_main_process)
@@ -261,19 +287,22 @@ def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, f
     seconds it took."""
     args, accelerator, objective, model = run.args, run.accelerator, run.objective, t.model
     accum, step, total_steps, scheduler = args.gradient_accumulation_steps, t.start_step, t.total_steps, t.scheduler
-    batches = epoch_batches(t.train_loader, t.collator, start_batch=step * accum)
+    processes, rank = accelerator.num_processes, accelerator.process_index
+    batches = iter(t.train_loader)
     window = torch.zeros(len(objective.stat_keys), device=accelerator.device)  # the objective's sums since the last log
     last_eval: dict | None = None
     budget = TimeBudget(args.max_time, step) if args.max_time else None
     progress = progress_bar(run, step, total_steps)
     model.train()
     started = time.perf_counter()
+    t.data_wait.start()
     run.stop.deferring = True  # from here SIGINT/SIGTERM finish the step and checkpoint it
     while step < total_steps:
         for micro in range(accum):
-            batch = next(batches)
-            # Dropout noise as a function of (seed, step): a resumed run replays it whatever else drew numbers.
-            torch.manual_seed(_batch_seed(args.seed, step, micro, accelerator.process_index))
+            batch = t.data_wait.next(batches, accelerator.device)
+            # Dropout noise as a function of (seed, step, the micro-batch's place in the global batch): a resumed
+            # run replays it whatever else drew numbers, and one process draws what W processes drew together.
+            torch.manual_seed(_batch_seed(args.seed, step, micro * processes + rank))
             with nullcontext() if micro == accum - 1 else accelerator.no_sync(model):  # all-reduce once per step
                 result = model(**objective.model_inputs(batch))
                 accelerator.backward(result.loss / accum)
@@ -290,34 +319,37 @@ def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, f
             fitted = budget.fit(done, args.max_steps, accelerator)
             if fitted != total_steps:
                 total_steps = progress.total = fitted
-                t.collator.total_batches = fitted * accum
+                t.collator.total_batches = t.sampler.of = fitted * accum * processes
                 scheduler = build_schedule(t.optimizer, args, total_steps, done)
         finished = done == total_steps
         if done % args.logging_steps == 0 or finished:
             sums = dict(zip(objective.stat_keys, accelerator.reduce(window, "sum").tolist()))
             record = {"step": done, **objective.train_metrics(sums), "learning_rate": scheduler.get_last_lr()[0]}
             if args.final_mlm_probability is not None:
-                record["mlm_probability"] = t.collator.rate(done * accum - 1)  # the step's last batch's
+                record["mlm_probability"] = t.collator.rate(done * accum * processes - 1)  # the step's last batch's
+            record[DATA_WAIT] = t.data_wait.share(accelerator)
             finite.check_record(run, record)  # a NaN loss stops the run here, before it is logged or saved
             window.zero_()
             t.metrics.write(record)
             accelerator.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=done)
             progress.set_postfix(loss=f"{record['loss']:.3f}")
         if done % args.eval_steps == 0 or finished:
-            paused = time.perf_counter()
+            paused = t.data_wait.paused = time.perf_counter()
             last_eval = {"step": done, **evaluate(model, t.eval_loader, accelerator, objective)}
             finite.check_record(run, last_eval)
             t.metrics.write(last_eval)
             accelerator.log({f"eval/{k[5:]}": v for k, v in last_eval.items() if k != "step"}, step=done)
             if accelerator.is_main_process:  # tqdm.write keeps the progress bar below the line
                 progress.write(f"step {done}: " + ", ".join(f"{k} {v:.3f}" for k, v in last_eval.items() if k != "step"))
+            t.data_wait.resume()
             if budget is not None:
                 budget.spent_on_eval(time.perf_counter() - paused)
         stopping = stop_requested(run.stop, accelerator)
         if done % args.save_steps == 0 or finished or stopping:  # the last one makes a finished run resumable
-            paused = time.perf_counter()
+            paused = t.data_wait.paused = time.perf_counter()
             finite.check_weights(run, model, done)  # every checkpoint, and so the final model, is finite
             saved = save_run_checkpoint(run, t, done, total_steps)
+            t.data_wait.resume()
             if budget is not None:
                 budget.spent_on_save(time.perf_counter() - paused)
             if stopping:
@@ -348,6 +380,8 @@ def save_run(run: PretrainingRun, t: Training, step: int, last_eval: dict, secon
         "train_samples": len(run.train_set),
         "train_samples_per_second": round(steps_run * examples_per_step / seconds, 3) if steps_run else 0.0,
         "train_steps_per_second": round(steps_run / seconds, 3) if steps_run else 0.0,
+        # The share of the session's step time spent waiting for batches (`DataWait`); not a Trainer key.
+        f"train_{DATA_WAIT}": t.data_wait.session_share(),
     }
     eval_metrics = {**{k: v for k, v in last_eval.items() if k != "step"}, "eval_samples": len(run.eval_set)}
     summary = {
@@ -379,13 +413,35 @@ def progress_bar(run: PretrainingRun, start_step: int, total_steps: int) -> tqdm
         print(
             f"pretraining ({run.objective.name}) on {len(run.train_set):,} examples from {train_docs:,} documents "
             f"(held out: {len(run.eval_set):,} from {held_out_docs:,}), {run.accelerator.num_processes} "
-            f"process(es), {run.threads}, mixed precision {run.accelerator.mixed_precision} "
+            f"process(es) x {run.args.gradient_accumulation_steps} micro-batch(es) of "
+            f"{run.args.per_device_train_batch_size} a step{distribution(run.accelerator)}, {run.threads}, mixed "
+            f"precision {run.accelerator.mixed_precision} "
             f"(mixed_precision={run.args.mixed_precision})" + (f"; resuming at step {start_step}" if start_step else "")
         )
     return tqdm(
         total=total_steps, initial=start_step, desc="pretraining", unit="step", smoothing=0,
         disable=run.args.disable_tqdm or not run.accelerator.is_local_main_process,
     )
+
+
+def warn_fsdp_not_applied(accelerator: Accelerator) -> None:
+    """Say in one line when an FSDP config (`accelerate launch --config_file fsdp.yaml`, `--use_fsdp`) is not
+    applied: Accelerate shards with FSDP on GPUs (and other accelerators) only, and on CPU runs the config's
+    processes as DDP over gloo (torch's FSDP2 itself runs on CPU; Accelerate does not route it there)."""
+    fsdp_asked = os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
+    if fsdp_asked and accelerator.distributed_type != DistributedType.FSDP and accelerator.is_main_process:
+        runs_as = "DDP over gloo" if accelerator.distributed_type == DistributedType.MULTI_CPU else "a single process"
+        warnings.warn(f"an FSDP config on {accelerator.device.type}: Accelerate applies FSDP on GPUs only, so this run "
+                      f"is {runs_as} (the same steps, every process holding the whole model)", stacklevel=3)
+
+
+def distribution(accelerator: Accelerator) -> str:
+    """How the processes share the work, for the run's first line: "" for one process on its own."""
+    kind = accelerator.distributed_type
+    if kind == DistributedType.NO:
+        return ""
+    names = {DistributedType.MULTI_CPU: "DDP over gloo", DistributedType.MULTI_GPU: "DDP", DistributedType.FSDP: "FSDP"}
+    return f" ({names.get(kind, kind.value)})"
 
 
 def stop_requested(stop: StopRequest, accelerator: Accelerator) -> bool:
@@ -492,20 +548,6 @@ def load_checkpoint(accelerator: Accelerator, out: Path, chosen: Path | str) -> 
         warnings.warn(f"no checkpoint in {out} to resume from yet: training starts at step 0", stacklevel=2)
         return {}
     return run_folder.checkpoint_step(folder)
-
-
-def epoch_batches(loader: DataLoader, collator: DataCollatorForPreTraining, start_batch: int = 0) -> Iterator[dict]:
-    """Batches forever, epoch after epoch, starting at batch `start_batch` counted from the first epoch.
-
-    Resuming skips the consumed batches of the current epoch without loading them (`skip_first_batches`); the
-    sampler's per-epoch seed and the collator's per-batch masks make the rest identical to an uninterrupted run.
-    """
-    epoch, skip = divmod(start_batch, len(loader))
-    while True:
-        loader.set_epoch(epoch)
-        collator.epoch = epoch  # new masks each epoch (dynamic masking)
-        yield from skip_first_batches(loader, skip) if skip else loader
-        epoch, skip = epoch + 1, 0
 
 
 @torch.no_grad()

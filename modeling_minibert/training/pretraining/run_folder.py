@@ -6,7 +6,8 @@ run finds its way back into it.
       all_results.json, train_results.json, eval_results.json    final metrics, as Trainer.save_metrics writes them
       metrics.jsonl                                        history: one record per logging or evaluation step
       training_curves.png, README.md (model card)
-      pretraining_args.json                                marks the folder as a run, and which one
+      pretraining_args.json                                marks the folder as a run, and which one (with the
+                                                           number of processes it started with)
       checkpoint-N/                                        Accelerate state after step N (the newest few), with
                                                            config.json and the tokenizer: loads with from_pretrained
       .minibert.lock                                       held while a run is writing here
@@ -34,6 +35,9 @@ from modeling_minibert.utils.files import check_output_dir, plain_permissions, w
 ARGS_FILE = "pretraining_args.json"
 TENSORBOARD_DIR = "tensorboard"
 JOB = "pretraining"
+PROCESSES = "num_processes"  # pretraining_args.json: how many processes the run started with (not an argument)
+# A resume may change these as long as the global batch stays (`keep_global_batch`).
+GLOBAL_BATCH = ("gradient_accumulation_steps", PROCESSES)
 PROGRESS_FILE = "progress.json"  # inside each checkpoint: the step it was taken after, and its files' sizes
 # Hidden leftovers of writes that a kill interrupted: never complete, never used.
 WRITE_ERRORS = ("No space left", "Read-only file system", "Permission denied", "Disk quota")
@@ -70,7 +74,8 @@ def naming_write_errors(what: str) -> Iterator[None]:
 # --- checks and the start of a run -----------------------------------------------------------------------------
 
 def check_run_folder(out: Path, args) -> tuple[bool, Path | None]:
-    """Refuse a folder holding another run (unless resume/overwrite); refuse a resume whose arguments differ.
+    """Refuse a folder holding another run (unless resume/overwrite); refuse a resume whose arguments differ (the
+    global batch's share-out among processes is `keep_global_batch`'s to check).
 
     Returns whether the folder holds this very run (to resume), and what to resume from: a checkpoint folder,
     LATEST (the newest that loads, found when loading: `loop.load_checkpoint`), or None.
@@ -94,7 +99,8 @@ def check_run_folder(out: Path, args) -> tuple[bool, Path | None]:
     except ValueError as err:
         raise ValueError(f"{saved_file} is not valid JSON ({err}); the run cannot be resumed") from None
     given = args.identity()
-    differences = [f"{k}={saved.get(k)!r} (now {v!r})" for k, v in given.items() if saved.get(k) != v]
+    differences = [f"{k}={saved.get(k)!r} (now {v!r})" for k, v in given.items()
+                   if saved.get(k) != v and k not in GLOBAL_BATCH]
     if differences:
         raise ValueError(
             f"cannot resume the run in {out}: it was started with different arguments: " + ", ".join(differences)
@@ -107,6 +113,36 @@ def check_run_folder(out: Path, args) -> tuple[bool, Path | None]:
     return True, chosen
 
 
+def keep_global_batch(out: Path, args, num_processes: int) -> int:
+    """The gradient accumulation that keeps the global batch of the run saved in `out` with `num_processes`
+    processes: the run's micro-batches per optimizer step (processes x gradient_accumulation_steps when it started)
+    shared out among them. `args.gradient_accumulation_steps` is kept where it already does that; the run's own
+    value is taken as "unchanged" and adapted (the caller says so); any other value, or a number of processes that
+    does not divide the micro-batches, is refused in one line (ValueError) naming the values.
+
+    A run folder written before the number of processes was recorded is taken to have had as many as now.
+    """
+    saved = json.loads((out / ARGS_FILE).read_text())  # read and checked by `check_run_folder`
+    saved_processes = saved.get(PROCESSES, num_processes)
+    saved_accumulation = saved.get("gradient_accumulation_steps", args.gradient_accumulation_steps)
+    per_step = saved_processes * saved_accumulation
+    given = args.gradient_accumulation_steps
+    if given * num_processes == per_step:
+        return given
+    batch = args.per_device_train_batch_size
+    started = (f"its global batch is {per_step * batch} examples ({saved_processes} process(es) x "
+               f"gradient_accumulation_steps={saved_accumulation} x per_device_train_batch_size={batch})")
+    if per_step % num_processes:
+        raise ValueError(f"cannot resume the run in {out} with {num_processes} processes: {started}, and "
+                         f"{num_processes} processes cannot share out its {per_step} micro-batches per step; "
+                         f"use a number of processes that divides {per_step}")
+    needed = per_step // num_processes
+    if given != saved_accumulation:
+        raise ValueError(f"cannot resume the run in {out} with gradient_accumulation_steps={given} on "
+                         f"{num_processes} process(es): {started}; pass {needed}, or leave it as the run started")
+    return needed
+
+
 def clean_leftovers(out: Path) -> None:
     """Remove what interrupted saves left behind (staging folders and files); they were never complete."""
     for pattern in LEFTOVER_PATTERNS:
@@ -116,8 +152,9 @@ def clean_leftovers(out: Path) -> None:
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
 
 
-def start_run_folder(out: Path, args, tokenizer) -> None:
-    """Clear what an overwritten run left, then record this run: its arguments and its tokenizer."""
+def start_run_folder(out: Path, args, tokenizer, num_processes: int = 1) -> None:
+    """Clear what an overwritten run left, then record this run: its arguments (and `num_processes`, which a
+    resume with another number keeps the global batch of) and its tokenizer."""
     for name in RUN_FILES:
         path = out / name
         if path.is_dir():
@@ -127,7 +164,7 @@ def start_run_folder(out: Path, args, tokenizer) -> None:
     for _, path in outputs.checkpoint_folders(out):
         shutil.rmtree(path)
     save_folder_files(out, tokenizer.save_pretrained)
-    write_json(out / ARGS_FILE, args.identity())
+    write_json(out / ARGS_FILE, {**args.identity(), PROCESSES: num_processes})
 
 
 def save_folder_files(out: Path, save) -> None:

@@ -190,6 +190,14 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+def ignore_stop_signals(worker_id: int) -> None:
+    """In a data-loader worker: leave SIGINT and SIGTERM to the training process. Ctrl-C reaches the terminal's
+    whole process group, and a worker that stopped would fail the step that the run finishes before it saves;
+    the workers end with the loader (or, should the training process die, when they see it gone)."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
 @contextmanager
 def run_settings(num_threads: int) -> Iterator[StopRequest]:
     """Set the run's process state for the body and restore it after: `num_threads` torch threads, denormal
