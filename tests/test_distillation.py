@@ -437,6 +437,31 @@ def test_a_bert_teacher_labels_through_mini_berts_unpadded_path_with_the_same_lo
     assert type(distillation_teacher.load_teacher_classifier(str(tmp_path / "distilbert"), task)) is DistilBertForSequenceClassification
 
 
+def test_a_pickled_teacher_is_read_only_when_asked(teacher, tmp_path):
+    """pytorch_model.bin alone is refused in one line before any work (the bad-inputs table runs the job); with
+    allow_pickle it labels as the same teacher in safetensors does, and the cache's key covers the pickle."""
+    from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
+    from modeling_minibert.training.finetuning.tasks import load_task
+
+    bert = convert_minibert_to_bert(teacher, tmp_path / "bert")
+    pickled = tmp_path / "pickled"
+    shutil.copytree(bert, pickled)
+    torch.save(load_file(str(pickled / "model.safetensors")), pickled / "pytorch_model.bin")
+    (pickled / "model.safetensors").unlink()
+    with pytest.raises(ValueError, match=rf"^teacher_model_name_or_path={pickled} holds only pickle weights \(pytorch_model.bin\)"):
+        distillation_teacher.check_teacher_files(str(pickled), allow_pickle=False)
+    distillation_teacher.check_teacher_files(str(pickled), allow_pickle=True)
+    task, tokenizer, texts = load_task("sequence-classification"), AutoTokenizer.from_pretrained(bert), sentiment(8, 3)["text"]
+
+    def labels(folder: Path, **options) -> torch.Tensor:
+        rows = distillation_teacher.label_with_teacher(str(folder), tokenizer, task, {"t": texts}, 32, 16, ["neg", "pos"],
+                                                       False, **options)["t"]
+        return torch.stack(rows)
+
+    torch.testing.assert_close(labels(pickled, allow_pickle=True), labels(bert), atol=0, rtol=0)
+    assert "pytorch_model.bin" in [p.name for p in distillation_teacher.model_files(pickled)]
+
+
 def test_a_bert_teacher_is_fine_tuned_in_mini_bert_and_saved_in_bert_format(teacher_base, student, tmp_path, monkeypatch):
     """`finetune_teacher` with a teacher in transformers' BERT format trains it as the Mini-BERT head of the same
     architecture and leaves OUTPUT/teacher in BERT format: transformers' own class loads it, it scores what the

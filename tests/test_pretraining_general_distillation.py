@@ -377,3 +377,21 @@ def test_a_mini_bert_teacher_teaches_as_its_bert_copy_does(teacher_dir, tmp_path
     assert losses[0].relation_loss.item() > 1e-2  # a student that has not learned: the two teachers agree on a loss
     torch.testing.assert_close(losses[0].relation_loss, losses[1].relation_loss, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(losses[0].hidden_loss, losses[1].hidden_loss, atol=1e-5, rtol=1e-4)
+
+
+def test_a_pickled_teacher_is_read_only_when_asked(teacher_dir, tmp_path):
+    """pytorch_model.bin alone is refused in one line, before anything is read; with allow_pickle it loads as the
+    same teacher (torch's weights_only load)."""
+    folder = tmp_path / "pickled"
+    folder.mkdir()
+    for path in teacher_dir.iterdir():
+        if path.suffix != ".safetensors":
+            (folder / path.name).write_bytes(path.read_bytes())
+    torch.save(load_file(teacher_dir / "model.safetensors"), folder / "pytorch_model.bin")
+    vocab = len(load_tokenizer(teacher_dir))
+    with pytest.raises(ValueError, match=rf"^teacher_model_name_or_path={folder} holds only pickle weights "
+                                         r"\(pytorch_model.bin\), .* pass allow_pickle=True \(--allow_pickle\)"):
+        load_teacher_encoder(str(folder), vocab, None, None, 48, 32)
+    pickled = load_teacher_encoder(str(folder), vocab, None, None, 48, 32, allow_pickle=True).model.state_dict()
+    saved = load_file(teacher_dir / "model.safetensors")  # (the pooler, which the folder does not hold, is random)
+    assert all(torch.equal(pickled[k], v) for k, v in saved.items())

@@ -87,13 +87,20 @@ def encode(
 
 def module_types(folder: str | os.PathLike) -> list[str]:
     """The class names of the sentence-transformers modules a folder lists ("Transformer", "Pooling", ...)."""
+    return [kind for kind, _ in module_folders(folder)]
+
+
+def module_folders(folder: str | os.PathLike) -> list[tuple[str, str]]:
+    """(class name, folder inside `folder`) of each sentence-transformers module the folder lists, in order
+    (("Transformer", ""), ("Pooling", "1_Pooling"), ...); FileNotFoundError / ValueError in one line for a folder
+    without a module list, or one that is not a list of modules."""
     path = Path(folder) / SENTENCE_TRANSFORMERS_MODULES_FILE
     try:
         modules = json.loads(path.read_text(encoding="utf-8"))
-        return [str(module["type"]).rsplit(".", 1)[-1] for module in modules]
+        return [(str(module["type"]).rsplit(".", 1)[-1], str(module.get("path", ""))) for module in modules]
     except FileNotFoundError:
         raise FileNotFoundError(f"{folder} has no {SENTENCE_TRANSFORMERS_MODULES_FILE}: not a sentence-transformers folder") from None
-    except (ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"{path} is not a sentence-transformers module list: {err}") from None
 
 
@@ -135,4 +142,4 @@ def pooling_config(width: int) -> dict:
     return {"word_embedding_dimension": width, **{f"pooling_mode_{m}": m == "mean_tokens" for m in modes}, "include_prompt": True}
 
 
-__all__ = ["encode", "mean_pooling", "model_max_length", "module_types", "pooling_config", "write_sentence_transformers_files"]
+__all__ = ["encode", "mean_pooling", "model_max_length", "module_folders", "module_types", "pooling_config", "write_sentence_transformers_files"]

@@ -42,6 +42,7 @@ from modeling_minibert.training.distillation.arguments import (
     check_options,
 )
 from modeling_minibert.training.distillation.teacher import (
+    check_teacher_files,
     fine_tuned_teacher,
     max_length_for,
     teacher_labels,
@@ -129,6 +130,7 @@ def distill(
     training.setdefault("save_only_model", True)
     check_training_options(training, "validation" in sources)
     task = check_options(args, train_data is not None)
+    check_teacher_files(str(args.teacher_model_name_or_path), args.allow_pickle)
     training.setdefault("disable_tqdm", not show_progress)
     # Trainer hands these columns to compute_metrics beside the labels (the mask: word targets only).
     training["label_names"] = ["labels", *TEACHER_COLUMNS[: 2 if task.conll else 1]]

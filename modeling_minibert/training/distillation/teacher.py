@@ -44,6 +44,12 @@ from modeling_minibert.utils.outputs import (
     TEACHER_LOGITS_INFO_FILE,
 )
 from modeling_minibert.utils.precision import default_device, precision_line, teacher_autocast
+from modeling_minibert.utils.teachers import (
+    check_teacher_tokenizer,
+    check_teacher_weights,
+    pickle_only_weights,
+    teacher_load_options,
+)
 
 if TYPE_CHECKING:
     from modeling_minibert.training.distillation.arguments import DistillationArguments
@@ -59,6 +65,15 @@ def teacher_config(teacher: str):
         return AutoConfig.from_pretrained(teacher)
     except (OSError, ValueError) as err:
         raise FileNotFoundError(f"cannot load a teacher from {teacher!r}: {str(err).splitlines()[0]}") from err
+
+
+def check_teacher_files(teacher: str, allow_pickle: bool) -> None:
+    """Before any work: the teacher's weights are safetensors unless `allow_pickle`, and its tokenizer has no id past
+    its embeddings (ValueError, one line; FileNotFoundError for a local folder that is not there)."""
+    check_teacher_weights(teacher, allow_pickle)
+    vocab_size = getattr(teacher_config(teacher), "vocab_size", None)
+    if vocab_size is not None:
+        check_teacher_tokenizer(teacher, len(load_fast_tokenizer(teacher, None)), vocab_size)
 
 
 def check_teacher(teacher: str, task: Task, data_labels: list[str]) -> list[str]:
@@ -128,14 +143,16 @@ def fine_tuned_teacher(
         num_train_epochs=args.teacher_num_train_epochs, learning_rate=args.teacher_learning_rate,
         **({"bf16": True} if bf16 else {}), **{k: training[k] for k in copied if k in training},
     )
-    finetune_in_minibert(args.teacher_model_name_or_path, target, **options)
+    finetune_in_minibert(args.teacher_model_name_or_path, target, allow_pickle=args.allow_pickle, **options)
     write_json(target / TEACHER_INFO_FILE, {"fingerprint": key, "source": str(args.teacher_model_name_or_path)})
     return target
 
 
-def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, **options: Any) -> FinetuneResult:
+def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, allow_pickle: bool = False,
+                         **options: Any) -> FinetuneResult:
     """`finetune(model_name_or_path=..., output_dir=..., **options)`; a BERT folder (`model_type: bert`) trains in
-    Mini-BERT's unpadded implementation and is saved back in BERT format, so the folder loads anywhere.
+    Mini-BERT's unpadded implementation and is saved back in BERT format, so the folder loads anywhere (its
+    pytorch_model.bin read only with `allow_pickle`).
 
     The same weights and outputs (within 1e-5): on the 22.7M-parameter all-MiniLM-L6-v2 and Rotten Tomatoes
     batches a training step takes half the CPU time of transformers' BERT (one thread). transformers has no way to
@@ -149,7 +166,7 @@ def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str 
         return finetune(model_name_or_path=str(source), output_dir=str(target), **options)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{target.name}-", dir=target.parent) as scratch:
-        minibert = convert_bert_to_minibert(source, Path(scratch) / "minibert")
+        minibert = convert_bert_to_minibert(source, Path(scratch) / "minibert", allow_pickle=allow_pickle)
         result = finetune(model_name_or_path=str(minibert), output_dir=str(Path(scratch) / "finetuned"), **options)
         convert_minibert_to_bert(result.output_dir, target, overwrite_output_dir=options.get("overwrite_output_dir", False))
     # The card as fine-tuning writes it, naming the model the run started from (not the scratch copy).
@@ -200,25 +217,25 @@ def predict_logits(
     return results  # type: ignore[return-value]
 
 
-def load_teacher_classifier(teacher: str, task: Task) -> PreTrainedModel:
-    """The teacher, to label with. A transformers BERT checkpoint loads into the Mini-BERT head of the same
-    architecture (`MiniBert*.from_pretrained(bert_folder)`): the same logits (within 1e-6), without computing the
-    padding. `predict_logits` already batches texts of similar length, so little padding is left to skip: on the
-    fine-tuned all-MiniLM-L6-v2 teacher and Rotten Tomatoes snippets it labels 1.06-1.10x as fast, one thread.
-    Any other model loads as its Auto class loads it."""
+def load_teacher_classifier(teacher: str, task: Task, allow_pickle: bool = False) -> PreTrainedModel:
+    """The teacher, to label with (from safetensors only, unless `allow_pickle`). A transformers BERT checkpoint
+    loads into the Mini-BERT head of the same architecture (`MiniBert*.from_pretrained(bert_folder)`): the same
+    logits (within 1e-6), without computing the padding. `predict_logits` already batches texts of similar length,
+    so little padding is left to skip: on the fine-tuned all-MiniLM-L6-v2 teacher and Rotten Tomatoes snippets it
+    labels 1.06-1.10x as fast, one thread. Any other model loads as its Auto class loads it."""
     head = modeling_minibert.AUTO_CLASSES.get(task.auto_class)
     if head is not None and AutoConfig.from_pretrained(teacher).model_type == "bert":
-        return head.from_pretrained(teacher)
-    return task.auto_class.from_pretrained(teacher)
+        return head.from_pretrained(teacher, **teacher_load_options(allow_pickle))
+    return task.auto_class.from_pretrained(teacher, **teacher_load_options(allow_pickle))
 
 
 def label_with_teacher(
     teacher: str, tokenizer: PreTrainedTokenizerBase, task: Task, inputs: dict[str, list[Any]], max_length: int,
-    batch_size: int, label_names: list[str], show_progress: bool = True, bf16: bool = False,
+    batch_size: int, label_names: list[str], show_progress: bool = True, bf16: bool = False, allow_pickle: bool = False,
 ) -> dict[str, list[torch.Tensor]]:
     """The teacher's logits on each split's inputs, columns in the order of `label_names`; its forward under
     bfloat16 autocast with `bf16`."""
-    model = load_teacher_classifier(teacher, task)
+    model = load_teacher_classifier(teacher, task, allow_pickle)
     order = [model.config.label2id[name] for name in label_names]
     return {
         split: [logits[..., order] for logits in predict_logits(model, tokenizer, rows, task.name, max_length, batch_size, show_progress, bf16)]
@@ -245,7 +262,7 @@ def model_files(name_or_path: str | os.PathLike) -> list[Any]:
     folder = Path(name_or_path)
     if not folder.is_dir():
         return [str(name_or_path)]
-    names = ("config.json", "tokenizer.json", "vocab.txt", "tokenizer_config.json")
+    names = ("config.json", "tokenizer.json", "vocab.txt", "tokenizer_config.json", *pickle_only_weights(folder))
     return sorted((p for p in folder.iterdir() if p.name in names or p.suffix == ".safetensors"), key=lambda p: p.name)
 
 
@@ -296,6 +313,7 @@ def teacher_targets(
         return cached, True
     if show_progress:
         print(precision_line(args.teacher_mixed_precision, device))
-    logits = label_with_teacher(teacher, tokenizer, task, inputs, length, batch_size, names, show_progress, bf16)
+    logits = label_with_teacher(teacher, tokenizer, task, inputs, length, batch_size, names, show_progress, bf16,
+                                args.allow_pickle)
     save_logits_cache(output, key, logits)
     return logits, False
