@@ -1115,6 +1115,13 @@ ROWS: list[Row] = [
         distill_cli(task="embedding", teacher="{broken}", train="{data}/corpus.txt"),
         lambda p: distill_api(p, teacher="broken", task="embedding", train="corpus.txt"), source="embedder",
         breakage=tokenizer_with(extra_tokens=2)),
+    # The teacher's cached logits are read as what they must be: (N, labels) float32, N the examples' rows.
+    Row("distill-cached-logits-extra-column", ("{broken}/teacher_logits.safetensors", "transfer.logits", "[3, 3]", "[3, 2]"),
+        None, cached_logits, source="data", breakage=logits_cache(columns=3)),
+    Row("distill-cached-logits-float64", ("{broken}/teacher_logits.safetensors", "transfer.logits", "float64", "float32"),
+        None, cached_logits, source="data", breakage=logits_cache(dtype=torch.float64)),
+    Row("distill-cached-logits-rows-disagree", ("{broken}/teacher_logits.safetensors", "transfer.rows", "[1, 1, 2]"),
+        None, cached_logits, source="data", breakage=logits_cache(rows=[1, 1, 2])),
     # -- the command line itself -----------------------------------------------------------------------------------
     Row("unknown-command", ("'fine-tune'",), ("fine-tune", "--help")),
 ]

@@ -277,23 +277,48 @@ def save_logits_cache(folder: Path, key: str, splits: dict[str, list[torch.Tenso
     write_json(folder / TEACHER_LOGITS_INFO_FILE, {"fingerprint": key, "splits": {s: len(r) for s, r in splits.items()}})
 
 
-def load_logits_cache(folder: Path, key: str, words_given: bool) -> dict[str, list[torch.Tensor]] | None:
+def load_logits_cache(folder: Path, key: str, words_given: bool, num_labels: int,
+                      counts: dict[str, int] | None = None) -> dict[str, list[torch.Tensor]] | None:
     """The cached logits if `folder` holds them, whole, for exactly this teacher, data and options, else None
-    (a torn or foreign cache is recomputed)."""
+    (a torn or foreign cache is recomputed). A cache that claims this key but whose tensors are not what its info
+    says (`counts` examples per split, when given; float32 logits of `num_labels` columns, one row per text or per
+    word) is refused: ValueError, one line, naming the tensor (a tampered file, not one this job wrote)."""
     try:
         info = json.loads((folder / TEACHER_LOGITS_INFO_FILE).read_text(encoding="utf-8"))
         if info.get("fingerprint") != key:
             return None
         tensors = load((folder / TEACHER_LOGITS_FILE).read_bytes())
-        splits = {}
-        for split, count in info["splits"].items():
-            parts = list(torch.split(tensors[f"{split}.logits"], tensors[f"{split}.rows"].tolist()))
-            if len(parts) != count:
-                return None
-            splits[split] = parts if words_given else [p[0] for p in parts]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError, SafetensorError):
         return None
-    return splits
+    path = folder / TEACHER_LOGITS_FILE
+    splits = info.get("splits")
+    if not isinstance(splits, dict) or (counts is not None and splits != counts):
+        raise ValueError(f"{folder / TEACHER_LOGITS_INFO_FILE} lists the splits {splits}, expected {counts}; delete it "
+                         "to label again")
+    return {split: cached_split(path, tensors, split, count, words_given, num_labels) for split, count in splits.items()}
+
+
+def cached_split(path: Path, tensors: dict[str, torch.Tensor], split: str, count: int, words_given: bool,
+                 num_labels: int) -> list[torch.Tensor]:
+    """One split of the cache at `path`, checked: `split.logits` float32 (W, num_labels) and `split.rows` int64
+    (count,) of per-example row counts (1 for a text) summing to W; ValueError naming the tensor otherwise."""
+    logits, rows = tensors.get(f"{split}.logits"), tensors.get(f"{split}.rows")
+    if logits is None or rows is None:
+        raise ValueError(f"{path} holds no {split}.logits or {split}.rows; delete it to label again")
+    if logits.dtype != torch.float32 or logits.dim() != 2 or logits.shape[1] != num_labels:
+        expected = [int(rows.sum()) if rows.dim() == 1 else "N", num_labels]
+        raise ValueError(f"{path}: {split}.logits is {str(logits.dtype).removeprefix('torch.')} of shape "
+                         f"{list(logits.shape)}, expected float32 of shape {expected} ({num_labels} labels); delete it "
+                         "to label again")
+    per_example = rows.tolist() if rows.dtype == torch.int64 and rows.dim() == 1 else None
+    if (per_example is None or len(per_example) != count or sum(per_example) != logits.shape[0]
+            or any(n < 0 if words_given else n != 1 for n in per_example)):
+        shown = per_example[:10] if per_example is not None else f"{rows.dtype} of shape {list(rows.shape)}"
+        raise ValueError(f"{path}: {split}.rows is {shown}, expected {count} int64 counts ("
+                         f"{'one per word' if words_given else 'one row per text'}) summing to the {logits.shape[0]} rows "
+                         f"of {split}.logits; delete it to label again")
+    parts = list(torch.split(logits, per_example))
+    return parts if words_given else [p[0] for p in parts]
 
 
 def teacher_targets(
@@ -308,7 +333,7 @@ def teacher_targets(
     bf16 = teacher_autocast(args.teacher_mixed_precision, device)
     # bf16 enters the key only when on: a float32 cache keeps the key it had before the option existed.
     key = fingerprint(task.name, length, names, inputs, *(["bf16"] if bf16 else []), *model_files(teacher))
-    cached = load_logits_cache(output, key, task.conll)
+    cached = load_logits_cache(output, key, task.conll, len(names), {split: len(rows) for split, rows in inputs.items()})
     if cached is not None:
         return cached, True
     if show_progress:
