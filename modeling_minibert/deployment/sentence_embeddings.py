@@ -65,8 +65,12 @@ def encode(
     `projection` (a Dense module's layer) and L2 normalisation if asked, as the sentence-transformers modules do.
 
     Batches hold texts of similar length, each padded to its longest only, so short texts cost what they hold.
+    No texts give a (0, D) tensor, as `SentenceTransformer.encode([])` gives an empty result rather than an error.
     """
     model.eval()
+    if len(texts) == 0:  # the tokenizer fails on an empty batch (IndexError)
+        empty = torch.zeros(0, model.config.hidden_size)
+        return projection(empty) if projection is not None else empty
     length = min(max_length or model_max_length(model, tokenizer), model_max_length(model, tokenizer))
     ids = tokenizer(list(texts), truncation=True, max_length=length)["input_ids"]
     order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
@@ -82,7 +86,7 @@ def encode(
             embeddings = torch.nn.functional.normalize(embeddings, dim=-1)
         for row, i in enumerate(chunk):
             rows[i] = embeddings[row]
-    return torch.stack(rows) if rows else torch.empty(0, 0)
+    return torch.stack(rows)
 
 
 def module_types(folder: str | os.PathLike) -> list[str]:
