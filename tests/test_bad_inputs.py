@@ -82,6 +82,8 @@ DATA_FILES: dict[str, bytes] = {
     # The same word, composed (NFC) in the answer and decomposed (NFD) in the context: offsets cannot match.
     "nfd_context.json": json.dumps({"data": [{"paragraphs": [{"context": "le cafe\u0301 est bon", "qas": [
         {"id": "1", "question": "quoi ?", "answers": [{"text": "caf\u00e9", "answer_start": 3}]}]}]}]}).encode(),
+    "squad.json": json.dumps({"data": [{"paragraphs": [{"context": "profits rose", "qas": [
+        {"id": "1", "question": "what rose?", "answers": [{"text": "profits", "answer_start": 0}]}]}]}]}).encode(),
     "squad_no_answers.json": json.dumps({"data": [{"paragraphs": [{"context": "profits rose", "qas": [
         {"id": "1", "question": "what rose?", "answers": []}]}]}]}).encode(),
 }
@@ -996,6 +998,13 @@ ROWS: list[Row] = [
     Row("finetune-qa-max-answer-length-zero", ("max_answer_length=0", "at least 1"),
         finetune_cli("--max_answer_length", "0", task="question-answering", train="{data}/nope.json"),
         lambda p: tune(p, "question-answering", "nope.json", max_answer_length=0)),
+    Row("finetune-qa-doc-stride-leaves-no-room", ("doc_stride=20", "max_seq_length=24", "at most 19"),
+        finetune_cli("--doc_stride", "20", "--max_seq_length", "24", task="question-answering", train="{data}/squad.json"),
+        lambda p: tune(p, "question-answering", "squad.json", doc_stride=20, max_seq_length=24)),
+    Row("qa-pipeline-doc-stride-above-the-window", ("doc_stride=32", "max_seq_len=24", "at most 19"), None,
+        lambda p: ask(p, max_seq_len=24, doc_stride=32)),
+    Row("qa-pipeline-window-above-positions", ("max_seq_len=100", "max_position_embeddings=24"), None,
+        lambda p: ask(p, max_seq_len=100)),
     # -- pretrain (its own table is in tests/test_pretraining_loop.py; these are the cross-cutting cases) ---------
     Row("pretrain-train-file-missing", ("{data}/nope.txt",), pretrain_cli(train="{data}/nope.txt"),
         lambda p: pretrain_api(p, train_file=[str(p.data / "nope.txt")]), FileNotFoundError),
