@@ -47,6 +47,7 @@ from modeling_minibert import (
 )
 from fixtures.environment import REPO, clean_env
 from fixtures.models import TINY
+from modeling_minibert.utils.cpus import usable_cores
 from modeling_minibert.utils.outputs import LOCK_FILE
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -541,6 +542,7 @@ def finetune_cli(*words: str, task: str = "sequence-classification", train: str 
 
 
 MASK = "the company said [MASK] rose."
+CORES = len(usable_cores())  # the most threads a run may ask for here
 BIG = 10_000_000  # the vocab_size: 3 GB allocated for 21 s before the fix
 
 ROWS: list[Row] = [
@@ -1025,6 +1027,8 @@ ROWS: list[Row] = [
     Row("pretrain-mlm-probability-above-one", ("mlm_probability", "1.5"), pretrain_cli("--mlm_probability", "1.5"),
         lambda p: pretrain_api(p, mlm_probability=1.5)),
     Row("pretrain-negative-max-steps", ("max_steps", "-5"), pretrain_cli("--max_steps=-5")),
+    Row("pretrain-num-threads-above-the-cores", ("num_threads=3000", f"{CORES} CPU cores"), pretrain_cli("--num_threads", "3000"),
+        lambda p: pretrain_api(p, num_threads=3000)),
     Row("pretrain-model-does-not-exist", ("{nowhere}",), pretrain_cli(model="{nowhere}"),
         lambda p: pretrain_api(p, model_name_or_path=str(p.nowhere)), FileNotFoundError),
     Row("pretrain-model-config-vocab-10M", ("vocab_size=10000000",), pretrain_cli(model="{broken}"),

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from modeling_minibert.modeling_minibert import Packing
+from modeling_minibert.utils.cpus import cpu_quota, usable_cpus
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -36,9 +37,12 @@ def graph_file(path: str | os.PathLike) -> Path:
 
 def make_session(path: str | os.PathLike, threads: int | None = None):
     """An onnxruntime CPU session for the graph at `path` (a file, or a folder `graph_file` finds it in);
-    `threads` sets its intra-op threads (default: onnxruntime's, one per core)."""
+    `threads` sets its intra-op threads (default: onnxruntime's, one per core, but no more than a container's CPU
+    quota grants: onnxruntime counts the host's cores there, and its threads would be throttled)."""
     import onnxruntime
 
+    if threads is None and cpu_quota() is not None:
+        threads = usable_cpus()
     options = onnxruntime.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads
