@@ -288,6 +288,29 @@ def test_augmentation_is_seeded_and_keeps_words():
     assert augment(words, random.Random(0), 0.0, 0.0) == list(range(len(words)))
 
 
+def test_a_huge_transfer_line_is_cut_to_what_the_models_read_before_tokenizing(student, tmp_path):
+    """One 2 MB line (the issue's 28 MB took 128 s and 4.1 GB to tokenize) is cut at 32 characters a token read, at
+    once; the tokens the models read of it are the same, as a text or as words (token classification)."""
+    import time
+
+    from modeling_minibert.training.distillation.transfer import CHARS_PER_TOKEN, load_transfer_file
+    from modeling_minibert.training.finetuning.tasks import load_task
+
+    line = "the movie was good and the plot was fine too " * 45_000
+    path = tmp_path / "unlabelled.txt"
+    path.write_text(f"{line}\nshort one\n", encoding="utf-8")
+    start = time.perf_counter()
+    texts = load_transfer_file(path, load_task("sequence-classification"), "text", tokens=32)
+    words = load_transfer_file(path, load_task("token-classification"), "tokens", tokens=32)
+    assert time.perf_counter() - start < 5
+    assert texts == [line.strip()[: 32 * CHARS_PER_TOKEN], "short one"]
+    assert words == [line.split()[:32], ["short", "one"]]
+    tokenizer = AutoTokenizer.from_pretrained(student)
+    head = line[:100_000]  # enough to hold 32 tokens many times over, quick to tokenize whole
+    read = lambda text: tokenizer(text, truncation=True, max_length=32)["input_ids"]  # noqa: E731
+    assert read(texts[0]) == read(head)
+
+
 def test_mlm_augmentation_replaces_one_piece_words_by_the_models_top_pieces(student):
     from modeling_minibert.training.distillation.augmentation import mlm_augment, replaceable_ids
 

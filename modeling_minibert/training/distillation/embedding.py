@@ -45,6 +45,7 @@ from modeling_minibert.sharing.model_card import write_model_card
 from modeling_minibert.training.distillation.arguments import EMBEDDING_TASK as TASK
 from modeling_minibert.training.distillation.arguments import DistillationArguments, DistillResult
 from modeling_minibert.training.distillation.teacher import max_length_for
+from modeling_minibert.training.distillation.transfer import cut_input
 from modeling_minibert.training.finetuning.arguments import (
     TRAINING_DEFAULTS,
     check_training_options,
@@ -217,6 +218,7 @@ def distill_embeddings(
     with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
         texts = {role: texts_of(source, role, args.text_column_name or "text") for role, source in sources.items()}
         encoder, tokenizer, length = load_student(args, seed_of(training))
+        texts = {role: [cut_input(text, length) for text in rows] for role, rows in texts.items()}  # before tokenizing
         teacher = SentenceTransformer(str(args.teacher_model_name_or_path), device="cpu",
                                       model_kwargs=teacher_load_options(args.allow_pickle))
         teacher.max_seq_length = min(teacher.max_seq_length, length)  # the text the student reads, no more

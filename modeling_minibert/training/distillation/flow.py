@@ -46,6 +46,7 @@ from modeling_minibert.training.distillation.teacher import (
     fine_tuned_teacher,
     max_length_for,
     teacher_labels,
+    teacher_length,
     teacher_targets,
 )
 from modeling_minibert.training.distillation.trainer import (
@@ -137,10 +138,11 @@ def distill(
     with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
         examples, data_labels = read_examples(args, task, sources)
         text_column = args.text_column_name or task.columns[0]
-        transfer_inputs = [x for path in args.transfer_file for x in load_transfer_file(path, task, text_column)]
-        names = teacher_labels(args, task, data_labels)
         tokenizer = load_fast_tokenizer(args.model_name_or_path, args.tokenizer_name)  # fails early on a wrong folder
         student_length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
+        reads = max(student_length, teacher_length(args))  # what either model reads of an unlabelled text
+        transfer_inputs = [x for path in args.transfer_file for x in load_transfer_file(path, task, text_column, reads)]
+        names = teacher_labels(args, task, data_labels)
         transfer = transfer_set(examples["train"], task.conll, transfer_inputs, args, seed_of(training),
                                 (tokenizer, student_length), show_progress)
         plan = relation_plan(args, task, tokenizer, transfer.inputs, student_length)

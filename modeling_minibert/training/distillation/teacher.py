@@ -101,6 +101,12 @@ def max_length_for(name_or_path: str, tokenizer: PreTrainedTokenizerBase, wanted
     return int(min(wanted or limit, limit, tokenizer.model_max_length))
 
 
+def teacher_length(args: DistillationArguments) -> int:
+    """The tokens the teacher reads of each input (`max_seq_length`, within its positions and tokenizer)."""
+    teacher = args.teacher_model_name_or_path
+    return max_length_for(teacher, load_fast_tokenizer(teacher, None), args.max_seq_length)
+
+
 def teacher_labels(args: DistillationArguments, task: Task, data_labels: list[str]) -> list[str]:
     """The label names in id order: the teacher's (checked against the data's), or the data's for a teacher
     fine-tuned here."""
