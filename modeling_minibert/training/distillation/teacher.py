@@ -345,6 +345,6 @@ def teacher_targets(
     if show_progress:
         print(precision_line(args.teacher_mixed_precision, device))
     logits = label_with_teacher(teacher, tokenizer, task, inputs, length, batch_size, names, show_progress, bf16,
-                                args.allow_pickle)
+                                allow_pickle=args.allow_pickle)
     save_logits_cache(output, key, logits)
     return logits, False
