@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from modeling_minibert.utils.commands import CommandLine
+from modeling_minibert.utils.commands import CommandLine, forget_interrupt
 
 
 class Command(NamedTuple):
@@ -204,9 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"minibert {command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
-        # SIGINT / SIGTERM: a job that stops cleanly says where in the exception (pretrain: the checkpoint).
+        # SIGINT / SIGTERM: a job that stops cleanly says where in the exception (pretrain: the checkpoint); any
+        # other stop is a bare KeyboardInterrupt (its text is empty).
         signum = getattr(err, "signum", signal.SIGINT)
-        print(f"minibert {command}: {err or 'interrupted'}", file=sys.stderr)
+        print(f"minibert {command}: {str(err) or 'interrupted'}", file=sys.stderr)
+        forget_interrupt()
         return 128 + signum
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
 

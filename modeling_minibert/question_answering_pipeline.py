@@ -45,6 +45,21 @@ def question_room(tokenizer: PreTrainedTokenizerBase, max_length: int, doc_strid
     return max_length - tokenizer.num_special_tokens_to_add(pair=True) - doc_stride - 1
 
 
+def check_window(tokenizer: PreTrainedTokenizerBase, max_length: int, doc_stride: int, length_name: str = "max_seq_len",
+                 positions: int | None = None) -> None:
+    """ValueError in one line, naming the option and its limit, for windows no question fits in: `doc_stride`
+    negative, or so close to `max_length` (the option `length_name`) that the special tokens, the overlap and one
+    new context token leave no room for one question token; and for `max_length` past the model's `positions`.
+    Checked before any question is: otherwise the first question would be blamed."""
+    if positions is not None and max_length > positions:
+        raise ValueError(f"{length_name}={max_length} exceeds the model's max_position_embeddings={positions}")
+    most = question_room(tokenizer, max_length, 0) - 1  # the overlap that leaves one question token
+    if not 0 <= doc_stride <= most:
+        raise ValueError(f"doc_stride={doc_stride} must be at least 0 and at most {most} with {length_name}={max_length}: "
+                         f"each window holds {tokenizer.num_special_tokens_to_add(pair=True)} special tokens, the question, "
+                         "the overlap and at least one new context token")
+
+
 def tokenize_windows(
     tokenizer: PreTrainedTokenizerBase,
     questions: list[str],
@@ -177,6 +192,7 @@ class QuestionAnsweringPipeline(ChunkPipeline):
         default_length, default_stride = default_window(self.tokenizer, self.model.config)
         max_seq_len = max_seq_len if max_seq_len is not None else default_length
         doc_stride = doc_stride if doc_stride is not None else min(default_stride, max_seq_len // 4)
+        check_window(self.tokenizer, max_seq_len, doc_stride, positions=getattr(self.model.config, "max_position_embeddings", None))
         room = question_room(self.tokenizer, max_seq_len, doc_stride)
         question_length = len(self.tokenizer(question, add_special_tokens=False)["input_ids"])
         if question_length > room:
@@ -240,6 +256,7 @@ __all__ = [
     "CUSTOM_PIPELINES",
     "QuestionAnsweringPipeline",
     "best_answers",
+    "check_window",
     "default_window",
     "question_room",
     "tokenize_windows",

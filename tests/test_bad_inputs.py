@@ -47,6 +47,7 @@ from modeling_minibert import (
 )
 from fixtures.environment import REPO, clean_env
 from fixtures.models import TINY
+from modeling_minibert.utils.cpus import usable_cores
 from modeling_minibert.utils.outputs import LOCK_FILE
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -82,6 +83,8 @@ DATA_FILES: dict[str, bytes] = {
     # The same word, composed (NFC) in the answer and decomposed (NFD) in the context: offsets cannot match.
     "nfd_context.json": json.dumps({"data": [{"paragraphs": [{"context": "le cafe\u0301 est bon", "qas": [
         {"id": "1", "question": "quoi ?", "answers": [{"text": "caf\u00e9", "answer_start": 3}]}]}]}]}).encode(),
+    "squad.json": json.dumps({"data": [{"paragraphs": [{"context": "profits rose", "qas": [
+        {"id": "1", "question": "what rose?", "answers": [{"text": "profits", "answer_start": 0}]}]}]}]}).encode(),
     "squad_no_answers.json": json.dumps({"data": [{"paragraphs": [{"context": "profits rose", "qas": [
         {"id": "1", "question": "what rose?", "answers": []}]}]}]}).encode(),
 }
@@ -109,7 +112,43 @@ def sources(tmp_path_factory) -> SimpleNamespace:
     (root / "data").mkdir()
     for name, content in DATA_FILES.items():
         (root / "data" / name).write_bytes(content)
-    return SimpleNamespace(**{name: root / name for name in (*folders, "data")})
+    made = made_folders(root)
+    return SimpleNamespace(**{name: root / name for name in (*folders, *made, "data")})
+
+
+def made_folders(root: Path) -> tuple[str, ...]:
+    """Folders other jobs make from the fixtures' models: a sentence-transformers teacher (`embedder`), an int8
+    copy of the classifier (`int8`), and (`graph`) a graph shaped as an export is at its embeddings, built by
+    hand (an export takes seconds): Gathers of input_ids and token_type_ids in 120 x 4 and 2 x 4 tables, beside
+    a 24-row position table, masked by attention_mask."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from modeling_minibert.deployment.quantization import quantize
+    from modeling_minibert.deployment.sentence_embeddings import write_sentence_transformers_files
+
+    shutil.copytree(root / "mlm", root / "embedder")
+    write_sentence_transformers_files(root / "embedder")
+    quantize(root / "classifier", root / "int8")
+    tables = {f"bert.embeddings.{name}.weight": numpy_helper.from_array(np.ones((rows, 4), np.float32), f"bert.embeddings.{name}.weight")
+              for name, rows in (("word_embeddings", 120), ("position_embeddings", 24), ("token_type_embeddings", 2))}
+    inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
+              for name in ("input_ids", "attention_mask", "token_type_ids")]
+    nodes = [
+        helper.make_node("Gather", ["bert.embeddings.word_embeddings.weight", "input_ids"], ["words"]),
+        helper.make_node("Gather", ["bert.embeddings.token_type_embeddings.weight", "token_type_ids"], ["types"]),
+        helper.make_node("Add", ["words", "types"], ["sums"]),
+        helper.make_node("Cast", ["attention_mask"], ["mask"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["mask", "last"], ["mask3"]),
+        helper.make_node("Mul", ["sums", "mask3"], ["last_hidden_state"]),
+    ]
+    last = numpy_helper.from_array(np.array([-1], np.int64), "last")
+    output = helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", 4])
+    graph = helper.make_graph(nodes, "embeddings", inputs, [output], [*tables.values(), last])
+    (root / "graph").mkdir()
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), root / "graph" / "model.onnx")
+    return ("embedder", "int8", "graph")
 
 
 @pytest.fixture(scope="module")
@@ -303,6 +342,104 @@ def tokenizer_with(extra_tokens: int = 0, fewer_tokens: int = 0, on_mask_id: str
     return breakage
 
 
+def only_a_pickle(folder: Path) -> None:
+    """The weights under a pickle's name (the bytes do not matter: a pickle is refused by its name, unread)."""
+    (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
+
+
+def factorized_embeddings(folder: Path) -> None:
+    """An ELECTRA masked LM of the same shape, its embeddings 16 wide under a 32-wide encoder (embedding_size)."""
+    from transformers import ElectraConfig, ElectraForMaskedLM
+
+    for path in folder.glob("*.safetensors"):
+        path.unlink()
+    ElectraForMaskedLM(ElectraConfig(**{**TINY, "embedding_size": 16})).save_pretrained(folder)
+
+
+def pickled_dense(folder: Path) -> None:
+    """A sentence-transformers Dense module (2_Dense) saved as a pickle, listed in modules.json."""
+    (folder / "2_Dense").mkdir()
+    (folder / "2_Dense" / "config.json").write_text(json.dumps({"in_features": 32, "out_features": 8, "bias": True}))
+    (folder / "2_Dense" / "pytorch_model.bin").write_bytes(b"not really a pickle")
+    modules = json.loads((folder / "modules.json").read_text())
+    modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    (folder / "modules.json").write_text(json.dumps(modules))
+
+
+def logits_cache(columns: int = 2, dtype: torch.dtype = torch.float32, rows: list[int] | None = None) -> Callable[[Path], None]:
+    """A teacher-logits cache (key "k") of three transfer texts with `columns` logits each, as `dtype`."""
+    def breakage(folder: Path) -> None:
+        from modeling_minibert.training.distillation.teacher import save_logits_cache
+
+        save_logits_cache(folder, "k", {"transfer": [torch.zeros(columns, dtype=dtype)] * 3})
+        if rows is not None:  # the per-example counts replaced
+            from safetensors.torch import load_file, save_file
+
+            tensors = load_file(folder / "teacher_logits.safetensors")
+            save_file({**tensors, "transfer.rows": torch.tensor(rows)}, folder / "teacher_logits.safetensors")
+
+    return breakage
+
+
+def cached_logits(p: SimpleNamespace):
+    """Task distillation's cache read back for a sequence classifier of 2 labels."""
+    from modeling_minibert.training.distillation.teacher import load_logits_cache
+
+    return load_logits_cache(p.broken, "k", words_given=False, num_labels=2)
+
+
+def int8_tensor(key: str, change: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[Path], None]:
+    """Replace one tensor of an int8 folder's weights by `change(tensor)`."""
+    def breakage(folder: Path) -> None:
+        from safetensors.torch import load_file, save_file
+
+        tensors = load_file(folder / "model.int8.safetensors")
+        tensors[key] = change(tensors[key].clone()).contiguous()
+        save_file(tensors, folder / "model.int8.safetensors", metadata={"format": "pt"})
+
+    return breakage
+
+
+def set_first(value: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    return lambda tensor: tensor.index_fill_(0, torch.tensor([0]), value)
+
+
+QKV_SCALE = "bert.encoder.layer.0.attention.self.qkv.weight_scale"
+
+
+def load_int8(p: SimpleNamespace):
+    from modeling_minibert.deployment.quantization import load_quantized
+
+    return load_quantized(p.broken)
+
+
+def session_run(ids=None, mask=None, types=None, **shape):
+    """`LengthBucketedSession.run` on the hand-built graph (`made_folders`), with a (2, 8) batch by default."""
+    import numpy as np
+
+    def run(p: SimpleNamespace):
+        from modeling_minibert.deployment.onnx_session import LengthBucketedSession
+
+        given = [np.asarray(a) if a is not None else np.ones((2, 8), np.int64) for a in (ids, mask, types)]
+        if types is None:
+            given[2] = np.zeros_like(given[2])
+        return LengthBucketedSession(p.graph, threads=1).run(*given)
+
+    return run
+
+
+def ask(p: SimpleNamespace, **options):
+    """The question-answering pipeline of a tiny untrained reader (24 positions) with the fixtures' tokenizer."""
+    from transformers import AutoTokenizer
+
+    from modeling_minibert import MiniBertForQuestionAnswering
+    from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
+
+    reader = MiniBertForQuestionAnswering(MiniBertConfig(**TINY)).eval()
+    qa = QuestionAnsweringPipeline(model=reader, tokenizer=AutoTokenizer.from_pretrained(p.mlm))
+    return qa(question="who said so?", context="The company said profits rose.", **options)
+
+
 def float_rows() -> list[Row]:
     """NaN and infinity in every float field of the config, refused by name (`nan <= 0` is False)."""
     from modeling_minibert.configuration_minibert import FLOAT_FIELDS
@@ -405,6 +542,7 @@ def finetune_cli(*words: str, task: str = "sequence-classification", train: str 
 
 
 MASK = "the company said [MASK] rose."
+CORES = len(usable_cores())  # the most threads a run may ask for here
 BIG = 10_000_000  # the issue's vocab_size: 3 GB allocated for 21 s before the fix
 
 ROWS: list[Row] = [
@@ -641,6 +779,39 @@ ROWS: list[Row] = [
         lambda p: quantize_api(SimpleNamespace(broken=p.classifier, out=p.mlm)), FileExistsError),
     Row("quantize-source-does-not-exist", ("{out}", "does not exist"), None,
         lambda p: quantize_api(SimpleNamespace(broken=p.out, out=p.nowhere)), FileNotFoundError),
+    # A saved int8 folder: every tensor's dtype and shape against the config's, and every scale finite and positive,
+    # before the model is built (a vocab_size of a million would allocate first).
+    Row("int8-config-vocab-1M", ("vocab_size=1000000", "vocab_size=120"), None, load_int8, source="int8",
+        breakage=edit_config(vocab_size=10**6), seconds=3),
+    Row("int8-scale-nan", ("{broken}/model.int8.safetensors", QKV_SCALE, "nan", "finite and positive"), None, load_int8,
+        source="int8", breakage=int8_tensor(QKV_SCALE, set_first(float("nan")))),
+    Row("int8-scale-zero", ("{broken}/model.int8.safetensors", QKV_SCALE, "0.0", "finite and positive"), None, load_int8,
+        source="int8", breakage=int8_tensor(QKV_SCALE, set_first(0.0))),
+    Row("int8-scale-negative", ("{broken}/model.int8.safetensors", QKV_SCALE, "-1.0"), None, load_int8,
+        source="int8", breakage=int8_tensor(QKV_SCALE, set_first(-1.0))),
+    Row("int8-scale-short", ("{broken}/model.int8.safetensors", QKV_SCALE, "[10]", "[96]"), None, load_int8,
+        source="int8", breakage=int8_tensor(QKV_SCALE, lambda t: t[:10])),
+    Row("int8-weights-as-floats", ("{broken}/model.int8.safetensors", "qkv.weight_int8", "F32", "I8"), None, load_int8,
+        source="int8", breakage=int8_tensor(QKV_SCALE.replace("scale", "int8"), lambda t: t.float())),
+    Row("int8-zero-points-as-i64", ("{broken}/model.int8.safetensors", "qkv.weight_zero_point", "I64", "I32"), None, load_int8,
+        source="int8", breakage=int8_tensor(QKV_SCALE.replace("scale", "zero_point"), lambda t: t.long())),
+    Row("int8-layer-norm-as-i32", ("{broken}/model.int8.safetensors", "embeddings.LayerNorm.weight", "I32", "F32"), None, load_int8,
+        source="int8", breakage=int8_tensor("bert.embeddings.LayerNorm.weight", lambda t: t.int())),
+    Row("int8-layer-norm-shape", ("{broken}/model.int8.safetensors", "embeddings.LayerNorm.weight", "[8]", "[32]"), None, load_int8,
+        source="int8", breakage=int8_tensor("bert.embeddings.LayerNorm.weight", lambda t: t[:8])),
+    # -- onnxruntime in length buckets (modeling_minibert.deployment.onnx_session: Python API only) ---------------
+    Row("session-empty-batch", ("input_ids", "(0, 8)", "empty"), None,
+        session_run(torch.zeros(0, 8, dtype=torch.long).numpy(), torch.zeros(0, 8, dtype=torch.long).numpy(),
+                    torch.zeros(0, 8, dtype=torch.long).numpy())),
+    Row("session-ids-beyond-vocab", ("input_ids", "120", "vocab_size=120"), None, session_run(ids=torch.full((2, 8), 120).numpy())),
+    Row("session-ids-negative", ("input_ids", "-1", "vocab_size=120"), None, session_run(ids=torch.full((2, 8), -1).numpy())),
+    Row("session-token-types-beyond", ("token_type_ids", "2", "type_vocab_size=2"), None,
+        session_run(types=torch.full((2, 8), 2).numpy())),
+    Row("session-longer-than-positions", ("30", "max_position_embeddings=24"), None,
+        session_run(torch.ones(2, 30, dtype=torch.long).numpy(), torch.ones(2, 30, dtype=torch.long).numpy(),
+                    torch.zeros(2, 30, dtype=torch.long).numpy())),
+    Row("session-shapes-differ", ("attention_mask", "(2, 7)", "(2, 8)"), None, session_run(mask=torch.ones(2, 7, dtype=torch.long).numpy())),
+    Row("session-ids-floats", ("input_ids", "float"), None, session_run(ids=torch.ones(2, 8).numpy())),
     # -- train-tokenizer -------------------------------------------------------------------------------------------
     Row("tokenizer-vocab-size-below-minimum", ("vocab_size=3", "16"),
         ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{out}", "--vocab_size", "3"),
@@ -829,6 +1000,13 @@ ROWS: list[Row] = [
     Row("finetune-qa-max-answer-length-zero", ("max_answer_length=0", "at least 1"),
         finetune_cli("--max_answer_length", "0", task="question-answering", train="{data}/nope.json"),
         lambda p: tune(p, "question-answering", "nope.json", max_answer_length=0)),
+    Row("finetune-qa-doc-stride-leaves-no-room", ("doc_stride=20", "max_seq_length=24", "at most 19"),
+        finetune_cli("--doc_stride", "20", "--max_seq_length", "24", task="question-answering", train="{data}/squad.json"),
+        lambda p: tune(p, "question-answering", "squad.json", doc_stride=20, max_seq_length=24)),
+    Row("qa-pipeline-doc-stride-above-the-window", ("doc_stride=32", "max_seq_len=24", "at most 19"), None,
+        lambda p: ask(p, max_seq_len=24, doc_stride=32)),
+    Row("qa-pipeline-window-above-positions", ("max_seq_len=100", "max_position_embeddings=24"), None,
+        lambda p: ask(p, max_seq_len=100)),
     # -- pretrain (its own table is in tests/test_pretraining_loop.py; these are the cross-cutting cases) ---------
     Row("pretrain-train-file-missing", ("{data}/nope.txt",), pretrain_cli(train="{data}/nope.txt"),
         lambda p: pretrain_api(p, train_file=[str(p.data / "nope.txt")]), FileNotFoundError),
@@ -849,6 +1027,8 @@ ROWS: list[Row] = [
     Row("pretrain-mlm-probability-above-one", ("mlm_probability", "1.5"), pretrain_cli("--mlm_probability", "1.5"),
         lambda p: pretrain_api(p, mlm_probability=1.5)),
     Row("pretrain-negative-max-steps", ("max_steps", "-5"), pretrain_cli("--max_steps=-5")),
+    Row("pretrain-num-threads-above-the-cores", ("num_threads=3000", f"{CORES} CPU cores"), pretrain_cli("--num_threads", "3000"),
+        lambda p: pretrain_api(p, num_threads=3000)),
     Row("pretrain-model-does-not-exist", ("{nowhere}",), pretrain_cli(model="{nowhere}"),
         lambda p: pretrain_api(p, model_name_or_path=str(p.nowhere)), FileNotFoundError),
     Row("pretrain-model-config-vocab-10M", ("vocab_size=10000000",), pretrain_cli(model="{broken}"),
@@ -896,6 +1076,19 @@ ROWS: list[Row] = [
         pretrain_cli("--objective", "electra", teacher="{bert}"),
         lambda p: pretrain_api(p, teacher_model_name_or_path=str(p.bert), objective="electra", vocab_size=100,
                                config_overrides=TINY_STUDENT, max_seq_length=24)),
+    # Every teacher is checked before it is loaded: only safetensors unless asked, its shapes readable by the student.
+    Row("pretrain-teacher-only-a-pickle", ("teacher_model_name_or_path={broken}", "pytorch_model.bin", "pickle", "allow_pickle"),
+        pretrain_cli(teacher="{broken}"),
+        lambda p: pretrain_api(p, teacher_model_name_or_path=str(p.broken), config_overrides=TINY_STUDENT, max_seq_length=24),
+        source="bert", breakage=only_a_pickle),
+    Row("pretrain-teacher-tokenizer-larger-than-embeddings", ("teacher_model_name_or_path={broken}", "122 tokens", "vocab_size=120"),
+        pretrain_cli(teacher="{broken}"),
+        lambda p: pretrain_api(p, teacher_model_name_or_path=str(p.broken), config_overrides=TINY_STUDENT, max_seq_length=24),
+        source="bert", breakage=tokenizer_with(extra_tokens=2)),
+    Row("pretrain-teacher-factorized-embeddings", ("teacher_model_name_or_path={broken}", "embedding_size=16", "hidden_size=32"),
+        pretrain_cli(teacher="{broken}"),
+        lambda p: pretrain_api(p, teacher_model_name_or_path=str(p.broken), config_overrides=TINY_STUDENT, max_seq_length=24),
+        source="bert", breakage=factorized_embeddings),
     # -- distill ---------------------------------------------------------------------------------------------------
     Row("distill-temperature-zero", ("temperature=0",), distill_cli("--temperature", "0"), lambda p: distill_api(p, temperature=0)),
     Row("distill-alpha-above-one", ("alpha=1.5",), distill_cli("--alpha", "1.5"), lambda p: distill_api(p, alpha=1.5)),
@@ -946,6 +1139,35 @@ ROWS: list[Row] = [
     Row("distill-embedding-temperature", ("temperature=3.0", "'embedding'"),
         distill_cli("--temperature", "3", task="embedding", train="{data}/corpus.txt"),
         lambda p: distill_api(p, task="embedding", train="corpus.txt", temperature=3.0)),
+    Row("distill-teacher-only-a-pickle", ("teacher_model_name_or_path={broken}", "pytorch_model.bin", "allow_pickle"),
+        distill_cli(teacher="{broken}"), lambda p: distill_api(p, teacher="broken"), source="classifier", breakage=only_a_pickle),
+    Row("distill-finetune-teacher-only-a-pickle", ("teacher_model_name_or_path={broken}", "pytorch_model.bin", "allow_pickle"),
+        distill_cli("--finetune_teacher", "true", teacher="{broken}"), lambda p: distill_api(p, teacher="broken", finetune_teacher=True),
+        source="bert", breakage=only_a_pickle),
+    Row("distill-teacher-tokenizer-larger-than-embeddings", ("teacher_model_name_or_path={broken}", "122 tokens", "vocab_size=120"),
+        distill_cli(teacher="{broken}"), lambda p: distill_api(p, teacher="broken"), source="classifier",
+        breakage=tokenizer_with(extra_tokens=2)),
+    Row("distill-embedding-teacher-only-a-pickle", ("teacher_model_name_or_path={broken}", "pytorch_model.bin", "allow_pickle"),
+        distill_cli(task="embedding", teacher="{broken}", train="{data}/corpus.txt"),
+        lambda p: distill_api(p, teacher="broken", task="embedding", train="corpus.txt"), source="embedder", breakage=only_a_pickle),
+    Row("distill-embedding-teacher-dense-a-pickle", ("teacher_model_name_or_path={broken} (2_Dense)", "pytorch_model.bin", "allow_pickle"),
+        distill_cli(task="embedding", teacher="{broken}", train="{data}/corpus.txt"),
+        lambda p: distill_api(p, teacher="broken", task="embedding", train="corpus.txt"), source="embedder", breakage=pickled_dense),
+    Row("distill-embedding-teacher-without-pooling", ("{broken}/1_Pooling", "config.json", "Pooling"),
+        distill_cli(task="embedding", teacher="{broken}", train="{data}/corpus.txt"),
+        lambda p: distill_api(p, teacher="broken", task="embedding", train="corpus.txt"), FileNotFoundError, source="embedder",
+        breakage=lambda f: shutil.rmtree(f / "1_Pooling")),
+    Row("distill-embedding-teacher-tokenizer-larger-than-embeddings", ("teacher_model_name_or_path={broken}", "122 tokens", "vocab_size=120"),
+        distill_cli(task="embedding", teacher="{broken}", train="{data}/corpus.txt"),
+        lambda p: distill_api(p, teacher="broken", task="embedding", train="corpus.txt"), source="embedder",
+        breakage=tokenizer_with(extra_tokens=2)),
+    # The teacher's cached logits are read as what they must be: (N, labels) float32, N the examples' rows.
+    Row("distill-cached-logits-extra-column", ("{broken}/teacher_logits.safetensors", "transfer.logits", "[3, 3]", "[3, 2]"),
+        None, cached_logits, source="data", breakage=logits_cache(columns=3)),
+    Row("distill-cached-logits-float64", ("{broken}/teacher_logits.safetensors", "transfer.logits", "float64", "float32"),
+        None, cached_logits, source="data", breakage=logits_cache(dtype=torch.float64)),
+    Row("distill-cached-logits-rows-disagree", ("{broken}/teacher_logits.safetensors", "transfer.rows", "[1, 1, 2]"),
+        None, cached_logits, source="data", breakage=logits_cache(rows=[1, 1, 2])),
     # -- the command line itself -----------------------------------------------------------------------------------
     Row("unknown-command", ("'fine-tune'",), ("fine-tune", "--help")),
 ]

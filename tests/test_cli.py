@@ -66,3 +66,46 @@ def test_dropped_and_abbreviated_option_names_are_refused(argv, refused, capsys,
     assert err.startswith(f"minibert {argv[0]}: error: unrecognized arguments: {refused}") and err.count("\n") == 1, err
     assert f"(see minibert {argv[0]} --help)" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_job_interrupted_says_so_in_one_line_and_exits_130(monkeypatch, capsys):
+    """A bare KeyboardInterrupt (Ctrl-C while a job starts) has no text: the line says "interrupted"."""
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run", ctrl_c)
+    assert cli.main(["fill-mask", "--model_name_or_path", "folder", "--text", "text [MASK]"]) == 130
+    assert capsys.readouterr().err == "minibert fill-mask: interrupted\n"
+
+
+def test_ctrl_c_while_the_package_is_imported_is_one_line_too(monkeypatch, capsys):
+    """The console script's entry (minibert_cli.py) imports the package itself: an interrupt there, before
+    `cli.main` runs, is one line and 130 as well."""
+    import minibert_cli
+
+    def ctrl_c(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(minibert_cli.importlib, "import_module", ctrl_c)
+    assert minibert_cli.main() == 130
+    assert capsys.readouterr().err == "minibert: interrupted\n"
+
+
+def test_a_real_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path):
+    """SIGINT 0.3 s after `minibert` starts, while torch and transformers are still being imported: Python printed
+    a traceback of its import machinery, and a KeyboardInterrupt raised inside an extension's code made the process
+    die by SIGINT (-2) even when caught."""
+    import signal
+    import subprocess
+    import time
+
+    from fixtures.environment import clean_env
+
+    process = subprocess.Popen([sys.executable, "-m", "minibert_cli", "fill-mask", "--help"], cwd=tmp_path,
+                               env=clean_env(PYTHONPATH=str(REPO)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert (process.returncode, out, err) == (130, "", "minibert: interrupted\n")
+    assert list(tmp_path.iterdir()) == []

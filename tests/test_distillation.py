@@ -291,6 +291,29 @@ def test_augmentation_is_seeded_and_keeps_words():
     assert augment(words, random.Random(0), 0.0, 0.0) == list(range(len(words)))
 
 
+def test_a_huge_transfer_line_is_cut_to_what_the_models_read_before_tokenizing(student, tmp_path):
+    """One 2 MB line (the issue's 28 MB took 128 s and 4.1 GB to tokenize) is cut at 32 characters a token read, at
+    once; the tokens the models read of it are the same, as a text or as words (token classification)."""
+    import time
+
+    from modeling_minibert.training.distillation.transfer import CHARS_PER_TOKEN, load_transfer_file
+    from modeling_minibert.training.finetuning.tasks import load_task
+
+    line = "the movie was good and the plot was fine too " * 45_000
+    path = tmp_path / "unlabelled.txt"
+    path.write_text(f"{line}\nshort one\n", encoding="utf-8")
+    start = time.perf_counter()
+    texts = load_transfer_file(path, load_task("sequence-classification"), "text", tokens=32)
+    words = load_transfer_file(path, load_task("token-classification"), "tokens", tokens=32)
+    assert time.perf_counter() - start < 5
+    assert texts == [line.strip()[: 32 * CHARS_PER_TOKEN], "short one"]
+    assert words == [line.split()[:32], ["short", "one"]]
+    tokenizer = AutoTokenizer.from_pretrained(student)
+    head = line[:100_000]  # enough to hold 32 tokens many times over, quick to tokenize whole
+    read = lambda text: tokenizer(text, truncation=True, max_length=32)["input_ids"]  # noqa: E731
+    assert read(texts[0]) == read(head)
+
+
 def test_mlm_augmentation_replaces_one_piece_words_by_the_models_top_pieces(student):
     from modeling_minibert.training.distillation.augmentation import mlm_augment, replaceable_ids
 
@@ -438,6 +461,31 @@ def test_a_bert_teacher_labels_through_mini_berts_unpadded_path_with_the_same_lo
 
     DistilBertForSequenceClassification(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32)).save_pretrained(tmp_path / "distilbert")
     assert type(distillation_teacher.load_teacher_classifier(str(tmp_path / "distilbert"), task)) is DistilBertForSequenceClassification
+
+
+def test_a_pickled_teacher_is_read_only_when_asked(teacher, tmp_path):
+    """pytorch_model.bin alone is refused in one line before any work (the bad-inputs table runs the job); with
+    allow_pickle it labels as the same teacher in safetensors does, and the cache's key covers the pickle."""
+    from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
+    from modeling_minibert.training.finetuning.tasks import load_task
+
+    bert = convert_minibert_to_bert(teacher, tmp_path / "bert")
+    pickled = tmp_path / "pickled"
+    shutil.copytree(bert, pickled)
+    torch.save(load_file(str(pickled / "model.safetensors")), pickled / "pytorch_model.bin")
+    (pickled / "model.safetensors").unlink()
+    with pytest.raises(ValueError, match=rf"^teacher_model_name_or_path={pickled} holds only pickle weights \(pytorch_model.bin\)"):
+        distillation_teacher.check_teacher_files(str(pickled), allow_pickle=False)
+    distillation_teacher.check_teacher_files(str(pickled), allow_pickle=True)
+    task, tokenizer, texts = load_task("sequence-classification"), AutoTokenizer.from_pretrained(bert), sentiment(8, 3)["text"]
+
+    def labels(folder: Path, **options) -> torch.Tensor:
+        rows = distillation_teacher.label_with_teacher(str(folder), tokenizer, task, {"t": texts}, 32, 16, ["neg", "pos"],
+                                                       False, **options)["t"]
+        return torch.stack(rows)
+
+    torch.testing.assert_close(labels(pickled, allow_pickle=True), labels(bert), atol=0, rtol=0)
+    assert "pytorch_model.bin" in [p.name for p in distillation_teacher.model_files(pickled)]
 
 
 def test_a_bert_teacher_is_fine_tuned_in_mini_bert_and_saved_in_bert_format(teacher_base, student, tmp_path, monkeypatch):

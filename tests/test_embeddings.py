@@ -62,6 +62,15 @@ def test_encode_matches_one_text_at_a_time(minibert_folder):
     torch.testing.assert_close(batched.norm(dim=-1), torch.ones(len(SENTENCES)))
 
 
+def test_no_texts_give_no_embeddings_as_sentence_transformers_does(minibert_folder):
+    """An empty list was an IndexError from the tokenizer: it is (0, D), D the projection's width when there is one
+    (`SentenceTransformer.encode([])` returns an empty result too, without its width)."""
+    model, tokenizer = MiniBertModel.from_pretrained(minibert_folder), tiny_tokenizer()
+    assert encode(model, tokenizer, []).shape == (0, TINY["hidden_size"])
+    projected = encode(model, tokenizer, [], projection=torch.nn.Linear(TINY["hidden_size"], 8), normalize=True)
+    assert projected.shape == (0, 8) and projected.dtype == torch.float32
+
+
 @pytest.mark.parametrize("normalize", [True, False])
 def test_sentence_transformers_loads_a_minibert_folder(minibert_folder, tmp_path, normalize):
     folder = tmp_path / "model"

@@ -191,6 +191,15 @@ def test_optimized_export_fuses_and_matches_pytorch_in_length_buckets(folder, tm
     keep = mask.bool()
     torch.testing.assert_close(torch.from_numpy(hidden)[keep], expected.last_hidden_state[keep], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(torch.from_numpy(pooled), expected.pooler_output, atol=1e-4, rtol=1e-4)
+    # Padded past the graph's 24 positions, rows whose tokens fit still run (a bucket stops at the positions); the
+    # bounds are the graph's own tables (the fused graph's too), each refused in one line before onnxruntime runs.
+    session = LengthBucketedSession(path, threads=1, step=16)
+    wide = [np.pad(t.numpy(), ((0, 0), (0, 6))) for t in (ids, mask, types)]
+    assert np.array_equal(session.run(*wide)[1], pooled)
+    for bad, message in (((wide[0] + 120,) + tuple(wide[1:]), r"^input_ids contains \d+, outside the graph's embeddings \(vocab_size=120: 0 to 119\)$"),
+                         ((wide[0], np.ones_like(wide[1]), wide[2]), r"^row 0 has tokens up to position 30 .*max_position_embeddings=24$")):
+        with pytest.raises(ValueError, match=message):
+            session.run(*bad)
 
 
 def test_int8_export_is_near_fp32_and_keeps_embeddings_and_head_fp32(classifier_folder, tmp_path):

@@ -33,7 +33,7 @@ def test_flags_are_the_example_scripts_names_with_dashes_or_underscores():
     assert (args.resume_from_checkpoint, args.lr_scheduler_type, args.max_time, args.objective) == ("latest", "cosine", 60, "mlm")
     assert (args.push_to_hub, args.hub_model_id, args.report_to) == (True, "me/bert", [])
     assert arguments_from_namespace(parse(["--resume_from_checkpoint", "run/checkpoint-5"])).resume_from_checkpoint == "run/checkpoint-5"
-    assert arguments_from_namespace(parse(["--num_threads", "3"])).num_threads == 3
+    assert arguments_from_namespace(parse(["--num_threads", "1"])).num_threads == 1  # (at most the cores: test_cpus.py)
 
 
 def test_no_flags_give_the_dataclass_defaults_field_by_field():

@@ -406,3 +406,21 @@ def test_a_teacher_with_a_nan_weight_is_refused_before_anything_is_written(teach
         pretrain(teacher_model_name_or_path=str(poisoned), train_file=str(corpus), max_seq_length=32,
                  output_dir=str(tmp_path / "run"))
     assert not (tmp_path / "run").exists()
+
+
+def test_a_pickled_teacher_is_read_only_when_asked(teacher_dir, tmp_path):
+    """pytorch_model.bin alone is refused in one line, before anything is read; with allow_pickle it loads as the
+    same teacher (torch's weights_only load)."""
+    folder = tmp_path / "pickled"
+    folder.mkdir()
+    for path in teacher_dir.iterdir():
+        if path.suffix != ".safetensors":
+            (folder / path.name).write_bytes(path.read_bytes())
+    torch.save(load_file(teacher_dir / "model.safetensors"), folder / "pytorch_model.bin")
+    vocab = len(load_tokenizer(teacher_dir))
+    with pytest.raises(ValueError, match=rf"^teacher_model_name_or_path={folder} holds only pickle weights "
+                                         r"\(pytorch_model.bin\), .* pass allow_pickle=True \(--allow_pickle\)"):
+        load_teacher_encoder(str(folder), vocab, None, None, 48, 32)
+    pickled = load_teacher_encoder(str(folder), vocab, None, None, 48, 32, allow_pickle=True).model.state_dict()
+    saved = load_file(teacher_dir / "model.safetensors")  # (the pooler, which the folder does not hold, is random)
+    assert all(torch.equal(pickled[k], v) for k, v in saved.items())

@@ -194,3 +194,53 @@ def test_a_folder_that_cannot_be_written_ends_in_one_line(copy, monkeypatch, cap
     assert code == 2 and "Traceback" not in err
     assert err.strip().splitlines() == [f"minibert pretrain: error: [Errno 30] cannot write to output_dir {out}: Read-only file system"]
     assert snapshot(out) == before
+
+
+# --- a stop before the first checkpoint ------------------------------------------------------------------------
+
+def test_a_stop_before_the_first_checkpoint_keeps_nothing(tmp_path):
+    """What the run wrote goes (the folder too, when the run made it; the user's own files stay); once a checkpoint
+    is there, the folder is the run's to continue and the stop's own message stands."""
+    import signal
+
+    from modeling_minibert.training.pretraining.run_folder import nothing_kept_before_a_checkpoint
+    from modeling_minibert.training.pretraining.session import TrainingInterrupted
+
+    out = tmp_path / "run"
+    with pytest.raises(TrainingInterrupted, match=rf"^stopped by SIGINT before the first checkpoint: nothing was kept in {out}$"):
+        with nothing_kept_before_a_checkpoint(out):
+            out.mkdir()
+            (out / "vocab.txt").write_text("[PAD]\n")
+            raise KeyboardInterrupt
+    assert not out.exists()
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(TrainingInterrupted, match="^stopped by SIGTERM before the first checkpoint") as stopped:
+        with nothing_kept_before_a_checkpoint(out):
+            (out / "tensorboard").mkdir()
+            (out / "pretraining_args.json").write_text("{}")
+            raise TrainingInterrupted(signal.SIGTERM, "stopped by SIGTERM at once")
+    assert stopped.value.signum == signal.SIGTERM and sorted(os.listdir(out)) == ["notes.txt"]
+    with pytest.raises(TrainingInterrupted, match="^stopped by SIGINT after step 2: saved"):
+        with nothing_kept_before_a_checkpoint(out):
+            (out / "checkpoint-2").mkdir()
+            raise TrainingInterrupted(signal.SIGINT, "stopped by SIGINT after step 2: saved")
+    assert sorted(os.listdir(out)) == ["checkpoint-2", "notes.txt"]
+
+
+def test_ctrl_c_during_start_up_ends_in_one_line_and_leaves_no_folder(tiny, tmp_path, monkeypatch, capsys):
+    """Ctrl-C once the folder holds the run's tokenizer and arguments, before training: exit 130, one line, and
+    no half-made run (which the same command would then refuse)."""
+    from modeling_minibert.training.pretraining import run_folder
+
+    real = run_folder.start_run_folder
+
+    def then_ctrl_c(*args):
+        real(*args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_folder, "start_run_folder", then_ctrl_c)
+    out = tmp_path / "run"
+    assert cli.main(["pretrain", *cli_args(**dict(tiny, output_dir=str(out), max_steps=2))]) == 130
+    assert capsys.readouterr().err == f"minibert pretrain: stopped by SIGINT before the first checkpoint: nothing was kept in {out}\n"
+    assert not out.exists()

@@ -34,7 +34,7 @@ from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as DynamicInt8Linear
 
 from modeling_minibert import AUTO_CLASSES
-from modeling_minibert.checks_minibert import check_model_folder
+from modeling_minibert.checks_minibert import check_model_folder, check_weights_fit_config, read_safetensors_header
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import MiniBertPreTrainedModel, MiniBertSelfAttention
 from modeling_minibert.utils.files import check_output_dir, staged_folder
@@ -195,16 +195,87 @@ def quantize(
 
 def load_quantized(folder: str | os.PathLike, engine: str | None = None) -> MiniBertPreTrainedModel:
     """The int8 model `quantize` wrote to `folder`, in eval mode, ready to run; its layers packed for `engine`
-    (None: `packing_engine()`: the file is the same for every engine)."""
+    (None: `packing_engine()`: the file is the same for every engine).
+
+    Before the model is built, every tensor of the file is checked against the config (`check_int8_file`: its
+    dtype and shape, read from the header) and its values (`check_int8_values`: scales finite and positive, zero
+    points in int8's range, float tensors finite): ValueError, one line, naming the tensor."""
     folder = Path(folder)
     weights = folder / QUANTIZED_WEIGHTS_FILE
     if not weights.is_file():
         raise FileNotFoundError(f"{folder} holds no int8 weights (no {QUANTIZED_WEIGHTS_FILE}); write them with quantize()")
     with quantized_engine(engine) as engine:  # an unknown engine is refused before the model is built
         config = MiniBertConfig.from_pretrained(folder)
+        check_int8_file(config, weights)
+        state = load_file(weights)
+        check_int8_values(state, weights)
         model = quantize_dynamic_int8(_model_class(config)(config), engine=engine)
-        load_int8_state_dict(model, load_file(weights), folder)
+        load_int8_state_dict(model, state, folder)
     return model
+
+
+# safetensors' names of the dtypes an int8 file holds.
+SAFETENSORS_DTYPES = {torch.float32: "F32", torch.int8: "I8", torch.int32: "I32", torch.int64: "I64",
+                      torch.float16: "F16", torch.bfloat16: "BF16", torch.bool: "BOOL"}
+
+
+def int8_layout(config: MiniBertConfig) -> dict[str, tuple[str, list[int]]]:
+    """Every tensor `int8_state_dict` writes for a model of `config`, as (safetensors dtype, shape): the model is
+    built on the meta device (nothing allocated) with Q, K and V fused as `quantize_dynamic_int8` fuses them."""
+    with torch.device("meta"):
+        model = _model_class(config)(config)
+        for layer in model.base_model.encoder.layer:
+            layer.attention.self = Int8SelfAttention(layer.attention.self)
+    prefix = f"{model.base_model_prefix}.encoder." if model.base_model is not model else "encoder."
+    int8 = {name: module for name, module in model.named_modules() if isinstance(module, nn.Linear) and name.startswith(prefix)}
+    layout = {}
+    for name, linear in int8.items():
+        out, width = linear.weight.shape
+        layout |= {f"{name}.weight_int8": ("I8", [out, width]), f"{name}.weight_scale": ("F32", [out]),
+                   f"{name}.weight_zero_point": ("I32", [out]), f"{name}.bias": ("F32", [out])}
+    for key, tensor in (*model.named_parameters(), *model.named_buffers()):
+        if key.rpartition(".")[0] not in int8:
+            layout[key] = (SAFETENSORS_DTYPES.get(tensor.dtype, str(tensor.dtype)), list(tensor.shape))
+    return layout
+
+
+def check_int8_file(config: MiniBertConfig, weights: Path) -> None:
+    """The int8 file's header against `config`, nothing loaded: its sizes (`check_weights_fit_config`, before the
+    model is built: a `vocab_size` of a million would allocate gigabytes first), then every tensor's name, dtype
+    and shape against `int8_layout`. ValueError, one line, naming the first that disagrees."""
+    check_weights_fit_config(config, [weights], weights.parent)
+    header = read_safetensors_header(weights)
+    header.pop("__metadata__", None)
+    layout = int8_layout(config)
+    missing, unexpected = sorted(set(layout) - set(header)), sorted(set(header) - set(layout))
+    if missing or unexpected:
+        raise ValueError(f"{weights}: the tensors do not fit the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+    for key, (dtype, shape) in layout.items():
+        if (header[key]["dtype"], header[key]["shape"]) != (dtype, shape):
+            raise ValueError(f"{weights}: {key} is {header[key]['dtype']} of shape {header[key]['shape']}, expected "
+                             f"{dtype} of shape {shape}")
+
+
+def check_int8_values(state: dict[str, torch.Tensor], weights: Path) -> None:
+    """Scales finite and positive (a NaN or a zero would turn a whole output channel into NaN or zeros, silently),
+    zero points in int8's range, every float tensor finite; ValueError, one line, naming the tensor and the row."""
+    for key, tensor in state.items():
+        if key.endswith(".weight_scale"):
+            bad = ~(torch.isfinite(tensor) & (tensor > 0))
+            what = "scales must be finite and positive"
+        elif key.endswith(".weight_zero_point"):
+            bad = (tensor < -128) | (tensor > 127)
+            what = "zero points must be in int8's range [-128, 127]"
+        elif tensor.is_floating_point():
+            bad = ~torch.isfinite(tensor)
+            what = "weights must be finite"
+        else:
+            continue
+        if bad.any():
+            rows = bad.reshape(max(len(bad), 1) if bad.dim() else 1, -1)  # (rows, values per row)
+            row = int(rows.any(1).nonzero()[0])
+            value = tensor.reshape(rows.shape)[row][rows[row]][0].item()
+            raise ValueError(f"{weights}: {key} holds {value} at row {row}: {what}")
 
 
 def _model_class(config: MiniBertConfig) -> type[MiniBertPreTrainedModel]:

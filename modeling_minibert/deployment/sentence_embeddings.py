@@ -65,8 +65,12 @@ def encode(
     `projection` (a Dense module's layer) and L2 normalisation if asked, as the sentence-transformers modules do.
 
     Batches hold texts of similar length, each padded to its longest only, so short texts cost what they hold.
+    No texts give a (0, D) tensor, as `SentenceTransformer.encode([])` gives an empty result rather than an error.
     """
     model.eval()
+    if len(texts) == 0:  # the tokenizer fails on an empty batch (IndexError)
+        empty = torch.zeros(0, model.config.hidden_size)
+        return projection(empty) if projection is not None else empty
     length = min(max_length or model_max_length(model, tokenizer), model_max_length(model, tokenizer))
     ids = tokenizer(list(texts), truncation=True, max_length=length)["input_ids"]
     order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
@@ -82,18 +86,25 @@ def encode(
             embeddings = torch.nn.functional.normalize(embeddings, dim=-1)
         for row, i in enumerate(chunk):
             rows[i] = embeddings[row]
-    return torch.stack(rows) if rows else torch.empty(0, 0)
+    return torch.stack(rows)
 
 
 def module_types(folder: str | os.PathLike) -> list[str]:
     """The class names of the sentence-transformers modules a folder lists ("Transformer", "Pooling", ...)."""
+    return [kind for kind, _ in module_folders(folder)]
+
+
+def module_folders(folder: str | os.PathLike) -> list[tuple[str, str]]:
+    """(class name, folder inside `folder`) of each sentence-transformers module the folder lists, in order
+    (("Transformer", ""), ("Pooling", "1_Pooling"), ...); FileNotFoundError / ValueError in one line for a folder
+    without a module list, or one that is not a list of modules."""
     path = Path(folder) / SENTENCE_TRANSFORMERS_MODULES_FILE
     try:
         modules = json.loads(path.read_text(encoding="utf-8"))
-        return [str(module["type"]).rsplit(".", 1)[-1] for module in modules]
+        return [(str(module["type"]).rsplit(".", 1)[-1], str(module.get("path", ""))) for module in modules]
     except FileNotFoundError:
         raise FileNotFoundError(f"{folder} has no {SENTENCE_TRANSFORMERS_MODULES_FILE}: not a sentence-transformers folder") from None
-    except (ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"{path} is not a sentence-transformers module list: {err}") from None
 
 
@@ -135,4 +146,4 @@ def pooling_config(width: int) -> dict:
     return {"word_embedding_dimension": width, **{f"pooling_mode_{m}": m == "mean_tokens" for m in modes}, "include_prompt": True}
 
 
-__all__ = ["encode", "mean_pooling", "model_max_length", "module_types", "pooling_config", "write_sentence_transformers_files"]
+__all__ = ["encode", "mean_pooling", "model_max_length", "module_folders", "module_types", "pooling_config", "write_sentence_transformers_files"]

@@ -87,4 +87,18 @@ class CommandLine:
         return None
 
 
-__all__ = ["ArgumentParser", "CommandLine", "HelpFormatter"]
+def forget_interrupt() -> None:
+    """Tell CPython that a KeyboardInterrupt the command caught was handled. One raised inside code an extension
+    runs with `PyRun_String` (pybind11's `exec`, as torch's imports do) marks it unhandled for good, and the
+    interpreter then kills itself with SIGINT at exit, whatever exit code the command asked (130 became -2).
+    Running any code the same way clears the mark (the launcher, minibert_cli.py, has its own copy: it runs
+    before this package can be imported)."""
+    try:
+        import ctypes
+
+        ctypes.pythonapi.PyRun_SimpleString(b"pass")
+    except (ImportError, AttributeError, OSError):  # not CPython: no such mark
+        pass
+
+
+__all__ = ["ArgumentParser", "CommandLine", "HelpFormatter", "forget_interrupt"]

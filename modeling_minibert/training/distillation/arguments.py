@@ -23,6 +23,7 @@ from modeling_minibert.training.finetuning.arguments import (
 )
 from modeling_minibert.training.finetuning.tasks import TASKS, load_task
 from modeling_minibert.utils.precision import TEACHER_PRECISION_HELP, TEACHER_PRECISIONS, check_teacher_precision
+from modeling_minibert.utils.teachers import ALLOW_PICKLE_HELP
 
 if TYPE_CHECKING:
     from modeling_minibert.training.finetuning.task import Task
@@ -60,6 +61,7 @@ class DistillationArguments(ModelArguments, DataArguments):
     finetune_teacher: bool = field(
         default=False, metadata={"help": "fine-tune the teacher on the training data first (into OUTPUT_DIR/teacher)"}
     )
+    allow_pickle: bool = field(default=False, metadata={"help": ALLOW_PICKLE_HELP})
     teacher_num_train_epochs: float = field(default=1.0, metadata={"help": "epochs of teacher fine-tuning"})
     teacher_learning_rate: float = field(default=1e-4, metadata={"help": "learning rate of teacher fine-tuning"})
     # auto: on an AVX-512 BF16 CPU all-MiniLM-L6-v2 fine-tuned on Rotten Tomatoes in 3.2 CPU-minutes against 4.8

@@ -32,11 +32,12 @@ from typing import Any
 import torch
 from datasets import Dataset
 from torch import nn
-from transformers import AutoModel, DataCollatorWithPadding, PreTrainedModel, Trainer, set_seed
+from transformers import AutoConfig, AutoModel, DataCollatorWithPadding, PreTrainedModel, Trainer, set_seed
 
 from modeling_minibert import MiniBertConfig, MiniBertModel
 from modeling_minibert.deployment.sentence_embeddings import (
     mean_pooling,
+    module_folders,
     module_types,
     write_sentence_transformers_files,
 )
@@ -44,6 +45,7 @@ from modeling_minibert.sharing.model_card import write_model_card
 from modeling_minibert.training.distillation.arguments import EMBEDDING_TASK as TASK
 from modeling_minibert.training.distillation.arguments import DistillationArguments, DistillResult
 from modeling_minibert.training.distillation.teacher import NON_FINITE_TEACHER, max_length_for
+from modeling_minibert.training.distillation.transfer import cut_input
 from modeling_minibert.training.finetuning.arguments import (
     TRAINING_DEFAULTS,
     check_training_options,
@@ -58,7 +60,14 @@ from modeling_minibert.training.finetuning.plots import plot_training_curves
 from modeling_minibert.training.finetuning.task import Prepared
 from modeling_minibert.utils.files import staged_folder, write_json
 from modeling_minibert.utils.finite import NonFiniteError, check_finite_weights, non_finite_rows
-from modeling_minibert.utils.outputs import CURVES_FILE, DISTILLATION_ARGS_FILE, TRAINER_STATE_FILE, write_results
+from modeling_minibert.utils.outputs import (
+    CURVES_FILE,
+    DISTILLATION_ARGS_FILE,
+    SENTENCE_TRANSFORMERS_MODULES_FILE,
+    TRAINER_STATE_FILE,
+    write_results,
+)
+from modeling_minibert.utils.teachers import check_teacher_tokenizer, check_teacher_weights, teacher_load_options
 
 DENSE_DIR = "2_Dense"  # the projection's sentence-transformers module folder (after 1_Pooling)
 # The recipe of the measured embedding student (benchmarks/embeddings.py: 95% of all-MiniLM-L6-v2's retrieval MRR on
@@ -126,7 +135,23 @@ def check_embedding_options(args: DistillationArguments, has_train_data: bool) -
     kinds = module_types(teacher)
     if kinds[:2] != ["Transformer", "Pooling"]:
         raise ValueError(f"teacher {teacher} has modules {kinds}; expected a Transformer followed by Pooling")
+    check_teacher_modules(teacher, args.allow_pickle)
     return kinds
+
+
+def check_teacher_modules(teacher: Path, allow_pickle: bool) -> None:
+    """Every module folder the teacher's modules.json lists holds its config (sentence-transformers would fail
+    with a TypeError without it) and weights that are not only pickles (unless `allow_pickle`), and the tokenizer
+    has no id past the embeddings: FileNotFoundError / ValueError, one line."""
+    modules = module_folders(teacher)
+    for kind, path in modules:
+        if kind in ("Pooling", "Dense") and not (teacher / path / "config.json").is_file():
+            raise FileNotFoundError(f"{teacher / path} holds no config.json: teacher {teacher} lists its {kind} module "
+                                    f"there ({SENTENCE_TRANSFORMERS_MODULES_FILE})")
+    check_teacher_weights(teacher, allow_pickle, ("", *(path for _, path in modules if path)))
+    vocab_size = getattr(AutoConfig.from_pretrained(teacher), "vocab_size", None)
+    if vocab_size is not None:
+        check_teacher_tokenizer(teacher, len(load_fast_tokenizer(teacher, None)), vocab_size)
 
 
 def texts_of(source: str | os.PathLike | Dataset | Sequence[str], role: str, column: str) -> list[str]:
@@ -205,7 +230,9 @@ def distill_embeddings(
     with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
         texts = {role: texts_of(source, role, args.text_column_name or "text") for role, source in sources.items()}
         encoder, tokenizer, length = load_student(args, seed_of(training))
-        teacher = SentenceTransformer(str(args.teacher_model_name_or_path), device="cpu")
+        texts = {role: [cut_input(text, length) for text in rows] for role, rows in texts.items()}  # before tokenizing
+        teacher = SentenceTransformer(str(args.teacher_model_name_or_path), device="cpu",
+                                      model_kwargs=teacher_load_options(args.allow_pickle))
         teacher.max_seq_length = min(teacher.max_seq_length, length)  # the text the student reads, no more
         batch_size = training.get("per_device_eval_batch_size", TRAINING_DEFAULTS["per_device_eval_batch_size"])
         targets = teacher_embeddings(teacher, texts, batch_size, show_progress, str(args.teacher_model_name_or_path))
@@ -234,7 +261,7 @@ def load_student(args: DistillationArguments, seed: int) -> tuple[PreTrainedMode
     made from the teacher."""
     if args.model_name_or_path is None:
         set_seed(seed)  # the new layers' random start
-        encoder, tokenizer = student_from_teacher(str(args.teacher_model_name_or_path))
+        encoder, tokenizer = student_from_teacher(str(args.teacher_model_name_or_path), allow_pickle=args.allow_pickle)
         positions = encoder.config.max_position_embeddings
         return encoder, tokenizer, min(args.max_seq_length or positions, positions)
     tokenizer = load_fast_tokenizer(args.model_name_or_path, args.tokenizer_name)
@@ -244,13 +271,14 @@ def load_student(args: DistillationArguments, seed: int) -> tuple[PreTrainedMode
 
 def student_from_teacher(
     teacher: str, sizes: dict[str, int] = STUDENT_SIZES, tokenizer: Any = None, teacher_ids: list[int] | None = None,
+    allow_pickle: bool = False,
 ) -> tuple[MiniBertModel, Any]:
     """A new Mini-BERT of `sizes` (no wider or longer than the teacher) that reads with the teacher's tokenizer (or
     `tokenizer`, a subset of its pieces whose teacher ids are `teacher_ids`): its word, position and segment
     embeddings the teacher's, projected onto the word embeddings' top principal directions (one projection for all
     three, so that their sums stay aligned), its layers random. How the measured student starts: the teacher's
     vocabulary is worth more to it than a short pretraining on another vocabulary (benchmarks/README.md)."""
-    source = AutoModel.from_pretrained(teacher)
+    source = AutoModel.from_pretrained(teacher, **teacher_load_options(allow_pickle))
     # Before its embeddings are projected (a NaN would fail inside torch.pca_lowrank, or start an all-NaN student).
     check_finite_weights(source, f"making the student from the teacher: the teacher {teacher}", NON_FINITE_TEACHER)
     tokenizer = tokenizer if tokenizer is not None else load_fast_tokenizer(teacher, None)

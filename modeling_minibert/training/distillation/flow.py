@@ -42,9 +42,11 @@ from modeling_minibert.training.distillation.arguments import (
     check_options,
 )
 from modeling_minibert.training.distillation.teacher import (
+    check_teacher_files,
     fine_tuned_teacher,
     max_length_for,
     teacher_labels,
+    teacher_length,
     teacher_targets,
 )
 from modeling_minibert.training.distillation.trainer import (
@@ -129,16 +131,18 @@ def distill(
     training.setdefault("save_only_model", True)
     check_training_options(training, "validation" in sources)
     task = check_options(args, train_data is not None)
+    check_teacher_files(str(args.teacher_model_name_or_path), args.allow_pickle)
     training.setdefault("disable_tqdm", not show_progress)
     # Trainer hands these columns to compute_metrics beside the labels (the mask: word targets only).
     training["label_names"] = ["labels", *TEACHER_COLUMNS[: 2 if task.conll else 1]]
     with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
         examples, data_labels = read_examples(args, task, sources)
         text_column = args.text_column_name or task.columns[0]
-        transfer_inputs = [x for path in args.transfer_file for x in load_transfer_file(path, task, text_column)]
-        names = teacher_labels(args, task, data_labels)
         tokenizer = load_fast_tokenizer(args.model_name_or_path, args.tokenizer_name)  # fails early on a wrong folder
         student_length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
+        reads = max(student_length, teacher_length(args))  # what either model reads of an unlabelled text
+        transfer_inputs = [x for path in args.transfer_file for x in load_transfer_file(path, task, text_column, reads)]
+        names = teacher_labels(args, task, data_labels)
         transfer = transfer_set(examples["train"], task.conll, transfer_inputs, args, seed_of(training),
                                 (tokenizer, student_length), show_progress)
         plan = relation_plan(args, task, tokenizer, transfer.inputs, student_length)

@@ -45,6 +45,12 @@ from modeling_minibert.utils.outputs import (
     TEACHER_LOGITS_INFO_FILE,
 )
 from modeling_minibert.utils.precision import default_device, precision_line, teacher_autocast
+from modeling_minibert.utils.teachers import (
+    check_teacher_tokenizer,
+    check_teacher_weights,
+    pickle_only_weights,
+    teacher_load_options,
+)
 
 if TYPE_CHECKING:
     from modeling_minibert.training.distillation.arguments import DistillationArguments
@@ -64,6 +70,15 @@ def teacher_config(teacher: str):
         return AutoConfig.from_pretrained(teacher)
     except (OSError, ValueError) as err:
         raise FileNotFoundError(f"cannot load a teacher from {teacher!r}: {str(err).splitlines()[0]}") from err
+
+
+def check_teacher_files(teacher: str, allow_pickle: bool) -> None:
+    """Before any work: the teacher's weights are safetensors unless `allow_pickle`, and its tokenizer has no id past
+    its embeddings (ValueError, one line; FileNotFoundError for a local folder that is not there)."""
+    check_teacher_weights(teacher, allow_pickle)
+    vocab_size = getattr(teacher_config(teacher), "vocab_size", None)
+    if vocab_size is not None:
+        check_teacher_tokenizer(teacher, len(load_fast_tokenizer(teacher, None)), vocab_size)
 
 
 def check_teacher(teacher: str, task: Task, data_labels: list[str]) -> list[str]:
@@ -89,6 +104,12 @@ def check_teacher(teacher: str, task: Task, data_labels: list[str]) -> list[str]
 def max_length_for(name_or_path: str, tokenizer: PreTrainedTokenizerBase, wanted: int | None) -> int:
     limit = getattr(AutoConfig.from_pretrained(name_or_path), "max_position_embeddings", None) or tokenizer.model_max_length
     return int(min(wanted or limit, limit, tokenizer.model_max_length))
+
+
+def teacher_length(args: DistillationArguments) -> int:
+    """The tokens the teacher reads of each input (`max_seq_length`, within its positions and tokenizer)."""
+    teacher = args.teacher_model_name_or_path
+    return max_length_for(teacher, load_fast_tokenizer(teacher, None), args.max_seq_length)
 
 
 def teacher_labels(args: DistillationArguments, task: Task, data_labels: list[str]) -> list[str]:
@@ -134,7 +155,7 @@ def fine_tuned_teacher(
         **({"bf16": True} if bf16 else {}), **{k: training[k] for k in copied if k in training},
     )
     try:
-        finetune_in_minibert(args.teacher_model_name_or_path, target, **options)
+        finetune_in_minibert(args.teacher_model_name_or_path, target, allow_pickle=args.allow_pickle, **options)
     except NonFiniteError as err:  # said as the teacher's run: its own flag, and no teacher saved
         problem = getattr(err, "problem", None)
         if problem is None:
@@ -145,9 +166,11 @@ def fine_tuned_teacher(
     return target
 
 
-def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, **options: Any) -> FinetuneResult:
+def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, allow_pickle: bool = False,
+                         **options: Any) -> FinetuneResult:
     """`finetune(model_name_or_path=..., output_dir=..., **options)`; a BERT folder (`model_type: bert`) trains in
-    Mini-BERT's unpadded implementation and is saved back in BERT format, so the folder loads anywhere.
+    Mini-BERT's unpadded implementation and is saved back in BERT format, so the folder loads anywhere (its
+    pytorch_model.bin read only with `allow_pickle`).
 
     The same weights and outputs (within 1e-5): on the 22.7M-parameter all-MiniLM-L6-v2 and Rotten Tomatoes
     batches a training step takes half the CPU time of transformers' BERT (one thread). transformers has no way to
@@ -161,7 +184,7 @@ def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str 
         return finetune(model_name_or_path=str(source), output_dir=str(target), **options)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{target.name}-", dir=target.parent) as scratch:
-        minibert = convert_bert_to_minibert(source, Path(scratch) / "minibert")
+        minibert = convert_bert_to_minibert(source, Path(scratch) / "minibert", allow_pickle=allow_pickle)
         result = finetune(model_name_or_path=str(minibert), output_dir=str(Path(scratch) / "finetuned"), **options)
         convert_minibert_to_bert(result.output_dir, target, overwrite_output_dir=options.get("overwrite_output_dir", False))
     # The card as fine-tuning writes it, naming the model the run started from (not the scratch copy).
@@ -212,25 +235,25 @@ def predict_logits(
     return results  # type: ignore[return-value]
 
 
-def load_teacher_classifier(teacher: str, task: Task) -> PreTrainedModel:
-    """The teacher, to label with. A transformers BERT checkpoint loads into the Mini-BERT head of the same
-    architecture (`MiniBert*.from_pretrained(bert_folder)`): the same logits (within 1e-6), without computing the
-    padding. `predict_logits` already batches texts of similar length, so little padding is left to skip: on the
-    fine-tuned all-MiniLM-L6-v2 teacher and Rotten Tomatoes snippets it labels 1.06-1.10x as fast, one thread.
-    Any other model loads as its Auto class loads it."""
+def load_teacher_classifier(teacher: str, task: Task, allow_pickle: bool = False) -> PreTrainedModel:
+    """The teacher, to label with (from safetensors only, unless `allow_pickle`). A transformers BERT checkpoint
+    loads into the Mini-BERT head of the same architecture (`MiniBert*.from_pretrained(bert_folder)`): the same
+    logits (within 1e-6), without computing the padding. `predict_logits` already batches texts of similar length,
+    so little padding is left to skip: on the fine-tuned all-MiniLM-L6-v2 teacher and Rotten Tomatoes snippets it
+    labels 1.06-1.10x as fast, one thread. Any other model loads as its Auto class loads it."""
     head = modeling_minibert.AUTO_CLASSES.get(task.auto_class)
     if head is not None and AutoConfig.from_pretrained(teacher).model_type == "bert":
-        return head.from_pretrained(teacher)
-    return task.auto_class.from_pretrained(teacher)
+        return head.from_pretrained(teacher, **teacher_load_options(allow_pickle))
+    return task.auto_class.from_pretrained(teacher, **teacher_load_options(allow_pickle))
 
 
 def label_with_teacher(
     teacher: str, tokenizer: PreTrainedTokenizerBase, task: Task, inputs: dict[str, list[Any]], max_length: int,
-    batch_size: int, label_names: list[str], show_progress: bool = True, bf16: bool = False,
+    batch_size: int, label_names: list[str], show_progress: bool = True, bf16: bool = False, allow_pickle: bool = False,
 ) -> dict[str, list[torch.Tensor]]:
     """The teacher's logits on each split's inputs, columns in the order of `label_names`; its forward under
     bfloat16 autocast with `bf16`."""
-    model = load_teacher_classifier(teacher, task)
+    model = load_teacher_classifier(teacher, task, allow_pickle)
     check_finite_weights(model, f"labelling with the teacher: the teacher {teacher}", NON_FINITE_TEACHER)
     order = [model.config.label2id[name] for name in label_names]
     logits = {
@@ -266,7 +289,7 @@ def model_files(name_or_path: str | os.PathLike) -> list[Any]:
     folder = Path(name_or_path)
     if not folder.is_dir():
         return [str(name_or_path)]
-    names = ("config.json", "tokenizer.json", "vocab.txt", "tokenizer_config.json")
+    names = ("config.json", "tokenizer.json", "vocab.txt", "tokenizer_config.json", *pickle_only_weights(folder))
     return sorted((p for p in folder.iterdir() if p.name in names or p.suffix == ".safetensors"), key=lambda p: p.name)
 
 
@@ -281,31 +304,58 @@ def save_logits_cache(folder: Path, key: str, splits: dict[str, list[torch.Tenso
     write_json(folder / TEACHER_LOGITS_INFO_FILE, {"fingerprint": key, "splits": {s: len(r) for s, r in splits.items()}})
 
 
-def load_logits_cache(folder: Path, key: str, words_given: bool) -> dict[str, list[torch.Tensor]] | None:
+def load_logits_cache(folder: Path, key: str, words_given: bool, num_labels: int,
+                      counts: dict[str, int] | None = None) -> dict[str, list[torch.Tensor]] | None:
     """The cached logits if `folder` holds them, whole, for exactly this teacher, data and options, else None
-    (a torn or foreign cache is recomputed). NonFiniteError, naming the file, if they hold a NaN or an infinity:
-    the teacher's logits are checked before they are cached, so the file was changed since."""
+    (a torn or foreign cache is recomputed). A cache that claims this key but whose tensors are not what its info
+    says (`counts` examples per split, when given; float32 logits of `num_labels` columns, one row per text or per
+    word) is refused: ValueError, one line, naming the tensor (a tampered file, not one this job wrote); one that
+    holds a NaN or an infinity, NonFiniteError naming the file (the teacher's logits are checked before they are
+    cached, so the file was changed since)."""
     try:
         info = json.loads((folder / TEACHER_LOGITS_INFO_FILE).read_text(encoding="utf-8"))
         if info.get("fingerprint") != key:
             return None
         tensors = load((folder / TEACHER_LOGITS_FILE).read_bytes())
-        splits = {}
-        for split, count in info["splits"].items():
-            parts = list(torch.split(tensors[f"{split}.logits"], tensors[f"{split}.rows"].tolist()))
-            if len(parts) != count:
-                return None
-            splits[split] = parts if words_given else [p[0] for p in parts]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError, SafetensorError):
         return None
-    for split, rows in splits.items():
+    path = folder / TEACHER_LOGITS_FILE
+    splits = info.get("splits")
+    if not isinstance(splits, dict) or (counts is not None and splits != counts):
+        raise ValueError(f"{folder / TEACHER_LOGITS_INFO_FILE} lists the splits {splits}, expected {counts}; delete it "
+                         "to label again")
+    checked = {split: cached_split(path, tensors, split, count, words_given, num_labels) for split, count in splits.items()}
+    for split, rows in checked.items():
         bad, total, first = non_finite_rows(rows)
         if bad:
             raise NonFiniteError(
-                f"the cached teacher logits {folder / TEACHER_LOGITS_FILE} hold non-finite values ({bad} of {total} "
-                f"{split} row(s), the first: row {first}); delete it and {TEACHER_LOGITS_INFO_FILE} beside it to "
-                "label again with the teacher (nothing was trained)")
-    return splits
+                f"the cached teacher logits {path} hold non-finite values ({bad} of {total} {split} row(s), the "
+                f"first: row {first}); delete it and {TEACHER_LOGITS_INFO_FILE} beside it to label again with the "
+                "teacher (nothing was trained)")
+    return checked
+
+
+def cached_split(path: Path, tensors: dict[str, torch.Tensor], split: str, count: int, words_given: bool,
+                 num_labels: int) -> list[torch.Tensor]:
+    """One split of the cache at `path`, checked: `split.logits` float32 (W, num_labels) and `split.rows` int64
+    (count,) of per-example row counts (1 for a text) summing to W; ValueError naming the tensor otherwise."""
+    logits, rows = tensors.get(f"{split}.logits"), tensors.get(f"{split}.rows")
+    if logits is None or rows is None:
+        raise ValueError(f"{path} holds no {split}.logits or {split}.rows; delete it to label again")
+    if logits.dtype != torch.float32 or logits.dim() != 2 or logits.shape[1] != num_labels:
+        expected = [int(rows.sum()) if rows.dim() == 1 else "N", num_labels]
+        raise ValueError(f"{path}: {split}.logits is {str(logits.dtype).removeprefix('torch.')} of shape "
+                         f"{list(logits.shape)}, expected float32 of shape {expected} ({num_labels} labels); delete it "
+                         "to label again")
+    per_example = rows.tolist() if rows.dtype == torch.int64 and rows.dim() == 1 else None
+    if (per_example is None or len(per_example) != count or sum(per_example) != logits.shape[0]
+            or any(n < 0 if words_given else n != 1 for n in per_example)):
+        shown = per_example[:10] if per_example is not None else f"{rows.dtype} of shape {list(rows.shape)}"
+        raise ValueError(f"{path}: {split}.rows is {shown}, expected {count} int64 counts ("
+                         f"{'one per word' if words_given else 'one row per text'}) summing to the {logits.shape[0]} rows "
+                         f"of {split}.logits; delete it to label again")
+    parts = list(torch.split(logits, per_example))
+    return parts if words_given else [p[0] for p in parts]
 
 
 def teacher_targets(
@@ -320,11 +370,12 @@ def teacher_targets(
     bf16 = teacher_autocast(args.teacher_mixed_precision, device)
     # bf16 enters the key only when on: a float32 cache keeps the key it had before the option existed.
     key = fingerprint(task.name, length, names, inputs, *(["bf16"] if bf16 else []), *model_files(teacher))
-    cached = load_logits_cache(output, key, task.conll)
+    cached = load_logits_cache(output, key, task.conll, len(names), {split: len(rows) for split, rows in inputs.items()})
     if cached is not None:
         return cached, True
     if show_progress:
         print(precision_line(args.teacher_mixed_precision, device))
-    logits = label_with_teacher(teacher, tokenizer, task, inputs, length, batch_size, names, show_progress, bf16)
+    logits = label_with_teacher(teacher, tokenizer, task, inputs, length, batch_size, names, show_progress, bf16,
+                                allow_pickle=args.allow_pickle)
     save_logits_cache(output, key, logits)
     return logits, False

@@ -23,6 +23,7 @@ from modeling_minibert.training.finetuning.tasks.token_classification import fir
 from modeling_minibert.utils.finite import check_finite_weights
 from modeling_minibert.utils.logging import quiet_transformers
 from modeling_minibert.utils.precision import teacher_autocast
+from modeling_minibert.utils.teachers import teacher_load_options
 from tokenization.subset import to_teacher_ids
 
 TEACHER_COLUMNS = ["teacher_logits", "teacher_mask"]  # what the batches carry beside the student's inputs
@@ -245,7 +246,7 @@ def relation_plan(args: DistillationArguments, task: Task, tokenizer: PreTrained
 def relation_transfer(args: DistillationArguments, teacher: str, plan: tuple[list[int], int]) -> RelationTransfer:
     """The teacher's encoder (its classifier is not needed), frozen and recording its attention, with the plan."""
     with quiet_transformers():  # the classifier's weights are left out on purpose
-        model = AutoModel.from_pretrained(teacher)
+        model = AutoModel.from_pretrained(teacher, **teacher_load_options(args.allow_pickle))
     # Checked here too: with cached logits the teacher was not loaded to label.
     check_finite_weights(model, f"relation_weight={args.relation_weight}: the teacher {teacher}", NON_FINITE_TEACHER)
     try:

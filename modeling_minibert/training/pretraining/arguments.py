@@ -16,6 +16,7 @@ from typing import Literal
 
 from modeling_minibert.training.pretraining.objectives import OBJECTIVES, Objective, objective_name
 from modeling_minibert.utils.commands import CommandLine
+from modeling_minibert.utils.cpus import check_thread_count
 
 # Arguments that do not change what is trained, so a resumed run may differ in them. `max_steps` and
 # `max_time` may grow on resume (the schedule is recomputed for the new total, see `loop.pretrain`).
@@ -149,6 +150,7 @@ class RunArguments:
             raise ValueError(f"num_threads={self.num_threads} must be at least 0 (0: chosen by how busy the cores are)")
         if self.dataloader_num_workers < 0:
             raise ValueError(f"dataloader_num_workers={self.dataloader_num_workers} must be at least 0 (0: the run's own process)")
+        check_thread_count("num_threads", self.num_threads)  # 3,000 threads crashed the process (SIGSEGV)
         positive = ("vocab_size", "dupe_factor", "per_device_train_batch_size", "per_device_eval_batch_size",
                     "gradient_accumulation_steps", "max_steps", "logging_steps", "eval_steps", "save_steps",
                     "save_total_limit")

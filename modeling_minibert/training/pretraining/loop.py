@@ -142,7 +142,8 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
     )
     local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
     num_threads, why = resolve_num_threads(args.num_threads, local_processes)
-    with run_settings(num_threads) as stop:
+    with run_settings(num_threads) as stop, run_folder.nothing_kept_before_a_checkpoint(Path(args.output_dir),
+                                                                                        accelerator.is_main_process):
         summary = prepare_and_train(args, accelerator, stop, f"{num_threads} thread(s) ({why})")
     if args.push_to_hub and accelerator.is_main_process:
         from modeling_minibert.sharing.push import push_to_hub

@@ -13,7 +13,7 @@ run finds its way back into it.
       .minibert.lock                                       held while a run is writing here
 
 Faults a run survives: a kill at any point (checkpoints are written beside their place and renamed in, the
-metrics log drops a torn last line), SIGINT or SIGTERM (the step is finished and checkpointed), a truncated or
+metrics log drops a torn last line), SIGINT or SIGTERM (the step is finished and checkpointed; before the first checkpoint, nothing is kept), a truncated or
 corrupt newest checkpoint (the previous good one is used, with a warning), leftovers of interrupted saves (removed), a second run into the same folder (refused while
 the first lives; a dead run's lock is taken over).
 """
@@ -24,12 +24,14 @@ import errno
 import json
 import os
 import shutil
+import signal
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import modeling_minibert.utils.outputs as outputs
+from modeling_minibert.training.pretraining.session import TrainingInterrupted
 from modeling_minibert.utils.files import check_output_dir, plain_permissions, write_json, write_text
 
 ARGS_FILE = "pretraining_args.json"
@@ -150,6 +152,26 @@ def clean_leftovers(out: Path) -> None:
             if path.name == outputs.LOCK_FILE:
                 continue
             shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+@contextmanager
+def nothing_kept_before_a_checkpoint(out: Path, writer: bool = True) -> Iterator[None]:
+    """A run stopped (SIGINT, SIGTERM: a `KeyboardInterrupt`) before its folder holds a checkpoint leaves nothing
+    half-made: what appeared in `out` since the block began (its tokenizer, arguments, metrics log, tensorboard
+    folder) is removed, and `out` itself if the run made it, so the same command starts afresh; the interruption
+    then says so in one line. With a checkpoint (a later stop, or a resumed run) the folder is the run's to continue,
+    and nothing is removed. `writer`: whether this process is the one that writes the folder (the main one)."""
+    before = set(os.listdir(out)) if out.is_dir() else None
+    try:
+        yield
+    except KeyboardInterrupt as err:
+        if not writer or outputs.checkpoint_folders(out):
+            raise
+        for path in [out] if before is None else [out / name for name in set(os.listdir(out)) - before]:
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        signum = getattr(err, "signum", signal.SIGINT)
+        raise TrainingInterrupted(signum, f"stopped by {signal.Signals(signum).name} before the first checkpoint: "
+                                  f"nothing was kept in {out}") from None
 
 
 def start_run_folder(out: Path, args, tokenizer, num_processes: int = 1) -> None:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from modeling_minibert.utils.cpus import cpu_quota, usable_cores
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -41,14 +43,6 @@ def choose_num_threads(cores: int, busy: float, processes: int = 1) -> int:
     share = max(1, cores // processes)
     idle = (cores - busy) / processes
     return max(1, min(share, int(idle + 0.5)))
-
-
-def usable_cores() -> set[int]:
-    """The cores this process may run on (its CPU affinity, which containers and `taskset` narrow)."""
-    try:
-        return os.sched_getaffinity(0)
-    except AttributeError:  # macOS, Windows
-        return set(range(os.cpu_count() or 1))
 
 
 def cpu_jiffies(proc_stat: str, cpus: set[int]) -> tuple[int, int]:
@@ -89,7 +83,8 @@ def _own_cpu_seconds() -> float:
 
 def resolve_num_threads(num_threads: int, processes: int = 1) -> tuple[int, str]:
     """The thread count for `--num_threads` (0: the policy for `processes` training processes on this machine,
-    from how busy its cores are now, unless OMP_NUM_THREADS says), and why."""
+    from how busy its cores are now and, in a container, no more than its CPU quota allows, unless
+    OMP_NUM_THREADS says), and why."""
     if num_threads > 0:
         return num_threads, "--num_threads"
     if os.environ.get("OMP_NUM_THREADS", "").isdigit() and int(os.environ["OMP_NUM_THREADS"]) > 0:
@@ -104,7 +99,12 @@ def resolve_num_threads(num_threads: int, processes: int = 1) -> tuple[int, str]
         except (AttributeError, OSError):
             busy = 0.0
         why = f"{len(cpus)} cores, 1-minute load {busy:.1f}"
-    return choose_num_threads(len(cpus), busy, processes), why
+    threads = choose_num_threads(len(cpus), busy, processes)
+    quota = cpu_quota()
+    if quota is None:
+        return threads, why
+    # The quota is the container's CPU time, which /proc/stat (the host's cores) does not show: a cap, shared out.
+    return min(threads, max(1, int(quota) // processes)), f"{why}, CPU quota {quota:g}"
 
 
 # --- the rest of the run's process settings --------------------------------------------------------------------

@@ -24,7 +24,13 @@ from transformers import (
 from transformers.trainer_utils import PredictionOutput
 
 from modeling_minibert import question_answering_pipeline
-from modeling_minibert.question_answering_pipeline import best_answers, default_window, question_room, tokenize_windows
+from modeling_minibert.question_answering_pipeline import (
+    best_answers,
+    check_window,
+    default_window,
+    question_room,
+    tokenize_windows,
+)
 from modeling_minibert.training.finetuning.data import (
     DataError,
     NamedDataset,
@@ -62,8 +68,7 @@ def prepare(args: Any, splits: dict[str, NamedDataset]) -> Setup:
     default_length, default_stride = default_window(tok, config)
     length = check_max_length(args.max_seq_length, tok, config) if args.max_seq_length is not None else default_length
     stride = args.doc_stride if args.doc_stride is not None else min(default_stride, length // 4)
-    if not 0 <= stride < length:
-        raise ValueError(f"doc_stride={stride} must be at least 0 and below max_seq_length={length}")
+    check_window(tok, length, stride, "max_seq_length")
     features = {role: qa_features(tok, splits[role], examples[role], length, stride) for role in splits}
     prepared = Prepared(
         train=features["train"],

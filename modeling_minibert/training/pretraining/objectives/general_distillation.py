@@ -53,6 +53,12 @@ from modeling_minibert.utils.precision import (
     precision_line,
     teacher_autocast,
 )
+from modeling_minibert.utils.teachers import (
+    ALLOW_PICKLE_HELP,
+    check_teacher_tokenizer,
+    check_teacher_weights,
+    teacher_load_options,
+)
 
 # --- the losses (the attention relations' is modeling_minibert/training/distillation/relations.py) -------------------------------------
 
@@ -96,20 +102,30 @@ def is_encoder(config) -> bool:
 
 
 def load_teacher_encoder(name: str, vocab_size: int | None, layer: int | None, relation_heads: int | None,
-                 student_hidden_size: int, max_seq_length: int, mixed_precision: str = "no") -> Teacher:
-    """Check and load the teacher `name` (a folder or Hub id): ValueError, one line each, for a model that is not an
-    encoder, a tokenizer that is not BERT's WordPiece, a `vocab_size` the subset cannot have, a layer it lacks,
-    relation heads that do not divide both widths, or `max_seq_length` beyond its positions."""
+                 student_hidden_size: int, max_seq_length: int, mixed_precision: str = "no",
+                 allow_pickle: bool = False) -> Teacher:
+    """Check and load the teacher `name` (a folder or Hub id): ValueError, one line each, for weights that are only
+    pickles (unless `allow_pickle`), a model that is not an encoder or whose embeddings are narrower than its hidden
+    states, a tokenizer that is not BERT's WordPiece or has more ids than the embeddings have rows, a `vocab_size`
+    the subset cannot have, a layer it lacks, relation heads that do not divide both widths, or `max_seq_length`
+    beyond its positions."""
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     from tokenization.subset import check_subset_size, wordpiece_settings
 
+    check_teacher_weights(name, allow_pickle)
     with quiet_transformers():
         config = AutoConfig.from_pretrained(name)
     if not is_encoder(config):
         raise ValueError(f"teacher_model_name_or_path={name} is a {config.model_type!r} "
                          f"{'decoder' if getattr(config, 'is_decoder', False) else 'model'}, not an encoder: general "
                          "distillation reads a bidirectional encoder's attention (BERT's family)")
+    width = getattr(config, "embedding_size", config.hidden_size)
+    if width != config.hidden_size:  # ELECTRA's factorized embeddings: projected to the hidden width by a layer
+        raise ValueError(f"teacher_model_name_or_path={name} has embedding_size={width} != hidden_size="
+                         f"{config.hidden_size}: the student starts from the teacher's embeddings in its hidden space, "
+                         "and these are projected into it by a layer of their own; use a teacher whose embeddings "
+                         "are as wide as its hidden states")
     layers = config.num_hidden_layers
     chosen = layers - 1 if layer is None else layer - 1
     if not 0 <= chosen < layers:
@@ -123,10 +139,11 @@ def load_teacher_encoder(name: str, vocab_size: int | None, layer: int | None, r
                          f"{config.max_position_embeddings}")
     tokenizer = AutoTokenizer.from_pretrained(name)
     wordpiece_settings(tokenizer, f"teacher_model_name_or_path={name}")
+    check_teacher_tokenizer(name, len(tokenizer), config.vocab_size)
     if vocab_size is not None:  # None: the whole vocabulary
         check_subset_size(tokenizer, vocab_size, name)
     with quiet_transformers():
-        model = AutoModel.from_pretrained(name, config=config)
+        model = AutoModel.from_pretrained(name, config=config, **teacher_load_options(allow_pickle))
     set_recording_attention(model, f"teacher_model_name_or_path={name}")
     model.eval().requires_grad_(False)
     return Teacher(name, model, tokenizer, chosen, heads, mixed_precision)
@@ -342,6 +359,7 @@ class TeacherArguments:
     # 0.1555 against 0.1553), and took a fifth less CPU time on an AVX-512 BF16 CPU (README, General distillation).
     teacher_mixed_precision: str = field(default="auto", metadata={
         "help": "how the teacher's forward runs: " + TEACHER_PRECISION_HELP, "choices": list(TEACHER_PRECISIONS)})
+    allow_pickle: bool = field(default=False, metadata={"help": ALLOW_PICKLE_HELP})
 
 
 @dataclass
@@ -446,7 +464,7 @@ class GeneralDistillation(Objective):
             raise ValueError("objective=general_distillation needs a teacher: pass teacher_model_name_or_path")
         teacher = load_teacher_encoder(args.teacher_model_name_or_path, args.vocab_size, args.teacher_layer,
                                args.relation_heads, config.hidden_size, args.max_seq_length,
-                               args.teacher_mixed_precision)
+                               args.teacher_mixed_precision, args.allow_pickle)
         init, line = resolved_teacher_init(args.teacher_init, config, teacher.model)
         basis = resolved_basis(args.teacher_init_basis, init)
         print(precision_line(teacher.mixed_precision, default_device()))
