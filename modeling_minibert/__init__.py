@@ -4,13 +4,30 @@ Importing the package registers the config and every head with transformers' Aut
 for `trust_remote_code` saving (config `auto_map` + source files next to the weights).
 """
 
-import transformers
-from transformers import AutoConfig
+import sys as _sys
 
-from . import modeling_minibert as _modeling
-from .configuration_minibert import MiniBertConfig
-from .modeling_minibert import *  # noqa: F403  (the base class, the output classes and every head in AUTO_MAP)
-from .modeling_minibert import AUTO_MAP
+
+def _interrupted_while_importing(kind, value, traceback):
+    """A Ctrl-C while this package imports (seconds: torch, transformers), left uncaught, as one line rather than a
+    traceback of the import machinery: the `minibert` command is at that point, before its own handling runs."""
+    if issubclass(kind, KeyboardInterrupt):
+        print("interrupted (while importing modeling_minibert)", file=_sys.stderr)
+    else:
+        _hook(kind, value, traceback)
+
+
+# Installed for the imports below only, and left in place only if they are interrupted (or fail, for which it defers
+# to the hook it replaced).
+_hook, _sys.excepthook = _sys.excepthook, _interrupted_while_importing
+import transformers  # noqa: E402
+from transformers import AutoConfig  # noqa: E402
+
+from . import modeling_minibert as _modeling  # noqa: E402
+from .configuration_minibert import MiniBertConfig  # noqa: E402
+from .modeling_minibert import *  # noqa: E402, F403  (the base class, the output classes and every head in AUTO_MAP)
+from .modeling_minibert import AUTO_MAP  # noqa: E402
+
+_sys.excepthook = _hook
 
 # transformers' Auto class -> Mini-BERT head, derived from AUTO_MAP (the one list of heads).
 AUTO_CLASSES = {

@@ -91,8 +91,7 @@ def forget_interrupt() -> None:
     """Tell CPython that a KeyboardInterrupt the command caught was handled. One raised inside code an extension
     runs with `PyRun_String` (pybind11's `exec`, as torch's imports do) marks it unhandled for good, and the
     interpreter then kills itself with SIGINT at exit, whatever exit code the command asked (130 became -2).
-    Running any code the same way clears the mark (the launcher, minibert_cli.py, has its own copy: it runs
-    before this package can be imported)."""
+    Running any code the same way clears the mark."""
     try:
         import ctypes
 

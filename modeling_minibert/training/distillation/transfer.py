@@ -17,7 +17,6 @@ from modeling_minibert.training.distillation.arguments import DistillationArgume
 from modeling_minibert.training.finetuning.data import load_data, text_lines
 from modeling_minibert.training.finetuning.task import Examples, Task
 
-
 # Each unlabelled text is cut to this many characters per token the models read before it is tokenized: a fast
 # tokenizer encodes a whole text before it truncates, and one 28 MB line took 128 s and 4.1 GB. The first N
 # tokens of BBC News articles span 4.7 characters a token on average and 6.1 at most (all-MiniLM-L6-v2's
