@@ -475,6 +475,16 @@ def quantize_api(p, **kwargs):
     return quantize(p.broken, p.out, **kwargs)
 
 
+def deploy(p, model: str = "classifier", texts: str = "classes.csv", **kwargs):
+    from modeling_minibert.deployment.serving_benchmark import benchmark_deploy
+
+    return benchmark_deploy(getattr(p, model), p.data / texts, p.out, **kwargs)
+
+
+def deploy_cli(*words: str, model: str = "{classifier}", texts: str = "{data}/classes.csv") -> tuple[str, ...]:
+    return ("benchmark-deploy", "--model_name_or_path", model, "--texts_file", texts, "--output_dir", "{out}", *words)
+
+
 def train_tok(p, *args, **kwargs):
     from tokenization import train_tokenizer
 
@@ -772,6 +782,18 @@ ROWS: list[Row] = [
         lambda p: export(p, "classifier", "out", format="transformers.js", optimize=True)),
     Row("export-unknown-format", ("'tfjs'", "transformers.js"), ("export-onnx", "--model_name_or_path", "{classifier}", "--output_dir", "{out}", "--format", "tfjs"),
         lambda p: export(p, "classifier", "out", format="tfjs")),
+    # -- minibert benchmark-deploy (modeling_minibert.deployment.serving_benchmark) ----------------------------------------
+    Row("benchmark-deploy-blank-texts", ("{data}/blank.txt", "holds no text"), deploy_cli(texts="{data}/blank.txt"),
+        lambda p: deploy(p, texts="blank.txt")),
+    Row("benchmark-deploy-unknown-path", ("'tensorrt'", "pytorch-fp32, pytorch-bf16"), deploy_cli("--paths", "tensorrt"),
+        lambda p: deploy(p, paths=["tensorrt"])),
+    Row("benchmark-deploy-not-a-classifier", ("{mlm}", "MiniBertForPreTraining", "serves sequence classifiers"),
+        deploy_cli(model="{mlm}"), lambda p: deploy(p, "mlm")),
+    Row("benchmark-deploy-threads-beyond-the-cpus", ("threads=100000", "CPUs"), deploy_cli("--threads", "100000"),
+        lambda p: deploy(p, threads=100000)),
+    Row("benchmark-deploy-zero-rounds", ("rounds=0", "at least 1"), deploy_cli("--rounds", "0"), lambda p: deploy(p, rounds=0)),
+    Row("benchmark-deploy-labels-the-model-lacks", ("{data}/classes.csv", "labels the model does not know"),
+        deploy_cli("--labelled_file", "{data}/classes.csv"), lambda p: deploy(p, labelled_file=p.data / "classes.csv")),
     # -- int8 in PyTorch (modeling_minibert.deployment.quantization: Python API only) ------------------------------------------
     Row("quantize-without-weights", ("{broken}", "no model.safetensors"), None,
         lambda p: quantize_api(p), FileNotFoundError, source="classifier", breakage=delete("model.safetensors")),

@@ -1038,7 +1038,8 @@ def test_the_teacher_of_relations_is_checked_as_its_cached_logits_spare_labellin
     name = next(k for k in sorted(weights) if k.endswith("query.weight"))
     weights[name][0, 0] = float("nan")
     save_file(weights, poisoned / "model.safetensors", metadata={"format": "pt"})
-    args = SimpleNamespace(relation_weight=1.0, teacher_mixed_precision="no", teacher_model_name_or_path=str(poisoned))
+    args = SimpleNamespace(relation_weight=1.0, teacher_mixed_precision="no", teacher_model_name_or_path=str(poisoned),
+                           allow_pickle=False)
     with pytest.raises(NonFiniteError, match=rf"^relation_weight=1.0: the teacher {poisoned} has non-finite weights "
                                              r"\(1 of \d+ tensors, the first: [\w.]+query.weight\): a non-finite "
                                              r"teacher cannot teach"):
