@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import os
 import shlex
 import signal
 import sys
@@ -160,6 +161,19 @@ def one_line_warnings(prog: str) -> Iterator[None]:
                 logger.propagate = before
 
 
+def fit_threads_to_the_cpu_quota() -> None:
+    """torch's threads no more than this process's CPU quota (`utils.cpus.usable_cpus`: a container's `--cpus`), for
+    the jobs that use torch (already imported by the job's module) and leave the count to it: torch counts the cores
+    it sees, and threads beyond the quota are throttled in every scheduler period. OMP_NUM_THREADS, where set, is the
+    user's choice and stands; `pretrain --num_threads` sets its own."""
+    torch = sys.modules.get("torch")
+    if torch is None or "OMP_NUM_THREADS" in os.environ:
+        return
+    from modeling_minibert.utils.cpus import usable_cpus
+
+    torch.set_num_threads(min(torch.get_num_threads(), usable_cpus()))
+
+
 def run(command: str, argv: list[str]) -> Any:
     """Parse `argv` with the command's parser and call its function; returns the function's result."""
     line, prog = command_line(command), f"minibert {command}"
@@ -170,8 +184,10 @@ def run(command: str, argv: list[str]) -> Any:
         raise ValueError(hint)
     options = line.options(prog, argv)  # --help exits here; a bad flag is a one-line ValueError
     check_extra(COMMANDS[command].extra)
+    function = resolve(COMMANDS[command].function)
+    fit_threads_to_the_cpu_quota()
     with one_line_warnings(prog):
-        result = resolve(COMMANDS[command].function)(**options)
+        result = function(**options)
     report = line.report(result, options)
     if report:
         print(report)

@@ -103,3 +103,25 @@ def test_the_import_hook_is_put_back_once_the_package_is_imported():
     import modeling_minibert
 
     assert sys.excepthook is not modeling_minibert._interrupted_while_importing
+
+
+@pytest.mark.parametrize("omp, quota, expected", [(None, 1, 1), (None, 64, "all"), ("2", 1, "all")])
+def test_a_jobs_torch_threads_stay_within_the_cpu_quota(monkeypatch, omp, quota, expected):
+    """A container's CPU quota caps torch's threads for every job (fine-tuning, distillation, export...), unless
+    OMP_NUM_THREADS says otherwise."""
+    import torch
+
+    from modeling_minibert.utils import cpus
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(cpus, "usable_cpus", lambda: quota)
+    if omp is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    try:
+        torch.set_num_threads(2)
+        cli.fit_threads_to_the_cpu_quota()
+        assert torch.get_num_threads() == (2 if expected == "all" else expected)
+    finally:
+        torch.set_num_threads(before)

@@ -43,7 +43,7 @@ def model_folder(tmp_path_factory) -> Path:
 def texts_file(tmp_path_factory) -> Path:
     rng = np.random.default_rng(0)
     path = tmp_path_factory.mktemp("texts") / "texts.txt"
-    path.write_text("\n".join(" ".join(rng.choice(WORDS, rng.integers(1, 30))) for _ in range(40)) + "\n\n")
+    path.write_text("\n".join(" ".join(rng.choice(WORDS, rng.integers(1, 30))) for _ in range(24)) + "\n\n")
     return path
 
 
@@ -59,7 +59,7 @@ def labelled_file(texts_file) -> Path:
 def served(model_folder, texts_file, labelled_file, tmp_path_factory) -> tuple[Path, dict, Path]:
     """One benchmark of every runnable path, briefly, by latency: (the ready folder, its info, every path's folder)."""
     output, work = tmp_path_factory.mktemp("served") / "ready", tmp_path_factory.mktemp("served") / "paths"
-    info = benchmark_deploy(model_folder, texts_file, output, labelled_file=labelled_file, rounds=2, seconds=0.05,
+    info = benchmark_deploy(model_folder, texts_file, output, labelled_file=labelled_file, rounds=1, seconds=0.05,
                             batch_size=8, threads=1, work_dir=work)
     return output, info, work
 
