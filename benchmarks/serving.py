@@ -10,7 +10,7 @@ its 419 test headlines as the requests, one thread:
 
 The requests are the labelled file's texts unless --texts_file names others. Writes --output (default
 runs/benchmarks/serving.json) with the run block, the plot beside it (.png), and the chosen path's ready folder in
---output_dir (default: beside --output, NAME-serving/). The table is `readme_table()` of the results.
+--output_dir (default: runs/benchmarks/NAME-serving/). The table is `readme_table()` of the results.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.arguments import parse, parser, take
-from benchmarks.report import command_line, default_output, write_results
+from benchmarks.report import RUNS, command_line, default_output, write_results
 from modeling_minibert.deployment.serving_benchmark import (
     PLOT_FILE,
     BenchmarkDeployArguments,
@@ -36,7 +36,7 @@ class ServingBenchmarkArguments(BenchmarkDeployArguments):
     texts_file: str | None = field(default=None, metadata={
         "help": "request texts, one per line (default: the texts of --labelled_file)"})
     output_dir: str | None = field(default=None, metadata={
-        "help": "the chosen path's ready folder (default: beside --output, NAME-serving/)"})
+        "help": "the chosen path's ready folder (default: runs/benchmarks/NAME-serving/, NAME the results file's)"})
     output: str = field(default=str(default_output("serving")), metadata={"help": "the results file (JSON)"})
 
 
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> dict:
                                                   argv))
     output = Path(args.output)
     options = {k: v for k, v in vars(args).items() if k != "output"}
-    options["output_dir"] = args.output_dir or str(output.with_name(output.stem + "-serving"))
+    options["output_dir"] = args.output_dir or str(RUNS / f"{output.stem}-serving")
     options["overwrite_output_dir"] = True
     with tempfile.TemporaryDirectory() as work:
         if args.texts_file is None:
