@@ -117,6 +117,18 @@ def matmul_flops_per_second(device: str) -> float:
     return 2 * n**3 / best
 
 
+def step_times(step, repeats: int, device: str) -> list[float]:
+    """Seconds of each of `repeats` calls of `step`, the device synchronised around each (CUDA runs ahead)."""
+    times = []
+    for _ in range(repeats):
+        sync(device)
+        start = time.perf_counter()
+        step()
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def sync(device: str) -> None:
     import torch
 
@@ -178,13 +190,7 @@ def measure(impl: str, size: str, mode: str, mixed: bool, device: str, steps: in
     warmup = 3 if compile_model else 2 if size == "mini" else 1
     for _ in range(warmup):
         step()
-    times = []
-    for _ in range(steps):
-        sync(device)
-        start = time.perf_counter()
-        step()
-        sync(device)
-        times.append(time.perf_counter() - start)
+    times = step_times(step, steps, device)
     if device == "cuda":
         peak = torch.cuda.max_memory_allocated() - base
     else:

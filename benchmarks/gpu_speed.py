@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.arguments import parser
+from benchmarks.bench_model import step_times, sync
 from benchmarks.report import command_line, default_output, markdown_table, write_results
 
 SIZES = {
@@ -68,13 +69,6 @@ def device_info(device: str) -> dict:
     return {"name": name, "capability": ".".join(map(str, torch.cuda.get_device_capability())),
             "memory_gib": round(properties.total_memory / 2**30, 1), "cuda": torch.version.cuda,
             "peak_bf16_flops": peak, "peak_source": PEAK_SOURCE if peak else "the card is not in PEAK_BF16_FLOPS"}
-
-
-def sync(device: str) -> None:
-    import torch
-
-    if device == "cuda":
-        torch.cuda.synchronize()
 
 
 def twin_models(size: str, head: str, device: str):
@@ -233,14 +227,7 @@ def step_8x64(device: str, repeats: int, compile_step: bool, size: str = "mini")
         try:
             for _ in range(5 if compiled else 2):  # compiled: recordings of the CUDA graphs
                 step()
-            times = []
-            for _ in range(repeats):
-                sync(device)
-                start = time.perf_counter()
-                step()
-                sync(device)
-                times.append(time.perf_counter() - start)
-            results[name] = round(1000 * statistics.median(times), 3)
+            results[name] = round(1000 * statistics.median(step_times(step, repeats, device)), 3)
         except Exception as err:  # a variant that fails (compile on an old stack) is reported, not fatal
             results[name] = f"failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
     measured = [v for v in results.values() if isinstance(v, float)]
