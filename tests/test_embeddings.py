@@ -71,6 +71,14 @@ def test_no_texts_give_no_embeddings_as_sentence_transformers_does(minibert_fold
     assert projected.shape == (0, 8) and projected.dtype == torch.float32
 
 
+def test_one_string_is_one_text_as_sentence_transformers_takes_it(minibert_folder):
+    """A string was taken as a sequence of texts: its characters, each embedded."""
+    model, tokenizer = MiniBertModel.from_pretrained(minibert_folder), tiny_tokenizer()
+    one = encode(model, tokenizer, "the company said profits rose")
+    assert one.shape == (TINY["hidden_size"],)
+    assert torch.equal(one, encode(model, tokenizer, ["the company said profits rose"])[0])
+
+
 @pytest.mark.parametrize("normalize", [True, False])
 def test_sentence_transformers_loads_a_minibert_folder(minibert_folder, tmp_path, normalize):
     folder = tmp_path / "model"

@@ -54,7 +54,7 @@ def model_max_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase)
 def encode(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    texts: Sequence[str],
+    texts: str | Sequence[str],
     *,
     batch_size: int = 64,
     max_length: int | None = None,
@@ -65,8 +65,13 @@ def encode(
     `projection` (a Dense module's layer) and L2 normalisation if asked, as the sentence-transformers modules do.
 
     Batches hold texts of similar length, each padded to its longest only, so short texts cost what they hold.
-    No texts give a (0, D) tensor, as `SentenceTransformer.encode([])` gives an empty result rather than an error.
+    No texts give a (0, D) tensor, as `SentenceTransformer.encode([])` gives an empty result rather than an error; one
+    text given as a string gives its (D,) embedding, as `SentenceTransformer.encode("text")` does (a string is a
+    sequence of characters, each of which was embedded).
     """
+    if isinstance(texts, str):
+        return encode(model, tokenizer, [texts], batch_size=batch_size, max_length=max_length, projection=projection,
+                      normalize=normalize)[0]
     model.eval()
     if len(texts) == 0:  # the tokenizer fails on an empty batch (IndexError)
         empty = torch.zeros(0, model.config.hidden_size)
