@@ -369,3 +369,20 @@ def test_a_model_with_non_finite_weights_is_refused_before_training(checkpoint, 
         finetune(task="sequence-classification", model_name_or_path=broken, train_data=GOOD_BAD,
                  output_dir=tmp_path / "out", max_steps=2, **QUIET)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_of_pickle_weights_only_is_refused_not_unpickled(tmp_path):
+    """transformers unpickles pytorch_model.bin where no safetensors file is beside it (a BERT checkpoint, or a Hub
+    repository of one): fine-tuning loads safetensors only."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, BertConfig, BertForMaskedLM
+
+    from modeling_minibert.training.finetuning.loading import load_model
+
+    bert = BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                      intermediate_size=32))
+    bert.config.save_pretrained(tmp_path)
+    torch.save(bert.state_dict(), tmp_path / "pytorch_model.bin")
+    with pytest.raises(FileNotFoundError, match=rf"^cannot load a model from '{tmp_path}': .*no file named "
+                                                r"model\.safetensors"):
+        load_model(AutoModelForSequenceClassification, tmp_path, seed=0)

@@ -72,7 +72,9 @@ def load_model(auto_class: type, model: str | os.PathLike, seed: int, **config_o
     check_local(model)
     set_seed(seed)
     try:
-        return auto_class.from_pretrained(str(model), **config_overrides)
+        # safetensors only: a repository or folder with pickle weights alone is refused, not unpickled (a teacher
+        # that is only pickles is converted first, with --allow_pickle, by distill)
+        return auto_class.from_pretrained(str(model), use_safetensors=True, **config_overrides)
     except OSError as err:
         raise FileNotFoundError(f"cannot load a model from {str(model)!r}: {err}") from err
 
