@@ -52,7 +52,7 @@ def _module_missing(module: str, extra: str) -> Callable[[], str | None]:
         import importlib.util
 
         if importlib.util.find_spec(module) is None:
-            return f"{module} is not installed (pip install 'minibert[{extra}]')"
+            return f"{module} is not installed (the [{extra}] extra: pip install -e '.[{extra}]' in the clone)"
         return None
     return missing
 
