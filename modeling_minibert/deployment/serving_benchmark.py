@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import csv
 import os
-import platform
 import shutil
 import statistics
 import tempfile
@@ -35,6 +34,7 @@ import numpy as np
 from modeling_minibert.deployment.serving_paths import REFERENCE, SERVING_FILE, SERVING_PATHS, serving_path
 from modeling_minibert.utils.commands import CommandLine
 from modeling_minibert.utils.files import check_output_dir, staged_folder, write_json
+from modeling_minibert.utils.measured import cpu_name
 
 OBJECTIVES = ("latency", "throughput")
 PLOT_FILE = "serving_benchmark.png"
@@ -178,14 +178,6 @@ def plot(table: dict[str, dict], chosen: str, path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            return next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def card(info: dict) -> str:

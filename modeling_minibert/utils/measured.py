@@ -41,14 +41,19 @@ def cache_file() -> Path:
     return Path(HF_HOME) / "minibert" / "measured.json"
 
 
-def machine() -> str:
-    """What the answer depends on besides the workload: the CPU's name and instructions, torch, the threads."""
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), or what `platform` knows where there is none."""
     name = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            name = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), name)
+            return next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), name)
     except OSError:
-        pass
+        return name
+
+
+def machine() -> str:
+    """What the answer depends on besides the workload: the CPU's name and instructions, torch, the threads."""
+    name = cpu_name()
     flags = ",".join(sorted(k for k, v in torch.cpu.get_capabilities().items() if v is True))
     return f"{name} [{flags}] torch {torch.__version__} threads {torch.get_num_threads()}"
 
@@ -96,4 +101,4 @@ def fastest(what: str, candidates: dict[str, Callable[[], None]]) -> str:
     return choice
 
 
-__all__ = ["cache_file", "fastest", "machine", "timings"]
+__all__ = ["cache_file", "cpu_name", "fastest", "machine", "timings"]
