@@ -168,7 +168,7 @@ def distill(
         result = train_and_save(
             task.name, args.model_name_or_path, student, tokenizer, prepared, output, names, sources["train"], training,
             extra_outputs=keep_distillation_files(args, output), trainer_class=DistillationTrainer,
-            learning_rates=args.learning_rates, temperature=args.temperature, alpha=args.alpha,
+            learning_rates=args.learning_rates, min_train_steps=args.min_train_steps, temperature=args.temperature, alpha=args.alpha,
             distillation_loss=args.distillation_loss, relations=relations,
         )
     return DistillResult(**vars(result), teacher=teacher, transfer_size=len(transfer.inputs), reused_teacher_logits=reused,

@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import functools
 import math
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +22,12 @@ from typing import Any
 
 import torch
 from transformers import HfArgumentParser, TrainingArguments
+from transformers.utils import logging
 
 from modeling_minibert.training.finetuning.tasks import TASKS
 from modeling_minibert.utils.commands import ArgumentParser, CommandLine, HelpFormatter
+
+logger = logging.get_logger(__name__)
 
 # Our defaults for `TrainingArguments` (any of its fields can be passed to override them). The learning rate is
 # higher than bert-base's usual 2e-5..5e-5 because small encoders fine-tune best with larger steps. The README's
@@ -43,6 +47,11 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "save_total_limit": 1,
     "seed": 42,
 }
+
+# A schedule in epochs sized for 10k snippets barely moves a 1,000-sentence set (3 epochs: 96 steps of 32); the
+# jobs train at least this many steps (`min_train_steps`), chosen on the suite's validation scores
+# (benchmarks/README.md, "The suite").
+MIN_TRAIN_STEPS = 0
 
 # Defaults that depend on the run (is there validation data? which task?): None on the command line means "not
 # given", and `training_arguments` decides.
@@ -81,6 +90,9 @@ class DataArguments:
         default=None, metadata={"help": "label (default 'label'), or tags (token classification, default 'tags')"}
     )
     max_seq_length: int | None = field(default=None, metadata={"help": "tokens per input (default: the model's maximum)"})
+    min_train_steps: int = field(default=MIN_TRAIN_STEPS, metadata={
+        "help": "train at least this many optimizer steps: on a small data set, as many more epochs as it takes "
+                "(0: --num_train_epochs as given; --max_steps overrides both)"})
     overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty --output_dir"})
 
 
@@ -223,8 +235,19 @@ def fields_of(cls: type, values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if k in names}
 
 
-def training_arguments(output_dir: str, has_validation: bool, metric: str, **options: Any) -> TrainingArguments:
-    """`TrainingArguments` from our defaults and `options` (its own field names, plus `group_by_length=True`).
+def epochs_for(epochs: float, train_size: int, batch_size: int, min_train_steps: int) -> float:
+    """`epochs`, or more when `epochs` of `train_size` examples in batches of `batch_size` (per optimizer step, all
+    processes) make fewer than `min_train_steps` steps: whole epochs, as few as reach it."""
+    steps_per_epoch = max(1, math.ceil(train_size / batch_size))
+    if min_train_steps <= 0 or epochs * steps_per_epoch >= min_train_steps:
+        return epochs
+    return float(math.ceil(min_train_steps / steps_per_epoch))
+
+
+def training_arguments(output_dir: str, has_validation: bool, metric: str, train_size: int | None = None,
+                       min_train_steps: int = 0, **options: Any) -> TrainingArguments:
+    """`TrainingArguments` from our defaults and `options` (its own field names, plus `group_by_length=True`);
+    with `train_size` (training examples), at least `min_train_steps` optimizer steps unless `max_steps` is set.
 
     Checkpoints are saved whenever Trainer evaluates (load_best_model_at_end needs it), else once per epoch.
     Without validation data nothing is evaluated, and the model of the last step is the one saved.
@@ -256,6 +279,13 @@ def training_arguments(output_dir: str, has_validation: bool, metric: str, **opt
     if args["eval_strategy"] == "steps":
         args.setdefault("eval_steps", args["logging_steps"])
         args.setdefault("save_steps", args["eval_steps"])
+    if train_size and args.get("max_steps", -1) <= 0:
+        batch = args["per_device_train_batch_size"] * args.get("gradient_accumulation_steps", 1) * int(os.environ.get("WORLD_SIZE", 1))
+        epochs = epochs_for(args["num_train_epochs"], train_size, batch, min_train_steps)
+        if epochs != args["num_train_epochs"]:
+            logger.info("training %g epochs instead of %g: %d examples in batches of %d make fewer than min_train_steps=%d steps",
+                        epochs, args["num_train_epochs"], train_size, batch, min_train_steps)
+            args["num_train_epochs"] = epochs
     args["output_dir"] = str(output_dir)
     return TrainingArguments(**args)
 

@@ -102,6 +102,7 @@ def finetune(
         return train_and_save(
             task.name, args.model_name_or_path, network, setup.tokenizer, setup.prepared, output, setup.labels,
             sources["train"], training, args.keep_checkpoints, setup.extra_outputs, learning_rates=args.learning_rates,
+            min_train_steps=args.min_train_steps,
         )
 
 
@@ -196,13 +197,15 @@ def train_and_save(
     extra_outputs: Callable[[Trainer, Path, PredictionOutput | None], None] | None = None,
     trainer_class: type[Trainer] = Trainer,
     learning_rates: Sequence[float] | None = None,
+    min_train_steps: int = 0,
     **trainer_options: Any,
 ) -> FinetuneResult:
     """Train `model` with Trainer (checkpoints in `output`), score it, then save the output folder in one step.
 
     `trainer_class` and `trainer_options` are how a variant of fine-tuning (distillation) brings its own loss;
     `extra_outputs(trainer, staging, validation predictions)` writes a task's own files into the folder;
-    `learning_rates` trains once at each and keeps the best on validation (`search_learning_rate`)."""
+    `learning_rates` trains once at each and keeps the best on validation (`search_learning_rate`); the schedule
+    takes at least `min_train_steps` optimizer steps (`training_arguments`)."""
     options = dict(training_options)
     # The final folder is pushed once, complete, by push_to_hub: Trainer's own push would upload every
     # checkpoint as it is saved. The token stays out of the args Trainer pickles into its checkpoints.
@@ -213,7 +216,8 @@ def train_and_save(
     def build(folder: Path, network: PreTrainedModel, **overrides: Any) -> Trainer:
         return trainer_class(
             model=network,
-            args=training_arguments(str(folder), prepared.validation is not None, prepared.metric, **{**options, **overrides}),
+            args=training_arguments(str(folder), prepared.validation is not None, prepared.metric, len(prepared.train),
+                                    min_train_steps, **{**options, **overrides}),
             data_collator=prepared.collator,
             train_dataset=prepared.train,
             eval_dataset=prepared.validation,
