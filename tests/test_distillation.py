@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from datasets import Dataset
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
 from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForPreTraining, MiniBertForSequenceClassification
 from modeling_minibert.cli import main
@@ -632,6 +632,25 @@ def other_labels_teacher(tmp_path_factory, teacher_base) -> Path:
     MiniBertForSequenceClassification(config).save_pretrained(folder)
     AutoTokenizer.from_pretrained(teacher_base).save_pretrained(folder)
     return folder
+
+
+def test_a_teacher_may_know_labels_the_training_data_lacks(teacher_base, student, tmp_path):
+    # A rare class missing from a small training set: the teacher's labels are the student's, and a held-out row
+    # of that class is scored; a label the teacher does not know is refused, naming it.
+    folder = tmp_path / "three-labels"
+    names = ["neg", "neutral", "pos"]
+    config = MiniBertConfig.from_pretrained(teacher_base)
+    config.update({"id2label": dict(enumerate(names)), "label2id": {n: i for i, n in enumerate(names)}})
+    MiniBertForSequenceClassification(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(teacher_base).save_pretrained(folder)
+    validation = sentiment(20, 1).to_dict()
+    validation["label"][0] = "neutral"
+    result = run(folder, student, tmp_path / "out", validation=Dataset.from_dict(validation), num_train_epochs=1)
+    assert result.labels == names
+    assert AutoConfig.from_pretrained(result.output_dir).id2label == dict(enumerate(names))
+    validation["label"][0] = "angry"
+    with pytest.raises(ValueError, match=r"validation data, row 1, field 'label': label 'angry' is not one of the labels \['neg', 'neutral', 'pos'\]"):
+        run(folder, student, tmp_path / "out2", validation=Dataset.from_dict(validation), num_train_epochs=1)
 
 
 @pytest.fixture(scope="module")

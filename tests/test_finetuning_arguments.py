@@ -12,7 +12,7 @@ from transformers import Trainer
 
 from modeling_minibert.cli import main
 from modeling_minibert.training.finetuning import finetune, training_arguments
-from modeling_minibert.training.finetuning.arguments import parse_args
+from modeling_minibert.training.finetuning.arguments import epochs_for, parse_args
 
 from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
     NER_TRAIN,
@@ -239,3 +239,23 @@ def test_cli_reports_bad_data(checkpoint, tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "minibert finetune: error:" in err and "train.csv: no column 'text'; the columns are ['review', 'label']" in err
+
+
+@pytest.mark.parametrize("epochs, size, batch, floor, expected", [
+    (3.0, 1000, 32, 0, 3.0),  # off
+    (3.0, 1000, 32, 300, 10.0),  # 32 steps an epoch: 10 epochs reach 300
+    (3.0, 10000, 32, 300, 3.0),  # 939 steps already
+    (0.5, 64, 32, 3, 2.0),  # a fraction of an epoch given: whole epochs when raised
+])
+def test_epochs_are_raised_to_reach_min_train_steps(epochs, size, batch, floor, expected):
+    assert epochs_for(epochs, size, batch, floor) == expected
+
+
+def test_training_arguments_apply_the_floor_to_optimizer_steps_unless_max_steps(tmp_path):
+    args = training_arguments(tmp_path, True, "f1", 100, 50, per_device_train_batch_size=10)
+    assert args.num_train_epochs == 5.0
+    # 20 examples an optimizer step: 5 steps an epoch
+    accumulated = training_arguments(tmp_path, True, "f1", 100, 50, per_device_train_batch_size=10, gradient_accumulation_steps=2)
+    assert accumulated.num_train_epochs == 10.0
+    capped = training_arguments(tmp_path, True, "f1", 100, 50, per_device_train_batch_size=10, max_steps=7)
+    assert (capped.num_train_epochs, capped.max_steps) == (3.0, 7)

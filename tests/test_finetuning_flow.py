@@ -386,3 +386,17 @@ def test_a_folder_of_pickle_weights_only_is_refused_not_unpickled(tmp_path):
     with pytest.raises(FileNotFoundError, match=rf"^cannot load a model from '{tmp_path}': .*no file named "
                                                 r"model\.safetensors"):
         load_model(AutoModelForSequenceClassification, tmp_path, seed=0)
+
+
+def test_a_small_data_set_trains_at_least_min_train_steps(checkpoint, tmp_path):
+    # 16 examples in batches of 8: 2 steps an epoch, so 3 epochs make 6 steps, fewer than 9.
+    options = {**QUIET, "per_device_train_batch_size": 8, "num_train_epochs": 3}
+    floor = finetune(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
+                     output_dir=tmp_path / "floor", min_train_steps=9, **options)
+    assert floor.train_metrics["epoch"] == 5  # whole epochs: the fewest that reach 9 steps
+    as_given = finetune(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
+                        output_dir=tmp_path / "as-given", min_train_steps=0, **options)
+    assert as_given.train_metrics["epoch"] == 3
+    capped = finetune(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
+                      output_dir=tmp_path / "capped", min_train_steps=9, max_steps=4, **options)
+    assert capped.train_metrics["epoch"] == 2  # --max_steps overrides the floor

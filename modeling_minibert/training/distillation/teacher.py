@@ -82,8 +82,9 @@ def check_teacher_files(teacher: str, allow_pickle: bool) -> None:
 
 
 def check_teacher(teacher: str, task: Task, data_labels: list[str]) -> list[str]:
-    """The label names in the teacher's id order; ValueError if the teacher is not a `task` classifier or its
-    labels are not exactly the data's."""
+    """The label names in the teacher's id order; ValueError if the teacher is not a `task` classifier or the
+    data has a label it does not predict. It may know more than a small training set shows (a rare tag), and the
+    student then learns them all from its predictions."""
     config = teacher_config(teacher)
     suffix = task.auto_class_name.removeprefix("AutoModel")
     architectures = config.architectures or []
@@ -93,9 +94,11 @@ def check_teacher(teacher: str, task: Task, data_labels: list[str]) -> list[str]
             f"(*{suffix}); fine-tune it first or pass --finetune_teacher"
         )
     teacher_labels = [config.id2label[i] for i in range(config.num_labels)]
-    if set(teacher_labels) != set(data_labels):
+    if not set(data_labels) <= set(teacher_labels):
+        unknown = sorted(set(data_labels) - set(teacher_labels))
         raise ValueError(
-            f"teacher {teacher} predicts labels {teacher_labels} but the data has {data_labels}; use a teacher "
+            f"teacher {teacher} predicts labels {teacher_labels} but the data has {data_labels} ({unknown} not "
+            f"among the teacher's); use a teacher "
             f"fine-tuned on these labels, or pass --finetune_teacher"
         )
     return teacher_labels
