@@ -51,7 +51,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
 # A schedule in epochs sized for 10k snippets barely moves a 1,000-sentence set (3 epochs: 96 steps of 32); the
 # jobs train at least this many steps (`min_train_steps`), chosen on the suite's validation scores
 # (benchmarks/README.md, "The suite").
-MIN_TRAIN_STEPS = 0
+MIN_TRAIN_STEPS = 1000
 
 # Defaults that depend on the run (is there validation data? which task?): None on the command line means "not
 # given", and `training_arguments` decides.
