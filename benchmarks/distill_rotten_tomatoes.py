@@ -48,9 +48,11 @@ from benchmarks.minilm import minilm_path
 from benchmarks.report import command_line, default_output, markdown_table, run_info, write_results
 from benchmarks.rotten_tomatoes import load_rotten_tomatoes, plot_sentences, tfidf_baseline
 from modeling_minibert.training.distillation import DistillationArguments, distill
+from modeling_minibert.training.distillation.arguments import TEACHER_EPOCHS
 from modeling_minibert.training.distillation.flow import DISTILL_TRAINING_DEFAULTS
 from modeling_minibert.training.distillation.teacher import finetune_in_minibert, max_length_for, predict_logits
 from modeling_minibert.training.finetuning import finetune
+from modeling_minibert.training.finetuning.arguments import step_floor
 from modeling_minibert.utils.precision import teacher_autocast
 
 TASK = "sequence-classification"
@@ -174,7 +176,8 @@ def teacher_row(plan: Plan) -> tuple[Path, dict]:
         scores = {split: scored(folder, plan.splits[split], d["max_seq_length"]) for split in ("test", "validation")}
         return folder, {**scores, "cpu_minutes": 0.0, "model_dir": str(folder), "reused": True}
     bf16 = {"bf16": True} if teacher_autocast(d["teacher_mixed_precision"], torch.device("cpu")) else {}
-    options = {"max_seq_length": d["max_seq_length"], "num_train_epochs": d["teacher_num_train_epochs"],
+    options = {"max_seq_length": d["max_seq_length"], "num_train_epochs": d["teacher_num_train_epochs"] or TEACHER_EPOCHS,
+               "min_train_steps": step_floor(d["min_train_steps"], d["teacher_num_train_epochs"] is not None),
                "learning_rate": d["teacher_learning_rate"], **bf16,
                **{k: plan.training[k] for k in TEACHER_COPIES if k in plan.training}}
     folder = plan.work / "teacher"

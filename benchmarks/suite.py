@@ -101,14 +101,16 @@ def label_set(task: SuiteTask) -> dict:
 def teacher_row(task: SuiteTask, teacher: str, folder: Path, args: SuiteArguments) -> dict:
     """The teacher fine-tuned as `distill --finetune_teacher` fine-tunes it: distill's teacher options' defaults."""
     from modeling_minibert.training.distillation import DistillationArguments
+    from modeling_minibert.training.distillation.arguments import TEACHER_EPOCHS
     from modeling_minibert.training.distillation.teacher import finetune_in_minibert
+    from modeling_minibert.training.finetuning.arguments import step_floor
     from modeling_minibert.utils.precision import teacher_autocast
 
-    d = DistillationArguments()
+    d = DistillationArguments(min_train_steps=args.min_train_steps)
     bf16 = {"bf16": True} if teacher_autocast(d.teacher_mixed_precision, torch.device("cpu")) else {}
-    options = {"num_train_epochs": d.teacher_num_train_epochs, "learning_rate": d.teacher_learning_rate}
-    options = {k: v for k, v in options.items() if v is not None}  # None: the job's own rule
-    result = finetune_in_minibert(teacher, folder, task=task.kind, max_seq_length=d.max_seq_length, **common(args), **label_set(task),
+    options = {"num_train_epochs": d.teacher_num_train_epochs or TEACHER_EPOCHS, "learning_rate": d.teacher_learning_rate,
+               "min_train_steps": step_floor(d.min_train_steps, d.teacher_num_train_epochs is not None)}
+    result = finetune_in_minibert(teacher, folder, task=task.kind, max_seq_length=d.max_seq_length, seed=args.seed, **label_set(task),
                                   overwrite_output_dir=True, train_data=task.splits["train"],
                                   validation_data=task.splits["validation"], test_data=task.splits["test"],
                                   disable_tqdm=True, **bf16, **options)

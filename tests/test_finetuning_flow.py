@@ -400,3 +400,17 @@ def test_a_small_data_set_trains_at_least_min_train_steps(checkpoint, tmp_path):
     capped = finetune(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
                       output_dir=tmp_path / "capped", min_train_steps=9, max_steps=4, **options)
     assert capped.train_metrics["epoch"] == 2  # --max_steps overrides the floor
+
+
+def test_the_floor_raises_the_default_schedule_and_keeps_epochs_given(checkpoint, tmp_path, monkeypatch):
+    monkeypatch.setattr("modeling_minibert.training.finetuning.arguments.MIN_TRAIN_STEPS", 9)
+    options = {**QUIET, "per_device_train_batch_size": 8}  # 2 steps an epoch
+    default = finetune(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
+                       output_dir=tmp_path / "default", **options)
+    assert default.train_metrics["epoch"] == 5  # 3 default epochs raised to reach 9 steps
+    given = finetune(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
+                     output_dir=tmp_path / "given", num_train_epochs=2, **options)
+    assert given.train_metrics["epoch"] == 2
+    with pytest.raises(ValueError, match=r"min_train_steps=-1 must be 0 or more"):
+        finetune(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
+                 output_dir=tmp_path / "bad", min_train_steps=-1, **options)

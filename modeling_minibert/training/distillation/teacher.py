@@ -30,7 +30,8 @@ from tqdm.auto import tqdm
 from transformers import AutoConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 import modeling_minibert  # registers Mini-BERT with the Auto classes; AUTO_CLASSES
-from modeling_minibert.training.finetuning.arguments import FinetuneResult
+from modeling_minibert.training.distillation.arguments import TEACHER_EPOCHS
+from modeling_minibert.training.finetuning.arguments import FinetuneResult, step_floor
 from modeling_minibert.training.finetuning.flow import dataset_name, finetune
 from modeling_minibert.training.finetuning.loading import check_local, load_fast_tokenizer, seed_of
 from modeling_minibert.training.finetuning.task import Examples, Task
@@ -138,7 +139,7 @@ def fine_tuned_teacher(
     # Trainer's bf16 autocast where bf16 is faster on this machine (`teacher_mixed_precision`).
     bf16 = teacher_autocast(args.teacher_mixed_precision, default_device())
     key = fingerprint(
-        task.name, names, args.teacher_num_train_epochs, args.teacher_learning_rate, args.max_seq_length, seed,
+        task.name, names, args.teacher_num_train_epochs, args.min_train_steps, args.teacher_learning_rate, args.max_seq_length, seed,
         {r: dataclasses.asdict(e) for r, e in examples.items() if r != "test"}, *(["bf16"] if bf16 else []),
         *model_files(args.teacher_model_name_or_path),
     )
@@ -154,7 +155,8 @@ def fine_tuned_teacher(
         task=task.name, train_data=data["train"], validation_data=data.get("validation"), labels=names,
         overwrite_output_dir=True, report_to="none",
         max_seq_length=max_length_for(args.teacher_model_name_or_path, tokenizer, args.max_seq_length),
-        num_train_epochs=args.teacher_num_train_epochs, learning_rate=args.teacher_learning_rate,
+        num_train_epochs=args.teacher_num_train_epochs or TEACHER_EPOCHS, learning_rate=args.teacher_learning_rate,
+        min_train_steps=step_floor(args.min_train_steps, args.teacher_num_train_epochs is not None),
         **({"bf16": True} if bf16 else {}), **{k: training[k] for k in copied if k in training},
     )
     try:

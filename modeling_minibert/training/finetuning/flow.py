@@ -40,6 +40,7 @@ from modeling_minibert.training.finetuning.arguments import (
     check_training_options,
     require,
     split_options,
+    step_floor,
     training_arguments,
 )
 from modeling_minibert.training.finetuning.data import DataSource, NamedDataset, load_data
@@ -95,6 +96,7 @@ def finetune(
     sources = data_sources(args, {"train": train_data, "validation": validation_data, "test": test_data})
     check_training_options(training, "validation" in sources)
     check_learning_rates(args.learning_rates, training, "validation" in sources)
+    floor = step_floor(args.min_train_steps, "num_train_epochs" in training)
     with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "finetune") as output:
         splits = load_splits(sources, args, task.conll)
         setup = task.prepare(args, splits)
@@ -102,7 +104,7 @@ def finetune(
         return train_and_save(
             task.name, args.model_name_or_path, network, setup.tokenizer, setup.prepared, output, setup.labels,
             sources["train"], training, args.keep_checkpoints, setup.extra_outputs, learning_rates=args.learning_rates,
-            min_train_steps=args.min_train_steps,
+            min_train_steps=floor,
         )
 
 
