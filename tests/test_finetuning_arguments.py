@@ -246,6 +246,8 @@ def test_cli_reports_bad_data(checkpoint, tmp_path, capsys):
     (3.0, 1000, 32, 300, 10.0),  # 32 steps an epoch: 10 epochs reach 300
     (3.0, 10000, 32, 300, 3.0),  # 939 steps already
     (0.5, 64, 32, 3, 2.0),  # a fraction of an epoch given: whole epochs when raised
+    (3.0, 16, 8, 1000, 50.0),  # 500 epochs would reach it: MAX_FLOOR_EPOCHS at most
+    (60.0, 16, 8, 1000, 60.0),  # never fewer than given
 ])
 def test_epochs_are_raised_to_reach_min_train_steps(epochs, size, batch, floor, expected):
     assert epochs_for(epochs, size, batch, floor) == expected

@@ -52,6 +52,9 @@ TRAINING_DEFAULTS: dict[str, Any] = {
 # default schedule trains at least this many steps (`min_train_steps`). Chosen among 0, 300 and 1000 on the suite's
 # validation scores (benchmarks/README.md, "The suite"); epochs given on the command line are kept as given.
 MIN_TRAIN_STEPS = 1000
+# ...but no more than this many epochs in all (a 16-example set would otherwise run 500 epochs of 2 steps, each
+# evaluated and saved): every task of the suite stays under it (its most, tagging's 1,000 sentences: 32).
+MAX_FLOOR_EPOCHS = 50
 
 
 def step_floor(min_train_steps: int | None, epochs_given: bool) -> int:
@@ -247,11 +250,11 @@ def fields_of(cls: type, values: dict[str, Any]) -> dict[str, Any]:
 
 def epochs_for(epochs: float, train_size: int, batch_size: int, min_train_steps: int) -> float:
     """`epochs`, or more when `epochs` of `train_size` examples in batches of `batch_size` (per optimizer step, all
-    processes) make fewer than `min_train_steps` steps: whole epochs, as few as reach it."""
+    processes) make fewer than `min_train_steps` steps: whole epochs, as few as reach it, MAX_FLOOR_EPOCHS at most."""
     steps_per_epoch = max(1, math.ceil(train_size / batch_size))
     if min_train_steps <= 0 or epochs * steps_per_epoch >= min_train_steps:
         return epochs
-    return float(math.ceil(min_train_steps / steps_per_epoch))
+    return max(epochs, float(min(MAX_FLOOR_EPOCHS, math.ceil(min_train_steps / steps_per_epoch))))
 
 
 def training_arguments(output_dir: str, has_validation: bool, metric: str, train_size: int | None = None,
