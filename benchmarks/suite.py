@@ -335,6 +335,20 @@ def readme_table(results: dict) -> str:
     return markdown_table(header, rows, "l" + "r" * (len(tasks) + 1))
 
 
+def selection_table(*runs: dict) -> str:
+    """The step floor's candidates (one `--systems finetuned --min_train_steps S` run each): the fine-tuned
+    student's validation score on every task, their mean (what the rule decides on) and the epochs each trained."""
+    rows = []
+    for run in runs:
+        tasks = run["tasks"]
+        scores = {t: task["systems"][FINETUNED]["validation"]["accuracy"] for t, task in tasks.items()}
+        epochs = ", ".join(f"{task['systems'][FINETUNED]['train']['epoch']:g}" for task in tasks.values())
+        floor = run["run"]["command"].split("--min_train_steps ")[1].split()[0]
+        rows.append([floor, *[f"{v:.3f}" for v in scores.values()], f"**{np.mean(list(scores.values())):.3f}**", epochs])
+    header = ["min_train_steps", *[f"{t} (validation)" for t in runs[0]["tasks"]], "mean", "epochs"]
+    return markdown_table(header, rows, "r" * (len(header) - 1) + "l")
+
+
 def plot(results: dict, path: Path) -> None:
     """Grouped bars: each task's and the average's score of each system."""
     tasks = [*results["tasks"], "average"]
