@@ -296,7 +296,7 @@ def training_arguments(output_dir: str, has_validation: bool, metric: str, train
         batch = args["per_device_train_batch_size"] * args.get("gradient_accumulation_steps", 1) * int(os.environ.get("WORLD_SIZE", 1))
         epochs = epochs_for(args["num_train_epochs"], train_size, batch, min_train_steps)
         if epochs != args["num_train_epochs"]:
-            logger.info("training %g epochs instead of %g: %d examples in batches of %d make fewer than min_train_steps=%d steps",
+            logger.warning("training %g epochs instead of %g: %d examples in batches of %d make fewer than min_train_steps=%d steps",
                         epochs, args["num_train_epochs"], train_size, batch, min_train_steps)
             args["num_train_epochs"] = epochs
     args["output_dir"] = str(output_dir)
