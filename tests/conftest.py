@@ -19,6 +19,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # `auto` precision's measurements (utils/measured.py) are remembered in a folder of the run's own, made where
     # the suite starts (pytest-xdist's workers inherit it), not in the user's Hugging Face cache.
     os.environ.setdefault("MINIBERT_CACHE", tempfile.mkdtemp(prefix="minibert-measured-"))
+    os.environ.setdefault(WORKER_NOTES, tempfile.mkdtemp(prefix="minibert-workers-"))  # see worker_notes
 
 
 # Modules whose tests share no module fixture, so that pytest-xdist may give each test to a worker of its own
@@ -46,6 +47,46 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             return scope(nodeid)
 
     return Scheduling(config, log)
+
+
+# What a pytest-xdist worker was doing when it died. A worker that dies (a signal, a C library's exit) takes its
+# stderr with it, and pytest-xdist's report of the test it was running can be lost when replacing the worker
+# fails; each worker notes its running test and any fatal-signal traceback (faulthandler) in files the controller
+# prints when a worker goes down.
+WORKER_NOTES = "MINIBERT_TEST_WORKER_NOTES"
+
+
+def worker_notes(worker: str) -> tuple[str, str]:
+    folder = os.environ[WORKER_NOTES]
+    return os.path.join(folder, f"{worker}.running"), os.path.join(folder, f"{worker}.faults")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        import faulthandler
+
+        session.config._minibert_faults = open(worker_notes(worker)[1], "w")  # open for the whole session
+        faulthandler.enable(file=session.config._minibert_faults, all_threads=True)
+
+
+def pytest_runtest_logstart(nodeid: str, location) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        with open(worker_notes(worker)[0], "w") as f:
+            f.write(nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist's controller: a worker that died says what it was running and any fault dump."""
+    if error is None:
+        return
+    running, faults = worker_notes(node.gateway.id)
+    for label, path in (("was running", running), ("fault dump", faults)):
+        if os.path.isfile(path) and os.path.getsize(path):
+            with open(path) as f:
+                print(f"\n[{node.gateway.id}] {label}:\n{f.read()}", flush=True)
 
 
 GPU_TESTS_ON_CPU = "MINIBERT_GPU_TESTS_ON_CPU"  # set to 1: the `gpu` tests run on the CPU (a dry run of their code)
