@@ -16,7 +16,7 @@ from benchmarks.report import RESULTS, RUN_FIELDS, RUNS, check_results, command_
 
 SCRIPTS = sorted(p for p in (REPO / "benchmarks").glob("*.py") if p.name != "__init__.py")
 # The shared modules; every other file in benchmarks/ is a script with a `main`.
-SHARED = {"arguments", "cpu_time", "minilm", "report", "rotten_tomatoes"}
+SHARED = {"arguments", "cpu_time", "minilm", "report", "rotten_tomatoes", "suite_data"}
 
 
 @pytest.mark.parametrize("path", sorted(RESULTS.glob("*.json")), ids=lambda p: p.name)

@@ -800,8 +800,9 @@ def test_student_dropout_is_for_the_distillation_only(teacher, student, tmp_path
 
 @pytest.mark.parametrize("given", [None, ("3", "1e-4")])
 def test_distillation_defaults_2_epochs_at_2e4_unless_told_and_fine_tuning_keeps_its_own(distilled, student, tmp_path, monkeypatch, given):
-    """distill's own defaults (2 epochs at 2e-4) reach Trainer from the command line and the Python function alike;
-    an explicit --learning_rate 1e-4, fine-tuning's default, is not mistaken for "not given"."""
+    """distill's own defaults (2 epochs at 2e-4, the epochs raised by the step floor: 32 examples are one step an
+    epoch, so 50, MAX_FLOOR_EPOCHS) reach Trainer from the command line and the Python function alike; an explicit
+    --learning_rate 1e-4, fine-tuning's default, is not mistaken for "not given", and epochs given are kept."""
     used = []
 
     def record(self, *args, **kwargs):
@@ -820,7 +821,7 @@ def test_distillation_defaults_2_epochs_at_2e4_unless_told_and_fine_tuning_keeps
         distill(task="sequence-classification", teacher_model_name_or_path=distilled.teacher, model_name_or_path=str(student),
                 train_data=sentiment(32, 0), output_dir=str(tmp_path / "api"), augment_copies=0, show_progress=False,
                 **({"num_train_epochs": float(given[0]), "learning_rate": float(given[1])} if given else {}))
-    expected = (float(given[0]), float(given[1])) if given else (2.0, 2e-4)
+    expected = (float(given[0]), float(given[1])) if given else (50.0, 2e-4)
     assert used == [expected, expected]
     assert (TRAINING_DEFAULTS["num_train_epochs"], TRAINING_DEFAULTS["learning_rate"]) == (3.0, 1e-4)
 

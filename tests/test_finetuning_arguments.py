@@ -123,11 +123,11 @@ def test_command_line_and_api_defaults_are_the_documented_numbers(checkpoint, tm
     with pytest.raises(Captured):
         main(["finetune", "--task", "sequence-classification", "--model_name_or_path", str(checkpoint),
               "--dataset_name", str(tmp_path / "pairs"), "--text_column_name", "fact", "--label_column_name", "kind",
-              "--output_dir", str(tmp_path / "cli")])
-    with pytest.raises(Captured):
+              "--output_dir", str(tmp_path / "cli"), "--min_train_steps", "0"])
+    with pytest.raises(Captured):  # the step floor off: 8 examples would train 50 epochs (its own tests below)
         finetune(task="sequence-classification", model_name_or_path=checkpoint,
             train_data=data["train"], output_dir=tmp_path / "api", validation_data=data["validation"],
-            text_column_name="fact", label_column_name="kind")
+            text_column_name="fact", label_column_name="kind", min_train_steps=0)
     for args in captured_args:
         assert {name: getattr(args, name) for name in DOCUMENTED} == DOCUMENTED
         assert args.metric_for_best_model == "accuracy" and args.greater_is_better

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,18 +80,21 @@ from modeling_minibert.utils.outputs import (
 )
 
 
-def read_examples(args: DistillationArguments, task: Task, sources: dict[str, DataSource]) -> tuple[dict[str, Examples], list[str]]:
-    """Each split read and checked by the task's reader (a blank label is refused naming its row), and the label
-    names in id order: the teacher's (`teacher_labels`), which every split's labels must be among."""
+def read_examples(args: DistillationArguments, task: Task, sources: dict[str, DataSource]) -> tuple[dict[str, Examples], list[str], Callable[[list[str]], None]]:
+    """Each split read and checked by the task's reader (a blank label is refused naming its row), the training
+    data's labels, sorted, and the check of every split's labels against the label names once they are known
+    (the teacher's, `teacher_labels`: a teacher may know labels a small training set lacks)."""
     label_column = args.label_column_name or task.columns[1]
     splits = {role: load_data(source, split=role, conll=task.conll) for role, source in sources.items()}
     examples = {role: task.load_examples(data, args.text_column_name, label_column) for role, data in splits.items()}
     data_labels = sorted_labels(examples["train"].labels)
     check_label_count(data_labels, splits["train"].name)
-    names = teacher_labels(args, task, data_labels)
-    for role, data in splits.items():
-        check_split_labels(data, label_column, examples[role].labels, names)
-    return examples, names
+
+    def check_labels(names: list[str]) -> None:
+        for role, data in splits.items():
+            check_split_labels(data, label_column, examples[role].labels, names)
+
+    return examples, data_labels, check_labels
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -139,12 +143,14 @@ def distill(
     # Trainer hands these columns to compute_metrics beside the labels (the mask: word targets only).
     training["label_names"] = ["labels", *TEACHER_COLUMNS[: 2 if task.conll else 1]]
     with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
-        examples, names = read_examples(args, task, sources)
+        examples, data_labels, check_labels = read_examples(args, task, sources)
         text_column = args.text_column_name or task.columns[0]
         tokenizer = load_fast_tokenizer(args.model_name_or_path, args.tokenizer_name)  # fails early on a wrong folder
         student_length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
         reads = max(student_length, teacher_length(args))  # what either model reads of an unlabelled text
         transfer_inputs = [x for path in args.transfer_file for x in load_transfer_file(path, task, text_column, reads)]
+        names = teacher_labels(args, task, data_labels)
+        check_labels(names)
         transfer = transfer_set(examples["train"], task.conll, transfer_inputs, args, seed_of(training),
                                 (tokenizer, student_length), show_progress)
         plan = relation_plan(args, task, tokenizer, transfer.inputs, student_length)
