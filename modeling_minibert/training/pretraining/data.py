@@ -62,13 +62,17 @@ def load_bbc_news() -> list[str]:
     """The 2,225 BBC News articles minus exact duplicates, in a fixed order (topic folder, then file name)."""
     documents: dict[str, None] = {}  # an ordered set: keeps the first of each duplicate
     for path in sorted(bbc_news_dir().glob("*/*.txt")):
-        raw = path.read_bytes()
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            text = raw.decode("latin-1")  # at least one article is latin-1
-        documents.setdefault(text.strip(), None)
+        documents.setdefault(read_article(path).strip(), None)
     return [doc for doc in documents if doc]
+
+
+def read_article(path: Path) -> str:
+    """One BBC News article's text: UTF-8, or latin-1 where it is not (at least one article is)."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
 
 
 def read_text_files(paths: Sequence[str | os.PathLike]) -> list[str]:
