@@ -8,6 +8,7 @@ opens as a text-classification pipeline; bad input is refused in one line before
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def test_every_runnable_path_gives_float32s_logits(served, model_folder, texts_f
         logits = torch.from_numpy(path.open(folder, 1)(ids, mask, types))
         if reference is None:
             reference = logits
-        elif name.endswith("fp32"):
+        elif name.endswith("fp32"):  # pytorch-compiled-fp32 too: the same float32 arithmetic
             torch.testing.assert_close(logits, reference, atol=1e-4, rtol=1e-4, msg=name)
         else:
             assert_near_fp32(reference, logits)
@@ -157,7 +158,7 @@ def test_bad_input_is_one_line_before_any_work(model_folder, texts_file, tmp_pat
     assert cli_main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("minibert benchmark-deploy: error: "), err
-    assert __import__("re").search(message, err.strip().removeprefix("minibert benchmark-deploy: error: ")), err
+    assert re.search(message, err.strip().removeprefix("minibert benchmark-deploy: error: ")), err
     assert not (tmp_path / "out").exists()
 
 
@@ -185,3 +186,62 @@ def test_a_head_other_than_sequence_classification_is_refused(texts_file, tmp_pa
 def test_a_folder_that_is_not_a_serving_folder_is_refused(model_folder):
     with pytest.raises(FileNotFoundError, match=r"is not a serving folder \(no serving.json\); write one with"):
         load_serving(model_folder)
+
+
+# -- the compiled path (deployment/compiled.py) ---------------------------------------------------------------------
+COMPILED = "pytorch-compiled-fp32"
+
+
+@pytest.mark.skipif(COMPILED not in RUNNABLE, reason="no C++ compiler for AOTInductor on this machine")
+def test_a_compiled_package_is_refused_on_another_torch_or_cpu(served, tmp_path):
+    """The package is bound to the torch and CPU capability it was compiled for: another one is one line, not a
+    crash inside the kernels."""
+    from modeling_minibert.deployment import load_compiled
+
+    _, _, work = served
+    folder = tmp_path / "compiled"
+    shutil.copytree(work / COMPILED, folder)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "compiled.json", "config.json", "model.pt2", "tokenizer.json", "tokenizer_config.json"]
+    build = json.loads((folder / "compiled.json").read_text())
+    assert build == {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    (folder / "compiled.json").write_text(json.dumps({**build, "cpu_capability": "AMX-FUTURE"}))
+    version = re.escape(torch.__version__)
+    with pytest.raises(RuntimeError, match=rf"^{re.escape(str(folder))} was compiled with torch {version} for AMX-FUTURE; "
+                       rf"this is torch {version} on {build['cpu_capability']}: compile it again here$"):
+        load_compiled(folder)
+    (folder / "compiled.json").unlink()
+    with pytest.raises(FileNotFoundError, match=r"holds no compiled model \(model.pt2 and compiled.json\)"):
+        load_compiled(folder)
+
+
+def test_compile_model_refuses_before_any_work(model_folder, tmp_path, monkeypatch):
+    from modeling_minibert import MiniBertConfig, MiniBertForMultipleChoice
+    from modeling_minibert.deployment import compiled, compile_model
+    from modeling_minibert.deployment.serving_paths import serving_path
+
+    with pytest.raises(FileNotFoundError, match=r"model folder .*nothing does not exist"):
+        compile_model(tmp_path / "nothing", tmp_path / "out")
+    MiniBertForMultipleChoice(MiniBertConfig(vocab_size=200, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                             intermediate_size=32)).save_pretrained(tmp_path / "choice")
+    with pytest.raises(ValueError, match=r"MiniBertForMultipleChoice's are \(batch, choice, sequence\)"):
+        compile_model(tmp_path / "choice", tmp_path / "out")
+    monkeypatch.setattr(compiled.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match=r"^no C\+\+ compiler \(\S+ or clang\+\+\) on PATH: AOTInductor compiles"):
+        compile_model(model_folder, tmp_path / "out")
+    with pytest.raises(ValueError, match=r"^serving path pytorch-compiled-fp32 cannot run on this machine: no C\+\+"):
+        serving_path(COMPILED)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_compiled_model_that_disagrees_leaves_nothing_behind(model_folder, tmp_path, monkeypatch):
+    from modeling_minibert.deployment import compiled
+
+    def wrong(model, package):
+        raise ValueError(f"{package}: the compiled model differs from PyTorch by 1.00e+00 (> 1e-04)")
+
+    monkeypatch.setattr(compiled, "_compile", lambda model, package: package.write_bytes(b"not a package"))
+    monkeypatch.setattr(compiled, "check_against_eager", wrong)
+    with pytest.raises(ValueError, match=r"differs from PyTorch"):
+        compiled.compile_model(model_folder, tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []

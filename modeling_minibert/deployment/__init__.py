@@ -6,6 +6,7 @@
     onnx_graph.py           the ONNX graph: traced, optimized, quantized, checked against PyTorch
     onnx_export.py          `export_onnx`: a folder -> ONNX (or, with format='transformers.js', the browser's layout)
     transformers_js.py      the folder transformers.js loads
+    compiled.py             `compile_model`: the model compiled ahead of time for this CPU (AOTInductor)
     onnx_session.py         onnxruntime on mixed-length batches without computing the padding
     serving_paths.py        the ways to serve a classifier on CPU (PyTorch, onnxruntime, OpenVINO), `load_serving`
     serving_benchmark.py    `benchmark_deploy`: measure every path on this machine, keep the fastest
@@ -21,6 +22,7 @@ __getattr__, __all__ = lazy_face(__name__, {
     "quantization": ("quantize", "load_quantized"),
     "onnx_export": ("export_onnx",),
     "onnx_session": ("LengthBucketedSession",),
+    "compiled": ("compile_model", "load_compiled"),
     "serving_paths": ("load_serving",),
     "serving_benchmark": ("benchmark_deploy",),
 })

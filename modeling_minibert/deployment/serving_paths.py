@@ -1,12 +1,13 @@
 """The ways to serve a Mini-BERT sequence classifier on a CPU, one `ServingPath` each in `SERVING_PATHS`.
 
-    pytorch-fp32        the model as trained, eager (Mini-BERT's unpadded encoder)
-    pytorch-bf16        the same in bfloat16, where the CPU has bf16 instructions (AVX-512 BF16, AMX)
-    pytorch-int8        PyTorch dynamic int8 (`quantization.py`)
-    onnxruntime-fp32    onnxruntime on the optimized export, in length buckets (`onnx_session.py`)
-    onnxruntime-int8    onnxruntime on the int8 export, in length buckets
-    openvino-fp32       OpenVINO on the plain export, in length buckets, float32 inference
-    openvino-bf16       the same with OpenVINO's bf16 inference, where the CPU has bf16 instructions
+    pytorch-fp32            the model as trained, eager (Mini-BERT's unpadded encoder)
+    pytorch-bf16            the same in bfloat16, where the CPU has bf16 instructions (AVX-512 BF16, AMX)
+    pytorch-int8            PyTorch dynamic int8 (`quantization.py`)
+    pytorch-compiled-fp32   compiled ahead of time for this CPU by AOTInductor (`compiled.py`), in length buckets
+    onnxruntime-fp32        onnxruntime on the optimized export, in length buckets (`onnx_session.py`)
+    onnxruntime-int8        onnxruntime on the int8 export, in length buckets
+    openvino-fp32           OpenVINO on the plain export, in length buckets, float32 inference
+    openvino-bf16           the same with OpenVINO's bf16 inference, where the CPU has bf16 instructions
 
 Each path writes a self-contained folder from a fine-tuned model folder (its weights or graph, config.json and the
 tokenizer) and opens one as a function of padded (B, T) int64 numpy inputs to (B, num_labels) logits. Which path
@@ -96,6 +97,24 @@ def _open_int8(folder: Path, threads: int | None) -> Logits:
     return _torch_logits(load_quantized(folder))
 
 
+def _write_compiled(source: Path, output: Path) -> None:
+    from modeling_minibert.deployment.compiled import compile_model
+
+    compile_model(source, output)  # with the config and tokenizer
+
+
+def _open_compiled(folder: Path, threads: int | None) -> Logits:
+    from modeling_minibert.deployment.compiled import load_compiled
+
+    _set_torch_threads(threads)
+    runner = load_compiled(folder)
+
+    def graph(ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return runner(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(types))[0].numpy()
+    return lambda ids, mask, types: _in_length_buckets(graph, ids, mask, types)
+
+
 def _torch_logits(model) -> Logits:
     def logits(ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
@@ -168,6 +187,12 @@ _write_plain_onnx = _write_onnx()  # both OpenVINO paths read the same graph: on
 _onnxruntime_missing = _module_missing("onnxruntime", "onnx")
 _openvino_missing = _module_missing("openvino", "openvino")
 
+
+def _compiler_missing() -> str | None:
+    from modeling_minibert.deployment.compiled import compiler_missing
+
+    return compiler_missing()
+
 # In the table's order: the plain path first (the reference every other is checked against).
 SERVING_PATHS = {path.name: path for path in (
     ServingPath("pytorch-fp32", "PyTorch, float32, eager", _write_pytorch, _open_pytorch(torch.float32),
@@ -175,6 +200,8 @@ SERVING_PATHS = {path.name: path for path in (
     ServingPath("pytorch-bf16", "PyTorch, bfloat16 weights and activations", _write_pytorch,
                 _open_pytorch(torch.bfloat16), _bf16_missing()),
     ServingPath("pytorch-int8", "PyTorch dynamic int8 (Linear layers)", _write_int8, _open_int8, _nothing_missing),
+    ServingPath("pytorch-compiled-fp32", "PyTorch, float32, compiled for this CPU (AOTInductor), length buckets",
+                _write_compiled, _open_compiled, _compiler_missing),
     ServingPath("onnxruntime-fp32", "onnxruntime, optimized graph, float32, length buckets",
                 _write_onnx(optimize=True), _open_onnxruntime, _onnxruntime_missing),
     ServingPath("onnxruntime-int8", "onnxruntime, optimized graph, int8 weights, length buckets",
