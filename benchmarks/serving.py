@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.arguments import parse, parser, take
-from benchmarks.report import RUNS, command_line, default_output, write_results
+from benchmarks.report import RUNS, command_line, default_output, markdown_table, write_results
 from modeling_minibert.deployment.serving_benchmark import (
     PLOT_FILE,
     BenchmarkDeployArguments,
@@ -43,6 +43,36 @@ class ServingBenchmarkArguments(BenchmarkDeployArguments):
 def readme_table(results: dict) -> str:
     serving = results["serving"]
     return markdown(serving["table"], serving["path"])
+
+
+# bench_deploy's names of the eager path and of a path that is not Mini-BERT's (the one users would otherwise run)
+DEPLOY_EAGER, DEPLOY_OTHERS = "Mini-BERT fp32 (eager)", ("transformers BERT (sdpa)",)
+
+
+def which_path_table(*results: dict) -> str:
+    """One row per CPU, from `serving` results and from benchmarks/bench_deploy.py's (one thread): eager fp32's
+    batch-1 median, the fastest path at batch 1 and on mixed batches, each with its ratio to eager fp32. A serving
+    run counts only the paths whose predictions hold (agreement with fp32 >= 0.99, the picker's default)."""
+    rows = []
+    for result in results:
+        if "serving" in result:
+            serving = result["serving"]
+            table = {name: row for name, row in serving["table"].items() if row["agreement"] >= 0.99}
+            eager, requests = "pytorch-fp32", "BBC headlines (serving)"
+            latency = {name: row["p50_ms"] for name, row in table.items()}
+            throughput = {name: row["tokens_per_second"] for name, row in table.items()}
+        else:
+            speed = [row for row in result["speed"] if row["threads"] == 1 and row["path"] not in DEPLOY_OTHERS]
+            eager, requests = DEPLOY_EAGER, "Rotten Tomatoes (bench_deploy)"
+            latency = {row["path"]: row["latency_p50_ms"] for row in speed}
+            throughput = {row["path"]: row["mixed_tokens_per_second"] for row in speed}
+        fastest, busiest = min(latency, key=latency.get), max(throughput, key=throughput.get)
+        rows.append([result["run"]["cpu"], requests, f"{latency[eager]:.2f}",
+                     f"{fastest} {latency[fastest]:.2f} ({latency[eager] / latency[fastest]:.1f}×)",
+                     f"{busiest} ({throughput[busiest] / throughput[eager]:.2f}×)"])
+    header = ["CPU", "requests", "eager fp32 batch 1 p50 (ms)", "fastest at batch 1: p50 ms (× eager)",
+              "fastest on mixed batches (× eager's tokens/s)"]
+    return markdown_table(header, rows, "llrll")
 
 
 def main(argv: list[str] | None = None) -> dict:

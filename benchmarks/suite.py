@@ -40,7 +40,7 @@ from matplotlib.figure import Figure
 from benchmarks.arguments import parser
 from benchmarks.cpu_time import Stage
 from benchmarks.minilm import minilm_path
-from benchmarks.report import command_line, default_output, markdown_table, write_results
+from benchmarks.report import command_line, cpu_model, default_output, markdown_table, write_results
 from benchmarks.suite_data import TASKS, SuiteTask, baselines
 
 TEACHER, FINETUNED, DISTILLED, BASELINE = "teacher fine-tuned", "Mini-BERT fine-tuned", "Mini-BERT distilled", "best classical baseline"
@@ -231,15 +231,19 @@ def retrieval_task(args: SuiteArguments, teacher: str, work: Path) -> dict:
 
 
 def run_task(name: str, args: SuiteArguments, teacher: str, work: Path) -> dict:
+    """A task's results, with the date and CPU they were measured on (tasks kept in --output may come from
+    another machine: CPU minutes and speed-ups hold for their own)."""
     task = TASKS[name]()
     print(f"{name}: {task.description}", flush=True)
+    info = {"description": task.description, "metric": task.metric,
+            "measured": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model()}}
     if task.splits is None:
-        return {"description": task.description, "metric": task.metric, "systems": retrieval_task(args, teacher, work / name)}
+        return {**info, "systems": retrieval_task(args, teacher, work / name)}
     if args.max_train_examples:
         task.splits["train"] = task.splits["train"].select(range(min(args.max_train_examples, len(task.splits["train"]))))
     (work / name).mkdir(parents=True, exist_ok=True)
-    return {"description": task.description, "metric": task.metric, "sizes": {s: len(d) for s, d in task.splits.items()},
-            "transfer_examples": len(task.transfer), "systems": labelled_task(task, args, teacher, work / name)}
+    return {**info, "sizes": {s: len(d) for s, d in task.splits.items()}, "transfer_examples": len(task.transfer),
+            "systems": labelled_task(task, args, teacher, work / name)}
 
 
 def main(argv: list[str] | None = None) -> dict:

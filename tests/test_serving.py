@@ -217,7 +217,7 @@ def test_a_compiled_package_is_refused_on_another_torch_or_cpu(served, tmp_path)
 
 def test_compile_model_refuses_before_any_work(model_folder, tmp_path, monkeypatch):
     from modeling_minibert import MiniBertConfig, MiniBertForMultipleChoice
-    from modeling_minibert.deployment import compiled, compile_model
+    from modeling_minibert.deployment import compile_model, compiled
     from modeling_minibert.deployment.serving_paths import serving_path
 
     with pytest.raises(FileNotFoundError, match=r"model folder .*nothing does not exist"):

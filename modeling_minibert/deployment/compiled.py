@@ -21,7 +21,13 @@ from pathlib import Path
 
 import torch
 
-from modeling_minibert.deployment.onnx_graph import INPUT_NAMES, TOLERANCE, _TupleOutputs, example_inputs, load_for_export
+from modeling_minibert.deployment.onnx_graph import (
+    INPUT_NAMES,
+    TOLERANCE,
+    _TupleOutputs,
+    example_inputs,
+    load_for_export,
+)
 from modeling_minibert.utils.files import check_output_dir, staged_folder
 
 PACKAGE_FILE = "model.pt2"
