@@ -49,6 +49,18 @@ def readme_table(results: dict) -> str:
 DEPLOY_EAGER, DEPLOY_OTHERS = "Mini-BERT fp32 (eager)", ("transformers BERT (sdpa)",)
 
 
+def cpu_kind(cpu: str) -> str:
+    """report.cpu_model()'s description, shortened to the name and the instructions that decide the path:
+    'Intel(R) Xeon(R) Processor (family 6 model 167; avx2, ..., amx_bf16)' -> 'Intel Xeon 6/167: AMX'."""
+    name, _, rest = cpu.partition(" (")
+    ids, _, flags = rest.rstrip(")").partition("; ")
+    name = name.replace("(R)", "").replace(" Processor", "")
+    family_model = "/".join(ids.replace("family ", "").split(" model "))
+    kinds = [kind for flag, kind in (("amx", "AMX"), ("avx512_bf16", "AVX-512 BF16"), ("avx512_vnni", "AVX-512 VNNI"))
+             if flag in flags]
+    return f"{name} {family_model}: {', '.join(kinds) if kinds else 'AVX2 only'}"
+
+
 def which_path_table(*results: dict) -> str:
     """One row per CPU, from `serving` results and from benchmarks/bench_deploy.py's (one thread): eager fp32's
     batch-1 median, the fastest path at batch 1 and on mixed batches, each with its ratio to eager fp32. A serving
@@ -67,7 +79,7 @@ def which_path_table(*results: dict) -> str:
             latency = {row["path"]: row["latency_p50_ms"] for row in speed}
             throughput = {row["path"]: row["mixed_tokens_per_second"] for row in speed}
         fastest, busiest = min(latency, key=latency.get), max(throughput, key=throughput.get)
-        rows.append([result["run"]["cpu"], requests, f"{latency[eager]:.2f}",
+        rows.append([cpu_kind(result["run"]["cpu"]), requests, f"{latency[eager]:.2f}",
                      f"{fastest} {latency[fastest]:.2f} ({latency[eager] / latency[fastest]:.1f}×)",
                      f"{busiest} ({throughput[busiest] / throughput[eager]:.2f}×)"])
     header = ["CPU", "requests", "eager fp32 batch 1 p50 (ms)", "fastest at batch 1: p50 ms (× eager)",
