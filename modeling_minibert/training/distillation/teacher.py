@@ -99,8 +99,7 @@ def check_teacher(teacher: str, task: Task, data_labels: list[str]) -> list[str]
         unknown = sorted(set(data_labels) - set(teacher_labels))
         raise ValueError(
             f"teacher {teacher} predicts labels {teacher_labels} but the data has {data_labels} ({unknown} not "
-            f"among the teacher's); use a teacher "
-            f"fine-tuned on these labels, or pass --finetune_teacher"
+            "among the teacher's); use a teacher fine-tuned on these labels, or pass --finetune_teacher"
         )
     return teacher_labels
 
