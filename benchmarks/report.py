@@ -74,6 +74,18 @@ def cpu_model() -> str:
     return f"{fields.get('model name', platform.processor())} ({family}; {', '.join(extensions) or 'no AVX2'})"
 
 
+def cpu_kind(cpu: str) -> str:
+    """`cpu_model()`'s description shortened to the name, family/model and the instructions that decide which path
+    is fast: 'AMD EPYC (family 25 model 1; avx2)' -> 'AMD EPYC 25/1: AVX2 only'."""
+    name, _, rest = cpu.partition(" (")
+    ids, _, flags = rest.rstrip(")").partition("; ")
+    name = name.replace("(R)", "").replace(" Processor", "")
+    family_model = "/".join(ids.replace("family ", "").split(" model "))
+    kinds = [kind for flag, kind in (("amx", "AMX"), ("avx512_bf16", "AVX-512 BF16"), ("avx512_vnni", "AVX-512 VNNI"))
+             if flag in flags]
+    return f"{name} {family_model}: {', '.join(kinds) if kinds else 'AVX2 only'}"
+
+
 def write_results(path: str | os.PathLike, payload: dict, command: str | None = None) -> Path:
     """Write `payload` with its `run` block (`run_info(command)`) as JSON, atomically; returns the path. A payload
     that carries a `run` of its own (rows added to an earlier run's file) keeps it."""

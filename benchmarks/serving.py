@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.arguments import parse, parser, take
-from benchmarks.report import RUNS, command_line, default_output, markdown_table, write_results
+from benchmarks.report import RUNS, command_line, cpu_kind, default_output, markdown_table, write_results
 from modeling_minibert.deployment.serving_benchmark import (
     PLOT_FILE,
     BenchmarkDeployArguments,
@@ -47,18 +47,6 @@ def readme_table(results: dict) -> str:
 
 # bench_deploy's names of the eager path and of a path that is not Mini-BERT's (the one users would otherwise run)
 DEPLOY_EAGER, DEPLOY_OTHERS = "Mini-BERT fp32 (eager)", ("transformers BERT (sdpa)",)
-
-
-def cpu_kind(cpu: str) -> str:
-    """report.cpu_model()'s description, shortened to the name and the instructions that decide the path:
-    'Intel(R) Xeon(R) Processor (family 6 model 167; avx2, ..., amx_bf16)' -> 'Intel Xeon 6/167: AMX'."""
-    name, _, rest = cpu.partition(" (")
-    ids, _, flags = rest.rstrip(")").partition("; ")
-    name = name.replace("(R)", "").replace(" Processor", "")
-    family_model = "/".join(ids.replace("family ", "").split(" model "))
-    kinds = [kind for flag, kind in (("amx", "AMX"), ("avx512_bf16", "AVX-512 BF16"), ("avx512_vnni", "AVX-512 VNNI"))
-             if flag in flags]
-    return f"{name} {family_model}: {', '.join(kinds) if kinds else 'AVX2 only'}"
 
 
 def which_path_table(*results: dict) -> str:

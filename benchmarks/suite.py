@@ -40,7 +40,7 @@ from matplotlib.figure import Figure
 from benchmarks.arguments import parser
 from benchmarks.cpu_time import Stage
 from benchmarks.minilm import minilm_path
-from benchmarks.report import command_line, cpu_model, default_output, markdown_table, write_results
+from benchmarks.report import command_line, cpu_kind, cpu_model, default_output, markdown_table, write_results
 from benchmarks.suite_data import TASKS, SuiteTask, baselines
 
 TEACHER, FINETUNED, DISTILLED, BASELINE = "teacher fine-tuned", "Mini-BERT fine-tuned", "Mini-BERT distilled", "best classical baseline"
@@ -335,6 +335,9 @@ def readme_table(results: dict) -> str:
         rows.append([system, *cells, "" if average is None else f"**{average:.3f}**"])
     speedups = results["speedups"]
     rows.append(["distilled's speed-up over the teacher", *[f"{speedups[t]:.1f}×" if t in speedups else "" for t in tasks], ""])
+    if len({task["measured"]["cpu"] for task in results["tasks"].values() if "measured" in task}) > 1:
+        rows.append(["measured on", *[cpu_kind(results["tasks"][t]["measured"]["cpu"]) if "measured" in results["tasks"][t]
+                                      else "" for t in tasks], ""])
     header = ["system", *[f"{t} ({results['tasks'][t]['metric']})" for t in tasks], "average"]
     return markdown_table(header, rows, "l" + "r" * (len(tasks) + 1))
 
