@@ -112,6 +112,11 @@ def test_the_summary_judges_every_goal_as_written():
     table = suite.readme_table({"tasks": tasks, **result})
     assert "| Mini-BERT distilled | 0.780 | 0.910 | 0.860 | **0.850** |" in table
     assert "| distilled's speed-up over the teacher | 6.0× | 6.0× | 4.0× |  |" in table
+    assert "measured on" not in table  # one machine
+    tasks["a"]["measured"] = {"cpu": "AMD EPYC (family 25 model 1; avx2)"}
+    tasks["b"]["measured"] = {"cpu": "Intel(R) Xeon(R) Processor (family 6 model 143; avx2, avx512f, amx_bf16)"}
+    table = suite.readme_table({"tasks": tasks, **result})
+    assert "| measured on | AMD EPYC 25/1: AVX2 only | Intel Xeon 6/143: AMX |  |  |" in table
 
 
 def test_a_run_with_some_systems_leaves_the_goals_it_cannot_judge_open():
