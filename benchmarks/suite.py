@@ -319,7 +319,7 @@ def summary(tasks: dict) -> dict:
                                           BASELINE, FINETUNED),
         "throughput_5x": all(v >= 5 for v in speedups.values()) if len(speedups) == len(tasks) else None,
         "average_97_percent": None if None in (averages[TEACHER], averages[DISTILLED]) else averages[DISTILLED] >= 0.97 * averages[TEACHER],
-        "budget_3_cpu_hours": cpu <= 180,
+        "budget_3_cpu_hours": cpu <= 180 if set(tasks) == set(TASKS) else None,  # judged on the whole suite only
     }
     return {"scores": scores, "averages": averages, "speedups": speedups, "cpu_minutes": cpu, "goals": goals,
             "goal_definitions": GOALS}

@@ -107,8 +107,10 @@ def test_the_summary_judges_every_goal_as_written():
         "finetuned_above_baseline": False,  # b: 0.89 < CRF's 0.90; retrieval has no fine-tuned row
         "throughput_5x": False,  # r: 4x
         "average_97_percent": (0.78 + 0.91 + 0.86) >= 0.97 * (0.80 + 0.95 + 0.90),
-        "budget_3_cpu_hours": True,
+        "budget_3_cpu_hours": None,  # judged on the whole suite only
     }
+    whole = {name: task("accuracy", **{suite.TEACHER: 0.8}) for name in suite.TASKS}
+    assert suite.summary(whole)["goals"]["budget_3_cpu_hours"] is True  # 1 CPU-minute each
     table = suite.readme_table({"tasks": tasks, **result})
     assert "| Mini-BERT distilled | 0.780 | 0.910 | 0.860 | **0.850** |" in table
     assert "| distilled's speed-up over the teacher | 6.0× | 6.0× | 4.0× |  |" in table
