@@ -49,7 +49,9 @@ EXAMPLE_FLOORS = {
     "runs/topics": {"test_accuracy": 0.3},  # five topics, the largest 26% of the test split; 0.40 from 4 steps
     "runs/sentiment": {"test_accuracy": 0.9},
     "runs/ner": {"eval_f1": 0.6},
-    "runs/qa": {"eval_exact_match": 50.0, "eval_f1": 55.0},
+    # 60 questions; chance near 0. The run differs by CPU: an AVX2-only Zen 3 EPYC gave 50.0 / 54.6, at the edge of
+    # the floors first set here (50 / 55), so they leave ten points of room.
+    "runs/qa": {"eval_exact_match": 40.0, "eval_f1": 45.0},
 }
 # What the pipeline blocks print for their three examples: the sentiment, every entity, the answer.
 PIPELINE_SHOWS = (
