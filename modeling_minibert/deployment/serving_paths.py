@@ -193,6 +193,7 @@ def _compiler_missing() -> str | None:
 
     return compiler_missing()
 
+
 # In the table's order: the plain path first (the reference every other is checked against).
 SERVING_PATHS = {path.name: path for path in (
     ServingPath("pytorch-fp32", "PyTorch, float32, eager", _write_pytorch, _open_pytorch(torch.float32),
