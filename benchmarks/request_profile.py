@@ -43,9 +43,6 @@ def by_operator(run, requests: int) -> list[dict]:
             run()
     rows = [{"operator": e.key, "calls": e.count / requests, "ms": e.self_cpu_time_total / 1e3 / requests}
             for e in prof.key_averages() if e.self_cpu_time_total > 0]
-    total = sum(r["ms"] for r in rows)
-    for r in rows:
-        r["share"] = r["ms"] / total
     return sorted(rows, key=lambda r: -r["ms"])
 
 

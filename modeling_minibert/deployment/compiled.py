@@ -52,7 +52,7 @@ def compile_model(model_name_or_path: str | os.PathLike, output_dir: str | os.Pa
     CPU), `compiled.json`, the config and the tokenizer files. The package is checked against the eager model
     (within 1e-4 at real tokens) before the folder appears; nothing is left behind when anything fails."""
     from modeling_minibert.deployment.onnx_export import serving_config
-    from modeling_minibert.sharing.folder import TOKENIZER_FILES
+    from modeling_minibert.sharing.folder import copy_tokenizer_files
 
     folder, output = Path(model_name_or_path), Path(output_dir)
     if not folder.is_dir():
@@ -71,9 +71,7 @@ def compile_model(model_name_or_path: str | os.PathLike, output_dir: str | os.Pa
         check_against_eager(model, package)
         serving_config(model, folder).to_json_file(staging / "config.json")
         (staging / BUILD_FILE).write_text(json.dumps(this_build(), indent=2) + "\n", encoding="utf-8")
-        for name in TOKENIZER_FILES:
-            if (folder / name).is_file():
-                shutil.copy2(folder / name, staging / name)
+        copy_tokenizer_files(folder, staging)
     return output
 
 

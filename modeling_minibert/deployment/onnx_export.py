@@ -20,7 +20,6 @@ instead (`transformers_js.py`).
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from modeling_minibert.deployment.onnx_graph import (
 from modeling_minibert.deployment.transformers_js import export_transformers_js
 from modeling_minibert.modeling_minibert import MiniBertPreTrainedModel
 from modeling_minibert.sharing.bert_format import bert_config_of
-from modeling_minibert.sharing.folder import TOKENIZER_FILES
+from modeling_minibert.sharing.folder import copy_tokenizer_files
 from modeling_minibert.utils.commands import CommandLine
 from modeling_minibert.utils.files import check_output_dir, staged_folder
 
@@ -100,9 +99,7 @@ def export_onnx(
         if verify:
             verify_onnx(model, graph, choices_of(model), INT8_TOLERANCE if quantize else None)
         serving_config(model, folder).to_json_file(staging / "config.json")
-        for name in TOKENIZER_FILES:
-            if (folder / name).is_file():
-                shutil.copy2(folder / name, staging / name)
+        copy_tokenizer_files(folder, staging)
     return output
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from modeling_minibert.sharing.folder import TOKENIZER_FILES
+from modeling_minibert.sharing.folder import copy_tokenizer_files
 from modeling_minibert.utils.precision import native_bf16
 
 Logits = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # (ids, mask, types) (B, T) -> (B, C)
@@ -71,7 +70,7 @@ def _write_pytorch(source: Path, output: Path) -> None:
     from modeling_minibert import MiniBertForSequenceClassification
 
     MiniBertForSequenceClassification.from_pretrained(source).save_pretrained(output)
-    _copy_tokenizer(source, output)
+    copy_tokenizer_files(source, output)
 
 
 def _open_pytorch(dtype: torch.dtype) -> Callable[[Path, int | None], Logits]:
@@ -175,12 +174,6 @@ def _in_length_buckets(graph: Logits, ids: np.ndarray, mask: np.ndarray, types: 
             logits = np.empty((len(ids), part.shape[-1]), dtype=np.float32)
         logits[rows] = part
     return logits
-
-
-def _copy_tokenizer(source: Path, output: Path) -> None:
-    for name in TOKENIZER_FILES:
-        if (source / name).is_file():
-            shutil.copy2(source / name, output / name)
 
 
 _write_plain_onnx = _write_onnx()  # both OpenVINO paths read the same graph: one `write`, written once

@@ -42,6 +42,7 @@ from modeling_minibert.sharing.folder import (
     check_not_quantized,
     check_referenced_files,
     check_uploaded_links,
+    copy_tokenizer_files,
     left_out_line,
     matches,
     published_files,
@@ -147,12 +148,6 @@ def _match_state_dict(model: torch.nn.Module, weights: dict[str, torch.Tensor], 
     return {key: weights[key] for key in needed}
 
 
-def _copy_tokenizer_files(src: Path, dst: Path) -> None:
-    for name in TOKENIZER_FILES:
-        if (src / name).is_file():
-            shutil.copy2(src / name, dst / name)
-
-
 def _filled(model_class: type, config, head: str, weights: dict[str, torch.Tensor], src: Path) -> torch.nn.Module:
     """A `model_class` model of `config` holding the source `weights`. A bare encoder saved without a pooler (ELECTRA's
     discriminator: `pretrain --objective electra`) is built without one, in both families: nothing is invented."""
@@ -192,7 +187,7 @@ def convert_bert_to_minibert(
     model = _filled(getattr(modeling_minibert, f"MiniBert{head}"), config, head, _read_weights(src, allow_pickle), src)
     with staged_folder(out) as staging:
         model.save_pretrained(staging)
-        _copy_tokenizer_files(src, staging)
+        copy_tokenizer_files(src, staging)
     return out
 
 

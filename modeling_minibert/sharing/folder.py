@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import json
+import shutil
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -44,6 +45,13 @@ TOKENIZER_FILES = (
     "special_tokens_map.json",
     "added_tokens.json",
 )
+
+
+def copy_tokenizer_files(source: Path, output: Path) -> None:
+    """Copy the tokenizer files `source` holds (TOKENIZER_FILES) into `output`."""
+    for name in TOKENIZER_FILES:
+        if (source / name).is_file():
+            shutil.copy2(source / name, output / name)
 # The files a model repository consists of, whatever its format, by kind. Patterns over folder-relative paths,
 # matched folder by folder (`matches`): `*` never crosses a "/", so "*.onnx" is a file at the top and "onnx/*.onnx"
 # one in onnx/.
