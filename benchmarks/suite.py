@@ -7,9 +7,9 @@ article retrieval), on its fixed split:
                             CRF tagger; for retrieval TF-IDF cosine; their settings chosen on validation
     teacher fine-tuned      --teacher (default all-MiniLM-L6-v2) fine-tuned as `distill --finetune_teacher` does
     Mini-BERT fine-tuned    `finetune` of --student, its defaults
-    Mini-BERT distilled     `distill` from that teacher into --student, its defaults (the task's unlabelled text,
-                            where it has some, as --transfer_file); for retrieval `distill --task embedding` from
-                            the teacher's sentence embeddings, on the training articles
+    Mini-BERT distilled     `distill` from that teacher into --student, its defaults (the task's unlabelled
+                            transfer set, suite_data's, as --transfer_file); for retrieval `distill --task
+                            embedding` from the teacher's sentence embeddings, on the training articles
 
 Each system is scored once on test (its validation score beside it); CPU minutes count every thread of each stage;
 the teacher's and the distilled student's throughput is measured on the same test inputs, in rounds interleaved.
@@ -21,7 +21,9 @@ GLUE tables give it; a baseline row takes the best classical baseline of each ta
 
 The student is `minibert pretrain --teacher_model_name_or_path TEACHER` (docs/distillation.md's recipe). Writes
 --output (default runs/benchmarks/suite.json) after each task, and a figure beside it (.png); a task already in
---output is kept unless --rerun; models go to --output_dir (default: beside --output, NAME-models/).
+--output is kept unless --rerun (with --systems, only those systems run again, the task's others kept); models go
+to --output_dir (default: beside --output, NAME-models/). Selection runs (the lab notebook's rules) add
+--validation_only: no system reads the test split.
 """
 
 from __future__ import annotations
@@ -67,7 +69,12 @@ class SuiteArguments:
         "help": "the systems to run on the labelled tasks", "choices": list(SYSTEMS), "nargs": "+"})
     min_train_steps: int | None = field(default=None, metadata={
         "help": "every job's --min_train_steps (default: the jobs' own)"})
-    rerun: bool = field(default=False, metadata={"help": "run the tasks already in --output again"})
+    rerun: bool = field(default=False, metadata={
+        "help": "run the tasks already in --output again (with --systems, those systems; the task's others kept)"})
+    transfer: bool = field(default=True, metadata={
+        "help": "give distill the task's unlabelled transfer set (--transfer false: its training texts alone)"})
+    validation_only: bool = field(default=False, metadata={
+        "help": "(selection runs) score every system on validation only: the test split is not read"})
     max_train_examples: int | None = field(default=None, metadata={"help": "(smoke runs) the first N training examples of each task"})
 
 
@@ -93,6 +100,11 @@ def common(args: SuiteArguments) -> dict:
     return {"seed": args.seed, **({} if args.min_train_steps is None else {"min_train_steps": args.min_train_steps})}
 
 
+def held_out(task: SuiteTask, args: SuiteArguments) -> dict:
+    """The jobs' validation and test data; no test data with --validation_only."""
+    return {"validation_data": task.splits["validation"], "test_data": None if args.validation_only else task.splits["test"]}
+
+
 def label_set(task: SuiteTask) -> dict:
     """`finetune`'s --labels where the task names its whole label set (the teacher's labels then serve distill)."""
     return {} if task.labels is None else {"labels": task.labels}
@@ -111,8 +123,7 @@ def teacher_row(task: SuiteTask, teacher: str, folder: Path, args: SuiteArgument
     options = {"num_train_epochs": d.teacher_num_train_epochs or TEACHER_EPOCHS, "learning_rate": d.teacher_learning_rate,
                "min_train_steps": step_floor(d.min_train_steps, d.teacher_num_train_epochs is not None)}
     result = finetune_in_minibert(teacher, folder, task=task.kind, max_seq_length=d.max_seq_length, seed=args.seed, **label_set(task),
-                                  overwrite_output_dir=True, train_data=task.splits["train"],
-                                  validation_data=task.splits["validation"], test_data=task.splits["test"],
+                                  overwrite_output_dir=True, train_data=task.splits["train"], **held_out(task, args),
                                   disable_tqdm=True, **bf16, **options)
     return job_row(result)
 
@@ -121,8 +132,8 @@ def finetuned_row(task: SuiteTask, student: str, folder: Path, args: SuiteArgume
     from modeling_minibert.training.finetuning import finetune
 
     result = finetune(task=task.kind, model_name_or_path=student, output_dir=str(folder), overwrite_output_dir=True,
-                      **common(args), **label_set(task), train_data=task.splits["train"], validation_data=task.splits["validation"],
-                      test_data=task.splits["test"], disable_tqdm=True)
+                      **common(args), **label_set(task), train_data=task.splits["train"], **held_out(task, args),
+                      disable_tqdm=True)
     return job_row(result)
 
 
@@ -130,14 +141,13 @@ def distilled_row(task: SuiteTask, student: str, teacher: Path, folder: Path, ar
     from modeling_minibert.training.distillation import distill
 
     transfer = []
-    if task.transfer:
+    if task.transfer and args.transfer:
         path = folder.parent / f"{task.name}-transfer.txt"
         path.write_text("\n".join(task.transfer) + "\n", encoding="utf-8")
         transfer = [str(path)]
     result = distill(task=task.kind, model_name_or_path=student, teacher_model_name_or_path=str(teacher),
                      transfer_file=transfer, output_dir=str(folder), overwrite_output_dir=True, **common(args),
-                     train_data=task.splits["train"], validation_data=task.splits["validation"],
-                     test_data=task.splits["test"], show_progress=False)
+                     train_data=task.splits["train"], **held_out(task, args), show_progress=False)
     return {**job_row(result), "transfer_examples": result.transfer_size}
 
 
@@ -165,18 +175,19 @@ def throughput(folders: dict[str, str], task: SuiteTask, rounds: int = 3, batch_
     return {name: {"median": statistics.median(v), "min": min(v), "max": max(v)} for name, v in per_round.items()}
 
 
-def labelled_task(task: SuiteTask, args: SuiteArguments, teacher: str, work: Path) -> dict:
-    """The systems of --systems on one labelled task; --systems distilled alone reuses the teacher in `work`."""
-    systems = {}
+def labelled_task(task: SuiteTask, args: SuiteArguments, teacher: str, work: Path, kept: dict) -> dict:
+    """The systems of --systems on one labelled task, over those `kept` from an earlier run; --systems distilled
+    alone reuses the teacher in `work`."""
+    systems = dict(kept)
     if "baselines" in args.systems:
-        systems = {name: timed(name, fit) for name, fit in baselines(task).items()}
+        systems.update({name: timed(name, fit) for name, fit in baselines(task).items()})
     if "teacher" in args.systems:
         systems[TEACHER] = timed(TEACHER, lambda: teacher_row(task, teacher, work / "teacher", args))
     if "finetuned" in args.systems:
         systems[FINETUNED] = timed(FINETUNED, lambda: finetuned_row(task, args.student, work / "finetuned", args))
     if "distilled" in args.systems:
         systems[DISTILLED] = timed(DISTILLED, lambda: distilled_row(task, args.student, work / "teacher", work / "distilled", args))
-    if TEACHER in systems and DISTILLED in systems:
+    if "distilled" in args.systems and TEACHER in systems and not args.validation_only:
         speed = throughput({TEACHER: str(work / "teacher"), DISTILLED: str(work / "distilled")}, task)
         for name, row in speed.items():
             systems[name]["throughput"] = row
@@ -230,9 +241,10 @@ def retrieval_task(args: SuiteArguments, teacher: str, work: Path) -> dict:
 # The run
 
 
-def run_task(name: str, args: SuiteArguments, teacher: str, work: Path) -> dict:
+def run_task(name: str, args: SuiteArguments, teacher: str, work: Path, kept: dict) -> dict:
     """A task's results, with the date and CPU they were measured on (tasks kept in --output may come from
-    another machine: CPU minutes and speed-ups hold for their own)."""
+    another machine: CPU minutes and speed-ups hold for their own); `kept`: the systems of an earlier run that
+    --systems does not run again."""
     task = TASKS[name]()
     print(f"{name}: {task.description}", flush=True)
     info = {"description": task.description, "metric": task.metric,
@@ -243,7 +255,7 @@ def run_task(name: str, args: SuiteArguments, teacher: str, work: Path) -> dict:
         task.splits["train"] = task.splits["train"].select(range(min(args.max_train_examples, len(task.splits["train"]))))
     (work / name).mkdir(parents=True, exist_ok=True)
     return {**info, "sizes": {s: len(d) for s, d in task.splits.items()}, "transfer_examples": len(task.transfer),
-            "systems": labelled_task(task, args, teacher, work / name)}
+            "systems": labelled_task(task, args, teacher, work / name, kept)}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -253,18 +265,22 @@ def main(argv: list[str] | None = None) -> dict:
         built.error("--student is required (a general student: minibert pretrain --teacher_model_name_or_path TEACHER)")
     if not (Path(args.student) / "config.json").is_file():
         built.error(f"--student {args.student}: no config.json there (a `minibert pretrain` output folder)")
+    if args.validation_only and ("baselines" in args.systems or "bbc_retrieval" in args.tasks):
+        built.error("--validation_only: the baselines and bbc_retrieval score test as they run; leave them out "
+                    "(--systems teacher finetuned distilled, --tasks without bbc_retrieval)")
     teacher = args.teacher or minilm_path()
     output = Path(args.output)
     work = Path(args.output_dir or output.with_name(output.stem + "-models"))
-    saved = json.loads(output.read_text())["tasks"] if output.is_file() and not args.rerun else {}
+    saved = json.loads(output.read_text())["tasks"] if output.is_file() else {}
     results = {"student": args.student, "teacher": teacher, "seed": args.seed, "torch_threads": torch.get_num_threads(),
-               "tasks": dict(saved)}
+               "transfer": args.transfer, "validation_only": args.validation_only, "tasks": dict(saved)}
     command = command_line(__spec__.name, argv)
     for name in args.tasks:
-        if name in saved:
+        if name in saved and not args.rerun:
             print(f"{name}: kept from {output} (--rerun runs it again)")
             continue
-        results["tasks"][name] = run_task(name, args, teacher, work)
+        kept = saved[name]["systems"] if name in saved and set(args.systems) != set(SYSTEMS) else {}
+        results["tasks"][name] = run_task(name, args, teacher, work, kept)
         results.update(summary(results["tasks"]))
         write_results(output, results, command)
         plot(results, output.with_suffix(".png"))
@@ -287,7 +303,7 @@ def score(task: dict, system: str) -> float | None:
         values = [row["test"][task["metric"]] for name, row in rows.items() if "cpu_minutes" in row and name not in (TEACHER, "teacher", FINETUNED, DISTILLED)]
         return max(values) if values else None
     row = rows.get("teacher" if system == TEACHER and "teacher" in rows else system)
-    return None if row is None else row["test"][task["metric"]]
+    return None if row is None or row["test"] is None else row["test"][task["metric"]]
 
 
 def summary(tasks: dict) -> dict:
@@ -356,6 +372,21 @@ def selection_table(*runs: dict) -> str:
     return markdown_table(header, rows, "r" * (len(header) - 1) + "l")
 
 
+def transfer_table(*runs: dict) -> str:
+    """A transfer set's candidates (`--systems distilled --validation_only`, one run per seed, with and without
+    `--transfer false`): the distilled student's validation accuracy per seed, their mean (what the rule decides
+    on) and range, and how many texts it was distilled on."""
+    rows = []
+    for transfer in sorted({run["transfer"] for run in runs}):
+        group = sorted((run for run in runs if run["transfer"] == transfer), key=lambda run: run["seed"])
+        distilled = [next(iter(run["tasks"].values()))["systems"][DISTILLED] for run in group]
+        values = [row["validation"]["accuracy"] for row in distilled]
+        rows.append(["the task's transfer set" if transfer else "training texts alone", f"{distilled[0]['transfer_examples']:,}",
+                     ", ".join(f"{v:.3f}" for v in values), f"**{np.mean(values):.3f}**", f"{max(values) - min(values):.3f}"])
+    header = ["distilled on", "texts", f"validation (seeds {', '.join(str(run['seed']) for run in group)})", "mean", "range"]
+    return markdown_table(header, rows, "lrlrr")
+
+
 def plot(results: dict, path: Path) -> None:
     """Grouped bars: each task's and the average's score of each system."""
     tasks = [*results["tasks"], "average"]
@@ -378,7 +409,7 @@ def plot(results: dict, path: Path) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["GOALS", "SuiteArguments", "main", "readme_table", "summary"]
+__all__ = ["GOALS", "SuiteArguments", "main", "readme_table", "selection_table", "summary", "transfer_table"]
 
 if __name__ == "__main__":
     main()

