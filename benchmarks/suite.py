@@ -261,13 +261,13 @@ def run_task(name: str, args: SuiteArguments, teacher: str, work: Path, kept: di
 def main(argv: list[str] | None = None) -> dict:
     built = parser(SuiteArguments, module=__spec__.name, doc=__doc__)
     (args,) = built.parse_args_into_dataclasses(argv)
+    if args.validation_only and ("baselines" in args.systems or "bbc_retrieval" in args.tasks):
+        built.error("--validation_only: the baselines and bbc_retrieval score test as they run; leave them out "
+                    "(--systems teacher finetuned distilled, --tasks without bbc_retrieval)")
     if args.student is None:
         built.error("--student is required (a general student: minibert pretrain --teacher_model_name_or_path TEACHER)")
     if not (Path(args.student) / "config.json").is_file():
         built.error(f"--student {args.student}: no config.json there (a `minibert pretrain` output folder)")
-    if args.validation_only and ("baselines" in args.systems or "bbc_retrieval" in args.tasks):
-        built.error("--validation_only: the baselines and bbc_retrieval score test as they run; leave them out "
-                    "(--systems teacher finetuned distilled, --tasks without bbc_retrieval)")
     teacher = args.teacher or minilm_path()
     output = Path(args.output)
     work = Path(args.output_dir or output.with_name(output.stem + "-models"))

@@ -12,7 +12,8 @@ from fixtures.environment import REPO
 
 from benchmarks import suite
 from benchmarks.rotten_tomatoes import REVIEWS_SDIST
-from benchmarks.suite_data import POS_SIZES, bbc_topics, crf_tagger, most_frequent_tag, pos_tagging, split_by_runs, uncertainty
+from benchmarks.suite_data import (POS_SIZES, SuiteTask, bbc_topics, crf_tagger, english_sentences, most_frequent_tag,
+                                   pos_tagging, split_by_runs, uncertainty)
 
 needs_sdist = pytest.mark.skipif(not REVIEWS_SDIST.is_file(), reason=f"{REVIEWS_SDIST} missing (bash .ci/setup dev downloads it)")
 
@@ -47,6 +48,19 @@ def test_the_uncertainty_task_is_the_whole_balanced_file_in_runs_of_fifty():
     assert (labels.count("certain"), labels.count("uncertain")) == (1462, 1495)
     assert len(splits["test"]) == 450 and len(splits["validation"]) == 457  # whole runs of 50 past 15%
     assert not set(splits["train"]["text"]) & set(splits["test"]["text"])
+
+
+@needs_sdist
+def test_the_uncertainty_transfer_set_is_untagged_english_without_the_tasks_sentences():
+    task = uncertainty()
+    labelled = {text for split in task.splits.values() for text in split["text"]}
+    transfer = task.transfer
+    assert len(transfer) > 15_000 and len(set(transfer)) == len(transfer)
+    assert not set(transfer) & labelled and set(english_sentences()) & labelled == set()
+    assert all(len(s.split()) >= 4 for s in transfer)
+    assert not [s for s in transfer if "/NN" in s or "/DT " in s]  # tags stripped
+    assert "Pierre Vinken , 61 years old , will join the board as a nonexecutive director Nov. 29 ." in transfer  # WSJ, cut at "."
+    assert any(s.startswith("In mathematics and computer science, dynamic programming is a method") for s in transfer)  # Wikipedia
 
 
 def test_the_topic_task_is_stratified_and_deduplicated():
@@ -127,8 +141,32 @@ def test_a_run_with_some_systems_leaves_the_goals_it_cannot_judge_open():
     assert result["goals"]["distilled_within_3_points"] is None and result["goals"]["throughput_5x"] is None
 
 
+def test_a_rerun_of_some_systems_keeps_the_tasks_others():
+    splits = DatasetDict({name: Dataset.from_dict({"text": ["good film", "bad film", "good plot", "bad plot"] * 3,
+                                                   "label": ["pos", "neg", "pos", "neg"] * 3}) for name in ("train", "validation", "test")})
+    kept = {suite.DISTILLED: {"test": {"accuracy": 0.5}, "cpu_minutes": 1.0}, "TF-IDF + LR": {"test": {"accuracy": 0.1}}}
+    args = suite.SuiteArguments(student=".", systems=["baselines"])
+    systems = suite.labelled_task(SuiteTask("toy", "sequence-classification", splits), args, "teacher", REPO, kept)
+    assert systems[suite.DISTILLED] == kept[suite.DISTILLED]  # kept as it was
+    assert systems["TF-IDF + LR"]["test"]["accuracy"] == 1.0  # run again: the words decide
+    assert kept["TF-IDF + LR"]["test"]["accuracy"] == 0.1  # the saved rows are not changed in place
+
+
+def test_the_transfer_table_gives_each_candidates_seeds_mean_and_range():
+    def run(transfer: bool, seed: int, accuracy: float) -> dict:
+        row = {"validation": {"accuracy": accuracy}, "test": None, "transfer_examples": 22_000 if transfer else 4_100}
+        return {"transfer": transfer, "seed": seed, "tasks": {"uncertainty": {"systems": {suite.DISTILLED: row}}}}
+
+    table = suite.transfer_table(run(True, 43, 0.80), run(False, 42, 0.70), run(True, 42, 0.78), run(False, 43, 0.74))
+    assert "| training texts alone | 4,100 | 0.700, 0.740 | **0.720** | 0.040 |" in table
+    assert "| the task's transfer set | 22,000 | 0.780, 0.800 | **0.790** | 0.020 |" in table
+    assert "validation (seeds 42, 43)" in table
+    assert suite.summary({"uncertainty": {"metric": "accuracy", "systems": {suite.DISTILLED: run(True, 42, 0.8)["tasks"]["uncertainty"]["systems"][suite.DISTILLED] | {"cpu_minutes": 1.0}}}})["scores"][suite.DISTILLED] == {"uncertainty": None}  # no test score
+
+
 @pytest.mark.parametrize("argv, message", [
     ([], "--student is required"),
+    (["--student", ".", "--validation_only"], "--validation_only: the baselines and bbc_retrieval score test"),
     (["--student", "nowhere"], "--student nowhere: no config.json there"),
     (["--student", ".", "--tasks", "glue"], "invalid choice: 'glue'"),
 ])
