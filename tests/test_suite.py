@@ -12,8 +12,17 @@ from fixtures.environment import REPO
 
 from benchmarks import suite
 from benchmarks.rotten_tomatoes import REVIEWS_SDIST
-from benchmarks.suite_data import (POS_SIZES, SuiteTask, bbc_topics, crf_tagger, english_sentences, most_frequent_tag,
-                                   pos_tagging, split_by_runs, uncertainty)
+from benchmarks.suite_data import (
+    POS_SIZES,
+    SuiteTask,
+    bbc_topics,
+    crf_tagger,
+    english_sentences,
+    most_frequent_tag,
+    pos_tagging,
+    split_by_runs,
+    uncertainty,
+)
 
 needs_sdist = pytest.mark.skipif(not REVIEWS_SDIST.is_file(), reason=f"{REVIEWS_SDIST} missing (bash .ci/setup dev downloads it)")
 
