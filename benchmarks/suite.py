@@ -180,7 +180,7 @@ def throughput(folders: dict[str, str], task: SuiteTask, rounds: int = 3, batch_
 def labelled_task(task: SuiteTask, args: SuiteArguments, teacher: str, work: Path, kept: dict) -> dict:
     """The systems of --systems on one labelled task, over those `kept` from an earlier run; --systems distilled
     alone reuses the teacher in `work`."""
-    systems = dict(kept)
+    systems = {name: dict(row) for name, row in kept.items()}  # the kept teacher row gets a new throughput
     if "baselines" in args.systems:
         systems.update({name: timed(name, fit) for name, fit in baselines(task).items()})
     if "teacher" in args.systems:
