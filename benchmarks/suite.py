@@ -43,7 +43,7 @@ from benchmarks.arguments import parser
 from benchmarks.cpu_time import Stage
 from benchmarks.minilm import minilm_path
 from benchmarks.report import command_line, cpu_kind, cpu_model, default_output, markdown_table, write_results
-from benchmarks.suite_data import TASKS, SuiteTask, baselines
+from benchmarks.suite_data import TASKS, SuiteTask, baselines, english_sentences
 
 TEACHER, FINETUNED, DISTILLED, BASELINE = "teacher fine-tuned", "Mini-BERT fine-tuned", "Mini-BERT distilled", "best classical baseline"
 SYSTEMS = ("baselines", "teacher", "finetuned", "distilled")
@@ -142,7 +142,9 @@ def distilled_row(task: SuiteTask, student: str, teacher: Path, folder: Path, ar
     from modeling_minibert.training.distillation import distill
 
     transfer = []
-    texts = task.general_transfer if args.general_transfer and not task.transfer else task.transfer
+    texts = task.transfer
+    if not texts and args.general_transfer:  # built only when asked: the task's own texts left out of it
+        texts = english_sentences({text for split in task.splits.values() for text in split["text"]})
     if texts:
         path = folder.parent / f"{task.name}-transfer.txt"
         path.write_text("\n".join(texts) + "\n", encoding="utf-8")

@@ -58,7 +58,6 @@ class SuiteTask:
     splits: DatasetDict | None
     metric: str = "accuracy"
     transfer: list[str] = field(default_factory=list)
-    general_transfer: list[str] = field(default_factory=list)  # a task without text of its own: --general_transfer's
     description: str = ""
     labels: list[str] | None = None  # the whole label set, where a split may lack some (rare tags)
 
@@ -131,7 +130,7 @@ def uncertainty() -> SuiteTask:
     parts["train"] += parts.pop("rest")
     splits = DatasetDict({name: Dataset.from_dict({"text": [t for _, t in part], "label": [lab for lab, _ in part]})
                           for name, part in parts.items()})
-    return SuiteTask("uncertainty", "sequence-classification", splits, general_transfer=english_sentences({t for _, t in rows}),
+    return SuiteTask("uncertainty", "sequence-classification", splits,
                      description="CoNLL-2010 Wikipedia sentences, certain or uncertain; split by runs of 50")
 
 
