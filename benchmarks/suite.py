@@ -69,6 +69,8 @@ class SuiteArguments:
         "help": "the systems to run on the labelled tasks", "choices": list(SYSTEMS), "nargs": "+"})
     min_train_steps: int | None = field(default=None, metadata={
         "help": "every job's --min_train_steps (default: the jobs' own)"})
+    early_stopping_patience: int | None = field(default=None, metadata={
+        "help": "every job's --early_stopping_patience (default: the jobs' own)"})
     rerun: bool = field(default=False, metadata={
         "help": "run the tasks already in --output again (with --systems, those systems; the task's others kept)"})
     general_transfer: bool = field(default=False, metadata={
@@ -97,8 +99,9 @@ def job_row(result) -> dict:
 
 
 def common(args: SuiteArguments) -> dict:
-    """The options every job of the suite gets: its seed, and --min_train_steps where given."""
-    return {"seed": args.seed, **({} if args.min_train_steps is None else {"min_train_steps": args.min_train_steps})}
+    """The options every job of the suite gets: its seed, and the schedule's options where given."""
+    given = {name: getattr(args, name) for name in ("min_train_steps", "early_stopping_patience")}
+    return {"seed": args.seed, **{name: value for name, value in given.items() if value is not None}}
 
 
 def held_out(task: SuiteTask, args: SuiteArguments) -> dict:
@@ -115,14 +118,13 @@ def teacher_row(task: SuiteTask, teacher: str, folder: Path, args: SuiteArgument
     """The teacher fine-tuned as `distill --finetune_teacher` fine-tunes it: distill's teacher options' defaults."""
     from modeling_minibert.training.distillation import DistillationArguments
     from modeling_minibert.training.distillation.arguments import TEACHER_EPOCHS
-    from modeling_minibert.training.distillation.teacher import finetune_in_minibert
-    from modeling_minibert.training.finetuning.arguments import step_floor
+    from modeling_minibert.training.distillation.teacher import finetune_in_minibert, teacher_schedule
     from modeling_minibert.utils.precision import teacher_autocast
 
-    d = DistillationArguments(min_train_steps=args.min_train_steps)
+    d = DistillationArguments(min_train_steps=args.min_train_steps, early_stopping_patience=args.early_stopping_patience)
     bf16 = {"bf16": True} if teacher_autocast(d.teacher_mixed_precision, torch.device("cpu")) else {}
     options = {"num_train_epochs": d.teacher_num_train_epochs or TEACHER_EPOCHS, "learning_rate": d.teacher_learning_rate,
-               "min_train_steps": step_floor(d.min_train_steps, d.teacher_num_train_epochs is not None)}
+               **teacher_schedule(d, has_validation=True)}
     result = finetune_in_minibert(teacher, folder, task=task.kind, max_seq_length=d.max_seq_length, seed=args.seed, **label_set(task),
                                   overwrite_output_dir=True, train_data=task.splits["train"], **held_out(task, args),
                                   disable_tqdm=True, **bf16, **options)

@@ -1064,3 +1064,25 @@ def test_the_teacher_of_relations_is_checked_as_its_cached_logits_spare_labellin
                                              r"\(1 of \d+ tensors, the first: [\w.]+query.weight\): a non-finite "
                                              r"teacher cannot teach"):
         distillation_trainer.relation_transfer(args, str(poisoned), ([0], 2))
+
+
+def test_the_teacher_and_the_student_stop_when_validation_stops_improving(teacher_base, student, tmp_path):
+    def evaluated_epochs(folder):
+        state = json.loads((folder / "trainer_state.json").read_text())
+        return [e["epoch"] for e in state["log_history"] if "eval_loss" in e]
+
+    def run_default_schedule(patience, **more):  # no epochs given: the default schedule, 6 steps at least
+        # Learning rates of 0: no evaluation betters the first.
+        return distill(task="sequence-classification", teacher_model_name_or_path=str(teacher_base), model_name_or_path=str(student),
+                       output_dir=str(tmp_path / "out"), train_data=sentiment(160, 0), validation_data=sentiment(60, 1),
+                       finetune_teacher=True, teacher_learning_rate=0.0, min_train_steps=6, augment_copies=0,
+                       early_stopping_patience=patience, show_progress=False,
+                       **{**QUIET, "learning_rate": 0.0, "per_device_train_batch_size": 160}, **more)
+
+    stopped = run_default_schedule(1)
+    assert evaluated_epochs(stopped.output_dir / TEACHER_DIR) == [1, 2]  # of 6 epochs
+    assert evaluated_epochs(stopped.output_dir) == [1, 2]
+    # Another schedule is another teacher: fine-tuned again, not reused.
+    whole = run_default_schedule(0, overwrite_output_dir=True)
+    assert evaluated_epochs(whole.output_dir / TEACHER_DIR) == [1, 2, 3, 4, 5, 6]
+    assert evaluated_epochs(whole.output_dir) == [1, 2, 3, 4, 5, 6]

@@ -414,3 +414,70 @@ def test_the_floor_raises_the_default_schedule_and_keeps_epochs_given(checkpoint
     with pytest.raises(ValueError, match=r"min_train_steps=-1 must be 0 or more"):
         finetune(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
                  output_dir=tmp_path / "bad", min_train_steps=-1, **options)
+
+
+def evaluated_epochs(result):
+    state = json.loads((result.output_dir / "trainer_state.json").read_text())
+    return [e["epoch"] for e in state["log_history"] if "eval_loss" in e]
+
+
+# learning_rate 0: every evaluation scores the same, so none betters the first.
+STILL = {**QUIET, "learning_rate": 0.0, "per_device_train_batch_size": 16}  # 1 step an epoch
+
+
+def test_a_run_stops_when_validation_stops_improving(checkpoint, tmp_path):
+    options = dict(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
+                   validation_data=GOOD_BAD, num_train_epochs=6, **STILL)
+    stopped = finetune(output_dir=tmp_path / "stopped", early_stopping_patience=2, **options)
+    assert evaluated_epochs(stopped) == [1, 2, 3]  # the best, then two evaluations no better: stop
+    assert json.loads((stopped.output_dir / "trainer_state.json").read_text())["global_step"] == 3
+    assert_clean_output(stopped.output_dir)
+    whole = finetune(output_dir=tmp_path / "whole", early_stopping_patience=0, **options)
+    assert evaluated_epochs(whole) == [1, 2, 3, 4, 5, 6]
+
+
+def test_early_stopping_is_part_of_the_default_schedule_and_epochs_given_are_kept(checkpoint, tmp_path, monkeypatch):
+    monkeypatch.setattr("modeling_minibert.training.finetuning.arguments.EARLY_STOPPING_PATIENCE", 2)
+    monkeypatch.setattr("modeling_minibert.training.finetuning.arguments.MIN_TRAIN_STEPS", 6)
+    options = dict(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
+                   validation_data=GOOD_BAD, **STILL)
+    assert evaluated_epochs(finetune(output_dir=tmp_path / "default", **options)) == [1, 2, 3]  # 6 epochs, stopped at 3
+    given = finetune(output_dir=tmp_path / "given", **{**options, "num_train_epochs": 4})
+    assert evaluated_epochs(given) == [1, 2, 3, 4]
+    # Without validation data there is nothing to stop on: the default schedule runs whole.
+    alone = finetune(output_dir=tmp_path / "alone", **{k: v for k, v in options.items() if k != "validation_data"})
+    assert alone.train_metrics["epoch"] == 6
+
+
+def test_an_interrupted_run_stops_where_the_whole_run_stops(checkpoint, tmp_path, monkeypatch):
+    options = dict(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
+                   validation_data=GOOD_BAD, num_train_epochs=6, early_stopping_patience=2, output_dir=tmp_path / "out", **STILL)
+    training_step, calls = Trainer.training_step, []
+
+    def dies_at_step_3(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return training_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "training_step", dies_at_step_3)
+    with pytest.raises(KeyboardInterrupt):
+        finetune(**options)
+    monkeypatch.setattr(Trainer, "training_step", training_step)
+    resumed = finetune(resume_from_checkpoint=True, **options)
+    # The count of evaluations without a better score comes back from checkpoint-2 (1), so the run stops at 3, as
+    # the whole run does (counting from 0 again it would stop at 4).
+    assert json.loads((resumed.output_dir / "trainer_state.json").read_text())["global_step"] == 3
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"early_stopping_patience": -1, "validation_data": GOOD_BAD}, r"^early_stopping_patience=-1 must be 0 or more$"),
+    ({"early_stopping_patience": 2}, r"^early_stopping_patience=2 needs validation data \(--validation_file\)"),
+    ({"early_stopping_patience": 2, "validation_data": GOOD_BAD, "eval_strategy": "no"},
+     r"^early_stopping_patience=2 needs validation data \(--validation_file\) and evaluations"),
+], ids=["negative", "no-validation", "no-evaluations"])
+def test_bad_early_stopping_fails_before_any_work(checkpoint, tmp_path, options, message):
+    with pytest.raises(ValueError, match=message):
+        finetune(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
+                 output_dir=tmp_path / "bad", **options, **QUIET)
+    assert not (tmp_path / "bad").exists()

@@ -3,12 +3,14 @@ never overlap, its baselines score what they should, its summary judges the goal
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 from datasets import Dataset, DatasetDict
 from fixtures.environment import REPO
+from fixtures.finetuning_checkpoint import FAST, checkpoint  # noqa: F401 (checkpoint: a fixture)
 
 from benchmarks import suite
 from benchmarks.rotten_tomatoes import REVIEWS_SDIST
@@ -23,6 +25,8 @@ from benchmarks.suite_data import (
     split_by_runs,
     uncertainty,
 )
+from benchmarks.suite_stopping import evaluations, replay
+from modeling_minibert.training.finetuning import finetune
 
 needs_sdist = pytest.mark.skipif(not REVIEWS_SDIST.is_file(), reason=f"{REVIEWS_SDIST} missing (bash .ci/setup dev downloads it)")
 
@@ -183,3 +187,29 @@ def test_the_transfer_table_gives_each_candidates_seeds_mean_and_range():
 def test_bad_options_are_one_line_before_any_work(argv, message):
     run = subprocess.run([sys.executable, "-m", "benchmarks.suite", *argv], cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 2 and message in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_replay_of_early_stopping_is_what_a_stopped_run_keeps(checkpoint, tmp_path):
+    # Replayed on a whole run's evaluations, early stopping gives the epoch and score a run with the callback
+    # stops at and keeps: the schedule is the same, the run only ends sooner.
+    data = Dataset.from_dict({"text": ["good film", "bad film", "a good one", "so bad", "fine", "dull"] * 3,
+                              "label": ["pos", "neg", "pos", "neg", "neg", "pos"] * 3})
+    options = dict(task="sequence-classification", model_name_or_path=checkpoint, train_data=data, validation_data=data,
+                   num_train_epochs=8, **{**FAST, "per_device_train_batch_size": 6})
+    whole = finetune(output_dir=tmp_path / "whole", early_stopping_patience=0, **options)
+    history = evaluations(json.loads((whole.output_dir / "trainer_state.json").read_text()))
+    assert len(history) == 8
+    for patience in (1, 2):
+        predicted = replay(history, "eval_accuracy", True, patience)
+        assert patience > 1 or predicted["stopped_at"] < 8  # some evaluation is no better than the best before it
+        stopped = finetune(output_dir=tmp_path / f"p{patience}", early_stopping_patience=patience, **options)
+        assert stopped.train_metrics["epoch"] == (predicted["stopped_at"] or 8)
+        assert stopped.metrics["accuracy"] == predicted["accuracy"]
+
+
+def test_a_replay_stops_after_patience_evaluations_no_better_and_keeps_the_first_best():
+    history = [{"epoch": e, "eval_accuracy": a} for e, a in enumerate([0.5, 0.7, 0.7, 0.6, 0.8, 0.8], start=1)]
+    assert replay(history, "eval_accuracy", True, 2) == {"stopped_at": 4, "kept": 2, "accuracy": 0.7}  # a tie is no better
+    assert replay(history, "eval_accuracy", True, 3) == {"stopped_at": None, "kept": 5, "accuracy": 0.8}
+    losses = [{"epoch": e, "eval_loss": v, "eval_accuracy": a} for e, (v, a) in enumerate([(1.0, 0.6), (0.9, 0.5), (0.95, 0.7)], 1)]
+    assert replay(losses, "eval_loss", False, 1) == {"stopped_at": 3, "kept": 2, "accuracy": 0.5}

@@ -79,6 +79,8 @@ STUDENT_SIZES = {"hidden_size": 192, "num_hidden_layers": 3, "max_position_embed
 # Distillation options that speak of labels, logits or augmented copies: they cannot apply to embeddings.
 UNUSED_OPTIONS = ("finetune_teacher", "transfer_file", "augment_copies", "word_dropout", "word_swap", "distillation_loss",
                   "temperature", "alpha", "student_dropout", "label_column_name")
+# The default schedule's options of the jobs built on fine-tuning: this job's schedule is its epochs.
+SCHEDULE_OPTIONS = ("min_train_steps", "early_stopping_patience")
 
 
 class EmbeddingStudent(nn.Module):
@@ -123,6 +125,9 @@ def check_embedding_options(args: DistillationArguments, has_train_data: bool) -
     for name in UNUSED_OPTIONS:
         if getattr(args, name) != getattr(defaults, name):
             raise ValueError(f"{name}={getattr(args, name)!r} does not apply to task='embedding' (no labels, no logits)")
+    for name in SCHEDULE_OPTIONS:
+        if getattr(args, name) is not None:
+            raise ValueError(f"{name}={getattr(args, name)!r} does not apply to task='embedding' (it trains --num_train_epochs)")
     for role in ("train", "validation", "test"):
         path = getattr(args, f"{role}_file")
         if path is not None and Path(path).suffix.lower() != ".txt":

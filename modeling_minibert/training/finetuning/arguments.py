@@ -57,14 +57,35 @@ MIN_TRAIN_STEPS = 1000
 MAX_FLOOR_EPOCHS = 50
 
 
+# A default schedule stops once this many evaluations (one per epoch) in a row have not bettered the best
+# validation score (Trainer's EarlyStoppingCallback); 0: never. Chosen by a rule written before the runs
+# (benchmarks/README.md, "Stopping when validation stops improving").
+EARLY_STOPPING_PATIENCE = 0
+
+
 def step_floor(min_train_steps: int | None, epochs_given: bool) -> int:
     """The floor on a run's optimizer steps: `min_train_steps` as given, else MIN_TRAIN_STEPS for a default
     schedule and none for epochs the caller chose."""
-    if min_train_steps is not None:
-        if min_train_steps < 0:
-            raise ValueError(f"min_train_steps={min_train_steps} must be 0 or more")
-        return min_train_steps
-    return 0 if epochs_given else MIN_TRAIN_STEPS
+    return schedule_default("min_train_steps", min_train_steps, MIN_TRAIN_STEPS, epochs_given)
+
+
+def stopping_patience(patience: int | None, epochs_given: bool, evaluates: bool) -> int:
+    """How many evaluations without a better validation score stop a run: `early_stopping_patience` as given
+    (which needs evaluations), else EARLY_STOPPING_PATIENCE for a default schedule that evaluates, and never for
+    epochs the caller chose."""
+    if patience and not evaluates:
+        raise ValueError(f"early_stopping_patience={patience} needs validation data (--validation_file) and evaluations "
+                         "(an --eval_strategy other than no)")
+    return schedule_default("early_stopping_patience", patience, EARLY_STOPPING_PATIENCE if evaluates else 0, epochs_given)
+
+
+def schedule_default(name: str, given: int | None, default: int, epochs_given: bool) -> int:
+    """An option of the default schedule: as given (0 or more), else `default`, or 0 when the caller chose the epochs."""
+    if given is not None:
+        if given < 0:
+            raise ValueError(f"{name}={given} must be 0 or more")
+        return given
+    return 0 if epochs_given else default
 
 # Defaults that depend on the run (is there validation data? which task?): None on the command line means "not
 # given", and `training_arguments` decides.
@@ -106,6 +127,9 @@ class DataArguments:
     min_train_steps: int | None = field(default=None, metadata={
         "help": f"train at least this many optimizer steps, adding whole epochs on a small data set (default: "
                 f"{MIN_TRAIN_STEPS}, or 0 when --num_train_epochs is given; --max_steps overrides it)"})
+    early_stopping_patience: int | None = field(default=None, metadata={
+        "help": "with validation data, stop once this many evaluations in a row have not bettered the best score "
+                f"(default: {EARLY_STOPPING_PATIENCE}, or 0 when --num_train_epochs is given; 0: never stop early)"})
     overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty --output_dir"})
 
 
@@ -201,6 +225,11 @@ def check_training_options(training: dict[str, Any], has_validation: bool) -> No
     """Refuse, before any work, training options TrainingArguments would refuse later: unknown names, bad
     values, evaluation without validation data."""
     training_arguments(training["output_dir"], has_validation, "loss", **{k: v for k, v in training.items() if k != "output_dir"})
+
+
+def evaluates(training: dict[str, Any], has_validation: bool) -> bool:
+    """Whether a run with these TrainingArguments options evaluates: validation data, and evaluations not turned off."""
+    return has_validation and training.get("eval_strategy") != "no"
 
 
 def check_learning_rates(learning_rates: list[float] | None, training: dict[str, Any], has_validation: bool) -> None:

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer
+from transformers import EarlyStoppingCallback, PreTrainedModel, PreTrainedTokenizerBase, Trainer
 from transformers.trainer_utils import PredictionOutput
 
 import modeling_minibert.utils.outputs as outputs
@@ -38,9 +38,11 @@ from modeling_minibert.training.finetuning.arguments import (
     FinetuneResult,
     check_learning_rates,
     check_training_options,
+    evaluates,
     require,
     split_options,
     step_floor,
+    stopping_patience,
     training_arguments,
 )
 from modeling_minibert.training.finetuning.data import DataSource, NamedDataset, load_data
@@ -97,6 +99,7 @@ def finetune(
     check_training_options(training, "validation" in sources)
     check_learning_rates(args.learning_rates, training, "validation" in sources)
     floor = step_floor(args.min_train_steps, "num_train_epochs" in training)
+    patience = stopping_patience(args.early_stopping_patience, "num_train_epochs" in training, evaluates(training, "validation" in sources))
     with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "finetune") as output:
         splits = load_splits(sources, args, task.conll)
         setup = task.prepare(args, splits)
@@ -104,7 +107,7 @@ def finetune(
         return train_and_save(
             task.name, args.model_name_or_path, network, setup.tokenizer, setup.prepared, output, setup.labels,
             sources["train"], training, args.keep_checkpoints, setup.extra_outputs, learning_rates=args.learning_rates,
-            min_train_steps=floor,
+            min_train_steps=floor, early_stopping_patience=patience,
         )
 
 
@@ -200,6 +203,7 @@ def train_and_save(
     trainer_class: type[Trainer] = Trainer,
     learning_rates: Sequence[float] | None = None,
     min_train_steps: int = 0,
+    early_stopping_patience: int = 0,
     **trainer_options: Any,
 ) -> FinetuneResult:
     """Train `model` with Trainer (checkpoints in `output`), score it, then save the output folder in one step.
@@ -207,8 +211,12 @@ def train_and_save(
     `trainer_class` and `trainer_options` are how a variant of fine-tuning (distillation) brings its own loss;
     `extra_outputs(trainer, staging, validation predictions)` writes a task's own files into the folder;
     `learning_rates` trains once at each and keeps the best on validation (`search_learning_rate`); the schedule
-    takes at least `min_train_steps` optimizer steps (`training_arguments`)."""
+    takes at least `min_train_steps` optimizer steps (`training_arguments`) and stops once `early_stopping_patience`
+    evaluations in a row have not bettered the best validation score (0: never)."""
     options = dict(training_options)
+    if early_stopping_patience:
+        # A resumed run counts on from the checkpoint's evaluations, so that it stops where the whole run would.
+        options.setdefault("restore_callback_states_from_checkpoint", True)
     # The final folder is pushed once, complete, by push_to_hub: Trainer's own push would upload every
     # checkpoint as it is saved. The token stays out of the args Trainer pickles into its checkpoints.
     push, token = options.pop("push_to_hub", False), options.pop("hub_token", None)
@@ -226,7 +234,8 @@ def train_and_save(
             processing_class=tokenizer,
             compute_metrics=prepared.metrics_for("validation") if prepared.validation is not None else None,
             preprocess_logits_for_metrics=prepared.preprocess_logits,
-            callbacks=[StopOnNonFinite()],  # a NaN loss or weights stop the run before they are saved
+            # A NaN loss or weights stop the run before they are saved; so does validation that has stopped improving.
+            callbacks=[StopOnNonFinite(), *([EarlyStoppingCallback(early_stopping_patience)] if early_stopping_patience else [])],
             **trainer_options,
         )
 
