@@ -24,11 +24,22 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, commands.HelpFormatter
     """--help shows the script's docstring as written, and an option's default where `minibert`'s help would."""
 
 
+class BenchmarkParser(HfArgumentParser):
+    """HfArgumentParser whose unknown options are a one-line usage error (exit 2), as argparse's own are:
+    `parse_args_into_dataclasses` raises a ValueError, with its traceback, for them."""
+
+    def parse_args_into_dataclasses(self, args=None, return_remaining_strings=False, **options):
+        *parsed, remaining = super().parse_args_into_dataclasses(args, return_remaining_strings=True, **options)
+        if remaining and not return_remaining_strings:
+            self.error(f"unrecognized arguments: {' '.join(remaining)}")
+        return (*parsed, remaining) if return_remaining_strings else tuple(parsed)
+
+
 def parser(*dataclass_types: type, module: str, doc: str | None) -> HfArgumentParser:
     """The options of `dataclass_types` (a benchmark's own) of the benchmark `module` (its `__spec__.name`), with
     `doc` (its docstring) as --help's text."""
-    return HfArgumentParser(dataclass_types, prog=f"python -m {module}", description=doc, formatter_class=HelpFormatter,
-                            allow_abbrev=False)
+    return BenchmarkParser(dataclass_types, prog=f"python -m {module}", description=doc, formatter_class=HelpFormatter,
+                           allow_abbrev=False)
 
 
 def job_parser(*dataclass_types: type, module: str, doc: str | None, defaults: dict[str, Any] | None = None) -> HfArgumentParser:

@@ -183,6 +183,7 @@ def test_the_transfer_table_gives_each_candidates_seeds_mean_and_range():
     (["--student", ".", "--validation_only"], "--validation_only: the baselines and bbc_retrieval score test"),
     (["--student", "nowhere"], "--student nowhere: no config.json there"),
     (["--student", ".", "--tasks", "glue"], "invalid choice: 'glue'"),
+    (["--student", ".", "--patience", "3"], "unrecognized arguments: --patience 3"),
 ])
 def test_bad_options_are_one_line_before_any_work(argv, message):
     run = subprocess.run([sys.executable, "-m", "benchmarks.suite", *argv], cwd=REPO, capture_output=True, text=True)
