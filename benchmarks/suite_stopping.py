@@ -114,5 +114,17 @@ def readme_table(payload: dict) -> str:
     return markdown_table(header, rows)
 
 
+def candidate_table(before: dict, after: dict) -> str:
+    """Two suite runs side by side on the tasks the second ran (no stopping, then the candidate): each trained
+    system's validation and test accuracy and CPU-minutes, before -> after."""
+    rows = []
+    for name, task in after["tasks"].items():
+        for system in STOPPING_METRIC:
+            old, new = before["tasks"][name]["systems"][system], task["systems"][system]
+            rows.append([name, system, *[f"{old[split]['accuracy']:.3f} → {new[split]['accuracy']:.3f}" for split in ("validation", "test")],
+                         f"{old['cpu_minutes']:.1f} → {new['cpu_minutes']:.1f}"])
+    return markdown_table(["task", "system", "validation", "test", "CPU-min"], rows, "llrrr")
+
+
 if __name__ == "__main__":
     main()
