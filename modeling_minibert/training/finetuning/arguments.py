@@ -60,7 +60,7 @@ MAX_FLOOR_EPOCHS = 50
 # ...and stops once this many evaluations (one per epoch) in a row have not bettered its best validation score
 # (Trainer's EarlyStoppingCallback); 0: never. Chosen among none, 3 and 5 by a rule written before the runs, on the
 # suite's validation scores (benchmarks/README.md, "Stopping when validation stops improving"): the teachers' mean
-# 0.2 points lower, the fine-tuned students' the same, the distilled students' 0.7 higher, for 58% of the CPU time.
+# 0.2 points lower, the fine-tuned students' the same, the distilled students' 0.7 higher, in 60% of the CPU time.
 EARLY_STOPPING_PATIENCE = 3
 
 
