@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -66,6 +67,24 @@ def test_output_folder_holds_trainers_result_files(checkpoint, tmp_path):
     assert card.startswith("---") and ".partial-" not in card  # written under the folder's final name
 
 
+@contextmanager
+def interrupted_at_step(step: int, monkeypatch):
+    """Trainer's training step `step` raises KeyboardInterrupt, as a killed run stops; restored on exit."""
+    training_step, calls = Trainer.training_step, []
+
+    def dies(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == step:
+            raise KeyboardInterrupt
+        return training_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "training_step", dies)
+    try:
+        yield
+    finally:
+        monkeypatch.setattr(Trainer, "training_step", training_step)
+
+
 def test_an_interrupted_run_resumes_to_the_same_weights_and_checkpoints_are_kept_on_request(checkpoint, tmp_path, monkeypatch):
     options = dict(per_device_train_batch_size=4, max_steps=4, save_strategy="steps", save_steps=2, **QUIET)
     whole = finetune(task="sequence-classification", model_name_or_path=checkpoint,
@@ -74,19 +93,9 @@ def test_an_interrupted_run_resumes_to_the_same_weights_and_checkpoints_are_kept
     assert sorted(p.name for p in whole.output_dir.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
     assert "model.safetensors" in saved_files(whole.output_dir / "checkpoint-2")
 
-    training_step, calls = Trainer.training_step, []
-
-    def dies_at_step_3(self, *args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return training_step(self, *args, **kwargs)
-
-    monkeypatch.setattr(Trainer, "training_step", dies_at_step_3)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt), interrupted_at_step(3, monkeypatch):
         finetune(task="sequence-classification", model_name_or_path=checkpoint,
             train_data=GOOD_BAD, output_dir=tmp_path / "out", **options)
-    monkeypatch.setattr(Trainer, "training_step", training_step)
     # The checkpoint survives the failure, and nothing else is there: no final model, no staging folder.
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["checkpoint-2"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "whole"]
@@ -452,18 +461,8 @@ def test_early_stopping_is_part_of_the_default_schedule_and_epochs_given_are_kep
 def test_an_interrupted_run_stops_where_the_whole_run_stops(checkpoint, tmp_path, monkeypatch):
     options = dict(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
                    validation_data=GOOD_BAD, num_train_epochs=6, early_stopping_patience=2, output_dir=tmp_path / "out", **STILL)
-    training_step, calls = Trainer.training_step, []
-
-    def dies_at_step_3(self, *args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return training_step(self, *args, **kwargs)
-
-    monkeypatch.setattr(Trainer, "training_step", dies_at_step_3)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt), interrupted_at_step(3, monkeypatch):
         finetune(**options)
-    monkeypatch.setattr(Trainer, "training_step", training_step)
     resumed = finetune(resume_from_checkpoint=True, **options)
     # The count of evaluations without a better score comes back from checkpoint-2 (1), so the run stops at 3, as
     # the whole run does (counting from 0 again it would stop at 4).
