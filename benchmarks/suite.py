@@ -393,6 +393,26 @@ def transfer_table(*runs: dict) -> str:
     return markdown_table(header, rows, "lrlrr")
 
 
+def seeds_table(*runs: dict) -> str:
+    """Whole-task runs with several seeds (`--seed S`, one results file each): on the tasks every run has, each
+    system's test score per seed, their mean and range, and the distilled student's lead over the teacher and the
+    best classical baseline, seed by seed."""
+    runs = sorted(runs, key=lambda run: run["seed"])
+    tasks = [name for name in runs[0]["tasks"] if all(name in run["tasks"] for run in runs)]
+    rows = []
+    for name in tasks:
+        scores = {s: [score(run["tasks"][name], s) for run in runs] for s in (BASELINE, TEACHER, FINETUNED, DISTILLED)}
+        for system, values in scores.items():
+            rows.append([name, system, ", ".join(f"{v:.3f}" for v in values), f"**{np.mean(values):.3f}**",
+                         f"{max(values) - min(values):.3f}"])
+        for other, label in ((TEACHER, "the teacher"), (BASELINE, "the baseline")):
+            lead = [100 * (d - o) for d, o in zip(scores[DISTILLED], scores[other])]
+            rows.append([name, f"distilled − {label} (points)", ", ".join(f"{v:+.1f}" for v in lead), f"**{np.mean(lead):+.1f}**",
+                         f"{max(lead) - min(lead):.1f}"])
+    header = ["task", "system", f"test (seeds {', '.join(str(run['seed']) for run in runs)})", "mean", "range"]
+    return markdown_table(header, rows, "lllrr")
+
+
 def plot(results: dict, path: Path) -> None:
     """Grouped bars: each task's and the average's score of each system."""
     tasks = [*results["tasks"], "average"]

@@ -178,6 +178,19 @@ def test_the_transfer_table_gives_each_candidates_seeds_mean_and_range():
     assert suite.summary({"uncertainty": {"metric": "accuracy", "systems": {suite.DISTILLED: run(True, 42, 0.8)["tasks"]["uncertainty"]["systems"][suite.DISTILLED] | {"cpu_minutes": 1.0}}}})["scores"][suite.DISTILLED] == {"uncertainty": None}  # no test score
 
 
+def test_the_seeds_table_gives_each_systems_scores_and_the_students_paired_leads():
+    def run(seed: int, teacher: float, distilled: float) -> dict:
+        return {"seed": seed, "tasks": {
+            "u": task("accuracy", **{"TF-IDF + LR": 0.70, suite.TEACHER: teacher, suite.FINETUNED: 0.69, suite.DISTILLED: distilled}),
+            **({"only42": task("accuracy", **{suite.TEACHER: 0.5})} if seed == 42 else {})}}
+
+    table = suite.seeds_table(run(43, 0.76, 0.74), run(42, 0.70, 0.72))
+    assert "test (seeds 42, 43)" in table and "only42" not in table  # the tasks every run has
+    assert "| u | teacher fine-tuned | 0.700, 0.760 | **0.730** | 0.060 |" in table
+    assert "| u | distilled − the teacher (points) | +2.0, -2.0 | **+0.0** | 4.0 |" in table
+    assert "| u | distilled − the baseline (points) | +2.0, +4.0 | **+3.0** | 2.0 |" in table
+
+
 @pytest.mark.parametrize("argv, message", [
     ([], "--student is required"),
     (["--student", ".", "--validation_only"], "--validation_only: the baselines and bbc_retrieval score test"),
