@@ -118,13 +118,14 @@ def teacher_row(task: SuiteTask, teacher: str, folder: Path, args: SuiteArgument
     """The teacher fine-tuned as `distill --finetune_teacher` fine-tunes it: distill's teacher options' defaults."""
     from modeling_minibert.training.distillation import DistillationArguments
     from modeling_minibert.training.distillation.arguments import TEACHER_EPOCHS
-    from modeling_minibert.training.distillation.teacher import finetune_in_minibert, teacher_schedule
+    from modeling_minibert.training.distillation.teacher import finetune_in_minibert
+    from modeling_minibert.training.finetuning.arguments import default_schedule
     from modeling_minibert.utils.precision import teacher_autocast
 
     d = DistillationArguments(min_train_steps=args.min_train_steps, early_stopping_patience=args.early_stopping_patience)
     bf16 = {"bf16": True} if teacher_autocast(d.teacher_mixed_precision, torch.device("cpu")) else {}
     options = {"num_train_epochs": d.teacher_num_train_epochs or TEACHER_EPOCHS, "learning_rate": d.teacher_learning_rate,
-               **teacher_schedule(d, has_validation=True)}
+               **default_schedule(d, d.teacher_num_train_epochs is not None, evaluates=True)}
     result = finetune_in_minibert(teacher, folder, task=task.kind, max_seq_length=d.max_seq_length, seed=args.seed, **label_set(task),
                                   overwrite_output_dir=True, train_data=task.splits["train"], **held_out(task, args),
                                   disable_tqdm=True, **bf16, **options)

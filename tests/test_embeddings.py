@@ -230,7 +230,7 @@ def test_distilled_folder_is_a_sentence_transformers_model(distilled):
     "options, error, message",
     [
         ({"temperature": 3.0}, ValueError, "temperature=3.0 does not apply to task='embedding'"),
-        ({"early_stopping_patience": 3}, ValueError, "early_stopping_patience=3 does not apply to task='embedding' (it trains --num_train_epochs)"),
+        ({"early_stopping_patience": 3}, ValueError, r"early_stopping_patience=3 does not apply to task='embedding' \(it trains --num_train_epochs\)"),
         ({"train_file": "texts.csv"}, ValueError, "train_file='texts.csv': task='embedding' reads unlabelled text"),
         ({"teacher_model_name_or_path": "nowhere"}, FileNotFoundError, "teacher nowhere is not a folder"),
         ({"teacher_model_name_or_path": None}, ValueError, "teacher_model_name_or_path is required"),

@@ -64,10 +64,9 @@ from modeling_minibert.training.finetuning.arguments import (
     TRAINING_DEFAULTS,
     check_learning_rates,
     check_training_options,
+    default_schedule,
     evaluates,
     split_options,
-    step_floor,
-    stopping_patience,
 )
 from modeling_minibert.training.finetuning.data import DataSource, check_split_labels, load_data, sorted_labels
 from modeling_minibert.training.finetuning.flow import run_folder, train_and_save
@@ -133,8 +132,7 @@ def distill(
     args, training = split_options(DistillationArguments, options)
     # On what the caller gave: a search's runs override the default learning rate, as fine-tuning's do.
     check_learning_rates(args.learning_rates, training, "validation" in sources)
-    floor = step_floor(args.min_train_steps, "num_train_epochs" in training)
-    patience = stopping_patience(args.early_stopping_patience, "num_train_epochs" in training, evaluates(training, "validation" in sources))
+    schedule = default_schedule(args, "num_train_epochs" in training, evaluates(training, "validation" in sources))
     training = {**DISTILL_TRAINING_DEFAULTS, **training}
     # The best model is the one closest to the teacher (the validation loss); checkpoints need no optimizer state
     # (they are dropped at the end).
@@ -179,7 +177,7 @@ def distill(
         result = train_and_save(
             task.name, args.model_name_or_path, student, tokenizer, prepared, output, names, sources["train"], training,
             extra_outputs=keep_distillation_files(args, output), trainer_class=DistillationTrainer,
-            learning_rates=args.learning_rates, min_train_steps=floor, early_stopping_patience=patience, temperature=args.temperature, alpha=args.alpha,
+            learning_rates=args.learning_rates, temperature=args.temperature, alpha=args.alpha, **schedule,
             distillation_loss=args.distillation_loss, relations=relations,
         )
     return DistillResult(**vars(result), teacher=teacher, transfer_size=len(transfer.inputs), reused_teacher_logits=reused,

@@ -31,7 +31,7 @@ from transformers import AutoConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 import modeling_minibert  # registers Mini-BERT with the Auto classes; AUTO_CLASSES
 from modeling_minibert.training.distillation.arguments import TEACHER_EPOCHS
-from modeling_minibert.training.finetuning.arguments import FinetuneResult, step_floor, stopping_patience
+from modeling_minibert.training.finetuning.arguments import FinetuneResult, default_schedule
 from modeling_minibert.training.finetuning.flow import dataset_name, finetune
 from modeling_minibert.training.finetuning.loading import check_local, load_fast_tokenizer, seed_of
 from modeling_minibert.training.finetuning.task import Examples, Task
@@ -137,7 +137,8 @@ def fine_tuned_teacher(
     seed = seed_of(training)
     # Trainer's bf16 autocast where bf16 is faster on this machine (`teacher_mixed_precision`).
     bf16 = teacher_autocast(args.teacher_mixed_precision, default_device())
-    schedule = teacher_schedule(args, "validation" in examples)  # as run, so that a new default trains a new teacher
+    # The student's schedule options on the teacher's own epochs; in the key as run, so a new default trains a new teacher.
+    schedule = default_schedule(args, args.teacher_num_train_epochs is not None, "validation" in examples)
     key = fingerprint(
         task.name, names, args.teacher_num_train_epochs, schedule, args.teacher_learning_rate, args.max_seq_length, seed,
         {r: dataclasses.asdict(e) for r, e in examples.items() if r != "test"}, *(["bf16"] if bf16 else []),
@@ -169,14 +170,6 @@ def fine_tuned_teacher(
         raise NonFiniteError(f"fine-tuning the teacher: {problem}: {cause}; the teacher was not saved") from None
     write_json(target / TEACHER_INFO_FILE, {"fingerprint": key, "source": str(args.teacher_model_name_or_path)})
     return target
-
-
-def teacher_schedule(args: DistillationArguments, has_validation: bool) -> dict[str, int]:
-    """The teacher's step floor and early stopping: the student's options, on the teacher's own epochs (a default
-    schedule unless --teacher_num_train_epochs is given)."""
-    epochs_given = args.teacher_num_train_epochs is not None
-    return {"min_train_steps": step_floor(args.min_train_steps, epochs_given),
-            "early_stopping_patience": stopping_patience(args.early_stopping_patience, epochs_given, has_validation)}
 
 
 def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, allow_pickle: bool = False,

@@ -64,6 +64,13 @@ MAX_FLOOR_EPOCHS = 50
 EARLY_STOPPING_PATIENCE = 3
 
 
+def default_schedule(args: Any, epochs_given: bool, evaluates: bool) -> dict[str, int]:
+    """A run's `min_train_steps` and `early_stopping_patience` from the options `args` (a DataArguments): as given,
+    else the default schedule's, which epochs given on the command line turn off."""
+    return {"min_train_steps": step_floor(args.min_train_steps, epochs_given),
+            "early_stopping_patience": stopping_patience(args.early_stopping_patience, epochs_given, evaluates)}
+
+
 def step_floor(min_train_steps: int | None, epochs_given: bool) -> int:
     """The floor on a run's optimizer steps: `min_train_steps` as given, else MIN_TRAIN_STEPS for a default
     schedule and none for epochs the caller chose."""

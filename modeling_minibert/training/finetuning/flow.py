@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from transformers import EarlyStoppingCallback, PreTrainedModel, PreTrainedTokenizerBase, Trainer
+from transformers import EarlyStoppingCallback, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
 from transformers.trainer_utils import PredictionOutput
 
 import modeling_minibert.utils.outputs as outputs
@@ -38,11 +38,10 @@ from modeling_minibert.training.finetuning.arguments import (
     FinetuneResult,
     check_learning_rates,
     check_training_options,
+    default_schedule,
     evaluates,
     require,
     split_options,
-    step_floor,
-    stopping_patience,
     training_arguments,
 )
 from modeling_minibert.training.finetuning.data import DataSource, NamedDataset, load_data
@@ -98,8 +97,7 @@ def finetune(
     sources = data_sources(args, {"train": train_data, "validation": validation_data, "test": test_data})
     check_training_options(training, "validation" in sources)
     check_learning_rates(args.learning_rates, training, "validation" in sources)
-    floor = step_floor(args.min_train_steps, "num_train_epochs" in training)
-    patience = stopping_patience(args.early_stopping_patience, "num_train_epochs" in training, evaluates(training, "validation" in sources))
+    schedule = default_schedule(args, "num_train_epochs" in training, evaluates(training, "validation" in sources))
     with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "finetune") as output:
         splits = load_splits(sources, args, task.conll)
         setup = task.prepare(args, splits)
@@ -107,7 +105,7 @@ def finetune(
         return train_and_save(
             task.name, args.model_name_or_path, network, setup.tokenizer, setup.prepared, output, setup.labels,
             sources["train"], training, args.keep_checkpoints, setup.extra_outputs, learning_rates=args.learning_rates,
-            min_train_steps=floor, early_stopping_patience=patience,
+            **schedule,
         )
 
 
@@ -188,6 +186,11 @@ def check_writable(output: Path) -> None:
         raise OSError(f"output_dir {output} cannot be written: {err.strerror or err}") from None
 
 
+def run_callbacks(early_stopping_patience: int) -> list[TrainerCallback]:
+    """A NaN loss or weights stop the run before they are saved; so does validation that has stopped improving."""
+    return [StopOnNonFinite(), *([EarlyStoppingCallback(early_stopping_patience)] if early_stopping_patience else [])]
+
+
 def train_and_save(
     task: str,
     model_source: str | os.PathLike,
@@ -211,12 +214,9 @@ def train_and_save(
     `trainer_class` and `trainer_options` are how a variant of fine-tuning (distillation) brings its own loss;
     `extra_outputs(trainer, staging, validation predictions)` writes a task's own files into the folder;
     `learning_rates` trains once at each and keeps the best on validation (`search_learning_rate`); the schedule
-    takes at least `min_train_steps` optimizer steps (`training_arguments`) and stops once `early_stopping_patience`
-    evaluations in a row have not bettered the best validation score (0: never)."""
-    options = dict(training_options)
-    if early_stopping_patience:
-        # A resumed run counts on from the checkpoint's evaluations, so that it stops where the whole run would.
-        options.setdefault("restore_callback_states_from_checkpoint", True)
+    takes at least `min_train_steps` optimizer steps (`training_arguments`) and stops after `early_stopping_patience`
+    evaluations in a row without a better validation score (0: never; resumed, it counts on from the checkpoint)."""
+    options = {"restore_callback_states_from_checkpoint": bool(early_stopping_patience), **training_options}
     # The final folder is pushed once, complete, by push_to_hub: Trainer's own push would upload every
     # checkpoint as it is saved. The token stays out of the args Trainer pickles into its checkpoints.
     push, token = options.pop("push_to_hub", False), options.pop("hub_token", None)
@@ -234,8 +234,7 @@ def train_and_save(
             processing_class=tokenizer,
             compute_metrics=prepared.metrics_for("validation") if prepared.validation is not None else None,
             preprocess_logits_for_metrics=prepared.preprocess_logits,
-            # A NaN loss or weights stop the run before they are saved; so does validation that has stopped improving.
-            callbacks=[StopOnNonFinite(), *([EarlyStoppingCallback(early_stopping_patience)] if early_stopping_patience else [])],
+            callbacks=run_callbacks(early_stopping_patience),
             **trainer_options,
         )
 
