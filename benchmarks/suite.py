@@ -16,7 +16,7 @@ the teacher's and the distilled student's throughput is measured on the same tes
 The table's average is each system's mean over the tasks (token accuracy for tagging, MRR for retrieval), as
 GLUE tables give it; a baseline row takes the best classical baseline of each task.
 
-    python -m benchmarks.suite --student runs/student            # every task (about 4.5 CPU-hours on an AVX2 EPYC)
+    python -m benchmarks.suite --student runs/student            # every task (about 3 CPU-hours on an AVX2 EPYC)
     python -m benchmarks.suite --student runs/student --tasks pos_tagging uncertainty
 
 The student is `minibert pretrain --teacher_model_name_or_path TEACHER` (docs/distillation.md's recipe). Writes

@@ -23,11 +23,10 @@ from pathlib import Path
 
 from benchmarks.arguments import parser
 from benchmarks.report import command_line, markdown_table, write_results
+from benchmarks.suite import DISTILLED, FINETUNED, TEACHER
 
 # Each system's metric_for_best_model, as the suite's jobs set it, and whether larger is better.
-STOPPING_METRIC = {"teacher fine-tuned": ("eval_accuracy", True), "Mini-BERT fine-tuned": ("eval_accuracy", True),
-                   "Mini-BERT distilled": ("eval_loss", False)}
-TEACHER, DISTILLED = "teacher fine-tuned", "Mini-BERT distilled"
+STOPPING_METRIC = {TEACHER: ("eval_accuracy", True), FINETUNED: ("eval_accuracy", True), DISTILLED: ("eval_loss", False)}
 
 
 @dataclass
