@@ -414,6 +414,23 @@ def seeds_table(*runs: dict) -> str:
     return markdown_table(header, rows, "lllrr")
 
 
+def students_table(*runs: dict) -> str:
+    """General students side by side (one suite run each, `--student`): the fine-tuned and the distilled student's
+    validation score on each labelled task and their mean (what the corpus rule decides on), then the mean of
+    their test scores over every task of the run (retrieval's MRR for the distilled student) and their CPU minutes."""
+    labelled = [name for name in runs[0]["tasks"] if runs[0]["tasks"][name]["metric"] != "mrr"]
+    rows = []
+    for run in runs:
+        for system in (FINETUNED, DISTILLED):
+            ran = {name: task["systems"][system] for name, task in run["tasks"].items() if system in task["systems"]}
+            valid = [ran[name]["validation"][run["tasks"][name]["metric"]] for name in labelled]
+            tests = [score(run["tasks"][name], system) for name in ran]
+            rows.append([Path(run["student"]).name, system, *[f"{v:.3f}" for v in valid], f"**{np.mean(valid):.3f}**",
+                         f"{np.mean(tests):.3f} ({len(tests)})", f"{sum(row['cpu_minutes'] for row in ran.values()):.1f}"])
+    header = ["general student", "system", *[f"{name} (validation)" for name in labelled], "mean", "test mean (tasks)", "CPU-min"]
+    return markdown_table(header, rows, "ll" + "r" * (len(header) - 2))
+
+
 def plot(results: dict, path: Path) -> None:
     """Grouped bars: each task's and the average's score of each system."""
     tasks = [*results["tasks"], "average"]

@@ -191,6 +191,35 @@ def test_the_seeds_table_gives_each_systems_scores_and_the_students_paired_leads
     assert "| u | distilled − the baseline (points) | +2.0, +4.0 | **+3.0** | 2.0 |" in table
 
 
+def test_the_students_table_gives_each_students_validation_mean_and_test_mean():
+    def run(student: str, finetuned: float, distilled: float) -> dict:
+        tasks = {"u": task("accuracy", **{suite.FINETUNED: finetuned, suite.DISTILLED: distilled}),
+                 "r": task("mrr", **{suite.DISTILLED: 0.5})}
+        for system, value in ((suite.FINETUNED, finetuned - 0.1), (suite.DISTILLED, distilled - 0.1)):
+            tasks["u"]["systems"][system]["validation"] = {"accuracy": value}
+        return {"student": f"runs/{student}", "tasks": tasks}
+
+    table = suite.students_table(run("student", 0.7, 0.8), run("student-broad", 0.6, 0.9))
+    assert "| general student | system | u (validation) | mean | test mean (tasks) | CPU-min |" in table  # no retrieval column
+    assert "| student | Mini-BERT fine-tuned | 0.600 | **0.600** | 0.700 (1) | 1.0 |" in table
+    assert "| student-broad | Mini-BERT distilled | 0.800 | **0.800** | 0.700 (2) | 2.0 |" in table
+
+
+@needs_sdist
+def test_the_general_corpus_reads_as_pretraining_documents_without_the_suites_held_out_sentences(tmp_path):
+    from benchmarks import general_corpus
+    from modeling_minibert.training.pretraining.data import load_bbc_news, read_text_files
+
+    sizes = general_corpus.main(["--output_dir", str(tmp_path)])
+    for name, size in sizes.items():
+        assert len(read_text_files([tmp_path / name])) == size["documents"]  # no blank line inside a document
+    assert sizes["bbc_news.txt"]["documents"] == len(load_bbc_news()) and sizes["reviews.txt"]["documents"] == 1500
+    lines = set((tmp_path / "sentences.txt").read_text(encoding="utf-8").splitlines())
+    held_out = general_corpus.held_out_sentences()
+    assert len(held_out) > 2000 and not lines & held_out
+    assert len(lines) > 15_000 and set(english_sentences()) & held_out  # there were some to leave out
+
+
 @pytest.mark.parametrize("argv, message", [
     ([], "--student is required"),
     (["--student", ".", "--validation_only"], "--validation_only: the baselines and bbc_retrieval score test"),
