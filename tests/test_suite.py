@@ -256,3 +256,25 @@ def test_a_replay_stops_after_patience_evaluations_no_better_and_keeps_the_first
     assert replay(history, "eval_accuracy", True, 3) == {"stopped_at": None, "kept": 5, "accuracy": 0.8}
     losses = [{"epoch": e, "eval_loss": v, "eval_accuracy": a} for e, (v, a) in enumerate([(1.0, 0.6), (0.9, 0.5), (0.95, 0.7)], 1)]
     assert replay(losses, "eval_loss", False, 1) == {"stopped_at": 3, "kept": 2, "accuracy": 0.5}
+
+
+def test_windows_cover_a_long_text_and_the_first_is_what_truncation_reads(checkpoint, tmp_path):
+    import numpy as np
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from benchmarks.suite_windows import scores, window_logits
+
+    data = Dataset.from_dict({"text": ["good film", "bad film"] * 4, "label": ["pos", "neg"] * 4})
+    folder = finetune(task="sequence-classification", model_name_or_path=checkpoint, train_data=data,
+                      output_dir=tmp_path / "model", num_train_epochs=1, **FAST).output_dir
+    long = " ".join(["a good film but a bad ending"] * 40)
+    per_text, length = window_logits(str(folder), ["good film", long])
+    model, tokenizer = AutoModelForSequenceClassification.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    assert len(per_text[0]) == 1 and len(per_text[1]) >= len(tokenizer(long)["input_ids"]) // length + 1
+    with torch.inference_mode():
+        truncated = model(**tokenizer(long, truncation=True, max_length=length, return_tensors="pt")).logits[0].numpy()
+    np.testing.assert_allclose(per_text[1][0], truncated, atol=1e-5)
+    # the first window says class 0, the mean of all three says class 1
+    windows = [np.array([[2.0, 0.0], [0.0, 3.0], [0.0, 3.0]]), np.array([[0.0, 1.0]])]
+    assert scores(windows, np.array([1, 1])) == {"first_window": 0.5, "windows_pooled": 1.0}
