@@ -4,7 +4,7 @@ The suite's BBC topics models (the teacher fine-tuned, the student fine-tuned al
 article's first `max_seq_length` tokens, in training and in prediction, as the jobs do. Here the same models predict
 each validation and test article twice: from its first window (what the jobs do), and from the mean of their logits
 over windows covering the whole article (each model's own length, overlapping by a quarter, as question answering's
-windows do). Nothing is trained: a gain here is a lower bound on what training on windows would give.
+windows do). Nothing is trained here: what training on windows would give is not measured.
 
     python -m benchmarks.suite_windows --models_dir runs/benchmarks/suite-models-p3
 """
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
             data = task.splits[split]
             per_text, length = window_logits(folder, list(data["text"]))
             row[split] = scores(per_text, np.array([label2id[label] for label in data["label"]]))
-            row["windows_per_article"] = float(np.mean([len(w) for w in per_text]))
+            row["windows_per_article"] = float(np.mean([len(w) for w in per_text]))  # the last split's: test
         results["systems"][system] = {**row, "window": length}
         print(system, row, flush=True)
     write_results(args.output, results, command_line(__spec__.name, argv))
@@ -85,7 +85,7 @@ def table(results: dict) -> str:
     rows = [[system, f"{row['window']}", f"{row['windows_per_article']:.1f}",
              *[f"{row[split][way]:.3f}" for split in ("validation", "test") for way in ("first_window", "windows_pooled")]]
             for system, row in results["systems"].items()]
-    header = ["model", "window (tokens)", "windows per article", "validation: first window", "validation: pooled",
+    header = ["model", "window (tokens)", "windows per test article", "validation: first window", "validation: pooled",
               "test: first window", "test: pooled"]
     return markdown_table(header, rows, "lrrrrrr")
 
