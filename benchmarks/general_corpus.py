@@ -37,8 +37,9 @@ class GeneralCorpusArguments:
 
 def held_out_sentences() -> set[str]:
     """The validation and test texts of the suite's sentence tasks, normalised as `english_sentences` normalises."""
-    texts = [text for task in (uncertainty(),) for split in ("validation", "test") for text in task.splits[split]["text"]]
-    texts += [" ".join(words) for split in ("validation", "test") for words in pos_tagging().splits[split]["tokens"]]
+    certainty, tagging = uncertainty().splits, pos_tagging().splits
+    texts = [text for split in ("validation", "test") for text in certainty[split]["text"]]
+    texts += [" ".join(words) for split in ("validation", "test") for words in tagging[split]["tokens"]]
     return {" ".join(text.translate(CP1252_QUOTES).split()) for text in texts}
 
 
