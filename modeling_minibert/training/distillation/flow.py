@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from datasets import Dataset
-from transformers import PreTrainedModel, Trainer
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer
 from transformers.trainer_utils import PredictionOutput
 
 import modeling_minibert.training.distillation.embedding as embedding
@@ -71,7 +71,7 @@ from modeling_minibert.training.finetuning.arguments import (
 from modeling_minibert.training.finetuning.data import DataSource, check_split_labels, load_data, sorted_labels
 from modeling_minibert.training.finetuning.flow import run_folder, train_and_save
 from modeling_minibert.training.finetuning.loading import load_config, load_fast_tokenizer, load_model, seed_of
-from modeling_minibert.training.finetuning.task import Examples, Prepared, Task, check_label_count
+from modeling_minibert.training.finetuning.task import Examples, Prepared, Task, check_label_count, window_examples
 from modeling_minibert.utils.files import write_json
 from modeling_minibert.utils.outputs import (
     DISTILLATION_ARGS_FILE,
@@ -145,31 +145,29 @@ def distill(
     training["label_names"] = ["labels", *TEACHER_COLUMNS[: 2 if task.conll else 1]]
     with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
         examples, data_labels, check_labels = read_examples(args, task, sources)
-        text_column = args.text_column_name or task.columns[0]
         tokenizer = load_fast_tokenizer(args.model_name_or_path, args.tokenizer_name)  # fails early on a wrong folder
         student_length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
-        reads = max(student_length, teacher_length(args))  # what either model reads of an unlabelled text
-        transfer_inputs = [x for path in args.transfer_file for x in load_transfer_file(path, task, text_column, reads)]
         names = teacher_labels(args, task, data_labels)
         check_labels(names)
-        transfer = transfer_set(examples["train"], task.conll, transfer_inputs, args, seed_of(training),
-                                (tokenizer, student_length), show_progress)
+        student_examples, owners = student_inputs(args, task, (tokenizer, student_length), examples)
+        transfer = transfer_set(student_examples["train"], task.conll, student_examples["transfer"].inputs, args,
+                                seed_of(training), (tokenizer, student_length), show_progress)
         plan = relation_plan(args, task, tokenizer, transfer.inputs, student_length)
         teacher = str(args.teacher_model_name_or_path)
         if args.finetune_teacher:
             teacher = str(fine_tuned_teacher(args, task, training, examples, names, output))
-        inputs = {"transfer": transfer.inputs, **{r: examples[r].inputs for r in ("validation", "test") if r in examples}}
+        inputs = {"transfer": transfer.inputs, **{r: student_examples[r].inputs for r in ("validation", "test") if r in examples}}
         batch_size = training.get("per_device_eval_batch_size", TRAINING_DEFAULTS["per_device_eval_batch_size"])
         logits, reused = teacher_targets(args, task, teacher, inputs, names, output, batch_size, show_progress)
         label2id = {name: i for i, name in enumerate(names)}
         features = {
-            role: student_features(tokenizer, transfer if role == "transfer" else examples[role], logits[role], task.name, student_length, label2id)
+            role: student_features(tokenizer, transfer if role == "transfer" else student_examples[role], logits[role], task.name, student_length, label2id)
             for role in logits
         }
         prepared = Prepared(
             train=features["transfer"], validation=features.get("validation"), test=features.get("test"),
             collator=DistillationCollator(tokenizer, task.name), metric="loss",
-            metrics_for=lambda role: distillation_metrics(task, names),
+            metrics_for=lambda role: distillation_metrics(task, names, owners.get(role)), owners=owners,
         )
         relations = relation_transfer(args, teacher, plan) if plan is not None else None
         student = load_student(args, task, seed_of(training), num_labels=len(names),
@@ -182,6 +180,23 @@ def distill(
         )
     return DistillResult(**vars(result), teacher=teacher, transfer_size=len(transfer.inputs), reused_teacher_logits=reused,
                          relation_weight=relations.weight if relations is not None else 0.0)
+
+
+def student_inputs(args: DistillationArguments, task: Task, student: tuple[PreTrainedTokenizerBase, int],
+                   examples: dict[str, Examples]) -> tuple[dict[str, Examples], dict[str, list[int]]]:
+    """What the student reads of each split and of the unlabelled texts (`transfer`, from `transfer_file`): the
+    examples as given, or with `doc_stride` the windows its tokenizer and length (`student`) cut each text into,
+    each with its text's label; and each held-out window's text (the teacher labels the very windows)."""
+    tokenizer, length = student
+    # What either model reads of an unlabelled text: all of it in windows.
+    reads = max(length, teacher_length(args)) if args.doc_stride is None else None
+    text_column = args.text_column_name or task.columns[0]
+    unlabelled = [x for path in args.transfer_file for x in load_transfer_file(path, task, text_column, reads)]
+    given = {**examples, "transfer": Examples(unlabelled, [None] * len(unlabelled))}
+    if args.doc_stride is None:
+        return given, {}
+    windows = {role: window_examples(tokenizer, split, length, args.doc_stride) for role, split in given.items()}
+    return {role: split for role, (split, _) in windows.items()}, {r: owners for r, (_, owners) in windows.items() if r in ("validation", "test")}
 
 
 def load_student(args: DistillationArguments, task: Task, seed: int, **config_overrides: Any) -> PreTrainedModel:

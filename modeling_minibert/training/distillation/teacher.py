@@ -141,6 +141,7 @@ def fine_tuned_teacher(
     schedule = default_schedule(args, args.teacher_num_train_epochs is not None, "validation" in examples)
     key = fingerprint(
         task.name, names, args.teacher_num_train_epochs, schedule, args.teacher_learning_rate, args.max_seq_length, seed,
+        *([f"doc_stride={args.doc_stride}"] if args.doc_stride is not None else []),
         {r: dataclasses.asdict(e) for r, e in examples.items() if r != "test"}, *(["bf16"] if bf16 else []),
         *model_files(args.teacher_model_name_or_path),
     )
@@ -157,7 +158,7 @@ def fine_tuned_teacher(
         overwrite_output_dir=True, report_to="none",
         max_seq_length=max_length_for(args.teacher_model_name_or_path, tokenizer, args.max_seq_length),
         num_train_epochs=args.teacher_num_train_epochs or TEACHER_EPOCHS, learning_rate=args.teacher_learning_rate,
-        **schedule,
+        **schedule, **({"doc_stride": args.doc_stride} if args.doc_stride is not None else {}),
         **({"bf16": True} if bf16 else {}), **{k: training[k] for k in copied if k in training},
     )
     try:

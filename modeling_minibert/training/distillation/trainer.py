@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from datasets import Dataset
 from transformers import AutoConfig, AutoModel, EvalPrediction, PreTrainedModel, PreTrainedTokenizerBase, Trainer
 
+from modeling_minibert.deployment.long_texts import per_text, pool_logits
 from modeling_minibert.training.distillation.arguments import DistillationArguments, check_distillation_loss
 from modeling_minibert.training.distillation.relations import padded, recording, relation_loss, set_recording_attention
 from modeling_minibert.training.distillation.teacher import NON_FINITE_TEACHER, teacher_config
@@ -182,15 +183,19 @@ def student_features(
     return Dataset.from_dict({**encoding, "labels": labels, "teacher_logits": targets, "teacher_mask": masks})
 
 
-def distillation_metrics(task: Task, names: list[str]):
+def distillation_metrics(task: Task, names: list[str], owners: list[int] | None = None):
     """The task's own scores of the student and of the teacher (`teacher_*`), against the hard labels, plus the
-    student's agreement with the teacher's argmax and the mean KL(teacher || student) at temperature 1."""
+    student's agreement with the teacher's argmax and the mean KL(teacher || student) at temperature 1. Texts
+    read in windows (`owners`: each row's text) are scored by the mean of their windows' logits, both models'."""
     score = task.metrics(names)
 
     def compute(p: EvalPrediction) -> dict[str, float]:
         labels, teacher, *mask = p.label_ids
-        keep = labels != -100 if not mask else (mask[0] == 1) & (labels != -100)
         student = np.asarray(p.predictions)
+        if owners:
+            teacher = pool_logits(teacher, owners, owners[-1] + 1)
+            student, labels = per_text(student, labels, owners)
+        keep = labels != -100 if not mask else (mask[0] == 1) & (labels != -100)
         log_s = torch.log_softmax(torch.as_tensor(student[keep], dtype=torch.float32), -1)
         log_t = torch.log_softmax(torch.as_tensor(teacher[keep], dtype=torch.float32), -1)
         return {

@@ -95,6 +95,9 @@ def schedule_default(name: str, given: int | None, default: int, epochs_given: b
         return given
     return 0 if epochs_given else default
 
+# The tasks that read an input longer than max_seq_length in windows (`doc_stride`).
+WINDOWED_TASKS = ("sequence-classification", "question-answering")
+
 # Defaults that depend on the run (is there validation data? which task?): None on the command line means "not
 # given", and `training_arguments` decides.
 CONTEXTUAL = ("eval_strategy", "load_best_model_at_end", "save_strategy", "eval_steps", "save_steps", "metric_for_best_model")
@@ -132,6 +135,11 @@ class DataArguments:
         default=None, metadata={"help": "label (default 'label'), or tags (token classification, default 'tags')"}
     )
     max_seq_length: int | None = field(default=None, metadata={"help": "tokens per input (default: the model's maximum)"})
+    doc_stride: int | None = field(default=None, metadata={
+        "help": "question answering: overlap of context windows (default: a quarter of --max_seq_length); sequence "
+                "classification: read each text in windows of --max_seq_length tokens overlapping by this many, train "
+                "on every window with its text's label and score a text by the mean of their logits (default: read "
+                "the first window only)"})
     min_train_steps: int | None = field(default=None, metadata={
         "help": f"train at least this many optimizer steps, adding whole epochs on a small data set (default: "
                 f"{MIN_TRAIN_STEPS}, or 0 when --num_train_epochs is given; --max_steps overrides it)"})
@@ -139,6 +147,11 @@ class DataArguments:
         "help": "with validation data, stop once this many evaluations in a row have not bettered the best score "
                 f"(default: {EARLY_STOPPING_PATIENCE}, or 0 when --num_train_epochs is given; 0: never stop early)"})
     overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty --output_dir"})
+
+    def __post_init__(self) -> None:
+        # Checked where the options are built, before any work; its bound needs the tokenizer (`check_doc_stride`).
+        if self.doc_stride is not None and self.task is not None and self.task not in WINDOWED_TASKS:
+            raise ValueError(f"doc_stride={self.doc_stride} applies to {' and '.join(WINDOWED_TASKS)}, not task={self.task!r}")
 
 
 @dataclass
@@ -159,7 +172,6 @@ class DataTrainingArguments(DataArguments):
     question_column_name: str = field(default="question", metadata={"help": "question answering"})
     context_column_name: str = field(default="context", metadata={"help": "question answering"})
     answer_column_name: str = field(default="answers", metadata={"help": "question answering"})
-    doc_stride: int | None = field(default=None, metadata={"help": "question answering: overlap of context windows"})
     n_best_size: int = field(default=20, metadata={"help": "question answering: candidate answers kept per question"})
     max_answer_length: int = field(default=30, metadata={"help": "question answering: longest answer, in tokens"})
     keep_checkpoints: bool = field(
@@ -174,7 +186,11 @@ class FinetuneArguments(DataTrainingArguments, ModelArguments):  # model options
     keyword options of `modeling_minibert.training.finetuning.finetune`."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         # Checked where the options are built (as run_qa.py's DataTrainingArguments does): before any work.
+        if self.doc_stride is not None and self.text_pair_column_name:
+            raise ValueError(f"doc_stride={self.doc_stride} cuts single texts into windows; it cannot read text pairs "
+                             f"(text_pair_column_name={self.text_pair_column_name!r})")
         for name in ("n_best_size", "max_answer_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")

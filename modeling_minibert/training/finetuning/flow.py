@@ -328,12 +328,12 @@ def train_and_score(trainer: Trainer, prepared: Prepared) -> tuple[dict[str, dic
     data: {split: metrics} with Trainer's prefixes, and the validation predictions. The test data is scored by
     `score_test`, once the model is final."""
     train_metrics = trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint).metrics
-    results = {"train": {**train_metrics, "train_samples": len(prepared.train)}}
+    results = {"train": {**train_metrics, **sample_counts(prepared, "train")}}
     # One pass over the validation data with the final (best) model gives its scores and its predictions.
     validation = None
     if prepared.validation is not None:
         validation = trainer.predict(prepared.validation, metric_key_prefix="eval")
-        results["eval"] = {**validation.metrics, "eval_samples": len(prepared.validation)}
+        results["eval"] = {**validation.metrics, **sample_counts(prepared, "validation", "eval")}
     return results, validation
 
 
@@ -341,7 +341,14 @@ def score_test(trainer: Trainer, prepared: Prepared, results: dict[str, dict]) -
     """The test data's scores of the final model, added to `results` (once, after every choice is made)."""
     if prepared.test is not None:
         trainer.compute_metrics = prepared.metrics_for("test")
-        results["test"] = {**trainer.evaluate(prepared.test, metric_key_prefix="test"), "test_samples": len(prepared.test)}
+        results["test"] = {**trainer.evaluate(prepared.test, metric_key_prefix="test"), **sample_counts(prepared, "test")}
+
+
+def sample_counts(prepared: Prepared, role: str, prefix: str | None = None) -> dict[str, int]:
+    """A split's examples (`{prefix}_samples`, as Trainer names them) and, read in windows, its windows too."""
+    prefix = prefix or role
+    windows = {f"{prefix}_windows": len(getattr(prepared, role))} if prepared.owners.get(role) else {}
+    return {f"{prefix}_samples": prepared.samples(role), **windows}
 
 
 def save_folder_contents(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, results: dict[str, dict], metric: str, staging: Path) -> None:

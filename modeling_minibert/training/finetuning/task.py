@@ -16,6 +16,7 @@ from datasets import Dataset
 from transformers import EvalPrediction, PreTrainedTokenizerBase, Trainer
 from transformers.trainer_utils import PredictionOutput
 
+from modeling_minibert.deployment.long_texts import per_text, text_windows
 from modeling_minibert.sharing.model_card import PIPELINE_TAGS
 from modeling_minibert.training.finetuning.data import DataError, NamedDataset, check_split_labels, sorted_labels
 from modeling_minibert.training.finetuning.loading import check_max_length, load_config, load_tokenizer_and_config
@@ -32,6 +33,12 @@ class Prepared:
     metric: str  # metric_for_best_model
     metrics_for: Callable[[str], Callable[[EvalPrediction], dict[str, float]]]  # role -> compute_metrics
     preprocess_logits: Callable | None = None
+    # Texts read in windows (`doc_stride`): role -> the index of each row's text (`window_examples`).
+    owners: dict[str, list[int]] = field(default_factory=dict)
+
+    def samples(self, role: str) -> int:
+        """The examples of a split: its texts, when they are read in windows; else its rows."""
+        return self.owners[role][-1] + 1 if self.owners.get(role) else len(getattr(self, role))
 
 
 @dataclass
@@ -102,14 +109,36 @@ def classifier_setup(
         check_split_labels(data, args.label_column_name or task.columns[1], examples[role].labels, names)
     tokenizer, config = load_tokenizer_and_config(args)
     length = check_max_length(args.max_seq_length, tokenizer, config)
+    owners = {}
+    if getattr(args, "doc_stride", None) is not None:  # every split in windows, each text scored by their mean
+        for role in examples:
+            examples[role], owners[role] = window_examples(tokenizer, examples[role], length, args.doc_stride)
     tokenized = {role: features(tokenizer, examples[role], names, length, role) for role in examples}
     prepared = Prepared(
         train=tokenized["train"], validation=tokenized.get("validation"), test=tokenized.get("test"),
-        collator=task.collator(tokenizer), metric=task.best_metric(names), metrics_for=lambda role: task.metrics(names),
-        preprocess_logits=argmax,
+        collator=task.collator(tokenizer), metric=task.best_metric(names),
+        metrics_for=lambda role: pooled(task.metrics(names), owners[role]) if owners else task.metrics(names),
+        preprocess_logits=None if owners else argmax, owners=owners,
     )
     new_head = dict(num_labels=len(names), id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
     return Setup(tokenizer, prepared, names, {**new_head, **model_options})
+
+
+def window_examples(tokenizer: PreTrainedTokenizerBase, examples: Examples, max_length: int, doc_stride: int) -> tuple[Examples, list[int]]:
+    """Each text as its windows (`long_texts.text_windows`), each with its text's label, and the index of each
+    window's text."""
+    inputs, owners = text_windows(tokenizer, examples.inputs, max_length, doc_stride)
+    return Examples(inputs, [examples.labels[i] for i in owners]), owners
+
+
+def pooled(metrics: Callable[[EvalPrediction], dict[str, float]], owners: list[int]) -> Callable[[EvalPrediction], dict[str, float]]:
+    """`metrics` (on predicted ids) of each text, predicted from the mean of its windows' logits."""
+
+    def compute(p: EvalPrediction) -> dict[str, float]:
+        logits, labels = per_text(p.predictions, p.label_ids, owners)
+        return metrics(EvalPrediction(logits.argmax(-1), labels))
+
+    return compute
 
 
 def label_list(labels: str | Sequence[str] | None) -> list[str] | None:

@@ -18,6 +18,7 @@ from transformers import (
 )
 from transformers.trainer_utils import PredictionOutput
 
+from modeling_minibert.deployment.long_texts import per_text
 from modeling_minibert.training.finetuning import data as finetuning_data
 from modeling_minibert.training.finetuning.data import NamedDataset
 from modeling_minibert.training.finetuning.metrics import classification_metrics
@@ -28,11 +29,12 @@ from modeling_minibert.utils.outputs import CONFUSION_FILE
 
 def prepare(args: Any, splits: dict[str, NamedDataset]) -> Setup:
     """Texts (`text_column_name`, default "text"; `text_pair_column_name` for pairs) and labels
-    (`label_column_name`, default "label"), checked against the label set; tokenized without padding."""
+    (`label_column_name`, default "label"), checked against the label set; tokenized without padding. With
+    `doc_stride`, each text is read in windows (`task.window_examples`) and scored by their mean logits."""
     read = partial(read_texts, text_column=args.text_column_name or "text", label_column=args.label_column_name or "label",
                    text_pair_column=args.text_pair_column_name)
     setup = classifier_setup(TASK, args, splits, read, features, problem_type="single_label_classification")
-    setup.extra_outputs = confusion_matrix(setup.labels)
+    setup.extra_outputs = confusion_matrix(setup.labels, setup.prepared.owners.get("validation"))
     return setup
 
 
@@ -68,10 +70,18 @@ def class_metrics(names: list[str]) -> Callable[[EvalPrediction], dict[str, floa
     return compute
 
 
-def confusion_matrix(names: list[str]) -> Callable[[Trainer, Path, PredictionOutput | None], None]:
+def confusion_matrix(names: list[str], owners: list[int] | None = None) -> Callable[[Trainer, Path, PredictionOutput | None], None]:
+    """The validation texts' confusion matrix; read in windows (`owners`: each row's text), each text's
+    prediction from the mean of its windows' logits."""
+
     def plot(trainer: Trainer, staging: Path, validation: PredictionOutput | None) -> None:
-        if validation is not None:
-            plot_confusion_matrix(validation.predictions, validation.label_ids, names, staging / CONFUSION_FILE)
+        if validation is None:
+            return
+        predicted, labels = validation.predictions, validation.label_ids
+        if owners:
+            logits, labels = per_text(predicted, labels, owners)
+            predicted = logits.argmax(-1)
+        plot_confusion_matrix(predicted, labels, names, staging / CONFUSION_FILE)
 
     return plot
 

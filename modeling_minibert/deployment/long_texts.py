@@ -1,0 +1,99 @@
+"""Texts longer than a classifier reads, cut into overlapping windows and classified from their mean logits.
+
+A sequence classifier reads `max_length` tokens of a text, and transformers' text-classification pipeline drops
+the rest. With `doc_stride`, `minibert finetune` and `minibert distill` cut each text into windows of `max_length`
+tokens that overlap by `doc_stride` tokens (as question answering cuts contexts), train on every window with the
+text's label, and score a text by the mean of its windows' logits; `classify_long_texts` predicts the same way:
+
+    from modeling_minibert.deployment import classify_long_texts
+    logits = classify_long_texts(model, tokenizer, articles, doc_stride=16)  # (texts, labels)
+    labels = [model.config.id2label[i] for i in logits.argmax(-1).tolist()]
+
+Windows are cut as text, by character offsets (`text_windows`): a teacher with another tokenizer then reads the
+very text the student's window holds. transformers has no pooled classification over windows (its pipeline and
+example scripts truncate); the windows are its fast tokenizers' own (`return_overflowing_tokens`, `stride`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+
+def check_doc_stride(doc_stride: int, max_length: int, tokenizer: PreTrainedTokenizerBase, length_name: str = "max_seq_length") -> None:
+    """ValueError in one line unless `doc_stride` leaves every window new text: 0 <= doc_stride < the text tokens
+    a window holds (`max_length` less [CLS] and [SEP])."""
+    room = max_length - tokenizer.num_special_tokens_to_add(pair=False)
+    if not 0 <= doc_stride < room:
+        raise ValueError(f"doc_stride={doc_stride} must be at least 0 and below {room}, the text tokens of a window "
+                         f"with {length_name}={max_length}")
+
+
+def text_windows(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int,
+                 doc_stride: int) -> tuple[list[str], list[int]]:
+    """Each text cut into windows of `max_length` tokens (with [CLS] and [SEP]) overlapping by `doc_stride`:
+    (window texts, index of each window's text). A text that fits is its own one window, unchanged; a longer one
+    gives the text its windows' tokens span. Read again, a window that starts inside a word tokenizes that word's
+    tail as a word ("##ing" becomes "ing"): the window may then be a token longer, and its last token falls to
+    truncation, inside the next window's overlap."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError(f"doc_stride needs a fast tokenizer (character offsets); {type(tokenizer).__name__} is not one")
+    check_doc_stride(doc_stride, max_length, tokenizer)
+    texts = list(texts)
+    if not texts:
+        return [], []
+    encoding = tokenizer(texts, truncation=True, max_length=max_length, stride=doc_stride,
+                         return_overflowing_tokens=True, return_offsets_mapping=True)
+    owners = [int(i) for i in encoding["overflow_to_sample_mapping"]]
+    counts = np.bincount(owners, minlength=len(texts))
+    windows = []
+    for w, owner in enumerate(owners):
+        if counts[owner] == 1:
+            windows.append(texts[owner])
+            continue
+        spans = [span for span, sequence in zip(encoding["offset_mapping"][w], encoding.sequence_ids(w)) if sequence is not None]
+        windows.append(texts[owner][spans[0][0]: spans[-1][1]])
+    return windows, owners
+
+
+def pool_logits(logits: np.ndarray, owners: Sequence[int], count: int) -> np.ndarray:
+    """(windows, C) logits -> (count, C): the mean over each text's windows."""
+    logits = np.asarray(logits, dtype=np.float64)
+    sums = np.zeros((count, logits.shape[-1]))
+    np.add.at(sums, np.asarray(owners), logits)
+    return sums / np.maximum(np.bincount(owners, minlength=count), 1)[:, None]
+
+
+def per_text(logits: np.ndarray, labels: Sequence, owners: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Windows' (logits, labels) -> each text's: the mean of its windows' logits, and its first window's label
+    (`owners`: each window's text, every text holding at least one window, in order)."""
+    count = owners[-1] + 1 if len(owners) else 0
+    first = np.flatnonzero(np.diff(np.asarray(owners), prepend=-1))  # the windows that start a text
+    return pool_logits(logits, owners, count), np.asarray(labels)[first]
+
+
+@torch.no_grad()
+def classify_long_texts(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str],
+                        doc_stride: int | None = None, max_length: int | None = None, batch_size: int = 32) -> torch.Tensor:
+    """The (len(texts), num_labels) logits of a sequence classifier, each text's the mean over its windows of
+    `max_length` tokens (default: what the model and tokenizer read) overlapping by `doc_stride` (default: a quarter
+    of a window), as `finetune --doc_stride` scores them. ValueError for a `doc_stride` that leaves no new text."""
+    limit = min(getattr(model.config, "max_position_embeddings", None) or tokenizer.model_max_length, tokenizer.model_max_length)
+    max_length = int(min(max_length or limit, limit))
+    stride = max_length // 4 if doc_stride is None else doc_stride
+    windows, owners = text_windows(tokenizer, texts, max_length, stride)
+    model.eval()
+    device = next(model.parameters()).device
+    logits = []
+    for start in range(0, len(windows), batch_size):
+        batch = tokenizer(windows[start: start + batch_size], truncation=True, max_length=max_length, padding=True,
+                          return_tensors="pt").to(device)
+        logits.append(model(**batch).logits.float().cpu())
+    stacked = torch.cat(logits) if logits else torch.zeros(0, model.config.num_labels)
+    return torch.from_numpy(pool_logits(stacked.numpy(), owners, len(texts))).float()
+
+
+__all__ = ["check_doc_stride", "classify_long_texts", "per_text", "pool_logits", "text_windows"]
