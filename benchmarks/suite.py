@@ -440,6 +440,26 @@ def students_table(*runs: dict) -> str:
     return markdown_table(header, rows, "ll" + "r" * (len(header) - 2))
 
 
+def windows_table(*runs: dict) -> str:
+    """Whole runs that differ in `--doc_stride` (none: the first window): on the tasks of the last run, each model
+    system's validation and test score, with the articles (texts) it got right of each split, its CPU minutes and
+    the epochs it trained."""
+    rows = []
+    for name in runs[-1]["tasks"]:
+        for system in (TEACHER, FINETUNED, DISTILLED):
+            for run in runs:
+                task = run["tasks"][name]
+                row, metric = task["systems"][system], task["metric"]
+                held = [row[split][metric] for split in ("validation", "test")]
+                right = [round(v * task["sizes"][split]) for v, split in zip(held, ("validation", "test"))]
+                stride = run.get("doc_stride")
+                rows.append([name, system, "first window" if stride is None else f"windows (doc_stride {stride})",
+                             *[f"{v:.3f} ({r})" for v, r in zip(held, right)], f"{row['cpu_minutes']:.1f}",
+                             f"{row['train']['epoch']:g}"])
+    header = ["task", "system", "reads", "validation (texts right)", "test (texts right)", "CPU-min", "epochs"]
+    return markdown_table(header, rows, "lllrrrr")
+
+
 def plot(results: dict, path: Path) -> None:
     """Grouped bars: each task's and the average's score of each system."""
     tasks = [*results["tasks"], "average"]

@@ -205,6 +205,20 @@ def test_the_students_table_gives_each_students_validation_mean_and_test_mean():
     assert "| student-broad | Mini-BERT distilled | 0.800 | **0.800** | 0.700 (2) | 2.0 |" in table
 
 
+def test_the_windows_table_sets_each_system_in_windows_beside_its_first_window():
+    def run(stride: int | None, shift: float) -> dict:
+        scores = {suite.TEACHER: 0.9 + shift, suite.FINETUNED: 0.8 + shift, suite.DISTILLED: 0.85 + shift}
+        topics = {**task("accuracy", **scores), "sizes": {"validation": 200, "test": 100}}
+        for row in topics["systems"].values():
+            row["validation"], row["train"] = {"accuracy": row["test"]["accuracy"] - 0.1}, {"epoch": 4.0}
+        return {"doc_stride": stride, "tasks": {"t": topics}}
+
+    table = suite.windows_table(run(None, 0.0), run(16, 0.05))
+    assert "| task | system | reads | validation (texts right) | test (texts right) | CPU-min | epochs |" in table
+    assert "| t | Mini-BERT fine-tuned | first window | 0.700 (140) | 0.800 (80) | 1.0 | 4 |" in table
+    assert "| t | Mini-BERT fine-tuned | windows (doc_stride 16) | 0.750 (150) | 0.850 (85) | 1.0 | 4 |" in table
+
+
 @needs_sdist
 def test_the_general_corpus_reads_as_pretraining_documents_without_the_suites_held_out_sentences(tmp_path):
     from benchmarks import general_corpus
