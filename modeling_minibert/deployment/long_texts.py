@@ -35,8 +35,8 @@ def check_doc_stride(doc_stride: int, max_length: int, tokenizer: PreTrainedToke
 def text_windows(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int,
                  doc_stride: int) -> tuple[list[str], list[int]]:
     """Each text cut into windows of `max_length` tokens (with [CLS] and [SEP]) overlapping by `doc_stride`:
-    (window texts, index of each window's text). A text that fits is its own one window, unchanged; a longer one
-    gives the text its windows' tokens span. Read again, a window that starts inside a word tokenizes that word's
+    (window texts, index of each window's text). A text that fits is its own one window, unchanged; each window of
+    a longer one is the stretch of the text its tokens span. Read again, a window that starts inside a word tokenizes that word's
     tail as a word ("##ing" becomes "ing"): the window may then be a token longer, and its last token falls to
     truncation, inside the next window's overlap."""
     if not getattr(tokenizer, "is_fast", False):
