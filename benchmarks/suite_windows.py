@@ -4,7 +4,7 @@ The suite's BBC topics models (the teacher fine-tuned, the student fine-tuned al
 article's first `max_seq_length` tokens, in training and in prediction, as the jobs do. Here the same models predict
 each validation and test article twice: from its first window (what the jobs do), and from the mean of their logits
 over windows covering the whole article (each model's own length, overlapping by a quarter, as question answering's
-windows do). Nothing is trained here: what training on windows would give is not measured.
+windows do). Nothing is trained here; training in windows is the jobs' `--doc_stride` (`suite --doc_stride`).
 
     python -m benchmarks.suite_windows --models_dir runs/benchmarks/suite-models-p3
 """
