@@ -147,9 +147,10 @@ def distill(
         examples, data_labels, check_labels = read_examples(args, task, sources)
         tokenizer = load_fast_tokenizer(args.model_name_or_path, args.tokenizer_name)  # fails early on a wrong folder
         student_length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
+        unlabelled = unlabelled_inputs(args, task, student_length)  # a bad transfer file fails before the teacher loads
         names = teacher_labels(args, task, data_labels)
         check_labels(names)
-        student_examples, owners = student_inputs(args, task, (tokenizer, student_length), examples)
+        student_examples, owners = student_inputs(args, (tokenizer, student_length), examples, unlabelled)
         transfer = transfer_set(student_examples["train"], task.conll, student_examples["transfer"].inputs, args,
                                 seed_of(training), (tokenizer, student_length), show_progress)
         plan = relation_plan(args, task, tokenizer, transfer.inputs, student_length)
@@ -182,16 +183,19 @@ def distill(
                          relation_weight=relations.weight if relations is not None else 0.0)
 
 
-def student_inputs(args: DistillationArguments, task: Task, student: tuple[PreTrainedTokenizerBase, int],
-                   examples: dict[str, Examples]) -> tuple[dict[str, Examples], dict[str, list[int]]]:
-    """What the student reads of each split and of the unlabelled texts (`transfer`, from `transfer_file`): the
-    examples as given, or with `doc_stride` the windows its tokenizer and length (`student`) cut each text into,
-    each with its text's label; and each held-out window's text (the teacher labels the very windows)."""
-    tokenizer, length = student
-    # What either model reads of an unlabelled text: all of it in windows.
-    reads = max(length, teacher_length(args)) if args.doc_stride is None else None
+def unlabelled_inputs(args: DistillationArguments, task: Task, student_length: int) -> list[Any]:
+    """The `transfer_file`s' texts, each cut to what either model reads of it (all of it, in windows)."""
+    reads = max(student_length, teacher_length(args)) if args.doc_stride is None else None
     text_column = args.text_column_name or task.columns[0]
-    unlabelled = [x for path in args.transfer_file for x in load_transfer_file(path, task, text_column, reads)]
+    return [x for path in args.transfer_file for x in load_transfer_file(path, task, text_column, reads)]
+
+
+def student_inputs(args: DistillationArguments, student: tuple[PreTrainedTokenizerBase, int], examples: dict[str, Examples],
+                   unlabelled: list[Any]) -> tuple[dict[str, Examples], dict[str, list[int]]]:
+    """What the student reads of each split and of the `unlabelled` texts (as `transfer`): the examples as given,
+    or with `doc_stride` the windows its tokenizer and length (`student`) cut each text into, each with its text's
+    label; and each held-out window's text (the teacher labels the very windows)."""
+    tokenizer, length = student
     given = {**examples, "transfer": Examples(unlabelled, [None] * len(unlabelled))}
     if args.doc_stride is None:
         return given, {}
