@@ -67,12 +67,16 @@ def pool_logits(logits: np.ndarray, owners: Sequence[int], count: int) -> np.nda
     return sums / np.maximum(np.bincount(owners, minlength=count), 1)[:, None]
 
 
+def text_count(owners: Sequence[int]) -> int:
+    """The texts behind windows (`owners`: each window's text, every text holding at least one, in order)."""
+    return int(owners[-1]) + 1 if len(owners) else 0
+
+
 def per_text(logits: np.ndarray, labels: Sequence, owners: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """Windows' (logits, labels) -> each text's: the mean of its windows' logits, and its first window's label
     (`owners`: each window's text, every text holding at least one window, in order)."""
-    count = owners[-1] + 1 if len(owners) else 0
     first = np.flatnonzero(np.diff(np.asarray(owners), prepend=-1))  # the windows that start a text
-    return pool_logits(logits, owners, count), np.asarray(labels)[first]
+    return pool_logits(logits, owners, text_count(owners)), np.asarray(labels)[first]
 
 
 @torch.no_grad()
@@ -96,4 +100,4 @@ def classify_long_texts(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
     return torch.from_numpy(pool_logits(stacked.numpy(), owners, len(texts))).float()
 
 
-__all__ = ["check_doc_stride", "classify_long_texts", "per_text", "pool_logits", "text_windows"]
+__all__ = ["check_doc_stride", "classify_long_texts", "per_text", "pool_logits", "text_count", "text_windows"]

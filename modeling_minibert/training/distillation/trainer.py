@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from datasets import Dataset
 from transformers import AutoConfig, AutoModel, EvalPrediction, PreTrainedModel, PreTrainedTokenizerBase, Trainer
 
-from modeling_minibert.deployment.long_texts import per_text, pool_logits
+from modeling_minibert.deployment.long_texts import per_text, pool_logits, text_count
 from modeling_minibert.training.distillation.arguments import DistillationArguments, check_distillation_loss
 from modeling_minibert.training.distillation.relations import padded, recording, relation_loss, set_recording_attention
 from modeling_minibert.training.distillation.teacher import NON_FINITE_TEACHER, teacher_config
@@ -193,7 +193,7 @@ def distillation_metrics(task: Task, names: list[str], owners: list[int] | None 
         labels, teacher, *mask = p.label_ids
         student = np.asarray(p.predictions)
         if owners:
-            teacher = pool_logits(teacher, owners, owners[-1] + 1)
+            teacher = pool_logits(teacher, owners, text_count(owners))
             student, labels = per_text(student, labels, owners)
         keep = labels != -100 if not mask else (mask[0] == 1) & (labels != -100)
         log_s = torch.log_softmax(torch.as_tensor(student[keep], dtype=torch.float32), -1)

@@ -16,7 +16,7 @@ from datasets import Dataset
 from transformers import EvalPrediction, PreTrainedTokenizerBase, Trainer
 from transformers.trainer_utils import PredictionOutput
 
-from modeling_minibert.deployment.long_texts import per_text, text_windows
+from modeling_minibert.deployment.long_texts import per_text, text_count, text_windows
 from modeling_minibert.sharing.model_card import PIPELINE_TAGS
 from modeling_minibert.training.finetuning.data import DataError, NamedDataset, check_split_labels, sorted_labels
 from modeling_minibert.training.finetuning.loading import check_max_length, load_config, load_tokenizer_and_config
@@ -38,7 +38,7 @@ class Prepared:
 
     def samples(self, role: str) -> int:
         """The examples of a split: its texts, when they are read in windows; else its rows."""
-        return self.owners[role][-1] + 1 if self.owners.get(role) else len(getattr(self, role))
+        return text_count(self.owners[role]) if self.owners.get(role) else len(getattr(self, role))
 
 
 @dataclass
@@ -110,7 +110,7 @@ def classifier_setup(
     tokenizer, config = load_tokenizer_and_config(args)
     length = check_max_length(args.max_seq_length, tokenizer, config)
     owners = {}
-    if getattr(args, "doc_stride", None) is not None:  # every split in windows, each text scored by their mean
+    if args.doc_stride is not None:  # every split in windows, each text scored by their mean
         for role in examples:
             examples[role], owners[role] = window_examples(tokenizer, examples[role], length, args.doc_stride)
     tokenized = {role: features(tokenizer, examples[role], names, length, role) for role in examples}
