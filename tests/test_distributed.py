@@ -12,6 +12,7 @@ import subprocess
 import textwrap
 from itertools import islice
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -20,7 +21,7 @@ from transformers import AutoModelForPreTraining
 import modeling_minibert
 from modeling_minibert import cli
 from modeling_minibert.training.pretraining import PretrainingArguments, pretrain
-from modeling_minibert.training.pretraining.data import DATA_WAIT, RunBatches
+from modeling_minibert.training.pretraining.data import DATA_WAIT, RunBatches, ShuffledOrder
 from modeling_minibert.training.pretraining.run_folder import ARGS_FILE, PROCESSES, keep_global_batch
 from modeling_minibert.utils.outputs import results_file
 from fixtures.pretraining import (  # noqa: F401 (fixtures)
@@ -61,17 +62,21 @@ def test_one_process_with_accumulation_takes_the_batches_that_processes_share_ou
     assert epochs[0][0].indices != epochs[1][0].indices, "each epoch has its own order"
 
 
-def test_one_process_takes_the_batches_accelerates_seedable_sampler_gave():
-    """A single-process run trains on the batches it did when Accelerate prepared its data loader (a seeded
-    sampler re-seeded per epoch, `drop_last`): runs and numbers recorded before keep their meaning."""
-    from accelerate.data_loader import SeedableRandomSampler
-
-    sampler = SeedableRandomSampler(range(46), data_seed=7)
-    expected = []
-    for epoch in range(3):
-        sampler.set_epoch(epoch)
-        expected += list(torch.utils.data.BatchSampler(sampler, 4, drop_last=True))
-    assert [b.indices for b in islice(RunBatches(46, 4, seed=7), 33)] == expected
+def test_each_epochs_order_is_a_seeded_permutation_that_is_never_stored():
+    """`ShuffledOrder`: every epoch's order is a permutation of the examples, its own for each (seed, epoch) and
+    the same again on replay, drawn evenly, and computed for a batch at a time whatever the number of examples."""
+    for n in (1, 2, 46, 1000, 65_537):
+        orders = [RunBatches(n, 1, seed=7).order(epoch) for epoch in range(3)]
+        assert all(sorted(order) == list(range(n)) for order in orders)
+        assert n < 46 or len({tuple(order) for order in orders}) == 3
+    assert RunBatches(46, 4, seed=7).order(2) == RunBatches(46, 4, seed=7).order(2) != RunBatches(46, 4, seed=8).order(2)
+    # Where example 0 lands over 3,000 epochs of 10: each place about 300 times (a chi-square test at p = 0.001).
+    places = [ShuffledOrder(10, 3)(epoch, np.arange(10)).tolist().index(0) for epoch in range(3000)]
+    counts = np.bincount(places, minlength=10)
+    assert ((counts - 300) ** 2 / 300).sum() < 27.9
+    # A trillion examples: one batch's order, without an array of a trillion.
+    batch = next(iter(RunBatches(10**12, 32, seed=7, start=10**9)))
+    assert len(set(batch.indices)) == 32 and all(0 <= i < 10**12 for i in batch.indices)
 
 
 def test_data_loader_workers_mask_as_the_training_process_does(tiny, tmp_path):

@@ -20,13 +20,12 @@ import modeling_minibert
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.sharing.bert_format import convert_bert_to_minibert, convert_minibert_to_bert
 from modeling_minibert.training.pretraining import PretrainingArguments, pretrain
+from modeling_minibert.training.pretraining.corpus import read_text_files, split_documents
 from modeling_minibert.training.pretraining.data import (
     DataCollatorForPreTraining,
     RunBatches,
     RunExamples,
     build_nsp_dataset,
-    read_text_files,
-    split_documents,
 )
 from modeling_minibert.utils.outputs import ALL_RESULTS_FILE, results_file
 from modeling_minibert.utils.outputs import CURVES_FILE as PLOT_FILE

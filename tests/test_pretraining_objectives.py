@@ -102,14 +102,14 @@ def test_objectives_without_nsp_train_on_contiguous_text_and_all_are_scored_on_t
     random B half the time, the others on contiguous windows; every objective's held-out set is the same pairs."""
     assert {name: cls.random_next for name, cls in OBJECTIVES.items()} == {
         "mlm_nsp": 0.5, "mlm": 0.0, "electra": 0.0, "general_distillation": 0.5}
-    from modeling_minibert.training.pretraining import loop
+    from modeling_minibert.training.pretraining import data
 
-    built, build = [], loop.build_nsp_dataset
-    monkeypatch.setattr(loop, "build_nsp_dataset", lambda *args: built.append(args[3:]) or build(*args))
+    built, build = [], data.example_index
+    monkeypatch.setattr(data, "example_index", lambda *args: built.append(args[3:]) or build(*args))
     for objective in ("mlm", "mlm_nsp"):
         pretrain(output_dir=str(tmp_path / objective), objective=objective, **dict(tiny, max_steps=1))
     seed, dupe = tiny.get("seed", 42), tiny.get("dupe_factor", 5)
-    assert built == [(seed, dupe, 0.0), (seed + 1,), (seed, dupe, 0.5), (seed + 1,)]
+    assert built == [(seed, dupe, 0.0), (seed + 1, 1, 0.5), (seed, dupe, 0.5), (seed + 1, 1, 0.5)]
 
 
 def test_an_objectives_own_options_are_flags_named_in_its_module_only():

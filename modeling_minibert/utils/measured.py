@@ -32,13 +32,18 @@ ROUNDS = 5  # timed calls per candidate, interleaved; the median decides
 MARGIN = 0.9
 
 
-def cache_file() -> Path:
-    """Where the answers are kept: `$MINIBERT_CACHE/measured.json`, else under huggingface_hub's `HF_HOME`."""
+def cache_root() -> Path:
+    """The package's cache folder: `$MINIBERT_CACHE`, else `minibert/` in huggingface_hub's `HF_HOME`."""
     if os.environ.get("MINIBERT_CACHE"):
-        return Path(os.environ["MINIBERT_CACHE"]) / "measured.json"
+        return Path(os.environ["MINIBERT_CACHE"])
     from huggingface_hub.constants import HF_HOME
 
-    return Path(HF_HOME) / "minibert" / "measured.json"
+    return Path(HF_HOME) / "minibert"
+
+
+def cache_file() -> Path:
+    """Where the answers are kept: `measured.json` in `cache_root()`."""
+    return cache_root() / "measured.json"
 
 
 def cpu_name() -> str:

@@ -16,14 +16,15 @@ from typing import Literal
 
 from modeling_minibert.training.pretraining.objectives import OBJECTIVES, Objective, objective_name
 from modeling_minibert.utils.commands import CommandLine
-from modeling_minibert.utils.cpus import check_thread_count
+from modeling_minibert.utils.cpus import check_thread_count, usable_cores
 
 # Arguments that do not change what is trained, so a resumed run may differ in them. `max_steps` and
 # `max_time` may grow on resume (the schedule is recomputed for the new total, see `loop.pretrain`).
 NOT_RUN_IDENTITY = (
     "output_dir", "resume_from_checkpoint", "overwrite_output_dir", "disable_tqdm", "max_steps", "max_time",
     "logging_steps", "eval_steps", "save_steps", "save_total_limit", "report_to", "push_to_hub", "hub_model_id",
-    "hub_token", "per_device_eval_batch_size", "num_threads", "dataloader_num_workers",
+    "hub_token", "per_device_eval_batch_size", "num_threads", "dataloader_num_workers", "preprocessing_num_workers",
+    "preprocessing_only", "cache_dir", "overwrite_cache",
 )
 LATEST = "latest"  # `--resume_from_checkpoint` without a path: the newest good checkpoint in output_dir
 DEFAULT_MAX_STEPS = Objective.recipe["max_steps"]  # the default run's
@@ -89,6 +90,17 @@ class RunArguments:
         "a masking-rate schedule: the rate goes linearly from mlm_probability at the first step to this at the last "
         "(Ankner et al. 2023: 0.30 -> 0.15 trained BERT faster); unset: constant"))
     whole_word_mask: bool = field(default=False, metadata=_help("mask all pieces of a word together"))
+    # --- data preparation (once per corpus and tokenizer; run_mlm.py's names) ----------------------------------------
+    preprocessing_num_workers: int | None = field(default=None, metadata=_help(
+        "processes that prepare the corpus (split it into sentences and tokenize it, once: later runs, resumes "
+        "and the other processes of a run reuse it); unset: one per usable core"))
+    preprocessing_only: bool = field(default=False, metadata=_help(
+        "prepare the corpus and this run's examples in --cache_dir, then stop without training (before a "
+        "multi-process or multi-node run: prepare once, then launch)"))
+    cache_dir: str | None = field(default=None, metadata=_help(
+        "folder for prepared corpora and the tokenizers trained on them; unset: pretraining-data/ in "
+        "$MINIBERT_CACHE, else in ~/.cache/huggingface/minibert"))
+    overwrite_cache: bool = field(default=False, metadata=_help("prepare the corpus again even if --cache_dir has it"))
     # --- optimisation (the recipe) ----------------------------------------------------------------------------------
     per_device_train_batch_size: int = field(default=32, metadata=_help("examples per device per micro-batch"))
     per_device_eval_batch_size: int = field(default=32, metadata=_help("examples per device per evaluation batch"))
@@ -151,6 +163,11 @@ class RunArguments:
         if self.dataloader_num_workers < 0:
             raise ValueError(f"dataloader_num_workers={self.dataloader_num_workers} must be at least 0 (0: the run's own process)")
         check_thread_count("num_threads", self.num_threads)  # 3,000 threads crashed the process (SIGSEGV)
+        if self.preprocessing_num_workers is not None:
+            cores = len(usable_cores())
+            if not 1 <= self.preprocessing_num_workers <= cores:
+                raise ValueError(f"preprocessing_num_workers={self.preprocessing_num_workers} must be between 1 and "
+                                 f"the {cores} CPU cores this process may run on (unset: all of them)")
         positive = ("vocab_size", "dupe_factor", "per_device_train_batch_size", "per_device_eval_batch_size",
                     "gradient_accumulation_steps", "max_steps", "logging_steps", "eval_steps", "save_steps",
                     "save_total_limit")
@@ -225,6 +242,11 @@ def summary_lines(summary: dict, options: dict) -> str:
 
     if not PartialState().is_main_process:
         return ""
+    if "prepared_corpus" in summary:  # --preprocessing_only
+        return (f"prepared {summary['documents']:,} documents ({summary['sentences']:,} sentences, "
+                f"{summary['tokens']:,} tokens) in {summary['prepared_corpus']}: {summary['train_samples']:,} training "
+                f"and {summary['eval_samples']:,} held-out examples; the same command without --preprocessing_only "
+                "trains on them")
     scores = ", ".join(f"held-out {k[5:-9].upper()} accuracy {v:.3f}" for k, v in summary.items()
                        if k.startswith("eval_") and k.endswith("_accuracy"))
     speed = f" ({summary['train_steps_per_second']:.2f} steps/s)" if summary.get("train_steps_per_second") else ""

@@ -50,16 +50,16 @@ from modeling_minibert.checks_minibert import check_weights_fit_config
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import AUTO_MAP
 from modeling_minibert.training.pretraining.arguments import LATEST, PretrainingArguments
+from modeling_minibert.training.pretraining.corpus import corpus_source
 from modeling_minibert.training.pretraining.data import (
     DATA_WAIT,
     DataCollatorForPreTraining,
     DataWait,
     RunBatches,
+    RunData,
     RunExamples,
     _batch_seed,
-    build_nsp_dataset,
-    load_documents,
-    split_documents,
+    run_data,
 )
 from modeling_minibert.training.pretraining.model import (
     build_config,
@@ -155,10 +155,12 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
 
 
 def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop: StopRequest, threads: str) -> dict:
-    """Check everything, build the tokenizer and examples, then take the folder's lock and train."""
+    """Check everything, prepare (or find) the tokenizer and the data, then take the folder's lock and train."""
     out, is_main = Path(args.output_dir), accelerator.is_main_process
     # --- checks, before anything is written --------------------------------------------------------------------
-    run_exists, resume_from = run_folder.check_run_folder(out, args)
+    run_exists, resume_from = False, None
+    if not args.preprocessing_only or args.resume_from_checkpoint:
+        run_exists, resume_from = run_folder.check_run_folder(out, args)
     if run_exists:  # resumed with another number of processes: as many micro-batches per step as before
         accumulation = run_folder.keep_global_batch(out, args, accelerator.num_processes)
         if accumulation != args.gradient_accumulation_steps and is_main:
@@ -171,40 +173,48 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
     config = build_config(args, source)
     objective = pick_objective(args, source, config)  # a teacher is checked and loaded here, before the corpus
     finite.check_teacher(objective)
-    documents = load_documents(args.train_file, args.dataset_name, args.dataset_split, args.text_column_name)
-    train_docs, held_out_docs = split_documents(documents, args.held_out_fraction, args.seed)
+    corpus = corpus_source(args.train_file, args.dataset_name, args.dataset_split, args.text_column_name)
     if source is not None:  # the sizes its config gives against its weights' headers: nothing is loaded yet
         check_weights_fit_config(config, sorted(source.glob("*.safetensors")), source)
         for note in objective.check_source(source, weight_names(source)):
             warnings.warn(note, stacklevel=3)
 
-    # --- tokenizer and examples: the main process first, then the others load what it saved ------------------
+    # --- tokenizer and data: prepared by the first process (on each machine), found by the others -------------
     accelerator.wait_for_everyone()  # every process has checked the folder before the main one writes to it
     lock_held = False
     try:
-        with accelerator.main_process_first():
-            tokenizer = get_tokenizer(args, out, train_docs, source, objective,
-                                      from_run_folder=run_exists or not is_main)
+        with accelerator.main_process_first(), accelerator.local_main_process_first():
+            tokenizer = get_tokenizer(args, out, corpus, source, objective, from_run_folder=run_exists)
             fit_vocabulary(tokenizer, config, source)
-            objective.set_vocabulary(tokenizer, train_docs)
-            train_set = build_nsp_dataset(train_docs, tokenizer, args.max_seq_length, args.seed, args.dupe_factor,
-                                          objective.random_next)
-            # The held-out examples are the same for every objective (half of them with a random B): held-out MLM
-            # accuracy compares across objectives.
-            eval_set = build_nsp_dataset(held_out_docs, tokenizer, args.max_seq_length, args.seed + 1)
-            check_sizes(args, train_set, eval_set, accelerator.num_processes)
+            data = run_data(corpus, tokenizer, args.max_seq_length, args.seed, args.dupe_factor, objective.random_next,
+                            args.held_out_fraction, args.cache_dir, args.preprocessing_num_workers,
+                            overwrite_cache=args.overwrite_cache and accelerator.is_local_main_process,
+                            show_progress=not args.disable_tqdm and accelerator.is_local_main_process)
+            if args.preprocessing_only:
+                return prepared_summary(data)
+            check_sizes(args, data.train_set, data.eval_set, accelerator.num_processes)
+            if run_exists:
+                run_folder.check_corpus(out, data.corpus.folder)
+            objective.set_vocabulary(tokenizer, data.train_documents(corpus))
             if is_main:  # only now that every check has passed
                 outputs.acquire_lock(out, run_folder.JOB)
                 lock_held = True
                 run_folder.clean_leftovers(out)
                 if not run_exists:
-                    run_folder.start_run_folder(out, args, tokenizer, accelerator.num_processes)
-        run = PretrainingRun(args, accelerator, objective, config, source, tokenizer, train_set, eval_set,
-                             (len(train_docs), len(held_out_docs)), resume_from, stop, threads)
+                    run_folder.start_run_folder(out, args, tokenizer, accelerator.num_processes, data.corpus.folder)
+        run = PretrainingRun(args, accelerator, objective, config, source, tokenizer, data.train_set, data.eval_set,
+                             (len(data.train_ids), len(data.held_out_ids)), resume_from, stop, threads)
         return run_training(run)
     finally:
         if lock_held:
             outputs.release_lock(out)
+
+
+def prepared_summary(data: RunData) -> dict:
+    """`--preprocessing_only`'s results: where the prepared corpus is and what it holds."""
+    info = data.corpus.info
+    return {"prepared_corpus": str(data.corpus.folder), "documents": info["documents"], "sentences": info["sentences"],
+            "tokens": info["tokens"], "train_samples": len(data.train_set), "eval_samples": len(data.eval_set)}
 
 
 @dataclass

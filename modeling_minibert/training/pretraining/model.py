@@ -5,6 +5,7 @@ its config (built, trained with, published), and its tokenizer, with the checks 
 from __future__ import annotations
 
 import json
+from hashlib import sha256
 from pathlib import Path
 
 import torch
@@ -12,7 +13,10 @@ from transformers import PreTrainedTokenizerBase
 
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.training.pretraining.arguments import PretrainingArguments
+from modeling_minibert.training.pretraining.corpus import CorpusSource, Documents, split_document_ids
 from modeling_minibert.training.pretraining.objectives import Objective
+from modeling_minibert.training.pretraining.preparation import default_cache_dir, tokenizer_fingerprint
+from modeling_minibert.utils.files import staged_folder
 from tokenization import load_tokenizer
 
 
@@ -80,21 +84,38 @@ def save_model(folder: Path, model, config: MiniBertConfig, state_dict: dict) ->
     published_config(model, config).save_pretrained(folder)
 
 
-def get_tokenizer(
-    args: PretrainingArguments, out: Path, train_docs: list[str], source: Path | None, objective: Objective,
-    from_run_folder: bool,
-) -> PreTrainedTokenizerBase:
-    """The run's saved tokenizer (resuming, or a process other than the main one), else the given one, the
-    model's own, or the objective's new one (a WordPiece vocabulary trained on the training documents, or a
-    teacher's)."""
+def get_tokenizer(args: PretrainingArguments, out: Path, source: CorpusSource, model_source: Path | None,
+                  objective: Objective, from_run_folder: bool) -> PreTrainedTokenizerBase:
+    """The run's saved tokenizer (resuming), else the given one, the model's own, or the objective's new one (a
+    WordPiece vocabulary trained on the training documents, or a teacher's), made once per corpus and recipe and
+    kept in the cache (`trained_tokenizer`)."""
     if from_run_folder:
         return load_tokenizer(out)
-    given = args.tokenizer_name or source
+    given = args.tokenizer_name or model_source
     if given is not None:
         tokenizer = load_tokenizer(given)
         tokenizer.model_max_length = args.max_seq_length
         return tokenizer
-    return objective.make_tokenizer(args, train_docs)
+    return trained_tokenizer(args, source, objective)
+
+
+def trained_tokenizer(args: PretrainingArguments, source: CorpusSource, objective: Objective) -> PreTrainedTokenizerBase:
+    """The objective's new tokenizer for this corpus's training split: from `<cache>/tokenizers/`, where the first
+    run that needed it put it (training is deterministic, so a process that makes it again gets the same one)."""
+    teacher = getattr(getattr(objective, "teacher", None), "tokenizer", None)
+    recipe = {"source": source.fingerprint(), "objective": objective.name, "vocab_size": args.vocab_size,
+              "max_seq_length": args.max_seq_length, "seed": args.seed, "held_out": args.held_out_fraction,
+              "teacher": None if teacher is None else tokenizer_fingerprint(teacher)}
+    key = sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:20]
+    folder = Path(args.cache_dir or default_cache_dir()) / "tokenizers" / key
+    if (folder / "tokenizer.json").is_file() and not args.overwrite_cache:
+        return load_tokenizer(folder)
+    documents = Documents(source)
+    train_ids, _ = split_document_ids(len(documents), args.held_out_fraction, args.seed)
+    tokenizer = objective.make_tokenizer(args, Documents(source, train_ids))
+    with staged_folder(folder) as staging:
+        tokenizer.save_pretrained(staging)
+    return tokenizer
 
 
 def fit_vocabulary(tokenizer: PreTrainedTokenizerBase, config: MiniBertConfig, source: Path | None) -> None:

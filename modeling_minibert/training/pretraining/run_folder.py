@@ -38,6 +38,7 @@ ARGS_FILE = "pretraining_args.json"
 TENSORBOARD_DIR = "tensorboard"
 JOB = "pretraining"
 PROCESSES = "num_processes"  # pretraining_args.json: how many processes the run started with (not an argument)
+CORPUS = "prepared_corpus"  # ... and the prepared corpus it reads (`preparation.py`'s folder name)
 # A resume may change these as long as the global batch stays (`keep_global_batch`).
 GLOBAL_BATCH = ("gradient_accumulation_steps", PROCESSES)
 PROGRESS_FILE = "progress.json"  # inside each checkpoint: the step it was taken after, and its files' sizes
@@ -174,9 +175,10 @@ def nothing_kept_before_a_checkpoint(out: Path, writer: bool = True) -> Iterator
                                   f"nothing was kept in {out}") from None
 
 
-def start_run_folder(out: Path, args, tokenizer, num_processes: int = 1) -> None:
+def start_run_folder(out: Path, args, tokenizer, num_processes: int = 1, corpus: Path | None = None) -> None:
     """Clear what an overwritten run left, then record this run: its arguments (and `num_processes`, which a
-    resume with another number keeps the global batch of) and its tokenizer."""
+    resume with another number keeps the global batch of; the prepared `corpus` it reads, which a resume must
+    find the same) and its tokenizer."""
     for name in RUN_FILES:
         path = out / name
         if path.is_dir():
@@ -186,7 +188,18 @@ def start_run_folder(out: Path, args, tokenizer, num_processes: int = 1) -> None
     for _, path in outputs.checkpoint_folders(out):
         shutil.rmtree(path)
     save_folder_files(out, tokenizer.save_pretrained)
-    write_json(out / ARGS_FILE, {**args.identity(), PROCESSES: num_processes})
+    corpus_record = {} if corpus is None else {CORPUS: corpus.name}
+    write_json(out / ARGS_FILE, {**args.identity(), PROCESSES: num_processes, **corpus_record})
+
+
+def check_corpus(out: Path, corpus: Path | None) -> None:
+    """Refuse to resume a run on other text than it started with: the prepared corpus is named by the fingerprint
+    of its source (files' paths, sizes and times) and tokenizer, so a changed file gives another name."""
+    started_on = json.loads((out / ARGS_FILE).read_text()).get(CORPUS)
+    if corpus is not None and started_on is not None and started_on != corpus.name:
+        raise ValueError(f"cannot resume the run in {out}: its corpus has changed since it started (prepared as "
+                         f"{started_on}, now {corpus.name}: a training file's size or modification time differs); "
+                         f"restore the files, or start a new run")
 
 
 def save_folder_files(out: Path, save) -> None:
