@@ -125,7 +125,7 @@ def test_bad_text_files_are_named(tmp_path):
     (tmp_path / "empty.txt").write_text("")
     with pytest.raises(ValueError, match=r"text file .*empty\.txt is empty"):
         TextFiles([tmp_path / "empty.txt"])
-    with pytest.raises(IsADirectoryError, match=r"text file .* is a directory; pass the files in it"):
+    with pytest.raises(FileNotFoundError, match=r"text file .* is a directory; pass the files in it"):
         TextFiles([tmp_path])
     with pytest.raises(ValueError, match=r"text file /dev/zero is not a regular file"):
         TextFiles(["/dev/zero"])

@@ -533,3 +533,37 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, capsys):
     code = cli.main(["pretrain", "--output_dir", str(tmp_path / "out"), "--train_file", str(tmp_path / "nope.txt")])
     err = capsys.readouterr().err
     assert code == 2 and err.strip().splitlines() == [f"minibert pretrain: error: text file not found: {tmp_path / 'nope.txt'}"]
+
+
+# --- the prepared corpus: made once, found by every later run ---------------------------------------------------
+
+def test_preprocessing_only_prepares_and_the_run_after_it_prepares_nothing(tiny, corpus, tmp_path, monkeypatch, capsys):
+    from modeling_minibert import cli
+    from modeling_minibert.training.pretraining import preparation
+
+    cache, out = tmp_path / "cache", tmp_path / "run"
+    settings = dict(tiny, cache_dir=str(cache), max_steps=2)
+    code = cli.main(["pretrain", "--output_dir", str(out), "--preprocessing_only", *cli_args(**settings)])
+    printed = capsys.readouterr().out.strip().splitlines()[-1]
+    (folder,) = (cache / "corpora").iterdir()
+    assert code == 0 and not out.exists()
+    assert printed.startswith("prepared ") and f"in {folder}: " in printed and printed.endswith(
+        "held-out examples; the same command without --preprocessing_only trains on them")
+    assert len(list((folder / "examples").glob("*.bin"))) == 2  # this run's training and held-out examples
+    monkeypatch.setattr(preparation, "build", lambda *args: pytest.fail("prepared again"))
+    summary = pretrain(output_dir=str(out), **settings)
+    assert summary["global_step"] == 2
+    assert json.loads((out / ARGS_FILE).read_text())["prepared_corpus"] == folder.name
+
+
+def test_a_resume_after_the_corpus_changed_is_refused_in_one_line(tiny, corpus, tmp_path):
+    text = tmp_path / "news.txt"
+    shutil.copy(corpus, text)
+    out = tmp_path / "run"
+    settings = dict(tiny, train_file=[str(text)], cache_dir=str(tmp_path / "cache"))
+    pretrain(output_dir=str(out), max_steps=10, **settings)
+    text.write_text(text.read_text() + "\nOne more document. It was added later.\n")
+    with pytest.raises(ValueError, match=rf"^cannot resume the run in {out}: its corpus has changed since it started "
+                                         r"\(prepared as \w+, now \w+: a training file's size or modification time "
+                                         r"differs\); restore the files, or start a new run$"):
+        pretrain(output_dir=str(out), max_steps=20, resume_from_checkpoint=True, **settings)

@@ -154,7 +154,7 @@ class TextFiles(CorpusSource):
         self.paths = [Path(p) for p in paths]
         for path in self.paths:
             if path.is_dir():
-                raise IsADirectoryError(f"text file {path} is a directory; pass the files in it (e.g. {path}/*.txt)")
+                raise FileNotFoundError(f"text file {path} is a directory; pass the files in it (e.g. {path}/*.txt)")
             if not path.exists():
                 raise FileNotFoundError(f"text file not found: {path}")
             if not path.is_file():
