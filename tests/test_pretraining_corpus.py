@@ -147,7 +147,8 @@ def test_text_that_is_not_a_corpus_is_refused_naming_the_file(tmp_path, content,
         list(whole_documents(TextFiles([path])))
 
 
-@pytest.mark.parametrize("extra, found_by", [(10, "the reader"), (2 * corpus_module.MAX_LINE_BYTES, "the part finder")])
+@pytest.mark.parametrize("extra, found_by", [(10, "the reader"), (2 * corpus_module.MAX_LINE_BYTES, "the part finder"),
+                                            (100_000_000, "the part finder")])
 def test_a_line_longer_than_the_limit_is_refused_with_its_number(tmp_path, extra, found_by):
     """A line a little over the limit is found when its part is read; a much longer one (a dump without line
     breaks) already when the parts are cut, before any of it is read whole."""

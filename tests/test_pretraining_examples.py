@@ -141,6 +141,9 @@ def test_no_held_out_document_reaches_the_training_examples(docs, tokenizer, tmp
     data = run_data(Texts(docs), tokenizer, MAX_LENGTH, seed=0, dupe_factor=2, held_out_fraction=0.2,
                     cache_dir=tmp_path, num_workers=1, show_progress=False)
     assert len(data.held_out_ids) == round(0.2 * len(docs))
+    sample = run_data(Texts(docs), tokenizer, MAX_LENGTH, seed=0, dupe_factor=2, held_out_fraction=0.2, cache_dir=tmp_path,
+                      show_progress=False, max_eval_samples=100).eval_set
+    assert len(sample) == 100 and set(sample.index.tolist()) < set(data.eval_set.index.tolist())
     held_out_text = TokenStreams(data.corpus, data.held_out_ids.tolist())
     train_text = TokenStreams(data.corpus, data.train_ids.tolist())
     sep = tokenizer.sep_token_id

@@ -80,6 +80,9 @@ class RunArguments:
     dataset_split: str = field(default="train", metadata=_help("split of --dataset_name to read"))
     text_column_name: str = field(default="text", metadata=_help("column of --dataset_name holding the documents"))
     validation_split_percentage: float = field(default=5, metadata=_help("percent of the documents held out for evaluation"))
+    max_eval_samples: int | None = field(default=None, metadata=_help(
+        "held-out examples each evaluation scores (a seeded sample of them); unset: all (about 1,000 for the "
+        "default corpus; a few thousand keep a large corpus's evaluations short)"))
     max_seq_length: int = field(default=64, metadata=_help(
         "tokens per example, [CLS] A [SEP] B [SEP] included (at most max_position_embeddings)"))
     dupe_factor: int = field(default=5, metadata=_help("passes over the training documents, each with new NSP pairs (BERT's dupe_factor)"))
@@ -168,7 +171,7 @@ class RunArguments:
             if not 1 <= self.preprocessing_num_workers <= cores:
                 raise ValueError(f"preprocessing_num_workers={self.preprocessing_num_workers} must be between 1 and "
                                  f"the {cores} CPU cores this process may run on (unset: all of them)")
-        positive = ("vocab_size", "dupe_factor", "per_device_train_batch_size", "per_device_eval_batch_size",
+        positive = ("vocab_size", "dupe_factor", "max_eval_samples", "per_device_train_batch_size", "per_device_eval_batch_size",
                     "gradient_accumulation_steps", "max_steps", "logging_steps", "eval_steps", "save_steps",
                     "save_total_limit")
         for name in positive:

@@ -74,14 +74,18 @@ class RunData:
 def run_data(source: CorpusSource, tokenizer: PreTrainedTokenizerBase, max_length: int = 64, seed: int = 42,
              dupe_factor: int = 1, random_next: float = 0.5, held_out_fraction: float = 0.05,
              cache_dir: str | os.PathLike | None = None, num_workers: int | None = None, overwrite_cache: bool = False,
-             show_progress: bool = True) -> RunData:
+             show_progress: bool = True, max_eval_samples: int | None = None) -> RunData:
     """The corpus prepared (or found prepared), split by document (seeded by `seed`) and indexed: the training
     examples from `seed` with `dupe_factor` passes and `random_next`; the held-out ones always from `seed` + 1, one
-    pass, half of them with a random B, so that held-out metrics compare across objectives."""
+    pass, half of them with a random B, so that held-out metrics compare across objectives (`max_eval_samples` of
+    them, a sample seeded by `seed`, when given)."""
     corpus = prepare_corpus(source, tokenizer, cache_dir, num_workers, overwrite_cache, show_progress)
     train_ids, held_out_ids = split_document_ids(corpus.num_documents, held_out_fraction, seed)
     train = example_index(corpus, train_ids, max_length, seed, dupe_factor, random_next)
     held_out = example_index(corpus, held_out_ids, max_length, seed + 1, 1, 0.5)
+    if max_eval_samples is not None and max_eval_samples < len(held_out):
+        keep = np.random.default_rng(seed).choice(len(held_out), max_eval_samples, replace=False)
+        held_out = held_out[np.sort(keep)]
     return RunData(corpus, train_ids, held_out_ids, PretrainingExamples(corpus, train, tokenizer),
                    PretrainingExamples(corpus, held_out, tokenizer))
 

@@ -35,7 +35,7 @@ from modeling_minibert.utils.files import write_bytes, write_json
 IS_NEXT, RANDOM_NEXT = 0, 1  # `next_sentence_label` values, as in transformers' BERT
 VERSION = 1  # of the pairing below; an index of another version is built again
 EXAMPLE = np.dtype([("a_start", "<i8"), ("b_start", "<i8"), ("a_length", "<i4"), ("b_length", "<i4"), ("label", "i1")])
-BLOCK_SENTENCES = 1 << 20  # documents are paired in blocks of about this many sentences: memory stays bounded
+BLOCK_SENTENCES = 1 << 18  # documents are paired in blocks of about this many sentences: memory stays bounded
 COLUMNS = ("input_ids", "token_type_ids", "special_tokens_mask", "word_starts", "next_sentence_label", "example_id")
 
 

@@ -189,7 +189,8 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
             data = run_data(corpus, tokenizer, args.max_seq_length, args.seed, args.dupe_factor, objective.random_next,
                             args.held_out_fraction, args.cache_dir, args.preprocessing_num_workers,
                             overwrite_cache=args.overwrite_cache and accelerator.is_local_main_process,
-                            show_progress=not args.disable_tqdm and accelerator.is_local_main_process)
+                            show_progress=not args.disable_tqdm and accelerator.is_local_main_process,
+                            max_eval_samples=args.max_eval_samples)
             if args.preprocessing_only:
                 return prepared_summary(data)
             check_sizes(args, data.train_set, data.eval_set, accelerator.num_processes)
