@@ -8,32 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from modeling_minibert.training.pretraining.corpus import load_bbc_news
 from modeling_minibert.training.pretraining.data import (
     DataCollatorForPreTraining,
     RunBatches,
     RunExamples,
-    build_nsp_dataset,
 )
-from tokenization import train_tokenizer
-
-MAX_LENGTH = 48
-
-
-@pytest.fixture(scope="module")
-def docs() -> list[str]:
-    return load_bbc_news()[::10]  # ~210 articles from all five topics
-
-
-@pytest.fixture(scope="module")
-def tokenizer(docs):
-    return train_tokenizer(train_data=docs, vocab_size=1500, disable_tqdm=True)
-
-
-@pytest.fixture(scope="module")
-def dataset(docs, tokenizer):
-    return build_nsp_dataset(docs, tokenizer, max_length=MAX_LENGTH, seed=0)
-
+from fixtures.nsp import MAX_LENGTH, dataset, docs, tokenizer  # noqa: F401 (fixtures)
 
 def collate_all(collator, dataset, batch_size=64, limit=None):
     n = len(dataset) if limit is None else limit

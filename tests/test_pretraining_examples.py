@@ -8,33 +8,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from modeling_minibert.training.pretraining.corpus import Texts, load_bbc_news, split_document_ids
+from modeling_minibert.training.pretraining.corpus import Texts, split_document_ids
 from modeling_minibert.training.pretraining.data import build_nsp_dataset, run_data
 from modeling_minibert.training.pretraining.examples import IS_NEXT, RANDOM_NEXT, example_index
 from modeling_minibert.training.pretraining.preparation import in_memory_corpus, prepare_corpus
-from tokenization import train_tokenizer
-
-MAX_LENGTH = 48
-
-
-@pytest.fixture(scope="module")
-def docs() -> list[str]:
-    return load_bbc_news()[::10]  # ~210 articles from all five topics
-
-
-@pytest.fixture(scope="module")
-def tokenizer(docs):
-    return train_tokenizer(train_data=docs, vocab_size=1500, disable_tqdm=True)
-
+from fixtures.nsp import MAX_LENGTH, dataset, docs, tokenizer  # noqa: F401 (fixtures)
 
 @pytest.fixture(scope="module")
 def corpus(docs, tokenizer):
     return in_memory_corpus(Texts(docs), tokenizer)
-
-
-@pytest.fixture(scope="module")
-def dataset(docs, tokenizer):
-    return build_nsp_dataset(docs, tokenizer, max_length=MAX_LENGTH, seed=0)
 
 
 class TokenStreams:

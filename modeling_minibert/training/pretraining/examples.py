@@ -30,7 +30,7 @@ import torch
 
 from modeling_minibert.training.pretraining.corpus import MIN_DOCUMENTS_PER_SPLIT
 from modeling_minibert.training.pretraining.preparation import PreparedCorpus
-from modeling_minibert.utils.files import write_bytes, write_json
+from modeling_minibert.utils.files import write_json
 
 IS_NEXT, RANDOM_NEXT = 0, 1  # `next_sentence_label` values, as in transformers' BERT
 VERSION = 1  # of the pairing below; an index of another version is built again
