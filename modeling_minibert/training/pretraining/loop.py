@@ -184,11 +184,11 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
     lock_held = False
     try:
         with accelerator.main_process_first(), accelerator.local_main_process_first():
-            tokenizer = get_tokenizer(args, out, corpus, source, objective, from_run_folder=run_exists)
+            overwrite_cache = args.overwrite_cache and accelerator.is_local_main_process  # the others read it after
+            tokenizer = get_tokenizer(args, out, corpus, source, objective, run_exists, overwrite_cache)
             fit_vocabulary(tokenizer, config, source)
             data = run_data(corpus, tokenizer, args.max_seq_length, args.seed, args.dupe_factor, objective.random_next,
-                            args.held_out_fraction, args.cache_dir, args.preprocessing_num_workers,
-                            overwrite_cache=args.overwrite_cache and accelerator.is_local_main_process,
+                            args.held_out_fraction, args.cache_dir, args.preprocessing_num_workers, overwrite_cache,
                             show_progress=not args.disable_tqdm and accelerator.is_local_main_process,
                             max_eval_samples=args.max_eval_samples)
             if args.preprocessing_only:

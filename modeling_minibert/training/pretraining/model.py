@@ -85,10 +85,10 @@ def save_model(folder: Path, model, config: MiniBertConfig, state_dict: dict) ->
 
 
 def get_tokenizer(args: PretrainingArguments, out: Path, source: CorpusSource, model_source: Path | None,
-                  objective: Objective, from_run_folder: bool) -> PreTrainedTokenizerBase:
+                  objective: Objective, from_run_folder: bool, overwrite_cache: bool = False) -> PreTrainedTokenizerBase:
     """The run's saved tokenizer (resuming), else the given one, the model's own, or the objective's new one (a
     WordPiece vocabulary trained on the training documents, or a teacher's), made once per corpus and recipe and
-    kept in the cache (`trained_tokenizer`)."""
+    kept in the cache (`trained_tokenizer`; made again with `overwrite_cache`)."""
     if from_run_folder:
         return load_tokenizer(out)
     given = args.tokenizer_name or model_source
@@ -96,10 +96,11 @@ def get_tokenizer(args: PretrainingArguments, out: Path, source: CorpusSource, m
         tokenizer = load_tokenizer(given)
         tokenizer.model_max_length = args.max_seq_length
         return tokenizer
-    return trained_tokenizer(args, source, objective)
+    return trained_tokenizer(args, source, objective, overwrite_cache)
 
 
-def trained_tokenizer(args: PretrainingArguments, source: CorpusSource, objective: Objective) -> PreTrainedTokenizerBase:
+def trained_tokenizer(args: PretrainingArguments, source: CorpusSource, objective: Objective,
+                      overwrite_cache: bool = False) -> PreTrainedTokenizerBase:
     """The objective's new tokenizer for this corpus's training split: from `<cache>/tokenizers/`, where the first
     run that needed it put it (training is deterministic, so a process that makes it again gets the same one)."""
     teacher = getattr(getattr(objective, "teacher", None), "tokenizer", None)
@@ -108,7 +109,7 @@ def trained_tokenizer(args: PretrainingArguments, source: CorpusSource, objectiv
               "teacher": None if teacher is None else tokenizer_fingerprint(teacher)}
     key = sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:20]
     folder = Path(args.cache_dir or default_cache_dir()) / "tokenizers" / key
-    if (folder / "tokenizer.json").is_file() and not args.overwrite_cache:
+    if (folder / "tokenizer.json").is_file() and not overwrite_cache:
         return load_tokenizer(folder)
     documents = Documents(source)
     train_ids, _ = split_document_ids(len(documents), args.held_out_fraction, args.seed)
