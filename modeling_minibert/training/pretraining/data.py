@@ -40,18 +40,17 @@ from modeling_minibert.training.pretraining.corpus import (  # noqa: F401
     split_documents,
     split_sentences,
 )
-from modeling_minibert.training.pretraining.examples import (
+from modeling_minibert.training.pretraining.corpus import Texts
+from modeling_minibert.training.pretraining.examples import (  # noqa: F401 (the labels, importable from here too)
     IS_NEXT,
     RANDOM_NEXT,
     PretrainingExamples,
     example_index,
 )
-from modeling_minibert.training.pretraining.preparation import PreparedCorpus, prepare_corpus
+from modeling_minibert.training.pretraining.preparation import PreparedCorpus, in_memory_corpus, prepare_corpus
 
 if TYPE_CHECKING:
     from accelerate import Accelerator
-
-__all__ = ["IS_NEXT", "RANDOM_NEXT"]
 
 
 # --- the run's data --------------------------------------------------------------------------------------------
@@ -90,13 +89,10 @@ def run_data(source: CorpusSource, tokenizer: PreTrainedTokenizerBase, max_lengt
                    PretrainingExamples(corpus, held_out, tokenizer))
 
 
-def build_nsp_dataset(documents: Sequence[str], tokenizer: PreTrainedTokenizerBase, max_length: int = 64, seed: int = 42,
-                 dupe_factor: int = 1, random_next: float = 0.5) -> PretrainingExamples:
+def build_nsp_dataset(documents: Sequence[str], tokenizer: PreTrainedTokenizerBase, max_length: int = 64,
+                      seed: int = 42, dupe_factor: int = 1, random_next: float = 0.5) -> PretrainingExamples:
     """The NSP examples of a few documents given as strings, prepared in memory (a notebook, a test): the
     examples `pretrain` builds from its corpus, without a cache folder."""
-    from modeling_minibert.training.pretraining.corpus import Texts
-    from modeling_minibert.training.pretraining.preparation import in_memory_corpus
-
     corpus = in_memory_corpus(Texts(documents), tokenizer)
     index = example_index(corpus, np.arange(corpus.num_documents), max_length, seed, dupe_factor, random_next)
     return PretrainingExamples(corpus, index, tokenizer)
