@@ -1,7 +1,7 @@
 """The Rotten Tomatoes recipe's data as files for the jobs: the split, and unlabelled movie reviews (in-domain text
 for pretraining and distillation).
 
-The split by movie that the benchmarks use (`load_rotten_tomatoes`), columns text and label (fresh / rotten):
+The split by movie that the Rotten Tomatoes benchmarks use (`load_rotten_tomatoes`), columns text and label (fresh / rotten):
 
     OUTPUT_DIR/train.csv, validation.csv, test.csv    `minibert finetune` / `distill` --train_file etc.
 
@@ -12,16 +12,18 @@ shares 8 words in a row with a validation or test snippet of the split removed:
     OUTPUT_DIR/reviews.txt             one review a document, blank lines between: `minibert pretrain --train_file`
     OUTPUT_DIR/review_sentences.txt    one sentence a line (4 words or more): `minibert distill --transfer_file`
 
-    python -m benchmarks.movie_reviews --output_dir runs/reviews
+    python -m examples.movie_reviews --output_dir runs/reviews
 """
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.arguments import parser
-from benchmarks.rotten_tomatoes import load_rotten_tomatoes, movie_reviews
+from transformers import HfArgumentParser
+
+from examples.rotten_tomatoes import load_rotten_tomatoes, movie_reviews
 
 
 @dataclass
@@ -30,7 +32,10 @@ class MovieReviewsArguments:
 
 
 def main(argv: list[str] | None = None) -> None:
-    (args,) = parser(MovieReviewsArguments, module=__spec__.name, doc=__doc__).parse_args_into_dataclasses(argv)
+    # argparse's own parse_args: an unknown option is a one-line usage error (exit 2)
+    built = HfArgumentParser(MovieReviewsArguments, prog="python -m examples.movie_reviews", description=__doc__,
+                             formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    args = MovieReviewsArguments(**vars(built.parse_args(argv)))
     splits = load_rotten_tomatoes()
     reviews = movie_reviews(list(splits["validation"]["text"]) + list(splits["test"]["text"]))
     out = Path(args.output_dir)

@@ -282,7 +282,7 @@ def student_from_teacher(
     `tokenizer`, a subset of its pieces whose teacher ids are `teacher_ids`): its word, position and segment
     embeddings the teacher's, projected onto the word embeddings' top principal directions (one projection for all
     three, so that their sums stay aligned), its layers random. How the measured student starts: the teacher's
-    vocabulary is worth more to it than a short pretraining on another vocabulary (benchmarks/README.md)."""
+    vocabulary is worth more to it than a short pretraining on another vocabulary (lab/README.md)."""
     source = AutoModel.from_pretrained(teacher, **teacher_load_options(allow_pickle))
     # Before its embeddings are projected (a NaN would fail inside torch.pca_lowrank, or start an all-NaN student).
     check_finite_weights(source, f"making the student from the teacher: the teacher {teacher}", NON_FINITE_TEACHER)
