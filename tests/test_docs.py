@@ -204,3 +204,24 @@ def test_documented_distillation_defaults_are_the_job_defaults():
     assert len(documented) >= 10
     for field, value in documented.items():
         assert as_written(defaults[field]) == value, field
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Where a default was measured: the links in the code
+
+
+def anchors(document: Path) -> set[str]:
+    """The anchors of a Markdown document's headings, as the site makes them (python-markdown's toc slugify)."""
+    headings = re.findall(r"^#+ (.+)$", document.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", heading).strip().lower()) for heading in headings}
+
+
+def test_every_link_from_the_code_to_a_measurement_leads_to_its_section():
+    """A default in code names where it was measured (`lab/README.md#SECTION`, `docs/PAGE.md#SECTION`): the section
+    is there."""
+    link = re.compile(r"\b((?:lab|docs)/[\w/]+\.md)#([\w-]+)")
+    sources = [*REPO.glob("modeling_minibert/**/*.py"), *REPO.glob("tokenization/*.py"), REPO / "setup.cfg"]
+    found = [(path, *match) for path in sources for match in link.findall(path.read_text(encoding="utf-8"))]
+    assert len(found) >= 10
+    broken = [f"{path.relative_to(REPO)}: {page}#{anchor}" for path, page, anchor in found if anchor not in anchors(REPO / page)]
+    assert broken == []
