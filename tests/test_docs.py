@@ -225,3 +225,18 @@ def test_every_link_from_the_code_to_a_measurement_leads_to_its_section():
     assert len(found) >= 10
     broken = [f"{path.relative_to(REPO)}: {page}#{anchor}" for path, page, anchor in found if anchor not in anchors(REPO / page)]
     assert broken == []
+
+
+def test_the_version_is_the_changelogs_latest_release():
+    """One version number: setup.cfg's is the newest release the changelog has a section for (bumped together),
+    and the pages that name a version name that one or an older one."""
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    version = config["metadata"]["version"]
+    releases = re.findall(r"^## (\d+\.\d+\.\d+)$", (REPO / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
+    assert releases and version == releases[0], f"setup.cfg says {version}, the changelog's latest release is {releases[:1]}"
+    named = re.findall(r"(?:in|version) (\d+\.\d+)\b", (DOCS / "cli.md").read_text(encoding="utf-8"), re.I)
+    newest = tuple(map(int, version.split(".")[:2]))
+    assert named and all(tuple(map(int, n.split("."))) <= newest for n in named), named
