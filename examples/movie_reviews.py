@@ -17,12 +17,10 @@ shares 8 words in a row with a validation or test snippet of the split removed:
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers import HfArgumentParser
-
+from examples.options import parse_options
 from examples.rotten_tomatoes import load_rotten_tomatoes, movie_reviews
 
 
@@ -32,10 +30,7 @@ class MovieReviewsArguments:
 
 
 def main(argv: list[str] | None = None) -> None:
-    # argparse's own parse_args: an unknown option is a one-line usage error (exit 2)
-    built = HfArgumentParser(MovieReviewsArguments, prog="python -m examples.movie_reviews", description=__doc__,
-                             formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    args = MovieReviewsArguments(**vars(built.parse_args(argv)))
+    args = parse_options(MovieReviewsArguments, argv, module=__spec__.name, doc=__doc__)
     splits = load_rotten_tomatoes()
     reviews = movie_reviews(list(splits["validation"]["text"]) + list(splits["test"]["text"]))
     out = Path(args.output_dir)
