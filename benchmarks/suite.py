@@ -41,7 +41,7 @@ from matplotlib.figure import Figure
 
 from benchmarks.arguments import parser
 from benchmarks.cpu_time import Stage
-from benchmarks.minilm import minilm_path
+from examples.minilm import minilm_path
 from benchmarks.report import command_line, cpu_kind, cpu_model, default_output, markdown_table, write_results
 from benchmarks.suite_data import TASKS, SuiteTask, baselines, english_sentences
 

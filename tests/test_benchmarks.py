@@ -4,19 +4,19 @@ own defaults. No benchmark runs here."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 from pathlib import Path
 
 import pytest
+from fixtures.benchmark_scripts import script_problems
 from fixtures.environment import REPO
 
 from benchmarks.report import RESULTS, RUN_FIELDS, RUNS, check_results, command_line, write_results
 
 SCRIPTS = sorted(p for p in (REPO / "benchmarks").glob("*.py") if p.name != "__init__.py")
-# The shared modules; every other file in benchmarks/ is a script with a `main`.
-SHARED = {"arguments", "cpu_time", "minilm", "report", "rotten_tomatoes", "suite_data"}
+# The shared modules; every other file in benchmarks/ is a script with a `main` and options of its own.
+SHARED = {"arguments", "cpu_time", "report", "suite_data", "tables"}
 
 
 @pytest.mark.parametrize("path", sorted(RESULTS.glob("*.json")), ids=lambda p: p.name)
@@ -25,8 +25,8 @@ def test_every_committed_results_file_has_the_run_block(path):
 
 
 def test_the_run_block_records_the_command_that_reproduces_the_run(tmp_path):
-    command = command_line("benchmarks.plot_seeds", ["--title", "two words"])
-    assert command == "python -m benchmarks.plot_seeds --title 'two words'"
+    command = command_line("benchmarks.bench_model", ["--title", "two words"])
+    assert command == "python -m benchmarks.bench_model --title 'two words'"
     written = json.loads(write_results(tmp_path / "r.json", {"rows": [1]}, command).read_text())
     assert list(written) == ["run", "rows"] and list(written["run"]) == list(RUN_FIELDS)
     assert written["run"]["command"] == command and written["rows"] == [1]
@@ -44,26 +44,19 @@ def test_a_results_file_without_the_run_block_is_refused():
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.stem)
-def test_no_benchmark_edits_sys_path_or_parses_by_hand(path):
-    tree = ast.parse(path.read_text())
-    names = {ast.unparse(node) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-    assert "sys.path" not in names, f"{path.name} edits sys.path: import benchmarks.NAME, run as python -m benchmarks.NAME"
-    assert not {"argparse.ArgumentParser", "parser.add_argument"} & names, f"{path.name} parses by hand"
-    if path.stem not in SHARED:
-        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                    and node.module == "benchmarks.arguments" for alias in node.names}
-        assert imported & {"parser", "job_parser"}, f"{path.name} does not parse with benchmarks.arguments"
-
-
-@pytest.mark.parametrize("path", [p for p in SCRIPTS if p.stem not in SHARED], ids=lambda p: p.stem)
-def test_no_benchmark_writes_a_committed_results_file_by_default(path):
-    """Defaults name runs/benchmarks/ (report.default_output), never benchmarks/results/ (RESULTS)."""
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == "field":
-            default = next((k.value for k in node.keywords if k.arg == "default"), None)
-            assert default is None or "RESULTS" not in ast.unparse(default), f"{path.name}: {ast.unparse(node)}"
+def test_every_benchmark_parses_its_options_and_writes_under_runs_by_default(path):
+    assert script_problems(path, shared=path.stem in SHARED) == []
     assert RUNS.relative_to(REPO).parts[0] == "runs"  # git-ignored
+
+
+def test_the_script_check_sees_options_parsed_by_hand_and_a_committed_default(tmp_path):
+    script = tmp_path / "bad.py"
+    script.write_text("import argparse\nfrom dataclasses import field\nfrom benchmarks.report import RESULTS\n"
+                      "parser = argparse.ArgumentParser()\nparser.add_argument('--x')\n"
+                      "output: str = field(default=str(RESULTS / 'bad.json'))\n")
+    assert script_problems(script, shared=False) == [
+        "bad.py parses by hand", "bad.py does not parse with benchmarks.arguments",
+        "bad.py: field(default=str(RESULTS / 'bad.json')) writes a committed results file by default"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -105,6 +98,17 @@ def test_what_the_distillation_benchmark_decides_is_refused_in_one_line(flag, ca
         parse_options(["--model_name_or_path", "student", "--teacher_model_name_or_path", "teacher", *flag])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {flag[0]} is set by this benchmark itself; leave it out")
+
+
+def test_the_headlines_benchmark_needs_a_model_before_any_work(tmp_path, capsys):
+    from benchmarks import bbc_titles
+
+    with pytest.raises(SystemExit) as exit_:
+        bbc_titles.main(["--data_dir", str(tmp_path / "data")])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        "error: --model_name_or_path is required (a pretrained Mini-BERT folder, model and tokenizer)")
+    assert not (tmp_path / "data").exists()
 
 
 def test_the_finetuning_benchmark_needs_a_model_and_has_finetunes_defaults(capsys):
@@ -178,20 +182,3 @@ def test_bench_deploy_refuses_a_work_dir_of_another_models_exports(tmp_path, cap
     assert capsys.readouterr().err.splitlines()[-1].endswith(
         f"--work_dir {work} holds the exports of another model (/elsewhere/classifier); give another --work_dir or remove it")
     assert sorted(p.name for p in work.iterdir()) == ["source.json"]
-
-
-def test_the_bbc_headlines_split_is_fixed_and_written_as_the_example_reads_it(tmp_path):
-    """The fine-tuning example's data: every distinct headline and its topic, the same split every time, no
-    headline in two splits, written as CSV files with text and label columns."""
-    import pandas as pd
-
-    from benchmarks import bbc_titles
-
-    splits = bbc_titles.load_bbc_titles()
-    assert {name: len(split) for name, split in splits.items()} == {"test": 419, "validation": 210, "train": 1467}
-    assert not set(splits["train"]["text"]) & (set(splits["validation"]["text"]) | set(splits["test"]["text"]))
-    assert set(splits["train"]["label"]) == {"business", "entertainment", "politics", "sports", "tech"}
-    assert list(bbc_titles.load_bbc_titles()["test"]["text"]) == list(splits["test"]["text"])
-    assert bbc_titles.main(["--data_dir", str(tmp_path)]) is None  # without a model: the files only
-    written = {name: pd.read_csv(tmp_path / f"{name}.csv") for name in ("train", "validation", "test")}
-    assert list(written["test"].columns) == ["text", "label"] and list(written["test"]["text"]) == list(splits["test"]["text"])

@@ -11,7 +11,7 @@ from datasets import Dataset
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, pipeline
 
-from benchmarks.rotten_tomatoes import tfidf_baseline
+from examples.rotten_tomatoes import tfidf_baseline
 from modeling_minibert.training.finetuning import finetune
 from modeling_minibert.utils.outputs import CONFUSION_FILE
 from modeling_minibert.training.finetuning.data import DataError

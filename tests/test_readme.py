@@ -29,7 +29,7 @@ import pytest
 
 from fixtures.environment import REPO
 from fixtures.install import distribution_links, install_site
-from tools.readme import LAB_NOTEBOOK, README, blocks, runnable_documents
+from tools.readme import README, blocks, command_problem, minibert_commands, runnable_documents
 
 # Appended to each pretraining and distillation command of a block: enough steps to exercise every stage of the job
 # (one pass of NSP pairs, not five: building them is most of a 4-step run on the default corpus). Fine-tuning runs as
@@ -61,7 +61,7 @@ PIPELINE_SHOWS = (
     "'entity_group': 'LOC', 'score'", "'word': 'lisbon'",
     "'answer': 'Oslo'}",
 )
-README_LINES = 300  # what it is, the fresh-machine commands, one short example per job, the results, links
+README_LINES = 250  # what it is, the fresh-machine commands, one short example per job, the results, links
 
 
 def readme() -> str:
@@ -223,48 +223,23 @@ def unignored_new_files(root: Path) -> list[str]:
     return sorted(set(new) - set(check.stdout.split("\n")))
 
 
-def minibert_commands(text: str) -> list[tuple[int, list[str]]]:
-    """(line, argv after `minibert`) of every `.venv/bin/minibert` command in a document's fenced blocks, the
-    skipped and the ```text ones too, continuation lines joined and comments dropped. A shell substitution or
-    variable stands for a path (`X`), and the placeholder `N` for a number."""
-    commands = []
-    for block in blocks(text):
-        lines = block.code.replace("\\\n", " ").splitlines()
-        for offset, line in enumerate(lines):
-            if not line.startswith(".venv/bin/minibert "):
-                continue
-            line = re.sub(r'"\$\(.*?\)"|"\$\w+"|\$\w+', "X", line)
-            argv = ["1" if word == "N" else word for word in shlex.split(line, comments=True)[1:]]
-            commands.append((block.line + 1 + offset, argv))
-    return commands
-
-
-def command_parser(command: str):
-    """The argument parser of `minibert COMMAND`."""
-    from modeling_minibert import cli
-
-    return cli.command_line(command).parser(f"minibert {command}")
-
-
 def test_every_minibert_command_shown_parses():
     """The long runs the documents show but the tests cannot run (skipped blocks, ```text recipes) still take their
     flags as written: a required flag left out or an option renamed fails here, not on a user's machine."""
-    commands = [(f"{name(d)} line {line}", argv) for d in [*runnable_documents(), LAB_NOTEBOOK]
+    commands = [(f"{name(d)} line {line}", argv) for d in runnable_documents()
                 for line, argv in minibert_commands(d.read_text(encoding="utf-8"))]
     assert len(commands) >= 20 and {argv[0] for _, argv in commands} >= {"pretrain", "finetune", "distill", "fill-mask",
                                                                           "train-tokenizer", "convert-bert", "export-onnx"}
-    for where, argv in commands:
-        if {"-h", "--help"} & set(argv):  # help, which exits
-            continue
-        parser = command_parser(argv[0])
-        try:
-            values = vars(parser.parse_args(argv[1:]))
-        except SystemExit:
-            pytest.fail(f"{where}: `minibert {shlex.join(argv)}` does not parse (its error above)")
-        # the options the jobs check themselves, before any work: their help says "(required)"
-        required = [a for a in parser._actions if a.help and "(required)" in a.help]
-        missing = [a.option_strings[0] for a in required if values[a.dest] is None]
-        assert not missing, f"{where}: `minibert {shlex.join(argv)}` lacks {missing}"
+    problems = [f"{where}: {problem}" for where, argv in commands if (problem := command_problem(argv))]
+    assert problems == []
+
+
+def test_a_command_with_a_renamed_flag_or_without_a_required_one_is_caught():
+    assert command_problem(["finetune", "--task", "sequence-classification", "--model_name_or_path", "m",
+                            "--train_file", "t.csv", "--output_dir", "o"]) is None
+    assert command_problem(["finetune", "--epochs", "3"]) == ("`minibert finetune --epochs 3` does not parse: unrecognized "
+                                                              "arguments: --epochs 3 (see minibert finetune --help)")
+    assert command_problem(["finetune", "--model_name_or_path", "m"]) == "`minibert finetune --model_name_or_path m` lacks ['--task']"
 
 
 def test_the_readme_states_no_test_count_or_suite_time():

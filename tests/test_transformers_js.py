@@ -17,7 +17,7 @@ import torch
 from fixtures.browser import Chromium, chromium_binary
 from fixtures.environment import REPO
 from fixtures.models import TINY
-from benchmarks.rotten_tomatoes import load_rotten_tomatoes
+from examples.rotten_tomatoes import load_rotten_tomatoes
 from transformers import AutoTokenizer
 
 from modeling_minibert import MiniBertConfig, MiniBertForSequenceClassification

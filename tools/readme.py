@@ -1,15 +1,13 @@
-"""The documentation's runnable blocks and result tables, for tests/test_readme.py and tests/test_docs.py, and for
-refreshing the tables.
+"""The documents' runnable blocks, result tables and `minibert` commands, read from their Markdown: for
+tests/test_readme.py and tests/test_docs.py, for the tables' renderers (benchmarks/tables.py for the README and
+the docs pages, lab/tables.py for the lab notebook) and for the lab's tests.
 
-Documents: README.md, the pages of the documentation site (docs/, in the order of mkdocs.yml's `nav`) and the
-benchmarks' lab notebook, benchmarks/README.md.
+Documents: README.md and the pages of the documentation site (docs/, in the order of mkdocs.yml's `nav`); the lab
+notebook (lab/README.md) is read the same way by the lab.
 
 Result tables: a line `<!-- results: FILE [FILE ...] RENDERER -->` is followed by a Markdown table that is the
 renderer's output on those committed results files (paths from the repository root), so a figure cannot drift from
-its run. RENDERER is `NAME` for `readme_table(results)` of the benchmark module `benchmarks.NAME`, `FOLDER/NAME`
-for `readme_table` of the module `FOLDER.NAME`, and `FOLDER/NAME:FUNCTION` for another
-function, given one argument per file (as the README's headline table, `tools/readme:headline_table`). After a benchmark run,
-`python tools/readme.py` renders every table again.
+its run. This module reads the markers and the tables; what RENDERER names, and rendering, is the renderers'.
 
 Runnable blocks: every ```bash and ```python block of README.md and of the docs pages runs (tests/test_readme.py),
 in that order, from the root of one fresh copy of the repository, except a block right after a line
@@ -18,10 +16,9 @@ in that order, from the root of one fresh copy of the repository, except a block
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
-import sys
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +26,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 DOCS = REPO / "docs"
-LAB_NOTEBOOK = REPO / "benchmarks" / "README.md"
 RESULTS_MARKER = re.compile(r"<!-- results: ((?:\S+ )+)(\S+) -->")
 SKIP_MARKER = re.compile(r"<!-- readme-test: skip (.+?) -->")
 FENCE = re.compile(r"^```(\w*)\s*$")
@@ -54,10 +50,14 @@ class ResultTable:
     def marker(self) -> str:
         return f"<!-- results: {' '.join(self.files)} {self.renderer} -->"
 
+    def results(self) -> list[dict]:
+        """The results files, read: the renderer's arguments."""
+        return [json.loads((REPO / name).read_text(encoding="utf-8")) for name in self.files]
+
 
 def docs_pages() -> list[Path]:
     """The site's own Markdown pages (docs/), in the order of mkdocs.yml's `nav`; pages the hooks add from outside
-    docs/ (the notebooks, the lab notebook, the changelog) and generated ones are not among them."""
+    docs/ (the notebooks, the changelog, the lab notebook) and generated ones are not among them."""
     import yaml
 
     def entries(nav) -> list[str]:
@@ -74,11 +74,6 @@ def docs_pages() -> list[Path]:
 def runnable_documents() -> list[Path]:
     """The documents whose blocks run, in the order they run: the README, then the docs pages."""
     return [README, *docs_pages()]
-
-
-def table_documents() -> list[Path]:
-    """The documents whose result tables are checked: the runnable ones and the lab notebook."""
-    return [*runnable_documents(), LAB_NOTEBOOK]
 
 
 def blocks(text: str) -> list[Block]:
@@ -119,26 +114,8 @@ def result_tables(text: str) -> list[ResultTable]:
     return found
 
 
-def renderer(name: str) -> Callable[..., str]:
-    """The function a marker's RENDERER names (its module imported by name: benchmarks and tools run as
-    `python -m benchmarks.NAME`, `python -m tools.NAME` from the repository root)."""
-    path, _, function = name.partition(":")
-    if "/" not in path:
-        path = f"benchmarks/{path}"
-    if path == "tools/readme":
-        return globals()[function or "readme_table"]
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    return getattr(importlib.import_module(path.replace("/", ".")), function or "readme_table")
-
-
-def rendered(table: ResultTable) -> str:
-    results = [json.loads((REPO / name).read_text(encoding="utf-8")) for name in table.files]
-    return renderer(table.renderer)(*results)
-
-
-def refresh(text: str) -> str:
-    """`text` with every results table rendered anew from its results files."""
+def refresh(text: str, rendered: Callable[[ResultTable], str]) -> str:
+    """`text` with every results table rendered anew (`rendered(table)`: the table its renderer makes)."""
     for table in result_tables(text):
         new = rendered(table)
         if table.written:
@@ -148,56 +125,35 @@ def refresh(text: str) -> str:
     return text
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The README's headline table: one row per claim, each number from its results file
+def minibert_commands(text: str) -> list[tuple[int, list[str]]]:
+    """(line, argv after `minibert`) of every `.venv/bin/minibert` command in a document's fenced blocks, the
+    skipped and the ```text ones too, continuation lines joined and comments dropped. A shell substitution or
+    variable stands for a path (`X`), and the placeholder `N` for a number."""
+    commands = []
+    for block in blocks(text):
+        lines = block.code.replace("\\\n", " ").splitlines()
+        for offset, line in enumerate(lines):
+            if not line.startswith(".venv/bin/minibert "):
+                continue
+            line = re.sub(r'"\$\(.*?\)"|"\$\w+"|\$\w+', "X", line)
+            argv = ["1" if word == "N" else word for word in shlex.split(line, comments=True)[1:]]
+            commands.append((block.line + 1 + offset, argv))
+    return commands
 
 
-def _times(ratio: float, digits: int = 1) -> str:
-    return f"**{ratio:.{digits}f}×**"
+def command_problem(argv: list[str]) -> str | None:
+    """Why `minibert ARGV` would fail before any work (a flag that does not parse, a required option left out), or
+    None. The long runs the documents show but the tests cannot run are checked this way."""
+    from modeling_minibert import cli
 
-
-def headline_table(distillation: dict, embeddings: dict, speed: dict) -> str:
-    """The README's results: the recipe's distilled student against its teacher and TF-IDF on Rotten Tomatoes
-    (`benchmarks.distill_rotten_tomatoes`), the distilled sentence embedder against its teacher
-    (`benchmarks.embeddings`), and Mini-BERT against transformers' BERT with the same weights
-    (`benchmarks.bench_model`)."""
-    systems = distillation["systems"]
-    student, teacher, tfidf = systems["Mini-BERT distilled"], systems["teacher fine-tuned"], systems["TF-IDF + LR"]
-    rows = embeddings["rows"]
-    embedder, embedding_teacher = rows["Mini-BERT distilled"], rows["teacher all-MiniLM-L6-v2"]
-    short_teacher = rows["teacher, cut to 64 tokens"]
-    by_key = {(r["mode"], r["batch"], r["impl"]): r for r in speed["rows"] if r["size"] == "mini"}
-
-    def accuracy(system: dict) -> str:
-        return f"{system['test']['accuracy']:.3f}"
-
-    def parameters(system: dict) -> str:
-        return f"{system['throughput']['parameters'] / 1e6:.1f}M parameters"
-
-    lines = [
-        "| measured | Mini-BERT | compared with |",
-        "| --- | ---: | --- |",
-        f"| Rotten Tomatoes sentiment, test accuracy | **{accuracy(student)}** ({parameters(student)}) | teacher "
-        f"all-MiniLM-L6-v2 fine-tuned: {accuracy(teacher)} ({parameters(teacher)}); TF-IDF + logistic regression: "
-        f"{accuracy(tfidf)} |",
-        f"| the same, inference examples/s on one thread | **{student['throughput']['examples_per_second']:,.0f}** "
-        f"| teacher: {teacher['throughput']['examples_per_second']:,.0f} ({_times(distillation['student_speedup'])}) |",
-        f"| sentence embeddings, BBC News title → body retrieval, MRR | **{embedder['mrr']:.3f}** | teacher "
-        f"all-MiniLM-L6-v2: {embedding_teacher['mrr']:.3f} ({embedder['mrr'] / embedding_teacher['mrr']:.1%} of it) |",
-        f"| the same, sentences/s on one thread | **{embedder['sentences_per_s']:,.0f}** | teacher cut to 64 tokens: "
-        f"{short_teacher['sentences_per_s']:,.1f} ({_times(embedder['sentences_per_s'] / short_teacher['sentences_per_s'])}) |",
-    ]
-    for mode, what, bert in (("inference", "inference", "BertModel"), ("training", "pretraining steps", "BertForPreTraining")):
-        mini, base = by_key[(mode, "mixed", "minibert")], by_key[(mode, "mixed", "transformers")]
-        lines.append(
-            f"| {what} on mixed-length batches, real tokens/s on {speed['threads']} threads "
-            f"| **{mini['tokens_per_second']:,.0f}** | transformers' {bert} (sdpa), same config and weights: "
-            f"{base['tokens_per_second']:,.0f} ({_times(mini['speedup'], 2)}) |"
-        )
-    return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    for document in table_documents():
-        document.write_text(refresh(document.read_text(encoding="utf-8")), encoding="utf-8")
-        print(f"refreshed {len(result_tables(document.read_text(encoding='utf-8')))} result tables in {document.relative_to(REPO)}")
+    if {"-h", "--help"} & set(argv):  # help, which exits
+        return None
+    parser = cli.command_line(argv[0]).parser(f"minibert {argv[0]}")
+    try:
+        values = vars(parser.parse_args(argv[1:]))
+    except (ValueError, SystemExit) as error:  # the command's parser raises a ValueError; argparse's own exits
+        return f"`minibert {shlex.join(argv)}` does not parse: {error}"
+    # the options the jobs check themselves, before any work: their help says "(required)"
+    required = [a for a in parser._actions if a.help and "(required)" in a.help]
+    missing = [a.option_strings[0] for a in required if values[a.dest] is None]
+    return f"`minibert {shlex.join(argv)}` lacks {missing}" if missing else None

@@ -33,10 +33,8 @@ DISTILLATION_LOSSES = ("kl", "mse")  # the soft term of `distillation_loss`
 # so a flow of its own (embedding.py).
 EMBEDDING_TASK = "embedding"
 AUGMENTATIONS = ("words", "mlm")
-# Distillation's own TrainingArguments defaults, over fine-tuning's: a transfer set of soft targets takes a larger
-# step (validation chose 2e-4 over 1e-4 and 5e-5), and with 48k unlabelled review sentences on Rotten Tomatoes two
-# epochs scored level with three on validation over three seeds (0.814 against 0.816, within a rule set before the
-# runs), for two thirds of the cost (README, Distillation).
+# Distillation's own TrainingArguments defaults over fine-tuning's: soft targets take a larger step, and two epochs
+# do as well as three. Measured: lab/README.md#two-epochs-of-task-distillation
 DISTILL_TRAINING_DEFAULTS = {"num_train_epochs": 2.0, "learning_rate": 2e-4}
 TEACHER_EPOCHS = 1.0  # `distill --finetune_teacher`'s default epochs, raised to reach min_train_steps
 
@@ -67,9 +65,8 @@ class DistillationArguments(ModelArguments, DataArguments):
         "help": f"epochs of teacher fine-tuning (default: {TEACHER_EPOCHS:g}, more on a small data set: at least "
                 "--min_train_steps steps)"})
     teacher_learning_rate: float = field(default=1e-4, metadata={"help": "learning rate of teacher fine-tuning"})
-    # auto: on an AVX-512 BF16 CPU all-MiniLM-L6-v2 fine-tuned on Rotten Tomatoes in 3.2 CPU-minutes against 4.8
-    # (validation 0.832 against 0.829) and labelled 1.8x as fast (logits within 0.014 of float32's); the
-    # paired students moved -0.5 / -1.1 / +0.4 on validation, run-to-run noise (README, "The teacher, faster").
+    # auto: bf16 where it is faster, for a teacher as good and the same students. Measured:
+    # lab/README.md#the-teacher-faster
     teacher_mixed_precision: str = field(default="auto", metadata={
         "help": "how the teacher is fine-tuned (--finetune_teacher), labels and, with --relation_weight, reads each "
                 "batch: " + TEACHER_PRECISION_HELP,
@@ -102,14 +99,13 @@ class DistillationArguments(ModelArguments, DataArguments):
                                                       "distillation_loss=kl only"})
     alpha: float = field(default=0.0, metadata={"help": "weight of the hard-label loss, in [0, 1]; the teacher's "
                                                 "term gets 1 - alpha"})
-    # 0 by default: on Rotten Tomatoes (three seeds) the student without dropout came closer to the teacher on
-    # validation (loss 0.066-0.070 against 0.078-0.081) and scored better there (0.793 against 0.787 on the mean;
-    # README), as the soft targets already regularise it.
+    # 0 by default: the soft targets already regularise the student. Measured:
+    # lab/README.md#unlabelled-movie-reviews-in-the-transfer-set
     student_dropout: float | None = field(default=0.0, metadata={"help": (
         "the student's dropout while it is distilled (hidden, attention and classifier; BERT's is 0.1; in Python, "
         "None keeps the student's own). The saved student's config keeps its own, for whoever trains it next")})
-    # Off by default: on Rotten Tomatoes (one seed) it brought the student closer to the teacher (validation loss
-    # 0.106 against 0.115) but not its accuracy (test 0.785 against 0.784), for 3.5x the CPU time (README).
+    # Off by default: it brought the student closer to the teacher, not more accurate, for 3.5x the CPU time.
+    # Measured: lab/README.md#the-recipe-with-the-jobs-defaults
     relation_weight: float = field(default=0.0, metadata={"help": (
         "weight of the teacher's last-layer attention relations (MiniLMv2's query, key and value relations) taught "
         "to the student's last layer beside its predictions (0: predictions only); needs a student that cuts text "

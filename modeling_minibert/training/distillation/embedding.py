@@ -70,9 +70,8 @@ from modeling_minibert.utils.outputs import (
 from modeling_minibert.utils.teachers import check_teacher_tokenizer, check_teacher_weights, teacher_load_options
 
 DENSE_DIR = "2_Dense"  # the projection's sentence-transformers module folder (after 1_Pooling)
-# The recipe of the measured embedding student (benchmarks/embeddings.py: 95% of all-MiniLM-L6-v2's retrieval MRR on
-# BBC News): longer and at a higher rate than classification distillation's 2 epochs at 2e-4, as its layers start
-# from random. TrainingArguments given by the caller win.
+# The measured embedding student's recipe, longer and at a higher rate than classification distillation's, as its
+# layers start from random (docs/embeddings.md#what-to-expect). TrainingArguments given by the caller win.
 EMBEDDING_TRAINING_DEFAULTS = {"num_train_epochs": 6.0, "learning_rate": 5e-4, "warmup_steps": 20}
 # The student `student_from_teacher` makes: the Mini-BERT sizes, its heads 64 wide as the teacher's.
 STUDENT_SIZES = {"hidden_size": 192, "num_hidden_layers": 3, "max_position_embeddings": 64}
@@ -282,7 +281,7 @@ def student_from_teacher(
     `tokenizer`, a subset of its pieces whose teacher ids are `teacher_ids`): its word, position and segment
     embeddings the teacher's, projected onto the word embeddings' top principal directions (one projection for all
     three, so that their sums stay aligned), its layers random. How the measured student starts: the teacher's
-    vocabulary is worth more to it than a short pretraining on another vocabulary (benchmarks/README.md)."""
+    vocabulary is worth more to it than a short pretraining on another vocabulary (lab/README.md)."""
     source = AutoModel.from_pretrained(teacher, **teacher_load_options(allow_pickle))
     # Before its embeddings are projected (a NaN would fail inside torch.pca_lowrank, or start an all-NaN student).
     check_finite_weights(source, f"making the student from the teacher: the teacher {teacher}", NON_FINITE_TEACHER)

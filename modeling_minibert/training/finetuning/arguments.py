@@ -30,8 +30,8 @@ from modeling_minibert.utils.commands import ArgumentParser, CommandLine, HelpFo
 logger = logging.get_logger(__name__)
 
 # Our defaults for `TrainingArguments` (any of its fields can be passed to override them). The learning rate is
-# higher than bert-base's usual 2e-5..5e-5 because small encoders fine-tune best with larger steps. The README's
-# fine-tuning section states these numbers; tests/test_finetuning_arguments.py pins them.
+# higher than bert-base's usual 2e-5..5e-5 because small encoders fine-tune best with larger steps. Stated in
+# docs/finetuning.md#the-defaults; tests/test_finetuning_arguments.py pins them.
 TRAINING_DEFAULTS: dict[str, Any] = {
     "num_train_epochs": 3.0,
     "per_device_train_batch_size": 32,
@@ -48,19 +48,17 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "seed": 42,
 }
 
-# A schedule in epochs sized for 10k snippets barely moves a 1,000-sentence set (3 epochs: 96 steps of 32): the
-# default schedule trains at least this many steps (`min_train_steps`). Chosen among 0, 300 and 1000 on the suite's
-# validation scores (benchmarks/README.md, "The suite"); epochs given on the command line are kept as given.
+# A default schedule trains at least this many steps (`min_train_steps`), so that a small data set trains long
+# enough; epochs given are kept as given. Measured:
+# lab/README.md#the-steps-of-a-small-data-set-the-rule-written-before-the-runs
 MIN_TRAIN_STEPS = 1000
-# ...but no more than this many epochs in all (a 16-example set would otherwise run 500 epochs of 2 steps, each
-# evaluated and saved): every task of the suite stays under it (its most, tagging's 1,000 sentences: 32).
+# ...but no more than this many epochs in all (a 16-example set would otherwise run 500 epochs of 2 steps).
 MAX_FLOOR_EPOCHS = 50
 
 
 # ...and stops once this many evaluations (one per epoch) in a row have not bettered its best validation score
-# (Trainer's EarlyStoppingCallback); 0: never. Chosen among none, 3 and 5 by a rule written before the runs, on the
-# suite's validation scores (benchmarks/README.md, "Stopping when validation stops improving"): the teachers' mean
-# 0.2 points lower, the fine-tuned students' the same, the distilled students' 0.7 higher, in 60% of the CPU time.
+# (Trainer's EarlyStoppingCallback; 0: never), for the same scores at less cost. Measured:
+# lab/README.md#stopping-when-validation-stops-improving-the-rule-written-before-the-runs
 EARLY_STOPPING_PATIENCE = 3
 
 

@@ -69,9 +69,8 @@ class Objective:
     card_task: ClassVar[str] = "fill-mask"  # the pipeline tag of the saved model's card
     saved_prefix: ClassVar[str] = ""  # where `saved_model` sits in the trained module ("": the module itself)
     # The recipe's fields that `PretrainingArguments` leaves unset (None) for the objective to fill. 40% masking,
-    # not BERT's 15% (Wettig et al. 2023): more predictions per step; on the default run held-out MLM accuracy
-    # (always scored at 15%) rises from 0.145 to 0.197 at 2,500 steps (benchmarks/pretrain_ablation.py). 4,000
-    # steps: the default run's time, benchmarks/results/pretrain_default.json, quoted in the README.
+    # not BERT's 15% (Wettig et al. 2023): more predictions per step; 4,000 steps: the default run's time.
+    # Measured: lab/README.md#the-recipe, docs/pretraining.md#what-to-expect
     # float32: the default run's model is too narrow (192) for bf16 matrix products to pay on a CPU.
     recipe: ClassVar[dict] = {"vocab_size": 8192, "mlm_probability": 0.40, "max_steps": 4000, "mixed_precision": "no"}
     # A dataclass of the objective's own fields, which `PretrainingArguments` (and so `minibert pretrain`) adds.

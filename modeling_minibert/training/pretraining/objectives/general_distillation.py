@@ -337,26 +337,21 @@ class TeacherArguments:
         "the teacher layer whose attention relations are taught (1 = the first); unset: its last")})
     relation_heads: int | None = field(default=None, metadata={"help": (
         "attention-relation heads (must divide both models' hidden sizes); unset: the teacher's attention heads")})
-    # auto: on Rotten Tomatoes' validation split the students that started from all-MiniLM-L6-v2's layers scored
-    # 0.781 fine-tuned alone against 0.777 (six seeds) and 0.803 task-distilled against 0.800 (three), passing a rule
-    # set before the runs; test, read once: 0.766 against 0.761 and 0.803 against 0.805 (README).
+    # auto: students started from the teacher's layers score higher. Measured:
+    # lab/README.md#the-students-layers-from-the-teacher
     teacher_init: str = field(default="auto", metadata={"help": (
         "what the student starts with from the teacher: embeddings (its word, position and segment embeddings on "
         "their principal directions), layers (those, and every encoder layer from evenly spaced teacher layers by "
         "weight selection) or auto (layers where the teacher has BERT's parameter names and the student is no "
         "larger, else embeddings)"), "choices": list(TEACHER_INITS)})
-    # auto: with the layers, the students on the hidden states' directions scored 0.792 on Rotten Tomatoes'
-    # validation fine-tuned alone against 0.781 on the embeddings' (six seeds), and 0.816 against 0.803
-    # task-distilled (three), passing a rule set before the runs; test, read once: 0.778 against 0.766 and 0.821
-    # against 0.803 (README).
+    # auto: with the layers, the hidden states' directions make better students than the embeddings'. Measured:
+    # lab/README.md#on-the-directions-of-the-teachers-hidden-states
     teacher_init_basis: str = field(default="auto", metadata={"help": (
         "the directions of the teacher's hidden width that the student's narrower one keeps: hidden_states (the "
         f"principal directions of the teacher's hidden states, every layer's, on the first {BASIS_DOCUMENTS} training "
         "documents), embeddings (those of its word-embedding rows) or auto (hidden_states when the layers are taken, "
         "else embeddings)"), "choices": list(TEACHER_INIT_BASES)})
-    # auto: on all-MiniLM-L6-v2 and BBC News a 1,500-step student ended at the same held-out losses with the teacher
-    # in bf16 as in float32 (relations 0.4232 against 0.4233, hidden states 0.0511 against 0.0511, MLM accuracy
-    # 0.1555 against 0.1553), and took a fifth less CPU time on an AVX-512 BF16 CPU (README, General distillation).
+    # auto: a bf16 teacher where it is faster, for the same student. Measured: lab/README.md#general-distillation
     teacher_mixed_precision: str = field(default="auto", metadata={
         "help": "how the teacher's forward runs: " + TEACHER_PRECISION_HELP, "choices": list(TEACHER_PRECISIONS)})
     allow_pickle: bool = field(default=False, metadata={"help": ALLOW_PICKLE_HELP})
@@ -412,13 +407,8 @@ class GeneralDistillation(Objective):
     model_class = MiniBertForMaskedLM
     saved_prefix = "student."
     stat_keys = (*Objective.stat_keys, "relation_loss", "hidden_loss")
-    # The teacher's whole vocabulary: cut to 8,192 pieces, the student task-distils to 0.755 on Rotten Tomatoes,
-    # with all of it to 0.779 (README, General distillation). 15% masking: the teacher reads the masked text too.
-    # 1,500 steps: task-distilled on Rotten Tomatoes, the students of 1,500 steps scored better on validation than
-    # those of 750 on each of three seeds (0.799 / 0.798 / 0.804 against 0.793 / 0.791 / 0.795; README).
-    # The student under bf16 autocast where bf16 is faster (`mixed_precision` auto): on seed 42
-    # it ended at the float32 student's held-out losses (relations 0.4312 against 0.4308, hidden states 0.0527
-    # against 0.0527, MLM accuracy 0.1638 against 0.1636) for 19.9 CPU-minutes against 22.5 (README).
+    # The teacher's whole vocabulary, 15% masking (the teacher reads the masked text too), 1,500 steps and the student
+    # under bf16 autocast where it is faster: the better students. Measured: lab/README.md#general-distillation
     recipe = {**Objective.recipe, "vocab_size": None, "mlm_probability": 0.15, "max_steps": 1500, "mixed_precision": "auto"}
     # Its recipe was measured on the NSP pairs, half of them with another document's B: kept so.
     random_next = 0.5

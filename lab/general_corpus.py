@@ -10,7 +10,7 @@
                                  validation and test sentences of the uncertainty and tagging tasks left out, in
                                  documents of 20 consecutive sentences
 
-    python -m benchmarks.general_corpus --output_dir runs/general-corpus
+    python -m lab.general_corpus --output_dir runs/general-corpus
     minibert pretrain --teacher_model_name_or_path TEACHER --train_file runs/general-corpus/*.txt --output_dir runs/student-broad
 
 BBC News's articles stay in, held-out ones too, as in the default corpus (the student the suite compares it with
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.arguments import parser
-from benchmarks.rotten_tomatoes import load_rotten_tomatoes, movie_reviews
+from examples.rotten_tomatoes import load_rotten_tomatoes, movie_reviews
 from benchmarks.suite_data import CP1252_QUOTES, english_sentences, pos_tagging, uncertainty
 from modeling_minibert.training.pretraining.data import load_bbc_news
 

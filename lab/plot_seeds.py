@@ -5,9 +5,9 @@ Reads what `benchmarks.distill_rotten_tomatoes` (the "Mini-BERT distilled" row) 
 `benchmarks.finetune_rotten_tomatoes` (the fine-tuned model) write, so task-distilled and fine-tuned-alone
 students can sit in one figure:
 
-    python -m benchmarks.plot_seeds --output benchmarks/results/general_distillation_steps_seeds.png --goal 0.800 \
-        --recipe "750 steps" benchmarks/results/distill_reviews_student_dropout_0_seed4{2,3,4}.json \
-        --recipe "1,500 steps" benchmarks/results/distill_reviews_general_1500_steps_seed4{2,3,4}.json
+    python -m lab.plot_seeds --output lab/results/general_distillation_steps_seeds.png --goal 0.800 \
+        --recipe "750 steps" lab/results/distill_reviews_student_dropout_0_seed4{2,3,4}.json \
+        --recipe "1,500 steps" lab/results/distill_reviews_general_1500_steps_seed4{2,3,4}.json
 """
 
 from __future__ import annotations

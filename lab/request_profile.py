@@ -7,7 +7,7 @@ time outside them (Python, module calls). The AOTInductor package of the same mo
 (`modeling_minibert.deployment.compile_model`, where a C++ compiler is at hand) is timed beside it, in --rounds
 interleaved rounds.
 
-    python -m benchmarks.request_profile
+    python -m lab.request_profile
 
 Writes --output (default runs/benchmarks/request_profile.json); the table is `readme_table()` of the results.
 """

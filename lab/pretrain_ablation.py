@@ -1,9 +1,9 @@
 """Ablation of the pretraining recipe: which changes to the default `minibert pretrain` buy held-out quality.
 
-    python -m benchmarks.pretrain_ablation                        # every row, 1,000 steps x 32 examples, 2 at a time
-    python -m benchmarks.pretrain_ablation --rows default lr_2e-3 --steps 2500
-    python -m benchmarks.pretrain_ablation --timing_rounds 3 --rows mask_0.30 batch_16 pre_ln   # steps/s ratios apart
-    python -m benchmarks.pretrain_ablation --report --steps 500   # rewrite the JSON from saved results, print the table
+    python -m lab.pretrain_ablation                        # every row, 1,000 steps x 32 examples, 2 at a time
+    python -m lab.pretrain_ablation --rows default lr_2e-3 --steps 2500
+    python -m lab.pretrain_ablation --timing_rounds 3 --rows mask_0.30 batch_16 pre_ln   # steps/s ratios apart
+    python -m lab.pretrain_ablation --report --steps 500   # rewrite the JSON from saved results, print the table
 
 Every row trains for the same number of examples (steps x batch) and is scored the same way: held-out MLM
 accuracy always at 15% token masking on the same held-out documents and masks (a row that trains at 40% or with

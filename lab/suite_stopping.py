@@ -10,8 +10,8 @@ accuracy, and its CPU-minutes scaled by the epochs run (training dominates a row
 shortened, so this is a slight underestimate). A distilled student whose teacher would keep another checkpoint
 learns from another teacher: its replay is marked, and only a run says what it scores.
 
-    python -m benchmarks.suite_stopping --results runs/benchmarks/suite.json --patience 3 5 \
-        --output benchmarks/results/suite_stopping.json
+    python -m lab.suite_stopping --results runs/benchmarks/suite.json --patience 3 5 \
+        --output lab/results/suite_stopping.json
 """
 
 from __future__ import annotations

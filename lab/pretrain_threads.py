@@ -1,7 +1,7 @@
 """Threads on a busy machine: the default pretraining run's speed with torch's default thread count (one per
 core) against `--num_threads` 0 (auto: one per core idle now, by /proc/stat over 0.3 s), idle and beside a busy core.
 
-    python -m benchmarks.pretrain_threads --before REF [--steps 200] [--repeats 2]
+    python -m lab.pretrain_threads --before REF [--steps 200] [--repeats 2]
 
 REF is a git revision whose `minibert pretrain` has no thread policy (e.g. `main` before it got one); its tree is
 exported to a temporary folder and run with the same interpreter. Each run is `minibert pretrain --max_steps

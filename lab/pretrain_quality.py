@@ -1,9 +1,9 @@
 """Time to quality: `minibert pretrain` against transformers' `BertForPreTraining` + `Trainer`, same budget.
 
-    python -m benchmarks.pretrain_quality                               # 5, 10 and 15 minutes, side by side (35 min)
-    python -m benchmarks.pretrain_quality --budgets 5 10 15 --repeats 2 # repeats: machine noise shows
-    python -m benchmarks.pretrain_quality --sequential                  # one run at a time, all cores each (about 1 h)
-    python -m benchmarks.pretrain_quality --budgets 0.25 --output /tmp/pq/pretrain_quality.json   # a smoke run
+    python -m lab.pretrain_quality                               # 5, 10 and 15 minutes, side by side (35 min)
+    python -m lab.pretrain_quality --budgets 5 10 15 --repeats 2 # repeats: machine noise shows
+    python -m lab.pretrain_quality --sequential                  # one run at a time, all cores each (about 1 h)
+    python -m lab.pretrain_quality --budgets 0.25 --output /tmp/pq/pretrain_quality.json   # a smoke run
 
 Both sides get the same things: the BBC News corpus, one WordPiece tokenizer (trained once on the training
 documents), the same held-out documents, the same 64-token NSP pairs (`build_nsp_dataset`), the same masking
@@ -165,7 +165,7 @@ def cli_flags() -> dict[str, str]:
     listed = set(re.findall(r"--[\w-]+", help_text))
     missing = sorted(flag for flag in PRETRAIN_FLAGS.values() if flag not in listed)
     if missing:
-        raise SystemExit(f"benchmarks.pretrain_quality: error: `minibert pretrain --help` lists no {', '.join(missing)}")
+        raise SystemExit(f"lab.pretrain_quality: error: `minibert pretrain --help` lists no {', '.join(missing)}")
     return dict(PRETRAIN_FLAGS)
 
 

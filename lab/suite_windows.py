@@ -6,7 +6,7 @@ each validation and test article twice: from its first window (what the jobs do)
 over windows covering the whole article (each model's own length, overlapping by a quarter, as question answering's
 windows do). Nothing is trained here; training in windows is the jobs' `--doc_stride` (`suite --doc_stride`).
 
-    python -m benchmarks.suite_windows --models_dir runs/benchmarks/suite-models-p3
+    python -m lab.suite_windows --models_dir runs/benchmarks/suite-models-p3
 """
 
 from __future__ import annotations

