@@ -117,15 +117,17 @@ def batch_size(kwargs: dict) -> int:
 def _score_on_64_token_pairs() -> None:
     """Rows trained on longer sequences are evaluated on the default's held-out 64-token pairs."""
     from modeling_minibert.training.pretraining import loop
+    from modeling_minibert.training.pretraining.examples import PretrainingExamples, example_index
 
-    build = loop.build_nsp_dataset
+    build = loop.run_data
 
-    def build_nsp_dataset(documents, tokenizer, max_length=64, seed=42, dupe_factor=1):
-        if dupe_factor == 1:  # the held-out set (the training set is built with the run's dupe factor)
-            max_length = EVAL_MAX_LENGTH
-        return build(documents, tokenizer, max_length, seed, dupe_factor)
+    def run_data(corpus, tokenizer, max_length=64, seed=42, *args, **kwargs):
+        data = build(corpus, tokenizer, max_length, seed, *args, **kwargs)
+        held_out = example_index(data.corpus, data.held_out_ids, EVAL_MAX_LENGTH, seed + 1, 1, 0.5)
+        data.eval_set = PretrainingExamples(data.corpus, held_out, tokenizer)
+        return data
 
-    loop.build_nsp_dataset = build_nsp_dataset
+    loop.run_data = run_data
 
 
 def _exclude_eval_and_save_time() -> dict:
