@@ -60,7 +60,7 @@ def compile_model(model_name_or_path: str | os.PathLike, output_dir: str | os.Pa
     why = compiler_missing()
     if why:
         raise RuntimeError(why)
-    check_output_dir(output, overwrite_output_dir)
+    check_output_dir(output, overwrite_output_dir, inputs={"model_name_or_path": folder}, job="compile_model")
     model = load_for_export(folder, head)
     if type(model).__name__ == "MiniBertForMultipleChoice":
         raise ValueError("compile_model takes (batch, sequence) inputs; MiniBertForMultipleChoice's are "

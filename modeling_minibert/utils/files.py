@@ -6,7 +6,8 @@ beside its final place and rename it in (`os.replace` is atomic within a filesys
     write_bytes / write_text / write_json      one file
     staged_folder        a whole folder (a fine-tuned model, a converted checkpoint)
     staged_files         files that a library writes by name beside others (an ONNX export and its weights)
-    check_output_dir             refuse, before any work, a folder that already holds something
+    check_output_dir             refuse, before any work, a folder that already holds something, that is (or is
+                                 inside, or holds) what the job reads or its work folder, or that a run is writing
     check_links                  refuse, before any work, a link that copying a folder would follow out of it
 
 Staged files and folders get the permissions a plain `open()` / `mkdir()` would give: they are created with
@@ -24,7 +25,7 @@ import secrets
 import shutil
 import socket
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,14 @@ def plain_permissions(folder: Path) -> None:
             path.chmod(file_mode)
 
 
+def check_not_taken(output: Path) -> None:
+    """FileExistsError when another living process holds `output`'s run lock (this process may hold it)."""
+    from modeling_minibert.utils.outputs import check_unlocked, lock_holder  # outputs builds on this module
+
+    if lock_holder(output).get("pid") != os.getpid():
+        check_unlocked(output)
+
+
 @contextmanager
 def staged_folder(output: str | os.PathLike) -> Iterator[Path]:
     """Yield an empty hidden folder beside `output`; on success it replaces `output`, on failure it is removed.
@@ -159,6 +168,7 @@ def staged_folder(output: str | os.PathLike) -> Iterator[Path]:
         plain_permissions(staging)
         previous = None
         if output.exists():
+            check_not_taken(output)  # a run may have started writing there since the job checked the folder
             previous = output.with_name(f".{output.name}.previous-{_writer_tag()}")
             os.replace(output, previous)
         os.replace(staging, output)
@@ -187,21 +197,58 @@ def staged_files(output: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def check_output_dir(output: str | os.PathLike, overwrite: bool = False, resume_hint: bool = False) -> Path:
+def check_output_dir(output: str | os.PathLike, overwrite: bool = False, resume_hint: bool = False, *,
+                     inputs: Mapping[str, object] | None = None, job: str = "minibert", what: str = "output_dir") -> Path:
     """Refuse, before any work, an output folder that would be clobbered; return it as a Path.
 
-    An existing non-empty folder is accepted only with `overwrite`. `resume_hint` adds `--resume_from_checkpoint`
-    to the message, for jobs that can continue the run saved there.
+    The one check every job that writes a folder makes (`staged_folder` then replaces the folder whole):
+    - the folder must not be, lie inside or hold one of `inputs` (option name -> what the job reads or works in:
+      a folder or file; values that are not local paths, such as Hub ids, are skipped): replacing it would delete
+      what the job reads, and `overwrite` cannot make that right;
+    - a run writing into it (its `.minibert.lock` held by a living process) is not disturbed, `overwrite` or not;
+    - an existing non-empty folder is accepted only with `overwrite`. `resume_hint` adds
+      `--resume_from_checkpoint` to the message, for jobs that can continue the run saved there.
+    `what`: the option the folder was given as, for the messages (a work folder is checked the same way).
     """
     output = Path(output)
     if output.exists() and not output.is_dir():
-        raise FileExistsError(f"output_dir {output} exists and is not a folder")
+        raise FileExistsError(f"{what} {output} exists and is not a folder")
+    check_apart(output, inputs or {}, what)
+    if output.is_dir():
+        from modeling_minibert.utils.outputs import check_unlocked  # outputs builds on this module
+
+        check_unlocked(output, job)
     if output.is_dir() and any(output.iterdir()) and not overwrite:
         ways = "--overwrite_output_dir to replace it"
         if resume_hint:
             ways = "--resume_from_checkpoint to continue the run saved there, " + ways
-        raise FileExistsError(f"output_dir {output} is not empty; pass {ways}, or choose another folder")
+        raise FileExistsError(f"{what} {output} is not empty; pass {ways}, or choose another folder")
     return output
+
+
+def local_paths(inputs: Mapping[str, object]) -> Iterator[tuple[str, Path]]:
+    """(option name, path) for each value of `inputs` that is a path present here (a list: each of its items)."""
+    for name, value in inputs.items():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, (str, os.PathLike)) and str(item) and Path(item).exists():
+                yield name, Path(item)
+
+
+def check_apart(output: Path, inputs: Mapping[str, object], what: str = "output_dir") -> None:
+    """ValueError in one line when `output` is one of `inputs` (links resolved), lies inside one, or holds one."""
+    place = output.resolve()
+    for name, path in local_paths(inputs):
+        read = path.resolve()
+        if place == read:
+            how = "is"
+        elif place.is_relative_to(read):
+            how = "is inside"
+        elif read.is_relative_to(place):
+            how = "holds"
+        else:
+            continue
+        raise ValueError(f"{what} {output} {how} {name}={path}: the output replaces its folder whole, so it must lie "
+                         "apart from what the job reads and works in; choose another folder")
 
 
 def _hidden(rel: str) -> bool:

@@ -80,13 +80,19 @@ def write_results(folder: str | os.PathLike, results: dict[str, dict]) -> dict:
 
 def _holder(lock: Path) -> dict:
     try:
-        return json.loads(lock.read_text())
+        holder = json.loads(lock.read_text())
     except (OSError, ValueError):
         return {}  # being written, or torn by a kill: treated as held by nobody alive
+    return holder if isinstance(holder, dict) else {}
 
 
 def _alive(holder: dict) -> bool:
     return bool(holder) and process_alive(holder.get("host"), holder.get("pid"))
+
+
+def lock_holder(out: Path) -> dict:
+    """What the folder's lock says of its holder ({} without a readable lock)."""
+    return _holder(out / LOCK_FILE)
 
 
 def check_unlocked(out: Path, job: str = "minibert") -> None:

@@ -147,6 +147,9 @@ class DataArguments:
         "help": "with validation data, stop once this many evaluations in a row have not bettered the best score "
                 f"(default: {EARLY_STOPPING_PATIENCE}, or 0 when --num_train_epochs is given; 0: never stop early)"})
     overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty --output_dir"})
+    resume_with_changed_options: bool = field(default=False, metadata={
+        "help": "with --resume_from_checkpoint: continue even where options that change the run (data, schedule, "
+                "lengths, windows) differ from those the checkpoint was trained with (the model then mixes both)"})
 
     def __post_init__(self) -> None:
         # Checked where the options are built, before any work; its bound needs the tokenizer (`check_doc_stride`).

@@ -1,0 +1,108 @@
+"""SIGINT (Ctrl-C) and SIGTERM (a scheduler preempting the job) during a Trainer job: the step in progress is kept.
+
+While Trainer trains, a stop signal is only noted (`StopRequest`); once the step in progress ends, `StopOnSignal`
+has Trainer save a checkpoint of it, then stops the job with `JobInterrupted`, whose one line names the checkpoint
+and says how to continue (`--resume_from_checkpoint`). Outside training (reading data, labelling with a teacher,
+scoring, saving the final folder), or at a second signal, the job stops at once, saying what is kept. `minibert`
+prints the line and exits 128 + the signal's number; the run's folder is released on the way out.
+
+Pretraining does the same in its own loop (`training/pretraining/session.py`); Trainer needs a callback instead,
+as its loop is Trainer's: the checkpoint is Trainer's own (`_save_checkpoint`, asked for through
+`control.should_save`), so a resume restores its optimizer, scheduler, RNG states and place in the data exactly.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from modeling_minibert.utils.outputs import CHECKPOINT_PREFIX, checkpoint_folders
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+RESUME = "continue with --resume_from_checkpoint"
+
+
+class JobInterrupted(KeyboardInterrupt):
+    """A job stopped by SIGINT or SIGTERM; the message says what was kept and how to continue."""
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.signum = signum
+
+
+class StopRequest:
+    """The signal handler of a job's folder (`stop_signals`): noted while Trainer trains (`training`), else (and
+    at a second signal) the job stops at once."""
+
+    def __init__(self, output: Path):
+        self.output = output
+        self.signal: int | None = None
+        self.training = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.training and self.signal is None:
+            self.signal = signum
+            return
+        kept = [folder.name for _, folder in checkpoint_folders(self.output)]
+        left = f"the newest checkpoint is {kept[-1]}; {RESUME}" if kept else f"nothing was kept in {self.output}"
+        raise JobInterrupted(signum, f"stopped by {signal.Signals(signum).name} at once: {left}")
+
+
+_ACTIVE: list[StopRequest] = []  # the jobs in progress in this process, innermost last (a teacher's run in distill)
+
+
+@contextmanager
+def stop_signals(output: Path) -> Iterator[StopRequest]:
+    """SIGINT and SIGTERM handled by a `StopRequest` for the body (in the main thread only: Python delivers signals
+    there), then the handlers there were before: a notebook that calls `finetune` keeps its own."""
+    request = StopRequest(output)
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        handlers = {signum: signal.signal(signum, request) for signum in STOP_SIGNALS}
+    _ACTIVE.append(request)
+    try:
+        yield request
+    finally:
+        _ACTIVE.remove(request)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+
+class StopOnSignal(TrainerCallback):
+    """Trainer's side of the innermost `stop_signals`: after a signal, the step in progress ends with a checkpoint
+    (Trainer's own save, before `StopOnNonFinite` checks what it saves), then `JobInterrupted`. `resumable`: what
+    to say about continuing (a learning-rate search is run again instead)."""
+
+    def __init__(self, resumable: bool = True):
+        self.request = _ACTIVE[-1] if _ACTIVE else None
+        self.resumable = resumable
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        if self.request is not None:
+            self.request.training = True
+
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        if self.request is not None:
+            self.request.training = False
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        if self.request is not None and self.request.signal is not None:
+            control.should_save = True
+
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        if self.request is None or self.request.signal is None:
+            return
+        self.request.training = False  # a second signal from here on stops at once
+        saved = Path(args.output_dir) / f"{CHECKPOINT_PREFIX}{state.global_step}"
+        then = RESUME if self.resumable else "a learning_rates search is not resumed: run it again"
+        raise JobInterrupted(self.request.signal, f"stopped by {signal.Signals(self.request.signal).name} after step "
+                             f"{state.global_step}: saved {saved}; {then}")
+
+
+__all__ = ["JobInterrupted", "StopOnSignal", "StopRequest", "stop_signals"]
