@@ -251,6 +251,16 @@ def check_apart(output: Path, inputs: Mapping[str, object], what: str = "output_
                          "apart from what the job reads and works in; choose another folder")
 
 
+def cache_folder() -> Path:
+    """This user's own folder for what the package remembers on this machine: `$MINIBERT_CACHE`, else `minibert/`
+    under huggingface_hub's `HF_HOME` (by default ~/.cache/huggingface/minibert)."""
+    if os.environ.get("MINIBERT_CACHE"):
+        return Path(os.environ["MINIBERT_CACHE"])
+    from huggingface_hub.constants import HF_HOME
+
+    return Path(HF_HOME) / "minibert"
+
+
 def _hidden(rel: str) -> bool:
     return any(part.startswith(".") for part in rel.split("/"))
 

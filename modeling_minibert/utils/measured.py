@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from modeling_minibert.utils.files import write_json
+from modeling_minibert.utils.files import cache_folder, write_json
 
 ROUNDS = 5  # timed calls per candidate, interleaved; the median decides
 # A candidate other than the first (the plain way) must be this much faster to be chosen: two ways within noise
@@ -34,11 +34,7 @@ MARGIN = 0.9
 
 def cache_file() -> Path:
     """Where the answers are kept: `$MINIBERT_CACHE/measured.json`, else under huggingface_hub's `HF_HOME`."""
-    if os.environ.get("MINIBERT_CACHE"):
-        return Path(os.environ["MINIBERT_CACHE"]) / "measured.json"
-    from huggingface_hub.constants import HF_HOME
-
-    return Path(HF_HOME) / "minibert" / "measured.json"
+    return cache_folder() / "measured.json"
 
 
 def cpu_name() -> str:

@@ -14,7 +14,6 @@ as its loop is Trainer's: the checkpoint is Trainer's own (`_save_checkpoint`, a
 from __future__ import annotations
 
 import signal
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,17 +22,9 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from modeling_minibert.utils.outputs import CHECKPOINT_PREFIX, checkpoint_folders
+from modeling_minibert.utils.signals import JobInterrupted, handled
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 RESUME = "continue with --resume_from_checkpoint"
-
-
-class JobInterrupted(KeyboardInterrupt):
-    """A job stopped by SIGINT or SIGTERM; the message says what was kept and how to continue."""
-
-    def __init__(self, signum: int, message: str):
-        super().__init__(message)
-        self.signum = signum
 
 
 class StopRequest:
@@ -59,19 +50,14 @@ _ACTIVE: list[StopRequest] = []  # the jobs in progress in this process, innermo
 
 @contextmanager
 def stop_signals(output: Path) -> Iterator[StopRequest]:
-    """SIGINT and SIGTERM handled by a `StopRequest` for the body (in the main thread only: Python delivers signals
-    there), then the handlers there were before: a notebook that calls `finetune` keeps its own."""
+    """SIGINT and SIGTERM handled by a `StopRequest` for the body (`utils.signals.handled`)."""
     request = StopRequest(output)
-    handlers = {}
-    if threading.current_thread() is threading.main_thread():
-        handlers = {signum: signal.signal(signum, request) for signum in STOP_SIGNALS}
     _ACTIVE.append(request)
     try:
-        yield request
+        with handled(request):
+            yield request
     finally:
         _ACTIVE.remove(request)
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
 
 
 class StopOnSignal(TrainerCallback):
@@ -105,4 +91,4 @@ class StopOnSignal(TrainerCallback):
                              f"{state.global_step}: saved {saved}; {then}")
 
 
-__all__ = ["JobInterrupted", "StopOnSignal", "StopRequest", "stop_signals"]
+__all__ = ["StopOnSignal", "StopRequest", "stop_signals"]
