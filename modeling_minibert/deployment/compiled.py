@@ -42,9 +42,10 @@ from modeling_minibert.deployment.onnx_graph import (
     load_for_export,
 )
 from modeling_minibert.utils.files import cache_folder, check_output_dir, staged_folder
+from modeling_minibert.utils.outputs import COMPILED_BUILD_FILE, COMPILED_PACKAGE_FILE
 
-PACKAGE_FILE = "model.pt2"
-BUILD_FILE = "compiled.json"  # what the package was compiled with: torch's version, the CPU capability
+PACKAGE_FILE = COMPILED_PACKAGE_FILE
+BUILD_FILE = COMPILED_BUILD_FILE  # what the package was compiled with: torch's version, the CPU capability
 
 
 def compiler_missing() -> str | None:

@@ -365,6 +365,8 @@ def benchmark_deploy(
                 "unavailable": {n: p.missing() for n, p in SERVING_PATHS.items() if n not in table and p.missing()}}
         with staged_folder(output) as staging:
             shutil.copytree(folders[chosen], staging, dirs_exist_ok=True)
+            # The files its path reads, for whoever publishes or copies the folder to check it is whole.
+            info["files"] = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
             write_json(staging / SERVING_FILE, info)
             (staging / "README.md").write_text(card({**info, **native_note(chosen_paths[chosen]),
                                                      "markdown": markdown(table, chosen)}), encoding="utf-8")

@@ -33,10 +33,11 @@ import torch
 
 from modeling_minibert.deployment.onnx_session import config_limits
 from modeling_minibert.sharing.folder import copy_tokenizer_files
+from modeling_minibert.utils.outputs import SERVING_FILE  # in a ready folder: its path, its files, what was measured
 from modeling_minibert.utils.precision import native_bf16
 
 Logits = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # (ids, mask, types) (B, T) -> (B, C)
-SERVING_FILE = "serving.json"  # in a ready folder: which path it holds, and what was measured
+
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,13 @@ DISTILLATION_ARGS_FILE = "distillation_args.json"
 # model.safetensors, so that from_pretrained refuses the folder instead of loading int8 values as floats.
 QUANTIZED_WEIGHTS_FILE = "model.int8.safetensors"
 QUANTIZED_INFO_FILE = "quantization.json"
+# A model compiled ahead of time for this CPU (modeling_minibert/deployment/compiled.py): AOTInductor's package, native
+# code, and what it was compiled with (torch's version, the CPU capability).
+COMPILED_PACKAGE_FILE = "model.pt2"
+COMPILED_BUILD_FILE = "compiled.json"
+# A ready serving folder (modeling_minibert/deployment/serving_benchmark.py): which path it holds, the files that path
+# reads ("files"), what was measured.
+SERVING_FILE = "serving.json"
 # The sentence-transformers files beside a model (modeling_minibert/deployment/sentence_embeddings.py): the module list, the
 # Transformer module's options; each later module in its own folder named "<index>_<Name>" (1_Pooling, 2_Dense).
 SENTENCE_TRANSFORMERS_MODULES_FILE = "modules.json"
