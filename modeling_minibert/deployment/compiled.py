@@ -71,10 +71,10 @@ def compile_model(model_name_or_path: str | os.PathLike, output_dir: str | os.Pa
     folder, output = Path(model_name_or_path), Path(output_dir)
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder {folder} does not exist")
+    check_output_dir(output, overwrite_output_dir, inputs={"model_name_or_path": folder}, job="compile_model")
     why = compiler_missing()
     if why:
         raise RuntimeError(why)
-    check_output_dir(output, overwrite_output_dir, inputs={"model_name_or_path": folder}, job="compile_model")
     model = load_for_export(folder, head)
     if type(model).__name__ == "MiniBertForMultipleChoice":
         raise ValueError("compile_model takes (batch, sequence) inputs; MiniBertForMultipleChoice's are "

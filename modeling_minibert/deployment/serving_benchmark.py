@@ -270,7 +270,7 @@ def check_options(objective: str, rounds: int, batch_size: int, seconds: float, 
         number = (int,) if whole else (int, float)
         if isinstance(value, bool) or not isinstance(value, number) or not low <= value <= high:
             kind = "a whole number" if whole else "a number"
-            raise ValueError(f"{name}={value!r} must be {kind} from {low:g} to {high:g}")
+            raise ValueError(f"{name}={value!r} must be {kind} at least {low:g} and at most {high:g}")
     check_threads(threads)
 
 
@@ -345,10 +345,10 @@ def benchmark_deploy(
     texts = read_texts(texts_file)
     labelled = read_labelled(labelled_file, config.label2id) if labelled_file else None
     inputs = {"model_name_or_path": folder, "texts_file": texts_file, "labelled_file": labelled_file}
-    output = check_output_dir(output_dir, overwrite_output_dir, inputs={**inputs, "work_dir": work_dir},
+    output = check_output_dir(output_dir, overwrite_output_dir, inputs=inputs, beside={"work_dir": work_dir},
                               job="benchmark-deploy")
     if work_dir is not None:  # the paths' folders it keeps: apart from the inputs and from the output
-        check_output_dir(work_dir, inputs={**inputs, "output_dir": output}, job="benchmark-deploy", what="work_dir")
+        check_output_dir(work_dir, inputs=inputs, beside={"output_dir": output}, job="benchmark-deploy", what="work_dir")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     max_length = min(config.max_position_embeddings, tokenizer.model_max_length)
     encoded = encode(tokenizer, texts, max_length, batch_size)

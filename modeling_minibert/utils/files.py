@@ -198,13 +198,15 @@ def staged_files(output: str | os.PathLike) -> Iterator[Path]:
 
 
 def check_output_dir(output: str | os.PathLike, overwrite: bool = False, resume_hint: bool = False, *,
-                     inputs: Mapping[str, object] | None = None, job: str = "minibert", what: str = "output_dir") -> Path:
+                     inputs: Mapping[str, object] | None = None, beside: Mapping[str, object] | None = None,
+                     job: str = "minibert", what: str = "output_dir") -> Path:
     """Refuse, before any work, an output folder that would be clobbered; return it as a Path.
 
     The one check every job that writes a folder makes (`staged_folder` then replaces the folder whole):
-    - the folder must not be, lie inside or hold one of `inputs` (option name -> what the job reads or works in:
-      a folder or file; values that are not local paths, such as Hub ids, are skipped): replacing it would delete
-      what the job reads, and `overwrite` cannot make that right;
+    - the folder must not be, lie inside or hold one of `inputs` (option name -> what the job reads: a folder or
+      file; values that are not local paths, such as Hub ids, are skipped), nor one of the other folders the job
+      writes, `beside` (compared whether they exist yet or not): replacing it would delete what the job reads or
+      keeps, and `overwrite` cannot make that right;
     - a run writing into it (its `.minibert.lock` held by a living process) is not disturbed, `overwrite` or not;
     - an existing non-empty folder is accepted only with `overwrite`. `resume_hint` adds
       `--resume_from_checkpoint` to the message, for jobs that can continue the run saved there.
@@ -214,6 +216,7 @@ def check_output_dir(output: str | os.PathLike, overwrite: bool = False, resume_
     if output.exists() and not output.is_dir():
         raise FileExistsError(f"{what} {output} exists and is not a folder")
     check_apart(output, inputs or {}, what)
+    check_apart(output, beside or {}, what, existing=False)
     if output.is_dir():
         from modeling_minibert.utils.outputs import check_unlocked  # outputs builds on this module
 
@@ -226,18 +229,20 @@ def check_output_dir(output: str | os.PathLike, overwrite: bool = False, resume_
     return output
 
 
-def local_paths(inputs: Mapping[str, object]) -> Iterator[tuple[str, Path]]:
-    """(option name, path) for each value of `inputs` that is a path present here (a list: each of its items)."""
+def local_paths(inputs: Mapping[str, object], existing: bool = True) -> Iterator[tuple[str, Path]]:
+    """(option name, path) for each value of `inputs` that is a path (present here, with `existing`; a list: each
+    of its items)."""
     for name, value in inputs.items():
         for item in value if isinstance(value, (list, tuple)) else [value]:
-            if isinstance(item, (str, os.PathLike)) and str(item) and Path(item).exists():
+            if isinstance(item, (str, os.PathLike)) and str(item) and (not existing or Path(item).exists()):
                 yield name, Path(item)
 
 
-def check_apart(output: Path, inputs: Mapping[str, object], what: str = "output_dir") -> None:
-    """ValueError in one line when `output` is one of `inputs` (links resolved), lies inside one, or holds one."""
+def check_apart(output: Path, inputs: Mapping[str, object], what: str = "output_dir", existing: bool = True) -> None:
+    """ValueError in one line when `output` is one of `inputs` (links resolved), lies inside one, or holds one;
+    `existing`: only the inputs present here count."""
     place = output.resolve()
-    for name, path in local_paths(inputs):
+    for name, path in local_paths(inputs, existing):
         read = path.resolve()
         if place == read:
             how = "is"

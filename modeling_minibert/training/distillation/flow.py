@@ -134,10 +134,9 @@ def distill(
     # On what the caller gave: a search's runs override the default learning rate, as fine-tuning's do.
     check_learning_rates(args.learning_rates, training, "validation" in sources)
     schedule = default_schedule(args, "num_train_epochs" in training, evaluates(training, "validation" in sources))
+    # The best model is the one closest to the teacher (the validation loss). Checkpoints keep the optimizer's
+    # state, as fine-tuning's do: a run stopped by a signal or a kill resumes from them.
     training = {**DISTILL_TRAINING_DEFAULTS, **training}
-    # The best model is the one closest to the teacher (the validation loss); checkpoints need no optimizer state
-    # (they are dropped at the end).
-    training.setdefault("save_only_model", True)
     check_training_options(training, "validation" in sources)
     task = check_options(args, train_data is not None)
     check_teacher_files(str(args.teacher_model_name_or_path), args.allow_pickle)
