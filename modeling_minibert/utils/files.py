@@ -8,6 +8,7 @@ beside its final place and rename it in (`os.replace` is atomic within a filesys
     staged_files         files that a library writes by name beside others (an ONNX export and its weights)
     check_output_dir             refuse, before any work, a folder that already holds something, that is (or is
                                  inside, or holds) what the job reads or its work folder, or that a run is writing
+    check_unlocked               refuse a folder whose run lock (`.minibert.lock`) a living process holds
     check_links                  refuse, before any work, a link that copying a folder would follow out of it
 
 Staged files and folders get the permissions a plain `open()` / `mkdir()` would give: they are created with
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 STAGING_KINDS = ("partial", "previous")  # a folder being written; an old output being replaced
+# Held while a run writes into its output folder (utils/outputs.py takes and releases it): every writer honours it.
+LOCK_FILE = ".minibert.lock"
 
 
 def _writer_tag() -> str:
@@ -51,6 +54,39 @@ def process_alive(host: str | None, pid: object) -> bool:
     except (ValueError, TypeError, OverflowError):
         return False
     return True
+
+
+# --- the run lock: one run at a time per folder (taken and released by outputs.locked) ------------------------------
+
+def read_lock(lock: Path) -> dict:
+    """The holder a run lock names ({} when it cannot be read)."""
+    try:
+        holder = json.loads(lock.read_text())
+    except (OSError, ValueError):
+        return {}  # being written, or torn by a kill: treated as held by nobody alive
+    return holder if isinstance(holder, dict) else {}
+
+
+def _alive(holder: dict) -> bool:
+    return bool(holder) and process_alive(holder.get("host"), holder.get("pid"))
+
+
+def lock_holder(out: Path) -> dict:
+    """What the folder's lock says of its holder ({} without a readable lock)."""
+    return read_lock(out / LOCK_FILE)
+
+
+def check_unlocked(out: Path, job: str = "minibert") -> None:
+    """Refuse, before any work, a folder that a living run is writing to."""
+    lock = out / LOCK_FILE
+    if lock.is_file():
+        holder = read_lock(lock)
+        if _alive(holder):
+            raise FileExistsError(
+                f"output_dir {out} is in use by another {holder.get('job', job)} run (pid {holder.get('pid')} on host "
+                f"{holder.get('host')}, since {holder.get('started')}); wait for it to end, or choose another "
+                f"folder (if that process is gone, delete {lock})"
+            )
 
 
 def temp_file_beside(path: str | os.PathLike) -> tuple[int, Path]:
@@ -149,8 +185,6 @@ def plain_permissions(folder: Path) -> None:
 
 def check_not_taken(output: Path) -> None:
     """FileExistsError when another living process holds `output`'s run lock (this process may hold it)."""
-    from modeling_minibert.utils.outputs import check_unlocked, lock_holder  # outputs builds on this module
-
     if lock_holder(output).get("pid") != os.getpid():
         check_unlocked(output)
 
@@ -218,8 +252,6 @@ def check_output_dir(output: str | os.PathLike, overwrite: bool = False, resume_
     check_apart(output, inputs or {}, what)
     check_apart(output, beside or {}, what, existing=False)
     if output.is_dir():
-        from modeling_minibert.utils.outputs import check_unlocked  # outputs builds on this module
-
         check_unlocked(output, job)
     if output.is_dir() and any(output.iterdir()) and not overwrite:
         ways = "--overwrite_output_dir to replace it"

@@ -15,7 +15,6 @@ its measurement.
 from __future__ import annotations
 
 import json
-import os
 import platform
 import statistics
 import time

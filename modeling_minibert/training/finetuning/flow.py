@@ -234,9 +234,7 @@ def train_and_save(
     extra_outputs: Callable[[Trainer, Path, PredictionOutput | None], None] | None = None,
     trainer_class: type[Trainer] = Trainer,
     learning_rates: Sequence[float] | None = None,
-    min_train_steps: int = 0,
-    early_stopping_patience: int = 0,
-    run_record: dict[str, Any] | None = None,
+    min_train_steps: int = 0, early_stopping_patience: int = 0, run_record: dict[str, Any] | None = None,
     **trainer_options: Any,
 ) -> FinetuneResult:
     """Train `model` with Trainer (checkpoints in `output`), score it, then save the output folder in one step.
@@ -246,7 +244,7 @@ def train_and_save(
     `learning_rates` trains once at each and keeps the best on validation (`search_learning_rate`); the schedule
     takes at least `min_train_steps` optimizer steps (`training_arguments`) and stops after `early_stopping_patience`
     evaluations in a row without a better validation score (0: never; resumed, it counts on from the checkpoint);
-    `run_record` (the run's options) goes into each checkpoint, for a resume to check."""
+    `run_record`, the run's options, goes into each checkpoint, for a resume to check."""
     options = {"restore_callback_states_from_checkpoint": bool(early_stopping_patience), **training_options}
     # The final folder is pushed once, complete, by push_to_hub: Trainer's own push would upload every
     # checkpoint as it is saved. The token stays out of the args Trainer pickles into its checkpoints.
