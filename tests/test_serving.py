@@ -492,3 +492,29 @@ def test_a_package_this_user_compiled_loads_and_a_copy_elsewhere_needs_allowing(
     runner = load_compiled(work / COMPILED, allow_compiled=True)
     ids = torch.ones(1, 4, dtype=torch.long)
     assert runner(ids, torch.ones_like(ids), torch.zeros_like(ids))[0].shape == (1, 2)
+
+
+def test_a_benchmark_stopped_by_sigterm_leaves_no_temporary_folder(model_folder, texts_file, tmp_path, monkeypatch,
+                                                                   capsys):
+    """SIGTERM (Python's default would end the process on the spot, leaving /tmp/minibert-serving-*) stops the
+    benchmark in one line, exit 143, its temporary folder removed and nothing written."""
+    import signal
+    import tempfile
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    measure = serving_benchmark.measure_paths
+
+    def stopped(folder, paths, work, *args):
+        assert work.parent == temporary and work.is_dir()  # the temporary folder is in use
+        os.kill(os.getpid(), signal.SIGTERM)
+        return measure(folder, paths, work, *args)
+
+    monkeypatch.setattr(serving_benchmark, "measure_paths", stopped)
+    capsys.readouterr()
+    code = cli_main(["benchmark-deploy", "--model_name_or_path", str(model_folder), "--texts_file", str(texts_file),
+                     "--output_dir", str(tmp_path / "out"), "--paths", "pytorch-int8", "--rounds", "1"])
+    assert code == 128 + signal.SIGTERM
+    assert capsys.readouterr().err == f"minibert benchmark-deploy: stopped by SIGTERM: nothing was written to {tmp_path / 'out'}\n"
+    assert list(temporary.iterdir()) == [] and not (tmp_path / "out").exists()

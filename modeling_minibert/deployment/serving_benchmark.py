@@ -40,7 +40,7 @@ from modeling_minibert.deployment.serving_paths import (
     check_threads,
     serving_path,
 )
-from modeling_minibert.utils.commands import CommandLine
+from modeling_minibert.utils.commands import CommandLine, check_list_option
 from modeling_minibert.utils.files import check_output_dir, staged_folder, write_json
 from modeling_minibert.utils.measured import cpu_name
 from modeling_minibert.utils.signals import handled, stop_at_once
@@ -337,6 +337,7 @@ def benchmark_deploy(
     from transformers import AutoTokenizer
 
     folder = Path(model_name_or_path)
+    check_list_option("paths", paths)
     check_options(objective, rounds, batch_size, seconds, threads, min_agreement, max_accuracy_drop)
     config = check_model(folder)
     names = list(dict.fromkeys([REFERENCE, *(paths or [])])) if paths else [n for n, p in SERVING_PATHS.items()

@@ -25,7 +25,7 @@ from transformers import HfArgumentParser, TrainingArguments
 from transformers.utils import logging
 
 from modeling_minibert.training.finetuning.tasks import TASKS
-from modeling_minibert.utils.commands import ArgumentParser, CommandLine, HelpFormatter
+from modeling_minibert.utils.commands import ArgumentParser, CommandLine, HelpFormatter, check_list_option
 
 logger = logging.get_logger(__name__)
 
@@ -264,6 +264,7 @@ def check_learning_rates(learning_rates: list[float] | None, training: dict[str,
     on, a `learning_rate` beside it, or a resume (a search is not resumed: run it again)."""
     if learning_rates is None:
         return
+    check_list_option("learning_rates", learning_rates)
     if not learning_rates:
         raise ValueError("learning_rates is empty: give one or more values")
     for value in learning_rates:
