@@ -60,6 +60,19 @@ def stop_signals(output: Path) -> Iterator[StopRequest]:
         _ACTIVE.remove(request)
 
 
+def anyone_stopping(here: bool, args: TrainingArguments) -> bool:
+    """Whether a signal reached this process or, in a distributed run, any of them: every process must save the
+    same step and stop there together (one alone would wait for the others at the next collective)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return here
+    flag = torch.tensor([float(here)], device=args.device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
 class StopOnSignal(TrainerCallback):
     """Trainer's side of the innermost `stop_signals`: after a signal, the step in progress ends with a checkpoint
     (Trainer's own save, before `StopOnNonFinite` checks what it saves), then `JobInterrupted`. `resumable`: what
@@ -78,7 +91,8 @@ class StopOnSignal(TrainerCallback):
             self.request.training = False
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
-        if self.request is not None and self.request.signal is not None:
+        if self.request is not None and anyone_stopping(self.request.signal is not None, args):
+            self.request.signal = self.request.signal or signal.SIGTERM  # a peer process's signal, in a distributed run
             control.should_save = True
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
