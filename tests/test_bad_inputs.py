@@ -47,6 +47,7 @@ from modeling_minibert import (
 )
 from fixtures.environment import REPO, clean_env
 from fixtures.models import TINY
+from fixtures.tree import tree
 from modeling_minibert.utils.cpus import usable_cores
 from modeling_minibert.utils.outputs import LOCK_FILE
 
@@ -82,6 +83,9 @@ DATA_FILES: dict[str, bytes] = {
     "one_class.csv": b"text,label\n" + b"".join(f"{t},1\n".encode() for t in TEXTS),
     "ansi_label.csv": b"text,label\nthe company said,\x1b[31mred\nprofits rose,blue\n",
     "binary.txt": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe\x00",
+    "nul.txt": b"the company said\nprofits\x00rose\n",
+    "four_classes.csv": b"text,label\n" + b"".join(f"{t},{'abcd'[i % 4]}\n".encode() for i, t in enumerate(TEXTS)),
+    "no_text.csv": b"text,label\nthe company said,LABEL_0\n,LABEL_1\n",
     # The same word, composed (NFC) in the answer and decomposed (NFD) in the context: offsets cannot match.
     "nfd_context.json": json.dumps({"data": [{"paragraphs": [{"context": "le cafe\u0301 est bon", "qas": [
         {"id": "1", "question": "quoi ?", "answers": [{"text": "caf\u00e9", "answer_start": 3}]}]}]}]}).encode(),
@@ -150,7 +154,10 @@ def made_folders(root: Path) -> tuple[str, ...]:
     graph = helper.make_graph(nodes, "embeddings", inputs, [output], [*tables.values(), last])
     (root / "graph").mkdir()
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), root / "graph" / "model.onnx")
-    return ("embedder", "int8", "graph")
+    # A ready serving folder of the PyTorch path, as benchmark-deploy writes one (its measurements left out).
+    shutil.copytree(root / "classifier", root / "serving")
+    (root / "serving" / "serving.json").write_text(json.dumps({"path": "pytorch-fp32", "threads": None}))
+    return ("embedder", "int8", "graph", "serving")
 
 
 @pytest.fixture(scope="module")
@@ -477,10 +484,34 @@ def quantize_api(p, **kwargs):
     return quantize(p.broken, p.out, **kwargs)
 
 
-def deploy(p, model: str = "classifier", texts: str = "classes.csv", **kwargs):
+def deploy(p, model: str = "classifier", texts: str = "classes.csv", out: str = "out", **kwargs):
     from modeling_minibert.deployment.serving_benchmark import benchmark_deploy
 
-    return benchmark_deploy(getattr(p, model), p.data / texts, p.out, **kwargs)
+    return benchmark_deploy(getattr(p, model), p.data / texts, getattr(p, out), **kwargs)
+
+
+def serve(p, folder: str = "serving", **kwargs):
+    from modeling_minibert.deployment.serving_paths import load_serving
+
+    return load_serving(getattr(p, folder), **kwargs)
+
+
+def long_texts(p, texts=("a text",), **kwargs):
+    """`classify_long_texts` with the fixtures' classifier (24 positions)."""
+    from transformers import AutoTokenizer
+
+    from modeling_minibert.deployment import classify_long_texts
+
+    model = MiniBertForSequenceClassification.from_pretrained(p.classifier)
+    return classify_long_texts(model, AutoTokenizer.from_pretrained(p.classifier), texts if isinstance(texts, str) else list(texts), **kwargs)
+
+
+def unchanged(folder: Path) -> None:
+    """The copy of the source, as it is: a folder the row's job reads."""
+
+
+def serving_json(content: object) -> Callable[[Path], None]:
+    return write("serving.json", content if isinstance(content, str) else json.dumps(content))
 
 
 def deploy_cli(*words: str, model: str = "{classifier}", texts: str = "{data}/classes.csv") -> tuple[str, ...]:
@@ -492,6 +523,12 @@ def train_tok(p, *args, **kwargs):
 
     kwargs.setdefault("output_dir", p.out)
     return train_tokenizer(*args, disable_tqdm=True, **kwargs)
+
+
+def compile_api(p, **kwargs):
+    from modeling_minibert.deployment.compiled import compile_model
+
+    return compile_model(p.broken, p.broken, **kwargs)
 
 
 def push(p, folder: str = "broken", repo_id: str = "alice/model", **kwargs):
@@ -1198,6 +1235,151 @@ ROWS: list[Row] = [
         None, cached_logits, source="data", breakage=logits_cache(dtype=torch.float64)),
     Row("distill-cached-logits-rows-disagree", ("{broken}/teacher_logits.safetensors", "transfer.rows", "[1, 1, 2]"),
         None, cached_logits, source="data", breakage=logits_cache(rows=[1, 1, 2])),
+    # -- every command that writes a folder: never over what it reads or keeps, never over a running job's folder ----
+    # (`files.check_output_dir`, the one check every writer makes; `test_every_writer_has_its_folder_rows`).
+    Row("export-onnx-over-its-input", ("output_dir {broken} is model_name_or_path={broken}", "apart"),
+        ("export-onnx", "--model_name_or_path", "{broken}", "--output_dir", "{broken}", "--overwrite_output_dir"),
+        lambda p: export(p, out="broken", overwrite_output_dir=True), source="mlm", breakage=unchanged),
+    Row("export-onnx-inside-its-input", ("output_dir {broken}/onnx is inside model_name_or_path={broken}",),
+        ("export-onnx", "--model_name_or_path", "{broken}", "--output_dir", "{broken}/onnx"), source="mlm",
+        breakage=unchanged),
+    Row("export-onnx-tjs-over-its-input", ("output_dir {broken} is model_name_or_path={broken}",),
+        ("export-onnx", "--model_name_or_path", "{broken}", "--output_dir", "{broken}", "--format", "transformers.js",
+         "--overwrite_output_dir"),
+        lambda p: export(p, out="broken", format="transformers.js", overwrite_output_dir=True), source="classifier",
+        breakage=unchanged),
+    Row("export-onnx-into-a-running-job", ("{broken}", "in use by another finetune run"),
+        ("export-onnx", "--model_name_or_path", "{mlm}", "--output_dir", "{broken}", "--overwrite_output_dir"),
+        lambda p: export(p, src="mlm", out="broken", overwrite_output_dir=True), FileExistsError, source="data",
+        breakage=held_by_a_live_run("finetune")),
+    Row("benchmark-deploy-over-its-input", ("output_dir {broken} is model_name_or_path={broken}",),
+        deploy_cli("--overwrite_output_dir", model="{broken}")[:6] + ("{broken}", "--overwrite_output_dir"),
+        lambda p: deploy(p, "broken", out="broken", overwrite_output_dir=True), source="classifier", breakage=unchanged),
+    Row("benchmark-deploy-holds-its-texts", ("output_dir {broken} holds texts_file={broken}/corpus.txt",),
+        deploy_cli(texts="{broken}/corpus.txt")[:6] + ("{broken}", "--overwrite_output_dir"), source="data",
+        breakage=unchanged),
+    Row("benchmark-deploy-work-dir-is-the-output", ("output_dir {out} is work_dir={out}",),
+        deploy_cli("--work_dir", "{out}"), lambda p: deploy(p, work_dir=p.out)),
+    Row("benchmark-deploy-work-dir-inside-the-output", ("output_dir {out} holds work_dir={out}/paths",),
+        deploy_cli("--work_dir", "{out}/paths"), lambda p: deploy(p, work_dir=p.out / "paths")),
+    Row("benchmark-deploy-output-inside-the-work-dir", ("output_dir {out}/ready is inside work_dir={out}",),
+        deploy_cli("--work_dir", "{out}")[:6] + ("{out}/ready", "--work_dir", "{out}"),
+        lambda p: deploy(SimpleNamespace(**{**vars(p), "ready": p.out / "ready"}), out="ready", work_dir=p.out)),
+    Row("benchmark-deploy-into-a-running-job", ("{broken}", "in use by another distill run"),
+        deploy_cli()[:6] + ("{broken}", "--overwrite_output_dir"),
+        lambda p: deploy(p, out="broken", overwrite_output_dir=True), FileExistsError, source="data",
+        breakage=held_by_a_live_run("distill")),
+    Row("convert-bert-over-its-input", ("output_dir {broken} is model_name_or_path={broken}",),
+        ("convert-bert", "--model_name_or_path", "{broken}", "--output_dir", "{broken}", "--overwrite_output_dir"),
+        lambda p: convert(p, out="broken", overwrite_output_dir=True), source="bert", breakage=unchanged),
+    Row("convert-bert-to-bert-over-its-input", ("output_dir {broken} is model_name_or_path={broken}",),
+        ("convert-bert", "--to-bert", "--model_name_or_path", "{broken}", "--output_dir", "{broken}", "--overwrite_output_dir"),
+        lambda p: convert(p, out="broken", to_bert=True, overwrite_output_dir=True), source="mlm", breakage=unchanged),
+    Row("convert-bert-into-a-running-job", ("{broken}", "in use by another pretraining run"),
+        ("convert-bert", "--model_name_or_path", "{bert}", "--output_dir", "{broken}", "--overwrite_output_dir"),
+        lambda p: convert(p, src="bert", out="broken", overwrite_output_dir=True), FileExistsError, source="data",
+        breakage=held_by_a_live_run("pretraining")),
+    Row("train-tokenizer-over-its-input", ("output_dir {broken} holds train_file={broken}/corpus.txt",),
+        ("train-tokenizer", "--train_file", "{broken}/corpus.txt", "--output_dir", "{broken}", "--overwrite_output_dir"),
+        lambda p: train_tok(p, train_file=[p.broken / "corpus.txt"], output_dir=p.broken, overwrite_output_dir=True),
+        source="data", breakage=unchanged),
+    Row("train-tokenizer-into-a-running-job", ("{broken}", "in use by another finetune run"),
+        ("train-tokenizer", "--train_file", "{data}/corpus.txt", "--output_dir", "{broken}", "--overwrite_output_dir"),
+        lambda p: train_tok(p, train_file=[p.data / "corpus.txt"], output_dir=p.broken, overwrite_output_dir=True),
+        FileExistsError, source="data", breakage=held_by_a_live_run("finetune")),
+    Row("finetune-over-its-input", ("output_dir {broken} is model_name_or_path={broken}",),
+        finetune_cli("--overwrite_output_dir", "true", output="{broken}")[:4] + ("{broken}",)
+        + finetune_cli("--overwrite_output_dir", "true", output="{broken}")[5:],
+        lambda p: tune(p, model="broken", output_dir=p.broken, overwrite_output_dir=True), source="mlm", breakage=unchanged),
+    Row("finetune-holds-its-train-file", ("output_dir {broken} holds train_file={broken}/classes.csv",),
+        finetune_cli("--overwrite_output_dir", "true", train="{broken}/classes.csv", output="{broken}"),
+        lambda p: tune(SimpleNamespace(**{**vars(p), "data": p.broken}), output_dir=p.broken, overwrite_output_dir=True),
+        source="data", breakage=unchanged),
+    Row("finetune-into-a-running-job", ("{broken}", "in use by another distill run"),
+        finetune_cli("--overwrite_output_dir", "true", output="{broken}"),
+        lambda p: tune(p, output_dir=p.broken, overwrite_output_dir=True), FileExistsError, source="data",
+        breakage=held_by_a_live_run("distill")),
+    Row("distill-over-its-input", ("output_dir {broken} is teacher_model_name_or_path={broken}",),
+        distill_cli("--overwrite_output_dir", "true", teacher="{broken}", output="{broken}"),
+        lambda p: distill_api(p, teacher="broken", output_dir=str(p.broken), overwrite_output_dir=True),
+        source="classifier", breakage=unchanged),
+    Row("distill-into-a-running-job", ("{broken}", "in use by another finetune run"),
+        distill_cli("--overwrite_output_dir", "true", output="{broken}"),
+        lambda p: distill_api(p, output_dir=str(p.broken), overwrite_output_dir=True), FileExistsError, source="data",
+        breakage=held_by_a_live_run("finetune")),
+    Row("pretrain-over-its-input", ("output_dir {broken} is model_name_or_path={broken}",),
+        pretrain_cli("--overwrite_output_dir", "true", model="{broken}", output="{broken}"),
+        lambda p: pretrain_api(p, model_name_or_path=str(p.broken), output_dir=str(p.broken), overwrite_output_dir=True,
+                               max_seq_length=24),
+        source="mlm", breakage=unchanged),
+    Row("pretrain-into-a-running-job", ("{broken}", "in use by another finetune run"),
+        pretrain_cli("--overwrite_output_dir", "true", output="{broken}"),
+        lambda p: pretrain_api(p, output_dir=str(p.broken), overwrite_output_dir=True), FileExistsError, source="data",
+        breakage=held_by_a_live_run("finetune")),
+    Row("quantize-over-its-input", ("output_dir {broken} is model_name_or_path={broken}",), None,
+        lambda p: quantize_api(SimpleNamespace(broken=p.broken, out=p.broken), overwrite_output_dir=True),
+        source="classifier", breakage=unchanged),
+    Row("compile-model-over-its-input", ("output_dir {broken} is model_name_or_path={broken}",), None,
+        lambda p: compile_api(p, overwrite_output_dir=True), source="classifier", breakage=unchanged),
+    # -- every numeric option finite and bounded, checked before any work; a list where a list is meant -----------
+    *[Row(f"benchmark-deploy-{flag}-{value}", (f"{flag}={shown}", bound), deploy_cli(f"--{flag}={value}"),
+          lambda p, flag=flag, given=given: deploy(p, **{flag: given}), seconds=5)
+      for flag, value, given, shown, bound in (
+          ("seconds", "inf", float("inf"), "inf", "at most 600"), ("seconds", "nan", float("nan"), "nan", "at most 600"),
+          ("seconds", "-1", -1.0, "-1.0", "at most 600"), ("seconds", "1e9", 1e9, "1000000000.0", "at most 600"),
+          ("rounds", "1000", 1000, "1000", "at most 100"), ("batch_size", "0", 0, "0", "at most 4096"),
+          ("batch_size", "100000", 100000, "100000", "at most 4096"),
+          ("threads", "-1", -1, "-1", "CPUs"), ("threads", "0", 0, "0", "CPUs"),
+          ("max_accuracy_drop", "-0.1", -0.1, "-0.1", "at most 1"),
+          ("max_accuracy_drop", "nan", float("nan"), "nan", "at most 1"),
+          ("min_agreement", "nan", float("nan"), "nan", "at most 1"))],
+    Row("benchmark-deploy-binary-texts", ("{data}/binary.txt line 1", "not UTF-8 text"), deploy_cli(texts="{data}/binary.txt"),
+        lambda p: deploy(p, texts="binary.txt")),
+    Row("benchmark-deploy-nul-in-texts", ("{data}/nul.txt line 2", "U+0000"), deploy_cli(texts="{data}/nul.txt"),
+        lambda p: deploy(p, texts="nul.txt")),
+    Row("benchmark-deploy-texts-dev-zero", ("/dev/zero line 1", "100,000 characters"), deploy_cli(texts="/dev/zero"),
+        lambda p: deploy(SimpleNamespace(**{**vars(p), "data": Path("/dev")}), texts="zero"), seconds=5),
+    Row("benchmark-deploy-labelled-row-without-text", ("{data}/no_text.csv row 2", "no text"),
+        deploy_cli("--labelled_file", "{data}/no_text.csv"), lambda p: deploy(p, labelled_file=p.data / "no_text.csv")),
+    Row("load-serving-threads-100000", ("threads=100000", "CPUs"), None, lambda p: serve(p, threads=100000), seconds=5),
+    Row("load-serving-threads-negative", ("threads=-2", "CPUs"), None, lambda p: serve(p, threads=-2)),
+    Row("load-serving-threads-a-string", ("threads='4'", "CPUs"), None, lambda p: serve(p, threads="4")),
+    Row("serving-json-threads-100000", ("{broken}/serving.json", "threads=100000"), None, lambda p: serve(p, "broken"),
+        source="serving", breakage=serving_json({"path": "pytorch-fp32", "threads": 100000}), seconds=5),
+    Row("serving-json-threads-negative", ("{broken}/serving.json", "threads=-3"), None, lambda p: serve(p, "broken"),
+        source="serving", breakage=serving_json({"path": "pytorch-fp32", "threads": -3})),
+    Row("serving-json-without-path", ("{broken}/serving.json", '"path"'), None, lambda p: serve(p, "broken"),
+        source="serving", breakage=serving_json({"threads": 1})),
+    Row("serving-json-a-list", ("{broken}/serving.json", "list"), None, lambda p: serve(p, "broken"),
+        source="serving", breakage=serving_json(["pytorch-fp32"])),
+    Row("serving-json-not-json", ("{broken}/serving.json", "not valid JSON"), None, lambda p: serve(p, "broken"),
+        source="serving", breakage=serving_json("{oops")),
+    Row("serving-one-string-for-texts", ("one str", "list of texts"), None,
+        lambda p: serve(p).scores("a fine film"), TypeError),
+    Row("long-texts-one-string", ("texts is one str", "list of texts"), None, lambda p: long_texts(p, "one string"),
+        TypeError),
+    Row("long-texts-a-number-among-texts", ("text #1", "int"), None, lambda p: long_texts(p, ["a text", 7]), TypeError),
+    *[Row(f"long-texts-{name}-{value!r}", (f"{name}={value!r}", bound), None, lambda p, name=name, value=value: long_texts(p, **{name: value}))
+      for name, value, bound in (("doc_stride", 1.5, "whole number"), ("doc_stride", "3", "whole number"),
+                                 ("max_length", 0, "from 3 to 24"), ("max_length", 2, "from 3 to 24"),
+                                 ("max_length", -5, "from 3 to 24"), ("max_length", 1000, "from 3 to 24"),
+                                 ("batch_size", 0, "at least 1"), ("doc_stride", 22, "below 22"))],
+    Row("long-texts-a-million-words", ("text 1 holds at least", "max_windows=4,096"), None,
+        lambda p: long_texts(p, ["a text", "the company said profits rose " * 200_000]), seconds=5),
+    Row("long-texts-a-stride-of-one-token-a-window", ("text 0 holds at least", "advancing by 1", "max_windows=4,096"),
+        None, lambda p: long_texts(p, ["the company said " * 30_000], doc_stride=21), seconds=5),
+    Row("finetune-a-two-label-model-on-four-labels", ("{classifier}", "head for 2 labels", "trains 4 (a, b, c, d)"),
+        finetune_cli(train="{data}/four_classes.csv")[:4] + ("{classifier}",) + finetune_cli(train="{data}/four_classes.csv")[5:],
+        lambda p: tune(p, model="classifier", train="four_classes.csv")),
+    Row("benchmark-deploy-paths-one-string", ("paths='pytorch-int8'", "one str", "a list"), None,
+        lambda p: deploy(p, paths="pytorch-int8"), TypeError),
+    Row("finetune-learning-rates-one-string", ("learning_rates='1e-4'", "one str"), None,
+        lambda p: tune(p, validation_file=p.data / "classes.csv", learning_rates="1e-4"), TypeError),
+    Row("distill-transfer-file-one-string", ("transfer_file=", "corpus.txt", "one str"), None,
+        lambda p: distill_api(p, transfer_file=str(p.data / "corpus.txt")), TypeError),
+    Row("tokenizer-train-file-a-folder-named", ("training file {data} is a folder", "{data}/*.txt"),
+        ("train-tokenizer", "--train_file", "{data}", "--output_dir", "{out}"),
+        lambda p: train_tok(p, train_file=[p.data]), FileNotFoundError),
     # -- the command line itself -----------------------------------------------------------------------------------
     Row("unknown-command", ("'fine-tune'",), ("fine-tune", "--help")),
 ]
@@ -1223,18 +1405,6 @@ def paths_for(row: Row, sources: SimpleNamespace, readonly: Path, tmp_path: Path
         shutil.copytree(getattr(sources, row.source), paths.broken)
         row.breakage(paths.broken)
     return paths
-
-
-def tree(*roots: Path) -> dict[str, tuple]:
-    """Every file and folder under `roots` (hidden ones too), with size and modification time."""
-    entries = {}
-    for root in roots:
-        for dirpath, dirnames, filenames in os.walk(root):
-            for name in dirnames + filenames:
-                path = Path(dirpath, name)
-                stat = path.lstat()
-                entries[str(path)] = (path.is_dir(), stat.st_size, stat.st_mtime_ns)
-    return entries
 
 
 def fill_in(template: str, paths: SimpleNamespace) -> str:
@@ -1313,3 +1483,37 @@ def test_the_table_covers_every_command():
     """A new command gets rows too."""
     covered = {row.cli[0] for row in ROWS if row.cli}
     assert set(cli.COMMANDS) - covered == set()
+
+
+def writers() -> list[str]:
+    """The commands that write a folder: those with an --output_dir (theirs, or TrainingArguments')."""
+    return [name for name in cli.COMMANDS
+            if "--output_dir" in cli.command_line(name).parser(f"minibert {name}")._option_string_actions]
+
+
+def test_every_writer_has_its_folder_rows():
+    """Every command that writes a folder has a row writing over what it reads and one into a running job's folder,
+    both with --overwrite_output_dir: a new writer inherits the rule (`files.check_output_dir`)."""
+    ids = {row.id for row in ROWS if row.cli}
+    assert set(writers()) >= {"export-onnx", "benchmark-deploy", "finetune", "train-tokenizer"}
+    missing = [f"{name}-{kind}" for name in writers() for kind in ("over-its-input", "into-a-running-job")
+               if f"{name}-{kind}" not in ids]
+    assert missing == []
+
+
+def test_the_folder_and_bounds_rows_can_fail(sources, readonly, tmp_path_factory, monkeypatch):
+    """The checks above can fail: a writer that does not keep its output apart from its input overwrites it (the
+    row sees the input changed), and a function that does not bound its option fails on it later, in another
+    message (the row sees the option unnamed)."""
+    from modeling_minibert.deployment import long_texts as windows
+    from modeling_minibert.utils import files
+
+    by_id = {row.id: row for row in ROWS}
+    monkeypatch.setattr(files, "check_apart", lambda *args, **kwargs: None)
+    with pytest.raises((AssertionError, pytest.fail.Exception)):
+        test_api_raises_the_documented_error_with_one_line(by_id["convert-bert-over-its-input"], sources, readonly,
+                                                           tmp_path_factory.mktemp("writer"))
+    monkeypatch.setattr(windows, "whole_number", lambda name, value, *bounds: value)
+    with pytest.raises((AssertionError, pytest.fail.Exception)):
+        test_api_raises_the_documented_error_with_one_line(by_id["long-texts-max_length-0"], sources, readonly,
+                                                           tmp_path_factory.mktemp("bounds"))

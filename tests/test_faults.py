@@ -71,6 +71,8 @@ def act(path=None):
                 pass
     elif fault["action"] == "read-only":
         subprocess.run(["mount", "-o", "remount,ro", fault["place"]], check=True)
+    elif fault["action"] == "signal":  # SIGINT or SIGTERM to this process, as Ctrl-C or a scheduler sends it
+        os.kill(os.getpid(), fault["signum"])
     elif fault["action"] == "pause":  # hold the run here (say so in `place`) until the test creates `place`/go
         open(os.path.join(fault["place"], "paused"), "w").close()
         while not os.path.exists(os.path.join(fault["place"], "go")):
@@ -625,3 +627,211 @@ class TestNoNonFiniteSuccess:
         else:
             assert not checkpoints
         assert not (output / LOCK_FILE).exists(), "the folder is released"
+
+
+# --- stop signals in the Trainer jobs: the step in progress kept, said in one line, resumed exactly -----------------
+# As pretraining's row above: a run stopped by SIGINT or SIGTERM finishes the step it is in, saves it as a whole
+# checkpoint, says in one line where and how to continue (exit 128 + the signal's number), releases its folder and
+# writes no final model; `--resume_from_checkpoint` then says what it resumes from and ends where the uninterrupted
+# run ends (bit-identical weights, the same losses and scores: Trainer's own checkpoint, its RNG and data order).
+# One row a real process (the signal from outside Python's control), the others in this process (a second each).
+STOP_AT = 5  # the signal arrives inside step 5, between two checkpoints (steps 2, 4, 6, 8)
+SCHEDULE = finetune_argv(Path("in"), Path("out"))[finetune_argv(Path("in"), Path("out")).index("--max_steps"):]
+
+
+def distill_schedule_argv(inputs: Path, output: Path, *extra: str) -> list[str]:
+    """`minibert distill` of a tiny teacher on fine-tuning's data, on fine-tuning's schedule (`finetune_argv`)."""
+    teacher = teacher_classifier(inputs, "teacher", poisoned=False)
+    return ["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", str(teacher),
+            "--model_name_or_path", str(inputs / "model"), "--train_file", str(inputs / "train.csv"),
+            "--validation_file", str(inputs / "validation.csv"), "--output_dir", str(output), *SCHEDULE, *extra]
+
+
+JOB_ARGV = {"finetune": finetune_argv, "distill": distill_schedule_argv}
+
+
+def run_here(argv: list[str], signum: int | None = None) -> tuple[int, str, str]:
+    """`minibert` in this process, `signum` sent to it inside training step STOP_AT: (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+    import os
+
+    from transformers import Trainer
+
+    step, count = Trainer.training_step, [0]
+
+    def patched(self, *args, **kwargs):
+        count[0] += 1
+        if signum is not None and count[0] == STOP_AT:
+            os.kill(os.getpid(), signum)
+        return step(self, *args, **kwargs)
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        patch.setattr(Trainer, "training_step", patched)
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def check_stopped(code: int, stderr: str, job: str, signum: int, output: Path) -> None:
+    """Exit 128 + signum; the last line, the job's only one, says which step was saved where and how to continue;
+    that checkpoint is whole (Trainer's own, with its optimizer and RNG states); no final model; the folder free."""
+    from modeling_minibert.utils.outputs import trainer_checkpoint_problem
+
+    assert code == 128 + signum, stderr[-3000:]
+    lines = [line for line in stderr.splitlines() if line.startswith(f"minibert {job}:")]
+    assert "Traceback" not in stderr and len(lines) == 1 and stderr.rstrip("\n").endswith(lines[0]), stderr[-3000:]
+    stopped = re.fullmatch(rf"minibert {job}: stopped by {signal.Signals(signum).name} after step (\d+): saved "
+                           rf"{re.escape(str(output))}/checkpoint-(\d+); continue with --resume_from_checkpoint", lines[0])
+    assert stopped and stopped[1] == stopped[2] == str(STOP_AT), lines[0]
+    assert trainer_checkpoint_problem(output / f"checkpoint-{STOP_AT}") is None
+    assert not (output / "model.safetensors").exists() and not (output / LOCK_FILE).exists()
+
+
+@pytest.fixture(scope="module")
+def stopped_runs(inputs, tmp_path_factory) -> dict:
+    """A fine-tuning run stopped by Ctrl-C and a distillation stopped by SIGTERM, each inside step STOP_AT, in this
+    process: job -> (its folder, exit code, stderr)."""
+    runs = {}
+    for job, signum in (("finetune", signal.SIGINT), ("distill", signal.SIGTERM)):
+        output = tmp_path_factory.mktemp(f"stopped-{job}") / "run"
+        code, _, err = run_here(JOB_ARGV[job](inputs, output), signum)
+        runs[job] = (output, signum, code, err)
+    return runs
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_distill(inputs, tmp_path_factory):
+    output = tmp_path_factory.mktemp("uninterrupted-distill") / "run"
+    code, _, err = run_here(distill_schedule_argv(inputs, output))
+    assert code == 0, err[-3000:]
+    return results_of(output)
+
+
+@pytest.mark.slow(seconds=20)
+@pytest.mark.parametrize("job, where", [("finetune", "a real process"), ("finetune", "this process"),
+                                        ("distill", "this process")],
+                         ids=["finetune-sigterm-a-real-process", "finetune-ctrl-c", "distill-sigterm"])
+def test_a_trainer_job_stopped_by_a_signal_keeps_its_step_and_resumes_to_the_same_result(
+        job, where, inputs, stopped_runs, uninterrupted, uninterrupted_distill, tmp_path):
+    output = tmp_path / "run"
+    if where == "a real process":
+        signum = signal.SIGTERM
+        result = run_minibert(finetune_argv(inputs, output), tmp_path,
+                              {"at": "step", "n": STOP_AT, "action": "signal", "signum": int(signum)})
+        check_stopped(result.returncode, result.stderr, job, signum, output)
+        resumed = run_minibert(finetune_argv(inputs, output, "--resume_from_checkpoint"), tmp_path)
+        code, said = resumed.returncode, resumed.stdout + resumed.stderr
+    else:
+        stopped, signum, code, err = stopped_runs[job]
+        check_stopped(code, err, job, signum, stopped)
+        shutil.copytree(stopped, output)
+        code, out, err = run_here(JOB_ARGV[job](inputs, output, "--resume_from_checkpoint"))
+        said = out + err
+    assert code == 0, said[-3000:]
+    assert f"resuming from {output}/checkpoint-{STOP_AT}" in said, said[-3000:]
+    weights, history, evaluation = results_of(output)
+    expected_weights, expected_history, expected_evaluation = uninterrupted if job == "finetune" else uninterrupted_distill
+    assert weights.keys() == expected_weights.keys()
+    for name in weights:
+        torch.testing.assert_close(weights[name], expected_weights[name], rtol=0, atol=0, msg=name)
+    assert history == expected_history and evaluation == expected_evaluation
+
+
+def test_the_stop_check_sees_a_run_that_kept_nothing_or_said_nothing(tmp_path):
+    """The rows above can fail: a run killed by SIGTERM's default (no message, no checkpoint of its step), and one
+    that says it saved a checkpoint it did not write, are both caught."""
+    with pytest.raises(AssertionError):
+        check_stopped(-15, "", "finetune", signal.SIGTERM, tmp_path)
+    with pytest.raises(AssertionError):
+        check_stopped(143, f"minibert finetune: stopped by SIGTERM after step {STOP_AT}: saved {tmp_path}/checkpoint-"
+                           f"{STOP_AT}; continue with --resume_from_checkpoint\n", "finetune", signal.SIGTERM, tmp_path)
+
+
+# --- a resume refuses options that change the run ------------------------------------------------------------------
+# Each checkpoint records the options of the run that saved it (`run_options.json`); resuming with options that
+# change what the run trains on or how is one line naming each, exit 2, nothing written (Trainer would restore the
+# old scheduler, so a new learning rate would never be used, and new data would train the rest of the run on it).
+# What does not change the run (logging, saving cadence, reporting, evaluation batch size, the test data) may
+# change; `--resume_with_changed_options` continues anyway, saying what changed.
+CHANGED = [
+    pytest.param("finetune", ["--learning_rate", "3e-3"], "learning_rate=0.001 (now 0.003)", id="finetune-learning-rate"),
+    pytest.param("finetune", ["--train_file", "{inputs}/validation.csv"],
+                 "train_file='{inputs}/train.csv' (now '{inputs}/validation.csv')", id="finetune-train-file"),
+    pytest.param("finetune", ["--max_seq_length", "12"], "max_seq_length=None (now 12)", id="finetune-max-seq-length"),
+    pytest.param("finetune", ["--doc_stride", "2", "--max_seq_length", "12"], "doc_stride=None (now 2)",
+                 id="finetune-doc-stride"),
+    pytest.param("finetune", ["--per_device_train_batch_size", "8"], "per_device_train_batch_size=4 (now 8)",
+                 id="finetune-batch-size"),
+    pytest.param("finetune", ["--max_steps", "12"], "max_steps=8 (now 12)", id="finetune-max-steps"),
+    pytest.param("finetune", ["--seed", "7"], "seed=42 (now 7)", id="finetune-seed"),
+    pytest.param("distill", ["--temperature", "4"], "temperature=2.0 (now 4.0)", id="distill-temperature"),
+]
+MAY_CHANGE = [["--logging_steps", "2"], ["--save_steps", "4"], ["--report_to", "none"], ["--disable_tqdm", "false"],
+              ["--per_device_eval_batch_size", "16"], ["--test_file", "{inputs}/validation.csv"]]
+
+
+def resume_copy(stopped_runs: dict, job: str, tmp_path: Path) -> Path:
+    output = tmp_path / "run"
+    shutil.copytree(stopped_runs[job][0], output)
+    return output
+
+
+def check_refused(job: str, change: list[str], names: str, inputs: Path, output: Path, capsys) -> None:
+    """The resume with `change` exits 2 in one line naming the changed option as `names`, and writes nothing."""
+    from fixtures.tree import tree
+
+    before = tree(output)
+    capsys.readouterr()
+    words = [word.replace("{inputs}", str(inputs)) for word in change]
+    code = main(JOB_ARGV[job](inputs, output, "--resume_from_checkpoint", *words))
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith(f"minibert {job}:")]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err[-3000:]
+    assert lines[0].startswith(f"minibert {job}: error: cannot resume from {output}/checkpoint-{STOP_AT}: it was trained "
+                               "with other options: "), lines[0]
+    assert names.replace("{inputs}", str(inputs)) in lines[0] and "--resume_with_changed_options" in lines[0], lines[0]
+    assert tree(output) == before, "something was written"
+
+
+@pytest.mark.parametrize("job, change, names", CHANGED)
+def test_a_resume_with_options_that_change_the_run_is_refused_in_one_line(job, change, names, inputs, stopped_runs,
+                                                                         tmp_path, capsys):
+    check_refused(job, change, names, inputs, resume_copy(stopped_runs, job, tmp_path), capsys)
+
+
+class ReachedTheData(ValueError):
+    """Raised where a resume past its checks would read the data: the checks let it through (`main` says it as
+    the one error line, exit 2)."""
+
+
+def reach_the_data(*args, **kwargs):
+    raise ReachedTheData("reached the data")
+
+
+@pytest.mark.parametrize("change", MAY_CHANGE + [["--resume_with_changed_options", "--learning_rate", "3e-3"]],
+                         ids=[c[0].lstrip("-") for c in MAY_CHANGE] + ["resume_with_changed_options"])
+def test_a_resume_may_change_what_does_not_change_the_run(change, inputs, stopped_runs, tmp_path, monkeypatch, capsys):
+    from modeling_minibert.training.finetuning import flow
+
+    monkeypatch.setattr(flow, "load_splits", reach_the_data)
+    output = resume_copy(stopped_runs, "finetune", tmp_path)
+    words = [word.replace("{inputs}", str(inputs)) for word in change]
+    capsys.readouterr()
+    assert main(finetune_argv(inputs, output, "--resume_from_checkpoint", *words)) == 2
+    said = capsys.readouterr()
+    assert said.err.rstrip("\n").endswith("minibert finetune: error: reached the data"), said.err[-3000:]
+    assert f"resuming from {output}/checkpoint-{STOP_AT}" in said.out
+    if "--resume_with_changed_options" in change:  # continued, saying what changed
+        assert "with changed options (resume_with_changed_options): learning_rate=0.001 (now 0.003)" in said.err
+
+
+def test_the_resume_rows_can_fail(inputs, stopped_runs, tmp_path, monkeypatch, capsys):
+    """A resume check that overlooked the learning rate lets its row through, and the row says so."""
+    from modeling_minibert.training.finetuning import flow, resume
+
+    monkeypatch.setattr(flow, "load_splits", reach_the_data)  # past the check, no training
+    monkeypatch.setattr(resume, "MAY_CHANGE", resume.MAY_CHANGE | {"learning_rate"})
+    with pytest.raises(AssertionError):
+        check_refused("finetune", ["--learning_rate", "3e-3"], "learning_rate", inputs,
+                      resume_copy(stopped_runs, "finetune", tmp_path), capsys)

@@ -837,3 +837,157 @@ def test_push_format_bert_writes_only_what_it_rewrites(finetuning_output, local_
             assert local == (finetuning_output / path).resolve(), path
     assert {"training_curves.png", "confusion_matrix.png", "all_results.json", "vocab.txt"} <= set(read_from)
     assert local_hub.repo_files(f"{USER}/clf-bert")["training_curves.png"] == (finetuning_output / "training_curves.png").read_bytes()
+
+
+# ---------------------------------------------------------------------------------------------
+# Publish only what reloads: a folder is complete for its kind before anything goes up, every file is what its
+# name says, and the card escapes what comes from the user's data. Each row pushes a folder to the local Hub and
+# loads what was published with the consumer it is for, or is refused in one line with the Hub never asked.
+# ---------------------------------------------------------------------------------------------
+SERVED_TEXTS = ["the cat sat on the mat", "a dog is not a cat"]
+
+
+def serving_folder(folder: Path) -> Path:
+    """The classifier as a ready folder of the PyTorch path, as `benchmark-deploy` writes one."""
+    files = sorted(p.name for p in folder.iterdir() if p.is_file())
+    (folder / "serving.json").write_text(json.dumps({"path": "pytorch-fp32", "threads": None, "files": files}))
+    return folder
+
+
+def compiled_serving_folder(folder: Path) -> Path:
+    """A serving folder of the compiled path (its package a stand-in: publishing reads it, never loads it)."""
+    import zipfile
+
+    (folder / "model.safetensors").unlink()
+    with zipfile.ZipFile(folder / "model.pt2", "w") as archive:
+        archive.writestr("model/archive_format", "pt2")
+    (folder / "compiled.json").write_text(json.dumps({"torch": torch.__version__, "cpu_capability": "AVX512"}))
+    files = sorted(p.name for p in folder.iterdir() if p.is_file())
+    (folder / "serving.json").write_text(json.dumps({"path": "pytorch-compiled-fp32", "threads": None, "files": files}))
+    return folder
+
+
+def onnx_folder(folder: Path, data_name: str = "weights.data", keep_data: bool = True) -> Path:
+    """The folder with a small ONNX graph (the word embeddings, gathered) whose weights are in the external data
+    file `data_name`: a name no pattern of the allow-list takes."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = numpy_helper.from_array(np.arange(40 * 4, dtype=np.float32).reshape(40, 4), "word_embeddings.weight")
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"])
+    out = helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", 4])
+    graph = helper.make_graph([helper.make_node("Gather", ["word_embeddings.weight", "input_ids"], ["last_hidden_state"])],
+                              "embeddings", [ids], [out], [table])
+    (folder / "model.safetensors").unlink()
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), folder / "model.onnx",
+              save_as_external_data=True, location=data_name, size_threshold=0)
+    if not keep_data:
+        (folder / data_name).unlink()
+    return folder
+
+
+def published_onnx_runs(pushed: dict[str, bytes], folder: Path, into: Path) -> None:
+    import numpy as np
+    import onnxruntime
+
+    into.mkdir()
+    for name, data in pushed.items():
+        (into / name).write_bytes(data)
+    ids = np.array([[1, 5, 39]], dtype=np.int64)
+    mine = onnxruntime.InferenceSession(str(folder / "model.onnx")).run(None, {"input_ids": ids})[0]
+    theirs = onnxruntime.InferenceSession(str(into / "model.onnx")).run(None, {"input_ids": ids})[0]
+    np.testing.assert_array_equal(mine, theirs)
+
+
+def published_serving_answers(pushed: dict[str, bytes], folder: Path, into: Path) -> None:
+    from modeling_minibert.deployment import load_serving
+
+    into.mkdir()
+    for name, data in pushed.items():
+        (into / name).write_bytes(data)
+    assert load_serving(into)(SERVED_TEXTS, top_k=None) == load_serving(folder)(SERVED_TEXTS, top_k=None)
+
+
+PUBLISH_ROWS = [
+    # (id, make the folder, push options, the files that must go up, how what went up is loaded back)
+    pytest.param(serving_folder, {}, {"serving.json", "model.safetensors", "config.json", "tokenizer.json"},
+                 published_serving_answers, id="a-serving-folder"),
+    pytest.param(compiled_serving_folder, {"allow_compiled": True}, {"serving.json", "model.pt2", "compiled.json"},
+                 None, id="a-compiled-serving-folder-allowed"),
+    pytest.param(onnx_folder, {}, {"model.onnx", "weights.data", "config.json"}, published_onnx_runs,
+                 id="an-onnx-graph-whose-data-has-another-name"),
+]
+REFUSED_ROWS = [
+    # (id, make the folder, push options, what the one line names)
+    pytest.param(compiled_serving_folder, {}, ("model.pt2", "native code", "--allow_compiled"),
+                 id="a-compiled-folder-unasked"),
+    pytest.param(lambda f: onnx_folder(f, keep_data=False), {}, ("model.onnx", "weights.data", "does not hold"),
+                 id="an-onnx-graph-without-its-data"),
+    pytest.param(lambda f: (f / "eval_results.json").write_bytes(os.urandom(17 << 20)) and f, {},
+                 ("eval_results.json", "bytes", "more than a results file holds"), id="a-blob-named-like-results"),
+    pytest.param(lambda f: (f / "test_results.json").write_bytes(b"\x00\x01 not json") and f, {},
+                 ("test_results.json", "is not JSON"), id="results-that-are-not-json"),
+    pytest.param(lambda f: (f / "training_curves.png").write_bytes(b"GIF89a") and f, {},
+                 ("training_curves.png", "not a PNG image"), id="a-plot-that-is-not-a-png"),
+    pytest.param(lambda f: (f / "serving.json").write_text(json.dumps({"path": "pytorch-fp32", "files": ["gone.bin"]})) and f,
+                 {}, ("serving.json", "gone.bin", "does not hold"), id="a-serving-folder-missing-a-file"),
+]
+
+
+def check_published(make, options: dict, expected: set[str], load, saved_classifier, local_hub, tmp_path) -> None:
+    folder = make(saved_classifier[0])
+    push_to_hub(folder, "row", token=TOKEN, endpoint=local_hub.endpoint, **options)
+    pushed = local_hub.repo_files(f"{USER}/row")
+    assert expected <= set(pushed), sorted(pushed)
+    for name in expected:
+        assert pushed[name] == (folder / name).read_bytes(), name
+    if load is not None:
+        load(pushed, folder, tmp_path / "pulled")
+
+
+@pytest.mark.parametrize("make, options, expected, load", PUBLISH_ROWS)
+def test_a_push_publishes_what_its_kind_needs_to_load(make, options, expected, load, saved_classifier, local_hub, tmp_path):
+    check_published(make, options, expected, load, saved_classifier, local_hub, tmp_path)
+
+
+@pytest.mark.parametrize("make, options, names", REFUSED_ROWS)
+def test_a_push_that_would_not_load_is_refused_in_one_line(make, options, names, saved_classifier, local_hub, capsys):
+    folder = make(saved_classifier[0])
+    local_hub.configure_clients()
+    argv = ["push", "--model_name_or_path", str(folder), "--hub_model_id", "row", "--token", TOKEN]
+    capsys.readouterr()
+    assert cli_main(argv + (["--allow_compiled"] if options.get("allow_compiled") else [])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("minibert push: error: ") and err.count("\n") == 1, err
+    assert all(name in err for name in names), err
+    with pytest.raises(KeyError, match="No model repository"):  # the Hub was never asked
+        local_hub.repo_files(f"{USER}/row")
+
+
+def test_the_card_escapes_labels_that_hold_markup(saved_classifier, local_hub):
+    import html
+
+    folder, _ = saved_classifier
+    labels = ["`", "</code><script>alert(1)</script>", "<img src=x onerror=alert(1)>"]
+    config = json.loads((folder / "config.json").read_text())
+    config["id2label"] = {str(i): label for i, label in enumerate(labels)}
+    config["label2id"] = {label: i for i, label in enumerate(labels)}
+    (folder / "config.json").write_text(json.dumps(config))
+    push_to_hub(folder, "row", token=TOKEN, endpoint=local_hub.endpoint)
+    card = local_hub.repo_files(f"{USER}/row")["README.md"].decode()
+    assert "<script" not in card and "<img" not in card and "</code><" not in card, card
+    line = next(line for line in card.splitlines() if line.startswith("Labels: "))
+    shown = re.findall(r"<code>(.*?)</code>|`([^`]*)`", line.removeprefix("Labels: "))
+    assert [html.unescape(a or b) for a, b in shown] == labels, line
+
+
+def test_the_publish_rows_can_fail(saved_classifier, local_hub, tmp_path, monkeypatch):
+    """The checks above can fail: a push that takes files by name alone publishes a serving folder without its
+    serving.json, which then does not load."""
+    from modeling_minibert.sharing import push as push_module
+
+    monkeypatch.setattr(push_module, "check_publishable", lambda folder, paths, allow_compiled=False: [])
+    with pytest.raises((AssertionError, FileNotFoundError)):
+        check_published(serving_folder, {}, {"serving.json"}, published_serving_answers, saved_classifier, local_hub,
+                        tmp_path)

@@ -147,3 +147,13 @@ def test_the_command_line_refuses_windows_for_tagging_in_one_line(checkpoint, tm
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "minibert distill: error: doc_stride=4 applies to sequence-classification and question-answering, not "
         "task='token-classification'")
+
+
+def test_no_texts_give_no_rows_and_a_text_of_one_window_its_own_logits(windowed):
+    """[] is (0, labels), as `encode([])` is (0, hidden); a short text is one window, scored as the model scores it."""
+    model = AutoModelForSequenceClassification.from_pretrained(windowed.output_dir)
+    tokenizer = AutoTokenizer.from_pretrained(windowed.output_dir)
+    assert classify_long_texts(model, tokenizer, [], doc_stride=4, max_length=16).shape == (0, 2)
+    one = classify_long_texts(model, tokenizer, ["Ana lives in Oslo ."], doc_stride=4, max_length=16)
+    direct = model.eval()(**tokenizer(["Ana lives in Oslo ."], return_tensors="pt")).logits
+    np.testing.assert_allclose(one.numpy(), direct.detach().numpy(), atol=1e-5)

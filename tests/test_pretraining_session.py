@@ -155,7 +155,7 @@ BLOCKS_SCRIPT = """
 import json, resource, torch
 from modeling_minibert.training.pretraining.session import memory_kept
 
-def faults(blocks=6):  # minor page faults of each 40 MB block (above glibc's largest dynamic mmap threshold)
+def faults(blocks=8):  # minor page faults of each 40 MB block (above glibc's largest dynamic mmap threshold)
     counts = []
     for _ in range(blocks):
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -177,9 +177,12 @@ def test_memory_kept_reuses_freed_blocks_and_gives_them_back_after():
     faults = json.loads(out.stdout.strip().splitlines()[-1])
     assert faults["kept"]
     assert min(faults["given_back"]) > 9_000, faults  # each block unmapped when freed, faulted in again
-    # The heap grows for the first block (and may once more, when a torch thread's allocation took the freed
-    # space in between); the other blocks reuse pages already there.
-    assert sum(count > 1_000 for count in faults["reused"]) <= 2, faults
+    # The heap grows for the first block, and may again now and then: a torch thread's allocation took the freed
+    # space in between, or, on a loaded machine, the kernel reclaimed pages of the kept heap (one such run faulted
+    # in a third block of six). Most blocks reuse pages already there, where without it every one faults them in.
+    reused = sorted(faults["reused"])
+    assert reused[len(reused) // 2] < 1_000, faults  # the median block reuses the heap
+    assert sum(reused) < sum(faults["given_back"]) / 2, faults
     assert faults["after"][0] > 9_000, faults  # what was kept is given back (malloc_trim): faulted in again
 
 

@@ -8,8 +8,10 @@ opens as a text-classification pipeline; bad input is refused in one line before
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -245,3 +247,274 @@ def test_a_compiled_model_that_disagrees_leaves_nothing_behind(model_folder, tmp
     with pytest.raises(ValueError, match=r"differs from PyTorch"):
         compiled.compile_model(model_folder, tmp_path / "out")
     assert list(tmp_path.iterdir()) == []
+
+
+# -- every serving path checks its graph against its config, and bounds its inputs the same way -----------------------
+# A folder whose graph and config disagree (2 outputs, 5 labels) would answer a label from a softmax over the wrong
+# columns: each path refuses it when it opens, in one line. Each path refuses, in one line naming the input and the
+# limit, what its tables cannot hold (OpenVINO and a compiled package check no index themselves: an id past the
+# vocabulary, a negative one, or a text past the positions came back as logits, or as a page of C++ asserts).
+def path_param(name: str) -> pytest.param:
+    why = SERVING_PATHS[name].missing()
+    return pytest.param(name, id=name, marks=[pytest.mark.skip(reason=f"{name} cannot run here: {why}")] if why else [])
+
+
+def path_folder(work: Path, name: str) -> Path:
+    """The folder of `name` in the benchmark's work folder (paths that run the same files share one)."""
+    return next(work / other for other in RUNNABLE if SERVING_PATHS[other].write is SERVING_PATHS[name].write)
+
+
+def relabelled(folder: Path, copy: Path, labels: int) -> Path:
+    """A copy of a path's folder whose config names `labels` labels (the graph is left as it is)."""
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "config.json").read_text())
+    config["id2label"] = {str(i): "abcde"[i] for i in range(labels)}
+    config["label2id"] = {name: int(i) for i, name in config["id2label"].items()}
+    config["problem_type"] = None if labels == 1 else config.get("problem_type")
+    (copy / "config.json").write_text(json.dumps(config))
+    return copy
+
+
+def check_refused(run, error: type[BaseException], *names: str) -> None:
+    """`run()` raises `error` in one line naming each of `names`."""
+    with pytest.raises(error) as raised:
+        run()
+    message = str(raised.value)
+    assert "\n" not in message and all(name in message for name in names), message
+
+
+# (ids, mask, types) of one bad batch, and what the refusal names; the saved classifier: vocab 200, 2 segments, 64
+# positions. The last one is 15,002 tokens, as the issue's.
+def batch(ids: int = 5, types: int = 0, length: int = 6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    shape = (2, length)
+    return np.full(shape, ids, np.int64), np.ones(shape, np.int64), np.full(shape, types, np.int64)
+
+
+BAD_INPUTS = {
+    "id-at-the-vocabulary": (batch(ids=200), ("input_ids contains 200", "vocab_size=200")),
+    "id-100000": (batch(ids=100_000), ("input_ids contains 100000", "vocab_size=200")),
+    "id-negative": (batch(ids=-1), ("input_ids contains -1", "vocab_size=200")),
+    "token-type-7": (batch(types=7), ("token_type_ids contains 7", "type_vocab_size=2")),
+    "past-the-positions": (batch(length=15_002), ("position 15002", "max_position_embeddings=64")),
+}
+
+
+@pytest.fixture(scope="module")
+def opened(served) -> dict:
+    """Each runnable path opened on its folder, once."""
+    _, _, work = served
+    return {name: SERVING_PATHS[name].open(path_folder(work, name), 1) for name in RUNNABLE}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+@pytest.mark.parametrize("name", [path_param(name) for name in SERVING_PATHS])
+def test_every_path_refuses_inputs_outside_its_tables(name, case, opened):
+    arrays, names = BAD_INPUTS[case]
+    check_refused(lambda: opened[name](*arrays), ValueError, *names)
+
+
+@pytest.mark.parametrize("labels", [5, 1])
+@pytest.mark.parametrize("name", [path_param(name) for name in SERVING_PATHS])
+def test_every_path_refuses_a_config_that_does_not_match_its_graph(name, labels, served, tmp_path):
+    _, _, work = served
+    folder = relabelled(path_folder(work, name), tmp_path / "relabelled", labels)
+    names = ("classifier.weight", f"[{labels}, 16]") if name == "pytorch-int8" else (str(folder), f"num_labels={labels}")
+    check_refused(lambda: SERVING_PATHS[name].open(folder, 1), ValueError, *names)
+
+
+@pytest.mark.skipif("onnxruntime-fp32" not in RUNNABLE, reason="onnxruntime is not installed (the [onnx] extra)")
+def test_the_serving_rows_can_fail(served, tmp_path, monkeypatch):
+    """The checks above can fail: onnxruntime's own session answers a negative id with logits, and a graph opened
+    without its config check answers for a config of 5 labels."""
+    from modeling_minibert.deployment import serving_paths
+    from modeling_minibert.deployment.onnx_session import INPUT_NAMES, LengthBucketedSession
+
+    _, _, work = served
+    session = LengthBucketedSession(path_folder(work, "onnxruntime-fp32"), 1).session
+    arrays, names = BAD_INPUTS["id-negative"]
+    with pytest.raises(pytest.fail.Exception):
+        check_refused(lambda: session.run(None, dict(zip(INPUT_NAMES, arrays))), ValueError, *names)
+    monkeypatch.setattr(serving_paths, "_bounded", lambda folder, graph, limits: graph)
+    folder = relabelled(path_folder(work, "onnxruntime-fp32"), tmp_path / "relabelled", 5)
+    with pytest.raises(pytest.fail.Exception):
+        check_refused(lambda: SERVING_PATHS["onnxruntime-fp32"].open(folder, 1), ValueError, "num_labels=5")
+
+
+# -- nothing native loaded from a folder unless asked: a compiled package ------------------------------------------------
+# A compiled folder's model.pt2 holds a shared library, which runs as soon as it loads. It loads only where this user
+# compiled it (recorded outside the folder, by the package's SHA-256), or with allow_compiled=True; before torch's
+# loader extracts it, every entry is checked. Each row's folder is made by hand: a zip in AOTInductor's layout whose
+# library, where a C++ compiler is at hand, is one whose constructor writes a marker file (the issue's reproduction).
+# The row: refused in one line naming the file, the marker never written, nothing written outside the folder, no
+# temporary folder left behind.
+ENTRY = "model/data/aotinductor/model/"
+CONSTRUCTOR = '#include <cstdio>\n__attribute__((constructor)) static void ran() { if (FILE* f = std::fopen(MARKER, "w")) std::fclose(f); }\n'
+
+
+def marker_library(folder: Path, marker: Path) -> bytes:
+    """A shared library whose constructor creates `marker` (or, without a C++ compiler, bytes that stand for one)."""
+    import shutil as which
+
+    compiler = which.which("g++") or which.which("clang++")
+    if compiler is None:
+        return b"\x7fELF not really a library"
+    source = folder / "marker.cpp"
+    source.write_text(CONSTRUCTOR)
+    import subprocess
+
+    subprocess.run([compiler, "-shared", "-fPIC", f'-DMARKER="{marker}"', "-o", str(folder / "marker.so"), str(source)],
+                   check=True, capture_output=True)
+    return (folder / "marker.so").read_bytes()
+
+
+def compiled_folder(root: Path, entries: dict[str, bytes], build: object = None, links: tuple[str, ...] = ()) -> Path:
+    """A serving folder of the compiled path holding `entries` in model.pt2 (and `links`: entries that are links)."""
+    import zipfile
+
+    folder = root / "compiled"
+    folder.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(SAVED / name, folder / name)
+    build = {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()} if build is None else build
+    (folder / "compiled.json").write_text(build if isinstance(build, str) else json.dumps(build))
+    (folder / SERVING_FILE).write_text(json.dumps({"path": COMPILED, "threads": None}))
+    with zipfile.ZipFile(folder / "model.pt2", "w") as archive:
+        archive.writestr("model/archive_format", "pt2")
+        archive.writestr("model/archive_version", "0")
+        archive.writestr("model/byteorder", "little")
+        archive.writestr(f"{ENTRY}cmarker.wrapper_metadata.json", json.dumps({"AOTI_DEVICE_KEY": "cpu"}))
+        for name, data in entries.items():
+            archive.writestr(name, data)
+        for name in links:
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o120777 << 16)
+            archive.writestr(info, "/etc/passwd")
+    return folder
+
+
+def damage(folder: Path, how: str) -> None:
+    package = folder / "model.pt2"
+    data = package.read_bytes()
+    if how == "truncate":
+        package.write_bytes(data[: len(data) // 2])
+    else:  # a byte of the library's data flipped: its CRC no longer matches
+        at = data.index(b"\x7fELF") + 40
+        package.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:])
+
+
+@dataclass(frozen=True)
+class NativeRow:
+    id: str
+    names: tuple[str, ...]
+    allow: bool = False  # the caller allows compiled code: the checks of the archive still hold
+    entries: tuple[str, ...] = (f"{ENTRY}cmarker.wrapper.so",)  # names of the library's copies in the package
+    links: tuple[str, ...] = ()
+    build: object = None
+    damage: str | None = None
+    error: type[BaseException] = ValueError
+
+
+NATIVE_ROWS = [
+    # compiled.json says this torch and CPU (anyone can write it): the package was still not compiled here
+    NativeRow("a-package-compiled-elsewhere", ("model.pt2", "native code", "not compiled on this machine",
+                                               "allow_compiled=True")),
+    NativeRow("an-entry-with-dot-dot", ("model.pt2", "leads out of its folder", "../"), allow=True,
+              entries=(f"{ENTRY}cmarker.wrapper.so", ENTRY + "../" * 12 + "{escape}")),
+    NativeRow("an-absolute-entry", ("model.pt2", "leads out of its folder", "/{escape}"), allow=True,
+              entries=(f"{ENTRY}cmarker.wrapper.so", "/{escape}")),
+    NativeRow("an-entry-that-is-a-link", ("model.pt2", "is a link"), allow=True, links=(f"{ENTRY}passwd",)),
+    NativeRow("a-truncated-package", ("model.pt2", "not a whole AOTInductor package"), allow=True, damage="truncate"),
+    NativeRow("a-damaged-entry", ("model.pt2", "damaged", "CRC"), allow=True, damage="flip"),
+    NativeRow("compiled-json-a-list", ("compiled.json", "JSON object", "list"), build=["2.13", "AVX512"]),
+    NativeRow("compiled-json-not-json", ("compiled.json", "not valid JSON"), build="{oops"),
+]
+
+
+def check_native_row(row: NativeRow, root: Path, load=None) -> None:
+    """`load(folder)` (default: load_serving, allowing compiled code as the row says) refuses the row's folder in one
+    line naming what it must; the library's constructor never ran; nothing was written outside the folder; no
+    temporary folder was left."""
+    import tempfile
+
+    marker, escape = root / "constructor-ran", root / "escaped"
+    library = marker_library(root, marker)
+    entries = {name.replace("{escape}", str(escape).lstrip("/")): library for name in row.entries}
+    folder = compiled_folder(root, entries, row.build, row.links)
+    if row.damage:
+        damage(folder, row.damage)
+    temporary = set(os.listdir(tempfile.gettempdir()))
+    load = load or (lambda folder: load_serving(folder, allow_compiled=row.allow))
+    check_refused(lambda: load(folder), row.error, *(name.replace("{escape}", str(escape).lstrip("/")) for name in row.names))
+    assert not marker.exists(), "the package's native code ran"
+    assert not escape.exists(), "an entry was written outside the folder"
+    left = {name for name in set(os.listdir(tempfile.gettempdir())) - temporary
+            if name.startswith(("aotinductor", "minibert-compiled-", "minibert-package-"))}
+    assert not left, left
+
+
+@pytest.mark.parametrize("row", NATIVE_ROWS, ids=[row.id for row in NATIVE_ROWS])
+def test_a_compiled_package_is_never_loaded_unasked_nor_unchecked(row, tmp_path):
+    check_native_row(row, tmp_path)
+
+
+@pytest.mark.skipif(compiled_missing := SERVING_PATHS[COMPILED].missing(), reason=f"{compiled_missing}")
+def test_the_native_rows_can_fail(tmp_path):
+    """The check above can fail: torch's own loader, given the same package, runs the library's constructor (then
+    fails to find the model in it), though it is refused in the very words afterwards."""
+    import tempfile
+
+    from modeling_minibert.deployment.compiled import NativeCodeRefused
+
+    def torch_loads(folder: Path):
+        with tempfile.TemporaryDirectory() as private, pytest.MonkeyPatch.context() as patch:
+            patch.setenv("TMPDIR", private)  # where torch's loader extracts it, removed after
+            try:
+                torch._inductor.aoti_load_package(str(folder / "model.pt2"))
+            except RuntimeError:
+                pass
+        raise NativeCodeRefused(f"{folder / 'model.pt2'} is native code, not compiled on this machine: allow_compiled=True")
+
+    with pytest.raises(AssertionError, match="native code ran"):
+        check_native_row(NATIVE_ROWS[0], tmp_path, load=torch_loads)
+
+
+@pytest.mark.skipif(COMPILED not in RUNNABLE, reason="no C++ compiler for AOTInductor on this machine")
+def test_a_package_this_user_compiled_loads_and_a_copy_elsewhere_needs_allowing(served, tmp_path, monkeypatch):
+    """The record is this user's, outside the folder: the benchmark's compiled folder loads here without the flag;
+    the same folder for a user whose cache never recorded it needs allow_compiled=True, and then loads."""
+    from modeling_minibert.deployment.compiled import NativeCodeRefused, load_compiled
+
+    _, _, work = served
+    assert load_compiled(work / COMPILED) is not None
+    monkeypatch.setenv("MINIBERT_CACHE", str(tmp_path / "another-users-cache"))
+    with pytest.raises(NativeCodeRefused, match=r"model.pt2 is native code .* allow_compiled=True"):
+        load_compiled(work / COMPILED)
+    runner = load_compiled(work / COMPILED, allow_compiled=True)
+    ids = torch.ones(1, 4, dtype=torch.long)
+    assert runner(ids, torch.ones_like(ids), torch.zeros_like(ids))[0].shape == (1, 2)
+
+
+def test_a_benchmark_stopped_by_sigterm_leaves_no_temporary_folder(model_folder, texts_file, tmp_path, monkeypatch,
+                                                                   capsys):
+    """SIGTERM (Python's default would end the process on the spot, leaving /tmp/minibert-serving-*) stops the
+    benchmark in one line, exit 143, its temporary folder removed and nothing written."""
+    import signal
+    import tempfile
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    measure = serving_benchmark.measure_paths
+
+    def stopped(folder, paths, work, *args):
+        assert work.parent == temporary and work.is_dir()  # the temporary folder is in use
+        os.kill(os.getpid(), signal.SIGTERM)
+        return measure(folder, paths, work, *args)
+
+    monkeypatch.setattr(serving_benchmark, "measure_paths", stopped)
+    capsys.readouterr()
+    code = cli_main(["benchmark-deploy", "--model_name_or_path", str(model_folder), "--texts_file", str(texts_file),
+                     "--output_dir", str(tmp_path / "out"), "--paths", "pytorch-int8", "--rounds", "1"])
+    assert code == 128 + signal.SIGTERM
+    assert capsys.readouterr().err == f"minibert benchmark-deploy: stopped by SIGTERM: nothing was written to {tmp_path / 'out'}\n"
+    assert list(temporary.iterdir()) == [] and not (tmp_path / "out").exists()

@@ -92,6 +92,9 @@ def _checked_files(files: str | os.PathLike | Sequence[str | os.PathLike]) -> li
     """The files as paths; FileNotFoundError for one that is missing or not a file."""
     paths = [Path(files)] if isinstance(files, (str, os.PathLike)) else [Path(f) for f in files]
     for path in paths:
+        if _is_dir(path):  # FileNotFoundError still: what was asked for, a text file, is not there
+            raise FileNotFoundError(f"training file {path} is a folder, not a text file: name the files in it "
+                                    f"(--train_file {path}/*.txt)")
         if not _is_file(path):
             raise FileNotFoundError(f"training file not found: {path}")
     return paths
@@ -101,6 +104,13 @@ def _is_file(x: str | os.PathLike) -> bool:
     try:
         return Path(x).is_file()
     except (OSError, ValueError):  # too long for a path, or holds a NUL: not a file name
+        return False
+
+
+def _is_dir(x: str | os.PathLike) -> bool:
+    try:
+        return Path(x).is_dir()
+    except (OSError, ValueError):
         return False
 
 

@@ -100,7 +100,9 @@ def train_tokenizer(*, train_data: Iterable[str] | None = None, **options: Any) 
                          if train_data is None else "give train_file or train_data, not both")
     limit_alphabet = _checked_sizes(args.vocab_size, args.min_frequency, args.limit_alphabet, args.model_max_length)
     if args.output_dir is not None:
-        _files().check_output_dir(args.output_dir, args.overwrite_output_dir)  # fail before training, not after
+        # fail before training, not after; the output must not hold the files it is trained on
+        _files().check_output_dir(args.output_dir, args.overwrite_output_dir, inputs={"train_file": args.train_file},
+                                  job="train-tokenizer")
     corpus = Corpus(files=args.train_file, texts=train_data, show_progress=not args.disable_tqdm)
     tokenizer = _train(corpus, args, limit_alphabet)
     if args.output_dir is not None:

@@ -23,28 +23,82 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
+MAX_WINDOWS = 4096  # windows of one text, by default: a 1.5M-token text at 512 positions; beyond, a text is refused
+
+
+class TooManyWindows(ValueError):
+    """A text that would make more windows than allowed; `index`: which text."""
+
+    def __init__(self, message: str, index: int):
+        super().__init__(message)
+        self.index = index
+
+
+def whole_number(name: str, value: object, low: int, high: int | None = None) -> int:
+    """`value` if it is an int (not a bool) from `low` to `high`; ValueError in one line naming `name` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        raise ValueError(f"{name}={value!r} must be a whole number {bound}")
+    return value
+
+
 def check_doc_stride(doc_stride: int, max_length: int, tokenizer: PreTrainedTokenizerBase, length_name: str = "max_seq_length") -> None:
     """ValueError in one line unless `doc_stride` leaves every window new text: 0 <= doc_stride < the text tokens
     a window holds (`max_length` less [CLS] and [SEP])."""
     room = max_length - tokenizer.num_special_tokens_to_add(pair=False)
+    if isinstance(doc_stride, bool) or not isinstance(doc_stride, int):
+        raise ValueError(f"doc_stride={doc_stride!r} must be a whole number of tokens")
     if not 0 <= doc_stride < room:
         raise ValueError(f"doc_stride={doc_stride} must be at least 0 and below {room}, the text tokens of a window "
                          f"with {length_name}={max_length}")
 
 
+def window_count(tokens: int, room: int, doc_stride: int) -> int:
+    """How many windows of `room` text tokens overlapping by `doc_stride` a text of `tokens` tokens makes."""
+    return 1 if tokens <= room else 1 + -(-(tokens - room) // (room - doc_stride))
+
+
+def check_window_counts(tokenizer: PreTrainedTokenizerBase, texts: list[str], room: int, doc_stride: int,
+                        max_windows: int) -> None:
+    """`TooManyWindows` for the first text that would make more than `max_windows` windows, before any is cut. A
+    text has at most as many tokens as characters, so only a text long enough to reach the bound is counted, and
+    that in growing prefixes, stopping as soon as one holds too many: the time spent is bounded by the bound, not
+    by the text (a million-word text is refused in a fraction of a second)."""
+    most = room + max_windows * (room - doc_stride)  # the most tokens a text may hold
+    for index, text in enumerate(texts):
+        if len(text) <= most:
+            continue
+        length = 4 * most
+        while True:
+            tokens = len(tokenizer(text[:length], add_special_tokens=False, return_attention_mask=False,
+                                   return_token_type_ids=False, verbose=False)["input_ids"])
+            if tokens > most or length >= len(text):
+                break
+            length *= 4
+        if tokens > most:
+            whole = "" if length >= len(text) else "at least "
+            raise TooManyWindows(f"text {index} holds {whole}{tokens:,} tokens: in windows of {room} text tokens "
+                                 f"advancing by {room - doc_stride} (doc_stride={doc_stride}) it would make more than "
+                                 f"max_windows={max_windows:,} windows; cut the text, lower doc_stride or raise "
+                                 "max_windows", index)
+
+
 def text_windows(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int,
-                 doc_stride: int) -> tuple[list[str], list[int]]:
+                 doc_stride: int, max_windows: int = MAX_WINDOWS) -> tuple[list[str], list[int]]:
     """Each text cut into windows of `max_length` tokens (with [CLS] and [SEP]) overlapping by `doc_stride`:
     (window texts, index of each window's text). A text that fits is its own one window, unchanged; each window of
     a longer one is the stretch of the text its tokens span. Read again, a window that starts inside a word tokenizes that word's
     tail as a word ("##ing" becomes "ing"): the window may then be a token longer, and its last token falls to
-    truncation, inside the next window's overlap."""
+    truncation, inside the next window's overlap. A text that would make more than `max_windows` windows is refused
+    first (`TooManyWindows`): its time and memory would grow with it unbounded."""
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError(f"doc_stride needs a fast tokenizer (character offsets); {type(tokenizer).__name__} is not one")
     check_doc_stride(doc_stride, max_length, tokenizer)
     texts = list(texts)
     if not texts:
         return [], []
+    check_window_counts(tokenizer, texts, max_length - tokenizer.num_special_tokens_to_add(pair=False), doc_stride,
+                        max_windows)
     encoding = tokenizer(texts, truncation=True, max_length=max_length, stride=doc_stride,
                          return_overflowing_tokens=True, return_offsets_mapping=True)
     owners = [int(i) for i in encoding["overflow_to_sample_mapping"]]
@@ -63,7 +117,7 @@ def pool_logits(logits: np.ndarray, owners: Sequence[int], count: int) -> np.nda
     """(windows, C) logits -> (count, C): the mean over each text's windows."""
     logits = np.asarray(logits, dtype=np.float64)
     sums = np.zeros((count, logits.shape[-1]))
-    np.add.at(sums, np.asarray(owners), logits)
+    np.add.at(sums, np.asarray(owners, dtype=np.int64), logits)
     return sums / np.maximum(np.bincount(owners, minlength=count), 1)[:, None]
 
 
@@ -81,14 +135,24 @@ def per_text(logits: np.ndarray, labels: Sequence, owners: Sequence[int]) -> tup
 
 @torch.no_grad()
 def classify_long_texts(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str],
-                        doc_stride: int | None = None, max_length: int | None = None, batch_size: int = 32) -> torch.Tensor:
+                        doc_stride: int | None = None, max_length: int | None = None, batch_size: int = 32,
+                        max_windows: int = MAX_WINDOWS) -> torch.Tensor:
     """The (len(texts), num_labels) logits of a sequence classifier, each text's the mean over its windows of
     `max_length` tokens (default: what the model and tokenizer read) overlapping by `doc_stride` (default: a quarter
-    of a window), as `finetune --doc_stride` scores them. ValueError for a `doc_stride` that leaves no new text."""
+    of a window), as `finetune --doc_stride` scores them; no texts give (0, num_labels). Refused in one line before
+    any work: `texts` as one string (TypeError: a list is meant), an option out of its bounds (ValueError: a
+    `doc_stride` that leaves no new text, a `max_length` beyond the model's positions), a text that would make more
+    than `max_windows` windows."""
+    from modeling_minibert.deployment.serving_paths import check_texts
+
+    check_texts(texts)
     limit = min(getattr(model.config, "max_position_embeddings", None) or tokenizer.model_max_length, tokenizer.model_max_length)
-    max_length = int(min(max_length or limit, limit))
+    special = tokenizer.num_special_tokens_to_add(pair=False)
+    max_length = int(limit) if max_length is None else whole_number("max_length", max_length, special + 1, int(limit))
+    whole_number("batch_size", batch_size, 1)
+    whole_number("max_windows", max_windows, 1)
     stride = max_length // 4 if doc_stride is None else doc_stride
-    windows, owners = text_windows(tokenizer, texts, max_length, stride)
+    windows, owners = text_windows(tokenizer, texts, max_length, stride, max_windows)
     model.eval()
     device = next(model.parameters()).device
     logits = []
@@ -100,4 +164,5 @@ def classify_long_texts(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
     return torch.from_numpy(pool_logits(stacked.numpy(), owners, len(texts))).float()
 
 
-__all__ = ["check_doc_stride", "classify_long_texts", "per_text", "pool_logits", "text_count", "text_windows"]
+__all__ = ["MAX_WINDOWS", "TooManyWindows", "check_doc_stride", "classify_long_texts", "per_text", "pool_logits",
+           "text_count", "text_windows"]

@@ -87,7 +87,7 @@ def export_onnx(
     folder, output = Path(model_name_or_path), Path(output_dir)
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder {folder} does not exist")
-    check_output_dir(output, overwrite_output_dir)
+    check_output_dir(output, overwrite_output_dir, inputs={"model_name_or_path": folder}, job="export-onnx")
     with staged_folder(output) as staging:
         model = load_for_export(folder, head)
         graph = staging / (QUANTIZED_FILE if quantize else MODEL_FILE)

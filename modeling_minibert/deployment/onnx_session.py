@@ -74,6 +74,11 @@ EMBEDDING_TABLES = {"input_ids": ("word_embeddings.weight", "vocab_size"),
                     "positions": ("position_embeddings.weight", "max_position_embeddings")}
 
 
+def config_limits(config) -> dict[str, tuple[int, str]]:
+    """The same bounds as `embedding_limits`, from a model's config (for a graph whose tables cannot be read)."""
+    return {name: (int(getattr(config, field)), field) for name, (_, field) in EMBEDDING_TABLES.items()}
+
+
 def embedding_limits(path: str | os.PathLike) -> dict[str, tuple[int, str]]:
     """{"input_ids" | "token_type_ids" | "positions": (rows, the config field it is)} from the graph's embedding
     tables, read without their data (external data is not loaded); a table the graph does not name so is left out
@@ -125,34 +130,40 @@ class LengthBucketedSession:
         return results
 
     def checked(self, *arrays: np.ndarray) -> list[np.ndarray]:
-        """The three inputs as the graph's int64 arrays; ValueError, one line naming the input and the limit, for
-        one that is not a (B, T) array of integers like input_ids, an empty batch, an id outside the graph's
-        embedding tables (negative ids too: onnxruntime's Gather reads them from the end), or a row whose tokens
-        reach past its positions. onnxruntime would fail deep inside a Gather, or silently for a negative id."""
-        arrays = [np.asarray(a) for a in arrays]
-        shape = arrays[0].shape
-        for name, array in zip(INPUT_NAMES, arrays):
-            if array.ndim != 2 or array.shape != shape:
-                raise ValueError(f"{name} has shape {array.shape}, input_ids {shape}: each must be a (batch, sequence) array "
-                                 "of the same shape")
-            if not (np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_):
-                raise ValueError(f"{name} holds {array.dtype} values: ids and masks are integers")
-        if 0 in shape:
-            raise ValueError(f"input_ids has shape {shape}: the batch is empty")
-        for name, array in zip(INPUT_NAMES, arrays):
-            if name in self.limits:
-                rows, field = self.limits[name]
-                low, high = int(array.min()), int(array.max())
-                if low < 0 or high >= rows:
-                    raise ValueError(f"{name} contains {low if low < 0 else high}, outside the graph's embeddings "
-                                     f"({field}={rows}: 0 to {rows - 1})")
-        if "positions" in self.limits:
-            positions, field = self.limits["positions"]
-            longest = int(extents(arrays[1]).max())
-            if longest > positions:
-                raise ValueError(f"row {int(extents(arrays[1]).argmax())} has tokens up to position {longest} (sequence "
-                                 f"length {shape[1]}); the graph's position table holds {field}={positions}")
-        return [array.astype(np.int64, copy=False) for array in arrays]
+        """`check_graph_inputs` with the graph's own embedding tables."""
+        return check_graph_inputs(self.limits, *arrays)
 
 
-__all__ = ["LengthBucketedSession", "embedding_limits", "graph_file", "length_buckets", "make_session"]
+def check_graph_inputs(limits: dict[str, tuple[int, str]], *arrays: np.ndarray) -> list[np.ndarray]:
+    """The three inputs as a graph's int64 arrays; ValueError, one line naming the input and the limit, for
+    one that is not a (B, T) array of integers like input_ids, an empty batch, an id outside the `limits` of
+    the graph's embedding tables (`embedding_limits`; negative ids too: onnxruntime's and OpenVINO's Gather
+    read them from the end), or a row whose tokens reach past its positions. A graph would fail deep inside a
+    Gather, or answer silently from another row of a table. Every serving path checks its inputs so."""
+    arrays = [np.asarray(a) for a in arrays]
+    shape = arrays[0].shape
+    for name, array in zip(INPUT_NAMES, arrays):
+        if array.ndim != 2 or array.shape != shape:
+            raise ValueError(f"{name} has shape {array.shape}, input_ids {shape}: each must be a (batch, sequence) array "
+                             "of the same shape")
+        if not (np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_):
+            raise ValueError(f"{name} holds {array.dtype} values: ids and masks are integers")
+    if 0 in shape:
+        raise ValueError(f"input_ids has shape {shape}: the batch is empty")
+    for name, array in zip(INPUT_NAMES, arrays):
+        if name in limits:
+            rows, field = limits[name]
+            low, high = int(array.min()), int(array.max())
+            if low < 0 or high >= rows:
+                raise ValueError(f"{name} contains {low if low < 0 else high}, outside the graph's embeddings "
+                                 f"({field}={rows}: 0 to {rows - 1})")
+    if "positions" in limits:
+        positions, field = limits["positions"]
+        longest = int(extents(arrays[1]).max())
+        if longest > positions:
+            raise ValueError(f"row {int(extents(arrays[1]).argmax())} has tokens up to position {longest} (sequence "
+                             f"length {shape[1]}); the graph's position table holds {field}={positions}")
+    return [array.astype(np.int64, copy=False) for array in arrays]
+
+
+__all__ = ["LengthBucketedSession", "check_graph_inputs", "config_limits", "embedding_limits", "graph_file", "length_buckets", "make_session"]

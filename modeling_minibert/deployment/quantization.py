@@ -181,7 +181,7 @@ def quantize(
     """
     check_model_folder(model_name_or_path, {})
     source = Path(model_name_or_path)
-    output = check_output_dir(output_dir, overwrite_output_dir)
+    output = check_output_dir(output_dir, overwrite_output_dir, inputs={"model_name_or_path": source}, job="quantize")
     model = quantize_dynamic_int8(_model_class(MiniBertConfig.from_pretrained(source)).from_pretrained(source))
     with staged_folder(output) as staging:
         model.config.save_pretrained(staging)

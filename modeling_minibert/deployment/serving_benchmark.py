@@ -21,34 +21,65 @@ matplotlib); OpenVINO's paths run where the [openvino] extra is installed, and a
 from __future__ import annotations
 
 import csv
+import itertools
 import os
 import shutil
 import statistics
 import tempfile
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from modeling_minibert.deployment.serving_paths import REFERENCE, SERVING_FILE, SERVING_PATHS, serving_path
-from modeling_minibert.utils.commands import CommandLine
+from modeling_minibert.deployment.serving_paths import (
+    REFERENCE,
+    SERVING_FILE,
+    SERVING_PATHS,
+    check_threads,
+    serving_path,
+)
+from modeling_minibert.utils.commands import CommandLine, check_list_option
 from modeling_minibert.utils.files import check_output_dir, staged_folder, write_json
 from modeling_minibert.utils.measured import cpu_name
+from modeling_minibert.utils.signals import handled, stop_at_once
 
 OBJECTIVES = ("latency", "throughput")
 PLOT_FILE = "serving_benchmark.png"
 MAX_TEXTS = 2000  # read from the texts file: enough for stable medians, a bounded measurement
 MAX_LINE_CHARS = 100_000  # a longer line is no request text: refused before tokenizing
+# Bounds of the measurement's options: beyond them a run would never end, or measure nothing a user serves.
+MAX_SECONDS = 600.0  # per path, round and kind of measurement
+MAX_ROUNDS = 100
+MAX_BATCH_SIZE = 4096
+
+
+def text_line(path: str | os.PathLike, number: int, raw: bytes) -> str:
+    """Line `number` of `path`, decoded and checked: UTF-8 text (no NUL or other control character), no longer
+    than MAX_LINE_CHARS; ValueError naming the file and line otherwise."""
+    if len(raw) > 4 * MAX_LINE_CHARS or len(raw.decode("utf-8", "replace")) > MAX_LINE_CHARS:
+        raise ValueError(f"{path} line {number} has more than {MAX_LINE_CHARS:,} characters (the limit)")
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} line {number} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    control = next((ch for ch in line.rstrip("\r\n") if unicodedata.category(ch) == "Cc" and ch != "\t"), None)
+    if control is not None:
+        raise ValueError(f"{path} line {number} is not text: it holds the control character U+{ord(control):04X}")
+    return line
 
 
 def read_texts(path: str | os.PathLike, limit: int = MAX_TEXTS) -> list[str]:
-    """The first `limit` non-empty lines of `path` (UTF-8); ValueError when there are none or one is too long."""
+    """The first `limit` non-empty lines of `path` (UTF-8 text); ValueError when there are none or one is too long
+    or not text. Read a bounded line at a time: a file without line ends (/dev/zero) is refused at its limit."""
     texts = []
-    with open(path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if len(line) > MAX_LINE_CHARS:
-                raise ValueError(f"{path} line {number} has {len(line):,} characters (limit {MAX_LINE_CHARS:,})")
+    with open(path, "rb") as lines:
+        for number in itertools.count(1):
+            raw = lines.readline(4 * MAX_LINE_CHARS + 1)
+            if not raw:
+                break
+            line = text_line(path, number, raw)
             if line.strip():
                 texts.append(line.strip())
             if len(texts) == limit:
@@ -59,12 +90,22 @@ def read_texts(path: str | os.PathLike, limit: int = MAX_TEXTS) -> list[str]:
 
 
 def read_labelled(path: str | os.PathLike, label2id: dict[str, int]) -> tuple[list[str], np.ndarray]:
-    """(texts, label ids) from a CSV file with `text` and `label` columns whose labels are the model's."""
-    with open(path, encoding="utf-8", newline="") as file:
-        rows = list(csv.DictReader(file))
+    """(texts, label ids) from a CSV file with `text` and `label` columns whose labels are the model's; ValueError
+    naming the file (and the row: rows count from 1 after the header) otherwise."""
+    try:
+        with open(path, encoding="utf-8", newline="") as file:
+            rows = list(csv.DictReader(file))
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except csv.Error as err:
+        raise ValueError(f"{path} is not a CSV file: {err}") from None
     if not rows or not {"text", "label"} <= set(rows[0]):
         raise ValueError(f"{path} must be a CSV file with text and label columns")
-    unknown = sorted({row["label"] for row in rows} - set(label2id))
+    for number, row in enumerate(rows, 1):
+        if not (row["text"] or "").strip():
+            raise ValueError(f"{path} row {number} has no text")
+        text_line(path, number, row["text"].encode("utf-8"))
+    unknown = sorted({row["label"] or "" for row in rows} - set(label2id))
     if unknown:
         raise ValueError(f"{path} has labels the model does not know: {', '.join(unknown[:5])} "
                          f"(the model's: {', '.join(label2id)})")
@@ -191,10 +232,10 @@ Why: {info['why']}.
 ```python
 from modeling_minibert.deployment import load_serving
 
-classify = load_serving("this folder")
+classify = load_serving("this folder"{info['allow']})
 classify("a text to classify")
 ```
-
+{info['native']}
 Measured (medians of {info['rounds']} interleaved rounds, ranges in brackets):
 
 {info['markdown']}
@@ -204,17 +245,33 @@ path. Rerun `minibert benchmark-deploy` there.
 """
 
 
+def native_note(path) -> dict[str, str]:
+    """What the card says of a folder that holds native code: that it is, and how it is loaded elsewhere."""
+    if not path.native:
+        return {"allow": "", "native": ""}
+    return {"allow": ", allow_compiled=True", "native": (
+        "\nThis folder holds native code (`model.pt2`, a shared library compiled by AOTInductor for this CPU and "
+        "torch), which runs as soon as it is loaded. It loads without `allow_compiled` only for the user who "
+        "compiled it, on the machine where they did; anyone else passes `allow_compiled=True`, and should do so "
+        "only if they trust whoever wrote the folder.\n")}
+
+
 def check_options(objective: str, rounds: int, batch_size: int, seconds: float, threads: int | None,
-                  min_agreement: float) -> None:
+                  min_agreement: float, max_accuracy_drop: float = 0.0) -> None:
+    """Every option finite and within its bounds, in one line naming it, before any work (a measurement of
+    `seconds=inf` would never end)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
-    for name, value, low in (("rounds", rounds, 1), ("batch_size", batch_size, 1), ("seconds", seconds, 0)):
-        if not value >= low:
-            raise ValueError(f"{name}={value} must be at least {low}")
-    if threads is not None and not 1 <= threads <= (os.cpu_count() or 1):
-        raise ValueError(f"threads={threads} must be between 1 and this machine's {os.cpu_count()} CPUs")
-    if not 0 <= min_agreement <= 1:
-        raise ValueError(f"min_agreement={min_agreement} must be between 0 and 1")
+    for name, value, whole, low, high in (("rounds", rounds, True, 1, MAX_ROUNDS),
+                                          ("batch_size", batch_size, True, 1, MAX_BATCH_SIZE),
+                                          ("seconds", seconds, False, 0, MAX_SECONDS),
+                                          ("min_agreement", min_agreement, False, 0, 1),
+                                          ("max_accuracy_drop", max_accuracy_drop, False, 0, 1)):
+        number = (int,) if whole else (int, float)
+        if isinstance(value, bool) or not isinstance(value, number) or not low <= value <= high:
+            kind = "a whole number" if whole else "a number"
+            raise ValueError(f"{name}={value!r} must be {kind} at least {low:g} and at most {high:g}")
+    check_threads(threads)
 
 
 def measure_paths(folder: Path, paths: dict, work: Path, threads: int | None, encoded: Encoded,
@@ -280,21 +337,26 @@ def benchmark_deploy(
     from transformers import AutoTokenizer
 
     folder = Path(model_name_or_path)
-    check_options(objective, rounds, batch_size, seconds, threads, min_agreement)
+    check_list_option("paths", paths)
+    check_options(objective, rounds, batch_size, seconds, threads, min_agreement, max_accuracy_drop)
     config = check_model(folder)
     names = list(dict.fromkeys([REFERENCE, *(paths or [])])) if paths else [n for n, p in SERVING_PATHS.items()
                                                                              if n == REFERENCE or not p.missing()]
     chosen_paths = {name: serving_path(name) for name in names}  # unknown or impossible: one line, before work
     texts = read_texts(texts_file)
     labelled = read_labelled(labelled_file, config.label2id) if labelled_file else None
-    output = check_output_dir(output_dir, overwrite_output_dir)
-    if work_dir is not None:
-        check_output_dir(work_dir)
+    inputs = {"model_name_or_path": folder, "texts_file": texts_file, "labelled_file": labelled_file}
+    output = check_output_dir(output_dir, overwrite_output_dir, inputs=inputs, beside={"work_dir": work_dir},
+                              job="benchmark-deploy")
+    if work_dir is not None:  # the paths' folders it keeps: apart from the inputs and from the output
+        check_output_dir(work_dir, inputs=inputs, beside={"output_dir": output}, job="benchmark-deploy", what="work_dir")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     max_length = min(config.max_position_embeddings, tokenizer.model_max_length)
     encoded = encode(tokenizer, texts, max_length, batch_size)
     scored = encode(tokenizer, labelled[0], max_length, batch_size) if labelled else None
-    with tempfile.TemporaryDirectory(prefix="minibert-serving-") as temporary:
+    # SIGTERM as SIGINT does: the temporary folder is removed on the way out (Python's default leaves it).
+    with handled(stop_at_once(f"nothing was written to {output}")), \
+            tempfile.TemporaryDirectory(prefix="minibert-serving-") as temporary:
         table, folders = measure_paths(folder, chosen_paths, Path(work_dir or temporary), threads, encoded,
                                        (scored, labelled[1]) if labelled else None, rounds, seconds)
         chosen, why = choose(table, objective, min_agreement, max_accuracy_drop)
@@ -304,12 +366,18 @@ def benchmark_deploy(
                 "unavailable": {n: p.missing() for n, p in SERVING_PATHS.items() if n not in table and p.missing()}}
         with staged_folder(output) as staging:
             shutil.copytree(folders[chosen], staging, dirs_exist_ok=True)
+            # The files its path reads, for whoever publishes or copies the folder to check it is whole.
+            info["files"] = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
             write_json(staging / SERVING_FILE, info)
-            (staging / "README.md").write_text(card({**info, "markdown": markdown(table, chosen)}), encoding="utf-8")
+            (staging / "README.md").write_text(card({**info, **native_note(chosen_paths[chosen]),
+                                                     "markdown": markdown(table, chosen)}), encoding="utf-8")
             plot(table, chosen, staging / PLOT_FILE)
     print(markdown(table, chosen))
     for name, reason in info["unavailable"].items():
         print(f"not measured: {name} ({reason})")
+    if chosen_paths[chosen].native:
+        print(f"{chosen} is native code compiled for this CPU: {output} loads with load_serving here; elsewhere "
+              "(another user or machine) only with load_serving(folder, allow_compiled=True)")
     return info
 
 

@@ -10,7 +10,12 @@
     openvino-bf16           the same with OpenVINO's bf16 inference, where the CPU has bf16 instructions
 
 Each path writes a self-contained folder from a fine-tuned model folder (its weights or graph, config.json and the
-tokenizer) and opens one as a function of padded (B, T) int64 numpy inputs to (B, num_labels) logits. Which path
+tokenizer) and opens one as a function of padded (B, T) int64 numpy inputs to (B, num_labels) logits. Opening
+checks the graph against the folder's config (its embedding tables, input names, and a probe's output width
+against `num_labels`: a graph of 2 outputs beside a config of 5 labels would answer a label from the wrong
+softmax), and the function refuses inputs outside its tables in one line, on every path alike
+(`onnx_session.check_graph_inputs`). The compiled path's folder is native code (`compiled.load_compiled`): it opens
+where this user compiled it, or with `allow_compiled=True`. Which path
 is fastest depends on the CPU and on the batch sizes served: `serving_benchmark.py` measures them on the user's
 own machine and texts and keeps the fastest as a ready folder, which `load_serving` opens as a pipeline.
 """
@@ -26,11 +31,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from modeling_minibert.deployment.onnx_session import config_limits
 from modeling_minibert.sharing.folder import copy_tokenizer_files
+from modeling_minibert.utils.outputs import SERVING_FILE  # in a ready folder: its path, its files, what was measured
 from modeling_minibert.utils.precision import native_bf16
 
 Logits = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # (ids, mask, types) (B, T) -> (B, C)
-SERVING_FILE = "serving.json"  # in a ready folder: which path it holds, and what was measured
+
 
 
 @dataclass(frozen=True)
@@ -39,8 +46,10 @@ class ServingPath:
     summary: str
     write: Callable[[Path, Path], object]  # (model folder, new output folder): writes the path's files (paths
     # that run the same files share their `write`, and `benchmark_deploy` writes them once)
-    open: Callable[[Path, int | None], Logits]  # (its folder, threads): the logits function
+    open: Callable[..., Logits]  # (its folder, threads, allow_compiled=False): the checked logits function
     missing: Callable[[], str | None]  # why this machine cannot run it; None when it can
+    files: tuple[str, ...] = ()  # what its folder holds besides config.json and the tokenizer (what `push` publishes)
+    native: bool = False  # its folder holds native code, which runs when it is opened
 
 
 def _nothing_missing() -> None:
@@ -73,13 +82,14 @@ def _write_pytorch(source: Path, output: Path) -> None:
     copy_tokenizer_files(source, output)
 
 
-def _open_pytorch(dtype: torch.dtype) -> Callable[[Path, int | None], Logits]:
-    def open_(folder: Path, threads: int | None) -> Logits:
+def _open_pytorch(dtype: torch.dtype) -> Callable[..., Logits]:
+    def open_(folder: Path, threads: int | None, allow_compiled: bool = False) -> Logits:
         from modeling_minibert import MiniBertForSequenceClassification
 
         _set_torch_threads(threads)
+        check_head(folder)
         model = MiniBertForSequenceClassification.from_pretrained(folder, dtype=dtype).eval()
-        return _torch_logits(model)
+        return _bounded(folder, _torch_logits(model), config_limits(model.config))
     return open_
 
 
@@ -89,11 +99,12 @@ def _write_int8(source: Path, output: Path) -> None:
     quantize(source, output)
 
 
-def _open_int8(folder: Path, threads: int | None) -> Logits:
+def _open_int8(folder: Path, threads: int | None, allow_compiled: bool = False) -> Logits:
     from modeling_minibert.deployment.quantization import load_quantized
 
     _set_torch_threads(threads)
-    return _torch_logits(load_quantized(folder))
+    model = load_quantized(folder)
+    return _bounded(folder, _torch_logits(model), config_limits(model.config))
 
 
 def _write_compiled(source: Path, output: Path) -> None:
@@ -102,16 +113,20 @@ def _write_compiled(source: Path, output: Path) -> None:
     compile_model(source, output)  # with the config and tokenizer
 
 
-def _open_compiled(folder: Path, threads: int | None) -> Logits:
+def _open_compiled(folder: Path, threads: int | None, allow_compiled: bool = False) -> Logits:
+    from transformers import AutoConfig
+
     from modeling_minibert.deployment.compiled import load_compiled
 
     _set_torch_threads(threads)
-    runner = load_compiled(folder)
+    runner = load_compiled(folder, allow_compiled=allow_compiled)
 
     def graph(ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
             return runner(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(types))[0].numpy()
-    return lambda ids, mask, types: _in_length_buckets(graph, ids, mask, types)
+    # The package's tables cannot be read: its config's bounds (the sequence axis was compiled up to them).
+    limits = config_limits(AutoConfig.from_pretrained(folder))
+    return _bounded(folder, lambda ids, mask, types: _in_length_buckets(graph, ids, mask, types), limits)
 
 
 def _torch_logits(model) -> Logits:
@@ -128,6 +143,56 @@ def _set_torch_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+def check_head(folder: Path) -> None:
+    """ValueError unless the classifier in the folder's weights gives the config's `num_labels` (read from the
+    safetensors header; transformers would print a page-long load report first)."""
+    from transformers import AutoConfig
+
+    from modeling_minibert.checks_minibert import read_safetensors_header
+
+    config = AutoConfig.from_pretrained(folder)
+    header = read_safetensors_header(folder / "model.safetensors")
+    rows = next((entry["shape"][0] for name, entry in header.items() if name.endswith("classifier.weight")), None)
+    if rows is not None and rows != config.num_labels:
+        raise ValueError(f"{folder}: the classifier gives {rows} logit(s) a text, config.json names num_labels="
+                         f"{config.num_labels} ({', '.join(map(str, config.id2label.values()))}): the weights and the "
+                         "config do not belong together")
+
+
+def _bounded(folder: Path, graph: Logits, limits: dict[str, tuple[int, str]]) -> Logits:
+    """`graph` refusing inputs outside `limits` (`check_graph_inputs`), once its folder's config is checked to
+    belong with it: the same tables, and a probe's output width the config's `num_labels`."""
+    from transformers import AutoConfig
+
+    from modeling_minibert.deployment.onnx_session import check_graph_inputs
+
+    config = AutoConfig.from_pretrained(folder)
+    for name, (rows, field) in limits.items():
+        if getattr(config, field, rows) != rows:
+            raise ValueError(f"{folder}: the graph's {name} table holds {rows} rows, config.json says "
+                             f"{field}={getattr(config, field)}: the graph and the config do not belong together")
+
+    def logits(ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
+        return graph(*check_graph_inputs(limits, ids, mask, types))
+
+    probe = np.zeros((1, 2), np.int64)
+    width = np.asarray(logits(probe, np.ones_like(probe), probe)).shape
+    if width != (1, config.num_labels):
+        raise ValueError(f"{folder}: the graph gives {width[-1] if width else 0} logit(s) a text, config.json names "
+                         f"num_labels={config.num_labels} ({', '.join(map(str, config.id2label.values()))}): the "
+                         "graph and the config do not belong together")
+    return logits
+
+
+def check_input_names(graph: Path, names: list[str]) -> None:
+    """ValueError unless the graph at `graph` takes exactly the three inputs a serving path feeds."""
+    from modeling_minibert.deployment.onnx_session import INPUT_NAMES
+
+    if sorted(names) != sorted(INPUT_NAMES):
+        raise ValueError(f"{graph} takes the inputs {', '.join(names) or 'none'}; a serving graph takes "
+                         f"{', '.join(INPUT_NAMES)}")
+
+
 # -- onnxruntime and OpenVINO, on the exported graph ------------------------------------------------------------------
 def _write_onnx(**options) -> Callable[[Path, Path], object]:
     def write(source: Path, output: Path) -> None:
@@ -137,38 +202,45 @@ def _write_onnx(**options) -> Callable[[Path, Path], object]:
     return write
 
 
-def _open_onnxruntime(folder: Path, threads: int | None) -> Logits:
-    from modeling_minibert.deployment.onnx_session import LengthBucketedSession
+def _open_onnxruntime(folder: Path, threads: int | None, allow_compiled: bool = False) -> Logits:
+    from modeling_minibert.deployment.onnx_session import LengthBucketedSession, graph_file
 
     session = LengthBucketedSession(folder, threads)
-    return lambda ids, mask, types: session.run(ids, mask, types)[0]
+    check_input_names(graph_file(folder), [i.name for i in session.session.get_inputs()])
+    return _bounded(folder, lambda ids, mask, types: session.run(ids, mask, types)[0], session.limits)
 
 
-def _open_openvino(precision: str) -> Callable[[Path, int | None], Logits]:
-    def open_(folder: Path, threads: int | None) -> Logits:
+def _open_openvino(precision: str) -> Callable[..., Logits]:
+    def open_(folder: Path, threads: int | None, allow_compiled: bool = False) -> Logits:
         import openvino
 
-        from modeling_minibert.deployment.onnx_session import graph_file
+        from modeling_minibert.deployment.onnx_session import embedding_limits, graph_file
 
         settings = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision}
         if threads is not None:
             settings["INFERENCE_NUM_THREADS"] = threads
-        request = openvino.Core().compile_model(str(graph_file(folder)), "CPU", settings).create_infer_request()
+        path = graph_file(folder)
+        compiled = openvino.Core().compile_model(str(path), "CPU", settings)
+        check_input_names(path, [port.get_any_name() for port in compiled.inputs])
+        request = compiled.create_infer_request()
 
         def graph(ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
             result = request.infer({"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
             return np.asarray(result[request.model_outputs[0]], dtype=np.float32)
-        return lambda ids, mask, types: _in_length_buckets(graph, ids, mask, types)
+        # OpenVINO checks no index: the graph's own tables bound the inputs, as onnxruntime's session does.
+        limits = embedding_limits(path)
+        return _bounded(folder, lambda ids, mask, types: _in_length_buckets(graph, ids, mask, types, limits), limits)
     return open_
 
 
-def _in_length_buckets(graph: Logits, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
-    """`graph`'s (B, C) logits, run on rows of similar length each cut to its bucket (`onnx_session`): a padded
-    graph computes every position it is given."""
+def _in_length_buckets(graph: Logits, ids: np.ndarray, mask: np.ndarray, types: np.ndarray,
+                       limits: dict[str, tuple[int, str]] | None = None) -> np.ndarray:
+    """`graph`'s (B, C) logits, run on rows of similar length each cut to its bucket (`onnx_session`), no longer
+    than the graph's positions (`limits`): a padded graph computes every position it is given."""
     from modeling_minibert.deployment.onnx_session import length_buckets
 
     logits = None
-    for rows, length in length_buckets(mask):
+    for rows, length in length_buckets(mask, limit=(limits or {}).get("positions", (None,))[0]):
         part = graph(*(np.ascontiguousarray(a[rows, :length]) for a in (ids, mask, types)))
         if logits is None:
             logits = np.empty((len(ids), part.shape[-1]), dtype=np.float32)
@@ -190,20 +262,22 @@ def _compiler_missing() -> str | None:
 # In the table's order: the plain path first (the reference every other is checked against).
 SERVING_PATHS = {path.name: path for path in (
     ServingPath("pytorch-fp32", "PyTorch, float32, eager", _write_pytorch, _open_pytorch(torch.float32),
-                _nothing_missing),
+                _nothing_missing, ("model.safetensors",)),
     ServingPath("pytorch-bf16", "PyTorch, bfloat16 weights and activations", _write_pytorch,
-                _open_pytorch(torch.bfloat16), _bf16_missing()),
-    ServingPath("pytorch-int8", "PyTorch dynamic int8 (Linear layers)", _write_int8, _open_int8, _nothing_missing),
+                _open_pytorch(torch.bfloat16), _bf16_missing(), ("model.safetensors",)),
+    ServingPath("pytorch-int8", "PyTorch dynamic int8 (Linear layers)", _write_int8, _open_int8, _nothing_missing,
+                ("model.int8.safetensors", "quantization.json")),
     ServingPath("pytorch-compiled-fp32", "PyTorch, float32, compiled for this CPU (AOTInductor), length buckets",
-                _write_compiled, _open_compiled, _compiler_missing),
+                _write_compiled, _open_compiled, _compiler_missing, ("model.pt2", "compiled.json"), native=True),
     ServingPath("onnxruntime-fp32", "onnxruntime, optimized graph, float32, length buckets",
-                _write_onnx(optimize=True), _open_onnxruntime, _onnxruntime_missing),
+                _write_onnx(optimize=True), _open_onnxruntime, _onnxruntime_missing, ("model.onnx",)),
     ServingPath("onnxruntime-int8", "onnxruntime, optimized graph, int8 weights, length buckets",
-                _write_onnx(quantize="int8"), _open_onnxruntime, _onnxruntime_missing),
+                _write_onnx(quantize="int8"), _open_onnxruntime, _onnxruntime_missing, ("model_quantized.onnx",)),
     ServingPath("openvino-fp32", "OpenVINO, plain graph, float32 inference, length buckets", _write_plain_onnx,
-                _open_openvino("f32"), lambda: _onnxruntime_missing() or _openvino_missing()),
+                _open_openvino("f32"), lambda: _onnxruntime_missing() or _openvino_missing(), ("model.onnx",)),
     ServingPath("openvino-bf16", "OpenVINO, plain graph, bf16 inference, length buckets", _write_plain_onnx,
-                _open_openvino("bf16"), _bf16_missing(lambda: _onnxruntime_missing() or _openvino_missing())),
+                _open_openvino("bf16"), _bf16_missing(lambda: _onnxruntime_missing() or _openvino_missing()),
+                ("model.onnx",)),
 )}
 REFERENCE = "pytorch-fp32"
 
@@ -224,24 +298,27 @@ class ServingClassifier:
     or a list of texts, it returns what transformers' `pipeline("text-classification")` returns (a list of
     {"label", "score"}; with `top_k`, a list of such lists, best first)."""
 
-    def __init__(self, folder: str | os.PathLike, threads: int | None = None):
+    def __init__(self, folder: str | os.PathLike, threads: int | None = None, allow_compiled: bool = False):
         from transformers import AutoConfig, AutoTokenizer
 
         folder = Path(folder)
-        info_file = folder / SERVING_FILE
-        if not info_file.is_file():
-            raise FileNotFoundError(f"{folder} is not a serving folder (no {SERVING_FILE}); write one with "
-                                    "`minibert benchmark-deploy`")
-        self.info = json.loads(info_file.read_text(encoding="utf-8"))
+        self.info = read_serving_info(folder)
+        check_threads(threads)
         self.path = serving_path(self.info["path"])
         self.config = AutoConfig.from_pretrained(folder)  # BERT's, beside an ONNX graph
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
-        self.logits = self.path.open(folder, threads if threads is not None else self.info.get("threads"))
+        if len(self.tokenizer) > self.config.vocab_size:
+            raise ValueError(f"the tokenizer in {folder} has {len(self.tokenizer)} tokens, more than config.json's "
+                             f"vocab_size={self.config.vocab_size}")
+        self.logits = self.path.open(folder, threads if threads is not None else self.info.get("threads"), allow_compiled)
         self.max_length = min(self.config.max_position_embeddings, self.tokenizer.model_max_length)
 
     def scores(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         """(len(texts), num_labels) probabilities: softmax, or sigmoid for multi-label and one-label heads (as the
         pipeline's default function_to_apply)."""
+        check_texts(texts)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size={batch_size!r} must be a whole number of at least 1")
         rows = []
         for start in range(0, len(texts), batch_size):
             encoded = self.tokenizer(texts[start:start + batch_size], padding=True, truncation=True,
@@ -266,9 +343,48 @@ class ServingClassifier:
         return ranked[0] if single else ranked
 
 
-def load_serving(folder: str | os.PathLike, threads: int | None = None) -> ServingClassifier:
-    """The ready folder `minibert benchmark-deploy` wrote, as a pipeline: `load_serving(folder)("a fine film")`."""
-    return ServingClassifier(folder, threads)
+def read_serving_info(folder: Path) -> dict:
+    """`serving.json` of a ready folder: a JSON object naming its path, and its thread count (or null); one line
+    naming the file otherwise."""
+    info_file = folder / SERVING_FILE
+    if not info_file.is_file():
+        raise FileNotFoundError(f"{folder} is not a serving folder (no {SERVING_FILE}); write one with "
+                                "`minibert benchmark-deploy`")
+    try:
+        info = json.loads(info_file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"{info_file} is not valid JSON ({err})") from None
+    if not isinstance(info, dict) or not isinstance(info.get("path"), str):
+        raise ValueError(f"{info_file} must be a JSON object whose \"path\" names a serving path "
+                         f"({', '.join(SERVING_PATHS)}); it holds {type(info).__name__} {str(info)[:80]}")
+    check_threads(info.get("threads"), f"{info_file}: ")
+    return info
 
 
-__all__ = ["REFERENCE", "SERVING_PATHS", "ServingClassifier", "ServingPath", "load_serving", "serving_path"]
+def check_threads(threads: object, where: str = "") -> None:
+    """ValueError unless `threads` is None or a whole number from 1 to this machine's CPUs."""
+    cpus = os.cpu_count() or 1
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= cpus):
+        raise ValueError(f"{where}threads={threads!r} must be between 1 and this machine's {cpus} CPUs")
+
+
+def check_texts(texts: object) -> None:
+    """TypeError in one line unless `texts` is a list (or sequence) of strings: a bare string would be read as its
+    characters."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"texts is one {type(texts).__name__}: pass a list of texts (a list with one text for one)")
+    for number, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"text #{number} is {type(text).__name__} {str(text)[:40]!r}, not a str")
+
+
+def load_serving(folder: str | os.PathLike, threads: int | None = None, *,
+                 allow_compiled: bool = False) -> ServingClassifier:
+    """The ready folder `minibert benchmark-deploy` wrote, as a pipeline: `load_serving(folder)("a fine film")`.
+    A folder of the compiled path is native code: it opens where this user compiled it (`benchmark-deploy` here),
+    else only with `allow_compiled=True` (`compiled.load_compiled`)."""
+    return ServingClassifier(folder, threads, allow_compiled)
+
+
+__all__ = ["REFERENCE", "SERVING_PATHS", "ServingClassifier", "ServingPath", "check_threads", "load_serving",
+           "read_serving_info", "serving_path"]

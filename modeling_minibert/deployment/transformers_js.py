@@ -51,7 +51,7 @@ def export_transformers_js(
         raise ValueError(f"unknown quantize mode {quantize!r}; choose one of {', '.join(onnx_graph.QUANTIZE_MODES)}")
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder {folder} does not exist")
-    check_output_dir(output, overwrite_output_dir)
+    check_output_dir(output, overwrite_output_dir, inputs={"model_name_or_path": folder}, job="export-onnx")
     with staged_folder(output) as staging:
         write_bert_config_and_tokenizer(folder, staging, head)
         model = onnx_graph.load_for_export(folder, head)

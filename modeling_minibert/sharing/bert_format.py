@@ -175,7 +175,7 @@ def convert_bert_to_minibert(
     """
     src, out = Path(model_name_or_path), Path(output_dir)
     source_config = _read_config(src)
-    check_output_dir(out, overwrite_output_dir)
+    check_output_dir(out, overwrite_output_dir, inputs={"model_name_or_path": src}, job="convert-bert")
     if source_config.get("model_type") != "bert":
         raise ValueError(
             f"{src / 'config.json'} has model_type {source_config.get('model_type')!r}, expected 'bert'"
@@ -339,7 +339,7 @@ def convert_minibert_to_bert(
 
     src, out = Path(model_name_or_path), Path(output_dir)
     source_config = _read_config(src)
-    check_output_dir(out, overwrite_output_dir)
+    check_output_dir(out, overwrite_output_dir, inputs={"model_name_or_path": src}, job="convert-bert")
     check_unlocked(src, "convert-bert")  # a run still writing the folder: its model is not final yet
     if source_config.get("model_type") != MiniBertConfig.model_type:
         raise ValueError(

@@ -30,6 +30,7 @@ from modeling_minibert.utils.outputs import (
     QUANTIZED_WEIGHTS_FILE,
     SENTENCE_BERT_CONFIG_FILE,
     SENTENCE_TRANSFORMERS_MODULES_FILE,
+    SERVING_FILE,
     TEACHER_DIR,
     TEACHER_LOGITS_FILE,
     TEACHER_LOGITS_INFO_FILE,
@@ -201,6 +202,8 @@ def check_not_quantized(folder: Path) -> None:
     Refused rather than published loadably: the loadable form would be float weights again (dequantized: neither
     the int8 model nor smaller), a different model from the one in the folder; a transformers user wants the float
     model it came from (and quantizes it as they like), or an int8 graph their runtime runs (export-onnx)."""
+    if (folder / SERVING_FILE).is_file():
+        return  # a serving folder: `load_serving` reads its int8 weights (publishable.check_publishable checks them)
     if (folder / QUANTIZED_WEIGHTS_FILE).is_file() and not (folder / "model.safetensors").is_file():
         info = _read_json(folder / QUANTIZED_INFO_FILE)
         source = info.get("source") if isinstance(info, dict) and isinstance(info.get("source"), str) else None

@@ -77,6 +77,30 @@ SPLITS = {"train": "train", "eval": "validation", "test": "test"}
 UNPREFIXED_RESULTS = {"perplexity": "validation"}
 
 
+# Characters that would let text from the user's data (labels, names, paths, metric keys) leave the text it is
+# shown as in the card: open an HTML tag or entity, end a code span, start a link, split a table cell or a line.
+# Written as numeric character references there, which show as themselves and are read as nothing else.
+MARKUP = "&<>`[]|\\\n\r"
+ESCAPES = str.maketrans({ch: f"&#{ord(ch)};" for ch in MARKUP})
+
+
+def text(value: object) -> str:
+    """`value` as plain text in the card (see MARKUP)."""
+    return str(value).translate(ESCAPES)
+
+
+def code(value: object) -> str:
+    """`value` shown as code in the card's text: a code span where it holds no markup, else an HTML code element
+    holding it escaped (a code span would show character references as they are written, and a backtick ends it)."""
+    value = str(value)
+    return f"`{value}`" if not any(ch in MARKUP for ch in value) else f"<code>{text(value)}</code>"
+
+
+def literal(value: object) -> str:
+    """`value` as a Python string literal inside the card's code blocks (no backtick, which could end the block)."""
+    return json.dumps(str(value)).replace("`", "\\u0060")
+
+
 def parameter_count(folder: Path) -> int | None:
     """Number of parameters stored in the folder's safetensors weights (read from the headers only)."""
     index = folder / "model.safetensors.index.json"
@@ -240,34 +264,34 @@ def build_model_card(
     lines = [
         CARD_MARKER,
         "",
-        f"# {name}",
+        f"# {text(name)}",
         "",
         (
             "A Mini-BERT model: a small encoder with BERT's architecture"
-            + ("" if bert_format else f" (`model_type: {model_type}`)")
-            + f", here as `{architecture}`"
-            + (f" for {pipeline_tag}" if pipeline_tag else "")
+            + ("" if bert_format else f" ({code(f'model_type: {model_type}')})")
+            + f", here as {code(architecture)}"
+            + (f" for {text(pipeline_tag)}" if pipeline_tag else "")
             + (f", fine-tuned from [{base_model}](https://huggingface.co/{base_model})" if on_hub else "")
-            + (f", fine-tuned from the local model `{base_model}`" if base_model and not on_hub else "")
+            + (f", fine-tuned from the local model {code(base_model)}" if base_model and not on_hub else "")
             + (FORMAT_NOTES["bert"] if bert_format else FORMAT_NOTES["minibert"])
         ),
         "",
         *_size_lines(config, architecture, n_params, pipeline_tag),
-        "## Training data", "", dataset_name if dataset_name else "Not recorded with this checkpoint.", "",
+        "## Training data", "", text(dataset_name) if dataset_name else "Not recorded with this checkpoint.", "",
         *_result_lines(metrics),
     ]
     usage = _bert_format_usage if bert_format else _usage
     lines += ["## Usage", "", *usage(repo_id, revision, auto_class, pipeline_tag, has_tokenizer)]
     if not has_tokenizer:
         lines += ["No tokenizer was saved with this checkpoint: use the one it was trained with.", ""]
-    lines += ["## License", "", f"{license}", ""]
+    lines += ["## License", "", text(license), ""]
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines))
 
 
 def _size_lines(config: dict, architecture: str, n_params: int | None, pipeline_tag: str | None) -> list[str]:
     """Card lines: the model's sizes, and its labels for a classifier."""
     size_rows = [
-        ("Architecture", f"`{architecture}`"),
+        ("Architecture", code(architecture)),
         ("Layers", config.get("num_hidden_layers")),
         ("Hidden size", config.get("hidden_size")),
         ("Attention heads", config.get("num_attention_heads")),
@@ -277,11 +301,12 @@ def _size_lines(config: dict, architecture: str, n_params: int | None, pipeline_
         ("Parameters", f"{n_params:,}" if n_params is not None else None),
     ]
     lines = ["## Model size", "", "| | |", "|---|---|"]
-    lines += [f"| {label} | {value} |" for label, value in size_rows if value is not None] + [""]
+    lines += [f"| {label} | {value if label in ('Architecture', 'Parameters') else text(value)} |"
+              for label, value in size_rows if value is not None] + [""]
     labels = config.get("id2label") or {}
-    if pipeline_tag in ("text-classification", "token-classification") and labels:
-        ordered = [labels[k] for k in sorted(labels, key=int)]
-        lines += ["Labels: " + ", ".join(f"`{label}`" for label in ordered), ""]
+    if pipeline_tag in ("text-classification", "token-classification") and isinstance(labels, dict) and labels:
+        ordered = [labels[k] for k in sorted(labels, key=lambda k: int(k) if str(k).isdigit() else -1)]
+        lines += ["Labels: " + ", ".join(code(label) for label in ordered), ""]
     return lines
 
 
@@ -290,23 +315,23 @@ def _result_lines(metrics: dict[str, float]) -> list[str]:
     results = card_results(metrics)
     if not results:
         return []
-    rows = [f"| {display_name(metric)} | {split} | {value:.4g} |" for (split, metric), value in results.items()]
+    rows = [f"| {text(display_name(metric))} | {split} | {value:.4g} |" for (split, metric), value in results.items()]
     return ["## Results", "", "| Metric | Split | Value |", "|---|---|---|", *rows, ""]
 
 
 def _usage(repo_id: str, revision: str | None, auto_class: str, pipeline_tag: str | None, has_tokenizer: bool) -> list:
     """Card lines: loading with this package (its classes) and without it (the repository's own code)."""
-    rev = f', revision="{revision}"' if revision else ""
+    rev = f", revision={literal(revision)}" if revision else ""
     load = [f"from transformers import {'AutoTokenizer, ' if has_tokenizer else ''}{auto_class}", ""]
     with_package = ["import modeling_minibert  # registers Mini-BERT with transformers' Auto classes", *load]
     if has_tokenizer:
-        with_package.append(f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}"{rev})')
-    with_package.append(f'model = {auto_class}.from_pretrained("{repo_id}"{rev})')
+        with_package.append(f'tokenizer = AutoTokenizer.from_pretrained({literal(repo_id)}{rev})')
+    with_package.append(f'model = {auto_class}.from_pretrained({literal(repo_id)}{rev})')
     without = list(load)
     if has_tokenizer:
         # trust_remote_code here too: AutoTokenizer reads config.json, whose custom class would otherwise prompt.
-        without.append(f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}"{rev}, trust_remote_code=True)')
-    without.append(f'model = {auto_class}.from_pretrained("{repo_id}"{rev}, trust_remote_code=True)')
+        without.append(f'tokenizer = AutoTokenizer.from_pretrained({literal(repo_id)}{rev}, trust_remote_code=True)')
+    without.append(f'model = {auto_class}.from_pretrained({literal(repo_id)}{rev}, trust_remote_code=True)')
     if has_tokenizer:
         without += ['inputs = tokenizer("Mini-BERT is a small encoder.", return_tensors="pt")', "outputs = model(**inputs)"]
     if pipeline_tag and has_tokenizer:
@@ -315,7 +340,7 @@ def _usage(repo_id: str, revision: str | None, auto_class: str, pipeline_tag: st
             "",
             "from transformers import pipeline",
             "",
-            f'pipe = pipeline("{pipeline_tag}", model="{repo_id}"{rev}, trust_remote_code=True)',
+            f'pipe = pipeline({literal(pipeline_tag)}, model={literal(repo_id)}{rev}, trust_remote_code=True)',
             f"print(pipe({example}))",
         ]
     return [
@@ -330,18 +355,18 @@ def _bert_format_usage(
     repo_id: str, revision: str | None, auto_class: str, pipeline_tag: str | None, has_tokenizer: bool
 ) -> list:
     """Card lines for a BERT-format folder: plain transformers, then Mini-BERT's fast path on the same weights."""
-    rev = f', revision="{revision}"' if revision else ""
+    rev = f", revision={literal(revision)}" if revision else ""
     plain = [f"from transformers import {'AutoTokenizer, ' if has_tokenizer else ''}{auto_class}", ""]
     if has_tokenizer:
-        plain.append(f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}"{rev})')
-    plain.append(f'model = {auto_class}.from_pretrained("{repo_id}"{rev})')
+        plain.append(f'tokenizer = AutoTokenizer.from_pretrained({literal(repo_id)}{rev})')
+    plain.append(f'model = {auto_class}.from_pretrained({literal(repo_id)}{rev})')
     if pipeline_tag and has_tokenizer:
         example = EXAMPLE_INPUTS.get(pipeline_tag, '"Mini-BERT is a small encoder."')
         plain += ["", "from transformers import pipeline", "",
-                  f'pipe = pipeline("{pipeline_tag}", model="{repo_id}"{rev})', f"print(pipe({example}))"]
+                  f'pipe = pipeline({literal(pipeline_tag)}, model={literal(repo_id)}{rev})', f"print(pipe({example}))"]
     mini_class = "MiniBert" + HEAD_OF_AUTO_CLASS.get(auto_class, "Model")
     fast = [f"from modeling_minibert import {mini_class}", "",
-            f'model = {mini_class}.from_pretrained("{repo_id}"{rev})  # the same weights, unpadded']
+            f'model = {mini_class}.from_pretrained({literal(repo_id)}{rev})  # the same weights, unpadded']
     return [
         "transformers' BERT classes load it, with no remote code:", "", "```python", *plain, "```", "",
         "Mini-BERT's fast path, with the `modeling_minibert` package installed:", "", "```python", *fast, "```", "",

@@ -47,6 +47,7 @@ from modeling_minibert.sharing.folder import (
     published_files,
 )
 from modeling_minibert.sharing.model_card import parameter_count, refresh_model_card
+from modeling_minibert.sharing.publishable import check_contents, check_publishable
 from modeling_minibert.utils.commands import CommandLine
 from modeling_minibert.utils.outputs import CARD_FILE, safetensors_problem
 
@@ -188,6 +189,7 @@ def push_to_hub(
     endpoint: str | None = None,
     license: str | None = None,
     format: str = "minibert",
+    allow_compiled: bool = False,
 ) -> CommitInfo:
     """Upload a saved model folder or a job's output folder to the Hub repository `hub_model_id`, with a model card.
 
@@ -205,6 +207,8 @@ def push_to_hub(
             run code when loaded). Checkpoints and training state are never uploaded, whatever this says.
         endpoint: Hub URL; defaults to `HF_ENDPOINT` or huggingface.co.
         license: the card's license (default: the card's own, else "apache-2.0").
+        allow_compiled: publish a compiled model (`model.pt2`, native code that runs when loaded); without it such
+            a folder is refused.
         format: "minibert" (the folder's model as it is, with the code its `auto_map` names) or "bert": transformers'
             BERT format (`bert_format.write_bert_format`: a Mini-BERT folder converted, a BERT one without code or
             `auto_map`; loaded back with transformers, and SentenceTransformer for an embedding folder, before the
@@ -232,7 +236,7 @@ def push_to_hub(
         # Everything below may quote its arguments in an error: a token pasted into the wrong one stays hidden.
         return _call_without_leaking(token, lambda: _push(
             folder, Path(scratch), format, hub_model_id, private, revision, commit_message, token, allow_pickle,
-            endpoint, license))
+            endpoint, license, allow_compiled))
 
 
 def _push(
@@ -247,6 +251,7 @@ def _push(
     allow_pickle: bool,
     endpoint: str | None,
     license: str | None,
+    allow_compiled: bool = False,
 ) -> CommitInfo:
     # Every local check comes first: a refused push leaves the folder untouched and the Hub unasked.
     if not folder.is_dir():
@@ -259,12 +264,16 @@ def _push(
     validate_repo_id(repo_id)
     if revision is not None and (not revision or re.fullmatch(r"[0-9a-f]{40}", revision)):
         raise ValueError(f"revision={revision!r} must be a branch name (commits go on branches)")
-    folder, paths, left_out, shown = _files_to_push(folder, scratch, format, allow_pickle)
+    if revision is not None and re.search(r"[`\s\\\"]", revision):  # it is quoted in the card's code
+        raise ValueError(f"revision={revision!r} must be a branch name without quotes, backticks or spaces")
+    folder, paths, left_out, shown = _files_to_push(folder, scratch, format, allow_pickle, allow_compiled)
     if not token:
         raise LocalTokenNotFoundError(
             "No Hugging Face token found: pass token=..., set the HF_TOKEN environment variable or run `hf auth login`"
         )
     _check_no_token(folder, paths, token, shown)
+    for path in paths:  # each file is what its name says (a blob named like a results file is not one)
+        check_contents(folder, path, shown(path))
 
     api = HfApi(endpoint=endpoint, token=token)
     repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
@@ -292,7 +301,7 @@ def _push(
 
 
 def _files_to_push(
-    folder: Path, scratch: Path, format: str, allow_pickle: bool
+    folder: Path, scratch: Path, format: str, allow_pickle: bool, allow_compiled: bool = False
 ) -> tuple[Path, list[str], list[str], Callable[[str], Path | str]]:
     """The folder to upload from, its files to upload (but the card, written later), the files left out, and how to
     name a file to the user. In BERT format the folder is written into `scratch`: only what the format rewrites,
@@ -314,7 +323,8 @@ def _files_to_push(
         def shown(rel: str) -> Path | str:
             return source / rel if not rel or (view / rel).is_symlink() else f"{source / rel} (its BERT-format copy)"
 
-        return view, [path for path in files_to_upload(view) if path != CARD_FILE], left_out, shown
+        paths = [path for path in files_to_upload(view) if path != CARD_FILE]
+        return view, paths + check_publishable(view, paths, allow_compiled), left_out, shown
     pickles = list(filter_repo_objects(files_to_upload(folder), allow_patterns=PICKLE_PATTERNS))
     if pickles and not allow_pickle:
         raise ValueError(
@@ -323,7 +333,9 @@ def _files_to_push(
             "(Checkpoints and training state are never uploaded: they need no flag.)"
         )
     paths, left_out = published_files(folder, format, allow_pickle)
-    return folder, [path for path in paths if path != CARD_FILE], left_out, lambda rel: folder / rel
+    paths = [path for path in paths if path != CARD_FILE]
+    extra = check_publishable(folder, paths, allow_compiled)  # what the folder's kind needs to load, published too
+    return folder, paths + extra, [path for path in left_out if path not in extra], lambda rel: folder / rel
 
 
 class PushCustomCodeCallback(TrainerCallback):
@@ -355,6 +367,8 @@ class PushArguments:
     commit_message: str | None = field(default=None, metadata={"help": "commit message"})
     allow_pickle: bool = field(default=False, metadata={
         "help": "also upload pickle files (*.bin, *.pt, ...) other than checkpoints and training state (never uploaded)"})
+    allow_compiled: bool = field(default=False, metadata={
+        "help": "publish a compiled model (model.pt2 of a benchmark-deploy folder: native code, which runs when loaded)"})
     license: str | None = field(default=None, metadata={
         "help": 'license in the model card (default: the card\'s own, else "apache-2.0")'})
     token: str | None = field(default=None, metadata={

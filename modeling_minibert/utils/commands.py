@@ -87,6 +87,13 @@ class CommandLine:
         return None
 
 
+def check_list_option(name: str, value: object) -> None:
+    """TypeError in one line for a bare string given where a list is meant (Python's API; the command line makes
+    lists itself): iterated, it would be read as its characters."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name}={value!r} is one {type(value).__name__}: pass a list ({name}=[{value!r}])")
+
+
 def forget_interrupt() -> None:
     """Tell CPython that a KeyboardInterrupt the command caught was handled. One raised inside code an extension
     runs with `PyRun_String` (pybind11's `exec`, as torch's imports do) marks it unhandled for good, and the
@@ -100,4 +107,4 @@ def forget_interrupt() -> None:
         pass
 
 
-__all__ = ["ArgumentParser", "CommandLine", "HelpFormatter", "forget_interrupt"]
+__all__ = ["ArgumentParser", "CommandLine", "HelpFormatter", "check_list_option", "forget_interrupt"]

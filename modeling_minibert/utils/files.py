@@ -6,7 +6,9 @@ beside its final place and rename it in (`os.replace` is atomic within a filesys
     write_bytes / write_text / write_json      one file
     staged_folder        a whole folder (a fine-tuned model, a converted checkpoint)
     staged_files         files that a library writes by name beside others (an ONNX export and its weights)
-    check_output_dir             refuse, before any work, a folder that already holds something
+    check_output_dir             refuse, before any work, a folder that already holds something, that is (or is
+                                 inside, or holds) what the job reads or its work folder, or that a run is writing
+    check_unlocked               refuse a folder whose run lock (`.minibert.lock`) a living process holds
     check_links                  refuse, before any work, a link that copying a folder would follow out of it
 
 Staged files and folders get the permissions a plain `open()` / `mkdir()` would give: they are created with
@@ -24,12 +26,14 @@ import secrets
 import shutil
 import socket
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 STAGING_KINDS = ("partial", "previous")  # a folder being written; an old output being replaced
+# Held while a run writes into its output folder (utils/outputs.py takes and releases it): every writer honours it.
+LOCK_FILE = ".minibert.lock"
 
 
 def _writer_tag() -> str:
@@ -50,6 +54,39 @@ def process_alive(host: str | None, pid: object) -> bool:
     except (ValueError, TypeError, OverflowError):
         return False
     return True
+
+
+# --- the run lock: one run at a time per folder (taken and released by outputs.locked) ------------------------------
+
+def read_lock(lock: Path) -> dict:
+    """The holder a run lock names ({} when it cannot be read)."""
+    try:
+        holder = json.loads(lock.read_text())
+    except (OSError, ValueError):
+        return {}  # being written, or torn by a kill: treated as held by nobody alive
+    return holder if isinstance(holder, dict) else {}
+
+
+def _alive(holder: dict) -> bool:
+    return bool(holder) and process_alive(holder.get("host"), holder.get("pid"))
+
+
+def lock_holder(out: Path) -> dict:
+    """What the folder's lock says of its holder ({} without a readable lock)."""
+    return read_lock(out / LOCK_FILE)
+
+
+def check_unlocked(out: Path, job: str = "minibert") -> None:
+    """Refuse, before any work, a folder that a living run is writing to."""
+    lock = out / LOCK_FILE
+    if lock.is_file():
+        holder = read_lock(lock)
+        if _alive(holder):
+            raise FileExistsError(
+                f"output_dir {out} is in use by another {holder.get('job', job)} run (pid {holder.get('pid')} on host "
+                f"{holder.get('host')}, since {holder.get('started')}); wait for it to end, or choose another "
+                f"folder (if that process is gone, delete {lock})"
+            )
 
 
 def temp_file_beside(path: str | os.PathLike) -> tuple[int, Path]:
@@ -146,6 +183,12 @@ def plain_permissions(folder: Path) -> None:
             path.chmod(file_mode)
 
 
+def check_not_taken(output: Path) -> None:
+    """FileExistsError when another living process holds `output`'s run lock (this process may hold it)."""
+    if lock_holder(output).get("pid") != os.getpid():
+        check_unlocked(output)
+
+
 @contextmanager
 def staged_folder(output: str | os.PathLike) -> Iterator[Path]:
     """Yield an empty hidden folder beside `output`; on success it replaces `output`, on failure it is removed.
@@ -159,6 +202,7 @@ def staged_folder(output: str | os.PathLike) -> Iterator[Path]:
         plain_permissions(staging)
         previous = None
         if output.exists():
+            check_not_taken(output)  # a run may have started writing there since the job checked the folder
             previous = output.with_name(f".{output.name}.previous-{_writer_tag()}")
             os.replace(output, previous)
         os.replace(staging, output)
@@ -187,21 +231,71 @@ def staged_files(output: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def check_output_dir(output: str | os.PathLike, overwrite: bool = False, resume_hint: bool = False) -> Path:
+def check_output_dir(output: str | os.PathLike, overwrite: bool = False, resume_hint: bool = False, *,
+                     inputs: Mapping[str, object] | None = None, beside: Mapping[str, object] | None = None,
+                     job: str = "minibert", what: str = "output_dir") -> Path:
     """Refuse, before any work, an output folder that would be clobbered; return it as a Path.
 
-    An existing non-empty folder is accepted only with `overwrite`. `resume_hint` adds `--resume_from_checkpoint`
-    to the message, for jobs that can continue the run saved there.
+    The one check every job that writes a folder makes (`staged_folder` then replaces the folder whole):
+    - the folder must not be, lie inside or hold one of `inputs` (option name -> what the job reads: a folder or
+      file; values that are not local paths, such as Hub ids, are skipped), nor one of the other folders the job
+      writes, `beside` (compared whether they exist yet or not): replacing it would delete what the job reads or
+      keeps, and `overwrite` cannot make that right;
+    - a run writing into it (its `.minibert.lock` held by a living process) is not disturbed, `overwrite` or not;
+    - an existing non-empty folder is accepted only with `overwrite`. `resume_hint` adds
+      `--resume_from_checkpoint` to the message, for jobs that can continue the run saved there.
+    `what`: the option the folder was given as, for the messages (a work folder is checked the same way).
     """
     output = Path(output)
     if output.exists() and not output.is_dir():
-        raise FileExistsError(f"output_dir {output} exists and is not a folder")
+        raise FileExistsError(f"{what} {output} exists and is not a folder")
+    check_apart(output, inputs or {}, what)
+    check_apart(output, beside or {}, what, existing=False)
+    if output.is_dir():
+        check_unlocked(output, job)
     if output.is_dir() and any(output.iterdir()) and not overwrite:
         ways = "--overwrite_output_dir to replace it"
         if resume_hint:
             ways = "--resume_from_checkpoint to continue the run saved there, " + ways
-        raise FileExistsError(f"output_dir {output} is not empty; pass {ways}, or choose another folder")
+        raise FileExistsError(f"{what} {output} is not empty; pass {ways}, or choose another folder")
     return output
+
+
+def local_paths(inputs: Mapping[str, object], existing: bool = True) -> Iterator[tuple[str, Path]]:
+    """(option name, path) for each value of `inputs` that is a path (present here, with `existing`; a list: each
+    of its items)."""
+    for name, value in inputs.items():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, (str, os.PathLike)) and str(item) and (not existing or Path(item).exists()):
+                yield name, Path(item)
+
+
+def check_apart(output: Path, inputs: Mapping[str, object], what: str = "output_dir", existing: bool = True) -> None:
+    """ValueError in one line when `output` is one of `inputs` (links resolved), lies inside one, or holds one;
+    `existing`: only the inputs present here count."""
+    place = output.resolve()
+    for name, path in local_paths(inputs, existing):
+        read = path.resolve()
+        if place == read:
+            how = "is"
+        elif place.is_relative_to(read):
+            how = "is inside"
+        elif read.is_relative_to(place):
+            how = "holds"
+        else:
+            continue
+        raise ValueError(f"{what} {output} {how} {name}={path}: the output replaces its folder whole, so it must lie "
+                         "apart from what the job reads and works in; choose another folder")
+
+
+def cache_folder() -> Path:
+    """This user's own folder for what the package remembers on this machine: `$MINIBERT_CACHE`, else `minibert/`
+    under huggingface_hub's `HF_HOME` (by default ~/.cache/huggingface/minibert)."""
+    if os.environ.get("MINIBERT_CACHE"):
+        return Path(os.environ["MINIBERT_CACHE"])
+    from huggingface_hub.constants import HF_HOME
+
+    return Path(HF_HOME) / "minibert"
 
 
 def _hidden(rel: str) -> bool:

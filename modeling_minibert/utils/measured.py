@@ -15,7 +15,6 @@ its measurement.
 from __future__ import annotations
 
 import json
-import os
 import platform
 import statistics
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from modeling_minibert.utils.files import write_json
+from modeling_minibert.utils.files import cache_folder, write_json
 
 ROUNDS = 5  # timed calls per candidate, interleaved; the median decides
 # A candidate other than the first (the plain way) must be this much faster to be chosen: two ways within noise
@@ -32,18 +31,9 @@ ROUNDS = 5  # timed calls per candidate, interleaved; the median decides
 MARGIN = 0.9
 
 
-def cache_root() -> Path:
-    """The package's cache folder: `$MINIBERT_CACHE`, else `minibert/` in huggingface_hub's `HF_HOME`."""
-    if os.environ.get("MINIBERT_CACHE"):
-        return Path(os.environ["MINIBERT_CACHE"])
-    from huggingface_hub.constants import HF_HOME
-
-    return Path(HF_HOME) / "minibert"
-
-
 def cache_file() -> Path:
-    """Where the answers are kept: `measured.json` in `cache_root()`."""
-    return cache_root() / "measured.json"
+    """Where the answers are kept: `$MINIBERT_CACHE/measured.json`, else under huggingface_hub's `HF_HOME`."""
+    return cache_folder() / "measured.json"
 
 
 def cpu_name() -> str:

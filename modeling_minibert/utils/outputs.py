@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from modeling_minibert.utils.files import process_alive, write_json
+import modeling_minibert.utils.files as files
+from modeling_minibert.utils.files import check_unlocked, lock_holder, write_json  # noqa: F401 - the lock, as jobs know it
 
 CARD_FILE = "README.md"
 ALL_RESULTS_FILE = "all_results.json"
@@ -40,7 +41,7 @@ CHECKPOINT_PREFIX = "checkpoint-"
 # Inside a pretraining checkpoint whose trained module is more than the model it saves (ELECTRA's generator and
 # discriminator): the saved model alone, `from_pretrained(checkpoint, subfolder=CHECKPOINT_MODEL_DIR)`.
 CHECKPOINT_MODEL_DIR = "model"
-LOCK_FILE = ".minibert.lock"
+LOCK_FILE = files.LOCK_FILE  # held while a run writes here (files.check_unlocked reads it)
 # Distillation's own leftovers in its output folder: the fine-tuned teacher and the teacher's cached logits.
 # Needed to rerun cheaply, never part of the published model.
 TEACHER_DIR = "teacher"
@@ -52,6 +53,13 @@ DISTILLATION_ARGS_FILE = "distillation_args.json"
 # model.safetensors, so that from_pretrained refuses the folder instead of loading int8 values as floats.
 QUANTIZED_WEIGHTS_FILE = "model.int8.safetensors"
 QUANTIZED_INFO_FILE = "quantization.json"
+# A model compiled ahead of time for this CPU (modeling_minibert/deployment/compiled.py): AOTInductor's package, native
+# code, and what it was compiled with (torch's version, the CPU capability).
+COMPILED_PACKAGE_FILE = "model.pt2"
+COMPILED_BUILD_FILE = "compiled.json"
+# A ready serving folder (modeling_minibert/deployment/serving_benchmark.py): which path it holds, the files that path
+# reads ("files"), what was measured.
+SERVING_FILE = "serving.json"
 # The sentence-transformers files beside a model (modeling_minibert/deployment/sentence_embeddings.py): the module list, the
 # Transformer module's options; each later module in its own folder named "<index>_<Name>" (1_Pooling, 2_Dense).
 SENTENCE_TRANSFORMERS_MODULES_FILE = "modules.json"
@@ -78,30 +86,6 @@ def write_results(folder: str | os.PathLike, results: dict[str, dict]) -> dict:
 
 # --- the lock: one run at a time per folder ---------------------------------------------------------------------
 
-def _holder(lock: Path) -> dict:
-    try:
-        return json.loads(lock.read_text())
-    except (OSError, ValueError):
-        return {}  # being written, or torn by a kill: treated as held by nobody alive
-
-
-def _alive(holder: dict) -> bool:
-    return bool(holder) and process_alive(holder.get("host"), holder.get("pid"))
-
-
-def check_unlocked(out: Path, job: str = "minibert") -> None:
-    """Refuse, before any work, a folder that a living run is writing to."""
-    lock = out / LOCK_FILE
-    if lock.is_file():
-        holder = _holder(lock)
-        if _alive(holder):
-            raise FileExistsError(
-                f"output_dir {out} is in use by another {holder.get('job', job)} run (pid {holder.get('pid')} on host "
-                f"{holder.get('host')}, since {holder.get('started')}); wait for it to end, or choose another "
-                f"folder (if that process is gone, delete {lock})"
-            )
-
-
 def acquire_lock(out: Path, job: str = "minibert") -> Path:
     """Create `out/.minibert.lock` naming this process and job (and `out` if need be); take over a dead run's lock.
 
@@ -120,7 +104,7 @@ def acquire_lock(out: Path, job: str = "minibert") -> Path:
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             check_unlocked(out, job)  # raises if the holder lives
-            warnings.warn(f"taking over the lock of a {job} run that is gone: {lock} ({_holder(lock)})", stacklevel=2)
+            warnings.warn(f"taking over the lock of a {job} run that is gone: {lock} ({files.read_lock(lock)})", stacklevel=2)
             lock.unlink(missing_ok=True)
             continue
         except OSError as err:
@@ -133,7 +117,7 @@ def acquire_lock(out: Path, job: str = "minibert") -> Path:
 
 def release_lock(out: Path) -> None:
     lock = out / LOCK_FILE
-    if _holder(lock).get("pid") == os.getpid():
+    if files.read_lock(lock).get("pid") == os.getpid():
         lock.unlink(missing_ok=True)
 
 

@@ -22,6 +22,7 @@ from modeling_minibert.training.finetuning.arguments import (
     score_lines,
 )
 from modeling_minibert.training.finetuning.tasks import TASKS, load_task
+from modeling_minibert.utils.commands import check_list_option
 from modeling_minibert.utils.precision import TEACHER_PRECISION_HELP, TEACHER_PRECISIONS, check_teacher_precision
 from modeling_minibert.utils.teachers import ALLOW_PICKLE_HELP
 
@@ -171,6 +172,7 @@ def check_options(args: DistillationArguments, has_train_data: bool) -> Task:
         check_mlm_head(args.model_name_or_path, "model_name_or_path")
     if args.max_seq_length is not None and args.max_seq_length < 3:
         raise ValueError(f"max_seq_length={args.max_seq_length} must be at least 3")
+    check_list_option("transfer_file", args.transfer_file)
     for path in args.transfer_file:
         if not Path(path).is_file():
             raise FileNotFoundError(f"transfer file {path} does not exist")

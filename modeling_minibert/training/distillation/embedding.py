@@ -53,10 +53,18 @@ from modeling_minibert.training.finetuning.arguments import (
     training_arguments,
 )
 from modeling_minibert.training.finetuning.data import text_lines
-from modeling_minibert.training.finetuning.finite import StopOnNonFinite, check_results
-from modeling_minibert.training.finetuning.flow import run_folder, score_test, strip_prefix, train_and_score
+from modeling_minibert.training.finetuning.finite import check_results
+from modeling_minibert.training.finetuning.flow import (
+    in_memory,
+    run_callbacks,
+    run_folder,
+    score_test,
+    strip_prefix,
+    train_and_score,
+)
 from modeling_minibert.training.finetuning.loading import load_fast_tokenizer, load_model, seed_of
 from modeling_minibert.training.finetuning.plots import plot_training_curves
+from modeling_minibert.training.finetuning.resume import run_options
 from modeling_minibert.training.finetuning.task import Prepared
 from modeling_minibert.utils.files import staged_folder, write_json
 from modeling_minibert.utils.finite import NonFiniteError, check_finite_weights, non_finite_rows
@@ -231,7 +239,8 @@ def distill_embeddings(
         raise ValueError(f"learning_rates={args.learning_rates}: task='embedding' trains at one learning rate (--learning_rate)")
     kinds = check_embedding_options(args, has_train_data)
     training.setdefault("disable_tqdm", not show_progress)
-    with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
+    options = run_options(args, training, TRAINING_DEFAULTS, in_memory(sources))
+    with run_folder(training.pop("output_dir"), args, training, "distill", options) as output:
         texts = {role: texts_of(source, role, args.text_column_name or "text") for role, source in sources.items()}
         encoder, tokenizer, length = load_student(args, seed_of(training))
         texts = {role: [cut_input(text, length) for text in rows] for role, rows in texts.items()}  # before tokenizing
@@ -242,7 +251,7 @@ def distill_embeddings(
         targets = teacher_embeddings(teacher, texts, batch_size, show_progress, str(args.teacher_model_name_or_path))
         student = EmbeddingStudent(encoder, targets["train"].shape[1], "Normalize" in kinds)
         data = {role: features(tokenizer, texts[role], targets[role], length) for role in texts}
-        trainer = embedding_trainer(student, tokenizer, data, output, training)
+        trainer = embedding_trainer(student, tokenizer, data, output, training, options)
         prepared = Prepared(
             train=data["train"], validation=data.get("validation"), test=data.get("test"), collator=trainer.data_collator,
             metric="loss", metrics_for=lambda role: cosine_metrics,
@@ -306,13 +315,14 @@ def student_from_teacher(
     return student, tokenizer
 
 
-def embedding_trainer(student: EmbeddingStudent, tokenizer: Any, data: dict[str, Dataset], output: Path, training: dict[str, Any]) -> Trainer:
+def embedding_trainer(student: EmbeddingStudent, tokenizer: Any, data: dict[str, Dataset], output: Path, training: dict[str, Any],
+                      run_record: dict[str, Any] | None = None) -> Trainer:
     args = training_arguments(str(output), "validation" in data, "loss", **training)
     return Trainer(
         model=student, args=args, train_dataset=data["train"], eval_dataset=data.get("validation"),
         data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
         compute_metrics=cosine_metrics if "validation" in data else None,
-        callbacks=[StopOnNonFinite()],  # a NaN loss or weights stop the run before they are saved
+        callbacks=run_callbacks(0, run_record),  # the run's options recorded, a stop signal and NaN stop it
     )
 
 

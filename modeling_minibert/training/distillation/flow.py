@@ -69,8 +69,9 @@ from modeling_minibert.training.finetuning.arguments import (
     split_options,
 )
 from modeling_minibert.training.finetuning.data import DataSource, check_split_labels, load_data, sorted_labels
-from modeling_minibert.training.finetuning.flow import run_folder, train_and_save
+from modeling_minibert.training.finetuning.flow import in_memory, run_folder, train_and_save
 from modeling_minibert.training.finetuning.loading import load_config, load_fast_tokenizer, load_model, seed_of
+from modeling_minibert.training.finetuning.resume import run_options
 from modeling_minibert.training.finetuning.task import Examples, Prepared, Task, check_label_count, window_examples
 from modeling_minibert.utils.files import write_json
 from modeling_minibert.utils.outputs import (
@@ -133,17 +134,17 @@ def distill(
     # On what the caller gave: a search's runs override the default learning rate, as fine-tuning's do.
     check_learning_rates(args.learning_rates, training, "validation" in sources)
     schedule = default_schedule(args, "num_train_epochs" in training, evaluates(training, "validation" in sources))
+    # The best model is the one closest to the teacher (the validation loss). Checkpoints keep the optimizer's
+    # state, as fine-tuning's do: a run stopped by a signal or a kill resumes from them.
     training = {**DISTILL_TRAINING_DEFAULTS, **training}
-    # The best model is the one closest to the teacher (the validation loss); checkpoints need no optimizer state
-    # (they are dropped at the end).
-    training.setdefault("save_only_model", True)
     check_training_options(training, "validation" in sources)
     task = check_options(args, train_data is not None)
     check_teacher_files(str(args.teacher_model_name_or_path), args.allow_pickle)
     training.setdefault("disable_tqdm", not show_progress)
     # Trainer hands these columns to compute_metrics beside the labels (the mask: word targets only).
     training["label_names"] = ["labels", *TEACHER_COLUMNS[: 2 if task.conll else 1]]
-    with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "distill") as output:
+    options = run_options(args, training, TRAINING_DEFAULTS, in_memory(sources))
+    with run_folder(training.pop("output_dir"), args, training, "distill", options) as output:
         examples, data_labels, check_labels = read_examples(args, task, sources)
         tokenizer = load_fast_tokenizer(args.model_name_or_path, args.tokenizer_name)  # fails early on a wrong folder
         student_length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
@@ -177,7 +178,7 @@ def distill(
             task.name, args.model_name_or_path, student, tokenizer, prepared, output, names, sources["train"], training,
             extra_outputs=keep_distillation_files(args, output), trainer_class=DistillationTrainer,
             learning_rates=args.learning_rates, temperature=args.temperature, alpha=args.alpha, **schedule,
-            distillation_loss=args.distillation_loss, relations=relations,
+            distillation_loss=args.distillation_loss, relations=relations, run_record=options,
         )
     return DistillResult(**vars(result), teacher=teacher, transfer_size=len(transfer.inputs), reused_teacher_logits=reused,
                          relation_weight=relations.weight if relations is not None else 0.0)

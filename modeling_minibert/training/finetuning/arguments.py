@@ -25,7 +25,7 @@ from transformers import HfArgumentParser, TrainingArguments
 from transformers.utils import logging
 
 from modeling_minibert.training.finetuning.tasks import TASKS
-from modeling_minibert.utils.commands import ArgumentParser, CommandLine, HelpFormatter
+from modeling_minibert.utils.commands import ArgumentParser, CommandLine, HelpFormatter, check_list_option
 
 logger = logging.get_logger(__name__)
 
@@ -145,6 +145,9 @@ class DataArguments:
         "help": "with validation data, stop once this many evaluations in a row have not bettered the best score "
                 f"(default: {EARLY_STOPPING_PATIENCE}, or 0 when --num_train_epochs is given; 0: never stop early)"})
     overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty --output_dir"})
+    resume_with_changed_options: bool = field(default=False, metadata={
+        "help": "with --resume_from_checkpoint: continue even where options that change the run (data, schedule, "
+                "lengths, windows) differ from those the checkpoint was trained with (the model then mixes both)"})
 
     def __post_init__(self) -> None:
         # Checked where the options are built, before any work; its bound needs the tokenizer (`check_doc_stride`).
@@ -259,6 +262,7 @@ def check_learning_rates(learning_rates: list[float] | None, training: dict[str,
     on, a `learning_rate` beside it, or a resume (a search is not resumed: run it again)."""
     if learning_rates is None:
         return
+    check_list_option("learning_rates", learning_rates)
     if not learning_rates:
         raise ValueError("learning_rates is empty: give one or more values")
     for value in learning_rates:

@@ -34,6 +34,7 @@ import modeling_minibert.utils.outputs as outputs
 from modeling_minibert.sharing.model_card import write_model_card
 from modeling_minibert.sharing.push import push_to_hub
 from modeling_minibert.training.finetuning.arguments import (
+    TRAINING_DEFAULTS,
     FinetuneArguments,
     FinetuneResult,
     check_learning_rates,
@@ -46,8 +47,10 @@ from modeling_minibert.training.finetuning.arguments import (
 )
 from modeling_minibert.training.finetuning.data import DataSource, NamedDataset, load_data
 from modeling_minibert.training.finetuning.finite import StopOnNonFinite, check_results
-from modeling_minibert.training.finetuning.loading import load_model, seed_of
+from modeling_minibert.training.finetuning.loading import load_config, load_model, seed_of
 from modeling_minibert.training.finetuning.plots import plot_learning_rate_search, plot_training_curves
+from modeling_minibert.training.finetuning.resume import FLAG, RecordRunOptions, check_resume, run_options
+from modeling_minibert.training.finetuning.signals import StopOnSignal, stop_signals
 from modeling_minibert.training.finetuning.task import Prepared
 from modeling_minibert.training.finetuning.tasks import load_task
 from modeling_minibert.utils.files import check_output_dir, staged_folder, write_json
@@ -98,14 +101,16 @@ def finetune(
     check_training_options(training, "validation" in sources)
     check_learning_rates(args.learning_rates, training, "validation" in sources)
     schedule = default_schedule(args, "num_train_epochs" in training, evaluates(training, "validation" in sources))
-    with run_folder(training.pop("output_dir"), args.overwrite_output_dir, training, "finetune") as output:
+    options = run_options(args, training, TRAINING_DEFAULTS, in_memory(sources))
+    load_config(args.model_name_or_path)  # a folder that holds no model is named as such, before the output's checks
+    with run_folder(training.pop("output_dir"), args, training, "finetune", options) as output:
         splits = load_splits(sources, args, task.conll)
         setup = task.prepare(args, splits)
         network = load_model(task.auto_class, args.model_name_or_path, seed_of(training), **setup.model_options)
         return train_and_save(
             task.name, args.model_name_or_path, network, setup.tokenizer, setup.prepared, output, setup.labels,
             sources["train"], training, args.keep_checkpoints, setup.extra_outputs, learning_rates=args.learning_rates,
-            **schedule,
+            run_record=options, **schedule,
         )
 
 
@@ -131,33 +136,53 @@ def load_splits(sources: dict[str, DataSource], args: Any, conll: bool = False) 
     return {role: load_data(source, split=split_names[role], conll=conll) for role, source in sources.items()}
 
 
+# The options of the Trainer jobs that name what they read: an output folder must lie apart from each.
+INPUT_OPTIONS = ("model_name_or_path", "tokenizer_name", "train_file", "validation_file", "test_file", "dataset_name",
+                 "teacher_model_name_or_path", "transfer_file")
+
+
+def in_memory(sources: dict[str, DataSource]) -> dict[str, Any]:
+    """The splits given in memory (not as a file or a name), whose fingerprint the run's options record."""
+    return {role: source for role, source in sources.items() if not isinstance(source, (str, os.PathLike))}
+
+
 @contextmanager
-def run_folder(output_dir: str | os.PathLike, overwrite: bool, training_options: dict[str, Any], job: str) -> Iterator[Path]:
+def run_folder(output_dir: str | os.PathLike, args: Any, training_options: dict[str, Any], job: str,
+               options: dict[str, Any] | None = None) -> Iterator[Path]:
     """The checked output folder, locked for the whole run (`outputs.LOCK_FILE`): a second run into the same
-    folder fails in one line instead of overwriting this one's checkpoints. A folder created here and left empty
-    by a failure is removed."""
+    folder fails in one line instead of overwriting this one's checkpoints; a resume continues only the run its
+    checkpoint was saved by (`options`: this run's, `resume.run_options`), and says which. SIGINT and SIGTERM stop
+    the job keeping the step in progress (`signals`). A folder created here and left empty by a failure is
+    removed. `args`: the job's dataclass (its `overwrite_output_dir`, its inputs)."""
     outputs.check_unlocked(Path(output_dir), job)
     # What is left is a killed run's lock: not content, so a folder holding only that is empty, as it was.
     if Path(output_dir).is_dir():
         (Path(output_dir) / outputs.LOCK_FILE).unlink(missing_ok=True)
-    output = check_output(output_dir, overwrite, training_options)
+    inputs = {name: getattr(args, name) for name in INPUT_OPTIONS if hasattr(args, name)}
+    output = check_output(output_dir, args.overwrite_output_dir, training_options, inputs, job)
+    resumed = training_options.get("resume_from_checkpoint")
+    if options is not None:
+        check_resume(resumed, options, getattr(args, FLAG, False))
+    if resumed:
+        print(f"resuming from {resumed}")
     created = not output.exists()
     try:
-        with outputs.locked(output, job):
+        with stop_signals(output), outputs.locked(output, job):
             yield output
     finally:
         if created and output.is_dir() and not any(output.iterdir()):
             output.rmdir()
 
 
-def check_output(output_dir: str | os.PathLike, overwrite: bool, training_options: dict[str, Any]) -> Path:
-    """Fail before any work if the output folder would be clobbered (resuming continues the run saved there) or
-    cannot be written, or if there is no checkpoint to resume from.
+def check_output(output_dir: str | os.PathLike, overwrite: bool, training_options: dict[str, Any],
+                 inputs: dict[str, Any] | None = None, job: str = "finetune") -> Path:
+    """Fail before any work if the output folder would be clobbered (resuming continues the run saved there), is
+    or holds what the job reads (`inputs`), or cannot be written, or if there is no checkpoint to resume from.
 
     `training_options["resume_from_checkpoint"]` is replaced (in place) by the checkpoint chosen, so the check and
     its warning about skipped unfinished checkpoints happen once, before the data is read."""
     resuming = bool(training_options.get("resume_from_checkpoint"))
-    output = check_output_dir(output_dir, overwrite=overwrite or resuming, resume_hint=True)
+    output = check_output_dir(output_dir, overwrite=overwrite or resuming, resume_hint=True, inputs=inputs, job=job)
     check_writable(output.absolute())
     if "resume_from_checkpoint" in training_options:
         training_options["resume_from_checkpoint"] = resume_checkpoint(output, training_options["resume_from_checkpoint"])
@@ -186,9 +211,13 @@ def check_writable(output: Path) -> None:
         raise OSError(f"output_dir {output} cannot be written: {err.strerror or err}") from None
 
 
-def run_callbacks(early_stopping_patience: int) -> list[TrainerCallback]:
-    """A NaN loss or weights stop the run before they are saved; so does validation that has stopped improving."""
-    return [StopOnNonFinite(), *([EarlyStoppingCallback(early_stopping_patience)] if early_stopping_patience else [])]
+def run_callbacks(early_stopping_patience: int, run_record: dict[str, Any] | None = None,
+                  resumable: bool = True) -> list[TrainerCallback]:
+    """Each checkpoint records the run's options (`run_record`); a stop signal ends the step in progress with a
+    checkpoint; a NaN loss or weights stop the run before they are saved; so does validation that has stopped
+    improving. In this order: the record is written before a signal's stop, whose checkpoint is checked for NaN."""
+    return [RecordRunOptions(run_record), StopOnSignal(resumable), StopOnNonFinite(),
+            *([EarlyStoppingCallback(early_stopping_patience)] if early_stopping_patience else [])]
 
 
 def train_and_save(
@@ -205,8 +234,7 @@ def train_and_save(
     extra_outputs: Callable[[Trainer, Path, PredictionOutput | None], None] | None = None,
     trainer_class: type[Trainer] = Trainer,
     learning_rates: Sequence[float] | None = None,
-    min_train_steps: int = 0,
-    early_stopping_patience: int = 0,
+    min_train_steps: int = 0, early_stopping_patience: int = 0, run_record: dict[str, Any] | None = None,
     **trainer_options: Any,
 ) -> FinetuneResult:
     """Train `model` with Trainer (checkpoints in `output`), score it, then save the output folder in one step.
@@ -215,7 +243,8 @@ def train_and_save(
     `extra_outputs(trainer, staging, validation predictions)` writes a task's own files into the folder;
     `learning_rates` trains once at each and keeps the best on validation (`search_learning_rate`); the schedule
     takes at least `min_train_steps` optimizer steps (`training_arguments`) and stops after `early_stopping_patience`
-    evaluations in a row without a better validation score (0: never; resumed, it counts on from the checkpoint)."""
+    evaluations in a row without a better validation score (0: never; resumed, it counts on from the checkpoint);
+    `run_record`, the run's options, goes into each checkpoint, for a resume to check."""
     options = {"restore_callback_states_from_checkpoint": bool(early_stopping_patience), **training_options}
     # The final folder is pushed once, complete, by push_to_hub: Trainer's own push would upload every
     # checkpoint as it is saved. The token stays out of the args Trainer pickles into its checkpoints.
@@ -234,7 +263,7 @@ def train_and_save(
             processing_class=tokenizer,
             compute_metrics=prepared.metrics_for("validation") if prepared.validation is not None else None,
             preprocess_logits_for_metrics=prepared.preprocess_logits,
-            callbacks=run_callbacks(early_stopping_patience),
+            callbacks=run_callbacks(early_stopping_patience, run_record, resumable=not learning_rates),
             **trainer_options,
         )
 

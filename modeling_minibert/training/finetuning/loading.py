@@ -70,6 +70,7 @@ def load_model(auto_class: type, model: str | os.PathLike, seed: int, **config_o
     """The model with a new head for the task. Seeded first, as the example scripts do: the new head's random
     init must be the same in every run with the same seed (and in the run a resumed run continues)."""
     check_local(model)
+    check_head_size(model, config_overrides)
     set_seed(seed)
     try:
         # safetensors only: a repository or folder with pickle weights alone is refused, not unpickled (a teacher
@@ -77,6 +78,25 @@ def load_model(auto_class: type, model: str | os.PathLike, seed: int, **config_o
         return auto_class.from_pretrained(str(model), use_safetensors=True, **config_overrides)
     except OSError as err:
         raise FileNotFoundError(f"cannot load a model from {str(model)!r}: {err}") from err
+
+
+def check_head_size(model: str | os.PathLike, config_overrides: dict[str, Any]) -> None:
+    """ValueError in one line when the model folder's own classifier head is for another number of labels than the
+    run's (read from its safetensors header): transformers would print a page of load report, then a traceback."""
+    from modeling_minibert.checks_minibert import read_safetensors_header
+
+    weights = Path(model) / "model.safetensors"
+    if "num_labels" not in config_overrides or not weights.is_file():
+        return
+    header = read_safetensors_header(weights)
+    rows = next((entry["shape"][0] for name, entry in header.items() if name.endswith("classifier.weight")), None)
+    wanted = config_overrides["num_labels"]
+    if rows is not None and rows != wanted:
+        theirs = ", ".join(map(str, load_config(model).id2label.values()))
+        ours = ", ".join(map(str, config_overrides.get("id2label", {}).values()))
+        raise ValueError(f"{model} holds a classifier head for {rows} labels ({theirs}); this run trains {wanted} "
+                         f"({ours}): start from the model it was fine-tuned from (its pretrained folder), whose head "
+                         "is made for the run")
 
 
 def check_max_length(requested: int | None, tokenizer: PreTrainedTokenizerBase, config) -> int:

@@ -16,7 +16,7 @@ from datasets import Dataset
 from transformers import EvalPrediction, PreTrainedTokenizerBase, Trainer
 from transformers.trainer_utils import PredictionOutput
 
-from modeling_minibert.deployment.long_texts import per_text, text_count, text_windows
+from modeling_minibert.deployment.long_texts import TooManyWindows, per_text, text_count, text_windows
 from modeling_minibert.sharing.model_card import PIPELINE_TAGS
 from modeling_minibert.training.finetuning.data import DataError, NamedDataset, check_split_labels, sorted_labels
 from modeling_minibert.training.finetuning.loading import check_max_length, load_config, load_tokenizer_and_config
@@ -112,7 +112,11 @@ def classifier_setup(
     owners = {}
     if args.doc_stride is not None:  # every split in windows, each text scored by their mean
         for role in examples:
-            examples[role], owners[role] = window_examples(tokenizer, examples[role], length, args.doc_stride)
+            try:
+                examples[role], owners[role] = window_examples(tokenizer, examples[role], length, args.doc_stride)
+            except TooManyWindows as err:  # named as the data's row, not as the list's index
+                raise DataError(f"{splits[role].where(err.index, args.text_column_name or task.columns[0])}: "
+                                f"{str(err).removeprefix(f'text {err.index} ')}") from None
     tokenized = {role: features(tokenizer, examples[role], names, length, role) for role in examples}
     prepared = Prepared(
         train=tokenized["train"], validation=tokenized.get("validation"), test=tokenized.get("test"),

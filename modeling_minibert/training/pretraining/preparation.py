@@ -41,8 +41,7 @@ from tqdm.auto import tqdm
 
 from modeling_minibert.training.pretraining.corpus import CorpusSource, Part, split_sentences
 from modeling_minibert.utils.cpus import usable_cpus
-from modeling_minibert.utils.files import staged_folder
-from modeling_minibert.utils.measured import cache_root
+from modeling_minibert.utils.files import cache_folder, staged_folder
 from tokenization.bulk import BulkEncoder, backend_of, id_dtype
 
 FORMAT = 1  # the layout above; a folder of another format is prepared again
@@ -54,7 +53,7 @@ FOLDER = "pretraining-data"
 def default_cache_dir() -> Path:
     """Where prepared corpora are kept unless `--cache_dir` says: `pretraining-data/` in the package's cache
     (`$MINIBERT_CACHE`, else `$HF_HOME/minibert`)."""
-    return cache_root() / FOLDER
+    return cache_folder() / FOLDER
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

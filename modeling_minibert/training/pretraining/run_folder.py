@@ -32,7 +32,7 @@ from pathlib import Path
 
 import modeling_minibert.utils.outputs as outputs
 from modeling_minibert.training.pretraining.session import TrainingInterrupted
-from modeling_minibert.utils.files import check_output_dir, plain_permissions, write_json, write_text
+from modeling_minibert.utils.files import check_apart, check_output_dir, plain_permissions, write_json, write_text
 
 ARGS_FILE = "pretraining_args.json"
 TENSORBOARD_DIR = "tensorboard"
@@ -85,6 +85,10 @@ def check_run_folder(out: Path, args) -> tuple[bool, Path | None]:
     """
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"output_dir {out} exists and is not a folder")
+    if args.resume_from_checkpoint is None:  # a new run clears the folder of a run: never what it reads
+        check_apart(out, {"model_name_or_path": args.model_name_or_path, "tokenizer_name": args.tokenizer_name,
+                          "train_file": args.train_file, "dataset_name": args.dataset_name,
+                          "teacher_model_name_or_path": getattr(args, "teacher_model_name_or_path", None)})
     if out.is_dir():
         outputs.check_unlocked(out, JOB)
     contents = [p for p in out.iterdir() if p.name != outputs.LOCK_FILE] if out.is_dir() else []
