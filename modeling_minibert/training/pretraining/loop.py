@@ -170,6 +170,7 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
         args = dataclasses.replace(args, gradient_accumulation_steps=accumulation)
     warn_fsdp_not_applied(accelerator)
     source = check_model_source(args)
+    run_folder.check_apart_from_inputs(out, args)
     config = build_config(args, source)
     objective = pick_objective(args, source, config)  # a teacher is checked and loaded here, before the corpus
     finite.check_teacher(objective)

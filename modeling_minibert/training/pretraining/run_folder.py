@@ -85,10 +85,6 @@ def check_run_folder(out: Path, args) -> tuple[bool, Path | None]:
     """
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"output_dir {out} exists and is not a folder")
-    if args.resume_from_checkpoint is None:  # a new run clears the folder of a run: never what it reads
-        check_apart(out, {"model_name_or_path": args.model_name_or_path, "tokenizer_name": args.tokenizer_name,
-                          "train_file": args.train_file, "dataset_name": args.dataset_name,
-                          "teacher_model_name_or_path": getattr(args, "teacher_model_name_or_path", None)})
     if out.is_dir():
         outputs.check_unlocked(out, JOB)
     contents = [p for p in out.iterdir() if p.name != outputs.LOCK_FILE] if out.is_dir() else []
@@ -118,6 +114,14 @@ def check_run_folder(out: Path, args) -> tuple[bool, Path | None]:
     if not (chosen / PROGRESS_FILE).is_file():
         raise FileNotFoundError(f"resume_from_checkpoint={chosen} is not a checkpoint folder of a pretraining run")
     return True, chosen
+
+
+def check_apart_from_inputs(out: Path, args) -> None:
+    """A new run clears the folder of a run (`overwrite_output_dir`): never one it reads, lies in or holds."""
+    if args.resume_from_checkpoint is None:
+        check_apart(out, {"model_name_or_path": args.model_name_or_path, "tokenizer_name": args.tokenizer_name,
+                          "train_file": args.train_file, "dataset_name": args.dataset_name,
+                          "teacher_model_name_or_path": getattr(args, "teacher_model_name_or_path", None)})
 
 
 def keep_global_batch(out: Path, args, num_processes: int) -> int:
