@@ -695,6 +695,16 @@ class MiniBertPreTrainedModel(PreTrainedModel):
         `trust_remote_code=True`. And files are written to a temporary folder first, then moved in one by one
         with `os.replace`: an interrupted save never leaves a half-written `model.safetensors` in place of a good one.
         """
+        own = own_class(self)
+        if type(self) is not own:
+            # FSDP2's `fully_shard` swaps the model's class for a subclass it generates (`FSDP<Name>`, defined in
+            # torch): saved as that, config.json would name it and transformers would copy torch's module files
+            # in place of this one. The folder is the model's own class's, so the save runs as that class.
+            wrapper, self.__class__ = self.__class__, own
+            try:
+                return self.save_pretrained(save_directory, *args, **kwargs)
+            finally:
+                self.__class__ = wrapper
         self.config.auto_map = {"AutoConfig": "configuration_minibert.MiniBertConfig", **AUTO_MAP}
         if kwargs.get("push_to_hub"):
             return super().save_pretrained(save_directory, *args, **kwargs)
@@ -704,6 +714,13 @@ class MiniBertPreTrainedModel(PreTrainedModel):
             super().save_pretrained(staging, *args, **kwargs)
             for file in sorted(Path(staging).iterdir()):
                 os.replace(file, target / file.name)
+
+
+def own_class(model: nn.Module) -> type[nn.Module]:
+    """The class `model` was made as: its own, or the Mini-BERT class a wrapper's subclass derives from (FSDP2's
+    `fully_shard` swaps a module's class for a generated `FSDP<Name>`); what a saved folder names and holds the
+    code of."""
+    return next((cls for cls in type(model).__mro__ if cls.__module__ == __name__), type(model))
 
 
 class MiniBertModel(MiniBertPreTrainedModel):
@@ -1184,6 +1201,7 @@ __all__ = [
     "MiniBertMaskedLMOutput",
     "MiniBertPreTrainedModel",
     "masked_capacity",
+    "own_class",
     "plan_batch",
     *(target.split(".")[-1] for target in AUTO_MAP.values()),
 ]

@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
-from accelerate.utils import DistributedType, set_seed
+from accelerate.utils import DistributedType, TorchDynamoPlugin, set_seed
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
@@ -48,7 +48,7 @@ import modeling_minibert.training.pretraining.run_folder as run_folder
 import modeling_minibert.utils.outputs as outputs
 from modeling_minibert.checks_minibert import check_weights_fit_config
 from modeling_minibert.configuration_minibert import MiniBertConfig
-from modeling_minibert.modeling_minibert import AUTO_MAP
+from modeling_minibert.modeling_minibert import AUTO_MAP, own_class
 from modeling_minibert.training.pretraining.arguments import LATEST, PretrainingArguments
 from modeling_minibert.training.pretraining.data import (
     DATA_WAIT,
@@ -139,6 +139,7 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
         mixed_precision=resolved_mixed_precision(args.mixed_precision, default_device()),
         log_with=args.report_to or None,
         project_dir=args.output_dir,
+        dynamo_plugin=compile_plugin(args),
     )
     local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
     num_threads, why = resolve_num_threads(args.num_threads, local_processes)
@@ -425,6 +426,14 @@ def progress_bar(run: PretrainingRun, start_step: int, total_steps: int) -> tqdm
     )
 
 
+def compile_plugin(args: PretrainingArguments) -> TorchDynamoPlugin | None:
+    """`--torch_compile`: Accelerate compiles the trained module when it prepares it (after any DDP or FSDP
+    wrapping), as Trainer does; None leaves Accelerate to its own settings (`accelerate launch --dynamo_backend`)."""
+    if not args.torch_compile:
+        return None
+    return TorchDynamoPlugin(backend=args.torch_compile_backend or "inductor", mode=args.torch_compile_mode or "default")
+
+
 def warn_fsdp_not_applied(accelerator: Accelerator) -> None:
     """Say in one line when an FSDP config (`accelerate launch --config_file fsdp.yaml`, `--use_fsdp`) is not
     applied: Accelerate shards with FSDP on GPUs (and other accelerators) only, and on CPU runs the config's
@@ -446,11 +455,30 @@ def distribution(accelerator: Accelerator) -> str:
 
 
 def stop_requested(stop: StopRequest, accelerator: Accelerator) -> bool:
-    """Whether a signal asked the run to stop; in a distributed run, whether it reached any process."""
+    """Whether a signal asked the run to stop; in a distributed run, whether it reached any process.
+
+    Asked every step, so the processes agree over a process group of the hosts (gloo, `host_group`) with a CPU
+    tensor: over the GPUs' group (NCCL) the answer would be a device value, and reading it would make each host
+    wait for its device to finish the step's queued work, every step."""
     if accelerator.num_processes == 1:
         return stop.signal is not None
-    flag = torch.tensor(float(stop.signal is not None), device=accelerator.device)
-    return bool(accelerator.reduce(flag, "max").item())
+    flag = torch.tensor([float(stop.signal is not None)])
+    torch.distributed.all_reduce(flag, torch.distributed.ReduceOp.MAX, group=host_group(accelerator))
+    return bool(flag.item())
+
+
+_HOST_GROUPS: dict[int, object] = {}
+
+
+def host_group(accelerator: Accelerator):
+    """A gloo process group of the run's processes, for messages between hosts (made once, by every process
+    together): None, the run's own group, where that already is gloo (a CPU run)."""
+    if accelerator.device.type == "cpu":
+        return None
+    world = torch.distributed.group.WORLD
+    if id(world) not in _HOST_GROUPS:
+        _HOST_GROUPS[id(world)] = torch.distributed.new_group(backend="gloo")
+    return _HOST_GROUPS[id(world)]
 
 
 def save_run_checkpoint(run: PretrainingRun, t: Training, step: int, total_steps: int) -> Path:
@@ -461,20 +489,24 @@ def save_run_checkpoint(run: PretrainingRun, t: Training, step: int, total_steps
     `model.safetensors` holds the whole module under other names."""
     trained = run.accelerator.unwrap_model(t.model)
     model = run.objective.saved_model(trained)
-    # Gathered on every process (FSDP shards the weights), written by the main one.
-    weights = None if model is trained else run.objective.saved_state(run.accelerator.get_state_dict(t.model))
+    # Accelerate writes the trained module's weights as a model.safetensors that loads beside a config, except
+    # under FSDP (a sharded checkpoint) or when the module holds more than the saved model: those get the saved
+    # model's weights written here, gathered on every process (FSDP shards them), written by the main one.
+    own_weights = model is trained and run.accelerator.distributed_type != DistributedType.FSDP
+    weights = None if own_weights else run.objective.saved_state(run.accelerator.get_state_dict(t.model))
 
     def beside(folder: Path) -> None:
         if weights is not None:
-            folder = folder / outputs.CHECKPOINT_MODEL_DIR
+            folder = folder if model is trained else folder / outputs.CHECKPOINT_MODEL_DIR
             with quiet_transformers():  # no "Writing model shards" bar for our single shard
                 save_model(folder, model, run.config, weights)
         else:
             # The model's code beside Accelerate's weights, and an auto_map naming every head, as `save_pretrained`
             # writes them: the checkpoint then loads with trust_remote_code where this package is not installed.
+            # The code is the model's own class's (`own_class`: FSDP2 swaps the class for one of torch's).
             config = published_config(model, run.config)
-            custom_object_save(model, folder, config=config)
-            config.auto_map = {**config.auto_map, **AUTO_MAP}
+            custom_object_save(own_class(model), folder)
+            config.auto_map = {"AutoConfig": "configuration_minibert.MiniBertConfig", **AUTO_MAP}
             config.save_pretrained(folder)
         run.tokenizer.save_pretrained(folder)
 
@@ -518,6 +550,9 @@ def build_schedule(optimizer: torch.optim.Optimizer, args: PretrainingArguments,
     Accelerate, which would checkpoint a state that is only the step.
     """
     schedule = TYPE_TO_SCHEDULER_FUNCTION[SchedulerType(args.lr_scheduler_type)]
+    for group in optimizer.param_groups:
+        # Where a scheduler places itself from: FSDP's optimizer checkpoints (`load_state`) leave it out.
+        group.setdefault("initial_lr", args.learning_rate)
     kwargs = {"num_warmup_steps": min(args.warmup_steps, total_steps), "last_epoch": step - 1}
     if args.lr_scheduler_type in ("linear", "cosine"):
         kwargs["num_training_steps"] = total_steps
