@@ -213,6 +213,34 @@ def test_fsdp2_checkpoints_and_the_final_folder_load_without_the_package_and_res
     assert_same_curve(read_metrics(resumed), read_metrics(run), after=2)
 
 
+# Two ranks over gloo; rank 1 has been signalled. The accelerator stands in for one on GPUs (a device that is not
+# the CPU), whose processes agree over a gloo group of the hosts made for that.
+STOP_ON_ONE_RANK = textwrap.dedent("""
+    import json, sys, types
+    import torch, torch.distributed as dist
+    from modeling_minibert.training.pretraining import loop
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    accelerator = types.SimpleNamespace(num_processes=2, device=torch.device("meta"))
+    stop = types.SimpleNamespace(signal=15 if rank == 1 else None)
+    answers = [loop.stop_requested(stop, accelerator), loop.stop_requested(types.SimpleNamespace(signal=None), accelerator)]
+    group = loop.host_group(accelerator)
+    print(json.dumps({"answers": answers, "backend": dist.get_backend(group), "groups": len(loop._HOST_GROUPS)}))
+    dist.destroy_process_group()
+""")
+
+
+def test_a_stop_signal_on_one_process_stops_every_process_agreed_between_the_hosts(tmp_path):
+    script = tmp_path / "stop.py"
+    script.write_text(STOP_ON_ONE_RANK)
+    done = subprocess.run([PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                           str(free_port()), "--tee", "1", str(script)], env=subprocess_env(tmp_path), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line.split(":", 1)[1]) for line in done.stdout.splitlines() if '"answers"' in line]
+    assert lines == [{"answers": [True, False], "backend": "gloo", "groups": 1}] * 2
+
+
 # --- DDP ----------------------------------------------------------------------------------------------------------
 
 # Launched on each rank: runs `minibert pretrain`, and at the end saves this rank's own weights, so that the

@@ -5,13 +5,15 @@ compiles to one graph, and runs attention with the kernel its device allows."""
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import pytest
 import torch
 from fixtures.host_syncs import HostSyncs
+from safetensors.torch import load_file
 from fixtures.models import TINY, ragged_batch
-from fixtures.pretraining import corpus, tokenizer_dir  # noqa: F401 (fixtures)
+from fixtures.pretraining import corpus, pytestmark, tiny, tokenizer_dir  # noqa: F401 (fixtures)
 
 import modeling_minibert.modeling_minibert as modeling
 from modeling_minibert import MiniBertConfig, checks_minibert
@@ -235,3 +237,27 @@ def test_the_varlen_path_attends_within_each_packed_sequence_as_the_padded_encod
         got = packed(ids, mask, types, batch_plan=plan_batch(dict(attention_mask=mask))["batch_plan"]).last_hidden_state
     keep = mask.bool()
     torch.testing.assert_close(got[keep], expected[keep], atol=1e-5, rtol=1e-4)
+
+
+# --- --torch_compile -------------------------------------------------------------------------------------------
+
+@pytest.mark.slow(seconds=30)
+def test_torch_compile_pretrains_the_compiled_module_to_the_eager_runs_numbers(tiny, tmp_path):
+    """`--torch_compile` (TrainingArguments' names; a backend given implies it): Accelerate compiles the module it
+    prepares, and the run logs the uncompiled run's losses (no dropout in pretraining by default)."""
+    from modeling_minibert.training.pretraining import PretrainingArguments, pretrain
+    from fixtures.pretraining import read_metrics
+
+    assert PretrainingArguments(torch_compile_backend="aot_eager").torch_compile is True
+    settings = dict(tiny, max_steps=2, save_steps=2, eval_steps=2)
+    pretrain(output_dir=str(tmp_path / "eager"), **settings)
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    pretrain(output_dir=str(tmp_path / "compiled"), torch_compile_backend="aot_eager", **settings)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1, "the module that trained was compiled"
+    torch._dynamo.reset()
+    for compiled, eager in zip(read_metrics(tmp_path / "compiled"), read_metrics(tmp_path / "eager"), strict=True):
+        assert compiled == pytest.approx(eager, rel=1e-4), (compiled, eager)
+    for folder in (tmp_path / "compiled", tmp_path / "compiled" / "checkpoint-2"):  # the model's names, not the wrapper's
+        assert set(load_file(folder / "model.safetensors")) == set(load_file(tmp_path / "eager" / "model.safetensors"))
+        assert json.loads((folder / "config.json").read_text())["architectures"] == ["MiniBertForPreTraining"]

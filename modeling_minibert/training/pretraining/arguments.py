@@ -116,7 +116,7 @@ class RunArguments:
     seed: int = field(default=42, metadata=_help("seed of the split, pairs, masks, order, init and dropout"))
     # TrainingArguments' names and meaning: a backend or mode given implies torch_compile.
     torch_compile: bool = field(default=False, metadata=_help(
-        "compile the trained module with torch.compile (through Accelerate): the training step is one graph, "
+        "compile the trained module with torch.compile: the training step is one graph, "
         "padded to the batch's shape; pays on a GPU, where the step's kernels are small"))
     torch_compile_backend: str | None = field(default=None, metadata=_help(
         "torch.compile's backend (unset: inductor); implies --torch_compile"))

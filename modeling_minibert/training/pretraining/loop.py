@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
-from accelerate.utils import DistributedType, TorchDynamoPlugin, set_seed
+from accelerate.utils import DistributedType, set_seed
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
@@ -139,7 +139,6 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
         mixed_precision=resolved_mixed_precision(args.mixed_precision, default_device()),
         log_with=args.report_to or None,
         project_dir=args.output_dir,
-        dynamo_plugin=compile_plugin(args),
     )
     local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
     num_threads, why = resolve_num_threads(args.num_threads, local_processes)
@@ -256,6 +255,11 @@ def prepare_training(run: PretrainingRun) -> Training:
     eval_loader = DataLoader(run.eval_set, batch_size=args.per_device_eval_batch_size, collate_fn=eval_collator)
     # The training batches are not prepared by Accelerate (see `RunBatches`): the loop moves them to the device.
     model, optimizer = accelerator.prepare(model, optimizer)
+    if args.torch_compile:
+        # In place (`nn.Module.compile`), after any DDP or FSDP wrapping, rather than through Accelerate's dynamo
+        # plugin: the module keeps its class and its weights their names, so that the checkpoints Accelerate
+        # writes still load with from_pretrained (torch.compile's wrapper prefixes every name with `_orig_mod.`).
+        model.compile(backend=args.torch_compile_backend or "inductor", mode=args.torch_compile_mode)
 
     start_step, total_steps = 0, args.max_steps  # fitted to the time budget in the loop when --max_time is set
     if run.resume_from is not None:
@@ -391,7 +395,8 @@ def save_run(run: PretrainingRun, t: Training, step: int, last_eval: dict, secon
         **train_metrics, **eval_metrics, "plot_file": str(out / outputs.CURVES_FILE),
     }
     if accelerator.is_main_process:
-        trained, weights = run.objective.saved_model(accelerator.unwrap_model(t.model)), run.objective.saved_state(state_dict)
+        trained = run.objective.saved_model(accelerator.unwrap_model(t.model, keep_torch_compile=False))
+        weights = run.objective.saved_state(state_dict)
         with quiet_transformers():  # no "Writing model shards" bar for our single shard
             run_folder.save_folder_files(out, lambda folder: save_model(folder, trained, run.config, weights))
         run_folder.plot_curves(t.metrics.read(), out / outputs.CURVES_FILE, run.objective.curves)
@@ -424,14 +429,6 @@ def progress_bar(run: PretrainingRun, start_step: int, total_steps: int) -> tqdm
         total=total_steps, initial=start_step, desc="pretraining", unit="step", smoothing=0,
         disable=run.args.disable_tqdm or not run.accelerator.is_local_main_process,
     )
-
-
-def compile_plugin(args: PretrainingArguments) -> TorchDynamoPlugin | None:
-    """`--torch_compile`: Accelerate compiles the trained module when it prepares it (after any DDP or FSDP
-    wrapping), as Trainer does; None leaves Accelerate to its own settings (`accelerate launch --dynamo_backend`)."""
-    if not args.torch_compile:
-        return None
-    return TorchDynamoPlugin(backend=args.torch_compile_backend or "inductor", mode=args.torch_compile_mode or "default")
 
 
 def warn_fsdp_not_applied(accelerator: Accelerator) -> None:
@@ -487,7 +484,7 @@ def save_run_checkpoint(run: PretrainingRun, t: Training, step: int, total_steps
     module is the saved model. An objective training more than it (ELECTRA: generator, discriminator, head) gets
     the saved model, loadable, in `checkpoint-N/model/` (`outputs.CHECKPOINT_MODEL_DIR`): Accelerate's
     `model.safetensors` holds the whole module under other names."""
-    trained = run.accelerator.unwrap_model(t.model)
+    trained = run.accelerator.unwrap_model(t.model, keep_torch_compile=False)  # the model, whatever wraps it
     model = run.objective.saved_model(trained)
     # Accelerate writes the trained module's weights as a model.safetensors that loads beside a config, except
     # under FSDP (a sharded checkpoint) or when the module holds more than the saved model: those get the saved
