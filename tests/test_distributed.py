@@ -218,14 +218,15 @@ def test_fsdp2_checkpoints_and_the_final_folder_load_without_the_package_and_res
 STOP_ON_ONE_RANK = textwrap.dedent("""
     import json, sys, types
     import torch, torch.distributed as dist
-    from modeling_minibert.training.pretraining import loop
+    from modeling_minibert.training.pretraining import session
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     accelerator = types.SimpleNamespace(num_processes=2, device=torch.device("meta"))
     stop = types.SimpleNamespace(signal=15 if rank == 1 else None)
-    answers = [loop.stop_requested(stop, accelerator), loop.stop_requested(types.SimpleNamespace(signal=None), accelerator)]
-    group = loop.host_group(accelerator)
-    print(json.dumps({"answers": answers, "backend": dist.get_backend(group), "groups": len(loop._HOST_GROUPS)}))
+    answers = [session.stop_requested(stop, accelerator),
+               session.stop_requested(types.SimpleNamespace(signal=None), accelerator)]
+    group = session.host_group(accelerator)
+    print(json.dumps({"answers": answers, "backend": dist.get_backend(group), "groups": len(session._HOST_GROUPS)}))
     dist.destroy_process_group()
 """)
 

@@ -78,6 +78,7 @@ from modeling_minibert.training.pretraining.session import (
     ignore_stop_signals,
     resolve_num_threads,
     run_settings,
+    stop_requested,
 )
 from modeling_minibert.training.pretraining.time_budget import TimeBudget
 from modeling_minibert.utils.logging import quiet_transformers
@@ -449,33 +450,6 @@ def distribution(accelerator: Accelerator) -> str:
         return ""
     names = {DistributedType.MULTI_CPU: "DDP over gloo", DistributedType.MULTI_GPU: "DDP", DistributedType.FSDP: "FSDP"}
     return f" ({names.get(kind, kind.value)})"
-
-
-def stop_requested(stop: StopRequest, accelerator: Accelerator) -> bool:
-    """Whether a signal asked the run to stop; in a distributed run, whether it reached any process.
-
-    Asked every step, so the processes agree over a process group of the hosts (gloo, `host_group`) with a CPU
-    tensor: over the GPUs' group (NCCL) the answer would be a device value, and reading it would make each host
-    wait for its device to finish the step's queued work, every step."""
-    if accelerator.num_processes == 1:
-        return stop.signal is not None
-    flag = torch.tensor([float(stop.signal is not None)])
-    torch.distributed.all_reduce(flag, torch.distributed.ReduceOp.MAX, group=host_group(accelerator))
-    return bool(flag.item())
-
-
-_HOST_GROUPS: dict[int, object] = {}
-
-
-def host_group(accelerator: Accelerator):
-    """A gloo process group of the run's processes, for messages between hosts (made once, by every process
-    together): None, the run's own group, where that already is gloo (a CPU run)."""
-    if accelerator.device.type == "cpu":
-        return None
-    world = torch.distributed.group.WORLD
-    if id(world) not in _HOST_GROUPS:
-        _HOST_GROUPS[id(world)] = torch.distributed.new_group(backend="gloo")
-    return _HOST_GROUPS[id(world)]
 
 
 def save_run_checkpoint(run: PretrainingRun, t: Training, step: int, total_steps: int) -> Path:
