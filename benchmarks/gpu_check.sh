@@ -180,9 +180,10 @@ part speed 180 "$PYTHON" -m benchmarks.gpu_speed "${SPEED[@]}" --parts training 
 STEPS=200
 LOG=10
 ((QUICK)) && STEPS=8 LOG=2
-MODEL=()
-((QUICK)) && MODEL=(--config_overrides hidden_size=32,num_hidden_layers=2,num_attention_heads=2,intermediate_size=64)
-PRETRAIN=(pretrain --train_file examples/pretraining.txt --vocab_size 2000 --max_seq_length 64 --report_to none
+MODEL=(--vocab_size 2000 --max_seq_length 64)
+((QUICK)) && MODEL=(--vocab_size 500 --max_seq_length 32
+    --config_overrides hidden_size=32,num_hidden_layers=2,num_attention_heads=2,intermediate_size=64)
+PRETRAIN=(pretrain --train_file examples/pretraining.txt --report_to none
     --disable_tqdm true --logging_steps "$LOG" --mixed_precision "$PRECISION" "${MODEL[@]}")
 COMMON=(--max_steps 40 --save_steps 20 --eval_steps 20 --gradient_accumulation_steps 2)
 ((QUICK)) && COMMON=(--max_steps 8 --save_steps 4 --eval_steps 4 --gradient_accumulation_steps 2)

@@ -183,6 +183,44 @@ def assert_loads_without_the_package(folders: list, tmp_path) -> None:
         assert loaded[str(folder)] == ["MiniBertForPreTraining", pytest.approx(expected, rel=1e-6)], folder
 
 
+# What an FSDP2 training script does at its end: the model sharded by `fully_shard` (each layer, then the root),
+# its full state dict gathered on every rank, `save_pretrained` on rank 0.
+FULLY_SHARDED_SAVE = textwrap.dedent("""
+    import sys
+    import torch, torch.distributed as dist
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from torch.distributed.fsdp import fully_shard
+    from modeling_minibert import MiniBertConfig, MiniBertForPreTraining
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = MiniBertForPreTraining(MiniBertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                                  num_attention_heads=2, intermediate_size=64))
+    for layer in model.bert.encoder.layer:
+        fully_shard(layer)
+    fully_shard(model)
+    assert type(model).__name__ == "FSDPMiniBertForPreTraining"
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if dist.get_rank() == 0:
+        model.save_pretrained(sys.argv[1], state_dict=full)
+        assert type(model).__name__ == "FSDPMiniBertForPreTraining", "the model is left as FSDP2 made it"
+    dist.destroy_process_group()
+""")
+
+
+def test_a_model_sharded_by_fully_shard_saves_a_folder_that_loads_without_the_package(tmp_path):
+    """FSDP2 (2 processes over gloo) swaps the model's class for `FSDPMiniBertForPreTraining`, defined in torch:
+    saved as that, the folder named it and held seven of torch's `_fsdp_*.py` files instead of the model's code,
+    and did not load. (One process: the loop's resume in the test below.)"""
+    processes = 2
+    script, folder = tmp_path / "save.py", tmp_path / "saved"
+    script.write_text(FULLY_SHARDED_SAVE)
+    done = subprocess.run([PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
+                           str(free_port()), str(script), str(folder)], env=subprocess_env(tmp_path), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_loads_without_the_package([folder], tmp_path)
+
+
 @pytest.mark.slow(seconds=40)
 def test_fsdp2_checkpoints_and_the_final_folder_load_without_the_package_and_resume_with_fewer_processes(tiny, tmp_path):
     """FSDP2 (`fully_shard`, 2 processes over gloo) through the loop: every checkpoint and the final folder name

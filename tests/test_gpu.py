@@ -352,7 +352,8 @@ def rehearse(tmp_path: Path, python: Path, **env: str) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=1200)
 
 
-@pytest.mark.slow(seconds=240)
+@pytest.mark.slow(seconds=300)
+@pytest.mark.timeout(1200)
 def test_the_gpu_check_rehearsed_on_the_cpu_runs_every_part_with_the_gpu_machines_packages(tmp_path):
     """The whole check, every part passing (a skipped part would fail it), in transformers 5.17 without datasets
     until the carried wheels bring it; at most 8 files come back, no folder; each part's results are there."""
