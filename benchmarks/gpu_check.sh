@@ -67,7 +67,7 @@ write_summary() {
     {
         echo "gpu_check: $((SECONDS - START)) s so far (budget $BUDGET s), device ${DEVICE:-unknown}"
         printf '%s\n' "${SUMMARY[@]}"
-        "$PYTHON" -m benchmarks.gpu_check_report "$OUT" 2>&1
+        "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" 2>&1
     } >"$OUT/summary.txt"
 }
 
@@ -212,12 +212,12 @@ launched() {
     PORT=$((PORT + 1))
     local launch=("$PYTHON" -m accelerate.commands.launch --config_file "$file" --main_process_port "$PORT" -m modeling_minibert.cli)
     part "$name" 60 "${launch[@]}" "${PRETRAIN[@]}" "${COMMON[@]}" --output_dir "$folder"
-    "$PYTHON" -m benchmarks.gpu_check_report "$OUT" --record "$folder"
+    "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" --record "$folder"
     if [[ -d "$folder/checkpoint-$MIDDLE" ]]; then
         cp -r "$folder" "$folder-resumed"
         part "${name}_resume" 60 "${launch[@]}" "${PRETRAIN[@]}" "${COMMON[@]}" --output_dir "$folder-resumed" \
             --resume_from_checkpoint "$folder-resumed/checkpoint-$MIDDLE" &&
-            part "${name}_resume_same_curve" 20 "$PYTHON" -m benchmarks.gpu_check_report "$OUT" --record "$folder-resumed" \
+            part "${name}_resume_same_curve" 20 "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" --record "$folder-resumed" \
                 --resumes "$folder"
     else
         skip "${name}_resume" "$name left no checkpoint-$MIDDLE"
@@ -237,7 +237,7 @@ if "$PYTHON" -c "import modeling_minibert.training.pretraining" 2>/dev/null; the
         name="data_wait_workers_$workers"
         part "$name" 45 "$PYTHON" -m modeling_minibert.cli "${PRETRAIN[@]}" --max_steps "$STEPS" --save_steps "$STEPS" \
             --eval_steps "$STEPS" --dataloader_num_workers "$workers" --output_dir "$RUNS/$name"
-        "$PYTHON" -m benchmarks.gpu_check_report "$OUT" --record "$RUNS/$name"
+        "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" --record "$RUNS/$name"
     done
 else
     why=$("$PYTHON" -c "import modeling_minibert.training.pretraining" 2>&1 | tail -1)

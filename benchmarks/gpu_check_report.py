@@ -1,10 +1,10 @@
 """The GPU check's report (benchmarks/gpu_check.sh): what its pretraining runs did (runs.json beside its other
 results), and the tables its summary.txt ends with.
 
-    python -m benchmarks.gpu_check_report OUT                               # the tables of OUT's results
-    python -m benchmarks.gpu_check_report OUT --record RUN                  # RUN's numbers into OUT/runs.json
-    python -m benchmarks.gpu_check_report OUT --record RUN --resumes WHOLE  # and whether resumed RUN continued
-                                                                            # WHOLE's curve (exit 1 if not)
+    python -m benchmarks.gpu_check_report --out OUT                          # the tables of OUT's results
+    python -m benchmarks.gpu_check_report --out OUT --record RUN             # RUN's numbers into OUT/runs.json
+    python -m benchmarks.gpu_check_report --out OUT --record RUN --resumes WHOLE   # and whether resumed RUN
+                                                                                   # continued WHOLE's curve
 
 A resumed run continues the uninterrupted curve when it logs the same steps with losses within 1e-3 (relative)
 and accuracies within 2e-3 (absolute, a token or two of a logging window's): on a GPU, attention's backward is not
@@ -13,11 +13,13 @@ deterministic, so the two runs part by rounding after the resume, which a tolera
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from benchmarks.arguments import parser
 
 RUNS_FILE = "runs.json"
 SPEED_FILE = "gpu_speed.json"
@@ -83,9 +85,10 @@ def tables(out: Path) -> str:
 
         results = json.loads(speed.read_text())
         device = results["device"]
+        datasheet = f"{device['peak_bf16_flops'] / 1e12:.0f} TFLOP/s" if device["peak_bf16_flops"] else "unknown"
         lines += [f"\n{device['name']}, {results['precision']}; matmul measured "
-                  f"{device['measured_matmul_flops'] / 1e12:.1f} TFLOP/s, datasheet "
-                  f"{(device['peak_bf16_flops'] or 0) / 1e12:.0f} TFLOP/s; parts done: {results.get('parts_done')}"]
+                  f"{device['measured_matmul_flops'] / 1e12:.1f} TFLOP/s, datasheet {datasheet}; parts done: "
+                  f"{results.get('parts_done')}"]
         if results["rows"]:
             lines.append(readme_table(results))
         step = results["step_8x64"]
@@ -103,17 +106,21 @@ def tables(out: Path) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class ReportArguments:
+    out: str = field(metadata={"help": "the check's results folder ($OUT)"})
+    record: str | None = field(default=None, metadata={"help": "a run folder to add to runs.json"})
+    resumes: str | None = field(default=None, metadata={"help": "the uninterrupted run that --record resumed (exit 1 "
+                                                                "unless it continued its curve)"})
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_check_report", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--record", type=Path, help="a run folder to add to runs.json")
-    parser.add_argument("--resumes", type=Path, help="the uninterrupted run that --record resumed")
-    args = parser.parse_args(argv)
+    (args,) = parser(ReportArguments, module=__spec__.name, doc=__doc__).parse_args_into_dataclasses(argv)
+    out = Path(args.out)
     if args.record is None:
-        print(tables(args.out))
+        print(tables(out))
         return 0
-    entry = record(args.out, args.record, args.resumes)
+    entry = record(out, Path(args.record), Path(args.resumes) if args.resumes else None)
     print(json.dumps(entry))
     return 0 if entry.get("finished") and entry.get("same_curve", True) else 1
 

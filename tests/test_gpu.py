@@ -393,6 +393,31 @@ def test_the_gpu_check_counts_a_skipped_part_as_not_passed(tmp_path):
     assert "passed in" not in summary
 
 
+def test_a_resumed_run_continues_the_curve_within_rounding_and_not_past_it(tmp_path, capsys):
+    """The check's verdict on a resumed run (benchmarks/gpu_check_report.py): the same steps, losses within 1e-3 and
+    accuracies within 2e-3 of the uninterrupted run's pass (CUDA's attention backward is not deterministic);
+    a loss 1% off, or a step missing, fails."""
+    from benchmarks.gpu_check_report import main
+
+    whole = [{"step": 10, "loss": 5.0, "mlm_accuracy": 0.2, "data_wait": 0.1}, {"step": 20, "loss": 4.0, "mlm_accuracy": 0.3}]
+    cases = {"rounding": [dict(whole[0], loss=5.004, data_wait=0.5), dict(whole[1], mlm_accuracy=0.3015)],
+             "a loss 1% off": [whole[0], dict(whole[1], loss=4.04)], "a step missing": whole[:1]}
+    out = tmp_path / "out"
+    out.mkdir()
+    for name, records in {"whole": whole, **cases}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        (tmp_path / name / "train_results.json").write_text(json.dumps({"train_steps_per_second": 1.0}))
+    codes = {name: main(["--out", str(out), "--record", str(tmp_path / name), "--resumes", str(tmp_path / "whole")])
+             for name in cases}
+    assert codes == {"rounding": 0, "a loss 1% off": 1, "a step missing": 1}
+    runs = json.loads((out / "runs.json").read_text())
+    assert runs["a loss 1% off"]["largest_loss_gap"] == pytest.approx(0.01)
+    capsys.readouterr()
+    main(["--out", str(out)])
+    assert "a loss 1% off: 1.0 steps/s, data wait None; DIFFERS FROM whole's curve" in capsys.readouterr().out
+
+
 def test_the_gpu_check_script_is_valid_bash_and_names_its_parts():
     script = REPO / "benchmarks" / "gpu_check.sh"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
