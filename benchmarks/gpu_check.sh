@@ -62,13 +62,15 @@ FAILED=0
 RUNS="$WORK/runs"
 mkdir -p "$RUNS"
 
-# write_summary: summary.txt as it stands (after every part, so that a check cut short still says how far it got).
+# write_summary [tables]: summary.txt as it stands, after every part (a check cut short still says how far it got);
+# with `tables`, at the end, followed by the tables of gpu_speed.json and runs.json.
 write_summary() {
     {
         echo "gpu_check: $((SECONDS - START)) s so far (budget $BUDGET s), device ${DEVICE:-unknown}"
         printf '%s\n' "${SUMMARY[@]}"
-        "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" 2>&1
-    } >"$OUT/summary.txt"
+        [[ ${1:-} == tables ]] && "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" 2>&1
+    } >"$OUT/summary.txt.tmp"
+    mv "$OUT/summary.txt.tmp" "$OUT/summary.txt"
 }
 
 # verdict NAME TEXT FAIL: record a part's outcome (FAIL 1: the check has not passed).
@@ -252,7 +254,7 @@ COMPILE=(--output "$OUT/gpu_speed.json" --device "$DEVICE" --parts compile --app
 ((QUICK && !CUDA)) && COMPILE+=(--compile_backend aot_eager)  # a dry run: no C++ builds on the CPU
 part compile "$COMPILE_LIMIT" "$PYTHON" -m benchmarks.gpu_speed "${COMPILE[@]}"
 
-write_summary
+write_summary tables
 cat "$OUT/summary.txt"
 files=$(find "$OUT" -mindepth 1 | wc -l)
 ((files > 8)) && echo "WARNING: $OUT holds $files entries; only 8 files come back from a GPU machine"
