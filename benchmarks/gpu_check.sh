@@ -153,8 +153,8 @@ if not major.isdigit() or int(major) < 5:
     print(f"WARNING: transformers {found.get('transformers')}: Mini-BERT needs transformers 5.x; put wheels of "
           "transformers>=5, huggingface_hub>=1 and tokenizers>=0.21 in .whl/ and run again")
 EOF
-CUDA=$("$PYTHON" -c "import torch; print(int(torch.cuda.is_available()))" 2>/dev/null || echo 0)
-GPUS=$("$PYTHON" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+read -r CUDA GPUS < <("$PYTHON" -c "import torch; print(int(torch.cuda.is_available()), torch.cuda.device_count())" \
+    2>/dev/null || echo 0 0)
 DEVICE=cpu
 PRECISION=no
 if ((CUDA)); then
@@ -214,7 +214,7 @@ launched() {
     PORT=$((PORT + 1))
     local launch=("$PYTHON" -m accelerate.commands.launch --config_file "$file" --main_process_port "$PORT" -m modeling_minibert.cli)
     part "$name" 60 "${launch[@]}" "${PRETRAIN[@]}" "${COMMON[@]}" --output_dir "$folder"
-    "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" --record "$folder"
+    [[ -d $folder ]] && "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" --record "$folder"
     if [[ -d "$folder/checkpoint-$MIDDLE" ]]; then
         cp -r "$folder" "$folder-resumed"
         part "${name}_resume" 60 "${launch[@]}" "${PRETRAIN[@]}" "${COMMON[@]}" --output_dir "$folder-resumed" \
@@ -239,7 +239,7 @@ if "$PYTHON" -c "import modeling_minibert.training.pretraining" 2>/dev/null; the
         name="data_wait_workers_$workers"
         part "$name" 45 "$PYTHON" -m modeling_minibert.cli "${PRETRAIN[@]}" --max_steps "$STEPS" --save_steps "$STEPS" \
             --eval_steps "$STEPS" --dataloader_num_workers "$workers" --output_dir "$RUNS/$name"
-        "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" --record "$RUNS/$name"
+        [[ -d $RUNS/$name ]] && "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" --record "$RUNS/$name"
     done
 else
     why=$("$PYTHON" -c "import modeling_minibert.training.pretraining" 2>&1 | tail -1)
