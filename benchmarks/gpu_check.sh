@@ -1,33 +1,44 @@
 #!/usr/bin/env bash
-# The GPU check (issue 48), in one go: a fresh GPU machine runs it in under 8 minutes with only its own PyTorch,
-# transformers and Accelerate, and nothing to download. From the repository root:
+# The GPU check, in one go: a fresh GPU machine runs it in under 8 minutes with its own PyTorch, transformers and
+# Accelerate, offline. From the repository root:
 #
-#     bash benchmarks/gpu_check.sh
+#     bash benchmarks/gpu_wheels.sh        # beforehand, where pip reaches an index: wheels for what the machine lacks
+#     bash benchmarks/gpu_check.sh         # on the GPU machine, the wheels folder (.whl/) carried with the tree
 #
-# Parts, each with a time limit, run in this order whatever the others did (the summary says which passed):
-#   versions   the machine's Python, torch, CUDA, the card, and every library the parts need (versions.json)
-#   pytest     `pytest -m gpu tests/test_gpu.py`: every head on CUDA against the CPU, bf16 autocast training against
-#              float32, sdpa / eager / flash_attention_2 and the unpadded encoder, a pretraining run that saves,
-#              resumes and reloads, torch.compile (pytest_gpu.txt, pytest_gpu.xml)
-#   speed      benchmarks/gpu_speed.py: pretraining tokens/s and MFU, Mini-BERT beside transformers' BERT at the
-#              Mini-BERT and BERT-base sizes, inference on mixed lengths, the 8 x 64 training step (gpu_speed.json, .png)
-#   ddp, fsdp  `accelerate launch` with one process, DDP and FSDP (the docs' fsdp.yaml), 40 steps with gradient
-#              accumulation (ddp, fsdp), then again from the step-20 checkpoint (ddp_resume, fsdp_resume): runs/
-#   data_wait  `minibert pretrain` on the device, data collated in the training process and in 2 workers: the share
-#              of step time spent waiting for batches (runs/data_wait_workers_N/)
-# Everything goes into $OUT (default runs/gpu_check/): gpu_check.log holds all the output, summary.txt the outcome.
+# Parts, each with a time limit, in this order whatever the others did. A part passes only when it ran and exited 0:
+# one skipped (something missing, the budget spent) or cut by its limit has not passed, and the check fails.
+#   versions        the machine's Python, torch, CUDA, the cards, and every library the parts need (versions.json)
+#   pytest          `pytest -m gpu tests/test_gpu.py`: every head on CUDA against the CPU, bf16 autocast training
+#                   against float32, the attention backends and kernels against each other, a pretraining run that
+#                   saves, resumes and reloads, the training step in one compiled graph (pytest_gpu.xml)
+#   speed           benchmarks/gpu_speed.py: training tokens/s on full-length and mixed-length batches and
+#                   inference, Mini-BERT beside transformers' BERT at the Mini-BERT and BERT-base sizes, MFU from
+#                   the FLOPs each step needs over the datasheet and the measured matmul peaks, the 8 x 64 eager
+#                   step (gpu_speed.json, written after each measurement; gpu_speed.png)
+#   single          `accelerate launch` of one process (no DDP: Accelerate wraps a single process in nothing), 40
+#                   steps with gradient accumulation, then resumed from its step-20 checkpoint (single_resume)
+#   fsdp            the same under FSDP2 (the docs' fsdp.yaml) with one process, and fsdp_resume
+#   ddp             DDP with 2 processes and fsdp with 2, each resumed: only where the machine has 2 GPUs or more
+#                   (on a CPU, the dry run's 2 processes over gloo)
+#   data_wait       `minibert pretrain` on the device, data collated in the training process and in 2 workers: the
+#                   share of step time spent waiting for batches (data_wait_workers_N)
+#   compile         last, with its own limit: the 8 x 64 step in one graph with CUDA graphs (torch.compile
+#                   reduce-overhead), added to gpu_speed.json
+# The pretraining parts' numbers, and whether each resumed run continued its uninterrupted run's curve, go to
+# runs.json as each part ends. $OUT (default runs/gpu_check/) receives at most 8 files and no folder:
+# gpu_check.log (all the output), summary.txt (rewritten after every part), versions.json, pytest_gpu.xml,
+# gpu_speed.json, gpu_speed.png, runs.json. The runs' own folders are in $GPU_CHECK_WORK (default: a temporary one).
 #
 # Environment:
 #   OUT              where the results go
 #   PYTHON           the interpreter with the machine's torch, transformers and Accelerate (default: python3)
-#   MINIBERT_WHEELS  a folder of wheels (default runs/gpu_wheels/, carried with the working tree) installed, without
-#                    their dependencies and without an index, into a virtual environment over the machine's own
-#                    packages before anything runs: for a machine whose transformers is older than 5.0 (which
-#                    Mini-BERT needs), or which lacks pytest, datasets or matplotlib. Make it on a machine with an
-#                    index: pip download --no-deps -d runs/gpu_wheels "transformers>=5,<6" "huggingface_hub>=1" ...
-#   GPU_CHECK_QUICK  1: tiny sizes and short runs (the dry run on a CPU; the CUDA tests then skip, saying so, unless
-#                    MINIBERT_GPU_TESTS_ON_CPU=1 runs them on the CPU)
-#   GPU_CHECK_BUDGET seconds for the whole check (default 420); each part gets at most what is left
+#   MINIBERT_WHEELS  a folder of wheels (default .whl/) installed before anything runs, without their dependencies
+#                    and without an index, with `pip install --target` into $GPU_CHECK_WORK/site, which PYTHONPATH
+#                    then puts before the machine's own packages (the machine's venv stays as it is)
+#   GPU_CHECK_QUICK  1: tiny sizes and short runs (the dry run on a CPU; MINIBERT_GPU_TESTS_ON_CPU=1 then runs the
+#                    gpu tests on the CPU)
+#   GPU_CHECK_BUDGET seconds for the whole check (default 420); each part gets at most what is left, and the compile
+#                    part its own GPU_CHECK_COMPILE_LIMIT (default 90) within it
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -37,15 +48,38 @@ OUT=$(cd "$OUT" && pwd)
 PYTHON=${PYTHON:-python3}
 QUICK=${GPU_CHECK_QUICK:-0}
 BUDGET=${GPU_CHECK_BUDGET:-420}
-WHEELS=${MINIBERT_WHEELS:-runs/gpu_wheels}
+COMPILE_LIMIT=${GPU_CHECK_COMPILE_LIMIT:-90}
+WHEELS=${MINIBERT_WHEELS:-.whl}
+WORK=${GPU_CHECK_WORK:-$(mktemp -d)}
+mkdir -p "$WORK"
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
-# The working tree is the package (nothing to build, and the machine's packages stay as they are); offline, so that
-# no library waits on the network.
+# The working tree is the package (nothing to build); offline, so that no library waits on the network.
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
-export TOKENIZERS_PARALLELISM=false HF_HOME="$OUT/hf_home"
+export TOKENIZERS_PARALLELISM=false HF_HOME="$WORK/hf_home" PYTHONUNBUFFERED=1
 START=$SECONDS
 SUMMARY=()
 FAILED=0
+RUNS="$WORK/runs"
+mkdir -p "$RUNS"
+
+# write_summary [tables]: summary.txt as it stands, after every part (a check cut short still says how far it got);
+# with `tables`, at the end, followed by the tables of gpu_speed.json and runs.json.
+write_summary() {
+    {
+        echo "gpu_check: $((SECONDS - START)) s so far (budget $BUDGET s), device ${DEVICE:-unknown}"
+        printf '%s\n' "${SUMMARY[@]}"
+        [[ ${1:-} == tables ]] && "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" 2>&1
+    } >"$OUT/summary.txt.tmp"
+    mv "$OUT/summary.txt.tmp" "$OUT/summary.txt"
+}
+
+# verdict NAME TEXT FAIL: record a part's outcome (FAIL 1: the check has not passed).
+verdict() {
+    echo "== $1: $2"
+    SUMMARY+=("$1: $2")
+    (($3)) && FAILED=1
+    write_summary
+}
 
 # part NAME LIMIT COMMAND...: run COMMAND for at most LIMIT seconds (less if the budget runs short), record its exit.
 part() {
@@ -54,34 +88,39 @@ part() {
     local left=$((BUDGET - (SECONDS - START)))
     ((limit > left)) && limit=$left
     if ((limit < 10)); then
-        echo "== $name: skipped, the budget of $BUDGET s is spent"
-        SUMMARY+=("$name: skipped (budget spent)")
-        FAILED=1
-        return
+        verdict "$name" "skipped, the budget of $BUDGET s is spent (not passed)" 1
+        return 1
     fi
     echo "== $name (at most $limit s): $*"
     local began=$SECONDS rc
     timeout --kill-after=10 "$limit" "$@"
     rc=$?
-    local verdict="passed"
-    ((rc == 124 || rc == 137)) && verdict="timed out after $limit s"
-    ((rc != 0 && rc != 124 && rc != 137)) && verdict="failed (exit $rc)"
-    ((rc != 0)) && FAILED=1
-    echo "== $name: $verdict in $((SECONDS - began)) s"
-    SUMMARY+=("$name: $verdict in $((SECONDS - began)) s")
+    if ((rc == 0)); then
+        verdict "$name" "passed in $((SECONDS - began)) s" 0
+    elif ((rc == 124 || rc == 137)); then
+        verdict "$name" "timed out after $limit s (not passed)" 1
+    else
+        verdict "$name" "failed (exit $rc) in $((SECONDS - began)) s" 1
+    fi
+    return $rc
 }
 
-# has MODULE: whether $PYTHON imports it.
-has() { "$PYTHON" -c "import $1" >/dev/null 2>&1; }
+# skip NAME WHY: a part that cannot run here; it has not passed.
+skip() { verdict "$1" "skipped: $2 (not passed)" 1; }
 
-echo "== gpu_check in $REPO at $(date -u '+%Y-%m-%d %H:%M UTC'), results in $OUT"
-command -v nvidia-smi >/dev/null && nvidia-smi | tee "$OUT/nvidia-smi.txt"
+echo "== gpu_check in $REPO at $(date -u '+%Y-%m-%d %H:%M UTC'), results in $OUT, runs in $WORK"
+command -v nvidia-smi >/dev/null && nvidia-smi
 
 if compgen -G "$WHEELS/*.whl" >/dev/null; then
-    echo "== installing the wheels in $WHEELS into $OUT/venv (over the machine's packages, no index, no dependencies)"
-    "$PYTHON" -m venv --system-site-packages "$OUT/venv" &&
-        "$OUT/venv/bin/python" -m pip install --quiet --no-index --no-deps "$WHEELS"/*.whl &&
-        PYTHON="$OUT/venv/bin/python"
+    # Into a folder of their own, not a venv: a venv made from the machine's Python would not see the torch,
+    # transformers and Accelerate installed in the machine's own venv.
+    echo "== installing the wheels in $WHEELS into $WORK/site (no index, no dependencies)"
+    if "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$WORK/site" \
+        "$WHEELS"/*.whl; then
+        export PYTHONPATH="$PYTHONPATH:$WORK/site"
+    else
+        echo "== the wheels did not install: the parts that need them fail, saying which module is missing"
+    fi
 fi
 
 echo "== versions"
@@ -89,9 +128,11 @@ echo "== versions"
 import importlib, json, platform, sys
 found = {"python": platform.python_version()}
 for name in ("torch", "transformers", "accelerate", "tokenizers", "safetensors", "huggingface_hub", "datasets",
-             "numpy", "pytest", "matplotlib", "flash_attn", "triton", "tqdm"):
+             "dill", "multiprocess", "pyarrow", "numpy", "pytest", "matplotlib", "flash_attn", "triton", "tqdm"):
     try:
-        found[name] = getattr(importlib.import_module(name), "__version__", "installed")
+        module = importlib.import_module(name)
+        found[name] = getattr(module, "__version__", "installed")
+        found[f"{name}_from"] = str(getattr(module, "__file__", ""))
     except Exception as err:  # missing, or broken on this machine
         found[name] = f"missing ({type(err).__name__})"
 try:
@@ -100,127 +141,121 @@ try:
     found["torch_cuda"] = torch.version.cuda
     if torch.cuda.is_available():
         found["device"] = torch.cuda.get_device_name()
+        found["gpus"] = torch.cuda.device_count()
         found["capability"] = ".".join(map(str, torch.cuda.get_device_capability()))
         found["bf16_supported"] = torch.cuda.is_bf16_supported()
 except Exception as err:
     found["torch_error"] = repr(err)
-print(json.dumps(found, indent=2))
+print(json.dumps({k: v for k, v in found.items() if not k.endswith("_from")}, indent=2))
 json.dump(found, open(sys.argv[1], "w"), indent=2)
 major = str(found.get("transformers", "")).split(".")[0]
 if not major.isdigit() or int(major) < 5:
     print(f"WARNING: transformers {found.get('transformers')}: Mini-BERT needs transformers 5.x; put wheels of "
-          "transformers>=5, huggingface_hub>=1 and tokenizers>=0.21 in runs/gpu_wheels/ and run again")
+          "transformers>=5, huggingface_hub>=1 and tokenizers>=0.21 in .whl/ and run again")
 EOF
-CUDA=$("$PYTHON" -c "import torch; print(int(torch.cuda.is_available()))" 2>/dev/null || echo 0)
+read -r CUDA GPUS < <("$PYTHON" -c "import torch; print(int(torch.cuda.is_available()), torch.cuda.device_count())" \
+    2>/dev/null || echo 0 0)
 DEVICE=cpu
-((CUDA)) && DEVICE=cuda
 PRECISION=no
-((CUDA)) && PRECISION=bf16
-echo "== device: $DEVICE"
+if ((CUDA)); then
+    DEVICE=cuda
+    PRECISION=bf16
+fi
+echo "== device: $DEVICE ($GPUS GPU(s))"
+write_summary
 
 # --- pytest -m gpu -------------------------------------------------------------------------------------------------
-if has pytest; then
+if "$PYTHON" -c "import pytest" 2>/dev/null; then
     # -o addopts= : the suite's own options need pytest-xdist and pytest-timeout, which a GPU machine may not have.
-    part pytest 180 "$PYTHON" -m pytest -o addopts= -p no:cacheprovider -m gpu tests/test_gpu.py -rs -v --durations=10 \
-        --junitxml="$OUT/pytest_gpu.xml"
+    part pytest 180 "$PYTHON" -m pytest -o addopts= -p no:cacheprovider -m gpu tests/test_gpu.py -rs -v \
+        --durations=10 --junitxml="$OUT/pytest_gpu.xml"
 else
-    echo "== pytest: skipped, no pytest here (put its wheels in $WHEELS)"
-    SUMMARY+=("pytest: skipped (no pytest)")
-    FAILED=1
+    skip pytest "no pytest here (put its wheels in $WHEELS)"
 fi
 
 # --- the speed benchmark -------------------------------------------------------------------------------------------
-SPEED=(--output "$OUT/gpu_speed.json")
-((QUICK)) && SPEED+=(--device "$DEVICE" --sizes tiny --steps 2 --rounds 1 --step_repeats 3 --step_size tiny)
-part speed 180 "$PYTHON" -m benchmarks.gpu_speed "${SPEED[@]}"
+SPEED=(--output "$OUT/gpu_speed.json" --device "$DEVICE")
+((QUICK)) && SPEED+=(--sizes tiny --steps 2 --rounds 1 --step_repeats 3 --step_size tiny)
+part speed 180 "$PYTHON" -m benchmarks.gpu_speed "${SPEED[@]}" --parts training inference step
 
-# --- pretraining runs: DDP, FSDP, the data wait ----------------------------------------------------------------
-RUNS="$OUT/runs"
-mkdir -p "$RUNS"
+# --- pretraining runs: one process, FSDP, DDP, the data wait -------------------------------------------------------
 STEPS=200
-((QUICK)) && STEPS=20
-MODEL=()
-((QUICK)) && MODEL=(--config_overrides hidden_size=32,num_hidden_layers=2,num_attention_heads=2,intermediate_size=64)
-PRETRAIN=(pretrain --train_file examples/pretraining.txt --vocab_size 2000 --max_seq_length 64 --report_to none
-    --disable_tqdm true --logging_steps 10 --mixed_precision "$PRECISION" "${MODEL[@]}")
-if has datasets; then
-    # One process each; gradient accumulation 2 and a resume from the middle checkpoint exercise no_sync and the
-    # distributed checkpoint format.
-    FSDP_YAML="$OUT/fsdp.yaml"
-    cat >"$FSDP_YAML" <<EOF
-distributed_type: FSDP
-num_machines: 1
-num_processes: 1
-mixed_precision: '$PRECISION'
-fsdp_config:
-  fsdp_version: 2
-  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
-  fsdp_transformer_layer_cls_to_wrap: MiniBertLayer
-  fsdp_reshard_after_forward: true
-  fsdp_state_dict_type: SHARDED_STATE_DICT
-EOF
-    # DDP with one process needs a config file: `accelerate launch --multi_gpu` refuses fewer than 2 processes.
-    DDP_YAML="$OUT/ddp.yaml"
-    printf "distributed_type: MULTI_GPU\nnum_machines: 1\nnum_processes: 1\nmixed_precision: '%s'\n" "$PRECISION" >"$DDP_YAML"
-    COMMON=(--max_steps 40 --save_steps 20 --eval_steps 20 --gradient_accumulation_steps 2)
-    DDP=(--config_file "$DDP_YAML" --main_process_port 29517)
-    FSDP=(--config_file "$FSDP_YAML" --main_process_port 29518)
-    for name in ddp fsdp; do
-        declare -n options=${name^^}
-        folder="$RUNS/$name"
-        part "$name" 45 "$PYTHON" -m accelerate.commands.launch "${options[@]}" -m modeling_minibert.cli "${PRETRAIN[@]}" \
-            "${COMMON[@]}" --output_dir "$folder"
-        if [[ -d "$folder/checkpoint-20" ]]; then
-            cp -r "$folder" "$folder-resumed"
-            part "${name}_resume" 45 "$PYTHON" -m accelerate.commands.launch "${options[@]}" -m modeling_minibert.cli \
-                "${PRETRAIN[@]}" "${COMMON[@]}" --output_dir "$folder-resumed" --resume_from_checkpoint "$folder-resumed/checkpoint-20"
-        fi
-        unset -n options
-    done
+LOG=10
+((QUICK)) && STEPS=8 LOG=2
+MODEL=(--vocab_size 2000 --max_seq_length 64)
+((QUICK)) && MODEL=(--vocab_size 500 --max_seq_length 32
+    --config_overrides hidden_size=32,num_hidden_layers=2,num_attention_heads=2,intermediate_size=64)
+PRETRAIN=(pretrain --train_file examples/pretraining.txt --report_to none
+    --disable_tqdm true --logging_steps "$LOG" --mixed_precision "$PRECISION" "${MODEL[@]}")
+COMMON=(--max_steps 40 --save_steps 20 --eval_steps 20 --gradient_accumulation_steps 2)
+((QUICK)) && COMMON=(--max_steps 8 --save_steps 4 --eval_steps 4 --gradient_accumulation_steps 2)
+MIDDLE=${COMMON[3]}  # the checkpoint a run is resumed from: its middle one
+PORT=29517
 
-    # Last: the least of the questions, if the budget allows.
+# config NAME PROCESSES TYPE: an `accelerate launch` config file of TYPE (NO, MULTI_GPU or FSDP) for PROCESSES.
+config() {
+    local file="$WORK/$1.yaml"
+    {
+        # No use_cpu on a CPU: Accelerate's CPU launch starts one process; the loop picks the CPU (gloo) itself.
+        printf "distributed_type: %s\nnum_machines: 1\nnum_processes: %s\nmixed_precision: '%s'\n" "$3" "$2" "$PRECISION"
+        if [[ $3 == FSDP ]]; then
+            printf "fsdp_config:\n  fsdp_version: 2\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
+            printf "  fsdp_transformer_layer_cls_to_wrap: MiniBertLayer\n  fsdp_reshard_after_forward: true\n"
+            printf "  fsdp_state_dict_type: SHARDED_STATE_DICT\n"
+        fi
+    } >"$file.tmp" && mv "$file.tmp" "$file"
+    echo "$file"
+}
+
+# launched NAME CONFIG: the run NAME with `accelerate launch --config_file CONFIG`, then resumed from its middle
+# checkpoint in a copy (NAME_resume), then its curve compared (NAME_resume_same_curve); each recorded in runs.json.
+launched() {
+    local name=$1 file=$2 folder="$RUNS/$1"
+    PORT=$((PORT + 1))
+    local launch=("$PYTHON" -m accelerate.commands.launch --config_file "$file" --main_process_port "$PORT" -m modeling_minibert.cli)
+    part "$name" 60 "${launch[@]}" "${PRETRAIN[@]}" "${COMMON[@]}" --output_dir "$folder"
+    [[ -d $folder ]] && "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" --record "$folder"
+    if [[ -d "$folder/checkpoint-$MIDDLE" ]]; then
+        cp -r "$folder" "$folder-resumed"
+        part "${name}_resume" 60 "${launch[@]}" "${PRETRAIN[@]}" "${COMMON[@]}" --output_dir "$folder-resumed" \
+            --resume_from_checkpoint "$folder-resumed/checkpoint-$MIDDLE" &&
+            part "${name}_resume_same_curve" 20 "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" --record "$folder-resumed" \
+                --resumes "$folder"
+    else
+        skip "${name}_resume" "$name left no checkpoint-$MIDDLE"
+    fi
+}
+
+if "$PYTHON" -c "import modeling_minibert.training.pretraining" 2>/dev/null; then
+    launched single "$(config single 1 NO)"
+    launched fsdp "$(config fsdp 1 FSDP)"
+    if ((GPUS >= 2 || !CUDA)); then
+        launched ddp "$(config ddp 2 MULTI_GPU)"
+        ((CUDA)) && launched fsdp_2 "$(config fsdp_2 2 FSDP)"
+    else
+        echo "== ddp: not run, the machine has $GPUS GPU (DDP needs 2)"
+    fi
     for workers in 0 2; do
-        part "data_wait_workers_$workers" 45 "$PYTHON" -m modeling_minibert.cli "${PRETRAIN[@]}" --max_steps "$STEPS" \
-            --save_steps "$STEPS" --eval_steps "$STEPS" --dataloader_num_workers "$workers" \
-            --output_dir "$RUNS/data_wait_workers_$workers"
+        name="data_wait_workers_$workers"
+        part "$name" 45 "$PYTHON" -m modeling_minibert.cli "${PRETRAIN[@]}" --max_steps "$STEPS" --save_steps "$STEPS" \
+            --eval_steps "$STEPS" --dataloader_num_workers "$workers" --output_dir "$RUNS/$name"
+        [[ -d $RUNS/$name ]] && "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" --record "$RUNS/$name"
     done
 else
-    echo "== data_wait, ddp, fsdp: skipped, no datasets package here (pretraining builds its examples with it)"
-    SUMMARY+=("data_wait, ddp, fsdp: skipped (no datasets)")
-    FAILED=1
+    why=$("$PYTHON" -c "import modeling_minibert.training.pretraining" 2>&1 | tail -1)
+    for name in single single_resume fsdp fsdp_resume data_wait_workers_0 data_wait_workers_2; do
+        skip "$name" "pretraining does not import here: $why"
+    done
 fi
 
-# --- summary -------------------------------------------------------------------------------------------------------
-{
-    echo "gpu_check: $((SECONDS - START)) s in all (budget $BUDGET s), device $DEVICE"
-    printf '%s\n' "${SUMMARY[@]}"
-    "$PYTHON" - "$OUT" <<'EOF'
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-speed = out / "gpu_speed.json"
-if speed.is_file():
-    results = json.loads(speed.read_text())
-    from benchmarks.gpu_speed import readme_table
-    print(f"\n{results['device']['name']}, {results['precision']}:")
-    print(readme_table(results))
-    print(f"8 x 64 step: {results['step_8x64']['variants_milliseconds']} (goal {results['step_8x64']['goal_milliseconds']} ms)")
-def records(folder):
-    return [{k: v for k, v in json.loads(line).items() if k != "data_wait"}
-            for line in (folder / "metrics.jsonl").read_text().splitlines()]
-for folder in sorted((out / "runs").glob("*")):
-    train = folder / "train_results.json"
-    if train.is_file():
-        numbers = json.loads(train.read_text())
-        print(f"{folder.name}: {numbers.get('train_steps_per_second')} steps/s, data wait {numbers.get('train_data_wait')}")
-    whole = folder.with_name(folder.name.removesuffix("-resumed"))
-    if folder.name.endswith("-resumed") and (whole / "metrics.jsonl").is_file() and (folder / "metrics.jsonl").is_file():
-        ours, theirs = records(folder), records(whole)
-        worst = max((abs(a[k] - b[k]) / max(abs(b[k]), 1e-12) for a, b in zip(ours, theirs) for k in b
-                     if k != "step" and isinstance(b[k], float)), default=float("nan"))
-        same = len(ours) == len(theirs) and all(a["step"] == b["step"] for a, b in zip(ours, theirs))
-        print(f"{folder.name}: the resumed curve {'matches' if same and worst <= 1e-4 else 'DIFFERS FROM'} the "
-              f"uninterrupted run's (largest relative difference {worst:.1e}, goal 1e-4)")
-EOF
-} | tee "$OUT/summary.txt"
+# --- last: the compiled step, the riskiest part, with its own limit --------------------------------------------------
+COMPILE=(--output "$OUT/gpu_speed.json" --device "$DEVICE" --parts compile --append)
+((QUICK)) && COMPILE+=(--step_repeats 3 --step_size tiny)
+((QUICK && !CUDA)) && COMPILE+=(--compile_backend aot_eager)  # a dry run: no C++ builds on the CPU
+part compile "$COMPILE_LIMIT" "$PYTHON" -m benchmarks.gpu_speed "${COMPILE[@]}"
+
+write_summary tables
+cat "$OUT/summary.txt"
+files=$(find "$OUT" -mindepth 1 | wc -l)
+((files > 8)) && echo "WARNING: $OUT holds $files entries; only 8 files come back from a GPU machine"
 exit $FAILED

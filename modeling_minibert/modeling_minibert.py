@@ -17,6 +17,8 @@ tokens in the batch, V vocabulary size.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -42,10 +44,14 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
+from transformers.utils import is_flash_attn_2_available
 from transformers.utils.generic import can_return_tuple
 
-from .checks_minibert import check_inputs, check_labels, check_model_folder, check_tensors
+from .checks_minibert import IGNORE_INDEX, check_inputs, check_labels, check_model_folder, check_tensors
 from .configuration_minibert import MiniBertConfig
+
+if is_flash_attn_2_available():  # transformers' idiom: a saved folder then loads where flash_attn is missing
+    from flash_attn import flash_attn_varlen_func
 
 
 @dataclass
@@ -122,56 +128,93 @@ class Packing:
     back to slow kernels there, and transformers' varlen path is flash-attention (GPU) only.
 
     Sequences are packed longest first, so that sequences of similar length sit next to each other. Attention,
-    the one step that needs the sequences apart, then runs once per bucket of such sequences, padded only to the
-    bucket's length (the buckets' padded layouts are S slots in all): on batches of mixed lengths, most of the
-    (B, T, T) scores a padded batch would compute are never computed.
+    the one step that needs the sequences apart, then runs either once per bucket of such sequences, padded only
+    to the bucket's length (the buckets' padded layouts are S slots in all: on batches of mixed lengths, most of
+    the (B, T, T) scores a padded batch would compute are never computed), or, where flash-attention is installed
+    on a GPU, in one varlen call over the packed tokens (`packed_attention_kernel`).
+
+    Built on the host, from a CPU mask (`from_mask`): every size in it is a Python number the device is never
+    asked for, so a step that receives it from the collator (`plan_batch`) launches its kernels without waiting
+    for the device. `to` moves its tensors and keeps the numbers.
     """
 
     indices: torch.Tensor  # (N,) where each packed token sits in the flattened (B * T) batch
-    batch_size: int
-    seq_len: int
     gather: torch.Tensor  # (S,) the packed token in each bucket slot (padding slots repeat a real token)
     scatter: torch.Tensor  # (N,) the bucket slot of each packed token
+    lengths: torch.Tensor  # (B,) each sequence's real tokens, in packing order (longest first)
+    cu_seqlens: torch.Tensor  # (B' + 1,) int32: where each of the B' non-empty sequences starts, then N (varlen)
+    batch_size: int
+    seq_len: int
+    max_length: int  # the longest sequence's real tokens
     bucket_shapes: list[tuple[int, int]]  # (sequences, length) of each bucket, in packing order
-    bucket_masks: list[torch.Tensor | None]  # each bucket's attention mask, in the attention backend's format
+    bucket_full: list[bool]  # whether every sequence of a bucket fills it (its attention needs no mask)
+    # Set by the model for one forward (`with_attention`): the kernel, and for "buckets" each bucket's mask in the
+    # attention backend's format (None where the bucket is full).
+    kernel: str = "buckets"
+    bucket_masks: list[torch.Tensor | None] | None = None
 
     # A bucket holds the sequences whose lengths round up to the same multiple of this. CPU attention kernels run
     # up to twice as fast on lengths that are multiples of 16 (47 tokens took longer than 48), and coarser steps
     # would waste attention on padding while finer ones would pay per-call overhead for little.
     BUCKET_STEP = 16
+    TENSORS = ("indices", "gather", "scatter", "lengths", "cu_seqlens")
 
     @classmethod
-    def from_mask(
-        cls, attention_mask: torch.Tensor, backend_mask: Callable[[torch.Tensor], torch.Tensor | None]
-    ) -> Packing:
-        """attention_mask (B, T), nonzero at real tokens; `backend_mask` turns a bucket's (n, L) padding mask into
-        what the attention backend takes (see `MiniBertModel._backend_mask`)."""
+    def from_mask(cls, attention_mask: torch.Tensor) -> Packing | None:
+        """attention_mask (B, T) on the CPU, nonzero at real tokens; None when no position is padding (or none is
+        real): then there is nothing to pack."""
         attention_mask = attention_mask.bool()
         batch_size, seq_len = attention_mask.shape
         lengths = attention_mask.sum(1)  # (B,)
+        sizes = lengths.tolist()  # the host's copy: every size below is a Python int
+        if sum(sizes) in (0, batch_size * seq_len):
+            return None
         order = torch.argsort(lengths, descending=True, stable=True)
         rows, cols = attention_mask[order].nonzero(as_tuple=True)
         indices = order[rows] * seq_len + cols
         sorted_lengths = lengths[order]
         starts = sorted_lengths.cumsum(0) - sorted_lengths  # first packed token of each sequence
+        sorted_sizes = sorted(sizes, reverse=True)
 
-        rounded = (-(-sorted_lengths // cls.BUCKET_STEP) * cls.BUCKET_STEP).tolist()
-        gather, bucket_shapes, padding_masks = [], [], []
+        rounded = [-(-n // cls.BUCKET_STEP) * cls.BUCKET_STEP for n in sorted_sizes]
+        gather, bucket_shapes, bucket_full, padding_masks = [], [], [], []
         first = 0
         while first < batch_size and rounded[first] > 0:  # sequences without tokens get no bucket
             length = rounded[first]
             last = first + rounded.count(length)  # sorted, so the bucket's sequences are consecutive
-            slots = torch.arange(length, device=attention_mask.device)
+            slots = torch.arange(length)
             mask = slots < sorted_lengths[first:last, None]  # (n, L)
             gather.append((starts[first:last, None] + torch.where(mask, slots, 0)).flatten())
             bucket_shapes.append((last - first, length))
+            bucket_full.append(sorted_sizes[last - 1] == length)
             padding_masks.append(mask)
             first = last
         real_slots = torch.cat([m.flatten() for m in padding_masks]).nonzero(as_tuple=True)[0]
-        return cls(
-            indices, batch_size, seq_len, torch.cat(gather), real_slots, bucket_shapes,
-            [backend_mask(m) for m in padding_masks],
-        )
+        nonempty = sorted_lengths[:first]  # the sequences with tokens (`first` has passed them all)
+        cu_seqlens = torch.cat([nonempty.new_zeros(1), nonempty.cumsum(0)]).int()
+        return cls(indices, torch.cat(gather), real_slots, sorted_lengths, cu_seqlens, batch_size, seq_len,
+                   sorted_sizes[0], bucket_shapes, bucket_full)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Packing:
+        return dataclasses.replace(self, **{k: getattr(self, k).to(device, non_blocking=non_blocking) for k in self.TENSORS})
+
+    def pin_memory(self) -> Packing:
+        """For `DataLoader(pin_memory=True)`: page-locked tensors copy to the GPU asynchronously."""
+        return dataclasses.replace(self, **{k: getattr(self, k).pin_memory() for k in self.TENSORS})
+
+    def padding_masks(self) -> list[torch.Tensor | None]:
+        """Each bucket's (n, L) padding mask (True at real slots), None for a full bucket; made on the tensors'
+        device from `lengths` and the host's sizes, without reading a value back."""
+        masks, first = [], 0
+        for (n, length), full in zip(self.bucket_shapes, self.bucket_full):
+            slots = torch.arange(length, device=self.lengths.device)
+            masks.append(None if full else slots < self.lengths[first : first + n, None])
+            first += n
+        return masks
+
+    def with_attention(self, kernel: str, bucket_masks: list[torch.Tensor | None] | None = None) -> Packing:
+        """A copy for one forward: the attention kernel ("buckets" or "flash_attn_varlen") and the buckets' masks."""
+        return dataclasses.replace(self, kernel=kernel, bucket_masks=bucket_masks)
 
     def unpad(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, ...) -> (N, ...)"""
@@ -193,6 +236,87 @@ class Packing:
     def from_buckets(self, buckets: list[torch.Tensor]) -> torch.Tensor:
         """One (n, L, ...) tensor per bucket -> (N, ...)"""
         return torch.cat([b.flatten(0, 1) for b in buckets]).index_select(0, self.scatter)
+
+
+def packed_attention_kernel(attn_implementation: str, device_type: str, dtype: torch.dtype,
+                            flash_attn_installed: bool) -> str:
+    """How attention runs on packed tokens: "flash_attn_varlen", flash-attention's varlen kernel over all of them
+    at once (on CUDA, in half precision, the flash_attn package installed, attention "sdpa" or
+    "flash_attention_2"); else "buckets", the attention backend once per bucket (`Packing`): on CUDA, torch's sdpa
+    then picks its own best kernel per bucket (flash for a full bucket, memory-efficient for one with a mask)."""
+    if (device_type == "cuda" and dtype in (torch.float16, torch.bfloat16) and flash_attn_installed
+            and attn_implementation in ("sdpa", "flash_attention_2")):
+        return "flash_attn_varlen"
+    return "buckets"
+
+
+@dataclass
+class BatchPlan:
+    """What a training step must know on the host about its batch, made by the collator on the CPU (`plan_batch`)
+    so that the step never reads a value back from the device: where the real tokens are (`packing`, None when
+    the batch has no padding) and how many of `masked_positions`' entries are labelled positions
+    (`masked_count`). Travels in the batch like a tensor: `to` moves it (its numbers stay on the host)."""
+
+    packing: Packing | None = None
+    masked_count: int | None = None
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> BatchPlan:
+        packing = self.packing.to(device, non_blocking) if self.packing is not None else None
+        return dataclasses.replace(self, packing=packing)
+
+    def pin_memory(self) -> BatchPlan:
+        return dataclasses.replace(self, packing=self.packing.pin_memory() if self.packing is not None else None)
+
+
+# Standard deviations of the masked count above its mean that `masked_capacity` leaves room for.
+MASKED_SPREAD = 6
+
+
+def masked_capacity(batch_size: int, seq_len: int, mlm_probability: float) -> int:
+    """The fixed number of masked positions a (batch_size, seq_len) batch masked at `mlm_probability` is given
+    (`plan_batch`): a function of the shape and the rate alone, so that a compiled step sees one shape.
+
+    Each of the B x T positions is masked with chance p, so the count has mean p B T and standard deviation
+    sqrt(p (1 - p) B T); the capacity is the mean plus 6 of those, rounded up to a multiple of 8, at most B x T.
+    Only real non-special tokens are masked, so the true mean is lower still; whole-word masking draws words,
+    whose pieces at most double the variance (still over 4 deviations). A batch past the capacity (odds under
+    1e-5) keeps its first `capacity` labels and scores no others, as BERT's `max_predictions_per_seq` does.
+    """
+    positions = batch_size * seq_len
+    count = positions * mlm_probability + MASKED_SPREAD * math.sqrt(positions * mlm_probability * (1 - mlm_probability))
+    return min(positions, 8 * math.ceil(count / 8))
+
+
+def plan_batch(batch: dict, mlm_probability: float | None = None) -> dict:
+    """The collated batch with what a training step needs on the host, for a step with no host sync: the last
+    thing a collator does, on its CPU tensors.
+
+    Adds `batch_plan` (a `BatchPlan`: the packing, or None without padding; the count of labelled positions)
+    and, when there are `labels` ((B, T), -100 where not masked), `masked_positions`: the flat indices (into the
+    B x T positions) of the labelled positions in order, padded to `masked_capacity(B, T, mlm_probability)`
+    with the index of a position whose label is -100 (its row scores nothing). Give the highest rate the batches
+    can have (a masking-rate schedule's largest) so that every batch of a shape gets the same count; None: no
+    padding, one count per batch (shapes then vary, which only a compiled step minds). Labels beyond the
+    capacity (see `masked_capacity`) are set to -100 in the returned `labels`.
+    """
+    out = dict(batch)
+    mask = batch.get("attention_mask")
+    packing = Packing.from_mask(mask) if mask is not None else None
+    count = None
+    labels = batch.get("labels")
+    if labels is not None:
+        flat = labels.flatten()
+        labelled = (flat != IGNORE_INDEX).nonzero(as_tuple=True)[0]  # (M,)
+        count = len(labelled)
+        capacity = count if mlm_probability is None else masked_capacity(*labels.shape, mlm_probability)
+        if count > capacity:  # see masked_capacity: the labels past it are scored by no one
+            flat = flat.clone()
+            flat[labelled[capacity:]] = IGNORE_INDEX
+            out["labels"], labelled, count = flat.view_as(labels), labelled[:capacity], capacity
+        filler = (flat == IGNORE_INDEX).nonzero()[:1].flatten()  # a position that scores nothing
+        out["masked_positions"] = torch.cat([labelled, filler.expand(capacity - count)])
+    out["batch_plan"] = BatchPlan(packing, count)
+    return out
 
 
 class MiniBertEmbeddings(nn.Module):
@@ -279,12 +403,25 @@ class MiniBertSelfAttention(nn.Module):
         qkv = self.qkv_projection(hidden_states)  # (B, T, 3H) or (N, 3H)
         if packing is None:
             return self._attend(qkv, attention_mask, attn_implementation, **kwargs)
-        # Packed: attention is the one step that needs the sequences apart; run it bucket by bucket.
+        # Packed: attention is the one step that needs the sequences apart; run it on all of them at once with
+        # a varlen kernel, or bucket by bucket.
+        if packing.kernel == "flash_attn_varlen":
+            return self._attend_varlen(qkv, packing), None
         outputs = [
             self._attend(bucket, mask, attn_implementation, **kwargs)[0]
             for bucket, mask in zip(packing.to_buckets(qkv), packing.bucket_masks)
         ]
         return packing.from_buckets(outputs), None  # (N, H)
+
+    def _attend_varlen(self, qkv: torch.Tensor, packing: Packing) -> torch.Tensor:
+        """qkv (N, 3H), packed -> (N, H): flash-attention's varlen kernel, each sequence attending within itself."""
+        query, key, value = qkv.view(-1, 3, self.num_heads, self.head_dim).unbind(1)  # each (N, nh, hd)
+        longest = packing.max_length
+        attn_output = flash_attn_varlen_func(
+            query, key, value, packing.cu_seqlens, packing.cu_seqlens, longest, longest,
+            dropout_p=self.dropout_prob if self.training else 0.0, softmax_scale=self.scaling, causal=False,
+        )
+        return attn_output.reshape(qkv.shape[0], -1)
 
     def _attend(
         self, qkv: torch.Tensor, attention_mask: torch.Tensor | None, attn_implementation: str, **kwargs
@@ -558,6 +695,16 @@ class MiniBertPreTrainedModel(PreTrainedModel):
         `trust_remote_code=True`. And files are written to a temporary folder first, then moved in one by one
         with `os.replace`: an interrupted save never leaves a half-written `model.safetensors` in place of a good one.
         """
+        own = own_class(self)
+        if type(self) is not own:
+            # FSDP2's `fully_shard` swaps the model's class for a subclass it generates (`FSDP<Name>`, defined in
+            # torch): saved as that, config.json would name it and transformers would copy torch's module files
+            # in place of this one. The folder is the model's own class's, so the save runs as that class.
+            wrapper, self.__class__ = self.__class__, own
+            try:
+                return self.save_pretrained(save_directory, *args, **kwargs)
+            finally:
+                self.__class__ = wrapper
         self.config.auto_map = {"AutoConfig": "configuration_minibert.MiniBertConfig", **AUTO_MAP}
         if kwargs.get("push_to_hub"):
             return super().save_pretrained(save_directory, *args, **kwargs)
@@ -567,6 +714,13 @@ class MiniBertPreTrainedModel(PreTrainedModel):
             super().save_pretrained(staging, *args, **kwargs)
             for file in sorted(Path(staging).iterdir()):
                 os.replace(file, target / file.name)
+
+
+def own_class(model: nn.Module) -> type[nn.Module]:
+    """The class `model` was made as: its own, or the Mini-BERT class a wrapper's subclass derives from (FSDP2's
+    `fully_shard` swaps a module's class for a generated `FSDP<Name>`); what a saved folder names and holds the
+    code of."""
+    return next((cls for cls in type(model).__mro__ if cls.__module__ == __name__), type(model))
 
 
 class MiniBertModel(MiniBertPreTrainedModel):
@@ -596,6 +750,7 @@ class MiniBertModel(MiniBertPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         unpad_inputs: bool | None = None,
+        batch_plan: BatchPlan | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPooling:
         """
@@ -603,6 +758,9 @@ class MiniBertModel(MiniBertPreTrainedModel):
         attention_mask: 1 at real tokens, 0 at padding, in any dtype.
         unpad_inputs: overrides `config.unpad_inputs` for this call; False gives hidden states at padding positions
             too, for heads that read them.
+        batch_plan: where the batch's real tokens are, worked out on the host by the collator (`plan_batch`): with
+            it the forward reads no value back from the device. Without it the model works that out itself from
+            `attention_mask`, which it reads back once (on a GPU, one host sync: the host waits for the device).
         Returns last_hidden_state (B, T, H), pooler_output (B, H), hidden_states and attentions when asked.
         When unpadding runs (the default, with padding in the batch), hidden states at padding positions are zeros
         (they are never attended to, and no head should read them).
@@ -629,16 +787,16 @@ class MiniBertModel(MiniBertPreTrainedModel):
         # is shared by every submodule and every thread using the model, so it is never changed here.
         attn_implementation = "eager" if output_attentions else self.config._attn_implementation
         dtype = inputs_embeds.dtype if inputs_embeds is not None else self.embeddings.word_embeddings.weight.dtype
-        packing = None
-        if unpad_inputs and not output_attentions and self._has_padding(attention_mask):
-            packing = Packing.from_mask(attention_mask, lambda m: self._backend_mask(m, dtype, attn_implementation))
+        packing, padding = self._layout(attention_mask, batch_plan, unpad_inputs and not output_attentions)
+        if packing is not None:
+            packing = self._packed_attention(packing, dtype, attn_implementation)
         embedding_output = self.embeddings(
             *(
                 (None if t is None else packing.unpad(t)) if packing is not None else t
                 for t in (input_ids, token_type_ids, position_ids, inputs_embeds)
             )
         )
-        mask = None if packing is not None else self._backend_mask(attention_mask, dtype, attn_implementation)
+        mask = None if packing is not None else self._backend_mask(attention_mask, dtype, attn_implementation, padding)
         sequence_output, hidden_states, attentions = self.encoder(
             embedding_output, mask, attn_implementation, packing, output_hidden_states, output_attentions, **kwargs
         )
@@ -651,12 +809,48 @@ class MiniBertModel(MiniBertPreTrainedModel):
             last_hidden_state=sequence_output, pooler_output=pooled_output, hidden_states=hidden_states, attentions=attentions
         )
 
-    def _backend_mask(
-        self, attention_mask: torch.Tensor | None, dtype: torch.dtype, attn_implementation: str
-    ) -> torch.Tensor | None:
-        """A (B, T) padding mask in the format `attn_implementation` takes (None when it needs none)."""
+    def _layout(self, attention_mask: torch.Tensor | None, plan: BatchPlan | None,
+                unpad: bool) -> tuple[Packing | None, bool | None]:
+        """(the packing to run with or None, whether the batch has padding or None where that is not known)."""
         if attention_mask is None:
+            return None, False
+        if torch.compiler.is_compiling():
+            return None, None  # a compiled graph's shapes cannot depend on the data: it stays padded, mask and all
+        if plan is not None:
+            packing = plan.packing
+        elif unpad:  # the host's copy of the mask (on a GPU: the one read back)
+            packing = Packing.from_mask(attention_mask.cpu())
+            packing = packing.to(attention_mask.device) if packing is not None else None
+        else:
+            return None, None  # padded: transformers' mask helper looks for padding itself
+        return packing if unpad else None, packing is not None
+
+    def _packed_attention(self, packing: Packing, dtype: torch.dtype, attn_implementation: str) -> Packing:
+        """`packing` for this forward: the kernel that runs attention on it and, per bucket, the backend's mask."""
+        device = packing.indices.device
+        if torch.is_autocast_enabled(device.type):  # the attention's inputs come out of autocast's matmuls
+            dtype = torch.get_autocast_dtype(device.type)
+        flash_attn = device.type == "cuda" and is_flash_attn_2_available()
+        kernel = packed_attention_kernel(attn_implementation, device.type, dtype, flash_attn)
+        if kernel != "buckets":
+            return packing.with_attention(kernel)
+        masks = [None if m is None else self._backend_mask(m, dtype, attn_implementation, True)
+                 for m in packing.padding_masks()]
+        return packing.with_attention(kernel, masks)
+
+    def _backend_mask(
+        self, attention_mask: torch.Tensor | None, dtype: torch.dtype, attn_implementation: str,
+        padding: bool | None = None,
+    ) -> torch.Tensor | None:
+        """A (B, T) padding mask in the format `attn_implementation` takes (None when it needs none); `padding`:
+        whether the mask has padding, when the caller knows (None: not known)."""
+        if attention_mask is None or padding is False:
             return None
+        if padding and attn_implementation in ("sdpa", "eager"):
+            # sdpa's boolean format (True = attend; `eager_attention_forward` takes it too), made here because
+            # transformers' helper would first read the mask back to look for padding (a host sync on a GPU).
+            batch_size, seq_len = attention_mask.shape
+            return attention_mask.bool()[:, None, None, :].expand(batch_size, 1, seq_len, seq_len)
         config = self.config
         if attn_implementation != config._attn_implementation:
             # transformers' mask helper reads the backend from a config: give it a private copy to read.
@@ -665,12 +859,6 @@ class MiniBertModel(MiniBertPreTrainedModel):
         shape_and_dtype = torch.empty(*attention_mask.shape, 0, dtype=dtype, device=attention_mask.device)
         return create_bidirectional_mask(config=config, inputs_embeds=shape_and_dtype, attention_mask=attention_mask)
 
-    @staticmethod
-    def _has_padding(attention_mask: torch.Tensor | None) -> bool:
-        """Whether unpadding would save work: a mask with padding in it, outside a compiled graph (whose shapes
-        cannot depend on the data: it stays padded)."""
-        return attention_mask is not None and not torch.compiler.is_compiling() and not bool(attention_mask.all())
-
 
 def _mlm_logits_and_loss(
     model: MiniBertPreTrainedModel,
@@ -678,6 +866,8 @@ def _mlm_logits_and_loss(
     sequence_output: torch.Tensor,
     labels: torch.Tensor | None,
     sparse_prediction: bool | None = None,
+    masked_positions: torch.Tensor | None = None,
+    batch_plan: BatchPlan | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """MLM logits (B, T, V), loss, and None; when sparse, logits (M, V) at the M labelled positions, loss, and
@@ -686,6 +876,10 @@ def _mlm_logits_and_loss(
     Sparse by default in training with `config.sparse_prediction`, dense in evaluation (as BERT); a caller that
     only scores the labelled positions (an evaluation loop) passes `sparse_prediction=True`. Scoring only those
     skips most of the largest matmul in pretraining (H x V per token), since usually 15% of tokens carry a label.
+
+    `masked_positions` from `plan_batch` (padded to a fixed count with positions that score nothing) spare the
+    device the search for the labels (a host sync): eagerly the plan's count cuts the padding off; a compiled
+    graph keeps it, so that its shapes are the same for every batch of the shape.
     """
     if labels is None:
         if sparse_prediction:
@@ -694,14 +888,16 @@ def _mlm_logits_and_loss(
     check_labels("labels", labels, model.config.vocab_size, "vocab_size", model.training)
     if sparse_prediction is None:
         sparse_prediction = model.training and model.config.sparse_prediction
-    masked_positions = None
-    if sparse_prediction:
-        masked_positions = (labels.flatten() != -100).nonzero(as_tuple=True)[0]  # (M,)
-        labels = labels.flatten()[masked_positions]
-        # (M, V); index_select rather than boolean indexing: its backward is a cheap index_add
-        logits = predictions(sequence_output.flatten(0, 1).index_select(0, masked_positions))
-    else:
+    if not sparse_prediction:
         logits = predictions(sequence_output)
+        return logits, model.loss_function(logits, labels, vocab_size=model.config.vocab_size, **kwargs), None
+    if masked_positions is None:
+        masked_positions = (labels.flatten() != IGNORE_INDEX).nonzero(as_tuple=True)[0]  # (M,): a host sync
+    elif batch_plan is not None and batch_plan.masked_count is not None and not torch.compiler.is_compiling():
+        masked_positions = masked_positions[: batch_plan.masked_count]
+    labels = labels.flatten().index_select(0, masked_positions)
+    # (M, V); index_select rather than boolean indexing: its backward is a cheap index_add
+    logits = predictions(sequence_output.flatten(0, 1).index_select(0, masked_positions))
     loss = model.loss_function(logits, labels, vocab_size=model.config.vocab_size, **kwargs)
     return logits, loss, masked_positions
 
@@ -735,18 +931,23 @@ class MiniBertForPreTraining(MiniBertPreTrainedModel):
         labels: torch.Tensor | None = None,
         next_sentence_label: torch.Tensor | None = None,
         sparse_prediction: bool | None = None,
+        masked_positions: torch.Tensor | None = None,
+        batch_plan: BatchPlan | None = None,
         **kwargs,
     ) -> MiniBertForPreTrainingOutput:
         """labels (B, T) with -100 where not masked; next_sentence_label (B,): 0 = B follows A, 1 = random B.
         sparse_prediction: score only the labelled positions (default: `config.sparse_prediction` in training,
-        False in evaluation).
+        False in evaluation). masked_positions, batch_plan: what the collator worked out on the host
+        (`plan_batch`), so that a training step reads nothing back from the device.
 
         prediction_logits (B, T, V), or (M, V) when sparse (rows at `masked_positions`); seq_relationship_logits
         (B, 2). loss = mlm_loss + next_sentence_loss when both labels are given (as BERT).
         """
-        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                            batch_plan=batch_plan, **kwargs)
         mlm_logits, mlm_loss, masked_positions = _mlm_logits_and_loss(
-            self, self.cls.predictions, outputs.last_hidden_state, labels, sparse_prediction, **kwargs
+            self, self.cls.predictions, outputs.last_hidden_state, labels, sparse_prediction, masked_positions,
+            batch_plan, **kwargs
         )
         nsp_logits = self.cls.seq_relationship(outputs.pooler_output)  # (B, 2)
         nsp_loss = None
@@ -789,14 +990,18 @@ class MiniBertForMaskedLM(MiniBertPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         sparse_prediction: bool | None = None,
+        masked_positions: torch.Tensor | None = None,
+        batch_plan: BatchPlan | None = None,
         **kwargs,
     ) -> MiniBertMaskedLMOutput:
         """labels (B, T) with -100 where not masked. sparse_prediction: score only the labelled positions
-        (default: `config.sparse_prediction` in training, False in evaluation). logits (B, T, V), or (M, V) when
-        sparse (rows at `masked_positions`)."""
-        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        (default: `config.sparse_prediction` in training, False in evaluation). masked_positions, batch_plan: see
+        `MiniBertForPreTraining`. logits (B, T, V), or (M, V) when sparse (rows at `masked_positions`)."""
+        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                            batch_plan=batch_plan, **kwargs)
         logits, loss, masked_positions = _mlm_logits_and_loss(
-            self, self.cls.predictions, outputs.last_hidden_state, labels, sparse_prediction, **kwargs
+            self, self.cls.predictions, outputs.last_hidden_state, labels, sparse_prediction, masked_positions,
+            batch_plan, **kwargs
         )
         return MiniBertMaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions,
@@ -990,9 +1195,13 @@ AUTO_MAP = {
 # Derived from AUTO_MAP, the one list of heads.
 __all__ = [
     "AUTO_MAP",
+    "BatchPlan",
     "MiniBertForPreTrainingOutput",
     "MiniBertLayer",
     "MiniBertMaskedLMOutput",
     "MiniBertPreTrainedModel",
+    "masked_capacity",
+    "own_class",
+    "plan_batch",
     *(target.split(".")[-1] for target in AUTO_MAP.values()),
 ]

@@ -34,7 +34,7 @@ def scope(nodeid: str) -> str:
     return nodeid if nodeid.startswith(INDEPENDENT_TESTS) else nodeid.rsplit("::", 1)[0]
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: a machine without pytest-xdist still runs the suite
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """`--dist loadscope` with each of `INDEPENDENT_TESTS` a unit of its own (tryfirst: before pytest-xdist's own
     choice)."""

@@ -24,6 +24,7 @@ from modeling_minibert.training.pretraining import PretrainingArguments, pretrai
 from modeling_minibert.training.pretraining.data import DATA_WAIT, RunBatches, ShuffledOrder
 from modeling_minibert.training.pretraining.run_folder import ARGS_FILE, PROCESSES, keep_global_batch
 from modeling_minibert.utils.outputs import results_file
+from fixtures.environment import run_python
 from fixtures.pretraining import (  # noqa: F401 (fixtures)
     PYTHON,
     pytestmark,
@@ -136,6 +137,154 @@ def test_an_fsdp_config_on_cpu_says_in_one_line_that_it_runs_without_fsdp(tiny, 
         "single process (the same steps, every process holding the whole model)"]
 
 
+# Launched on each rank: `minibert pretrain` under FSDP2 on the CPU. Accelerate applies FSDP on GPUs only (see
+# above), while torch's `fully_shard` runs over gloo: the launcher sets the FSDP state a GPU launch with the docs'
+# fsdp.yaml would have (FSDP2, MiniBertLayer wrapped, sharded checkpoints), and Accelerate then shards the model
+# with `fully_shard` and checkpoints it as on GPUs.
+FSDP2_ON_CPU = textwrap.dedent("""
+    import sys
+    import accelerate
+    from accelerate.state import PartialState
+    from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+    init = accelerate.Accelerator.__init__
+    def fsdp2_on_cpu(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.state.fsdp_plugin = FullyShardedDataParallelPlugin(
+            fsdp_version=2, auto_wrap_policy="transformer_based_wrap", transformer_cls_names_to_wrap=["MiniBertLayer"],
+            state_dict_type="SHARDED_STATE_DICT", reshard_after_forward=True)
+        self.state.distributed_type = PartialState._shared_state["distributed_type"] = DistributedType.FSDP
+    accelerate.Accelerator.__init__ = fsdp2_on_cpu
+    from modeling_minibert.cli import main
+    sys.exit(main(sys.argv[1:]))
+""")
+
+# What a folder that loads without the package holds, and what it must not (torch's FSDP2 module files, which
+# transformers copied in place of the model's when it saved FSDP2's generated class).
+MODEL_CODE = {"modeling_minibert.py", "configuration_minibert.py", "checks_minibert.py"}
+
+
+def assert_loads_without_the_package(folders: list, tmp_path) -> None:
+    """Each folder names the model's own class and holds its code and an auto_map naming every head; a fresh
+    interpreter that cannot import this project loads it with trust_remote_code and gets the weights on disk."""
+    for folder in folders:
+        config = json.loads((folder / "config.json").read_text())
+        assert config["architectures"] == ["MiniBertForPreTraining"], folder
+        assert config["auto_map"]["AutoModelForPreTraining"] == "modeling_minibert.MiniBertForPreTraining"
+        assert config["auto_map"]["AutoConfig"] == "configuration_minibert.MiniBertConfig"
+        files = {p.name for p in folder.iterdir() if p.suffix == ".py"}
+        assert files == MODEL_CODE, (folder, files)
+    code = textwrap.dedent(f"""
+        import json
+        from transformers import AutoModelForPreTraining
+        sums = {{}}
+        for folder in {[str(f) for f in folders]!r}:
+            model = AutoModelForPreTraining.from_pretrained(folder, trust_remote_code=True)
+            sums[folder] = [type(model).__name__, float(model.bert.encoder.layer[0].attention.self.query.weight.sum())]
+        print(json.dumps(sums))
+    """)
+    loaded = json.loads(run_python(code, cwd=tmp_path).strip().splitlines()[-1])
+    for folder in folders:
+        expected = float(load_file(folder / "model.safetensors")["bert.encoder.layer.0.attention.self.query.weight"].sum())
+        assert loaded[str(folder)] == ["MiniBertForPreTraining", pytest.approx(expected, rel=1e-6)], folder
+
+
+# What an FSDP2 training script does at its end: the model sharded by `fully_shard` (each layer, then the root),
+# its full state dict gathered on every rank, `save_pretrained` on rank 0.
+FULLY_SHARDED_SAVE = textwrap.dedent("""
+    import sys
+    import torch, torch.distributed as dist
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from torch.distributed.fsdp import fully_shard
+    from modeling_minibert import MiniBertConfig, MiniBertForPreTraining
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = MiniBertForPreTraining(MiniBertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                                  num_attention_heads=2, intermediate_size=64))
+    for layer in model.bert.encoder.layer:
+        fully_shard(layer)
+    fully_shard(model)
+    assert type(model).__name__ == "FSDPMiniBertForPreTraining"
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if dist.get_rank() == 0:
+        model.save_pretrained(sys.argv[1], state_dict=full)
+        assert type(model).__name__ == "FSDPMiniBertForPreTraining", "the model is left as FSDP2 made it"
+    dist.destroy_process_group()
+""")
+
+
+def test_a_model_sharded_by_fully_shard_saves_a_folder_that_loads_without_the_package(tmp_path):
+    """FSDP2 (2 processes over gloo) swaps the model's class for `FSDPMiniBertForPreTraining`, defined in torch:
+    saved as that, the folder named it and held seven of torch's `_fsdp_*.py` files instead of the model's code,
+    and did not load. (One process: the loop's resume in the test below.)"""
+    processes = 2
+    script, folder = tmp_path / "save.py", tmp_path / "saved"
+    script.write_text(FULLY_SHARDED_SAVE)
+    done = subprocess.run([PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
+                           str(free_port()), str(script), str(folder)], env=subprocess_env(tmp_path), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_loads_without_the_package([folder], tmp_path)
+
+
+@pytest.mark.slow(seconds=40)
+def test_fsdp2_checkpoints_and_the_final_folder_load_without_the_package_and_resume_with_fewer_processes(tiny, tmp_path):
+    """FSDP2 (`fully_shard`, 2 processes over gloo) through the loop: every checkpoint and the final folder name
+    MiniBertForPreTraining and hold its code, not FSDP2's generated `FSDPMiniBertForPreTraining` and torch's
+    files; they load without the package. Resumed from the sharded step-2 checkpoint with 1 process, the run
+    continues the uninterrupted curve."""
+    script = tmp_path / "fsdp2_on_cpu.py"
+    script.write_text(FSDP2_ON_CPU)
+    settings = dict(tiny, max_steps=4, save_steps=2, eval_steps=2, logging_steps=1, save_total_limit=3)
+    run = tmp_path / "run"
+    env = subprocess_env(tmp_path)
+    torchrun = [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()), str(script)]
+    done = subprocess.run([*torchrun, "pretrain", "--output_dir", str(run), *cli_args(**settings)],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 process(es) x 1 micro-batch(es) of 8 a step (FSDP)" in done.stdout
+    assert (run / "checkpoint-2" / "pytorch_model_fsdp_0").is_dir(), "a sharded checkpoint, as FSDP2 writes it"
+    assert_loads_without_the_package([run, run / "checkpoint-2", run / "checkpoint-4"], tmp_path)
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(run, resumed)
+    torchrun[torchrun.index("2")] = "1"
+    again = subprocess.run([*torchrun, "pretrain", "--output_dir", str(resumed), *cli_args(**settings),
+                            "--resume_from_checkpoint", str(resumed / "checkpoint-2")],
+                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "1 process(es) x 2 micro-batch(es) of 8 a step (FSDP)" in again.stdout and "resuming at step 2" in again.stdout
+    assert_same_curve(read_metrics(resumed), read_metrics(run), after=2)
+
+
+# Two ranks over gloo; rank 1 has been signalled. The accelerator stands in for one on GPUs (a device that is not
+# the CPU), whose processes agree over a gloo group of the hosts made for that.
+STOP_ON_ONE_RANK = textwrap.dedent("""
+    import json, sys, types
+    import torch, torch.distributed as dist
+    from modeling_minibert.training.pretraining import session
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    accelerator = types.SimpleNamespace(num_processes=2, device=torch.device("meta"))
+    stop = types.SimpleNamespace(signal=15 if rank == 1 else None)
+    answers = [session.stop_requested(stop, accelerator),
+               session.stop_requested(types.SimpleNamespace(signal=None), accelerator)]
+    group = session.host_group(accelerator)
+    print(json.dumps({"answers": answers, "backend": dist.get_backend(group), "groups": len(session._HOST_GROUPS)}))
+    dist.destroy_process_group()
+""")
+
+
+def test_a_stop_signal_on_one_process_stops_every_process_agreed_between_the_hosts(tmp_path):
+    script = tmp_path / "stop.py"
+    script.write_text(STOP_ON_ONE_RANK)
+    done = subprocess.run([PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                           str(free_port()), "--tee", "1", str(script)], env=subprocess_env(tmp_path), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line.split(":", 1)[1]) for line in done.stdout.splitlines() if '"answers"' in line]
+    assert lines == [{"answers": [True, False], "backend": "gloo", "groups": 1}] * 2
+
+
 # --- DDP ----------------------------------------------------------------------------------------------------------
 
 # Launched on each rank: runs `minibert pretrain`, and at the end saves this rank's own weights, so that the
@@ -203,6 +352,7 @@ def test_ddp_matches_one_process_and_a_run_resumes_with_another_number_of_proces
     assert all(torch.equal(rank0[k], rank1[k]) for k in rank0), "the ranks' gradients were synchronised"
     for key in rank0:
         torch.testing.assert_close(rank0[key], alone[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")
+    assert_loads_without_the_package([ddp / "run", ddp / "run" / "checkpoint-12"], tmp_path)
     initial = modeling_minibert.MiniBertForPreTraining(AutoModelForPreTraining.from_pretrained(ddp / "run").config)
     assert not torch.equal(rank0["bert.encoder.layer.0.attention.self.query.weight"], initial.bert.encoder.layer[0].attention.self.query.weight)
 

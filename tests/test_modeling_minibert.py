@@ -222,18 +222,22 @@ def test_default_config_unpads_and_predicts_sparsely():
 def test_packing_buckets_sequences_by_length_and_moves_tokens_losslessly():
     ids, mask, _ = ragged_batch(TINY["vocab_size"])
     mask = torch.cat([mask, torch.zeros_like(mask[:1])])  # and a row without tokens
-    packing = Packing.from_mask(mask, backend_mask=lambda m: m)  # the buckets' (n, L) padding masks as they are
+    packing = Packing.from_mask(mask)
     # Longest first, lengths rounded up to multiples of 16: 40, 33 | 31, 20, 17 | 16, 9, 1; the empty row nowhere.
-    assert packing.bucket_shapes == [(2, 48), (3, 32), (3, 16)]
+    assert packing.bucket_shapes == [(2, 48), (3, 32), (3, 16)] and packing.bucket_full == [False] * 3
     order = [0, 1, 7, 2, 3, 4, 5, 6]
-    assert [m.sum(1).tolist() for m in packing.bucket_masks] == [[40, 33], [31, 20, 17], [16, 9, 1]]
+    padding_masks = packing.padding_masks()
+    assert [m.sum(1).tolist() for m in padding_masks] == [[40, 33], [31, 20, 17], [16, 9, 1]]
+    # The varlen kernels' view of the same packing: where each non-empty sequence starts, and the longest.
+    assert packing.cu_seqlens.tolist() == [0, 40, 73, 104, 124, 141, 157, 166, 167] and packing.max_length == 40
+    assert packing.cu_seqlens.dtype == torch.int32
 
     x = torch.randn(*mask.shape, 5)
     packed = packing.unpad(x)
     assert packed.shape == (int(mask.sum()), 5)
     assert torch.equal(packing.pad(packed), x * mask[..., None])
     buckets = packing.to_buckets(packed)
-    rows = [(bucket[i], bucket_mask[i].bool()) for bucket, bucket_mask in zip(buckets, packing.bucket_masks) for i in range(len(bucket))]
+    rows = [(bucket[i], bucket_mask[i]) for bucket, bucket_mask in zip(buckets, padding_masks) for i in range(len(bucket))]
     for (bucket_row, real), sequence in zip(rows, order, strict=True):  # each bucket row: one sequence, in order
         assert torch.equal(bucket_row[real], x[sequence][mask[sequence].bool()])
     assert torch.equal(packing.from_buckets(buckets), packed)

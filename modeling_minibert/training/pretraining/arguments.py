@@ -24,7 +24,7 @@ NOT_RUN_IDENTITY = (
     "output_dir", "resume_from_checkpoint", "overwrite_output_dir", "disable_tqdm", "max_steps", "max_time",
     "logging_steps", "eval_steps", "save_steps", "save_total_limit", "report_to", "push_to_hub", "hub_model_id",
     "hub_token", "per_device_eval_batch_size", "num_threads", "dataloader_num_workers", "preprocessing_num_workers",
-    "preprocessing_only", "cache_dir", "overwrite_cache",
+    "preprocessing_only", "cache_dir", "overwrite_cache", "torch_compile", "torch_compile_backend", "torch_compile_mode",
 )
 LATEST = "latest"  # `--resume_from_checkpoint` without a path: the newest good checkpoint in output_dir
 DEFAULT_MAX_STEPS = Objective.recipe["max_steps"]  # the default run's
@@ -128,6 +128,14 @@ class RunArguments:
         f"with AVX-512 BF16 or AMX where a short measurement, remembered per machine, says so), else no; unset: "
         f"{_recipe('mixed_precision')}"))
     seed: int = field(default=42, metadata=_help("seed of the split, pairs, masks, order, init and dropout"))
+    # TrainingArguments' names and meaning: a backend or mode given implies torch_compile.
+    torch_compile: bool = field(default=False, metadata=_help(
+        "compile the trained module with torch.compile: the training step is one graph, "
+        "padded to the batch's shape; pays on a GPU, where the step's kernels are small"))
+    torch_compile_backend: str | None = field(default=None, metadata=_help(
+        "torch.compile's backend (unset: inductor); implies --torch_compile"))
+    torch_compile_mode: str | None = field(default=None, metadata=_help(
+        "torch.compile's mode ('default', 'reduce-overhead': CUDA graphs, 'max-autotune'); implies --torch_compile"))
     # --- reporting --------------------------------------------------------------------------------------------------
     logging_steps: int = field(default=10, metadata=_help("log the training loss every N steps"))
     eval_steps: int = field(default=200, metadata=_help("evaluate on the held-out split every N steps"))
@@ -213,6 +221,8 @@ class RunArguments:
             self.train_file = [self.train_file]
         if self.train_file is not None:
             self.train_file = [str(f) for f in self.train_file]
+        if self.torch_compile_backend is not None or self.torch_compile_mode is not None:
+            self.torch_compile = True
         if isinstance(self.report_to, str):
             self.report_to = [self.report_to]
         self.report_to = [r for r in self.report_to if r != "none"]

@@ -48,7 +48,7 @@ import modeling_minibert.training.pretraining.run_folder as run_folder
 import modeling_minibert.utils.outputs as outputs
 from modeling_minibert.checks_minibert import check_weights_fit_config
 from modeling_minibert.configuration_minibert import MiniBertConfig
-from modeling_minibert.modeling_minibert import AUTO_MAP
+from modeling_minibert.modeling_minibert import AUTO_MAP, own_class
 from modeling_minibert.training.pretraining.arguments import LATEST, PretrainingArguments
 from modeling_minibert.training.pretraining.corpus import corpus_source
 from modeling_minibert.training.pretraining.data import (
@@ -78,6 +78,7 @@ from modeling_minibert.training.pretraining.session import (
     ignore_stop_signals,
     resolve_num_threads,
     run_settings,
+    stop_requested,
 )
 from modeling_minibert.training.pretraining.time_budget import TimeBudget
 from modeling_minibert.utils.logging import quiet_transformers
@@ -267,6 +268,11 @@ def prepare_training(run: PretrainingRun) -> Training:
     eval_loader = DataLoader(run.eval_set, batch_size=args.per_device_eval_batch_size, collate_fn=eval_collator)
     # The training batches are not prepared by Accelerate (see `RunBatches`): the loop moves them to the device.
     model, optimizer = accelerator.prepare(model, optimizer)
+    if args.torch_compile:
+        # In place (`nn.Module.compile`), after any DDP or FSDP wrapping, rather than through Accelerate's dynamo
+        # plugin: the module keeps its class and its weights their names, so that the checkpoints Accelerate
+        # writes still load with from_pretrained (torch.compile's wrapper prefixes every name with `_orig_mod.`).
+        model.compile(backend=args.torch_compile_backend or "inductor", mode=args.torch_compile_mode)
 
     start_step, total_steps = 0, args.max_steps  # fitted to the time budget in the loop when --max_time is set
     if run.resume_from is not None:
@@ -402,7 +408,8 @@ def save_run(run: PretrainingRun, t: Training, step: int, last_eval: dict, secon
         **train_metrics, **eval_metrics, "plot_file": str(out / outputs.CURVES_FILE),
     }
     if accelerator.is_main_process:
-        trained, weights = run.objective.saved_model(accelerator.unwrap_model(t.model)), run.objective.saved_state(state_dict)
+        trained = run.objective.saved_model(accelerator.unwrap_model(t.model, keep_torch_compile=False))
+        weights = run.objective.saved_state(state_dict)
         with quiet_transformers():  # no "Writing model shards" bar for our single shard
             run_folder.save_folder_files(out, lambda folder: save_model(folder, trained, run.config, weights))
         run_folder.plot_curves(t.metrics.read(), out / outputs.CURVES_FILE, run.objective.curves)
@@ -457,36 +464,32 @@ def distribution(accelerator: Accelerator) -> str:
     return f" ({names.get(kind, kind.value)})"
 
 
-def stop_requested(stop: StopRequest, accelerator: Accelerator) -> bool:
-    """Whether a signal asked the run to stop; in a distributed run, whether it reached any process."""
-    if accelerator.num_processes == 1:
-        return stop.signal is not None
-    flag = torch.tensor(float(stop.signal is not None), device=accelerator.device)
-    return bool(accelerator.reduce(flag, "max").item())
-
-
 def save_run_checkpoint(run: PretrainingRun, t: Training, step: int, total_steps: int) -> Path:
     """`checkpoint-N/`: Accelerate's state (to resume) plus config.json and the tokenizer, so that the folder
     also loads with `from_pretrained` (Accelerate writes the weights as `model.safetensors`) when the trained
     module is the saved model. An objective training more than it (ELECTRA: generator, discriminator, head) gets
     the saved model, loadable, in `checkpoint-N/model/` (`outputs.CHECKPOINT_MODEL_DIR`): Accelerate's
     `model.safetensors` holds the whole module under other names."""
-    trained = run.accelerator.unwrap_model(t.model)
+    trained = run.accelerator.unwrap_model(t.model, keep_torch_compile=False)  # the model, whatever wraps it
     model = run.objective.saved_model(trained)
-    # Gathered on every process (FSDP shards the weights), written by the main one.
-    weights = None if model is trained else run.objective.saved_state(run.accelerator.get_state_dict(t.model))
+    # Accelerate writes the trained module's weights as a model.safetensors that loads beside a config, except
+    # under FSDP (a sharded checkpoint) or when the module holds more than the saved model: those get the saved
+    # model's weights written here, gathered on every process (FSDP shards them), written by the main one.
+    own_weights = model is trained and run.accelerator.distributed_type != DistributedType.FSDP
+    weights = None if own_weights else run.objective.saved_state(run.accelerator.get_state_dict(t.model))
 
     def beside(folder: Path) -> None:
         if weights is not None:
-            folder = folder / outputs.CHECKPOINT_MODEL_DIR
+            folder = folder if model is trained else folder / outputs.CHECKPOINT_MODEL_DIR
             with quiet_transformers():  # no "Writing model shards" bar for our single shard
                 save_model(folder, model, run.config, weights)
         else:
             # The model's code beside Accelerate's weights, and an auto_map naming every head, as `save_pretrained`
             # writes them: the checkpoint then loads with trust_remote_code where this package is not installed.
+            # The code is the model's own class's (`own_class`: FSDP2 swaps the class for one of torch's).
             config = published_config(model, run.config)
-            custom_object_save(model, folder, config=config)
-            config.auto_map = {**config.auto_map, **AUTO_MAP}
+            custom_object_save(own_class(model), folder)
+            config.auto_map = {"AutoConfig": "configuration_minibert.MiniBertConfig", **AUTO_MAP}
             config.save_pretrained(folder)
         run.tokenizer.save_pretrained(folder)
 
@@ -530,6 +533,9 @@ def build_schedule(optimizer: torch.optim.Optimizer, args: PretrainingArguments,
     Accelerate, which would checkpoint a state that is only the step.
     """
     schedule = TYPE_TO_SCHEDULER_FUNCTION[SchedulerType(args.lr_scheduler_type)]
+    for group in optimizer.param_groups:
+        # Where a scheduler places itself from: FSDP's optimizer checkpoints (`load_state`) leave it out.
+        group.setdefault("initial_lr", args.learning_rate)
     kwargs = {"num_warmup_steps": min(args.warmup_steps, total_steps), "last_epoch": step - 1}
     if args.lr_scheduler_type in ("linear", "cosine"):
         kwargs["num_training_steps"] = total_steps

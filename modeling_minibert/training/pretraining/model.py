@@ -12,6 +12,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from modeling_minibert.configuration_minibert import MiniBertConfig
+from modeling_minibert.modeling_minibert import own_class
 from modeling_minibert.training.pretraining.arguments import PretrainingArguments
 from modeling_minibert.training.pretraining.corpus import CorpusSource, Documents, split_document_ids
 from modeling_minibert.training.pretraining.objectives import Objective
@@ -74,7 +75,7 @@ def published_config(model: torch.nn.Module, config: MiniBertConfig) -> MiniBert
     wants it; pretraining's is a training setting) and its class named, as `save_pretrained` names it."""
     dropout = {"hidden_dropout_prob": config.hidden_dropout_prob, "attention_probs_dropout_prob": config.attention_probs_dropout_prob}
     published = MiniBertConfig(**{**model.config.to_dict(), **dropout})
-    published.architectures = [type(model).__name__]
+    published.architectures = [own_class(model).__name__]  # FSDP2's class is torch's subclass of it
     return published
 
 

@@ -4,6 +4,7 @@ SIGINT/SIGTERM handlers.
 
 Each is process-wide state, so none is set at import time or left behind: `pretrain` enters `run_settings` and
 every setting is restored when it returns or raises (a notebook that calls `pretrain` keeps its own settings).
+In a distributed run, `stop_requested` tells every process whether a signal reached any of them.
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from modeling_minibert.utils.cpus import cpu_quota, usable_cores
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -222,3 +227,30 @@ def run_settings(num_threads: int) -> Iterator[StopRequest]:
         torch.set_num_threads(threads)
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
+
+
+def stop_requested(stop: StopRequest, accelerator: Accelerator) -> bool:
+    """Whether a signal asked the run to stop; in a distributed run, whether it reached any process.
+
+    Asked every step, so the processes agree over a process group of the hosts (gloo, `host_group`) with a CPU
+    tensor: over the GPUs' group (NCCL) the answer would be a device value, and reading it would make each host
+    wait for its device to finish the step's queued work, every step."""
+    if accelerator.num_processes == 1:
+        return stop.signal is not None
+    flag = torch.tensor([float(stop.signal is not None)])
+    torch.distributed.all_reduce(flag, torch.distributed.ReduceOp.MAX, group=host_group(accelerator))
+    return bool(flag.item())
+
+
+_HOST_GROUPS: dict[int, object] = {}
+
+
+def host_group(accelerator: Accelerator):
+    """A gloo process group of the run's processes, for messages between hosts (made once, by every process
+    together): None, the run's own group, where that already is gloo (a CPU run)."""
+    if accelerator.device.type == "cpu":
+        return None
+    world = torch.distributed.group.WORLD
+    if id(world) not in _HOST_GROUPS:
+        _HOST_GROUPS[id(world)] = torch.distributed.new_group(backend="gloo")
+    return _HOST_GROUPS[id(world)]

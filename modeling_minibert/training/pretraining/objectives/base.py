@@ -29,7 +29,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import ModelOutput
 
-from modeling_minibert.checks_minibert import read_safetensors_header
+from modeling_minibert.checks_minibert import IGNORE_INDEX, read_safetensors_header
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import MiniBertForMaskedLM
 from modeling_minibert.utils.logging import quiet_transformers
@@ -151,13 +151,14 @@ class Objective:
 
     # --- the numbers ------------------------------------------------------------------------------------------
     def statistics(self, outputs, batch: dict) -> torch.Tensor:
-        """The sums of `stat_keys` over one micro-batch, as one tensor (no host sync: summed on the device)."""
+        """The sums of `stat_keys` over one micro-batch, as one tensor (no host sync: counted and summed on the
+        device, and the batch size made there rather than copied in)."""
         predicted, targets = masked_predictions(outputs, batch["labels"])
-        count = torch.tensor(float(targets.numel()), device=targets.device)
-        n = torch.tensor(float(batch["input_ids"].shape[0]), device=targets.device)
+        count = (targets != IGNORE_INDEX).sum().float()  # a compiled step's padding rows (`plan_batch`) score nothing
+        n = torch.full((), float(batch["input_ids"].shape[0]), device=targets.device)
         return torch.stack([
             n, outputs.loss.detach().float() * n, mlm_loss_of(outputs).detach().float() * count,
-            (predicted == targets).sum().float(), count,
+            (predicted == targets).sum().float(), count,  # a prediction is never -100: padding rows are never right
         ])
 
     def train_metrics(self, sums: dict[str, float]) -> dict:
@@ -186,17 +187,18 @@ def weight_names(source: Path) -> set[str]:
 
 
 def masked_predictions(outputs, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The model's MLM predictions (M,) and the targets (M,) at the masked positions.
+    """The model's MLM predictions and their targets, side by side, one per scored row: targets are -100 where a
+    row scores nothing (count and compare where they are not).
 
-    With `masked_positions` the model scored only those rows (sparse prediction); else it scored every token
-    and the positions are where `labels != -100`.
+    With `masked_positions` the model scored only those rows (sparse prediction, padded to a fixed count in a
+    compiled step); else it scored every token, and the targets are the labels of all B x T positions (not
+    selected: boolean indexing would make the host wait for the device).
     """
     logits = outputs.prediction_logits if hasattr(outputs, "prediction_logits") else outputs.logits
     positions = outputs.get("masked_positions")
     if positions is not None:
-        return logits.argmax(-1), labels.flatten()[positions]
-    selected = labels != -100
-    return logits.argmax(-1)[selected], labels[selected]
+        return logits.argmax(-1), labels.flatten().index_select(0, positions)
+    return logits.argmax(-1).flatten(), labels.flatten()
 
 
 def mlm_loss_of(outputs) -> torch.Tensor:

@@ -50,20 +50,29 @@ class GeneratorAndDiscriminator(nn.Module):
     def forward(self, input_ids, attention_mask, token_type_ids, labels, sparse_prediction: bool = True,
                 **kwargs) -> ReplacedTokenDetectionOutput:
         # The generator scores the M masked rows only: logits (M, V), their flat positions in B * T (M,).
+        # masked_positions and batch_plan (`plan_batch`), when the collator made them, spare both models a host sync.
+        plan = kwargs.get("batch_plan")
         generated = self.generator(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                                   labels=labels, sparse_prediction=True)
+                                   labels=labels, sparse_prediction=True, masked_positions=kwargs.get("masked_positions"),
+                                   batch_plan=plan)
         positions = generated.masked_positions
         with torch.no_grad():  # a sample, not a gradient path: the generator learns from its MLM loss alone
             uniform = torch.rand_like(generated.logits, dtype=torch.float32).clamp_(1e-9, 1.0)
             sampled = (generated.logits.float() - torch.log(-torch.log(uniform))).argmax(-1)  # Gumbel-max: (M,)
-            corrupted = input_ids.flatten().index_put((positions,), sampled).view_as(input_ids)  # (B, T)
+            # A compiled step's padding rows (label -100) write back the token that is there.
+            flat = input_ids.flatten()
+            sampled = torch.where(labels.flatten().index_select(0, positions) != -100, sampled, flat.index_select(0, positions))
+            corrupted = flat.index_put((positions,), sampled).view_as(input_ids)  # (B, T)
             original = torch.where(labels != -100, labels, input_ids)
             replaced = (corrupted != original).float()
         hidden = self.discriminator(input_ids=corrupted, attention_mask=attention_mask,
-                                    token_type_ids=token_type_ids).last_hidden_state  # (B, T, H)
+                                    token_type_ids=token_type_ids, batch_plan=plan).last_hidden_state  # (B, T, H)
         rtd_logits = self.rtd_head(hidden).squeeze(-1)  # (B, T)
         mask = attention_mask.bool()
-        rtd_loss = nn.functional.binary_cross_entropy_with_logits(rtd_logits[mask].float(), replaced[mask])
+        # The mean over real tokens as a weighted sum: boolean indexing would make the host wait for the device.
+        weights = mask.float()
+        rtd_loss = nn.functional.binary_cross_entropy_with_logits(
+            rtd_logits.float(), replaced, weight=weights, reduction="sum") / weights.sum()
         return ReplacedTokenDetectionOutput(
             loss=generated.loss + RTD_WEIGHT * rtd_loss, mlm_loss=generated.loss, logits=generated.logits,
             masked_positions=positions, rtd_loss=rtd_loss, rtd_logits=rtd_logits, replaced=replaced, rtd_mask=mask,
@@ -116,7 +125,7 @@ class ReplacedTokenDetection(Objective):
     def statistics(self, outputs: ReplacedTokenDetectionOutput, batch: dict) -> torch.Tensor:
         mask = outputs.rtd_mask
         tokens = mask.sum().float()
-        correct = ((outputs.rtd_logits > 0) == outputs.replaced.bool())[mask].sum().float()
+        correct = (((outputs.rtd_logits > 0) == outputs.replaced.bool()) & mask).sum().float()
         rtd = torch.stack([outputs.rtd_loss.detach().float() * tokens, correct, tokens])
         return torch.cat([super().statistics(outputs, batch), rtd])
 

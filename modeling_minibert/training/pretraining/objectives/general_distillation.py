@@ -392,7 +392,8 @@ class StudentWithTeacher(nn.Module):
         with recording(layers - 1) as learnt:
             out = self.student(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                                labels=labels, sparse_prediction=sparse_prediction, output_hidden_states=True,
-                               unpad_inputs=False)
+                               unpad_inputs=False, masked_positions=kwargs.get("masked_positions"),
+                               batch_plan=kwargs.get("batch_plan"))
         relations = relation_loss(taught.qkv, learnt.qkv, attention_mask, teacher.relation_heads)
         hidden = hidden_loss(target.float(), self.projection(out.hidden_states[-1]).float(), attention_mask)
         return GeneralDistillationOutput(loss=out.loss + relations + hidden, mlm_loss=out.loss, logits=out.logits,
