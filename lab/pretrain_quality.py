@@ -238,7 +238,7 @@ def hf_worker(spec: dict) -> dict:
 
     tokenizer_dir, out, budget = Path(spec["tokenizer_dir"]), Path(spec["output_dir"]), spec["budget_minutes"] * 60
     tokenizer, train_set, _ = datasets_for(tokenizer_dir)
-    collator = DataCollatorForPreTraining(tokenizer, RECIPE["mlm_probability"], seed=SEED)
+    collator = DataCollatorForPreTraining(tokenizer, RECIPE["mlm_probability"], seed=SEED, plan_batches=False)
 
     class NewMasksEachEpoch(TrainerCallback):
         """The collator draws its masks from (seed, epoch, example ids): tell it the epoch, as pretrain does."""

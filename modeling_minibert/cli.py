@@ -44,7 +44,7 @@ COMMANDS: dict[str, Command] = {
     "pretrain": Command("modeling_minibert.training.pretraining.arguments:COMMAND_LINE",
                         "modeling_minibert.training.pretraining.loop:pretrain", "train",
                         "pretrain with Accelerate (MLM + NSP, MLM, ELECTRA, or distilled from a teacher)",
-                        ("accelerate", "datasets", "matplotlib", "tensorboard")),
+                        ("accelerate", "matplotlib", "tensorboard")),  # datasets only for --dataset_name
     "finetune": Command("modeling_minibert.training.finetuning.arguments:COMMAND_LINE",
                         "modeling_minibert.training.finetuning.flow:finetune", "train",
                         "fine-tune with Trainer (classification, tagging, QA)"),

@@ -893,7 +893,9 @@ def _mlm_logits_and_loss(
         return logits, model.loss_function(logits, labels, vocab_size=model.config.vocab_size, **kwargs), None
     if masked_positions is None:
         masked_positions = (labels.flatten() != IGNORE_INDEX).nonzero(as_tuple=True)[0]  # (M,): a host sync
-    elif batch_plan is not None and batch_plan.masked_count is not None and not torch.compiler.is_compiling():
+    elif not torch.compiler.is_compiling() and batch_plan is not None and batch_plan.masked_count is not None:
+        # Eager: the padding rows cut off. Compiled: all rows, and the count never read (a guard on it would
+        # recompile the graph for every batch).
         masked_positions = masked_positions[: batch_plan.masked_count]
     labels = labels.flatten().index_select(0, masked_positions)
     # (M, V); index_select rather than boolean indexing: its backward is a cheap index_add

@@ -262,3 +262,42 @@ def test_torch_compile_pretrains_the_compiled_module_to_the_eager_runs_numbers(t
     for folder in (tmp_path / "compiled", tmp_path / "compiled" / "checkpoint-2"):  # the model's names, not the wrapper's
         assert set(load_file(folder / "model.safetensors")) == set(load_file(tmp_path / "eager" / "model.safetensors"))
         assert json.loads((folder / "config.json").read_text())["architectures"] == ["MiniBertForPreTraining"]
+
+
+# --- the run's own loader --------------------------------------------------------------------------------------
+
+def test_the_runs_loader_gives_batches_that_train_without_a_host_sync_and_compile_to_one_graph(examples, corpus,
+                                                                                             on_an_accelerator):
+    """What `pretrain`'s loader yields (`RunExamples` batches through `DataCollatorForPreTraining`, which plans
+    them): 0 sync-causing operations a step; padded to the sequence length (as `--torch_compile` asks), one graph
+    for every batch, no recompile."""
+    from itertools import islice
+
+    from torch.utils.data import DataLoader
+
+    from modeling_minibert.training.pretraining.data import RunBatches, RunExamples
+
+    tokenizer, _ = examples
+    documents = [block for block in corpus.read_text().split("\n\n") if block.strip()]
+    dataset = build_nsp_dataset(documents, tokenizer, max_length=SEQ_LEN, seed=0)
+
+    def loader(**options):
+        collator = DataCollatorForPreTraining(tokenizer, MLM_PROBABILITY, seed=0, **options)
+        return DataLoader(RunExamples(dataset), sampler=RunBatches(len(dataset), 8, seed=0), batch_size=None,
+                          collate_fn=collator)
+
+    objective, model = trained_module("mlm_nsp")
+    for batch in islice(loader(), 4):
+        assert "batch_plan" in batch and "masked_positions" in batch
+        with HostSyncs() as syncs:
+            step(objective, model, batch)
+        assert syncs.seen == []
+    torch._dynamo.reset()
+    objective, model = trained_module("mlm_nsp", dropout=0.0)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    for k, batch in enumerate(islice(loader(pad_to_length=SEQ_LEN), 3)):
+        assert batch["input_ids"].shape == (8, SEQ_LEN)
+        with torch._dynamo.config.patch(error_on_recompile=k > 0):
+            compiled_sums, _ = step(objective, compiled, batch)
+        torch.testing.assert_close(compiled_sums, step(objective, model, batch)[0], rtol=1e-4, atol=1e-4)
+    torch._dynamo.reset()

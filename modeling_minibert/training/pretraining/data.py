@@ -27,6 +27,8 @@ import torch
 from torch.utils.data import Dataset, Sampler
 from transformers import PreTrainedTokenizerBase
 
+from modeling_minibert.modeling_minibert import plan_batch
+
 # The corpus's names, importable from here as before they had a module of their own.
 from modeling_minibert.training.pretraining.corpus import (  # noqa: F401
     CorpusSource,
@@ -281,7 +283,10 @@ class DataCollatorForPreTraining:
     epoch and number, which then take the place of `epoch` and `batches`: the collator keeps no state, so it masks
     alike in the loop's process and in data-loader workers.
 
-    Output: input_ids, token_type_ids, attention_mask, labels (B, T) (-100 where not masked), next_sentence_label (B,).
+    Output: input_ids, token_type_ids, attention_mask, labels (B, T) (-100 where not masked), next_sentence_label (B,),
+    and (`plan_batches`) what the model needs on the host to train without waiting for the device: `batch_plan` and
+    `masked_positions` (`modeling_minibert.plan_batch`; a model of transformers' takes neither: set it False).
+    `pad_to_length` pads every batch to that many tokens, so that a compiled step sees one shape.
     """
 
     tokenizer: PreTrainedTokenizerBase
@@ -296,6 +301,8 @@ class DataCollatorForPreTraining:
     final_mlm_probability: float | None = None
     total_batches: int = 0
     batches: int = 0
+    plan_batches: bool = True
+    pad_to_length: int | None = None
 
     def __post_init__(self):
         if not 0 < self.mlm_probability < 1:
@@ -313,6 +320,8 @@ class DataCollatorForPreTraining:
 
     def __call__(self, examples: dict | list[dict]) -> dict[str, torch.Tensor]:
         batch = examples if isinstance(examples, dict) else padded(examples, self.tokenizer.pad_token_id)
+        if self.pad_to_length is not None:
+            batch = padded_to(batch, self.pad_to_length, self.tokenizer.pad_token_id)
         epoch = batch.get("epoch", self.epoch)
         if self.final_mlm_probability is not None and "batch_number" in batch:
             rate = self.rate(batch["batch_number"], batch["batches"])
@@ -323,13 +332,17 @@ class DataCollatorForPreTraining:
             rate = self.mlm_probability
         rng = np.random.default_rng(_batch_seed(self.seed, epoch, *batch["example_id"].tolist()))
         input_ids, labels = self.mask(batch, rate, rng)
-        return {
+        tensors = {
             "input_ids": torch.from_numpy(input_ids),
             "token_type_ids": torch.from_numpy(batch["token_type_ids"]),
             "attention_mask": torch.from_numpy(batch["attention_mask"]),
             "labels": torch.from_numpy(labels),
             "next_sentence_label": torch.from_numpy(batch["next_sentence_label"]),
         }
+        if not self.plan_batches:
+            return tensors
+        # The schedule's highest rate: every batch of a shape then has room for the same number of masked positions.
+        return plan_batch(tensors, max(self.mlm_probability, self.final_mlm_probability or 0.0))
 
     def mask(self, batch: dict, rate: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """(masked input_ids, labels) of a batch at masking rate `rate`."""
@@ -350,6 +363,16 @@ class DataCollatorForPreTraining:
         masked_ids = np.where(masked, self.mask_id, ids)
         masked_ids = np.where(randomized, rng.integers(0, self.vocab_size, ids.shape), masked_ids)
         return masked_ids, labels
+
+
+def padded_to(batch: dict, length: int, pad_id: int) -> dict:
+    """A batch's (B, T) arrays padded to (B, `length`) (ValueError if an example is longer)."""
+    width = batch["input_ids"].shape[1]
+    if width > length:
+        raise ValueError(f"an example of {width} tokens does not fit pad_to_length={length}")
+    fills = {"input_ids": pad_id}
+    return {k: np.pad(v, ((0, 0), (0, length - width)), constant_values=fills.get(k, 0))
+            if isinstance(v, np.ndarray) and v.ndim == 2 else v for k, v in batch.items()}
 
 
 def padded(examples: list[dict], pad_id: int) -> dict[str, np.ndarray]:

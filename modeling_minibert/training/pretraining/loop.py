@@ -258,11 +258,14 @@ def prepare_training(run: PretrainingRun) -> Training:
         param_groups(model, args.weight_decay), lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
         eps=args.adam_epsilon, fused=True
     )
+    # A compiled step sees one shape: every batch padded to the sequence length (else each new length recompiles).
+    length = args.max_seq_length if args.torch_compile else None
     collator = DataCollatorForPreTraining(run.tokenizer, args.mlm_probability, args.whole_word_mask, seed=args.seed,
-                                          final_mlm_probability=args.final_mlm_probability)
+                                          final_mlm_probability=args.final_mlm_probability, pad_to_length=length)
     # Held-out MLM is always scored at BERT's 15% token masking, whatever the training masking: a run trained at 30%
     # or with whole-word masking is compared with the default on the very same masked tokens.
-    eval_collator = DataCollatorForPreTraining(run.tokenizer, EVAL_MLM_PROBABILITY, whole_word_mask=False, seed=args.seed + 1)
+    eval_collator = DataCollatorForPreTraining(run.tokenizer, EVAL_MLM_PROBABILITY, whole_word_mask=False,
+                                               seed=args.seed + 1, pad_to_length=length)
     # Not sharded: every process evaluates the whole (small) held-out set, so the numbers are exact on every
     # process without gathering, and FSDP's collectives see the same batches everywhere.
     eval_loader = DataLoader(run.eval_set, batch_size=args.per_device_eval_batch_size, collate_fn=eval_collator)
