@@ -92,6 +92,7 @@ def best_answers(
     context: str,
     top_k: int = 1,
     max_answer_len: int = 30,
+    word_ids: list[np.ndarray] | None = None,
 ) -> list[dict[str, Any]]:
     """The `top_k` best answer spans of one context, read from the logits of its windows.
 
@@ -101,13 +102,16 @@ def best_answers(
         context: the text the offsets point into.
         top_k: how many answers to return (the n-best list), best first.
         max_answer_len: longest answer, in tokens.
+        word_ids: per window, the word (T,) each token belongs to (-1 outside the context), to widen each span to
+            whole words as transformers' former pipeline did (`align_to_words`): "Oslo", never its piece "##lo".
+            None keeps the token spans (what SQuAD-style evaluation scores).
 
     Returns:
         [{"score", "start", "end", "answer"}], `context[start:end] == answer`. Scores are start x end
         probabilities within a window (softmax over its context tokens), comparable across windows.
     """
     best: dict[tuple[int, int], float] = {}
-    for start_logits, end_logits, offsets, context_mask in windows:
+    for w, (start_logits, end_logits, offsets, context_mask) in enumerate(windows):
         context_mask = np.asarray(context_mask, dtype=bool)
         if not context_mask.any():
             continue
@@ -121,11 +125,22 @@ def best_answers(
             max_answer_len=max_answer_len,
         )
         for s, e, score in zip(starts, ends, scores):
+            if word_ids is not None:
+                s, e = word_span(word_ids[w], s, e)
             span = (int(offsets[s][0]), int(offsets[e][1]))
             # Overlapping windows propose the same span: keep its best score once.
             best[span] = max(float(score), best.get(span, 0.0))
     ranked = sorted(best.items(), key=lambda item: -item[1])[:top_k]
     return [{"score": score, "start": s, "end": e, "answer": context[s:e]} for (s, e), score in ranked]
+
+
+def word_span(word_ids: np.ndarray, start: int, end: int) -> tuple[int, int]:
+    """Token span [start, end] widened to the first token of start's word and the last of end's word."""
+    words = np.asarray(word_ids)
+    same_start = np.flatnonzero(words == words[start])
+    same_end = np.flatnonzero(words == words[end])
+    # A word's tokens are contiguous within a window; a piece cut off by the window edge stays where it is.
+    return int(same_start[0]), int(same_end[-1])
 
 
 class QuestionAnsweringPipeline(ChunkPipeline):
@@ -140,7 +155,7 @@ class QuestionAnsweringPipeline(ChunkPipeline):
 
     Call with `question=` and `context=` (strings, or lists of equal length), a {"question", "context"} dict, or a
     list of such dicts. Options: `top_k` (answers per question), `max_answer_len` (tokens), `max_seq_len`,
-    `doc_stride`.
+    `doc_stride`, `align_to_words` (default True: answers are whole words, as in transformers' former pipeline).
     """
 
     def __call__(self, *args, question: str | list[str] | None = None, context: str | list[str] | None = None, **kwargs):
@@ -164,6 +179,7 @@ class QuestionAnsweringPipeline(ChunkPipeline):
         max_answer_len: int | None = None,
         max_seq_len: int | None = None,
         doc_stride: int | None = None,
+        align_to_words: bool | None = None,
         **kwargs,
     ) -> tuple[dict, dict, dict]:
         preprocess, postprocess = {}, {}
@@ -179,6 +195,8 @@ class QuestionAnsweringPipeline(ChunkPipeline):
             if max_answer_len < 1:
                 raise ValueError(f"max_answer_len must be at least 1, got {max_answer_len}")
             postprocess["max_answer_len"] = max_answer_len
+        if align_to_words is not None:
+            postprocess["align_to_words"] = bool(align_to_words)
         return preprocess, {}, postprocess
 
     def preprocess(self, inputs: dict[str, str], max_seq_len: int | None = None, doc_stride: int | None = None):
@@ -205,7 +223,9 @@ class QuestionAnsweringPipeline(ChunkPipeline):
         )
         num_windows = len(encoding["input_ids"])
         for i in range(num_windows):
-            context_mask = torch.tensor([sid == 1 for sid in encoding.sequence_ids(i)])
+            sequence_ids = encoding.sequence_ids(i)
+            context_mask = torch.tensor([sid == 1 for sid in sequence_ids])
+            words = [word if sid == 1 else -1 for word, sid in zip(encoding.word_ids(i), sequence_ids)]
             window = {
                 name: encoding[name][i : i + 1]
                 for name in self.tokenizer.model_input_names
@@ -215,16 +235,18 @@ class QuestionAnsweringPipeline(ChunkPipeline):
                 **window,
                 "offset_mapping": encoding["offset_mapping"][i : i + 1],  # (1, T, 2)
                 "context_mask": context_mask[None],  # (1, T)
+                "word_ids": torch.tensor(words)[None],  # (1, T)
                 "context": context,
                 "is_last": i == num_windows - 1,
             }
 
     def _forward(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        extras = {name: inputs.pop(name) for name in ("offset_mapping", "context_mask", "context", "is_last")}
+        extras = {name: inputs.pop(name) for name in ("offset_mapping", "context_mask", "word_ids", "context", "is_last")}
         outputs = self.model(**inputs)
         return {"start_logits": outputs.start_logits, "end_logits": outputs.end_logits, **extras}
 
-    def postprocess(self, all_outputs: list[dict[str, Any]], top_k: int = 1, max_answer_len: int = 30):
+    def postprocess(self, all_outputs: list[dict[str, Any]], top_k: int = 1, max_answer_len: int = 30,
+                    align_to_words: bool = True):
         windows = [
             (
                 out["start_logits"][0].float().numpy(),
@@ -236,7 +258,8 @@ class QuestionAnsweringPipeline(ChunkPipeline):
         ]
         context = all_outputs[0]["context"]
         context = context[0] if isinstance(context, list) else context
-        answers = best_answers(windows, context, top_k=top_k, max_answer_len=max_answer_len)
+        words = [out["word_ids"][0].numpy() for out in all_outputs] if align_to_words else None
+        answers = best_answers(windows, context, top_k=top_k, max_answer_len=max_answer_len, word_ids=words)
         if top_k == 1:
             # No span at all only happens when no window kept a context token; answer empty rather than fail.
             return answers[0] if answers else {"score": 0.0, "start": 0, "end": 0, "answer": ""}
@@ -260,4 +283,5 @@ __all__ = [
     "default_window",
     "question_room",
     "tokenize_windows",
+    "word_span",
 ]

@@ -123,6 +123,21 @@ def test_best_answers_merges_overlapping_windows():
     assert answers[0]["score"] == pytest.approx(alone["score"])
 
 
+def test_best_answers_widen_to_whole_words_when_given_the_words():
+    context = "Ben lives in Oslo ."
+    # tokens: [CLS] where [SEP] ben lives in os ##lo . [SEP]; the model likes the piece "##lo" best
+    offsets = [(0, 0), (0, 5), (0, 0), (0, 3), (4, 9), (10, 12), (13, 15), (15, 17), (18, 19), (0, 0)]
+    mask = [False, False, False, True, True, True, True, True, True, False]
+    words = np.array([-1, -1, -1, 0, 1, 2, 3, 3, 4, -1])
+    start = [0, 0, 0, 0, 0, 0, 1, 6, 0, 0]
+    end = [0, 0, 0, 0, 0, 0, 0, 6, 0, 0]
+    window = _window(start, end, mask, offsets)
+    assert best_answers([window], context)[0]["answer"] == "lo"  # token spans, as SQuAD evaluation scores them
+    aligned = best_answers([window], context, word_ids=[words])[0]
+    assert (aligned["answer"], aligned["start"], aligned["end"]) == ("Oslo", 13, 17)
+    assert aligned["score"] == pytest.approx(best_answers([window], context)[0]["score"])
+
+
 # --- found by mutation testing (benchmarks/mutation.py): behaviour no other test looked at ------------------------
 
 

@@ -89,8 +89,9 @@ def test_question_answering_learns_the_answers(qa_model):
 def test_question_answering_pipeline_matches_evaluation(qa_model):
     qa = pipeline("question-answering", model=str(qa_model.output_dir), trust_remote_code=True)
     examples = question_answer_columns(load_data(QA_VALIDATION))
-    # Same windows as evaluation -> the same answers -> the same scores.
-    answers = qa(question=examples.questions, context=examples.contexts, max_seq_len=32, doc_stride=8, batch_size=8)
+    # Same windows and token spans as evaluation -> the same answers -> the same scores.
+    answers = qa(question=examples.questions, context=examples.contexts, max_seq_len=32, doc_stride=8, batch_size=8,
+                 align_to_words=False)
     predictions = {qid: a["answer"] for qid, a in zip(examples.ids, answers)}
     references = {qid: a["text"] for qid, a in zip(examples.ids, examples.answers)}
     assert squad_metrics(predictions, references) == pytest.approx({k: qa_model.metrics[k] for k in ("exact_match", "f1")})
@@ -99,6 +100,12 @@ def test_question_answering_pipeline_matches_evaluation(qa_model):
     one = direct(question=examples.questions[0], context=examples.contexts[0], max_seq_len=32, doc_stride=8)
     assert one == pytest.approx(answers[0])
     assert set(one) == {"score", "start", "end", "answer"}
+    # By default answers are whole words: each an evaluation answer widened to its words' edges, never inside one.
+    words = qa(question=examples.questions, context=examples.contexts, max_seq_len=32, doc_stride=8, batch_size=8)
+    for word, token, context in zip(words, answers, examples.contexts):
+        assert word["start"] <= token["start"] and token["end"] <= word["end"]
+        assert word["start"] == 0 or not (context[word["start"] - 1].isalnum() and context[word["start"]].isalnum())
+        assert word["end"] == len(context) or not (context[word["end"] - 1].isalnum() and context[word["end"]].isalnum())
     with pytest.raises(ValueError, match="the question is .* tokens; with max_seq_len=32"):
         direct(question="where " * 40, context="Ana lives in Lisbon .", max_seq_len=32, doc_stride=8)
 
