@@ -110,7 +110,7 @@ def until_first_step(command: list[str], env: dict, ranks: int = 1) -> dict:
     launcher of several is not one), and the peak RSS of any process of the run; then stop it."""
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
+                               start_new_session=True, cwd=env["PYTHONPATH"])
     seen = []
     for line in process.stdout:
         seen.append(line)
@@ -123,7 +123,15 @@ def until_first_step(command: list[str], env: dict, ranks: int = 1) -> dict:
             break
     else:
         raise RuntimeError(f"{' '.join(command)} ended before its first step:\n{''.join(seen[-20:])}")
+    # The launcher's workers may sit in sessions of their own (torch's elastic agent), out of reach of its group:
+    # each is stopped by name, or it would spin in a collective for ever beside the next measurement.
+    run_processes = children(process.pid)
     os.killpg(process.pid, signal.SIGKILL)
+    for pid in run_processes:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     _, _, usage = os.wait4(process.pid, 0)
     peak = max([m.get("VmHWM", 0) for m in memory] + [usage.ru_maxrss / 1024])
     return {"seconds": round(seconds, 2), "processes": memory, "peak_rss_mb": round(peak, 1)}
@@ -140,7 +148,8 @@ def run(command: list[str], env: dict) -> dict:
     """Run `command` to its end: seconds, its output, and the peak RSS of any of its processes (`wait4`'s
     ru_maxrss covers the processes it waited for, a preparation's workers among them)."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               cwd=env["PYTHONPATH"])
     output = process.stdout.read()
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -161,6 +170,8 @@ def pretrain_command(repo: Path, corpus: Path, tokenizer: Path, out: Path, *opti
 
 
 def environment(repo: Path, cache: Path) -> dict:
+    # `run` and `until_first_step` start each command inside PYTHONPATH's checkout: `python -m` and `-c` put the
+    # working folder first on sys.path, which would otherwise run this checkout's code for the version before.
     return dict(os.environ, PYTHONPATH=str(repo), MINIBERT_CACHE=str(cache), OMP_NUM_THREADS="1",
                 TOKENIZERS_PARALLELISM="false")
 
