@@ -132,7 +132,7 @@ def made_folders(root: Path) -> tuple[str, ...]:
     from onnx import TensorProto, helper, numpy_helper
 
     from modeling_minibert.deployment.quantization import quantize
-    from modeling_minibert.deployment.sentence_embeddings import write_sentence_transformers_files
+    from modeling_minibert.sharing.sentence_transformers_format import write_sentence_transformers_files
 
     shutil.copytree(root / "mlm", root / "embedder")
     write_sentence_transformers_files(root / "embedder")

@@ -444,7 +444,7 @@ def embedding_folder(root: Path, tokenizer) -> Path:
     the sentence-transformers files, results."""
     from sentence_transformers.models import Dense
 
-    from modeling_minibert.deployment.sentence_embeddings import write_sentence_transformers_files
+    from modeling_minibert.sharing.sentence_transformers_format import write_sentence_transformers_files
     from modeling_minibert.utils.outputs import write_results
 
     folder = root / "embedder"

@@ -8,10 +8,10 @@ above. The package's layers:
     model         configuration_minibert, modeling_minibert, checks_minibert, question_answering_pipeline, the face
     utils         shared chores: safe writes, output-folder names, precision, logging, the command convention
     tokenization  the vocabulary and the tokenizer
-    sharing       what a folder publishes, the model card, BERT conversion, the Hub
-    deployment    fill-mask, sentence embeddings, int8, ONNX, transformers.js
+    sharing       what a folder publishes, the model card, BERT conversion, the sentence-transformers files, the Hub
     finetuning < distillation < pretraining   the training jobs (distillation builds on fine-tuning; general
                   distillation, a pretraining objective, reads attention relations as task distillation does)
+    deployment    fill-mask, sentence embeddings, int8, ONNX, transformers.js, long texts (in fine-tuning's windows)
     cli           the `minibert` command
 
 then the wings around it:
@@ -51,10 +51,10 @@ PACKAGE_LAYERS = [
     ("utils", ["modeling_minibert.utils"]),
     ("tokenization", ["tokenization"]),
     ("sharing", ["modeling_minibert.sharing"]),
-    ("deployment", ["modeling_minibert.deployment"]),
     ("finetuning", ["modeling_minibert.training.finetuning"]),
     ("distillation", ["modeling_minibert.training.distillation"]),
     ("pretraining", ["modeling_minibert.training.pretraining", "modeling_minibert.training"]),
+    ("deployment", ["modeling_minibert.deployment"]),
     ("cli", ["modeling_minibert.cli"]),
 ]
 WINGS = [

@@ -35,6 +35,8 @@ from modeling_minibert.sharing.model_card import write_model_card
 from modeling_minibert.sharing.push import push_to_hub
 from modeling_minibert.training.finetuning.arguments import (
     TRAINING_DEFAULTS,
+    DataArguments,
+    DataTrainingArguments,
     FinetuneArguments,
     FinetuneResult,
     check_learning_rates,
@@ -114,7 +116,7 @@ def finetune(
         )
 
 
-def data_sources(args: Any, given: dict[str, DataSource | None]) -> dict[str, DataSource]:
+def data_sources(args: FinetuneArguments, given: dict[str, DataSource | None]) -> dict[str, DataSource]:
     """Each split's source: the in-memory data given, else its file, else `dataset_name` (its validation split
     when the dataset has one, its test split when `test_split` is named). Exactly one training source."""
     if sum(x is not None for x in (given["train"], args.train_file, args.dataset_name)) != 1:
@@ -130,7 +132,8 @@ def data_sources(args: Any, given: dict[str, DataSource | None]) -> dict[str, Da
     return {role: source for role, source in sources.items() if source is not None}
 
 
-def load_splits(sources: dict[str, DataSource], args: Any, conll: bool = False) -> dict[str, NamedDataset]:
+def load_splits(sources: dict[str, DataSource], args: DataTrainingArguments,
+                conll: bool = False) -> dict[str, NamedDataset]:
     """Each split read (a file, a `datasets` folder or name, or data in memory), named for its messages."""
     split_names = {"train": args.train_split, "validation": args.validation_split, "test": args.test_split or "test"}
     return {role: load_data(source, split=split_names[role], conll=conll) for role, source in sources.items()}
@@ -147,7 +150,7 @@ def in_memory(sources: dict[str, DataSource]) -> dict[str, Any]:
 
 
 @contextmanager
-def run_folder(output_dir: str | os.PathLike, args: Any, training_options: dict[str, Any], job: str,
+def run_folder(output_dir: str | os.PathLike, args: DataArguments, training_options: dict[str, Any], job: str,
                options: dict[str, Any] | None = None) -> Iterator[Path]:
     """The checked output folder, locked for the whole run (`outputs.LOCK_FILE`): a second run into the same
     folder fails in one line instead of overwriting this one's checkpoints; a resume continues only the run its

@@ -13,7 +13,7 @@ import huggingface_hub
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, set_seed
 
 import modeling_minibert  # noqa: F401 - registers Mini-BERT with the Auto classes
-from modeling_minibert.training.finetuning.arguments import TRAINING_DEFAULTS
+from modeling_minibert.training.finetuning.arguments import TRAINING_DEFAULTS, ModelArguments
 
 
 def check_local(source: str | os.PathLike, what: str = "model folder") -> None:
@@ -59,7 +59,7 @@ def load_config(model: str | os.PathLike):
         raise FileNotFoundError(f"cannot load a model from {str(model)!r}: {err}") from err
 
 
-def load_tokenizer_and_config(args: Any) -> tuple[PreTrainedTokenizerBase, Any]:
+def load_tokenizer_and_config(args: ModelArguments) -> tuple[PreTrainedTokenizerBase, Any]:
     """The starting model's tokenizer (or `tokenizer_name`'s) and config; the config first, as AutoTokenizer
     would warn past a bad one before our one-line refusal."""
     config = load_config(args.model_name_or_path)
