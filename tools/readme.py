@@ -141,6 +141,37 @@ def minibert_commands(text: str) -> list[tuple[int, list[str]]]:
     return commands
 
 
+# A `minibert CMD ...` code span in a document's prose (its text, a notebook's Markdown cells).
+PROSE_COMMAND = re.compile(r"`(?:\.venv/bin/)?minibert ([a-z-]+(?: [^`]*)?)`")
+
+
+def prose_commands(text: str) -> list[tuple[int, list[str]]]:
+    """(line, argv after `minibert`) of every complete command in a Markdown text's prose: its code spans outside
+    fenced blocks (a span may run over a line break), placeholders read as `minibert_commands` reads them. A span
+    of the command's name alone names the command, and one that ends on a bare flag names that flag
+    ("`minibert pretrain --teacher_model_name_or_path`"): neither is a command to paste."""
+    lines = text.splitlines()
+    inside = False
+    for i, line in enumerate(lines):  # fenced blocks blanked: `minibert_commands` reads them
+        fence = FENCE.match(line) is not None or (inside and line.startswith("```"))
+        if fence or inside:
+            lines[i] = ""
+        inside = inside != fence
+    prose = "\n".join(lines)
+    commands = []
+    for match in PROSE_COMMAND.finditer(prose):
+        words = shlex.split(re.sub(r'"\$\(.*?\)"|"\$\w+"|\$\w+', "X", match.group(1).replace("\n", " ")))
+        if len(words) > 1 and not words[-1].startswith("-"):
+            commands.append((prose.count("\n", 0, match.start()) + 1, ["1" if w == "N" else w for w in words]))
+    return commands
+
+
+def notebook_prose(path: Path) -> str:
+    """A notebook's Markdown cells, one after another (what its prose says, as a document's text)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return "\n\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")
+
+
 def command_problem(argv: list[str]) -> str | None:
     """Why `minibert ARGV` would fail before any work (a flag that does not parse, a required option left out), or
     None. The long runs the documents show but the tests cannot run are checked this way."""
