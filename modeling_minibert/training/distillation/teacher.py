@@ -45,6 +45,7 @@ from modeling_minibert.training.finetuning.tasks import load_task
 from modeling_minibert.training.finetuning.tasks.token_classification import first_subtokens
 from modeling_minibert.utils.files import write_bytes, write_json
 from modeling_minibert.utils.finite import NonFiniteError, check_finite_weights, learning_rate_cause, non_finite_rows
+from modeling_minibert.utils.logging import checks_unsaid
 from modeling_minibert.utils.outputs import (
     TEACHER_DIR,
     TEACHER_INFO_FILE,
@@ -214,7 +215,8 @@ def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str 
     if not (source / "config.json").is_file() or teacher_config(str(source)).model_type != "bert":
         return finetune(model_name_or_path=str(source), output_dir=str(target), **options)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{target.name}-", dir=target.parent) as scratch:
+    # The conversions are steps of the teacher's fine-tuning, not checks the distillation reports.
+    with tempfile.TemporaryDirectory(prefix=f".{target.name}-", dir=target.parent) as scratch, checks_unsaid():
         minibert = convert_bert_to_minibert(source, Path(scratch) / "minibert", allow_pickle=allow_pickle)
         result = finetune(model_name_or_path=str(minibert), output_dir=str(Path(scratch) / "finetuned"), **options)
         convert_minibert_to_bert(result.output_dir, target, overwrite_output_dir=options.get("overwrite_output_dir", False))

@@ -458,6 +458,8 @@ def score_lines(result: Any) -> str:
                 if isinstance(v, float) and "runtime" not in k and "per_second" not in k
             )
             lines.append(f"{name}: {shown}")
+    if not (result.metrics or result.test_metrics):
+        lines.append("no validation or test data: nothing was scored (give --validation_file or --test_file)")
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedT
 
 import modeling_minibert  # noqa: F401 - registers Mini-BERT with the Auto classes
 from modeling_minibert.training.finetuning.arguments import TRAINING_DEFAULTS, ModelArguments
+from modeling_minibert.utils.logging import quiet_transformers, say_missing_weights
 
 
 def check_local(source: str | os.PathLike, what: str = "model folder") -> None:
@@ -75,9 +76,13 @@ def load_model(auto_class: type, model: str | os.PathLike, seed: int, **config_o
     try:
         # safetensors only: a repository or folder with pickle weights alone is refused, not unpickled (a teacher
         # that is only pickles is converted first, with --allow_pickle, by distill)
-        return auto_class.from_pretrained(str(model), use_safetensors=True, **config_overrides)
+        with quiet_transformers():  # its load report lists the new head on every run: what matters is said below
+            network, loading = auto_class.from_pretrained(str(model), use_safetensors=True, output_loading_info=True,
+                                                          **config_overrides)
     except OSError as err:
         raise FileNotFoundError(f"cannot load a model from {str(model)!r}: {err}") from err
+    say_missing_weights(network, loading, model, new_head=True)
+    return network
 
 
 def check_head_size(model: str | os.PathLike, config_overrides: dict[str, Any]) -> None:
