@@ -1,5 +1,5 @@
 """The documents' runnable blocks, result tables and `minibert` commands, read from their Markdown: for
-tests/test_readme.py and tests/test_docs.py, for the tables' renderers (benchmarks/tables.py for the README and
+tests/cross_cutting/test_readme.py and tests/cross_cutting/test_docs.py, for the tables' renderers (benchmarks/tables.py for the README and
 the docs pages, lab/tables.py for the lab notebook) and for the lab's tests.
 
 Documents: README.md and the pages of the documentation site (docs/, in the order of mkdocs.yml's `nav`); the lab
@@ -9,7 +9,7 @@ Result tables: a line `<!-- results: FILE [FILE ...] RENDERER -->` is followed b
 renderer's output on those committed results files (paths from the repository root), so a figure cannot drift from
 its run. This module reads the markers and the tables; what RENDERER names, and rendering, is the renderers'.
 
-Runnable blocks: every ```bash and ```python block of README.md and of the docs pages runs (tests/test_readme.py),
+Runnable blocks: every ```bash and ```python block of README.md and of the docs pages runs (tests/cross_cutting/test_readme.py),
 in that order, from the root of one fresh copy of the repository, except a block right after a line
 `<!-- readme-test: skip REASON -->`.
 """

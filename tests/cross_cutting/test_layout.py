@@ -149,7 +149,7 @@ def graph(known: dict[str, Path] | None = None, docs: dict[str, Path] | None = N
     known = modules() if known is None else known
     docs = documents() if docs is None else docs
     # This module's strings are the check's own examples, not imports.
-    return {**{name: imports(name, path, known, strings=name != "tests.test_layout") for name, path in known.items()},
+    return {**{name: imports(name, path, known, strings=name != "tests.cross_cutting.test_layout") for name, path in known.items()},
             **{name: document_imports(path, known) for name, path in docs.items()}}
 
 
@@ -213,7 +213,7 @@ def test_the_graph_covers_the_whole_repository(edges):
     assert "benchmarks.tables" in edges["README.md"]  # the headline table's renderer, from its marker
     assert "examples.bbc_titles" in edges["README.md"]  # `python -m examples.bbc_titles`, in a block
     assert "lab.plot_seeds" in edges["lab.tests.test_plot_seeds"]  # `[sys.executable, "-m", "lab.plot_seeds"]`
-    assert "tests.fixtures.environment" in edges["tests.test_layout"]  # `from fixtures.environment import REPO`
+    assert "tests.fixtures.environment" in edges["tests.cross_cutting.test_layout"]  # `from fixtures.environment import REPO`
     assert "tools.local_hub" in edges["lab.local_hub_listing"]  # importlib.import_module("tools.local_hub")
 
 

@@ -11,7 +11,7 @@ assertion fails the cell, and the test.
 They are committed without outputs (no figures, paths or widget state in the history), and every run here writes
 the executed notebook to `build/notebooks/` (ignored by git; `rendered`: figures as PNG, progress bars as their
 last state, the run's temporary folders and this clone's path shortened, execution counts from 1), which the
-documentation site renders in their place (docs/hooks.py): `pytest tests/test_notebooks.py` before `mkdocs build`
+documentation site renders in their place (docs/hooks.py): `pytest tests/cross_cutting/test_notebooks.py` before `mkdocs build`
 gives a site with the notebooks' outputs.
 """
 

@@ -314,7 +314,7 @@ def nan_copy(folder: Path, into: Path) -> Path:
 @pytest.mark.parametrize("with_student", [True, False], ids=["embedding-the-texts", "making-the-student"])
 def test_a_teacher_with_a_nan_weight_is_refused_before_training(minibert_folder, teacher_folder, unlabelled, tmp_path,
                                                                 with_student):
-    """It gave an all-NaN student, saved with exit 0 (the class: tests/test_faults.py, TestNoNonFiniteSuccess)."""
+    """It gave an all-NaN student, saved with exit 0 (the class: tests/cross_cutting/test_faults.py, TestNoNonFiniteSuccess)."""
     from modeling_minibert.training.distillation.flow import distill
     from modeling_minibert.utils.finite import NonFiniteError
 

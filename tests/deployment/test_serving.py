@@ -25,7 +25,7 @@ from modeling_minibert.deployment import serving_benchmark
 from modeling_minibert.deployment.serving_benchmark import benchmark_deploy
 from modeling_minibert.deployment.serving_paths import REFERENCE, SERVING_FILE, SERVING_PATHS, load_serving
 
-SAVED = Path(__file__).parent / "fixtures" / "saved" / "0.1" / "classifier"  # hidden 16, its own tokenizer
+SAVED = Path(__file__).parents[1] / "fixtures" / "saved" / "0.1" / "classifier"  # hidden 16, its own tokenizer
 WORDS = "the a good bad film story plot acting great dull fine poor fun time truly".split()
 RUNNABLE = [name for name, path in SERVING_PATHS.items() if not path.missing()]
 

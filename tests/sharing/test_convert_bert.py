@@ -17,7 +17,7 @@ import transformers
 from fixtures.environment import REPO
 from fixtures.models import TINY, padded_batch, ragged_batch
 from safetensors.torch import load_file, save_file
-from test_modeling_minibert import HEADS, assert_outputs_match, head_inputs
+from modeling.test_modeling_minibert import HEADS, assert_outputs_match, head_inputs
 from transformers import AutoModel, BertConfig
 
 import modeling_minibert

@@ -31,7 +31,7 @@ logger = logging.get_logger(__name__)
 
 # Our defaults for `TrainingArguments` (any of its fields can be passed to override them). The learning rate is
 # higher than bert-base's usual 2e-5..5e-5 because small encoders fine-tune best with larger steps. Stated in
-# docs/finetuning.md#the-defaults; tests/test_finetuning_arguments.py pins them.
+# docs/finetuning.md#the-defaults; tests/training/finetuning/test_finetuning_arguments.py pins them.
 TRAINING_DEFAULTS: dict[str, Any] = {
     "num_train_epochs": 3.0,
     "per_device_train_batch_size": 32,

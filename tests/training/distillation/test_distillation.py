@@ -1064,7 +1064,7 @@ def test_relations_that_cannot_be_taught_are_refused_before_training(case, messa
     assert not (tmp_path / "out").exists()
 
 
-# --- non-finite teachers and runs (the class is in tests/test_faults.py, TestNoNonFiniteSuccess) -----------------
+# --- non-finite teachers and runs (the class is in tests/cross_cutting/test_faults.py, TestNoNonFiniteSuccess) -----------------
 
 def test_a_learning_rate_that_diverges_loses_the_search_and_all_diverging_is_an_error(student, tmp_path):
     """A search meets rates that are too high: such a run stops at its first non-finite loss or weights and loses,

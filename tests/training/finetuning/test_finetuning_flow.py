@@ -309,7 +309,7 @@ def test_the_task_table_needs_no_train_extra(tmp_path):
         "print(list(TASKS))\n"
         "print(sorted(m for m in ('datasets', 'sklearn', 'seqeval', 'matplotlib') if m in sys.modules))\n"
     )
-    shown = run_python(code, tmp_path, without_package=False, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    shown = run_python(code, tmp_path, without_package=False, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
     assert "['sequence-classification', 'token-classification', 'question-answering']" in shown
     assert shown.endswith("\n[]\n"), shown  # none of the [train] extra's packages was imported
     tags = {name: (load_task(name).auto_class.__name__, load_task(name).pipeline_tag) for name in TASKS}
@@ -343,7 +343,7 @@ def test_a_local_folder_that_is_not_there_is_refused_at_once_not_looked_up_on_th
     assert capsys.readouterr().err.splitlines()[-1] == f"minibert finetune: error: model folder {source} does not exist"
 
 
-# --- non-finite runs (the class is in tests/test_faults.py, TestNoNonFiniteSuccess) -----------------------------
+# --- non-finite runs (the class is in tests/cross_cutting/test_faults.py, TestNoNonFiniteSuccess) -----------------------------
 
 DIVERGING = dict(learning_rate=1e12, max_steps=6, per_device_train_batch_size=4, logging_steps=1, save_strategy="no",
                  disable_tqdm=True)
