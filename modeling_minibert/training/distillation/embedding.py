@@ -35,7 +35,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, DataCollatorWithPadding, PreTrainedModel, Trainer, set_seed
 
 from modeling_minibert import MiniBertConfig, MiniBertModel
-from modeling_minibert.deployment.sentence_embeddings import (
+from modeling_minibert.sharing.sentence_transformers_format import (
     mean_pooling,
     module_folders,
     module_types,

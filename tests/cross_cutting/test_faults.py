@@ -2,7 +2,7 @@
 
 Pretraining's own faults (SIGKILL inside steps and checkpoint writes, a torn metrics line, a truncated newest
 checkpoint, leftovers of interrupted saves, disk full and read-only through the CLI, two runs on one folder) are
-tested in tests/test_pretraining_loop.py and tests/test_pretraining_run_folder.py; this module covers the rest:
+tested in tests/training/pretraining/test_pretraining_loop.py and tests/training/pretraining/test_pretraining_run_folder.py; this module covers the rest:
 
 - `minibert finetune` in a real process, killed with SIGKILL at points drawn from a seeded generator: inside a
   training step, and inside a checkpoint save while one of its files (model.safetensors, optimizer.pt,
@@ -405,7 +405,7 @@ def test_writing_to_a_full_or_read_only_disk_is_one_line_and_leaves_nothing(argv
     assert sorted(p.name for p in disk.iterdir()) == before  # no output, no hidden staging leftovers
 
 
-# export-onnx stages its files the same way (files.staged_files; tests/test_files.py kills one), at twice the time.
+# export-onnx stages its files the same way (files.staged_files; tests/utils/test_files.py kills one), at twice the time.
 @pytest.mark.parametrize("argv", [convert_argv, tokenizer_argv], ids=["convert-bert", "train-tokenizer"])
 def test_killed_while_writing_then_rerun_leaves_no_staging_behind(argv, inputs, tmp_path):
     """SIGKILL just before the staged output is renamed into place: the hidden staging folder stays, and the
@@ -433,7 +433,7 @@ def pretrain_argv(output: Path, corpus: Path, tokenizer: Path, max_steps: int) -
 
 
 # SIGTERM takes the same path as Ctrl-C (one `StopRequest` handles both): that it is installed for both, and what
-# each does before and during training, is checked in tests/test_pretraining_session.py without a process.
+# each does before and during training, is checked in tests/training/pretraining/test_pretraining_session.py without a process.
 STOP_SIGNAL_ROWS = [
     pytest.param("pretrain", signal.SIGINT, id="pretrain-ctrl-c"),
 ]

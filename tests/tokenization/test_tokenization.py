@@ -29,7 +29,7 @@ from tokenization import (
     train_tokenizer,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 VOCAB_SIZE = 1000
 
 # Varied texts the parity test runs over: each line is a kind of input that has broken tokenizers before.

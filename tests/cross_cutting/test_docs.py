@@ -7,7 +7,7 @@ code's.
   them) is what its renderer makes of its committed results files; the README and the benchmarks page hold no
   other tables. The lab notebook's are checked by the lab's tests (lab/tests/).
 - The defaults tables (`<!-- defaults: NAME -->`) state the code's defaults.
-The code blocks of the README and the docs pages run in tests/test_readme.py.
+The code blocks of the README and the docs pages run in tests/cross_cutting/test_readme.py.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def test_the_site_builds_strictly_with_the_docs_extra_alone(tmp_path: Path):
     for notebook in NOTEBOOKS:  # rendered with their figures, or saying how to get them
         html = (site / "notebooks" / notebook.stem / "index.html").read_text(encoding="utf-8")
         if not (EXECUTED / notebook.name).is_file():
-            assert "The outputs are not shown yet" in html and "tests/test_notebooks.py" in html, notebook.name
+            assert "The outputs are not shown yet" in html and "tests/cross_cutting/test_notebooks.py" in html, notebook.name
         else:
             assert "data:image/png;base64" in html or notebook.stem.startswith("05_"), f"{notebook.name} shows no figure"
     training = (site / "api" / "training" / "index.html").read_text(encoding="utf-8")

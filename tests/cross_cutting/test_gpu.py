@@ -23,7 +23,7 @@ import pytest
 import torch
 from fixtures.environment import REPO, clean_env
 from fixtures.models import TINY, ragged_batch
-from test_modeling_minibert import head_inputs  # the inputs every head is tested with on the CPU
+from modeling.test_modeling_minibert import head_inputs  # the inputs every head is tested with on the CPU
 
 import modeling_minibert
 from modeling_minibert import MiniBertConfig

@@ -8,10 +8,10 @@ above. The package's layers:
     model         configuration_minibert, modeling_minibert, checks_minibert, question_answering_pipeline, the face
     utils         shared chores: safe writes, output-folder names, precision, logging, the command convention
     tokenization  the vocabulary and the tokenizer
-    sharing       what a folder publishes, the model card, BERT conversion, the Hub
-    deployment    fill-mask, sentence embeddings, int8, ONNX, transformers.js
+    sharing       what a folder publishes, the model card, BERT conversion, the sentence-transformers files, the Hub
     finetuning < distillation < pretraining   the training jobs (distillation builds on fine-tuning; general
                   distillation, a pretraining objective, reads attention relations as task distillation does)
+    deployment    fill-mask, sentence embeddings, int8, ONNX, transformers.js, long texts (in fine-tuning's windows)
     cli           the `minibert` command
 
 then the wings around it:
@@ -51,10 +51,10 @@ PACKAGE_LAYERS = [
     ("utils", ["modeling_minibert.utils"]),
     ("tokenization", ["tokenization"]),
     ("sharing", ["modeling_minibert.sharing"]),
-    ("deployment", ["modeling_minibert.deployment"]),
     ("finetuning", ["modeling_minibert.training.finetuning"]),
     ("distillation", ["modeling_minibert.training.distillation"]),
     ("pretraining", ["modeling_minibert.training.pretraining", "modeling_minibert.training"]),
+    ("deployment", ["modeling_minibert.deployment"]),
     ("cli", ["modeling_minibert.cli"]),
 ]
 WINGS = [
@@ -149,7 +149,7 @@ def graph(known: dict[str, Path] | None = None, docs: dict[str, Path] | None = N
     known = modules() if known is None else known
     docs = documents() if docs is None else docs
     # This module's strings are the check's own examples, not imports.
-    return {**{name: imports(name, path, known, strings=name != "tests.test_layout") for name, path in known.items()},
+    return {**{name: imports(name, path, known, strings=name != "tests.cross_cutting.test_layout") for name, path in known.items()},
             **{name: document_imports(path, known) for name, path in docs.items()}}
 
 
@@ -213,7 +213,7 @@ def test_the_graph_covers_the_whole_repository(edges):
     assert "benchmarks.tables" in edges["README.md"]  # the headline table's renderer, from its marker
     assert "examples.bbc_titles" in edges["README.md"]  # `python -m examples.bbc_titles`, in a block
     assert "lab.plot_seeds" in edges["lab.tests.test_plot_seeds"]  # `[sys.executable, "-m", "lab.plot_seeds"]`
-    assert "tests.fixtures.environment" in edges["tests.test_layout"]  # `from fixtures.environment import REPO`
+    assert "tests.fixtures.environment" in edges["tests.cross_cutting.test_layout"]  # `from fixtures.environment import REPO`
     assert "tools.local_hub" in edges["lab.local_hub_listing"]  # importlib.import_module("tools.local_hub")
 
 

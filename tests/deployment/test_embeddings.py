@@ -20,7 +20,12 @@ from modeling_minibert.cli import main
 from modeling_minibert import MiniBertConfig, MiniBertModel
 from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
 from modeling_minibert.utils.outputs import SENTENCE_TRANSFORMERS_MODULES_FILE
-from modeling_minibert.deployment.sentence_embeddings import encode, mean_pooling, module_types, write_sentence_transformers_files
+from modeling_minibert.deployment.sentence_embeddings import encode
+from modeling_minibert.sharing.sentence_transformers_format import (
+    mean_pooling,
+    module_types,
+    write_sentence_transformers_files,
+)
 from tokenization import train_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -309,7 +314,7 @@ def nan_copy(folder: Path, into: Path) -> Path:
 @pytest.mark.parametrize("with_student", [True, False], ids=["embedding-the-texts", "making-the-student"])
 def test_a_teacher_with_a_nan_weight_is_refused_before_training(minibert_folder, teacher_folder, unlabelled, tmp_path,
                                                                 with_student):
-    """It gave an all-NaN student, saved with exit 0 (the class: tests/test_faults.py, TestNoNonFiniteSuccess)."""
+    """It gave an all-NaN student, saved with exit 0 (the class: tests/cross_cutting/test_faults.py, TestNoNonFiniteSuccess)."""
     from modeling_minibert.training.distillation.flow import distill
     from modeling_minibert.utils.finite import NonFiniteError
 

@@ -132,7 +132,7 @@ def made_folders(root: Path) -> tuple[str, ...]:
     from onnx import TensorProto, helper, numpy_helper
 
     from modeling_minibert.deployment.quantization import quantize
-    from modeling_minibert.deployment.sentence_embeddings import write_sentence_transformers_files
+    from modeling_minibert.sharing.sentence_transformers_format import write_sentence_transformers_files
 
     shutil.copytree(root / "mlm", root / "embedder")
     write_sentence_transformers_files(root / "embedder")
@@ -1068,7 +1068,7 @@ ROWS: list[Row] = [
         lambda p: ask(p, max_seq_len=24, doc_stride=32)),
     Row("qa-pipeline-window-above-positions", ("max_seq_len=100", "max_position_embeddings=24"), None,
         lambda p: ask(p, max_seq_len=100)),
-    # -- pretrain (its own table is in tests/test_pretraining_loop.py; these are the cross-cutting cases) ---------
+    # -- pretrain (its own table is in tests/training/pretraining/test_pretraining_loop.py; these are the cross-cutting cases) ---------
     Row("pretrain-train-file-missing", ("{data}/nope.txt",), pretrain_cli(train="{data}/nope.txt"),
         lambda p: pretrain_api(p, train_file=[str(p.data / "nope.txt")]), FileNotFoundError),
     Row("pretrain-train-file-blank", ("{data}/blank.txt", "empty"), pretrain_cli(train="{data}/blank.txt"),
@@ -1109,7 +1109,7 @@ ROWS: list[Row] = [
         lambda p: pretrain_api(p, output_dir=str(p.data / "corpus.txt")), FileExistsError),
     Row("pretrain-into-non-empty-folder", ("{classifier}",), pretrain_cli(output="{classifier}"),
         lambda p: pretrain_api(p, output_dir=str(p.classifier)), FileExistsError),
-    # General distillation: refused in one line before the corpus is read (tests/test_pretraining_general_distillation.py).
+    # General distillation: refused in one line before the corpus is read (tests/training/pretraining/test_pretraining_general_distillation.py).
     Row("pretrain-teacher-is-a-decoder", ("{broken}", "decoder, not an encoder"), pretrain_cli(teacher="{broken}"),
         lambda p: pretrain_api(p, teacher_model_name_or_path=str(p.broken), config_overrides=TINY_STUDENT, max_seq_length=24),
         source="bert", breakage=edit_config(is_decoder=True)),

@@ -25,7 +25,7 @@ from modeling_minibert.deployment import serving_benchmark
 from modeling_minibert.deployment.serving_benchmark import benchmark_deploy
 from modeling_minibert.deployment.serving_paths import REFERENCE, SERVING_FILE, SERVING_PATHS, load_serving
 
-SAVED = Path(__file__).parent / "fixtures" / "saved" / "0.1" / "classifier"  # hidden 16, its own tokenizer
+SAVED = Path(__file__).parents[1] / "fixtures" / "saved" / "0.1" / "classifier"  # hidden 16, its own tokenizer
 WORDS = "the a good bad film story plot acting great dull fine poor fun time truly".split()
 RUNNABLE = [name for name, path in SERVING_PATHS.items() if not path.missing()]
 
@@ -103,6 +103,26 @@ def test_the_choice_is_the_fastest_path_whose_predictions_hold(served, model_fol
     best = max(row["tokens_per_second"] for row in throughput["table"].values() if row["agreement"] >= 0.99)
     assert throughput["table"][throughput["path"]]["tokens_per_second"] >= best / 1.05
     assert set(throughput["table"]) == {REFERENCE, "pytorch-int8"}  # fp32: the reference, always measured
+
+
+def test_the_command_says_what_it_chose_and_how_it_held_and_no_library_chatter(model_folder, texts_file, labelled_file,
+                                                                               tmp_path, capfd):
+    """On success: the table, the choice, and how the chosen path's predictions held against float32's; the paths'
+    own steps (an export's check, transformers' bars, torch's deprecations) unsaid."""
+    capfd.readouterr()
+    code = cli_main(["benchmark-deploy", "--model_name_or_path", str(model_folder), "--texts_file", str(texts_file),
+                     "--labelled_file", str(labelled_file), "--output_dir", str(tmp_path / "out"), "--paths",
+                     "pytorch-int8", "onnxruntime-fp32", "--rounds", "1", "--seconds", "0.05", "--threads", "1"])
+    assert code == 0
+    out, err = capfd.readouterr()
+    info = json.loads((tmp_path / "out" / "serving.json").read_text())
+    held = info["table"][info["path"]]
+    assert out.endswith(f"chose {info['path']}: wrote {tmp_path / 'out'}\nchecked: {info['path']} predicts as float32 on "
+                        f"{held['agreement']:.1%} of the 24 texts (at least 99% needed), accuracy "
+                        f"{held['accuracy']:.4f}\n"), out
+    assert out.count("checked:") == 1
+    for chatter in ("Loading weights", "Warning", "\x1b[A", "torchvision"):
+        assert chatter not in err, err
 
 
 def test_a_path_whose_predictions_drift_is_not_chosen():

@@ -200,6 +200,30 @@ def test_cli_token_classification(checkpoint, tmp_path, capsys):
     assert_clean_output(output)
 
 
+def test_cli_output_in_a_log_is_the_runs_own(checkpoint, tmp_path, capfd):
+    """With its bars on and its errors going to a file, not a terminal: no load report (the new head is what a
+    fine-tuning run makes), no nested bar's cursor codes, no transformers bar inside Trainer's, no word that early
+    stopping is disabled when the test data is scored after it stopped the run; the scores last. Without any
+    held-out data, it says that nothing was scored."""
+    capfd.readouterr()
+    code = main(["finetune", "--task", "token-classification", "--model_name_or_path", str(checkpoint),
+                 "--train_file", str(NER_TRAIN), "--validation_file", str(NER_VALIDATION), "--test_file",
+                 str(NER_VALIDATION), "--output_dir", str(tmp_path / "run"), "--max_steps", "4", "--eval_strategy",
+                 "steps", "--eval_steps", "2", "--early_stopping_patience", "5"])
+    assert code == 0
+    out, err = capfd.readouterr()
+    for chatter in ("LOAD REPORT", "\x1b[A", "Writing model shards", "Loading weights", "early stopping", "mtime"):
+        assert chatter not in err, chatter
+    assert "eval_loss" in err + out  # the evaluations are still said, each in its logged line
+    assert out.splitlines()[-1].startswith("test: ") and out.splitlines()[-2].startswith("validation: ")
+    code = main(["finetune", "--task", "token-classification", "--model_name_or_path", str(checkpoint),
+                 "--train_file", str(NER_TRAIN), "--output_dir", str(tmp_path / "unscored"), "--max_steps", "1",
+                 "--disable_tqdm", "true"])
+    assert code == 0
+    assert capfd.readouterr().out.splitlines()[-1] == (
+        "no validation or test data: nothing was scored (give --validation_file or --test_file)")
+
+
 def test_cli_with_a_datasets_folder(checkpoint, tmp_path, capsys):
     splits = DatasetDict(train=pair_data(32, seed=3), validation=pair_data(16, seed=4))
     splits.save_to_disk(tmp_path / "pairs")

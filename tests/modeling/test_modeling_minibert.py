@@ -542,7 +542,7 @@ def test_pickle_weights_are_refused_unless_asked(tmp_path):
 
 
 def test_a_folder_of_another_model_type_is_refused_naming_config_json(tmp_path):
-    # (A BERT folder loads: tests/test_convert_bert.py.)
+    # (A BERT folder loads: tests/sharing/test_convert_bert.py.)
     transformers.RobertaModel(transformers.RobertaConfig(**TINY)).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match=r"config.json in .* has model_type 'roberta', expected 'minibert' or 'bert'"):
         modeling_minibert.MiniBertModel.from_pretrained(tmp_path)

@@ -17,7 +17,7 @@ import transformers
 from fixtures.environment import REPO
 from fixtures.models import TINY, padded_batch, ragged_batch
 from safetensors.torch import load_file, save_file
-from test_modeling_minibert import HEADS, assert_outputs_match, head_inputs
+from modeling.test_modeling_minibert import HEADS, assert_outputs_match, head_inputs
 from transformers import AutoModel, BertConfig
 
 import modeling_minibert
@@ -63,6 +63,12 @@ def test_cli_converts_both_ways_and_refuses_to_overwrite(tmp_path, capsys):
     assert AutoModel.from_pretrained(tmp_path / "mini").config.hidden_act == "relu"
     assert cli_main(["convert-bert", "--to-bert", "--model_name_or_path", str(tmp_path / "mini"), "--output_dir", str(tmp_path / "back")]) == 0
     assert json.loads((tmp_path / "back" / "config.json").read_text())["model_type"] == "bert"
+    # Each direction says what it wrote and what it checked of it.
+    assert capsys.readouterr().out == (
+        f"wrote {tmp_path / 'mini'}\nchecked: every weight of {tmp_path / 'bert'} has its place in "
+        "MiniBertForPreTraining, with the shape its config.json gives (none missing, none left over)\n"
+        f"wrote {tmp_path / 'back'}\nchecked: the BERT-format folder loads without remote code in transformers' "
+        "BertForPreTraining (every weight in place) and AutoTokenizer\n")
     before = (tmp_path / "mini" / "model.safetensors").read_bytes()
     capsys.readouterr()
     assert cli_main(["convert-bert", "--model_name_or_path", str(tmp_path / "bert"), "--output_dir", str(tmp_path / "mini")]) == 2
@@ -359,7 +365,8 @@ def test_a_job_folder_in_bert_format_is_complete_and_has_no_code(bert_format_fol
         card = (bert / "README.md").read_text()
         assert "transformers' BERT format (`model_type: bert`" in card and "trust_remote_code=True" not in card
         assert f"MiniBert{head}.from_pretrained" in card and "| Accuracy | validation | 0.5 |" in card
-        assert "custom_code" not in card and "datasets:\n- tiny texts" in card
+        # The training data kept, named in the text (a description is no Hub dataset id for the metadata).
+        assert "custom_code" not in card and "## Training data\n\ntiny texts\n" in card and "datasets:" not in card
 
 
 def test_bert_format_folders_load_without_the_package_or_remote_code_with_minibert_outputs(bert_format_folders):
@@ -444,7 +451,7 @@ def embedding_folder(root: Path, tokenizer) -> Path:
     the sentence-transformers files, results."""
     from sentence_transformers.models import Dense
 
-    from modeling_minibert.deployment.sentence_embeddings import write_sentence_transformers_files
+    from modeling_minibert.sharing.sentence_transformers_format import write_sentence_transformers_files
     from modeling_minibert.utils.outputs import write_results
 
     folder = root / "embedder"

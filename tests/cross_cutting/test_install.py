@@ -58,6 +58,20 @@ print(sorted(m for m in {TRAINING_STACK!r} if m in sys.modules))
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_plain_install_serves_long_texts_and_sentence_embeddings_without_the_training_stack(plain_site: Path, tmp_path: Path):
+    """Serving reads fine-tuning's windows (`training.finetuning.windows`) and sharing's sentence-transformers
+    files: both light, so a plain install imports them and nothing of the training stack."""
+    code = f"""
+import sys
+from modeling_minibert.deployment import classify_long_texts, encode, write_sentence_transformers_files
+from modeling_minibert.deployment.long_texts import text_windows
+print(sorted(m for m in {TRAINING_STACK!r} if m in sys.modules))
+"""
+    result = run_plain(plain_site, "-c", code, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_cli_on_a_plain_install(plain_site: Path, tmp_path: Path):
     """Light commands run, and every command's --help works; a job whose extra is missing says which extra to
     install, in one line (exit 2), before any work."""

@@ -11,7 +11,7 @@ assertion fails the cell, and the test.
 They are committed without outputs (no figures, paths or widget state in the history), and every run here writes
 the executed notebook to `build/notebooks/` (ignored by git; `rendered`: figures as PNG, progress bars as their
 last state, the run's temporary folders and this clone's path shortened, execution counts from 1), which the
-documentation site renders in their place (docs/hooks.py): `pytest tests/test_notebooks.py` before `mkdocs build`
+documentation site renders in their place (docs/hooks.py): `pytest tests/cross_cutting/test_notebooks.py` before `mkdocs build`
 gives a site with the notebooks' outputs.
 """
 
@@ -29,6 +29,7 @@ from nbclient import NotebookClient
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
 from fixtures.environment import REPO
+from tools.readme import command_problem, minibert_commands, notebook_prose, prose_commands
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 # The notebooks there are, with one worker's seconds for each (pytest --durations, fresh clone, 2 workers), which
@@ -111,6 +112,23 @@ def test_notebooks_are_committed_without_outputs(path: Path):
     assert all(cell.outputs == [] and cell.execution_count is None for cell in code_cells), (
         f"{path.name} is committed with outputs: clear them (jupyter nbconvert --clear-output --inplace)")
     assert "widgets" not in nb.metadata
+
+
+def test_every_command_the_notebooks_prose_shows_parses():
+    """A notebook's Markdown is read as the docs' code is: each complete `minibert` command it shows (a code span of
+    a command and its flags, a line of a fenced block) takes its flags as written, so an old spelling fails here."""
+    commands = [(f"{path.name} line {line}", argv) for path in NOTEBOOKS for text in [notebook_prose(path)]
+                for line, argv in [*prose_commands(text), *minibert_commands(text)]]
+    assert any(argv[:2] == ["push", "--model_name_or_path"] for _, argv in commands), commands
+    assert [f"{where}: {problem}" for where, argv in commands if (problem := command_problem(argv))] == []
+
+
+def test_the_prose_check_reads_commands_and_refuses_an_old_spelling():
+    """The spelling notebook 05 once showed is refused; a command's name, or a flag named with it, is no command."""
+    text = ("Push with `minibert push FOLDER\nREPO_ID`; `minibert finetune` and `minibert pretrain\n"
+            "--teacher_model_name_or_path` are words.\n```bash\n.venv/bin/minibert x `minibert y --z w`\n```\n")
+    assert prose_commands(text) == [(1, ["push", "FOLDER", "REPO_ID"])]
+    assert command_problem(["push", "FOLDER", "REPO_ID"]).startswith("`minibert push FOLDER REPO_ID` does not parse")
 
 
 def test_the_notebooks_stay_small():

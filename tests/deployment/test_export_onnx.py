@@ -2,6 +2,8 @@
 tokenizer; bad places refused before the work."""
 
 import json
+import logging
+import re
 import subprocess
 import tempfile
 import warnings
@@ -80,12 +82,34 @@ def test_the_folder_carries_the_tokenizer_and_labels_to_serve_with(classifier_fo
     assert LengthBucketedSession(out).output_names == ["logits"]  # the folder is a session's path too
 
 
-def test_cli_exports_the_base_model(folder, tmp_path, capsys):
+CHECKED = r"checked: {} against PyTorch with onnxruntime: largest output difference (\S+) \(allowed: {}\)\n"
+
+
+def test_cli_exports_the_base_model(folder, tmp_path, capfd):
+    """On success: what it wrote, and how its check against PyTorch came out; nothing else of any library (the
+    exporter's registry, its deprecations, transformers' bars), at the file descriptor where they write."""
+    capfd.readouterr()
     assert cli_main(["export-onnx", "--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "base"),
                      "--head", "MiniBertModel"]) == 0
-    assert capsys.readouterr().out == f"wrote {tmp_path / 'base'}\n"
+    out, err = capfd.readouterr()
+    said = re.fullmatch(f"wrote {re.escape(str(tmp_path / 'base'))}\n" + CHECKED.format("model.onnx", "1e-04"), out)
+    assert said is not None, out
+    assert 0 <= float(said.group(1)) <= 1e-4
+    assert err == ""
     session = onnxruntime.InferenceSession(str(tmp_path / "base" / "model.onnx"))
     assert [o.name for o in session.get_outputs()] == ["last_hidden_state", "pooler_output"]
+
+
+def test_cli_int8_export_says_its_check_and_keeps_onnxruntimes_advice_out(classifier_folder, tmp_path, capfd):
+    """The quantizer's advice on image models goes through the root logger: neither shown nor left configured."""
+    handlers = list(logging.getLogger().handlers)
+    capfd.readouterr()
+    assert cli_main(["export-onnx", "--model_name_or_path", str(classifier_folder), "--output_dir", str(tmp_path / "int8"),
+                     "--quantize", "int8"]) == 0
+    out, err = capfd.readouterr()
+    assert re.fullmatch(f"wrote {re.escape(str(tmp_path / 'int8'))}\n"
+                        + CHECKED.format("model_quantized.onnx", "10% of the outputs' largest value"), out), out
+    assert err == "" and logging.getLogger().handlers == handlers
 
 
 def test_unknown_head_is_refused(folder, tmp_path):

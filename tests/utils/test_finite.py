@@ -1,7 +1,7 @@
 """The checks that stop a job whose weights, losses or targets become NaN or infinite, without training: the
 shared pieces (`utils/finite.py`), Trainer's callback (`finetuning/finite.py`) and pretraining's checks
 (`pretraining/finite.py`), distributed runs included. The jobs themselves are run into non-finite values in
-tests/test_faults.py (`TestNoNonFiniteSuccess`) and beside each job's tests."""
+tests/cross_cutting/test_faults.py (`TestNoNonFiniteSuccess`) and beside each job's tests."""
 
 from __future__ import annotations
 

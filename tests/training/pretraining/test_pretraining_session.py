@@ -105,7 +105,7 @@ def test_busy_cores_measures_this_machine():
 
 
 def test_a_given_thread_count_wins_then_omp_num_threads_then_the_cores_busy_now(monkeypatch, tmp_path):
-    monkeypatch.setattr("modeling_minibert.utils.cpus.CGROUP", tmp_path)  # no CPU quota (tests/test_cpus.py has one)
+    monkeypatch.setattr("modeling_minibert.utils.cpus.CGROUP", tmp_path)  # no CPU quota (tests/utils/test_cpus.py has one)
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert resolve_num_threads(5) == (5, "--num_threads")
     assert resolve_num_threads(0) == (3, "OMP_NUM_THREADS")

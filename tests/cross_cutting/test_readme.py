@@ -3,7 +3,7 @@
 Their shell blocks run in order (the README's, then each docs page's in the site's order) from the root of one fresh
 copy of the repository (its tracked files), as a user pasting them would, in the environment the README's first
 command creates: a `.venv` whose interpreter sees the package with its `[train]` extra and nothing else
-(`fresh_venv`: `python -S` over a folder of links into this environment, as tests/test_install.py builds the plain
+(`fresh_venv`: `python -S` over a folder of links into this environment, as tests/cross_cutting/test_install.py builds the plain
 install); its `pip` installs the clone's other extras the same way, so a block that needs one must say how to get
 it. The README's first block (the setup and the full default pretraining) is skipped; its `minibert pretrain` runs
 first, shortened, since later blocks start from the folder it writes. Pretraining is shortened by appending step

@@ -24,7 +24,7 @@ from modeling_minibert.training.finetuning.data import (
     text_column,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "examples"
+FIXTURES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def write(path: Path, text: str) -> Path:

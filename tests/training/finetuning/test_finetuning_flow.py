@@ -309,7 +309,7 @@ def test_the_task_table_needs_no_train_extra(tmp_path):
         "print(list(TASKS))\n"
         "print(sorted(m for m in ('datasets', 'sklearn', 'seqeval', 'matplotlib') if m in sys.modules))\n"
     )
-    shown = run_python(code, tmp_path, without_package=False, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    shown = run_python(code, tmp_path, without_package=False, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
     assert "['sequence-classification', 'token-classification', 'question-answering']" in shown
     assert shown.endswith("\n[]\n"), shown  # none of the [train] extra's packages was imported
     tags = {name: (load_task(name).auto_class.__name__, load_task(name).pipeline_tag) for name in TASKS}
@@ -343,7 +343,7 @@ def test_a_local_folder_that_is_not_there_is_refused_at_once_not_looked_up_on_th
     assert capsys.readouterr().err.splitlines()[-1] == f"minibert finetune: error: model folder {source} does not exist"
 
 
-# --- non-finite runs (the class is in tests/test_faults.py, TestNoNonFiniteSuccess) -----------------------------
+# --- non-finite runs (the class is in tests/cross_cutting/test_faults.py, TestNoNonFiniteSuccess) -----------------------------
 
 DIVERGING = dict(learning_rate=1e12, max_steps=6, per_device_train_batch_size=4, logging_steps=1, save_strategy="no",
                  disable_tqdm=True)
@@ -480,3 +480,27 @@ def test_bad_early_stopping_fails_before_any_work(checkpoint, tmp_path, options,
         finetune(task="sequence-classification", model_name_or_path=checkpoint, train_data=GOOD_BAD,
                  output_dir=tmp_path / "bad", **options, **QUIET)
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_checkpoint_missing_encoder_weights_is_said_in_one_line_and_the_new_head_is_not(checkpoint, tmp_path, caplog):
+    """transformers' load report (a page, on every run: the new head is always missing) is ours in one line, and
+    only for what matters: weights of the encoder the checkpoint lacks, which start from random values."""
+    from transformers import AutoModelForSequenceClassification
+
+    from modeling_minibert.training.finetuning.loading import load_model
+
+    with caplog.at_level("WARNING", logger="modeling_minibert"):
+        load_model(AutoModelForSequenceClassification, checkpoint, 0, num_labels=2)
+    assert caplog.records == []
+    shutil.copytree(checkpoint, tmp_path / "cut")
+    weights = load_file(tmp_path / "cut" / "model.safetensors")
+    cut = sorted(key for key in weights if ".layer.0.attention." in key)
+    save_file({k: v for k, v in weights.items() if k not in cut}, tmp_path / "cut" / "model.safetensors",
+              metadata={"format": "pt"})
+    with caplog.at_level("WARNING", logger="modeling_minibert"):
+        load_model(AutoModelForSequenceClassification, tmp_path / "cut", 0, num_labels=2)
+    [record] = caplog.records
+    message = record.getMessage()
+    assert message.startswith(f"{tmp_path / 'cut'} holds no weights for {len(cut)} parameter(s) of "
+                              "MiniBertForSequenceClassification, which start from random values: bert.encoder.layer.0.")
+    assert "classifier" not in message and "\n" not in message

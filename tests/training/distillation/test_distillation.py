@@ -8,6 +8,7 @@ confident and right, and the student has something definite to learn from it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -26,14 +27,17 @@ from modeling_minibert.cli import main
 from modeling_minibert.training.distillation import flow as distillation
 from modeling_minibert.training.distillation import teacher as distillation_teacher
 from modeling_minibert.training.distillation import trainer as distillation_trainer
+from modeling_minibert.training.distillation.arguments import DistillationArguments
 from modeling_minibert.training.distillation.flow import distill
 from modeling_minibert.training.distillation.teacher import predict_logits
 from modeling_minibert.training.distillation.trainer import DistillationCollator, distillation_loss, student_features
 from modeling_minibert.training.distillation.transfer import augment
 from modeling_minibert.training.finetuning import TRAINING_DEFAULTS, finetune
+from modeling_minibert.training.finetuning.arguments import FinetuningOptions
 from modeling_minibert.training.finetuning.task import Examples
+from modeling_minibert.training.finetuning.tasks import load_task
 from modeling_minibert.utils.finite import NonFiniteError
-from modeling_minibert.utils.outputs import CURVES_FILE, TEACHER_DIR, TEACHER_LOGITS_FILE as CACHE_FILE
+from modeling_minibert.utils.outputs import CURVES_FILE, TEACHER_DIR, TEACHER_INFO_FILE, TEACHER_LOGITS_FILE as CACHE_FILE
 from safetensors.torch import load_file, save_file
 from tokenization import train_tokenizer
 
@@ -532,6 +536,58 @@ def test_the_teacher_is_fine_tuned_in_bf16_autocast_when_asked_and_kept_per_prec
     assert [k.get("bf16", False) for k in calls] == [bf16, not bf16]
 
 
+# A value other than its default for each option of the fine-tuning family (`FinetuningOptions`), as the teacher's
+# run takes it back: a new option needs its value here, and then this test shows it reaching the teacher.
+FAMILY_VALUES = {"max_seq_length": 24, "doc_stride": 4, "min_train_steps": 7, "early_stopping_patience": 2}
+
+
+def teacher_fine_tuning(teacher_base: Path, output: Path, monkeypatch, **options) -> tuple[dict, str]:
+    """The options `distill --finetune_teacher` hands the teacher's fine-tuning (stood in for: nothing trains),
+    and the key it keeps that teacher under."""
+    calls = []
+
+    def fake_finetune(source, target, **given):
+        calls.append(given)
+        Path(target).mkdir(parents=True)
+
+    monkeypatch.setattr(distillation_teacher, "finetune_in_minibert", fake_finetune)
+    task = load_task("sequence-classification")
+    examples = {role: Examples(list(data["text"]), list(data["label"])) for role, data in
+                (("train", sentiment(20, 0)), ("validation", sentiment(10, 1)))}
+    args = DistillationArguments(task=task.name, teacher_model_name_or_path=str(teacher_base), model_name_or_path="student",
+                                 finetune_teacher=True, teacher_num_train_epochs=1, teacher_mixed_precision="no", **options)
+    folder = distillation_teacher.fine_tuned_teacher(args, task, {"seed": 0}, examples, ["neg", "pos"], output)
+    return calls[0], json.loads((folder / TEACHER_INFO_FILE).read_text())["fingerprint"]
+
+
+def test_the_teachers_fine_tuning_gets_every_option_of_the_family_and_is_kept_under_them(teacher_base, tmp_path, monkeypatch):
+    """By construction: every field of `FinetuningOptions` reaches the teacher's `finetune` as the run has it,
+    and a teacher fine-tuned with another value is another teacher (not reused)."""
+    assert set(FAMILY_VALUES) == {f.name for f in dataclasses.fields(FinetuningOptions)}, "give the new option a value here"
+    given, default_key = teacher_fine_tuning(teacher_base, tmp_path / "defaults", monkeypatch)
+    # distill's 128 tokens within the teacher's 32 positions; epochs given, so no default schedule
+    assert {name: given[name] for name in FAMILY_VALUES} == {
+        "max_seq_length": 32, "doc_stride": None, "min_train_steps": 0, "early_stopping_patience": 0}
+    for name, value in FAMILY_VALUES.items():
+        given, key = teacher_fine_tuning(teacher_base, tmp_path / name, monkeypatch, **{name: value})
+        assert given[name] == value, name
+        assert key != default_key, name
+
+
+@pytest.mark.parametrize("options", [{}, {"doc_stride": 4}])
+def test_a_teacher_kept_before_the_options_were_shared_keeps_its_key(teacher_base, tmp_path, monkeypatch, options):
+    """The key as 0.2.0 computed it, by its formula: a teacher fine-tuned then is reused, not trained again."""
+    _, key = teacher_fine_tuning(teacher_base, tmp_path / "out", monkeypatch, **options)
+    examples = {role: dataclasses.asdict(Examples(list(data["text"]), list(data["label"]))) for role, data in
+                (("train", sentiment(20, 0)), ("validation", sentiment(10, 1)))}
+    schedule = {"min_train_steps": 0, "early_stopping_patience": 0}  # epochs given: the default schedule is off
+    before = distillation_teacher.fingerprint(
+        "sequence-classification", ["neg", "pos"], 1, schedule, 1e-4, 128, 0,
+        *([f"doc_stride={options['doc_stride']}"] if options else []), examples,
+        *distillation_teacher.model_files(teacher_base))
+    assert key == before
+
+
 def test_the_teacher_labels_in_bf16_autocast_when_asked_and_the_cache_knows_it(teacher, student, tmp_path, monkeypatch):
     from modeling_minibert.utils import precision
 
@@ -1008,7 +1064,7 @@ def test_relations_that_cannot_be_taught_are_refused_before_training(case, messa
     assert not (tmp_path / "out").exists()
 
 
-# --- non-finite teachers and runs (the class is in tests/test_faults.py, TestNoNonFiniteSuccess) -----------------
+# --- non-finite teachers and runs (the class is in tests/cross_cutting/test_faults.py, TestNoNonFiniteSuccess) -----------------
 
 def test_a_learning_rate_that_diverges_loses_the_search_and_all_diverging_is_an_error(student, tmp_path):
     """A search meets rates that are too high: such a run stops at its first non-finite loss or weights and loses,
