@@ -167,7 +167,7 @@ def _read_meta(project: Path, module: str) -> dict[str, int | None]:
     return json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
 
 
-def run_module(module: str, args: "MutationArguments", workdir: Path) -> dict:
+def run_module(module: str, args: MutationArguments, workdir: Path) -> dict:
     from mutmut.stats import status_by_exit_code
 
     tests = MODULES[module]

@@ -116,7 +116,7 @@ def trace_graph(model: MiniBertPreTrainedModel, path: Path) -> None:
             dynamo=True,
             input_names=list(INPUT_NAMES),
             output_names=output_names,
-            dynamic_shapes={name: axes for name in INPUT_NAMES},
+            dynamic_shapes=dict.fromkeys(INPUT_NAMES, axes),
             # One self-contained file unless protobuf's 2 GB limit forces weights into a side file.
             external_data=model.num_parameters() * 4 > 1.5 * 2**30,
             verbose=False,

@@ -128,8 +128,8 @@ def test_the_finetuning_benchmark_needs_a_model_and_has_finetunes_defaults(capsy
 
 
 def tiny_folder(path: Path, head: str, **config) -> Path:
-    from modeling_minibert import MiniBertConfig
     import modeling_minibert
+    from modeling_minibert import MiniBertConfig
 
     sizes = dict(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                  max_position_embeddings=16)

@@ -11,7 +11,6 @@ from datasets import Dataset, DatasetDict
 from fixtures.environment import REPO
 
 from benchmarks import suite
-from examples.rotten_tomatoes import REVIEWS_SDIST
 from benchmarks.suite_data import (
     POS_SIZES,
     SuiteTask,
@@ -23,6 +22,7 @@ from benchmarks.suite_data import (
     split_by_runs,
     uncertainty,
 )
+from examples.rotten_tomatoes import REVIEWS_SDIST
 
 needs_sdist = pytest.mark.skipif(not REVIEWS_SDIST.is_file(), reason=f"{REVIEWS_SDIST} missing (bash .ci/setup dev downloads it)")
 

@@ -21,8 +21,8 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +34,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 import transformers
+from fixtures.environment import REPO, clean_env
+from fixtures.models import TINY
+from fixtures.tree import tree
 
 from modeling_minibert import (
     MiniBertConfig,
@@ -45,9 +48,6 @@ from modeling_minibert import (
     MiniBertModel,
     cli,
 )
-from fixtures.environment import REPO, clean_env
-from fixtures.models import TINY
-from fixtures.tree import tree
 from modeling_minibert.utils.cpus import usable_cores
 from modeling_minibert.utils.outputs import LOCK_FILE
 
@@ -69,7 +69,7 @@ DATA_FILES: dict[str, bytes] = {
     "empty.txt": b"",
     "blank.txt": b"\n\n   \n",
     "latin1.txt": "caf\xe9 cr\xe8me br\xfbl\xe9e\n".encode("latin-1"),
-    "binary.txt": b"Some text.\n\x00\x01\x02\xff\xfe",
+    "text_then_binary.txt": b"Some text.\n\x00\x01\x02\xff\xfe",
     "one_line.txt": b"word " * 400_000 + b"\n",  # 2 MB without a line break: a dump, not paragraphs
     "utf16.txt": "the company said profits rose\n".encode("utf-16"),
     "good.conll": CONLL_GOOD.encode(),
@@ -1077,6 +1077,9 @@ ROWS: list[Row] = [
         lambda p: pretrain_api(p, train_file=[str(p.data / "latin1.txt")])),
     Row("pretrain-train-file-binary", ("{data}/binary.txt", "binary, not text"), pretrain_cli(train="{data}/binary.txt"),
         lambda p: pretrain_api(p, train_file=[str(p.data / "binary.txt")])),
+    Row("pretrain-train-file-text-then-binary", ("{data}/text_then_binary.txt", "binary, not text"),
+        pretrain_cli(train="{data}/text_then_binary.txt"),
+        lambda p: pretrain_api(p, train_file=[str(p.data / "text_then_binary.txt")])),
     Row("pretrain-train-file-line-over-the-limit", ("line 1 of", "{data}/one_line.txt", "1,000,000 bytes"),
         pretrain_cli(train="{data}/one_line.txt"), lambda p: pretrain_api(p, train_file=[str(p.data / "one_line.txt")])),
     Row("pretrain-preprocessing-workers-above-the-cores", ("preprocessing_num_workers=3000", f"{CORES} CPU cores"),

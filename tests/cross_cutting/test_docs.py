@@ -22,9 +22,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fixtures.environment import REPO
 from fixtures.install import install_site
+
 from benchmarks.tables import rendered
 from docs.hooks import EXECUTED, NOT_EXECUTED, notebook_source
 from tools.readme import DOCS, README, docs_pages, result_tables, runnable_documents

@@ -34,13 +34,13 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from safetensors.torch import load_file
-
 from fixtures.environment import REPO, clean_env
 from fixtures.models import TINY
+from fixtures.pretraining import corpus, tokenizer_dir  # noqa: F401 (fixtures of the stop-signal rows)
+from safetensors.torch import load_file
+
 from modeling_minibert.cli import main
 from modeling_minibert.utils.outputs import LOCK_FILE
-from fixtures.pretraining import corpus, tokenizer_dir  # noqa: F401 (fixtures of the stop-signal rows)
 
 TEXTS_BY_LABEL = {
     "pos": ["a good film", "a great story", "good acting and a fine plot", "truly great fun", "a fine good time"],

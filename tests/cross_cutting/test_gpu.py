@@ -195,7 +195,6 @@ def test_a_training_step_on_the_collators_batches_never_waits_for_the_device(mix
     """Forward, backward and the objective's sums on planned batches under bf16 autocast: no operation makes the
     host wait for the device, so the data loader prepares the next batch while the step runs."""
     from benchmarks.bench_model import make_batch
-
     from modeling_minibert.training.pretraining.objectives import OBJECTIVES
 
     objective = OBJECTIVES["mlm_nsp"]()
@@ -274,9 +273,9 @@ def test_a_pretraining_run_saves_resumes_and_reloads(tmp_path):
     accuracies to 2e-3: attention's backward on CUDA is not deterministic, so the runs part by rounding, which can
     move an accuracy by a token; see benchmarks/gpu_check_report.py), and the saved folder reloads with the Auto
     classes and fills masks on the device."""
-    from benchmarks.gpu_check_report import same_curve
     from transformers import AutoModelForPreTraining, AutoTokenizer, pipeline
 
+    from benchmarks.gpu_check_report import same_curve
     from modeling_minibert.training.pretraining import pretrain
 
     out = tmp_path / "run"
@@ -329,7 +328,7 @@ def test_the_gpu_benchmark_runs_at_tiny_sizes_on_the_cpu(tmp_path):
         assert row["mfu_measured_peak"] == pytest.approx(
             row["useful_flops"] / row["step_seconds"] / results["device"]["measured_matmul_flops"])
     for case in cases:
-        assert rows["tiny", *case, "minibert"]["useful_flops"] == rows["tiny", *case, "transformers"]["useful_flops"]
+        assert rows[("tiny", *case, "minibert")]["useful_flops"] == rows[("tiny", *case, "transformers")]["useful_flops"]
     assert results["parts_done"] == ["training tiny", "inference tiny", "step"]
     assert results["step_8x64"]["milliseconds"] > 0 and results["step_8x64"]["goal_milliseconds"] == 1.0
     assert "| tiny | training |" in gpu_speed.readme_table(results)

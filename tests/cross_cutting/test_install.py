@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fixtures.environment import REPO, clean_env
 from fixtures.install import install_site
 from fixtures.models import TINY

@@ -118,7 +118,7 @@ def imports(name: str, path: Path, known: dict[str, Path], strings: bool = True)
             named = node.value.split(":")[0]
             if "." in named or named in PACKAGES:
                 found.add(named)
-    return {module for module in map(lambda m: known_as(m, known), found) if module and module != name}
+    return {module for module in (known_as(m, known) for m in found) if module and module != name}
 
 
 def renderer_module(renderer: str) -> str:
@@ -141,7 +141,7 @@ def document_imports(path: Path, known: dict[str, Path]) -> set[str]:
     found = {renderer_module(match.group(2)) for match in RESULTS_MARKER.finditer(text)}
     found.update(COMMAND.findall(text))
     found.update(module for code in python for pair in PYTHON_IMPORT.findall(code) for module in pair if module)
-    return {module for module in map(lambda m: known_as(m, known), found) if module}
+    return {module for module in (known_as(m, known) for m in found) if module}
 
 
 def graph(known: dict[str, Path] | None = None, docs: dict[str, Path] | None = None) -> dict[str, set[str]]:
@@ -341,3 +341,13 @@ def test_no_face_exports_a_name_its_package_has_a_module_of():
         submodules = {p.stem for p in path.parent.glob("*.py")} | {p.name for p in path.parent.iterdir() if p.is_dir()}
         clashes += [f"{name}.{x}" for x in sorted(exported & submodules)]
     assert clashes == []
+
+
+def test_ruff_finds_nothing_to_correct():
+    """The lint configuration (pyproject.toml: pycodestyle, pyflakes, import order, comprehensions, pyupgrade) holds
+    over the whole repository, notebooks included."""
+    ruff = Path(sys.executable).with_name("ruff")
+    assert ruff.is_file(), f"no ruff beside {sys.executable}: the dev extra installs it"
+    found = subprocess.run([str(ruff), "check", "--output-format", "concise", str(REPO)], capture_output=True, text=True,
+                           cwd=REPO)
+    assert found.returncode == 0, found.stdout[-4000:] + found.stderr[-2000:]

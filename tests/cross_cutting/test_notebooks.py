@@ -25,10 +25,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from fixtures.environment import REPO
 from nbclient import NotebookClient
 from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
-from fixtures.environment import REPO
 from tools.readme import command_problem, minibert_commands, notebook_prose, prose_commands
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))

@@ -26,9 +26,9 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-
 from fixtures.environment import REPO
 from fixtures.install import distribution_links, install_site
+
 from tools.readme import README, blocks, command_problem, minibert_commands, runnable_documents
 
 # Appended to each pretraining and distillation command of a block: enough steps to exercise every stage of the job

@@ -11,21 +11,21 @@ from pathlib import Path
 
 import pytest
 import torch
+from fixtures.environment import run_python
+from fixtures.models import TINY
 from sentence_transformers import SentenceTransformer
 from transformers import AutoTokenizer
 
-from fixtures.environment import run_python
-from fixtures.models import TINY
-from modeling_minibert.cli import main
 from modeling_minibert import MiniBertConfig, MiniBertModel
-from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
-from modeling_minibert.utils.outputs import SENTENCE_TRANSFORMERS_MODULES_FILE
+from modeling_minibert.cli import main
 from modeling_minibert.deployment.sentence_embeddings import encode
+from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
 from modeling_minibert.sharing.sentence_transformers_format import (
     mean_pooling,
     module_types,
     write_sentence_transformers_files,
 )
+from modeling_minibert.utils.outputs import SENTENCE_TRANSFORMERS_MODULES_FILE
 from tokenization import train_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -16,8 +16,8 @@ import pytest
 import torch
 from fixtures.deploy import assert_missing_weights_refused, assert_near_fp32, classifier, fixture_set
 from fixtures.environment import REPO, run_python
-from transformers import AutoTokenizer
 from fixtures.models import TINY, ragged_batch
+from transformers import AutoTokenizer
 
 from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, MiniBertForSequenceClassification, MiniBertModel
 from modeling_minibert.cli import main as cli_main
@@ -69,6 +69,7 @@ def test_a_variant_bert_cannot_hold_keeps_its_config_without_code_references(tmp
 def test_the_folder_carries_the_tokenizer_and_labels_to_serve_with(classifier_folder, tmp_path):
     """What a service needs beside the graph: the tokenizer that made its inputs and the label names."""
     from transformers import AutoConfig
+
     from tokenization import train_tokenizer
 
     source = tmp_path / "with-tokenizer"
@@ -330,6 +331,7 @@ def test_optimum_serves_the_exported_folder(classifier_folder, tmp_path):
     """The folder is laid out as optimum's own export: its ORTModel and AutoTokenizer load it where this package is
     not installed, without remote code, and give PyTorch's logits and labels."""
     from fixtures.environment import clean_env
+
     from tokenization import train_tokenizer
 
     source = tmp_path / "classifier"

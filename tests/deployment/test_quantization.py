@@ -11,7 +11,6 @@ from fixtures.environment import REPO, run_python
 from fixtures.models import TINY, ragged_batch
 
 from modeling_minibert import MiniBertForSequenceClassification
-from modeling_minibert.utils.outputs import QUANTIZED_INFO_FILE, QUANTIZED_WEIGHTS_FILE
 from modeling_minibert.deployment.quantization import (
     load_quantized,
     packing_engine,
@@ -19,6 +18,7 @@ from modeling_minibert.deployment.quantization import (
     quantize_dynamic_int8,
     quantized_engine,
 )
+from modeling_minibert.utils.outputs import QUANTIZED_INFO_FILE, QUANTIZED_WEIGHTS_FILE
 
 # The engines whose kernels Mini-BERT's int8 layers can run on (x86 picks fbgemm for these layers).
 ENGINES = [e for e in ("fbgemm", "onednn") if e in torch.backends.quantized.supported_engines]

@@ -17,9 +17,8 @@ import torch
 from fixtures.browser import Chromium, chromium_binary
 from fixtures.environment import REPO
 from fixtures.models import TINY
-from examples.rotten_tomatoes import load_rotten_tomatoes
-from transformers import AutoTokenizer
 
+from examples.rotten_tomatoes import load_rotten_tomatoes
 from modeling_minibert import MiniBertConfig, MiniBertForSequenceClassification
 from modeling_minibert.cli import main as cli_main
 from tokenization import train_tokenizer

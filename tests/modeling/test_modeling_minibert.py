@@ -14,13 +14,17 @@ from fixtures.models import TINY, padded_batch, ragged_batch
 from transformers import AutoModel, AutoModelForMaskedLM, BertConfig
 
 import modeling_minibert
-from modeling_minibert import AUTO_CLASSES, MiniBertConfig
-from modeling_minibert import checks_minibert
-from modeling_minibert.utils import outputs
+from modeling_minibert import AUTO_CLASSES, MiniBertConfig, checks_minibert
 from modeling_minibert.checks_minibert import check_inputs, check_labels, read_safetensors_header
 from modeling_minibert.configuration_minibert import check_model_path
-from modeling_minibert.modeling_minibert import MiniBertForMaskedLM, MiniBertForPreTraining, Packing, functional_dropout
+from modeling_minibert.modeling_minibert import (
+    MiniBertForMaskedLM,
+    MiniBertForPreTraining,
+    Packing,
+    functional_dropout,
+)
 from modeling_minibert.sharing.bert_format import HEADS
+from modeling_minibert.utils import outputs
 
 CONFIGS = {
     "tiny-gelu": dict(TINY),

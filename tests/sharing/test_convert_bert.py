@@ -16,15 +16,15 @@ import torch
 import transformers
 from fixtures.environment import REPO
 from fixtures.models import TINY, padded_batch, ragged_batch
-from safetensors.torch import load_file, save_file
 from modeling.test_modeling_minibert import HEADS, assert_outputs_match, head_inputs
+from safetensors.torch import load_file, save_file
 from transformers import AutoModel, BertConfig
 
 import modeling_minibert
 from modeling_minibert import AUTO_CLASSES, MiniBertConfig
 from modeling_minibert.cli import main as cli_main
-from modeling_minibert.sharing.bert_format import convert_bert_to_minibert, convert_minibert_to_bert
 from modeling_minibert.modeling_minibert import AUTO_MAP
+from modeling_minibert.sharing.bert_format import convert_bert_to_minibert, convert_minibert_to_bert
 
 
 def saved_bert(folder, head: str, **config_kwargs):
@@ -274,14 +274,14 @@ for head, (auto_class, folder) in folders.items():
     with torch.no_grad():
         result = model(**{k: torch.tensor(v) for k, v in inputs[head].items()})
     out[head] = {
-        "tokenizer": type(tokenizer).__name__, "ids": tokenizer(%r)["input_ids"], "class": type(model).__name__,
+        "tokenizer": type(tokenizer).__name__, "ids": tokenizer(TEXTS_LITERAL)["input_ids"], "class": type(model).__name__,
         "outputs": {k: v.tolist() for k, v in result.items() if torch.is_tensor(v)},
     }
     if head in pipelines:
         task, text = pipelines[head]
         out[head]["pipeline"] = pipeline(task, model=folder)(text)
 print("\nRESULT", json.dumps(out, default=float))  # numpy scores (token-classification) as floats
-""" % TEXTS
+""".replace("TEXTS_LITERAL", repr(TEXTS))
 
 
 def tensors_of(value):
@@ -308,7 +308,7 @@ def mini_job_folder(root: Path, head: str, tokenizer) -> Path:
     from modeling_minibert.utils.outputs import write_results
 
     labels = LABELS.get(head)
-    extra = dict(id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)}) if labels else {}
+    extra = dict(id2label=dict(enumerate(labels)), label2id={name: i for i, name in enumerate(labels)}) if labels else {}
     torch.manual_seed(0)
     folder = root / head
     config = MiniBertConfig(**{**TINY, "vocab_size": len(tokenizer)}, **extra)

@@ -25,19 +25,25 @@ from pathlib import Path
 import httpx2
 import pytest
 import torch
-from huggingface_hub import HfApi, ModelCard, constants, metadata_load
-from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalTokenNotFoundError
 from fixtures.environment import BLOCK_PACKAGE, REPO, clean_env
 from fixtures.models import TINY
+from huggingface_hub import HfApi, ModelCard, constants, metadata_load
+from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalTokenNotFoundError
 
 from modeling_minibert import MiniBertConfig, MiniBertForPreTraining, MiniBertForSequenceClassification
 from modeling_minibert.cli import main as cli_main
-from modeling_minibert.sharing.folder import published_files
-from modeling_minibert.sharing.push import _call_without_leaking, files_to_upload, push_to_hub
-from modeling_minibert.sharing.model_card import CARD_MARKER, HEADS, build_model_card, refresh_model_card, write_model_card
 from modeling_minibert.modeling_minibert import AUTO_MAP
-from tools.local_hub import LocalHub
+from modeling_minibert.sharing.folder import published_files
+from modeling_minibert.sharing.model_card import (
+    CARD_MARKER,
+    HEADS,
+    build_model_card,
+    refresh_model_card,
+    write_model_card,
+)
+from modeling_minibert.sharing.push import _call_without_leaking, files_to_upload, push_to_hub
 from tokenization import make_tokenizer
+from tools.local_hub import LocalHub
 
 USER = "hub-tester"
 TOKEN = "hf_MiniBertSecret" + uuid.uuid4().hex  # distinctive, so that any leak is found by a plain search

@@ -61,7 +61,14 @@ from .connections import DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT
 from .lfs import UploadTicket
 from .protocol import HubError, Request, Response
 from .repository import (
-    DEFAULT_BRANCH, DEFAULT_GITATTRIBUTES, LFS_SIZE_THRESHOLD, REPO_TYPES, Commit, FileEntry, Repo, git_blob_oid,
+    DEFAULT_BRANCH,
+    DEFAULT_GITATTRIBUTES,
+    LFS_SIZE_THRESHOLD,
+    REPO_TYPES,
+    Commit,
+    FileEntry,
+    Repo,
+    git_blob_oid,
     lfs_pointer,
 )
 from .server import LocalHub

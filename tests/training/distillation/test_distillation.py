@@ -11,18 +11,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import random
 import re
 import shutil
-import random
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 from datasets import Dataset
+from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
-from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForPreTraining, MiniBertForSequenceClassification
+from modeling_minibert import (
+    MiniBertConfig,
+    MiniBertForMaskedLM,
+    MiniBertForPreTraining,
+    MiniBertForSequenceClassification,
+)
 from modeling_minibert.cli import main
 from modeling_minibert.training.distillation import flow as distillation
 from modeling_minibert.training.distillation import teacher as distillation_teacher
@@ -37,8 +43,8 @@ from modeling_minibert.training.finetuning.arguments import FinetuningOptions
 from modeling_minibert.training.finetuning.task import Examples
 from modeling_minibert.training.finetuning.tasks import load_task
 from modeling_minibert.utils.finite import NonFiniteError
-from modeling_minibert.utils.outputs import CURVES_FILE, TEACHER_DIR, TEACHER_INFO_FILE, TEACHER_LOGITS_FILE as CACHE_FILE
-from safetensors.torch import load_file, save_file
+from modeling_minibert.utils.outputs import CURVES_FILE, TEACHER_DIR, TEACHER_INFO_FILE
+from modeling_minibert.utils.outputs import TEACHER_LOGITS_FILE as CACHE_FILE
 from tokenization import train_tokenizer
 
 GOOD, BAD = ["good", "great", "superb", "lovely", "fine"], ["bad", "awful", "dull", "poor", "weak"]
@@ -426,8 +432,8 @@ def test_mlm_augmentation_with_a_bert_masked_lm_gives_the_same_copies(student, t
     weights (a student published in BERT format) makes the same copies as Mini-BERT."""
     from transformers import BertForMaskedLM
 
-    from modeling_minibert.training.distillation.augmentation import mlm_augment
     from modeling_minibert.sharing.bert_format import convert_minibert_to_bert
+    from modeling_minibert.training.distillation.augmentation import mlm_augment
 
     convert_minibert_to_bert(student, tmp_path / "bert")
     tokenizer = AutoTokenizer.from_pretrained(student)
@@ -966,8 +972,9 @@ def aligned_student(teacher_base, tmp_path_factory) -> Path:
 
 def relations_to_teacher(teacher: Path, model, texts: list[str]) -> float:
     """The relation loss between `teacher`'s last layer and `model`'s on `texts` (both read the teacher's tokens)."""
-    from modeling_minibert.training.distillation.relations import set_recording_attention
     from transformers import AutoModel
+
+    from modeling_minibert.training.distillation.relations import set_recording_attention
 
     encoder = AutoModel.from_pretrained(teacher).eval()
     set_recording_attention(encoder, "teacher")

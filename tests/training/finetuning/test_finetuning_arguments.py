@@ -6,14 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from datasets import DatasetDict
-from transformers import Trainer
-
-from modeling_minibert.cli import main
-from modeling_minibert.training.finetuning import finetune, training_arguments
-from modeling_minibert.training.finetuning.arguments import epochs_for, parse_args
-
 from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
     NER_TRAIN,
     NER_VALIDATION,
@@ -21,6 +14,11 @@ from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixtur
     checkpoint,
     pair_data,
 )
+from transformers import Trainer
+
+from modeling_minibert.cli import main
+from modeling_minibert.training.finetuning import finetune, training_arguments
+from modeling_minibert.training.finetuning.arguments import epochs_for, parse_args
 
 # The README's fine-tuning defaults, written out: what both the command line and the Python API must use.
 DOCUMENTED = {

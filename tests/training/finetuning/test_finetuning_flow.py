@@ -16,19 +16,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 from datasets import Dataset
-from safetensors.torch import load_file, save_file
-from transformers import Trainer, pipeline
-
-from modeling_minibert import MiniBertConfig
-from modeling_minibert.cli import main
-from modeling_minibert.training.finetuning import (
-    finetune,
-)
-from modeling_minibert.training.finetuning.flow import resume_checkpoint
-from modeling_minibert.training.finetuning.loading import check_max_length
-from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
-from modeling_minibert.utils.finite import NonFiniteError
-
 from fixtures.environment import run_python
 from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
     NER_TRAIN,
@@ -38,7 +25,18 @@ from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixtur
     checkpoint,
     saved_files,
 )
+from safetensors.torch import load_file, save_file
+from transformers import Trainer, pipeline
 
+from modeling_minibert import MiniBertConfig
+from modeling_minibert.cli import main
+from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
+from modeling_minibert.training.finetuning import (
+    finetune,
+)
+from modeling_minibert.training.finetuning.flow import resume_checkpoint
+from modeling_minibert.training.finetuning.loading import check_max_length
+from modeling_minibert.utils.finite import NonFiniteError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -214,6 +212,7 @@ def test_read_only_output_is_one_line_before_any_work(checkpoint, read_only, ins
 
 def test_push_to_hub_uploads_the_final_folder_only(checkpoint, tmp_path, monkeypatch):
     import huggingface_hub.constants as hub_constants
+
     from tools.local_hub import LocalHub
 
     user, token = "ft-tester", "hf_FinetuneSecret" + uuid.uuid4().hex

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from modeling_minibert.question_answering_pipeline import best_answers
 from modeling_minibert.training.finetuning.metrics import (
     answer_f1,
     classification_metrics,
@@ -13,7 +14,6 @@ from modeling_minibert.training.finetuning.metrics import (
     squad_metrics,
     token_classification_metrics,
 )
-from modeling_minibert.question_answering_pipeline import best_answers
 
 
 def test_classification_metrics_by_hand():

@@ -6,19 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from datasets import Dataset
+from fixtures.finetuning_checkpoint import FAST, QA_TRAIN, QA_VALIDATION, assert_clean_output, checkpoint  # noqa: F401 (a fixture)
 from transformers import AutoTokenizer, pipeline
 
+from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
 from modeling_minibert.training.finetuning import finetune
-from modeling_minibert.training.finetuning.tasks.question_answering import PREDICTIONS_FILE
 from modeling_minibert.training.finetuning.data import DataError, load_data, question_answer_columns
 from modeling_minibert.training.finetuning.metrics import squad_metrics
-from modeling_minibert.training.finetuning.tasks.question_answering import qa_features
-from modeling_minibert.question_answering_pipeline import QuestionAnsweringPipeline
-
-from fixtures.finetuning_checkpoint import FAST, QA_TRAIN, QA_VALIDATION, assert_clean_output, checkpoint  # noqa: F401 (a fixture)
-
+from modeling_minibert.training.finetuning.tasks.question_answering import PREDICTIONS_FILE, qa_features
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

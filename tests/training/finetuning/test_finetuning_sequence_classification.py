@@ -6,16 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from datasets import Dataset
-from safetensors.torch import load_file
-from transformers import AutoModelForSequenceClassification, pipeline
-
-from examples.rotten_tomatoes import tfidf_baseline
-from modeling_minibert.training.finetuning import finetune
-from modeling_minibert.utils.outputs import CONFUSION_FILE
-from modeling_minibert.training.finetuning.data import DataError
-
 from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
     FAST,
     QUIET,
@@ -26,7 +17,13 @@ from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixtur
     rotten_tomatoes_slice,
     rotten_tomatoes_splits,
 )
+from safetensors.torch import load_file
+from transformers import AutoModelForSequenceClassification, pipeline
 
+from examples.rotten_tomatoes import tfidf_baseline
+from modeling_minibert.training.finetuning import finetune
+from modeling_minibert.training.finetuning.data import DataError
+from modeling_minibert.utils.outputs import CONFUSION_FILE
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

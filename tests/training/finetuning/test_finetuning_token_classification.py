@@ -6,14 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from datasets import Dataset
-from transformers import AutoTokenizer, Trainer, pipeline
-
-from modeling_minibert.training.finetuning import finetune
-from modeling_minibert.training.finetuning.tasks.token_classification import align_word_labels, continuation_labels
-from modeling_minibert.training.finetuning.data import load_data
-
 from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixture)
     FAST,
     NER_TRAIN,
@@ -22,7 +15,11 @@ from fixtures.finetuning_checkpoint import (  # noqa: F401 (checkpoint: a fixtur
     assert_clean_output,
     checkpoint,
 )
+from transformers import AutoTokenizer, Trainer, pipeline
 
+from modeling_minibert.training.finetuning import finetune
+from modeling_minibert.training.finetuning.data import load_data
+from modeling_minibert.training.finetuning.tasks.token_classification import align_word_labels, continuation_labels
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

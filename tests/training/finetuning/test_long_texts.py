@@ -18,9 +18,9 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from modeling_minibert.cli import main
 from modeling_minibert.deployment import classify_long_texts
-from modeling_minibert.training.finetuning.windows import check_doc_stride, per_text, text_windows
 from modeling_minibert.training.distillation import distill
 from modeling_minibert.training.finetuning import finetune
+from modeling_minibert.training.finetuning.windows import check_doc_stride, per_text, text_windows
 from modeling_minibert.utils.outputs import CONFUSION_FILE
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -15,6 +15,18 @@ from itertools import islice
 import numpy as np
 import pytest
 import torch
+from fixtures.environment import run_python
+from fixtures.pretraining import (  # noqa: F401 (fixtures)
+    PYTHON,
+    cli_args,
+    corpus,
+    free_port,
+    pytestmark,
+    read_metrics,
+    subprocess_env,
+    tiny,
+    tokenizer_dir,
+)
 from safetensors.torch import load_file
 from transformers import AutoModelForPreTraining
 
@@ -24,18 +36,6 @@ from modeling_minibert.training.pretraining import PretrainingArguments, pretrai
 from modeling_minibert.training.pretraining.data import DATA_WAIT, RunBatches, ShuffledOrder
 from modeling_minibert.training.pretraining.run_folder import ARGS_FILE, PROCESSES, keep_global_batch
 from modeling_minibert.utils.outputs import results_file
-from fixtures.environment import run_python
-from fixtures.pretraining import (  # noqa: F401 (fixtures)
-    PYTHON,
-    pytestmark,
-    cli_args,
-    corpus,
-    free_port,
-    read_metrics,
-    subprocess_env,
-    tiny,
-    tokenizer_dir,
-)
 
 TRAIN_RESULTS_FILE = results_file("train")
 

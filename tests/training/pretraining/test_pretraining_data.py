@@ -7,13 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from fixtures.nsp import MAX_LENGTH, dataset, docs, tokenizer  # noqa: F401 (fixtures)
 
 from modeling_minibert.training.pretraining.data import (
     DataCollatorForPreTraining,
     RunBatches,
     RunExamples,
 )
-from fixtures.nsp import MAX_LENGTH, dataset, docs, tokenizer  # noqa: F401 (fixtures)
+
 
 def collate_all(collator, dataset, batch_size=64, limit=None):
     n = len(dataset) if limit is None else limit

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fixtures.nsp import MAX_LENGTH, dataset, docs, tokenizer  # noqa: F401 (fixtures)
 from scipy import stats
 
 from modeling_minibert.training.pretraining.corpus import Texts, split_document_ids
 from modeling_minibert.training.pretraining.data import build_nsp_dataset, run_data
 from modeling_minibert.training.pretraining.examples import IS_NEXT, RANDOM_NEXT, example_index
 from modeling_minibert.training.pretraining.preparation import in_memory_corpus, prepare_corpus
-from fixtures.nsp import MAX_LENGTH, dataset, docs, tokenizer  # noqa: F401 (fixtures)
+
 
 @pytest.fixture(scope="module")
 def corpus(docs, tokenizer):

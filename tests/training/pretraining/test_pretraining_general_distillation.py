@@ -8,11 +8,20 @@ import shutil
 
 import pytest
 import torch
+from fixtures.models import TINY, padded_batch
+from fixtures.pretraining import (  # noqa: F401 (fixtures)
+    corpus,
+    pytestmark,
+    read_metrics,
+    tiny,
+    tokenizer_dir,
+)
 from safetensors.torch import load_file
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForSequenceClassification
 from modeling_minibert.training.pretraining import PretrainingArguments, pretrain
+from modeling_minibert.training.pretraining.objectives import pick_objective
 from modeling_minibert.training.pretraining.objectives.general_distillation import (
     GeneralDistillation,
     StudentWithTeacher,
@@ -23,15 +32,6 @@ from modeling_minibert.training.pretraining.objectives.general_distillation impo
     resolved_basis,
     resolved_teacher_init,
     taught_layers,
-)
-from modeling_minibert.training.pretraining.objectives import pick_objective
-from fixtures.models import TINY, padded_batch
-from fixtures.pretraining import (  # noqa: F401 (fixtures)
-    pytestmark,
-    corpus,
-    read_metrics,
-    tiny,
-    tokenizer_dir,
 )
 from tokenization import load_tokenizer
 from tokenization.subset import smallest_vocab_size
@@ -66,7 +66,7 @@ def a_batch(vocab_size: int) -> dict:
 def test_relation_loss_is_zero_for_a_copy_of_the_teacher(teacher_dir):
     teacher = teacher_of(teacher_dir)
     vocab = teacher.model.config.vocab_size
-    student = MiniBertForMaskedLM(MiniBertConfig(vocab_size=vocab, **{k: v for k, v in TEACHER.items()}))
+    student = MiniBertForMaskedLM(MiniBertConfig(vocab_size=vocab, **TEACHER))
     missing, unexpected = student.bert.load_state_dict(teacher.model.state_dict(), strict=False)
     assert missing == [] and all(k.startswith("pooler.") for k in unexpected)
     batch = a_batch(vocab)

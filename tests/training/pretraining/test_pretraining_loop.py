@@ -13,6 +13,18 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 import torch
+from fixtures.pretraining import (  # noqa: F401 (fixtures)
+    PYTHON,
+    cli_args,
+    corpus,
+    free_port,
+    pytestmark,
+    read_metrics,
+    snapshot,
+    subprocess_env,
+    tiny,
+    tokenizer_dir,
+)
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, AutoTokenizer, pipeline
 
@@ -27,21 +39,9 @@ from modeling_minibert.training.pretraining.data import (
     RunExamples,
     build_nsp_dataset,
 )
+from modeling_minibert.training.pretraining.run_folder import ARGS_FILE
 from modeling_minibert.utils.outputs import ALL_RESULTS_FILE, results_file
 from modeling_minibert.utils.outputs import CURVES_FILE as PLOT_FILE
-from modeling_minibert.training.pretraining.run_folder import ARGS_FILE
-from fixtures.pretraining import (  # noqa: F401 (fixtures)
-    PYTHON,
-    pytestmark,
-    cli_args,
-    corpus,
-    free_port,
-    read_metrics,
-    snapshot,
-    subprocess_env,
-    tiny,
-    tokenizer_dir,
-)
 
 TRAIN_RESULTS_FILE, EVAL_RESULTS_FILE = results_file("train"), results_file("eval")
 EVAL_KEYS = {"eval_loss", "eval_mlm_loss", "eval_mlm_accuracy", "eval_nsp_loss", "eval_nsp_accuracy", "perplexity"}
@@ -357,8 +357,9 @@ def test_continued_pretraining_starts_from_the_model_and_its_tokenizer(run, tiny
 
 
 def test_continuing_from_a_classifier_says_the_mlm_head_is_new_in_one_line(run, tiny, tmp_path, capsys):
-    from modeling_minibert import cli
     from transformers import AutoModelForSequenceClassification
+
+    from modeling_minibert import cli
 
     source = run[0]
     classifier = tmp_path / "classifier"

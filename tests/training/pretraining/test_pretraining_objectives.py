@@ -6,22 +6,22 @@ from __future__ import annotations
 import matplotlib.image
 import pytest
 import torch
+from fixtures.models import TINY
+from fixtures.pretraining import (  # noqa: F401 (fixtures)
+    corpus,
+    pytestmark,
+    read_metrics,
+    tiny,
+    tokenizer_dir,
+)
 
 from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM, MiniBertForPreTraining
-from modeling_minibert.utils.outputs import CHECKPOINT_MODEL_DIR, CURVES_FILE
 from modeling_minibert.training.pretraining import OBJECTIVES, PretrainingArguments, pretrain
 from modeling_minibert.training.pretraining.arguments import NO_STEP_LIMIT
 from modeling_minibert.training.pretraining.objectives import Objective, pick_objective
 from modeling_minibert.training.pretraining.objectives.base import Curve
 from modeling_minibert.training.pretraining.objectives.mlm_nsp import MaskedLMWithNSP
-from fixtures.models import TINY
-from fixtures.pretraining import (  # noqa: F401 (fixtures)
-    pytestmark,
-    corpus,
-    read_metrics,
-    tiny,
-    tokenizer_dir,
-)
+from modeling_minibert.utils.outputs import CHECKPOINT_MODEL_DIR, CURVES_FILE
 
 
 def test_the_table_names_each_objective_and_its_model():

@@ -12,20 +12,20 @@ import socket
 import subprocess
 
 import pytest
-
-from modeling_minibert import cli
-from modeling_minibert.training.pretraining import pretrain
-from modeling_minibert.utils.outputs import LOCK_FILE, METRICS_FILE, acquire_lock, release_lock
-from modeling_minibert.training.pretraining.run_folder import MetricsLog
 from fixtures.pretraining import (  # noqa: F401 (fixtures)
-    pytestmark,
     cli_args,
     corpus,
+    pytestmark,
     read_metrics,
     snapshot,
     tiny,
     tokenizer_dir,
 )
+
+from modeling_minibert import cli
+from modeling_minibert.training.pretraining import pretrain
+from modeling_minibert.training.pretraining.run_folder import MetricsLog
+from modeling_minibert.utils.outputs import LOCK_FILE, METRICS_FILE, acquire_lock, release_lock
 
 
 @pytest.fixture(scope="module")

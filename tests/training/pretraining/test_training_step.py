@@ -11,13 +11,19 @@ import pickle
 import pytest
 import torch
 from fixtures.host_syncs import HostSyncs
-from safetensors.torch import load_file
 from fixtures.models import TINY, ragged_batch
 from fixtures.pretraining import corpus, pytestmark, tiny, tokenizer_dir  # noqa: F401 (fixtures)
+from safetensors.torch import load_file
 
 import modeling_minibert.modeling_minibert as modeling
 from modeling_minibert import MiniBertConfig, checks_minibert
-from modeling_minibert.modeling_minibert import BatchPlan, Packing, masked_capacity, packed_attention_kernel, plan_batch
+from modeling_minibert.modeling_minibert import (
+    BatchPlan,
+    Packing,
+    masked_capacity,
+    packed_attention_kernel,
+    plan_batch,
+)
 from modeling_minibert.training.pretraining.data import DataCollatorForPreTraining, build_nsp_dataset
 from modeling_minibert.training.pretraining.objectives import OBJECTIVES
 
@@ -246,8 +252,9 @@ def test_the_varlen_path_attends_within_each_packed_sequence_as_the_padded_encod
 def test_torch_compile_pretrains_the_compiled_module_to_the_eager_runs_numbers(tiny, tmp_path):
     """`--torch_compile` (TrainingArguments' names; a backend given implies it): Accelerate compiles the module it
     prepares, and the run logs the uncompiled run's losses (no dropout in pretraining by default)."""
-    from modeling_minibert.training.pretraining import PretrainingArguments, pretrain
     from fixtures.pretraining import read_metrics
+
+    from modeling_minibert.training.pretraining import PretrainingArguments, pretrain
 
     assert PretrainingArguments(torch_compile_backend="aot_eager").torch_compile is True
     settings = dict(tiny, max_steps=2, save_steps=2, eval_steps=2)
