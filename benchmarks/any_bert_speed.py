@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.arguments import parser
-from examples.minilm import minilm_path
 from benchmarks.report import command_line, default_output, markdown_table, write_results
+from examples.minilm import minilm_path
 
 BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  intermediate_size=3072, max_position_embeddings=512)

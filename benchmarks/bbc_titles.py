@@ -27,6 +27,7 @@ from examples.bbc_titles import load_bbc_titles, write_splits
 from examples.rotten_tomatoes import tfidf_baseline
 from modeling_minibert.training.finetuning import FinetuneArguments, finetune
 
+
 @dataclass
 class BBCTitlesArguments:
     """The benchmark's own options; every other one is `finetune`'s."""

@@ -11,7 +11,7 @@ import time
 class Stage:
     """CPU and wall-clock time of a block: `with Stage() as s: ...; s.cpu_minutes`."""
 
-    def __enter__(self) -> "Stage":
+    def __enter__(self) -> Stage:
         self.cpu, self.wall = time.process_time(), time.perf_counter()
         return self
 

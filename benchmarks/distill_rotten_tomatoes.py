@@ -44,8 +44,8 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from benchmarks.arguments import job_options, job_parser, parse, require, set_by_benchmark, take
 from benchmarks.cpu_time import Stage, run_child
-from examples.minilm import minilm_path
 from benchmarks.report import command_line, default_output, markdown_table, run_info, write_results
+from examples.minilm import minilm_path
 from examples.rotten_tomatoes import load_rotten_tomatoes, plot_sentences, tfidf_baseline
 from modeling_minibert.training.distillation import DistillationArguments, distill
 from modeling_minibert.training.distillation.arguments import TEACHER_EPOCHS

@@ -47,8 +47,8 @@ from matplotlib.figure import Figure
 
 from benchmarks.arguments import job_options, job_parser, parse, set_by_benchmark, take
 from benchmarks.general_distillation import general_distillation
-from examples.minilm import minilm_path
 from benchmarks.report import command_line, default_output, markdown_table, write_results
+from examples.minilm import minilm_path
 from examples.rotten_tomatoes import load_rotten_tomatoes
 from modeling_minibert.training.distillation import DistillationArguments, distill
 from modeling_minibert.training.distillation.embedding import EMBEDDING_TRAINING_DEFAULTS, student_from_teacher

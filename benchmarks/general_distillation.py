@@ -34,8 +34,8 @@ from pathlib import Path
 from benchmarks.arguments import job_options, job_parser, parse, set_by_benchmark, take
 from benchmarks.cpu_time import Stage, run_child
 from benchmarks.distill_rotten_tomatoes import scored
-from examples.minilm import minilm_path
 from benchmarks.report import RESULTS, command_line, default_output, write_results
+from examples.minilm import minilm_path
 from examples.rotten_tomatoes import load_rotten_tomatoes
 from modeling_minibert.training.finetuning import finetune
 from modeling_minibert.training.finetuning.arguments import FinetuneArguments

@@ -8,7 +8,7 @@
 # Parts, each with a time limit, in this order whatever the others did. A part passes only when it ran and exited 0:
 # one skipped (something missing, the budget spent) or cut by its limit has not passed, and the check fails.
 #   versions        the machine's Python, torch, CUDA, the cards, and every library the parts need (versions.json)
-#   pytest          `pytest -m gpu tests/test_gpu.py`: every head on CUDA against the CPU, bf16 autocast training
+#   pytest          `pytest -m gpu tests/cross_cutting/test_gpu.py`: every head on CUDA against the CPU, bf16 autocast training
 #                   against float32, the attention backends and kernels against each other, a pretraining run that
 #                   saves, resumes and reloads, the training step in one compiled graph (pytest_gpu.xml)
 #   speed           benchmarks/gpu_speed.py: training tokens/s on full-length and mixed-length batches and
@@ -167,7 +167,7 @@ write_summary
 # --- pytest -m gpu -------------------------------------------------------------------------------------------------
 if "$PYTHON" -c "import pytest" 2>/dev/null; then
     # -o addopts= : the suite's own options need pytest-xdist and pytest-timeout, which a GPU machine may not have.
-    part pytest 180 "$PYTHON" -m pytest -o addopts= -p no:cacheprovider -m gpu tests/test_gpu.py -rs -v \
+    part pytest 180 "$PYTHON" -m pytest -o addopts= -p no:cacheprovider -m gpu tests/cross_cutting/test_gpu.py -rs -v \
         --durations=10 --junitxml="$OUT/pytest_gpu.xml"
 else
     skip pytest "no pytest here (put its wheels in $WHEELS)"

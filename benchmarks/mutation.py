@@ -47,11 +47,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # expression drops tests that cannot run under mutmut).
 MODULES: dict[str, list[str]] = {
     # torch.compile cannot trace through mutmut's trampolines (the function that picks the mutant at run time)
-    "modeling_minibert/modeling_minibert.py": ["tests/test_modeling_minibert.py", "-k", "not torch_compile"],
-    "tokenization/wordpiece.py": ["tests/test_tokenization.py"],
-    "modeling_minibert/training/finetuning/metrics.py": ["tests/test_finetuning_metrics.py"],
-    "modeling_minibert/training/pretraining/data.py": ["tests/test_pretraining_data.py"],
-    "modeling_minibert/training/pretraining/loop.py": ["tests/test_pretraining_loop.py"],
+    "modeling_minibert/modeling_minibert.py": ["tests/modeling/test_modeling_minibert.py", "-k", "not torch_compile"],
+    "tokenization/wordpiece.py": ["tests/tokenization/test_tokenization.py"],
+    "modeling_minibert/training/finetuning/metrics.py": ["tests/training/finetuning/test_finetuning_metrics.py"],
+    "modeling_minibert/training/pretraining/data.py": ["tests/training/pretraining/test_pretraining_data.py"],
+    "modeling_minibert/training/pretraining/loop.py": ["tests/training/pretraining/test_pretraining_loop.py"],
 }
 
 # Mutants that change no observable behaviour, by mutmut's name, with the mutated line as mutmut shows it (so a
@@ -167,7 +167,7 @@ def _read_meta(project: Path, module: str) -> dict[str, int | None]:
     return json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
 
 
-def run_module(module: str, args: "MutationArguments", workdir: Path) -> dict:
+def run_module(module: str, args: MutationArguments, workdir: Path) -> dict:
     from mutmut.stats import status_by_exit_code
 
     tests = MODULES[module]

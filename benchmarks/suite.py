@@ -41,9 +41,9 @@ from matplotlib.figure import Figure
 
 from benchmarks.arguments import parser
 from benchmarks.cpu_time import Stage
-from examples.minilm import minilm_path
 from benchmarks.report import command_line, cpu_kind, cpu_model, default_output, markdown_table, write_results
 from benchmarks.suite_data import TASKS, SuiteTask, baselines, english_sentences
+from examples.minilm import minilm_path
 
 TEACHER, FINETUNED, DISTILLED, BASELINE = "teacher fine-tuned", "Mini-BERT fine-tuned", "Mini-BERT distilled", "best classical baseline"
 SYSTEMS = ("baselines", "teacher", "finetuned", "distilled")

@@ -1,7 +1,7 @@
 """MkDocs hooks (mkdocs.yml `hooks:`): the site's pages that do not live in docs/.
 
 - The notebooks (`notebooks/*.ipynb`, committed without outputs; rendered by mkdocs-jupyter from the executed
-  copies a test run leaves in `build/notebooks/` where there are some, tests/test_notebooks.py, else as committed
+  copies a test run leaves in `build/notebooks/` where there are some, tests/cross_cutting/test_notebooks.py, else as committed
   with a note at the top saying how to get the outputs), `CHANGELOG.md` and the lab notebook (`lab/README.md` with
   the figures it shows; not in the navigation, the docs pages link to its entries) stay where a reader of the
   repository looks for them; the site takes them from there, under the same paths.
@@ -45,7 +45,7 @@ FACES = {
 EXECUTED = REPO / "build" / "notebooks"  # a test run's executed notebooks, with their outputs
 NOT_EXECUTED = (
     "> **The outputs are not shown yet.** This page is the notebook as committed, without outputs: the site shows "
-    "them once the tests have run it (`.venv/bin/python -m pytest tests/test_notebooks.py` writes the executed "
+    "them once the tests have run it (`.venv/bin/python -m pytest tests/cross_cutting/test_notebooks.py` writes the executed "
     "copies to `build/notebooks/`, then build the site again), or run it yourself in Jupyter."
 )
 

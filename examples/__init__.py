@@ -9,5 +9,5 @@ the jobs take. Each recipe is a module run from the repository root (`python -m 
     make_examples.py     writes the small templated inputs beside it (`python examples/make_examples.py`)
     browser/             a page that classifies a sentence with transformers.js
 
-They import the package and nothing of benchmarks/ or lab/ (tests/test_layout.py).
+They import the package and nothing of benchmarks/ or lab/ (tests/cross_cutting/test_layout.py).
 """

@@ -17,5 +17,5 @@ run from the repository root, as the benchmarks are:
     tables.py             the lab notebook's results tables, rendered from results/ (`python -m lab.tables`)
 
 The lab builds on the product (the package, tools/, examples/, benchmarks/), never the other way round
-(tests/test_layout.py). Its tests are in lab/tests/: `python -m pytest lab`, outside the default run.
+(tests/cross_cutting/test_layout.py). Its tests are in lab/tests/: `python -m pytest lab`, outside the default run.
 """

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.arguments import parser
-from examples.rotten_tomatoes import load_rotten_tomatoes, movie_reviews
 from benchmarks.suite_data import CP1252_QUOTES, english_sentences, pos_tagging, uncertainty
+from examples.rotten_tomatoes import load_rotten_tomatoes, movie_reviews
 from modeling_minibert.training.pretraining.data import load_bbc_news
 
 SENTENCES_PER_DOCUMENT = 20  # consecutive sentences of one source: next-sentence pairs stay within a text

@@ -382,7 +382,7 @@ def collected(name: str, folder: str, steps: int) -> dict:
             "threads": 1, "collected_from_folder": True}
 
 
-def timing(args: "AblationArguments", path: Path, command: str) -> None:
+def timing(args: AblationArguments, path: Path, command: str) -> None:
     """Interleaved rounds, one run at a time, order reversed every round; ratios to the default of the same round."""
     names = ["default", *[n for n in args.rows if n != "default" and n not in SAME_WORK]]
     saved = json.loads(path.read_text()) if path.is_file() else {}

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from modeling_minibert.utils.commands import CommandLine, forget_interrupt
+from modeling_minibert.utils.logging import checks_said
 
 
 class Command(NamedTuple):
@@ -190,9 +191,10 @@ def run(command: str, argv: list[str]) -> Any:
     check_extra(COMMANDS[command].extra, COMMANDS[command].needs)
     function = resolve(COMMANDS[command].function)
     fit_threads_to_the_cpu_quota()
-    with one_line_warnings(prog):
+    with one_line_warnings(prog), checks_said() as checked:
         result = function(**options)
-    report = line.report(result, options)
+    # What it made, then what it checked of it before calling it done: only now that the job has succeeded.
+    report = "\n".join([line.report(result, options), *(f"checked: {said}" for said in checked)]).strip()
     if report:
         print(report)
     return result

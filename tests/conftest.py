@@ -25,7 +25,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # Modules whose tests share no module fixture, so that pytest-xdist may give each test to a worker of its own
 # (`--dist loadscope` otherwise keeps a module on one worker): the notebooks, a kernel each, are together the
 # longest module, and one worker running all of them behind the README's blocks was the suite's critical path.
-INDEPENDENT_TESTS = ("tests/test_notebooks.py::",)
+INDEPENDENT_TESTS = ("tests/cross_cutting/test_notebooks.py::",)
 
 
 def scope(nodeid: str) -> str:

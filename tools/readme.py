@@ -1,5 +1,5 @@
 """The documents' runnable blocks, result tables and `minibert` commands, read from their Markdown: for
-tests/test_readme.py and tests/test_docs.py, for the tables' renderers (benchmarks/tables.py for the README and
+tests/cross_cutting/test_readme.py and tests/cross_cutting/test_docs.py, for the tables' renderers (benchmarks/tables.py for the README and
 the docs pages, lab/tables.py for the lab notebook) and for the lab's tests.
 
 Documents: README.md and the pages of the documentation site (docs/, in the order of mkdocs.yml's `nav`); the lab
@@ -9,7 +9,7 @@ Result tables: a line `<!-- results: FILE [FILE ...] RENDERER -->` is followed b
 renderer's output on those committed results files (paths from the repository root), so a figure cannot drift from
 its run. This module reads the markers and the tables; what RENDERER names, and rendering, is the renderers'.
 
-Runnable blocks: every ```bash and ```python block of README.md and of the docs pages runs (tests/test_readme.py),
+Runnable blocks: every ```bash and ```python block of README.md and of the docs pages runs (tests/cross_cutting/test_readme.py),
 in that order, from the root of one fresh copy of the repository, except a block right after a line
 `<!-- readme-test: skip REASON -->`.
 """
@@ -139,6 +139,37 @@ def minibert_commands(text: str) -> list[tuple[int, list[str]]]:
             argv = ["1" if word == "N" else word for word in shlex.split(line, comments=True)[1:]]
             commands.append((block.line + 1 + offset, argv))
     return commands
+
+
+# A `minibert CMD ...` code span in a document's prose (its text, a notebook's Markdown cells).
+PROSE_COMMAND = re.compile(r"`(?:\.venv/bin/)?minibert ([a-z-]+(?: [^`]*)?)`")
+
+
+def prose_commands(text: str) -> list[tuple[int, list[str]]]:
+    """(line, argv after `minibert`) of every complete command in a Markdown text's prose: its code spans outside
+    fenced blocks (a span may run over a line break), placeholders read as `minibert_commands` reads them. A span
+    of the command's name alone names the command, and one that ends on a bare flag names that flag
+    ("`minibert pretrain --teacher_model_name_or_path`"): neither is a command to paste."""
+    lines = text.splitlines()
+    inside = False
+    for i, line in enumerate(lines):  # fenced blocks blanked: `minibert_commands` reads them
+        fence = FENCE.match(line) is not None or (inside and line.startswith("```"))
+        if fence or inside:
+            lines[i] = ""
+        inside = inside != fence
+    prose = "\n".join(lines)
+    commands = []
+    for match in PROSE_COMMAND.finditer(prose):
+        words = shlex.split(re.sub(r'"\$\(.*?\)"|"\$\w+"|\$\w+', "X", match.group(1).replace("\n", " ")))
+        if len(words) > 1 and not words[-1].startswith("-"):
+            commands.append((prose.count("\n", 0, match.start()) + 1, ["1" if w == "N" else w for w in words]))
+    return commands
+
+
+def notebook_prose(path: Path) -> str:
+    """A notebook's Markdown cells, one after another (what its prose says, as a document's text)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return "\n\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")
 
 
 def command_problem(argv: list[str]) -> str | None:

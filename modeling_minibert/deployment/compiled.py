@@ -95,7 +95,7 @@ def _compile(model, package: Path) -> None:
     axes = {0: torch.export.Dim("batch"), 1: torch.export.Dim("sequence", max=model.config.max_position_embeddings)}
     with torch.no_grad():
         program = torch.export.export(_TupleOutputs(model).eval(), inputs,
-                                      dynamic_shapes={name: axes for name in INPUT_NAMES})
+                                      dynamic_shapes=dict.fromkeys(INPUT_NAMES, axes))
     # freezing: weights become constants the compiler folds and packs for its matrix kernels.
     torch._inductor.aoti_compile_and_package(program, package_path=str(package), inductor_configs={"freezing": True})
 

@@ -29,6 +29,7 @@ from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.deployment.onnx_graph import (
     INT8_TOLERANCE,
     QUANTIZE_MODES,
+    checked_line,
     choices_of,
     head_weights,
     load_for_export,
@@ -43,6 +44,7 @@ from modeling_minibert.sharing.bert_format import bert_config_of
 from modeling_minibert.sharing.folder import copy_tokenizer_files
 from modeling_minibert.utils.commands import CommandLine
 from modeling_minibert.utils.files import check_output_dir, staged_folder
+from modeling_minibert.utils.logging import say_checked
 
 # --format: a folder with one graph, or the folder layout transformers.js reads (transformers_js.py).
 FORMATS = ("onnx", "transformers.js")
@@ -97,7 +99,8 @@ def export_onnx(
         if quantize:
             quantize_graph(graph, quantize, head_weights(model))
         if verify:
-            verify_onnx(model, graph, choices_of(model), INT8_TOLERANCE if quantize else None)
+            tolerance = INT8_TOLERANCE if quantize else None
+            say_checked(checked_line(graph, verify_onnx(model, graph, choices_of(model), tolerance), tolerance))
         serving_config(model, folder).to_json_file(staging / "config.json")
         copy_tokenizer_files(folder, staging)
     return output

@@ -16,6 +16,11 @@ import torch
 from modeling_minibert import AUTO_CLASSES
 from modeling_minibert.configuration_minibert import MiniBertConfig
 from modeling_minibert.modeling_minibert import MiniBertPreTrainedModel
+from modeling_minibert.utils.logging import quiet_libraries, quiet_transformers, say_missing_weights
+
+# The libraries whose warnings an export silences (their registries, fusions and quantizer say what they skip, not
+# what is wrong): `verify_onnx` then says in one line how the graph compares with PyTorch.
+EXPORT_LOGGERS = ("torch.onnx", "torch._dynamo", "torch.export", "onnxscript", "onnxruntime", "onnx")
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 TOLERANCE = 1e-4
@@ -62,7 +67,10 @@ def load_for_export(folder: str | os.PathLike, head: str | None = None) -> MiniB
     model_class = next((m for m in AUTO_CLASSES.values() if m.__name__ == name), None)
     if model_class is None:
         raise ValueError(f"unknown head {name!r}; choose one of {', '.join(m.__name__ for m in AUTO_CLASSES.values())}")
-    return model_class.from_pretrained(folder).eval()
+    with quiet_transformers():  # a head exported from another's folder drops that head: only what is missing matters
+        model, loading = model_class.from_pretrained(folder, output_loading_info=True)
+    say_missing_weights(model, loading, folder)
+    return model.eval()
 
 
 def example_inputs(config: MiniBertConfig, batch_size: int, seq_len: int, choices: int | None, seed: int = 0):
@@ -100,18 +108,19 @@ def trace_graph(model: MiniBertPreTrainedModel, path: Path) -> None:
     axes = {0: batch, 2: sequence} if choices else {0: batch, 1: sequence}
     if choices:
         axes[1] = torch.export.Dim("choice")
-    torch.onnx.export(
-        _TupleOutputs(model).eval(),  # a new module is in training mode, and torch warns about exporting that
-        inputs,
-        path,
-        dynamo=True,
-        input_names=list(INPUT_NAMES),
-        output_names=output_names,
-        dynamic_shapes={name: axes for name in INPUT_NAMES},
-        # One self-contained file unless protobuf's 2 GB limit forces weights into a side file.
-        external_data=model.num_parameters() * 4 > 1.5 * 2**30,
-        verbose=False,
-    )
+    with quiet_libraries(*EXPORT_LOGGERS):
+        torch.onnx.export(
+            _TupleOutputs(model).eval(),  # a new module is in training mode, and torch warns about exporting that
+            inputs,
+            path,
+            dynamo=True,
+            input_names=list(INPUT_NAMES),
+            output_names=output_names,
+            dynamic_shapes=dict.fromkeys(INPUT_NAMES, axes),
+            # One self-contained file unless protobuf's 2 GB limit forces weights into a side file.
+            external_data=model.num_parameters() * 4 > 1.5 * 2**30,
+            verbose=False,
+        )
 
 
 def optimize_graph(path: Path, config: MiniBertConfig) -> None:
@@ -123,10 +132,11 @@ def optimize_graph(path: Path, config: MiniBertConfig) -> None:
     """
     from onnxruntime.transformers.optimizer import optimize_model
 
-    optimized = optimize_model(
-        str(path), model_type="bert", num_heads=config.num_attention_heads, hidden_size=config.hidden_size
-    )
-    optimized.save_model_to_file(str(path))
+    with quiet_libraries(*EXPORT_LOGGERS):
+        optimized = optimize_model(
+            str(path), model_type="bert", num_heads=config.num_attention_heads, hidden_size=config.hidden_size
+        )
+        optimized.save_model_to_file(str(path))
 
 
 def quantize_graph(path: Path, mode: str, fp32_weights: set[str]) -> None:
@@ -144,10 +154,11 @@ def quantize_graph(path: Path, mode: str, fp32_weights: set[str]) -> None:
     # quantize_dynamic first rewrites each Gemm (the pooler and 2-D heads) as a MatMul named after it.
     keep += [f"{node.name}_MatMul" for node in graph.node if node.op_type == "Gemm"]
     quantized = path.with_name(path.stem + ".int8" + path.suffix)
-    quantize_dynamic(
-        path, quantized, op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8, nodes_to_exclude=keep,
-        **QUANTIZE_MODES[mode],
-    )
+    with quiet_libraries(*EXPORT_LOGGERS):  # its advice to pre-process is for image models' static quantization
+        quantize_dynamic(
+            path, quantized, op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8, nodes_to_exclude=keep,
+            **QUANTIZE_MODES[mode],
+        )
     os.replace(quantized, path)
 
 
@@ -181,3 +192,9 @@ def verify_onnx(
         if difference > bound:
             raise ValueError(f"{path}: output {name.name} differs from PyTorch by {difference:.2e} (> {bound:.2e})")
     return worst
+
+
+def checked_line(path: Path, worst: float, relative_tolerance: float | None = None) -> str:
+    """What `verify_onnx` found, as the export says it."""
+    bound = f"{TOLERANCE:.0e}" if relative_tolerance is None else f"{relative_tolerance:.0%} of the outputs' largest value"
+    return f"{path.name} against PyTorch with onnxruntime: largest output difference {worst:.1e} (allowed: {bound})"

@@ -42,6 +42,7 @@ from modeling_minibert.deployment.serving_paths import (
 )
 from modeling_minibert.utils.commands import CommandLine, check_list_option
 from modeling_minibert.utils.files import check_output_dir, staged_folder, write_json
+from modeling_minibert.utils.logging import checks_unsaid, quiet_libraries, quiet_transformers, say_checked
 from modeling_minibert.utils.measured import cpu_name
 from modeling_minibert.utils.signals import handled, stop_at_once
 
@@ -274,6 +275,10 @@ def check_options(objective: str, rounds: int, batch_size: int, seconds: float, 
     check_threads(threads)
 
 
+# The libraries that write and open the serving paths.
+PATH_LOGGERS = ("torch", "onnxscript", "onnxruntime", "onnx", "openvino")
+
+
 def measure_paths(folder: Path, paths: dict, work: Path, threads: int | None, encoded: Encoded,
                   labelled: tuple[Encoded, np.ndarray] | None, rounds: int, seconds: float) -> tuple[dict, dict]:
     """Write each path into `work` (paths that share their files, once), then measure them in interleaved rounds:
@@ -282,11 +287,14 @@ def measure_paths(folder: Path, paths: dict, work: Path, threads: int | None, en
 
     runs, folders, written, quality = {}, {}, {}, {}
     for name, path in tqdm(paths.items(), desc="writing the paths"):
-        if path.write not in written:
-            written[path.write] = work / name
-            path.write(folder, work / name)
-        folders[name] = written[path.write]
-        runs[name] = path.open(folders[name], threads)
+        # Each path's own checks and the libraries' warnings (deprecations, skipped registrations) stay unsaid:
+        # what tells whether a path holds is its agreement with float32, in the table and the line after it.
+        with checks_unsaid(), quiet_transformers(), quiet_libraries(*PATH_LOGGERS):
+            if path.write not in written:
+                written[path.write] = work / name
+                path.write(folder, work / name)
+            folders[name] = written[path.write]
+            runs[name] = path.open(folders[name], threads)
         quality[name] = {"predictions": predictions(runs[name], encoded)}
         if labelled:
             quality[name]["accuracy"] = float((predictions(runs[name], labelled[0]) == labelled[1]).mean())
@@ -360,6 +368,10 @@ def benchmark_deploy(
         table, folders = measure_paths(folder, chosen_paths, Path(work_dir or temporary), threads, encoded,
                                        (scored, labelled[1]) if labelled else None, rounds, seconds)
         chosen, why = choose(table, objective, min_agreement, max_accuracy_drop)
+        held = table[chosen]
+        accuracy = f", accuracy {held['accuracy']:.4f}" if "accuracy" in held else ""
+        say_checked(f"{chosen} predicts as float32 on {held['agreement']:.1%} of the {len(texts):,} texts (at least "
+                    f"{min_agreement:.0%} needed){accuracy}")
         info = {"path": chosen, "why": why, "objective": objective, "threads": threads, "cpu": cpu_name(),
                 "texts_file": str(texts_file), "texts": len(texts), "rounds": rounds, "seconds": seconds,
                 "batch_size": batch_size, "table": table,

@@ -5,6 +5,8 @@
     model_card.py    the model card of a job's folder (huggingface_hub's ModelCard), with its results
     bert_format.py   `convert_bert`: transformers' BERT folders <-> Mini-BERT folders, weights exact both ways,
                      loaded back by their users (transformers, SentenceTransformer) before they are called done
+    sentence_transformers_format.py   the files that make a folder a `SentenceTransformer(folder)`, and the mean
+                     pooling they declare
     push.py          `push_to_hub`: a folder to the Hugging Face Hub, as it is or in BERT format
 
     from modeling_minibert.sharing import push_to_hub, convert_bert

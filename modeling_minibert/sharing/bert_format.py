@@ -55,7 +55,7 @@ from modeling_minibert.utils.files import (
     staged_folder,
     write_json,
 )
-from modeling_minibert.utils.logging import quiet_transformers
+from modeling_minibert.utils.logging import quiet_transformers, say_checked, transformers_bars_off
 from modeling_minibert.utils.outputs import CARD_FILE, check_unlocked
 
 logger = logging.getLogger(__name__)
@@ -185,9 +185,11 @@ def convert_bert_to_minibert(
     config = MiniBertConfig.from_dict(minibert_dict_from_bert(source_config, str(src / "config.json")))
     _check_sizes(config, src)
     model = _filled(getattr(modeling_minibert, f"MiniBert{head}"), config, head, _read_weights(src, allow_pickle), src)
-    with staged_folder(out) as staging:
+    with staged_folder(out) as staging, transformers_bars_off():  # no bar for a single file
         model.save_pretrained(staging)
         copy_tokenizer_files(src, staging)
+    say_checked(f"every weight of {src} has its place in MiniBert{head}, with the shape its config.json gives "
+                "(none missing, none left over)")
     return out
 
 
@@ -266,11 +268,12 @@ def write_bert_format(src: Path, target: Path, *, allow_pickle: bool = False, li
     return left_out
 
 
-def check_loads_as_bert(folder: Path, source: Path) -> None:
+def check_loads_as_bert(folder: Path, source: Path) -> str:
     """Load the BERT-format `folder` (written from `source`) as its users will, before it is called done: the
     transformers class its config names, through AutoConfig (no remote code: the folder has none), with every
     weight in place; its tokenizer with AutoTokenizer; with a modules.json, SentenceTransformer (where installed)
-    encoding a text with every module. A failure is a one-line ValueError naming `source`."""
+    encoding a text with every module. A failure is a one-line ValueError naming `source`; success, the line
+    that says what loaded it."""
     import transformers
 
     config = transformers.AutoConfig.from_pretrained(folder, trust_remote_code=False)
@@ -279,6 +282,7 @@ def check_loads_as_bert(folder: Path, source: Path) -> None:
     if model_class is None or not architecture.startswith("Bert"):
         raise ValueError(f"{source}: its BERT-format config names {architecture!r}, which is not a transformers BERT class")
     weights = [path for path in ("model.safetensors", "model.safetensors.index.json") if (folder / path).is_file()]
+    loaded = []
     if weights:
         index = folder / "model.safetensors.index.json"
         keys = (json.loads(index.read_text())["weight_map"] if index.is_file()
@@ -295,6 +299,7 @@ def check_loads_as_bert(folder: Path, source: Path) -> None:
         if problems:
             raise ValueError(f"{source}: transformers' {architecture} does not load its BERT-format copy whole: "
                              + "; ".join(problems))
+        loaded.append(f"transformers' {architecture} (every weight in place)")
     elif not list(folder.glob("*.onnx")) + list(folder.glob("onnx/*.onnx")):
         raise FileNotFoundError(f"no model.safetensors in {source}")
     if any((folder / name).is_file() for name in TOKENIZER_FILES):
@@ -303,16 +308,20 @@ def check_loads_as_bert(folder: Path, source: Path) -> None:
                 transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
         except Exception as err:  # any tokenizer error: the folder is not usable as it is
             raise ValueError(f"{source}: AutoTokenizer cannot load its BERT-format copy: {_first_line(err)}") from None
-    if sentence_transformers_modules(folder):
-        _check_sentence_transformers(folder, source)
+        loaded.append("AutoTokenizer")
+    if sentence_transformers_modules(folder) and _check_sentence_transformers(folder, source):
+        loaded.append("SentenceTransformer (every module, encoding a text)")
+    said = " and ".join([", ".join(loaded[:-1]), loaded[-1]] if len(loaded) > 1 else loaded) or "nothing (no weights)"
+    return f"the BERT-format folder loads without remote code in {said}"
 
 
-def _check_sentence_transformers(folder: Path, source: Path) -> None:
+def _check_sentence_transformers(folder: Path, source: Path) -> bool:
+    """Whether SentenceTransformer loaded the folder (False where it is not installed); ValueError if it cannot."""
     check_referenced_files(folder)
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError:  # a plain install (the train extra brings it): the module files were checked above
-        return
+        return False
     try:
         with quiet_transformers():
             model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
@@ -321,6 +330,7 @@ def _check_sentence_transformers(folder: Path, source: Path) -> None:
         raise ValueError(f"{source}: SentenceTransformer cannot load its BERT-format copy: {_first_line(err)}") from None
     if len(model) != len(sentence_transformers_modules(folder)):
         raise ValueError(f"{source}: SentenceTransformer loads {len(model)} of the modules its modules.json lists")
+    return True
 
 
 def _first_line(err: BaseException) -> str:
@@ -348,7 +358,7 @@ def convert_minibert_to_bert(
     with staged_folder(out) as staging:
         write_bert_format(src, staging, allow_pickle=allow_pickle)
         refresh_model_card(staging, out.name)
-        check_loads_as_bert(staging, src)
+        say_checked(check_loads_as_bert(staging, src))
     return out
 
 

@@ -49,6 +49,7 @@ from modeling_minibert.sharing.folder import (
 from modeling_minibert.sharing.model_card import parameter_count, refresh_model_card
 from modeling_minibert.sharing.publishable import check_contents, check_publishable
 from modeling_minibert.utils.commands import CommandLine
+from modeling_minibert.utils.logging import say_checked
 from modeling_minibert.utils.outputs import CARD_FILE, safetensors_problem
 
 logger = logging.getLogger(__name__)
@@ -287,6 +288,8 @@ def _push(
     refresh_model_card(folder, repo_id, revision, license)
     paths.append(CARD_FILE)
     _check_no_token(folder, [CARD_FILE], token, lambda rel: f"the model card written for {repo_id}")
+    say_checked(f"the {len(paths)} files before the upload: each is what its name says, none holds the token or "
+                "leads out of the folder")
     if left_out:
         logger.warning(left_out_line(left_out, format).replace(token, REDACTED))
     # Each file read from where it is (a BERT-format push: the user's own file, through its link), never copied.
@@ -318,7 +321,7 @@ def _files_to_push(
 
         source, view = folder, scratch / folder.name
         left_out = write_bert_format(source, view, allow_pickle=allow_pickle, link=True)
-        check_loads_as_bert(view, source)
+        say_checked(check_loads_as_bert(view, source))
 
         def shown(rel: str) -> Path | str:
             return source / rel if not rel or (view / rel).is_symlink() else f"{source / rel} (its BERT-format copy)"

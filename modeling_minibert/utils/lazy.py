@@ -15,7 +15,7 @@ from typing import Any
 def lazy_face(package: str, names_by_module: dict[str, tuple[str, ...]]) -> tuple[Callable[[str], Any], list[str]]:
     """A module `__getattr__` for `package`, and its `__all__`: each name in `names_by_module[module]` is imported
     from `package.module` on first use. A name must not be a submodule's: importing that submodule would set the
-    package attribute to the module (tests/test_layout.py checks the faces)."""
+    package attribute to the module (tests/cross_cutting/test_layout.py checks the faces)."""
     module_of = {name: module for module, names in names_by_module.items() for name in names}
 
     def __getattr__(name: str) -> Any:

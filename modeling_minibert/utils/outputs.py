@@ -60,8 +60,9 @@ COMPILED_BUILD_FILE = "compiled.json"
 # A ready serving folder (modeling_minibert/deployment/serving_benchmark.py): which path it holds, the files that path
 # reads ("files"), what was measured.
 SERVING_FILE = "serving.json"
-# The sentence-transformers files beside a model (modeling_minibert/deployment/sentence_embeddings.py): the module list, the
-# Transformer module's options; each later module in its own folder named "<index>_<Name>" (1_Pooling, 2_Dense).
+# The sentence-transformers files beside a model (modeling_minibert/sharing/sentence_transformers_format.py): the
+# module list, the Transformer module's options; each later module in its own folder named "<index>_<Name>"
+# (1_Pooling, 2_Dense).
 SENTENCE_TRANSFORMERS_MODULES_FILE = "modules.json"
 SENTENCE_BERT_CONFIG_FILE = "sentence_bert_config.json"
 

@@ -12,7 +12,9 @@ by `measured`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from typing import Any
 
 import torch
 
@@ -22,6 +24,15 @@ TEACHER_PRECISIONS = ("auto", "bf16", "no")  # `teacher_mixed_precision`
 TEACHER_PRECISION_HELP = (
     "bf16 (under bfloat16 autocast), no (float32), or auto (bf16 where it is faster: a CUDA GPU that supports it, a "
     "CPU with AVX-512 BF16 or AMX where a short measurement, remembered per machine, finds it faster than float32)")
+
+
+def teacher_precision_field(what: str) -> Any:
+    """The `teacher_mixed_precision` option of a job with a frozen teacher (task distillation, general
+    distillation): one declaration, default auto. `what`: what the option governs in that job, for its help."""
+    return dataclasses.field(default="auto", metadata={"help": f"{what}: {TEACHER_PRECISION_HELP}",
+                                                       "choices": list(TEACHER_PRECISIONS)})
+
+
 # `bf16_pays`' workload: a transformer block's feed-forward at an encoder's width (between Mini-BERT's 192 and
 # BERT-base's 768), forward and backward, on a batch of 1,024 tokens: matrix products, as the runs it decides for.
 PROBE_WIDTH, PROBE_TOKENS = 384, 1024
@@ -90,4 +101,4 @@ def precision_line(mode: str, device: torch.device) -> str:
 
 
 __all__ = ["TEACHER_PRECISIONS", "TEACHER_PRECISION_HELP", "bf16_pays", "check_teacher_precision", "default_device",
-           "native_bf16", "precision_line", "resolved_mixed_precision", "teacher_autocast"]
+           "native_bf16", "precision_line", "resolved_mixed_precision", "teacher_autocast", "teacher_precision_field"]

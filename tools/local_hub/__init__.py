@@ -45,7 +45,7 @@ URLs are for a writer, one object of at most `max_lfs_size` bytes, used once, wi
 file names are refused (400, one line with the reason) when they hold control, bidi or line-separator
 characters, are too long, or clash with another file (`x` beside `x/y`, NFC beside NFD); no request data
 reaches a response header with a control character in it; and malformed JSON of any shape is a 400.
-tests/test_local_hub_security.py holds the cases.
+tests/cross_cutting/test_local_hub_security.py holds the cases.
 
 Files, by purpose: repository.py (refs, commits, file entries), storage.py (the root folder), protocol.py
 (requests, answers, errors), paths.py (which file names a repository may hold), app.py (auth, dispatch,
@@ -61,7 +61,14 @@ from .connections import DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_TIMEOUT
 from .lfs import UploadTicket
 from .protocol import HubError, Request, Response
 from .repository import (
-    DEFAULT_BRANCH, DEFAULT_GITATTRIBUTES, LFS_SIZE_THRESHOLD, REPO_TYPES, Commit, FileEntry, Repo, git_blob_oid,
+    DEFAULT_BRANCH,
+    DEFAULT_GITATTRIBUTES,
+    LFS_SIZE_THRESHOLD,
+    REPO_TYPES,
+    Commit,
+    FileEntry,
+    Repo,
+    git_blob_oid,
     lfs_pointer,
 )
 from .server import LocalHub

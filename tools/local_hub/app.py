@@ -22,7 +22,15 @@ from .lfs import LfsRoutes, UploadTicket
 from .protocol import HubError, Request, Response, json_field, repo_not_found, revision_not_found
 from .reads import ReadRoutes
 from .repository import (
-    COMMIT_ID, DEFAULT_BRANCH, DEFAULT_GITATTRIBUTES, REPO_NAME, REPO_TYPES, Commit, FileEntry, Repo, timestamp,
+    COMMIT_ID,
+    DEFAULT_BRANCH,
+    DEFAULT_GITATTRIBUTES,
+    REPO_NAME,
+    REPO_TYPES,
+    Commit,
+    FileEntry,
+    Repo,
+    timestamp,
 )
 from .storage import Storage
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from .repository import Repo
 
+
 class HubError(Exception):
     """An HTTP error answer: status, message (sent as JSON `error` and `X-Error-Message`) and Hub error code."""
 

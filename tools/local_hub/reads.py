@@ -15,7 +15,9 @@ from urllib.parse import parse_qs
 import yaml
 
 from modeling_minibert.checks_minibert import read_safetensors_header
-from modeling_minibert.sharing.model_card import HEADS  # architecture suffix -> (Auto class, pipeline tag), from AUTO_MAP
+from modeling_minibert.sharing.model_card import (
+    HEADS,  # architecture suffix -> (Auto class, pipeline tag), from AUTO_MAP
+)
 
 from .protocol import HubError, Request, Response, entry_not_found, json_field, list_of
 from .repository import Commit, Repo

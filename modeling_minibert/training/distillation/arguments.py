@@ -23,7 +23,7 @@ from modeling_minibert.training.finetuning.arguments import (
 )
 from modeling_minibert.training.finetuning.tasks import TASKS, load_task
 from modeling_minibert.utils.commands import check_list_option
-from modeling_minibert.utils.precision import TEACHER_PRECISION_HELP, TEACHER_PRECISIONS, check_teacher_precision
+from modeling_minibert.utils.precision import check_teacher_precision, teacher_precision_field
 from modeling_minibert.utils.teachers import ALLOW_PICKLE_HELP
 
 if TYPE_CHECKING:
@@ -68,10 +68,8 @@ class DistillationArguments(ModelArguments, DataArguments):
     teacher_learning_rate: float = field(default=1e-4, metadata={"help": "learning rate of teacher fine-tuning"})
     # auto: bf16 where it is faster, for a teacher as good and the same students. Measured:
     # lab/README.md#the-teacher-faster
-    teacher_mixed_precision: str = field(default="auto", metadata={
-        "help": "how the teacher is fine-tuned (--finetune_teacher), labels and, with --relation_weight, reads each "
-                "batch: " + TEACHER_PRECISION_HELP,
-        "choices": list(TEACHER_PRECISIONS)})
+    teacher_mixed_precision: str = teacher_precision_field(
+        "how the teacher is fine-tuned (--finetune_teacher), labels and, with --relation_weight, reads each batch")
     transfer_file: list[str] = field(
         default_factory=list,
         metadata={"help": "unlabelled texts the teacher labels for the student: .txt (one example per line) or "

@@ -35,13 +35,13 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, DataCollatorWithPadding, PreTrainedModel, Trainer, set_seed
 
 from modeling_minibert import MiniBertConfig, MiniBertModel
-from modeling_minibert.deployment.sentence_embeddings import (
+from modeling_minibert.sharing.model_card import write_model_card
+from modeling_minibert.sharing.sentence_transformers_format import (
     mean_pooling,
     module_folders,
     module_types,
     write_sentence_transformers_files,
 )
-from modeling_minibert.sharing.model_card import write_model_card
 from modeling_minibert.training.distillation.arguments import EMBEDDING_TASK as TASK
 from modeling_minibert.training.distillation.arguments import DistillationArguments, DistillResult
 from modeling_minibert.training.distillation.teacher import NON_FINITE_TEACHER, max_length_for

@@ -31,7 +31,13 @@ from transformers import AutoConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 import modeling_minibert  # registers Mini-BERT with the Auto classes; AUTO_CLASSES
 from modeling_minibert.training.distillation.arguments import TEACHER_EPOCHS
-from modeling_minibert.training.finetuning.arguments import FinetuneResult, default_schedule
+from modeling_minibert.training.finetuning.arguments import (
+    SCHEDULE_OPTIONS,
+    FinetuneResult,
+    FinetuningOptions,
+    default_schedule,
+    options_of,
+)
 from modeling_minibert.training.finetuning.flow import dataset_name, finetune
 from modeling_minibert.training.finetuning.loading import check_local, load_fast_tokenizer, seed_of
 from modeling_minibert.training.finetuning.task import Examples, Task
@@ -39,6 +45,7 @@ from modeling_minibert.training.finetuning.tasks import load_task
 from modeling_minibert.training.finetuning.tasks.token_classification import first_subtokens
 from modeling_minibert.utils.files import write_bytes, write_json
 from modeling_minibert.utils.finite import NonFiniteError, check_finite_weights, learning_rate_cause, non_finite_rows
+from modeling_minibert.utils.logging import checks_unsaid
 from modeling_minibert.utils.outputs import (
     TEACHER_DIR,
     TEACHER_INFO_FILE,
@@ -137,29 +144,22 @@ def fine_tuned_teacher(
     seed = seed_of(training)
     # Trainer's bf16 autocast where bf16 is faster on this machine (`teacher_mixed_precision`).
     bf16 = teacher_autocast(args.teacher_mixed_precision, default_device())
-    # The student's schedule options on the teacher's own epochs; in the key as run, so a new default trains a new teacher.
-    schedule = default_schedule(args, args.teacher_num_train_epochs is not None, "validation" in examples)
-    key = fingerprint(
-        task.name, names, args.teacher_num_train_epochs, schedule, args.teacher_learning_rate, args.max_seq_length, seed,
-        *([f"doc_stride={args.doc_stride}"] if args.doc_stride is not None else []),
-        {r: dataclasses.asdict(e) for r, e in examples.items() if r != "test"}, *(["bf16"] if bf16 else []),
-        *model_files(args.teacher_model_name_or_path),
-    )
+    tokenizer = load_fast_tokenizer(args.teacher_model_name_or_path, None)
+    length = max_length_for(args.teacher_model_name_or_path, tokenizer, args.max_seq_length)
+    shared = teacher_options(args, "validation" in examples, length)
+    key = teacher_key(args, task, names, examples, shared, seed, bf16)
     try:
         if json.loads((target / TEACHER_INFO_FILE).read_text(encoding="utf-8")).get("fingerprint") == key:
             return target
     except (OSError, ValueError, AttributeError):
         pass
     data = {r: Dataset.from_dict(dict(zip(task.columns, (examples[r].inputs, examples[r].labels)))) for r in ("train", "validation") if r in examples}
-    tokenizer = load_fast_tokenizer(args.teacher_model_name_or_path, None)
     copied = ("per_device_train_batch_size", "per_device_eval_batch_size", "seed", "disable_tqdm")
     options = dict(
         task=task.name, train_data=data["train"], validation_data=data.get("validation"), labels=names,
         overwrite_output_dir=True, report_to="none",
-        max_seq_length=max_length_for(args.teacher_model_name_or_path, tokenizer, args.max_seq_length),
         num_train_epochs=args.teacher_num_train_epochs or TEACHER_EPOCHS, learning_rate=args.teacher_learning_rate,
-        **schedule, **({"doc_stride": args.doc_stride} if args.doc_stride is not None else {}),
-        **({"bf16": True} if bf16 else {}), **{k: training[k] for k in copied if k in training},
+        **shared, **({"bf16": True} if bf16 else {}), **{k: training[k] for k in copied if k in training},
     )
     try:
         finetune_in_minibert(args.teacher_model_name_or_path, target, allow_pickle=args.allow_pickle, **options)
@@ -171,6 +171,31 @@ def fine_tuned_teacher(
         raise NonFiniteError(f"fine-tuning the teacher: {problem}: {cause}; the teacher was not saved") from None
     write_json(target / TEACHER_INFO_FILE, {"fingerprint": key, "source": str(args.teacher_model_name_or_path)})
     return target
+
+
+def teacher_options(args: DistillationArguments, evaluates: bool, max_length: int) -> dict[str, Any]:
+    """The fine-tuning options of the teacher's run: every option of the family (`FinetuningOptions`) as the
+    student's run has it, by construction, with the default schedule on the teacher's own epochs
+    (`teacher_num_train_epochs`; `evaluates`: it has validation data) and `max_length` tokens, what the teacher
+    reads of `max_seq_length`."""
+    schedule = default_schedule(args, args.teacher_num_train_epochs is not None, evaluates)
+    return {**options_of(FinetuningOptions, args), **schedule, "max_seq_length": max_length}
+
+
+def teacher_key(args: DistillationArguments, task: Task, names: list[str], examples: dict[str, Examples],
+                shared: dict[str, Any], seed: int, bf16: bool) -> str:
+    """What a fine-tuned teacher is kept under: its task, labels, epochs, learning rate, seed, precision, training
+    and validation data and starting files, the schedule as its run takes it (`shared`: `teacher_options`; a new
+    default trains a new teacher), the length as given, and each other option of the family where the run sets it
+    (so a teacher kept before an option existed keeps its key)."""
+    schedule = {name: shared[name] for name in SCHEDULE_OPTIONS}
+    changed = options_of(FinetuningOptions, args, changed=True)
+    return fingerprint(
+        task.name, names, args.teacher_num_train_epochs, schedule, args.teacher_learning_rate, args.max_seq_length,
+        seed, *(f"{name}={value}" for name, value in changed.items() if name not in (*SCHEDULE_OPTIONS, "max_seq_length")),
+        {r: dataclasses.asdict(e) for r, e in examples.items() if r != "test"}, *(["bf16"] if bf16 else []),
+        *model_files(args.teacher_model_name_or_path),
+    )
 
 
 def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, allow_pickle: bool = False,
@@ -190,7 +215,8 @@ def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str 
     if not (source / "config.json").is_file() or teacher_config(str(source)).model_type != "bert":
         return finetune(model_name_or_path=str(source), output_dir=str(target), **options)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{target.name}-", dir=target.parent) as scratch:
+    # The conversions are steps of the teacher's fine-tuning, not checks the distillation reports.
+    with tempfile.TemporaryDirectory(prefix=f".{target.name}-", dir=target.parent) as scratch, checks_unsaid():
         minibert = convert_bert_to_minibert(source, Path(scratch) / "minibert", allow_pickle=allow_pickle)
         result = finetune(model_name_or_path=str(minibert), output_dir=str(Path(scratch) / "finetuned"), **options)
         convert_minibert_to_bert(result.output_dir, target, overwrite_output_dir=options.get("overwrite_output_dir", False))

@@ -13,7 +13,6 @@ import torch.nn.functional as F
 from datasets import Dataset
 from transformers import AutoConfig, AutoModel, EvalPrediction, PreTrainedModel, PreTrainedTokenizerBase, Trainer
 
-from modeling_minibert.deployment.long_texts import per_text, pool_logits, text_count
 from modeling_minibert.training.distillation.arguments import DistillationArguments, check_distillation_loss
 from modeling_minibert.training.distillation.relations import padded, recording, relation_loss, set_recording_attention
 from modeling_minibert.training.distillation.teacher import NON_FINITE_TEACHER, teacher_config
@@ -21,6 +20,7 @@ from modeling_minibert.training.finetuning.loading import load_fast_tokenizer
 from modeling_minibert.training.finetuning.task import Examples, Task
 from modeling_minibert.training.finetuning.tasks import load_task
 from modeling_minibert.training.finetuning.tasks.token_classification import first_subtokens
+from modeling_minibert.training.finetuning.windows import per_text, pool_logits, text_count
 from modeling_minibert.utils.finite import check_finite_weights
 from modeling_minibert.utils.logging import quiet_transformers
 from modeling_minibert.utils.precision import teacher_autocast

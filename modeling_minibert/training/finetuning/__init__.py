@@ -1,8 +1,10 @@
 """Fine-tune a Mini-BERT checkpoint with transformers' `Trainer`; `minibert finetune`.
 
     arguments.py    FinetuneArguments (ModelArguments + DataTrainingArguments), our TrainingArguments defaults,
-                    and the command built from them
+                    and the command built from them; `FinetuningOptions`, the options every job built on
+                    fine-tuning shares (distill, and distill's fine-tuning of its teacher, get each)
     data.py         reading and checking CSV/JSON/CoNLL/SQuAD/`datasets` data
+    windows.py      texts longer than a model reads, as overlapping windows (`doc_stride`), pooled back per text
     loading.py      the starting model's config and fast tokenizer, and the model with its new head
     task.py         what a task is (`Task`) and what it hands the flow (`Setup`)
     tasks/          the tasks, one module each, and the table of them (`TASKS`):

@@ -31,7 +31,7 @@ logger = logging.get_logger(__name__)
 
 # Our defaults for `TrainingArguments` (any of its fields can be passed to override them). The learning rate is
 # higher than bert-base's usual 2e-5..5e-5 because small encoders fine-tune best with larger steps. Stated in
-# docs/finetuning.md#the-defaults; tests/test_finetuning_arguments.py pins them.
+# docs/finetuning.md#the-defaults; tests/training/finetuning/test_finetuning_arguments.py pins them.
 TRAINING_DEFAULTS: dict[str, Any] = {
     "num_train_epochs": 3.0,
     "per_device_train_batch_size": 32,
@@ -62,9 +62,13 @@ MAX_FLOOR_EPOCHS = 50
 EARLY_STOPPING_PATIENCE = 3
 
 
-def default_schedule(args: Any, epochs_given: bool, evaluates: bool) -> dict[str, int]:
-    """A run's `min_train_steps` and `early_stopping_patience` from the options `args` (a DataArguments): as given,
-    else the default schedule's, which epochs given on the command line turn off."""
+# The options `default_schedule` resolves for each run (the teacher's too, on its own epochs).
+SCHEDULE_OPTIONS = ("min_train_steps", "early_stopping_patience")
+
+
+def default_schedule(args: FinetuningOptions, epochs_given: bool, evaluates: bool) -> dict[str, int]:
+    """A run's `min_train_steps` and `early_stopping_patience` from its options `args`: as given, else the default
+    schedule's, which epochs given on the command line turn off."""
     return {"min_train_steps": step_floor(args.min_train_steps, epochs_given),
             "early_stopping_patience": stopping_patience(args.early_stopping_patience, epochs_given, evaluates)}
 
@@ -112,8 +116,10 @@ class ModelArguments:
 
 
 @dataclass
-class DataArguments:
-    """What to train on and evaluate: the options every job built on fine-tuning reads (distillation too)."""
+class TaskDataArguments:
+    """The task, the data a run trains and scores on and its columns, and the learning rates it searches: the
+    run's own (the teacher's fine-tuning in `distill --finetune_teacher` has its data in memory and a learning rate
+    of its own)."""
 
     task: str | None = field(default=None, metadata={"help": "the task (required)", "choices": list(TASKS)})
     train_file: str | None = field(
@@ -132,6 +138,15 @@ class DataArguments:
     label_column_name: str | None = field(
         default=None, metadata={"help": "label (default 'label'), or tags (token classification, default 'tags')"}
     )
+
+
+@dataclass
+class FinetuningOptions:
+    """How a task is read and trained, whatever its data: the options every job of the fine-tuning family shares.
+    `finetune` and `distill` read them, and `distill --finetune_teacher` fine-tunes its teacher with every one as
+    the student's run has it (`distillation.teacher.teacher_options`) and keeps that teacher under a key holding
+    each: a new option here is its field and the line that uses it."""
+
     max_seq_length: int | None = field(default=None, metadata={"help": "tokens per input (default: the model's maximum)"})
     doc_stride: int | None = field(default=None, metadata={
         "help": "question answering: overlap of context windows (default: a quarter of --max_seq_length); sequence "
@@ -144,15 +159,37 @@ class DataArguments:
     early_stopping_patience: int | None = field(default=None, metadata={
         "help": "with validation data, stop once this many evaluations in a row have not bettered the best score "
                 f"(default: {EARLY_STOPPING_PATIENCE}, or 0 when --num_train_epochs is given; 0: never stop early)"})
+
+
+@dataclass
+class OutputArguments:
+    """What a run may do to the output folder it finds: replace it, or continue it with other options."""
+
     overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty --output_dir"})
     resume_with_changed_options: bool = field(default=False, metadata={
         "help": "with --resume_from_checkpoint: continue even where options that change the run (data, schedule, "
                 "lengths, windows) differ from those the checkpoint was trained with (the model then mixes both)"})
 
+
+@dataclass
+class DataArguments(OutputArguments, FinetuningOptions, TaskDataArguments):  # in --help: data, options, output
+    """What to train on and how: the options every job built on fine-tuning reads (distillation too)."""
+
     def __post_init__(self) -> None:
         # Checked where the options are built, before any work; its bound needs the tokenizer (`check_doc_stride`).
         if self.doc_stride is not None and self.task is not None and self.task not in WINDOWED_TASKS:
             raise ValueError(f"doc_stride={self.doc_stride} applies to {' and '.join(WINDOWED_TASKS)}, not task={self.task!r}")
+
+
+def options_of(cls: type, instance: Any, changed: bool = False) -> dict[str, Any]:
+    """The values `instance` holds for the fields of the dataclass `cls` (one of its bases); with `changed`, only
+    those that differ from the field's default."""
+    values = {f.name: getattr(instance, f.name) for f in dataclasses.fields(cls)}
+    if not changed:
+        return values
+    defaults = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+                for f in dataclasses.fields(cls)}
+    return {name: value for name, value in values.items() if value != defaults[name]}
 
 
 @dataclass
@@ -276,8 +313,8 @@ def check_learning_rates(learning_rates: list[float] | None, training: dict[str,
         raise ValueError("resume_from_checkpoint cannot continue a learning_rates search: run the search again")
 
 
-def require(args: Any, *names: str) -> None:
-    """ValueError naming the first of the options `names` that is not set."""
+def require(args: object, *names: str) -> None:
+    """ValueError naming the first of the options `names` (fields of the job's dataclass `args`) that is not set."""
     for name in names:
         if getattr(args, name) is None:
             raise ValueError(f"{name} is required (--{name})")
@@ -421,6 +458,8 @@ def score_lines(result: Any) -> str:
                 if isinstance(v, float) and "runtime" not in k and "per_second" not in k
             )
             lines.append(f"{name}: {shown}")
+    if not (result.metrics or result.test_metrics):
+        lines.append("no validation or test data: nothing was scored (give --validation_file or --test_file)")
     return "\n".join(lines)
 
 

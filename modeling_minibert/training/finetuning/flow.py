@@ -35,6 +35,8 @@ from modeling_minibert.sharing.model_card import write_model_card
 from modeling_minibert.sharing.push import push_to_hub
 from modeling_minibert.training.finetuning.arguments import (
     TRAINING_DEFAULTS,
+    DataArguments,
+    DataTrainingArguments,
     FinetuneArguments,
     FinetuneResult,
     check_learning_rates,
@@ -49,12 +51,14 @@ from modeling_minibert.training.finetuning.data import DataSource, NamedDataset,
 from modeling_minibert.training.finetuning.finite import StopOnNonFinite, check_results
 from modeling_minibert.training.finetuning.loading import load_config, load_model, seed_of
 from modeling_minibert.training.finetuning.plots import plot_learning_rate_search, plot_training_curves
+from modeling_minibert.training.finetuning.progress import use_progress_bars
 from modeling_minibert.training.finetuning.resume import FLAG, RecordRunOptions, check_resume, run_options
 from modeling_minibert.training.finetuning.signals import StopOnSignal, stop_signals
 from modeling_minibert.training.finetuning.task import Prepared
 from modeling_minibert.training.finetuning.tasks import load_task
 from modeling_minibert.utils.files import check_output_dir, staged_folder, write_json
 from modeling_minibert.utils.finite import NonFiniteError
+from modeling_minibert.utils.logging import transformers_bars_off, unsaid
 from modeling_minibert.utils.outputs import (
     CHECKPOINT_PREFIX,
     CURVES_FILE,
@@ -114,7 +118,7 @@ def finetune(
         )
 
 
-def data_sources(args: Any, given: dict[str, DataSource | None]) -> dict[str, DataSource]:
+def data_sources(args: FinetuneArguments, given: dict[str, DataSource | None]) -> dict[str, DataSource]:
     """Each split's source: the in-memory data given, else its file, else `dataset_name` (its validation split
     when the dataset has one, its test split when `test_split` is named). Exactly one training source."""
     if sum(x is not None for x in (given["train"], args.train_file, args.dataset_name)) != 1:
@@ -130,7 +134,8 @@ def data_sources(args: Any, given: dict[str, DataSource | None]) -> dict[str, Da
     return {role: source for role, source in sources.items() if source is not None}
 
 
-def load_splits(sources: dict[str, DataSource], args: Any, conll: bool = False) -> dict[str, NamedDataset]:
+def load_splits(sources: dict[str, DataSource], args: DataTrainingArguments,
+                conll: bool = False) -> dict[str, NamedDataset]:
     """Each split read (a file, a `datasets` folder or name, or data in memory), named for its messages."""
     split_names = {"train": args.train_split, "validation": args.validation_split, "test": args.test_split or "test"}
     return {role: load_data(source, split=split_names[role], conll=conll) for role, source in sources.items()}
@@ -147,7 +152,7 @@ def in_memory(sources: dict[str, DataSource]) -> dict[str, Any]:
 
 
 @contextmanager
-def run_folder(output_dir: str | os.PathLike, args: Any, training_options: dict[str, Any], job: str,
+def run_folder(output_dir: str | os.PathLike, args: DataArguments, training_options: dict[str, Any], job: str,
                options: dict[str, Any] | None = None) -> Iterator[Path]:
     """The checked output folder, locked for the whole run (`outputs.LOCK_FILE`): a second run into the same
     folder fails in one line instead of overwriting this one's checkpoints; a resume continues only the run its
@@ -356,7 +361,12 @@ def train_and_score(trainer: Trainer, prepared: Prepared) -> tuple[dict[str, dic
     """Train (resuming from the checkpoint `check_output` chose), then score the final model on the validation
     data: {split: metrics} with Trainer's prefixes, and the validation predictions. The test data is scored by
     `score_test`, once the model is final."""
-    train_metrics = trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint).metrics
+    use_progress_bars(trainer)
+    # No "Writing model shards" bar inside Trainer's at every checkpoint; and no word on the filesystem when two
+    # checkpoints are saved within a second (a small data set's epochs): Trainer then orders them by step, as
+    # `resume_checkpoint` does.
+    with transformers_bars_off(), unsaid("transformers.trainer_utils", "mtime may not be reliable"):
+        train_metrics = trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint).metrics
     results = {"train": {**train_metrics, **sample_counts(prepared, "train")}}
     # One pass over the validation data with the final (best) model gives its scores and its predictions.
     validation = None
@@ -369,6 +379,8 @@ def train_and_score(trainer: Trainer, prepared: Prepared) -> tuple[dict[str, dic
 def score_test(trainer: Trainer, prepared: Prepared, results: dict[str, dict]) -> None:
     """The test data's scores of the final model, added to `results` (once, after every choice is made)."""
     if prepared.test is not None:
+        # Training is over: early stopping, which reads every evaluation, would find no validation score in these.
+        trainer.remove_callback(EarlyStoppingCallback)
         trainer.compute_metrics = prepared.metrics_for("test")
         results["test"] = {**trainer.evaluate(prepared.test, metric_key_prefix="test"), **sample_counts(prepared, "test")}
 
@@ -388,7 +400,8 @@ def save_folder_contents(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, r
     if limit is not None and tokenizer.model_max_length > limit:
         tokenizer.model_max_length = limit
     # Not trainer.save_model: it also pickles the arguments (training_args.bin).
-    trainer.model.save_pretrained(staging)
+    with transformers_bars_off():
+        trainer.model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
     # save_pretrained writes the weights through a private temporary file (0600) and the config with open()
     # (0666 less the umask): the weights get the config's mode, so whoever may read the model may load it.

@@ -13,7 +13,8 @@ import huggingface_hub
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, set_seed
 
 import modeling_minibert  # noqa: F401 - registers Mini-BERT with the Auto classes
-from modeling_minibert.training.finetuning.arguments import TRAINING_DEFAULTS
+from modeling_minibert.training.finetuning.arguments import TRAINING_DEFAULTS, ModelArguments
+from modeling_minibert.utils.logging import quiet_transformers, say_missing_weights
 
 
 def check_local(source: str | os.PathLike, what: str = "model folder") -> None:
@@ -59,7 +60,7 @@ def load_config(model: str | os.PathLike):
         raise FileNotFoundError(f"cannot load a model from {str(model)!r}: {err}") from err
 
 
-def load_tokenizer_and_config(args: Any) -> tuple[PreTrainedTokenizerBase, Any]:
+def load_tokenizer_and_config(args: ModelArguments) -> tuple[PreTrainedTokenizerBase, Any]:
     """The starting model's tokenizer (or `tokenizer_name`'s) and config; the config first, as AutoTokenizer
     would warn past a bad one before our one-line refusal."""
     config = load_config(args.model_name_or_path)
@@ -75,9 +76,13 @@ def load_model(auto_class: type, model: str | os.PathLike, seed: int, **config_o
     try:
         # safetensors only: a repository or folder with pickle weights alone is refused, not unpickled (a teacher
         # that is only pickles is converted first, with --allow_pickle, by distill)
-        return auto_class.from_pretrained(str(model), use_safetensors=True, **config_overrides)
+        with quiet_transformers():  # its load report lists the new head on every run: what matters is said below
+            network, loading = auto_class.from_pretrained(str(model), use_safetensors=True, output_loading_info=True,
+                                                          **config_overrides)
     except OSError as err:
         raise FileNotFoundError(f"cannot load a model from {str(model)!r}: {err}") from err
+    say_missing_weights(network, loading, model, new_head=True)
+    return network
 
 
 def check_head_size(model: str | os.PathLike, config_overrides: dict[str, Any]) -> None:

@@ -17,12 +17,15 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from modeling_minibert.utils.files import write_json
 from modeling_minibert.utils.outputs import CHECKPOINT_PREFIX
+
+if TYPE_CHECKING:
+    from modeling_minibert.training.finetuning.arguments import DataArguments
 
 RUN_OPTIONS_FILE = "run_options.json"  # inside each checkpoint-N/ of a fine-tuning or distillation run
 FLAG = "resume_with_changed_options"
@@ -73,7 +76,8 @@ def training_defaults() -> dict[str, Any]:
     return found
 
 
-def run_options(args: Any, training: dict[str, Any], defaults: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+def run_options(args: DataArguments, training: dict[str, Any], defaults: dict[str, Any],
+                data: dict[str, Any]) -> dict[str, Any]:
     """The options that make the run what it is: the job's `args` (a dataclass), its TrainingArguments options
     (`training`, given or defaulted: `defaults` over TrainingArguments' own), and a fingerprint of each split given
     in memory (`data`: role -> Dataset, or anything else); none of `MAY_CHANGE`."""

@@ -16,10 +16,11 @@ from datasets import Dataset
 from transformers import EvalPrediction, PreTrainedTokenizerBase, Trainer
 from transformers.trainer_utils import PredictionOutput
 
-from modeling_minibert.deployment.long_texts import TooManyWindows, per_text, text_count, text_windows
 from modeling_minibert.sharing.model_card import PIPELINE_TAGS
+from modeling_minibert.training.finetuning.arguments import FinetuneArguments
 from modeling_minibert.training.finetuning.data import DataError, NamedDataset, check_split_labels, sorted_labels
 from modeling_minibert.training.finetuning.loading import check_max_length, load_config, load_tokenizer_and_config
+from modeling_minibert.training.finetuning.windows import TooManyWindows, per_text, text_count, text_windows
 
 
 @dataclass
@@ -69,8 +70,8 @@ class Task:
 
     name: str  # its key in tasks.TASKS
     auto_class_name: str  # the transformers Auto class that loads its models, e.g. "AutoModelForSequenceClassification"
-    # (FinetuneArguments, {role: data}) -> Setup: reads and checks the splits, loads the tokenizer, builds features.
-    prepare: Callable[[Any, dict[str, NamedDataset]], Setup]
+    # (the run's options, {role: data}) -> Setup: reads and checks the splits, loads the tokenizer, builds features.
+    prepare: Callable[[FinetuneArguments, dict[str, NamedDataset]], Setup]
     collator: Callable[[PreTrainedTokenizerBase], Callable]  # tokenizer -> Trainer's data collator
     # (data, input column, label column or None) -> checked Examples; None for a task distillation cannot use.
     read: Callable[[NamedDataset, str, str | None], Examples] | None = None
@@ -97,7 +98,7 @@ class Task:
 
 
 def classifier_setup(
-    task: Task, args: Any, splits: dict[str, NamedDataset], read: Callable[[NamedDataset], Examples],
+    task: Task, args: FinetuneArguments, splits: dict[str, NamedDataset], read: Callable[[NamedDataset], Examples],
     features: Callable[[PreTrainedTokenizerBase, Examples, list[str], int, str], Dataset], **model_options: Any,
 ) -> Setup:
     """The `prepare` of the tasks that predict label names: each split read with `read` and checked against the
@@ -129,7 +130,7 @@ def classifier_setup(
 
 
 def window_examples(tokenizer: PreTrainedTokenizerBase, examples: Examples, max_length: int, doc_stride: int) -> tuple[Examples, list[int]]:
-    """Each text as its windows (`long_texts.text_windows`), each with its text's label, and the index of each
+    """Each text as its windows (`windows.text_windows`), each with its text's label, and the index of each
     window's text."""
     inputs, owners = text_windows(tokenizer, examples.inputs, max_length, doc_stride)
     return Examples(inputs, [examples.labels[i] for i in owners]), owners

@@ -33,6 +33,7 @@ from modeling_minibert.modeling_minibert import plan_batch
 from modeling_minibert.training.pretraining.corpus import (  # noqa: F401
     CorpusSource,
     Documents,
+    Texts,
     bbc_news_dir,
     load_bbc_news,
     load_documents,
@@ -42,7 +43,6 @@ from modeling_minibert.training.pretraining.corpus import (  # noqa: F401
     split_documents,
     split_sentences,
 )
-from modeling_minibert.training.pretraining.corpus import Texts
 from modeling_minibert.training.pretraining.examples import (  # noqa: F401 (the labels, importable from here too)
     IS_NEXT,
     RANDOM_NEXT,

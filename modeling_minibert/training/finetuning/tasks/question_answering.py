@@ -31,6 +31,7 @@ from modeling_minibert.question_answering_pipeline import (
     question_room,
     tokenize_windows,
 )
+from modeling_minibert.training.finetuning.arguments import FinetuneArguments
 from modeling_minibert.training.finetuning.data import (
     DataError,
     NamedDataset,
@@ -46,7 +47,7 @@ from modeling_minibert.utils.files import write_json
 PREDICTIONS_FILE = "eval_predictions.json"
 
 
-def prepare(args: Any, splits: dict[str, NamedDataset]) -> Setup:
+def prepare(args: FinetuneArguments, splits: dict[str, NamedDataset]) -> Setup:
     """Extractive question answering (SQuAD v1 style: every answer is a span of its context).
 
     Each question + context becomes windows of `max_seq_length` tokens that overlap by `doc_stride` tokens

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from datasets import Dataset
@@ -18,16 +17,17 @@ from transformers import (
 )
 from transformers.trainer_utils import PredictionOutput
 
-from modeling_minibert.deployment.long_texts import per_text
 from modeling_minibert.training.finetuning import data as finetuning_data
+from modeling_minibert.training.finetuning.arguments import FinetuneArguments
 from modeling_minibert.training.finetuning.data import NamedDataset
 from modeling_minibert.training.finetuning.metrics import classification_metrics
 from modeling_minibert.training.finetuning.plots import plot_confusion_matrix
 from modeling_minibert.training.finetuning.task import Examples, Setup, Task, classifier_setup
+from modeling_minibert.training.finetuning.windows import per_text
 from modeling_minibert.utils.outputs import CONFUSION_FILE
 
 
-def prepare(args: Any, splits: dict[str, NamedDataset]) -> Setup:
+def prepare(args: FinetuneArguments, splits: dict[str, NamedDataset]) -> Setup:
     """Texts (`text_column_name`, default "text"; `text_pair_column_name` for pairs) and labels
     (`label_column_name`, default "label"), checked against the label set; tokenized without padding. With
     `doc_stride`, each text is read in windows (`task.window_examples`) and scored by their mean logits."""

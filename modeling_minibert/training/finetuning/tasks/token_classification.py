@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
 
 from datasets import Dataset
 from transformers import (
@@ -14,12 +13,13 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from modeling_minibert.training.finetuning.arguments import FinetuneArguments
 from modeling_minibert.training.finetuning.data import NamedDataset, column_values, require_columns, tag_columns
 from modeling_minibert.training.finetuning.metrics import is_bio_scheme, token_classification_metrics
 from modeling_minibert.training.finetuning.task import Examples, Setup, Task, classifier_setup
 
 
-def prepare(args: Any, splits: dict[str, NamedDataset]) -> Setup:
+def prepare(args: FinetuneArguments, splits: dict[str, NamedDataset]) -> Setup:
     """A tagger: one tag per word (named entities in BIO/IOB tags, part-of-speech tags, ...).
 
     Words are split into sub-tokens by the tokenizer; a word's tag goes on its first sub-token and the others are
