@@ -23,7 +23,7 @@ encoded words: the `cold` figure is the first 5 MB's, every word new. Every run 
 articles once, so that only the data is timed.
 
 Writes --output (default runs/benchmarks/scale.json) and a PNG beside it; `readme_table` renders the docs' table,
-with `paper_costs` (what preparing and training on BERT's 16 GB corpus would take, from the measured rates).
+with `cost_table` (what preparing and training on BERT's 16 GB corpus would take, from the measured rates).
 """
 
 from __future__ import annotations
@@ -42,12 +42,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.arguments import parser
-from benchmarks.report import command_line, default_output, markdown_table, write_results
+from benchmarks.report import command_line, cpu_kind, default_output, markdown_table, write_results
 
 FIRST_STEP = "pretraining ("  # the line `pretrain` prints as its loop starts (after data, model and optimizer)
 MB = 1e6
 BERT_CORPUS_MB = 16_000  # BooksCorpus + English Wikipedia, as BERT's paper gives it (3.3B words)
 GPU_TOKENS_PER_SECOND = 1.0e6  # a small encoder on one H100 (Ettin-17M's published GPU-hours); not measured here
+NODE_CORES = 96  # the CPU cores of an 8-GPU node, as cloud H100 nodes have 2 x 48
 
 
 @dataclass
@@ -310,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     output = write_results(options.output, results, command_line(__spec__.name, argv))
     plot(results, output.with_suffix(".png"))
     print(readme_table(json.loads(output.read_text())))
-    print(paper_costs(json.loads(output.read_text())))
+    print(cost_table(json.loads(output.read_text())))
 
 
 # --- reading the results ---------------------------------------------------------------------------------------
@@ -334,6 +335,8 @@ def readme_table(results: dict) -> str:
         rows.append([f"{row['megabytes']} MB", f"{peak / 1000:.2f}", f"{one:.1f}", f"{two / one:.2f}x",
                      f"{row['first_step_unprepared']['seconds']:.0f}", f"{row['first_step_prepared']['seconds']:.0f}",
                      extra, _rate(row["loader"])])
+    rows.append(["measured on", f"{cpu_kind(results['run']['cpu'])}, {results['run']['cpu_count']} cores", "", "", "", "",
+                 "", ""])
     return markdown_table(
         ["corpus", "peak RSS, GB", "preparation, MB/s (1 process)", "2 processes", "first step, s",
          "first step, prepared, s", "second process, GB (PSS)", "loader, real tokens/s (1 core)"], rows, "lrrrrrrr")
@@ -343,21 +346,24 @@ def _rate(loader: dict | None) -> str:
     return f"{loader['real_tokens_per_second'] / 1e6:.2f}M" if loader else ""
 
 
-def paper_costs(results: dict) -> str:
-    """What BERT's corpus would cost, from the largest corpus's measured rates (per process, so per core)."""
+def cost_table(results: dict) -> str:
+    """What BERT's corpus (16 GB) would cost on GPU nodes, on paper from the largest corpus's measured rates (per
+    process, so per core): preparing it on the node's cores, from the repeated text's rate to the first 5 MB's
+    (every word new), an epoch at `GPU_TOKENS_PER_SECOND` a GPU, and the loader cores each GPU needs."""
     row = max(results["sizes"], key=lambda r: r["megabytes"])
-    per_core = _median(row["prepare_1"], "mb_per_second")
-    cold = results["cold"]["mb_per_second"]
+    per_core, cold = _median(row["prepare_1"], "mb_per_second"), results["cold"]["mb_per_second"]
     loader = row["loader"]["real_tokens_per_second"]
     tokens = BERT_CORPUS_MB * MB / row["bytes"] * row["tokens"]
-    lines = []
-    for nodes, cores in ((1, 96), (4, 4 * 96)):
-        lines.append(f"{nodes} node(s) of 8 GPUs and 96 cores: preparing {BERT_CORPUS_MB / 1000:.0f} GB takes "
-                     f"{BERT_CORPUS_MB / (per_core * cores) / 60:.1f} to {BERT_CORPUS_MB / (cold * cores) / 60:.1f} minutes "
-                     f"(repeated to new text); an epoch of its {tokens / 1e9:.1f}B tokens at "
-                     f"{GPU_TOKENS_PER_SECOND / 1e6:.0f}M tokens/s a GPU takes {tokens / (GPU_TOKENS_PER_SECOND * 8 * nodes) / 3600:.1f} "
-                     f"hours, and each GPU's batches need {GPU_TOKENS_PER_SECOND / loader:.1f} loader core(s)")
-    return "\n".join(lines)
+    rows = []
+    for nodes in (1, 4):
+        cores = nodes * NODE_CORES
+        rows.append([f"{nodes} node{'s' if nodes > 1 else ''}: {8 * nodes} GPUs, {cores} cores",
+                     f"{BERT_CORPUS_MB / (per_core * cores) / 60:.1f} to {BERT_CORPUS_MB / (cold * cores) / 60:.1f}",
+                     f"{tokens / 1e9:.1f}B", f"{tokens / (GPU_TOKENS_PER_SECOND * 8 * nodes) / 3600:.1f}",
+                     f"{GPU_TOKENS_PER_SECOND / loader:.1f}"])
+    return markdown_table(["on paper", f"preparing {BERT_CORPUS_MB / 1000:.0f} GB, minutes", "tokens",
+                           f"an epoch at {GPU_TOKENS_PER_SECOND / 1e6:.0f}M tokens/s a GPU, hours",
+                           "loader cores a GPU"], rows, "lrrrr")
 
 
 def plot(results: dict, path: Path) -> None:

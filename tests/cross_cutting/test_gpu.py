@@ -391,7 +391,8 @@ def test_the_gpu_check_rehearsed_on_the_cpu_runs_every_part_with_the_gpu_machine
 
 def test_the_gpu_check_counts_a_skipped_part_as_not_passed(tmp_path):
     """A budget spent before the parts start: each is skipped, said so, and the check fails."""
-    done = rehearse(tmp_path, gpu_image_python(), GPU_CHECK_BUDGET="1")
+    (tmp_path / "no-wheels").mkdir()  # nothing to install: no part runs
+    done = rehearse(tmp_path, gpu_image_python(), GPU_CHECK_BUDGET="1", MINIBERT_WHEELS=str(tmp_path / "no-wheels"))
     summary = (tmp_path / "out" / "summary.txt").read_text()
     assert done.returncode == 1, summary
     assert "pytest: skipped, the budget of 1 s is spent (not passed)" in summary
