@@ -30,7 +30,7 @@ import numpy as np
 
 MIN_DOCUMENTS_PER_SPLIT = 2  # a random segment B must come from *another* document of the same split
 MAX_LINE_BYTES = 1_000_000  # a longer line is no paragraph (a dump without line breaks): refused, not read whole
-PART_BYTES = 4 << 20  # text read by one task: large enough to amortise a task, small enough to balance processes
+PART_BYTES = 1 << 20  # text read by one task: large enough to amortise a task, small enough to bound its memory
 MIN_PART_BYTES = 64 << 10
 ROWS_PER_PART = 4096  # dataset rows read by one task
 

@@ -220,19 +220,20 @@ class _Writer:
         return documents, sentences
 
 
-def _offsets(counts_file: Path, out: Path, chunk: int = 1 << 22) -> int:
-    """(n + 1,) int64 running sums of the n int64 counts in `counts_file`, written to `out` a chunk at a time (a
-    corpus's sentences need not fit in memory); the counts file is removed. Returns n."""
-    counts = np.memmap(counts_file, dtype=np.int64, mode="r") if counts_file.stat().st_size else np.zeros(0, np.int64)
-    offsets = np.lib.format.open_memmap(out, mode="w+", dtype=np.int64, shape=(len(counts) + 1,))
-    offsets[0], total = 0, 0
-    for start in range(0, len(counts), chunk):
-        piece = np.cumsum(counts[start : start + chunk]) + total
-        offsets[start + 1 : start + 1 + len(piece)] = piece
-        total = int(piece[-1])
-    offsets.flush()
-    n = len(counts)
-    del offsets, counts
+def _offsets(counts_file: Path, out: Path, chunk: int = 1 << 20) -> int:
+    """(n + 1,) int64 running sums of the n int64 counts in `counts_file`, written to `out` a chunk at a time with
+    plain reads and writes (a corpus's sentences need not fit in memory, and a memory map would keep every page it
+    touched in this process's resident set); the counts file is removed. Returns n."""
+    n = counts_file.stat().st_size // 8
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.int64)), "fortran_order": False, "shape": (n + 1,)}
+    total = np.int64(0)
+    with counts_file.open("rb") as counts, out.open("wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        f.write(total.tobytes())
+        while piece := counts.read(chunk * 8):
+            sums = np.cumsum(np.frombuffer(piece, dtype=np.int64)) + total
+            f.write(sums.tobytes())
+            total = sums[-1]
     counts_file.unlink()
     return n
 
