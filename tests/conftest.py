@@ -109,10 +109,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if reason and item.get_closest_marker("gpu"):
             item.add_marker(pytest.mark.skip(reason=reason))
     cost: dict[str, float] = {}
+    counted: set[tuple[str, str]] = set()
     for item in items:
+        unit = scope(item.nodeid)
+        shared = module_marks(item.module, "slow")
         for mark in item.iter_markers("slow"):
-            cost[scope(item.nodeid)] = cost.get(scope(item.nodeid), 0.0) + mark.kwargs.get("seconds", 1.0)
+            if mark in shared:  # the module's own mark (its whole time): counted once for the unit
+                if (unit, item.module.__name__) in counted:
+                    continue
+                counted.add((unit, item.module.__name__))
+            cost[unit] = cost.get(unit, 0.0) + mark.kwargs.get("seconds", 1.0)
     items.sort(key=lambda item: -cost.get(scope(item.nodeid), 0.0))  # stable: the order within a unit stays
+
+
+def module_marks(module, name: str) -> list[pytest.Mark]:
+    """The marks called `name` that a test module gives all its tests (`pytestmark`)."""
+    marks = getattr(module, "pytestmark", [])
+    return [getattr(m, "mark", m) for m in (marks if isinstance(marks, list) else [marks]) if getattr(m, "name", None) == name]
 
 
 @pytest.fixture(autouse=True)

@@ -24,6 +24,8 @@ from benchmarks.suite_data import (
 )
 from examples.rotten_tomatoes import REVIEWS_SDIST
 
+pytestmark = pytest.mark.slow(seconds=47)  # real jobs end to end: not in the quick tier (-m "not slow")
+
 needs_sdist = pytest.mark.skipif(not REVIEWS_SDIST.is_file(), reason=f"{REVIEWS_SDIST} missing (bash .ci/setup dev downloads it)")
 
 

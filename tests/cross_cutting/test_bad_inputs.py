@@ -1465,6 +1465,7 @@ def test_api_raises_the_documented_error_with_one_line(row, sources, readonly, t
         assert elapsed < row.seconds, f"took {elapsed:.1f} s"
 
 
+@pytest.mark.slow(seconds=1)  # a process each: not in the quick tier (-m "not slow")
 @pytest.mark.parametrize("row", rows_with("in_subprocess"))
 def test_a_real_process_exits_2_without_a_traceback(row, sources, readonly, tmp_path):
     paths = paths_for(row, sources, readonly, tmp_path)

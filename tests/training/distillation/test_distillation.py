@@ -53,7 +53,7 @@ PEOPLE = ["Ana", "Ben", "Carla", "Hugo", "Zoe"]
 QUIET = {"disable_tqdm": True, "logging_steps": 5, "learning_rate": 3e-3, "per_device_train_batch_size": 32, "seed": 0}
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow(seconds=108)]  # real jobs end to end: not in the quick tier (-m "not slow")
 
 
 def sentiment(n: int, seed: int) -> Dataset:

@@ -252,6 +252,7 @@ def test_control_characters_in_tag_lists_are_refused(tmp_path):
         tag_columns(data, "tokens", "tags")
 
 
+@pytest.mark.slow(seconds=27)  # processes under several hash seeds: not in the quick tier
 def test_label_ids_do_not_depend_on_the_hash_seed():
     """Labels that read as numbers, NaN among them, get the same ids under any PYTHONHASHSEED (a resumed run in
     another process must use the ids of the first)."""

@@ -263,6 +263,7 @@ def test_unknown_task_and_a_folder_without_tokenizer(tmp_path):
             train_data=data, output_dir=tmp_path / "o")
 
 
+@pytest.mark.slow(seconds=12)  # fresh processes without the package: not in the quick tier
 def test_finetuned_folders_work_without_the_package(checkpoint, tmp_path):
     """A fresh interpreter that cannot import this project loads all three kinds of folder with plain transformers
     and gets the answers this process gets (the weights need not be good for that: one step each)."""

@@ -39,6 +39,8 @@ from modeling_minibert.utils.outputs import results_file
 
 TRAIN_RESULTS_FILE = results_file("train")
 
+pytestmark = [pytestmark, pytest.mark.slow(seconds=107)]  # real jobs end to end: not in the quick tier (-m "not slow")
+
 
 # --- the run's batches: one sequence, whatever the number of processes ----------------------------------------
 

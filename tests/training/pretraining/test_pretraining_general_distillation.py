@@ -183,6 +183,7 @@ def test_a_student_of_the_teachers_shape_starting_from_its_layers_is_the_teacher
     assert fresh.relation_loss.item() > 1e-2 and fresh.hidden_loss.item() > 1e-2
 
 
+@pytest.mark.slow(seconds=15)  # the real all-MiniLM-L6-v2: not in the quick tier
 def test_the_default_student_starts_closer_to_all_minilm_from_its_layers():
     """The real teacher (6 x 384, 12 heads) and the default student (3 x 192, 4 heads) on news text: taking the
     teacher's 2nd, 4th and 6th layers, half of each width, starts it nearer on both taught losses."""

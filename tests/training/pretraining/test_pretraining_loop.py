@@ -46,6 +46,8 @@ from modeling_minibert.utils.outputs import CURVES_FILE as PLOT_FILE
 TRAIN_RESULTS_FILE, EVAL_RESULTS_FILE = results_file("train"), results_file("eval")
 EVAL_KEYS = {"eval_loss", "eval_mlm_loss", "eval_mlm_accuracy", "eval_nsp_loss", "eval_nsp_accuracy", "perplexity"}
 
+pytestmark = [pytestmark, pytest.mark.slow(seconds=58)]  # real jobs end to end: not in the quick tier (-m "not slow")
+
 
 # --- a tiny run, end to end ------------------------------------------------------------------------------------
 
