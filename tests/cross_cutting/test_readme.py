@@ -22,6 +22,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -196,7 +197,9 @@ def run_block(root: Path, env: dict[str, str], language: str, code: str, where: 
     else:
         argv = [str(root / ".venv" / "bin" / "python"), "-c", code]
     # a hang guard: the block of three fine-tunings passed 600 s at load 14 on 2 cores
+    started = time.perf_counter()
     result = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=1500)
+    print(f"{where}: {time.perf_counter() - started:.1f} s")  # with -s: where the test's time goes
     assert result.returncode == 0, f"{where}:\n{code}\n{result.stderr[-3000:]}"
     return result.stdout
 
