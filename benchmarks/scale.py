@@ -48,6 +48,7 @@ FIRST_STEP = "pretraining ("  # the line `pretrain` prints as its loop starts (a
 MB = 1e6
 BERT_CORPUS_MB = 16_000  # BooksCorpus + English Wikipedia, as BERT's paper gives it (3.3B words)
 GPU_TOKENS_PER_SECOND = 1.0e6  # a small encoder on one H100 (Ettin-17M's published GPU-hours); not measured here
+BERT_SCHEDULE_TOKENS = 1_000_000 * 256 * 512  # BERT's pretraining: 1M steps of 256 sequences of 512 tokens
 NODE_CORES = 96  # the CPU cores of an 8-GPU node, as cloud H100 nodes have 2 x 48
 
 
@@ -349,21 +350,23 @@ def _rate(loader: dict | None) -> str:
 def cost_table(results: dict) -> str:
     """What BERT's corpus (16 GB) would cost on GPU nodes, on paper from the largest corpus's measured rates (per
     process, so per core): preparing it on the node's cores, from the repeated text's rate to the first 5 MB's
-    (every word new), an epoch at `GPU_TOKENS_PER_SECOND` a GPU, and the loader cores each GPU needs."""
+    (every word new), an epoch and BERT's whole schedule at `GPU_TOKENS_PER_SECOND` a GPU, and the loader cores
+    each GPU needs."""
     row = max(results["sizes"], key=lambda r: r["megabytes"])
     per_core, cold = _median(row["prepare_1"], "mb_per_second"), results["cold"]["mb_per_second"]
     loader = row["loader"]["real_tokens_per_second"]
     tokens = BERT_CORPUS_MB * MB / row["bytes"] * row["tokens"]
     rows = []
     for nodes in (1, 4):
-        cores = nodes * NODE_CORES
+        cores, rate = nodes * NODE_CORES, GPU_TOKENS_PER_SECOND * 8 * nodes
         rows.append([f"{nodes} node{'s' if nodes > 1 else ''}: {8 * nodes} GPUs, {cores} cores",
                      f"{BERT_CORPUS_MB / (per_core * cores) / 60:.1f} to {BERT_CORPUS_MB / (cold * cores) / 60:.1f}",
-                     f"{tokens / 1e9:.1f}B", f"{tokens / (GPU_TOKENS_PER_SECOND * 8 * nodes) / 3600:.1f}",
+                     f"{tokens / rate / 60:.1f}", f"{BERT_SCHEDULE_TOKENS / rate / 3600:.1f}",
                      f"{GPU_TOKENS_PER_SECOND / loader:.1f}"])
-    return markdown_table(["on paper", f"preparing {BERT_CORPUS_MB / 1000:.0f} GB, minutes", "tokens",
-                           f"an epoch at {GPU_TOKENS_PER_SECOND / 1e6:.0f}M tokens/s a GPU, hours",
-                           "loader cores a GPU"], rows, "lrrrr")
+    return markdown_table(["on paper", f"preparing {BERT_CORPUS_MB / 1000:.0f} GB, minutes",
+                           f"an epoch ({tokens / 1e9:.1f}B tokens), minutes",
+                           f"BERT's schedule ({BERT_SCHEDULE_TOKENS / 1e9:.0f}B tokens), hours", "loader cores a GPU"],
+                          rows, "lrrrr")
 
 
 def plot(results: dict, path: Path) -> None:
