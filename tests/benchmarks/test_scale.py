@@ -3,8 +3,6 @@ its tables read the results as written (the version before beside this one, the 
 
 from __future__ import annotations
 
-import pytest
-
 from benchmarks import scale
 
 

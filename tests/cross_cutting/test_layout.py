@@ -312,6 +312,7 @@ print(json.dumps(shown))
 """
 
 
+@pytest.mark.slow(seconds=8)  # fresh processes: not in the quick tier
 def test_help_works_without_any_extra():
     """`minibert CMD --help` on a plain install: no extra's module is imported to show the options."""
     extras = sorted({module for modules in cli.EXTRA_MODULES.values() for module in modules})

@@ -111,6 +111,7 @@ def test_int8_runs_the_unpadded_path_like_the_padded_one():
     torch.testing.assert_close(unpadded[keep], padded[keep], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow(seconds=8)  # fresh processes: not in the quick tier
 def test_quantized_folder_reloads_and_runs_in_a_fresh_process(folder, tmp_path):
     out = quantize(folder, tmp_path / "int8")
     assert sorted(p.name for p in out.iterdir()) == [

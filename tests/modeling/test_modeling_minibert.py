@@ -482,6 +482,7 @@ def test_save_and_reload_every_head(head, tmp_path):
         torch.testing.assert_close(after[key], value, atol=1e-6, rtol=1e-6, msg=key)
 
 
+@pytest.mark.slow(seconds=8)  # fresh processes: not in the quick tier
 def test_saved_folder_loads_with_trust_remote_code_without_the_package(tmp_path):
     model = modeling_minibert.MiniBertForPreTraining(MiniBertConfig(**TINY)).eval()
     folder = tmp_path / "model"

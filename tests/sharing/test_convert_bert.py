@@ -369,6 +369,7 @@ def test_a_job_folder_in_bert_format_is_complete_and_has_no_code(bert_format_fol
         assert "custom_code" not in card and "## Training data\n\ntiny texts\n" in card and "datasets:" not in card
 
 
+@pytest.mark.slow(seconds=9)  # fresh processes: not in the quick tier
 def test_bert_format_folders_load_without_the_package_or_remote_code_with_minibert_outputs(bert_format_folders):
     """One clean interpreter, which cannot import this package, loads every head with AutoTokenizer, AutoModel* and
     pipeline(...), with no prompt; every output equals Mini-BERT's (run here, on the Mini-BERT folders) within 1e-5."""
@@ -419,6 +420,7 @@ main_export(sys.argv[1], output=sys.argv[2], task="text-classification")
 
 @pytest.mark.skipif(not OPTIMUM_PYTHON.exists(), reason="optimum-onnx's venv .ci/optimum is missing (bash .ci/setup dev "
                     "makes it; optimum-onnx 0.1.0 needs transformers < 4.58)")
+@pytest.mark.slow(seconds=8)  # fresh processes: not in the quick tier
 def test_optimum_exports_a_bert_format_folder_with_minibert_outputs(bert_format_folders, tmp_path):
     """optimum's own ONNX exporter (optimum-onnx in its venv, with transformers 4.57 and no access to this package)
     takes the BERT-format classifier folder, and onnxruntime runs the graph it writes with Mini-BERT's logits."""

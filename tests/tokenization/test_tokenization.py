@@ -785,6 +785,7 @@ def run_without_the_package(script: str, *args: str) -> subprocess.CompletedProc
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow(seconds=8)  # fresh processes: not in the quick tier
 def test_pipelines_load_a_folder_without_the_package_or_a_prompt(model_folders):
     folders, tokenizer = model_folders
     result = run_without_the_package(PIPELINES_SCRIPT, json.dumps(folders))

@@ -297,6 +297,7 @@ print(json.dumps({{
     assert json.loads(run_python(code, cwd=tmp_path).strip().splitlines()[-1]) == expected
 
 
+@pytest.mark.slow(seconds=8)  # fresh processes: not in the quick tier
 def test_the_task_table_needs_no_train_extra(tmp_path):
     """The command line reads the task names on a plain install (`finetune --help`): the table imports without
     datasets, scikit-learn, seqeval or matplotlib; each task's own parts, its Auto class and pipeline tag come from
