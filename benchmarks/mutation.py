@@ -66,8 +66,6 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "modeling_minibert.training.finetuning.metrics.x_token_classification_metrics__mutmut_115": (
         '+        "macro_f1": float(f1_score(flat_ref, flat_pred, average="macro", )),', "F1 = 2TP / (2TP + FP + FN) "
         "is never 0/0 for a tag that occurs in the references or predictions, the only tags scored"),
-    "modeling_minibert.training.pretraining.data.x_tokenize_documents__mutmut_7": (
-        "return_attention_mask=None", "the attention mask is then computed but never read: only memory changes"),
     "tokenization.wordpiece.x_build_backend__mutmut_8": (
         'unk_token=SPECIAL_TOKENS["unk_token"],', "tokenizers' WordPiece defaults unk_token to \"[UNK]\", the same token"),
     "tokenization.wordpiece.x_build_backend__mutmut_9": (
