@@ -103,6 +103,23 @@ def read_examples(args: DistillationArguments, task: Task, sources: dict[str, Da
 # The job
 
 
+def student_training_data(task: Task, student: tuple[PreTrainedTokenizerBase, int], transfer, student_examples: dict,
+                          logits: dict, label2id: dict[str, int], owners: dict) -> Prepared:
+    """What the student trains and is scored on: each split's inputs (the transfer set for training) with the
+    teacher's `logits` as targets, in the student's tokens (`student`: its tokenizer and length); the validation
+    loss picks the best model, the task's metrics score it against the labels (pooled over a text's windows)."""
+    tokenizer, length, names = *student, list(label2id)
+    features = {
+        role: student_features(tokenizer, transfer if role == "transfer" else student_examples[role], logits[role], task.name, length, label2id)
+        for role in logits
+    }
+    return Prepared(
+        train=features["transfer"], validation=features.get("validation"), test=features.get("test"),
+        collator=DistillationCollator(tokenizer, task.name), metric="loss",
+        metrics_for=lambda role: distillation_metrics(task, names, owners.get(role)), owners=owners,
+    )
+
+
 def distill(
     *,
     train_data: Dataset | None = None,
@@ -162,15 +179,7 @@ def distill(
         batch_size = training.get("per_device_eval_batch_size", TRAINING_DEFAULTS["per_device_eval_batch_size"])
         logits, reused = teacher_targets(args, task, teacher, inputs, names, output, batch_size, show_progress)
         label2id = {name: i for i, name in enumerate(names)}
-        features = {
-            role: student_features(tokenizer, transfer if role == "transfer" else student_examples[role], logits[role], task.name, student_length, label2id)
-            for role in logits
-        }
-        prepared = Prepared(
-            train=features["transfer"], validation=features.get("validation"), test=features.get("test"),
-            collator=DistillationCollator(tokenizer, task.name), metric="loss",
-            metrics_for=lambda role: distillation_metrics(task, names, owners.get(role)), owners=owners,
-        )
+        prepared = student_training_data(task, (tokenizer, student_length), transfer, student_examples, logits, label2id, owners)
         relations = relation_transfer(args, teacher, plan) if plan is not None else None
         student = load_student(args, task, seed_of(training), num_labels=len(names),
                                id2label=dict(enumerate(names)), label2id=label2id)

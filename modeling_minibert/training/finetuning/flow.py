@@ -281,18 +281,7 @@ def train_and_save(
     score_test(trainer, prepared, results)
     args = trainer.args
     check_results(trainer.model, results, args, trainer.state.global_step)  # nothing non-finite is saved as a success
-    # Only now is the final folder staged: a run killed while training leaves OUTPUT with its checkpoints and
-    # nothing else, ready for resume_from_checkpoint.
-    with staged_folder(output) as staging:
-        if extra_outputs is not None:
-            extra_outputs(trainer, staging, validation)
-        save_folder_contents(trainer, tokenizer, results, (args.metric_for_best_model or prepared.metric).removeprefix("eval_"), staging)
-        if search is not None:
-            write_json(staging / LEARNING_RATE_SEARCH_FILE, search)
-            plot_learning_rate_search(search, staging / LEARNING_RATE_PLOT_FILE)
-        if keep_checkpoints:
-            for _, checkpoint in checkpoint_folders(Path(args.output_dir)):
-                os.replace(checkpoint, staging / checkpoint.name)
+    write_output_folder(output, trainer, tokenizer, prepared, results, validation, search, extra_outputs, keep_checkpoints)
     # Written once the folder has its final name: the card takes its title from the folder's name (in the staging
     # folder it would be the hidden ".NAME.partial-..."). write_text is atomic, so the card is whole or absent.
     write_model_card(output, task=load_task(task).pipeline_tag, base_model=str(model_source), dataset_name=dataset_name(train_data))
@@ -305,6 +294,26 @@ def train_and_save(
         labels,
         strip_prefix(results["train"], "train_"),
     )
+
+
+def write_output_folder(output: Path, trainer: Trainer, tokenizer: PreTrainedTokenizerBase, prepared: Prepared,
+                        results: dict[str, dict], validation: PredictionOutput | None, search: dict | None,
+                        extra_outputs: Callable[[Trainer, Path, PredictionOutput | None], None] | None,
+                        keep_checkpoints: bool) -> None:
+    """The final folder, staged and renamed in: the task's own files, the model and its results, the learning-rate
+    search's record and plot, the checkpoints if kept. Only now, after training: a run killed while training
+    leaves OUTPUT with its checkpoints and nothing else, ready for resume_from_checkpoint."""
+    args = trainer.args
+    with staged_folder(output) as staging:
+        if extra_outputs is not None:
+            extra_outputs(trainer, staging, validation)
+        save_folder_contents(trainer, tokenizer, results, (args.metric_for_best_model or prepared.metric).removeprefix("eval_"), staging)
+        if search is not None:
+            write_json(staging / LEARNING_RATE_SEARCH_FILE, search)
+            plot_learning_rate_search(search, staging / LEARNING_RATE_PLOT_FILE)
+        if keep_checkpoints:
+            for _, checkpoint in checkpoint_folders(Path(args.output_dir)):
+                os.replace(checkpoint, staging / checkpoint.name)
 
 
 def search_learning_rate(

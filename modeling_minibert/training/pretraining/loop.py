@@ -29,6 +29,7 @@ import os
 import signal
 import time
 import warnings
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -305,11 +306,10 @@ def prepare_training(run: PretrainingRun) -> Training:
 
 
 def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, float]:
-    """The loop: steps, logging, evaluation and checkpoints. Returns the last step, the last evaluation and the
-    seconds it took."""
+    """The loop: each step, then its logging, evaluation and checkpoint where their intervals fall (and at the end,
+    or at a stop signal for the checkpoint). Returns the last step, the last evaluation and the seconds it took."""
     args, accelerator, objective, model = run.args, run.accelerator, run.objective, t.model
-    accum, step, total_steps, scheduler = args.gradient_accumulation_steps, t.start_step, t.total_steps, t.scheduler
-    processes, rank = accelerator.num_processes, accelerator.process_index
+    step, total_steps, scheduler = t.start_step, t.total_steps, t.scheduler
     batches = iter(t.train_loader)
     window = torch.zeros(len(objective.stat_keys), device=accelerator.device)  # the objective's sums since the last log
     last_eval: dict | None = None
@@ -320,20 +320,7 @@ def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, f
     t.data_wait.start()
     run.stop.deferring = True  # from here SIGINT/SIGTERM finish the step and checkpoint it
     while step < total_steps:
-        for micro in range(accum):
-            batch = t.data_wait.next(batches, accelerator.device)
-            # Dropout noise as a function of (seed, step, the micro-batch's place in the global batch): a resumed
-            # run replays it whatever else drew numbers, and one process draws what W processes drew together.
-            torch.manual_seed(_batch_seed(args.seed, step, micro * processes + rank))
-            with nullcontext() if micro == accum - 1 else accelerator.no_sync(model):  # all-reduce once per step
-                result = model(**objective.model_inputs(batch))
-                accelerator.backward(result.loss / accum)
-            with torch.no_grad():
-                window += objective.statistics(result, batch)
-        accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-        t.optimizer.step()
-        scheduler.step()
-        t.optimizer.zero_grad(set_to_none=True)
+        train_step(run, t, batches, step, scheduler, window)
         step = done = step + 1
         progress.update(1)
 
@@ -341,28 +328,16 @@ def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, f
             fitted = budget.fit(done, args.max_steps, accelerator)
             if fitted != total_steps:
                 total_steps = progress.total = fitted
-                t.collator.total_batches = t.sampler.of = fitted * accum * processes
+                processes = accelerator.num_processes
+                t.collator.total_batches = t.sampler.of = fitted * args.gradient_accumulation_steps * processes
                 scheduler = build_schedule(t.optimizer, args, total_steps, done)
         finished = done == total_steps
         if done % args.logging_steps == 0 or finished:
-            sums = dict(zip(objective.stat_keys, accelerator.reduce(window, "sum").tolist()))
-            record = {"step": done, **objective.train_metrics(sums), "learning_rate": scheduler.get_last_lr()[0]}
-            if args.final_mlm_probability is not None:
-                record["mlm_probability"] = t.collator.rate(done * accum * processes - 1)  # the step's last batch's
-            record[DATA_WAIT] = t.data_wait.share(accelerator)
-            finite.check_record(run, record)  # a NaN loss stops the run here, before it is logged or saved
-            window.zero_()
-            t.metrics.write(record)
-            accelerator.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=done)
+            record = log_window(run, t, done, scheduler, window)
             progress.set_postfix(loss=f"{record['loss']:.3f}")
         if done % args.eval_steps == 0 or finished:
             paused = t.data_wait.paused = time.perf_counter()
-            last_eval = {"step": done, **evaluate(model, t.eval_loader, accelerator, objective)}
-            finite.check_record(run, last_eval)
-            t.metrics.write(last_eval)
-            accelerator.log({f"eval/{k[5:]}": v for k, v in last_eval.items() if k != "step"}, step=done)
-            if accelerator.is_main_process:  # tqdm.write keeps the progress bar below the line
-                progress.write(f"step {done}: " + ", ".join(f"{k} {v:.3f}" for k, v in last_eval.items() if k != "step"))
+            last_eval = evaluate_and_log(run, t, done, progress)
             t.data_wait.resume()
             if budget is not None:
                 budget.spent_on_eval(time.perf_counter() - paused)
@@ -384,6 +359,56 @@ def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, f
     if last_eval is None:  # resumed a finished run: evaluate what is there
         last_eval = {"step": step, **evaluate(model, t.eval_loader, accelerator, objective)}
     return step, last_eval, seconds
+
+
+def train_step(run: PretrainingRun, t: Training, batches: Iterator, step: int, scheduler, window: torch.Tensor) -> None:
+    """Optimizer step `step` + 1 over `gradient_accumulation_steps` micro-batches, gradients all-reduced once; the
+    objective's statistics of each micro-batch added to `window`."""
+    args, accelerator, objective, model = run.args, run.accelerator, run.objective, t.model
+    accum, processes, rank = args.gradient_accumulation_steps, accelerator.num_processes, accelerator.process_index
+    for micro in range(accum):
+        batch = t.data_wait.next(batches, accelerator.device)
+        # Dropout noise as a function of (seed, step, the micro-batch's place in the global batch): a resumed
+        # run replays it whatever else drew numbers, and one process draws what W processes drew together.
+        torch.manual_seed(_batch_seed(args.seed, step, micro * processes + rank))
+        with nullcontext() if micro == accum - 1 else accelerator.no_sync(model):  # all-reduce once per step
+            result = model(**objective.model_inputs(batch))
+            accelerator.backward(result.loss / accum)
+        with torch.no_grad():
+            window += objective.statistics(result, batch)
+    accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+    t.optimizer.step()
+    scheduler.step()
+    t.optimizer.zero_grad(set_to_none=True)
+
+
+def log_window(run: PretrainingRun, t: Training, done: int, scheduler, window: torch.Tensor) -> dict:
+    """The training record of the steps since the last one (`window`'s sums over every process, then zeroed),
+    checked finite, written to metrics.jsonl and the trackers; returned."""
+    args, accelerator, objective = run.args, run.accelerator, run.objective
+    sums = dict(zip(objective.stat_keys, accelerator.reduce(window, "sum").tolist()))
+    record = {"step": done, **objective.train_metrics(sums), "learning_rate": scheduler.get_last_lr()[0]}
+    if args.final_mlm_probability is not None:  # the step's last batch's
+        record["mlm_probability"] = t.collator.rate(done * args.gradient_accumulation_steps * accelerator.num_processes - 1)
+    record[DATA_WAIT] = t.data_wait.share(accelerator)
+    finite.check_record(run, record)  # a NaN loss stops the run here, before it is logged or saved
+    window.zero_()
+    t.metrics.write(record)
+    accelerator.log({f"train/{k}": v for k, v in record.items() if k != "step"}, step=done)
+    return record
+
+
+def evaluate_and_log(run: PretrainingRun, t: Training, done: int, progress) -> dict:
+    """The held-out evaluation after step `done`, checked finite, written to metrics.jsonl, the trackers and a line
+    above the progress bar; returned."""
+    accelerator = run.accelerator
+    result = {"step": done, **evaluate(t.model, t.eval_loader, accelerator, run.objective)}
+    finite.check_record(run, result)
+    t.metrics.write(result)
+    accelerator.log({f"eval/{k[5:]}": v for k, v in result.items() if k != "step"}, step=done)
+    if accelerator.is_main_process:  # tqdm.write keeps the progress bar below the line
+        progress.write(f"step {done}: " + ", ".join(f"{k} {v:.3f}" for k, v in result.items() if k != "step"))
+    return result
 
 
 def save_run(run: PretrainingRun, t: Training, step: int, last_eval: dict, seconds: float) -> dict:
