@@ -207,7 +207,8 @@ def timing_worker(name: str, steps: int, warmup_steps: int = 5) -> dict:
     from modeling_minibert import MiniBertForPreTraining
     from modeling_minibert.training import PretrainingArguments
     from modeling_minibert.training.pretraining.data import DataCollatorForPreTraining
-    from modeling_minibert.training.pretraining.loop import build_config, param_groups
+    from modeling_minibert.training.pretraining.loop import build_config
+    from modeling_minibert.training.pretraining.optimization import param_groups
     from tokenization import make_tokenizer
 
     kwargs, _ = run_kwargs(name, steps, "unused")

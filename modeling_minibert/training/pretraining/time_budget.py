@@ -14,7 +14,7 @@ class TimeBudget:
     A schedule that decays to zero must know where the end is, so the budget is turned into a number of steps:
     after the first `FIT_AFTER` steps of the session, the seconds per step are measured (the first step, which
     pays for one-off allocations, is left out) and the total is set to the steps done plus the steps that fit in
-    the time left, capped at `max_steps`; the schedule is then rebuilt for that total (`loop.build_schedule`).
+    the time left, capped at `max_steps`; the schedule is then rebuilt for that total (`optimization.build_schedule`).
     The estimate is refreshed after every evaluation and checkpoint, with the time they took counted in, and the
     time the last evaluation and checkpoint took is kept in reserve for the final ones. Whatever the estimate,
     training stops once the budget is spent, then evaluates and saves as at the end of any run.
