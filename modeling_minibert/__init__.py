@@ -4,6 +4,7 @@ Importing the package registers the config and every head with transformers' Aut
 for `trust_remote_code` saving (config `auto_map` + source files next to the weights).
 """
 
+import gc as _gc
 import sys as _sys
 
 
@@ -19,6 +20,10 @@ def _interrupted_while_importing(kind, value, traceback):
 # Installed for the imports below only, and left in place only if they are interrupted (or fail, for which it defers
 # to the hook it replaced).
 _hook, _sys.excepthook = _sys.excepthook, _interrupted_while_importing
+# The cycle collector paused while torch and transformers import: they create about a million long-lived objects,
+# which each of its full passes would walk again (a second of a 6-second import); the caller's setting comes back.
+_collecting = _gc.isenabled()
+_gc.disable()
 import transformers  # noqa: E402
 from transformers import AutoConfig  # noqa: E402
 
@@ -28,6 +33,8 @@ from .modeling_minibert import *  # noqa: E402, F403  (the base class, the outpu
 from .modeling_minibert import AUTO_MAP  # noqa: E402
 
 _sys.excepthook = _hook
+if _collecting:
+    _gc.enable()
 
 # transformers' Auto class -> Mini-BERT head, derived from AUTO_MAP (the one list of heads).
 AUTO_CLASSES = {
