@@ -88,7 +88,7 @@ def test_a_real_ctrl_c_during_start_up_is_one_line(tmp_path):
 
     from fixtures.environment import clean_env
 
-    launcher = "import sys; from modeling_minibert.cli import main; sys.exit(main())"  # what the console script runs
+    launcher = "import sys; from modeling_minibert.cli import console_main; sys.exit(console_main())"  # what the console script runs
     process = subprocess.Popen([sys.executable, "-c", launcher, "fill-mask", "--help"], cwd=tmp_path,
                                env=clean_env(PYTHONPATH=str(REPO)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

@@ -156,8 +156,8 @@ FSDP2_ON_CPU = textwrap.dedent("""
             state_dict_type="SHARDED_STATE_DICT", reshard_after_forward=True)
         self.state.distributed_type = PartialState._shared_state["distributed_type"] = DistributedType.FSDP
     accelerate.Accelerator.__init__ = fsdp2_on_cpu
-    from modeling_minibert.cli import main
-    sys.exit(main(sys.argv[1:]))
+    from modeling_minibert.cli import console_main
+    sys.exit(console_main(sys.argv[1:]))
 """)
 
 # What a folder that loads without the package holds, and what it must not (torch's FSDP2 module files, which
@@ -303,8 +303,8 @@ RANK_WEIGHTS = textwrap.dedent("""
         save_file(state, f"{sys.argv[1]}/rank{self.process_index}.safetensors")
         end_training(self)
     accelerate.Accelerator.end_training = save_rank_weights
-    from modeling_minibert.cli import main
-    sys.exit(main(sys.argv[2:]))
+    from modeling_minibert.cli import console_main
+    sys.exit(console_main(sys.argv[2:]))
 """)
 
 

@@ -454,8 +454,8 @@ KILLER = textwrap.dedent("""
                 die()
             write_json(path, payload)
         run_folder.write_json = killed_in_save
-    from modeling_minibert.cli import main
-    sys.exit(main(sys.argv[2:]))
+    from modeling_minibert.cli import console_main
+    sys.exit(console_main(sys.argv[2:]))
 """)
 
 
