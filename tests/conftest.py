@@ -3,6 +3,7 @@ fixtures live in `tests/fixtures/`, named for their purpose and imported as `fro
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 
@@ -126,6 +127,13 @@ def module_marks(module, name: str) -> list[pytest.Mark]:
     """The marks called `name` that a test module gives all its tests (`pytestmark`)."""
     marks = getattr(module, "pytestmark", [])
     return [getattr(m, "mark", m) for m in (marks if isinstance(marks, list) else [marks]) if getattr(m, "name", None) == name]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (torch, transformers, the package, the test modules: objects that live to the end)
+    moved out of the cycle collector's reach, as `minibert`'s own process does (cli.console_main): its full passes
+    during the tests then walk only what the tests made."""
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
