@@ -15,13 +15,20 @@ from typing import Any, TypeVar
 
 from transformers import HfArgumentParser
 
-from modeling_minibert.utils import commands
-
 T = TypeVar("T")
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter, commands.HelpFormatter):
-    """--help shows the script's docstring as written, and an option's default where `minibert`'s help would."""
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """--help shows the script's docstring as written, and an option's default where `minibert`'s help would.
+
+    `minibert`'s rule is imported when help is shown, not with this module: importing the package (torch,
+    transformers' models) would cost a benchmark that only reads and writes files, as the GPU check's report does
+    after every part, 5 of its 6 seconds."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        from modeling_minibert.utils.commands import HelpFormatter as MinibertHelpFormatter
+
+        return MinibertHelpFormatter._get_help_string(self, action)
 
 
 class BenchmarkParser(HfArgumentParser):
