@@ -94,7 +94,7 @@ SITE = Path("lib", f"python{sys.version_info.major}.{sys.version_info.minor}", "
 LAUNCHERS = {
     "python": 'PYTHONPATH="$SITE" exec "$PYTHON" -S "$@"',
     "minibert": 'PYTHONPATH="$SITE" exec "$PYTHON" -S -P -c '
-    "'import sys; from modeling_minibert.cli import main; sys.exit(main())' \"$@\"",
+    "'import sys; from modeling_minibert.cli import console_main; sys.exit(console_main())' \"$@\"",
     "pip": 'exec "$PYTHON" -S -P "$VENV/pip.py" "$SITE" "$@"',
 }
 # The venv's pip: `pip install -e '.[EXTRA,...]'` from the clone links what that install would add (offline, as
