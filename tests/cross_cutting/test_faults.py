@@ -121,9 +121,9 @@ elif fault["at"] == "staged":  # the output fully written into its staging folde
     import modeling_minibert.utils.files as files
     files.plain_permissions = lambda folder: act()
 
-from modeling_minibert.cli import main
+from modeling_minibert.cli import console_main
 
-sys.exit(main(sys.argv[1:]))
+sys.exit(console_main(sys.argv[1:]))
 """
 
 MAX_STEPS, SAVE_STEPS = 8, 2  # checkpoints at steps 2, 4, 6, 8
