@@ -20,21 +20,24 @@ def _interrupted_while_importing(kind, value, traceback):
 # Installed for the imports below only, and left in place only if they are interrupted (or fail, for which it defers
 # to the hook it replaced).
 _hook, _sys.excepthook = _sys.excepthook, _interrupted_while_importing
-# The cycle collector paused while torch and transformers import: they create about a million long-lived objects,
-# which each of its full passes would walk again (a second of a 6-second import); the caller's setting comes back.
+# The cycle collector paused while torch and transformers import: they leave about 400,000 long-lived objects,
+# which each of its full passes would walk again (half a second of a 6-second import). The caller's setting comes
+# back whatever happens, a failed import included.
 _collecting = _gc.isenabled()
 _gc.disable()
-import transformers  # noqa: E402
-from transformers import AutoConfig  # noqa: E402
+try:
+    import transformers
+    from transformers import AutoConfig
 
-from . import modeling_minibert as _modeling  # noqa: E402
-from .configuration_minibert import MiniBertConfig  # noqa: E402
-from .modeling_minibert import *  # noqa: E402, F403  (the base class, the output classes and every head in AUTO_MAP)
-from .modeling_minibert import AUTO_MAP  # noqa: E402
+    from . import modeling_minibert as _modeling
+    from .configuration_minibert import MiniBertConfig
+    from .modeling_minibert import *  # noqa: F403  (the base class, the output classes and every head in AUTO_MAP)
+    from .modeling_minibert import AUTO_MAP
+finally:
+    if _collecting:
+        _gc.enable()
 
 _sys.excepthook = _hook
-if _collecting:
-    _gc.enable()
 
 # transformers' Auto class -> Mini-BERT head, derived from AUTO_MAP (the one list of heads).
 AUTO_CLASSES = {

@@ -105,6 +105,25 @@ def test_the_import_hook_is_put_back_once_the_package_is_imported():
     assert sys.excepthook is not modeling_minibert._interrupted_while_importing
 
 
+def test_the_package_import_gives_the_cycle_collector_back_as_the_caller_had_it():
+    """The import pauses the collector; a failed import gives it back on, an import under a caller who had turned
+    it off leaves it off."""
+    import subprocess
+
+    from fixtures.environment import clean_env
+
+    code = (
+        "import gc, sys\n"
+        "sys.modules['transformers'] = None\n"
+        "try:\n    import modeling_minibert\nexcept ImportError:\n    print(gc.isenabled())\n"
+        "del sys.modules['transformers']\n"
+        "gc.disable()\nimport modeling_minibert\nprint(gc.isenabled())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=clean_env(PYTHONPATH=str(REPO)), capture_output=True,
+                          text=True, timeout=120)
+    assert done.stdout.split() == ["True", "False"], done.stderr[-2000:]
+
+
 @pytest.mark.parametrize("omp, quota, expected", [(None, 1, 1), (None, 64, "all"), ("2", 1, "all")])
 def test_a_jobs_torch_threads_stay_within_the_cpu_quota(monkeypatch, omp, quota, expected):
     """A container's CPU quota caps torch's threads for every job (fine-tuning, distillation, export...), unless
