@@ -147,20 +147,7 @@ def distill(
     sources = {role: source for role, source in sources.items() if source is not None}
     if options.get("task") == embedding.TASK:  # no labels, no logits: a flow of its own
         return embedding.distill_embeddings(sources, train_data is not None, show_progress, **options)
-    args, training = split_options(DistillationArguments, options)
-    # On what the caller gave: a search's runs override the default learning rate, as fine-tuning's do.
-    check_learning_rates(args.learning_rates, training, "validation" in sources)
-    schedule = default_schedule(args, "num_train_epochs" in training, evaluates(training, "validation" in sources))
-    # The best model is the one closest to the teacher (the validation loss). Checkpoints keep the optimizer's
-    # state, as fine-tuning's do: a run stopped by a signal or a kill resumes from them.
-    training = {**DISTILL_TRAINING_DEFAULTS, **training}
-    check_training_options(training, "validation" in sources)
-    task = check_options(args, train_data is not None)
-    check_teacher_files(str(args.teacher_model_name_or_path), args.allow_pickle)
-    training.setdefault("disable_tqdm", not show_progress)
-    # Trainer hands these columns to compute_metrics beside the labels (the mask: word targets only).
-    training["label_names"] = ["labels", *TEACHER_COLUMNS[: 2 if task.conll else 1]]
-    options = run_options(args, training, TRAINING_DEFAULTS, in_memory(sources))
+    args, task, training, schedule, options = checked_options(options, sources, train_data is not None, show_progress)
     with run_folder(training.pop("output_dir"), args, training, "distill", options) as output:
         examples, data_labels, check_labels = read_examples(args, task, sources)
         tokenizer = load_fast_tokenizer(args.model_name_or_path, args.tokenizer_name)  # fails early on a wrong folder
@@ -172,12 +159,8 @@ def distill(
         transfer = transfer_set(student_examples["train"], task.conll, student_examples["transfer"].inputs, args,
                                 seed_of(training), (tokenizer, student_length), show_progress)
         plan = relation_plan(args, task, tokenizer, transfer.inputs, student_length)
-        teacher = str(args.teacher_model_name_or_path)
-        if args.finetune_teacher:
-            teacher = str(fine_tuned_teacher(args, task, training, examples, names, output))
-        inputs = {"transfer": transfer.inputs, **{r: student_examples[r].inputs for r in ("validation", "test") if r in examples}}
-        batch_size = training.get("per_device_eval_batch_size", TRAINING_DEFAULTS["per_device_eval_batch_size"])
-        logits, reused = teacher_targets(args, task, teacher, inputs, names, output, batch_size, show_progress)
+        teacher, logits, reused = teacher_side(args, task, training, examples, names, student_examples, transfer, output,
+                                               show_progress)
         label2id = {name: i for i, name in enumerate(names)}
         prepared = student_training_data(task, (tokenizer, student_length), transfer, student_examples, logits, label2id, owners)
         relations = relation_transfer(args, teacher, plan) if plan is not None else None
@@ -191,6 +174,40 @@ def distill(
         )
     return DistillResult(**vars(result), teacher=teacher, transfer_size=len(transfer.inputs), reused_teacher_logits=reused,
                          relation_weight=relations.weight if relations is not None else 0.0)
+
+
+def checked_options(options: dict[str, Any], sources: dict[str, DataSource], train_in_memory: bool,
+                    show_progress: bool) -> tuple[DistillationArguments, Task, dict[str, Any], dict[str, Any], dict]:
+    """The job's options, checked before any work: its arguments, its task, the student's training options with
+    distillation's defaults, the default schedule and the run's record (what a resume compares)."""
+    args, training = split_options(DistillationArguments, options)
+    # On what the caller gave: a search's runs override the default learning rate, as fine-tuning's do.
+    check_learning_rates(args.learning_rates, training, "validation" in sources)
+    schedule = default_schedule(args, "num_train_epochs" in training, evaluates(training, "validation" in sources))
+    # The best model is the one closest to the teacher (the validation loss). Checkpoints keep the optimizer's
+    # state, as fine-tuning's do: a run stopped by a signal or a kill resumes from them.
+    training = {**DISTILL_TRAINING_DEFAULTS, **training}
+    check_training_options(training, "validation" in sources)
+    task = check_options(args, train_in_memory)
+    check_teacher_files(str(args.teacher_model_name_or_path), args.allow_pickle)
+    training.setdefault("disable_tqdm", not show_progress)
+    # Trainer hands these columns to compute_metrics beside the labels (the mask: word targets only).
+    training["label_names"] = ["labels", *TEACHER_COLUMNS[: 2 if task.conll else 1]]
+    return args, task, training, schedule, run_options(args, training, TRAINING_DEFAULTS, in_memory(sources))
+
+
+def teacher_side(args: DistillationArguments, task: Task, training: dict[str, Any], examples: dict[str, Examples],
+                 names: list[str], student_examples: dict, transfer, output: Path,
+                 show_progress: bool) -> tuple[str, dict, bool]:
+    """The teacher (fine-tuned first with `finetune_teacher`) and its logits on what the student reads: the transfer
+    set, the validation and test data; whether they were reused from the output folder's cache."""
+    teacher = str(args.teacher_model_name_or_path)
+    if args.finetune_teacher:
+        teacher = str(fine_tuned_teacher(args, task, training, examples, names, output))
+    inputs = {"transfer": transfer.inputs, **{r: student_examples[r].inputs for r in ("validation", "test") if r in examples}}
+    batch_size = training.get("per_device_eval_batch_size", TRAINING_DEFAULTS["per_device_eval_batch_size"])
+    logits, reused = teacher_targets(args, task, teacher, inputs, names, output, batch_size, show_progress)
+    return teacher, logits, reused
 
 
 def unlabelled_inputs(args: DistillationArguments, task: Task, student_length: int) -> list[Any]:
