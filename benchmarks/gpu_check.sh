@@ -123,8 +123,10 @@ if compgen -G "$WHEELS/*.whl" >/dev/null; then
     fi
 fi
 
+# One process finds the versions and what the parts below need to know (every process here spends seconds
+# importing torch and transformers): the device, and whether pytest and pretraining import, in $WORK/probe.
 echo "== versions"
-"$PYTHON" - "$OUT/versions.json" <<'EOF'
+"$PYTHON" - "$OUT/versions.json" "$WORK/probe" <<'EOF'
 import importlib, json, platform, sys
 found = {"python": platform.python_version()}
 for name in ("torch", "transformers", "accelerate", "tokenizers", "safetensors", "huggingface_hub", "datasets",
@@ -152,9 +154,17 @@ major = str(found.get("transformers", "")).split(".")[0]
 if not major.isdigit() or int(major) < 5:
     print(f"WARNING: transformers {found.get('transformers')}: Mini-BERT needs transformers 5.x; put wheels of "
           "transformers>=5, huggingface_hub>=1 and tokenizers>=0.21 in .whl/ and run again")
+try:
+    importlib.import_module("modeling_minibert.training.pretraining")
+    no_pretraining = ""
+except Exception as err:  # the parts that need it are skipped, saying this
+    no_pretraining = f"{type(err).__name__}: {err}".splitlines()[0]
+with open(sys.argv[2], "w") as probe:  # a value a line: CUDA (0/1), the GPU count, pytest (0/1), why no pretraining
+    print(int(found.get("cuda_available") is True), found.get("gpus", 0), int("missing" not in found["pytest"]),
+          no_pretraining, sep="\n", file=probe)
 EOF
-read -r CUDA GPUS < <("$PYTHON" -c "import torch; print(int(torch.cuda.is_available()), torch.cuda.device_count())" \
-    2>/dev/null || echo 0 0)
+CUDA=0 GPUS=0 HAS_PYTEST=0 NO_PRETRAINING="the versions step did not finish"
+[[ -f $WORK/probe ]] && { read -r CUDA; read -r GPUS; read -r HAS_PYTEST; read -r NO_PRETRAINING; } <"$WORK/probe"
 DEVICE=cpu
 PRECISION=no
 if ((CUDA)); then
@@ -165,7 +175,7 @@ echo "== device: $DEVICE ($GPUS GPU(s))"
 write_summary
 
 # --- pytest -m gpu -------------------------------------------------------------------------------------------------
-if "$PYTHON" -c "import pytest" 2>/dev/null; then
+if ((HAS_PYTEST)); then
     # -o addopts= : the suite's own options need pytest-xdist and pytest-timeout, which a GPU machine may not have.
     part pytest 180 "$PYTHON" -m pytest -o addopts= -p no:cacheprovider -m gpu tests/cross_cutting/test_gpu.py -rs -v \
         --durations=10 --junitxml="$OUT/pytest_gpu.xml"
@@ -226,7 +236,7 @@ launched() {
     fi
 }
 
-if "$PYTHON" -c "import modeling_minibert.training.pretraining" 2>/dev/null; then
+if [[ -z $NO_PRETRAINING ]]; then
     launched single "$(config single 1 NO)"
     launched fsdp "$(config fsdp 1 FSDP)"
     if ((GPUS >= 2 || !CUDA)); then
@@ -242,9 +252,8 @@ if "$PYTHON" -c "import modeling_minibert.training.pretraining" 2>/dev/null; the
         [[ -d $RUNS/$name ]] && "$PYTHON" -m benchmarks.gpu_check_report --out "$OUT" --record "$RUNS/$name"
     done
 else
-    why=$("$PYTHON" -c "import modeling_minibert.training.pretraining" 2>&1 | tail -1)
     for name in single single_resume fsdp fsdp_resume data_wait_workers_0 data_wait_workers_2; do
-        skip "$name" "pretraining does not import here: $why"
+        skip "$name" "pretraining does not import here: $NO_PRETRAINING"
     done
 fi
 
