@@ -330,7 +330,7 @@ def writable_again(place: Path) -> None:
 FS_ERRORS = {"fill": "No space left on device", "read-only": "Read-only file system"}
 
 
-def check_one_line_error(result: subprocess.CompletedProcess, command: str, action: str) -> None:
+def check_one_line_error(result: subprocess.CompletedProcess | SimpleNamespace, command: str, action: str) -> None:
     """Exit code 2, no traceback, and the last line of stderr is the one error line, naming the cause."""
     assert result.returncode == 2, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
@@ -396,28 +396,38 @@ def tokenizer_argv(inputs: Path, output: Path) -> list[str]:
             "--vocab_size", "100", "--disable_tqdm", "true"]
 
 
+def run_in_this_process(argv: list[str], capfd) -> SimpleNamespace:
+    """`minibert ARGV` as `cli.main` runs it here: its exit code and its stderr, as `run_minibert` gives them."""
+    capfd.readouterr()
+    returncode = main(argv)
+    return SimpleNamespace(returncode=returncode, stderr=capfd.readouterr().err)
+
+
+# The disk is full or read-only before the command starts, so no fault needs arranging inside it: the command runs in
+# this process (a real process's exit 2 without a traceback on an unwritable place is a row of
+# tests/cross_cutting/test_bad_inputs.py::test_a_real_process_exits_2_without_a_traceback).
 @pytest.mark.parametrize("action", ["fill", "read-only"])
 @pytest.mark.parametrize("argv", [convert_argv, export_argv, tokenizer_argv], ids=["convert-bert", "export-onnx", "train-tokenizer"])
-def test_writing_to_a_full_or_read_only_disk_is_one_line_and_leaves_nothing(argv, action, inputs, disk):
+def test_writing_to_a_full_or_read_only_disk_is_one_line_and_leaves_nothing(argv, action, inputs, disk, capfd):
     output = disk / "out"
     (fill if action == "fill" else read_only)(disk)
     before = sorted(p.name for p in disk.iterdir())
     words = argv(inputs, output)
-    result = run_minibert(words, disk.parent, {"at": "none"})
-    check_one_line_error(result, words[0], action)
+    check_one_line_error(run_in_this_process(words, capfd), words[0], action)
     assert sorted(p.name for p in disk.iterdir()) == before  # no output, no hidden staging leftovers
 
 
 # export-onnx stages its files the same way (files.staged_files; tests/utils/test_files.py kills one), at twice the time.
 @pytest.mark.parametrize("argv", [convert_argv, tokenizer_argv], ids=["convert-bert", "train-tokenizer"])
-def test_killed_while_writing_then_rerun_leaves_no_staging_behind(argv, inputs, tmp_path):
+def test_killed_while_writing_then_rerun_leaves_no_staging_behind(argv, inputs, tmp_path, capfd):
     """SIGKILL just before the staged output is renamed into place: the hidden staging folder stays, and the
-    next run of the same command removes it (its writer is dead) and writes the output."""
+    next run of the same command (in this process: only the kill needs a process of its own) removes it (its
+    writer is dead) and writes the output."""
     output = tmp_path / "out"
     killed = run_minibert(argv(inputs, output), tmp_path, {"at": "staged", "action": "kill"})
     assert killed.returncode == -9, killed.stderr[-3000:]
     assert [p.name.split(".partial-")[0] for p in tmp_path.iterdir()] in ([".out"], [".out.onnx"])
-    rerun = run_minibert(argv(inputs, output), tmp_path)
+    rerun = run_in_this_process(argv(inputs, output), capfd)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
 
