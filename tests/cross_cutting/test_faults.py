@@ -42,7 +42,7 @@ from safetensors.torch import load_file
 from modeling_minibert.cli import main
 from modeling_minibert.utils.outputs import LOCK_FILE
 
-pytestmark = pytest.mark.slow(seconds=265)  # real jobs end to end: not in the quick tier (-m "not slow")
+pytestmark = pytest.mark.slow(seconds=75)  # real jobs end to end: not in the quick tier (-m "not slow")
 
 TEXTS_BY_LABEL = {
     "pos": ["a good film", "a great story", "good acting and a fine plot", "truly great fun", "a fine good time"],
@@ -179,6 +179,15 @@ def run_minibert(argv: list[str], cwd: Path, fault: dict | None = None) -> subpr
                           timeout=600)
 
 
+def run_in_this_process(argv: list[str], capfd) -> SimpleNamespace:
+    """`minibert ARGV` as `cli.main` runs it here: its exit code and its stderr, as `run_minibert` gives them (read
+    at the file descriptor, so that a library's line written there counts too). Where only the fault needs a
+    process of its own (a kill), what follows it runs here: a new run reads nothing but the files."""
+    capfd.readouterr()
+    returncode = main(argv)
+    return SimpleNamespace(returncode=returncode, stderr=capfd.readouterr().err)
+
+
 def results_of(output: Path) -> tuple[dict, dict, dict]:
     """Final weights, per-step training losses and evaluation entries of the history, and the eval_* results.
 
@@ -223,7 +232,7 @@ def check_finished_checkpoints(output: Path) -> list[str]:
 
 @pytest.mark.slow(seconds=21)
 @pytest.mark.parametrize("fault", kill_points())
-def test_finetune_killed_then_resumed_equals_an_uninterrupted_run(fault, inputs, uninterrupted, tmp_path):
+def test_finetune_killed_then_resumed_equals_an_uninterrupted_run(fault, inputs, uninterrupted, tmp_path, capfd):
     output = tmp_path / "run"
     killed = run_minibert(finetune_argv(inputs, output), tmp_path, fault)
     assert killed.returncode == -9, killed.stderr[-3000:]
@@ -233,7 +242,7 @@ def test_finetune_killed_then_resumed_equals_an_uninterrupted_run(fault, inputs,
     assert bool(finished) == (saves_before > 0)  # a save finished before the kill is kept, whole
 
     resume = ["--resume_from_checkpoint"] if list(output.glob("checkpoint-*")) else []
-    resumed = run_minibert(finetune_argv(inputs, output, *resume), tmp_path)
+    resumed = run_in_this_process(finetune_argv(inputs, output, *resume), capfd)  # only the kill needs a process
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     if fault["at"] == "save":  # the checkpoint the kill tore is skipped, in one line that names it
         skipped = [line for line in resumed.stderr.splitlines() if "skipping the unfinished" in line]
@@ -264,7 +273,8 @@ def second_run_argv(job: str, inputs: Path, output: Path) -> list[str]:
 
 @pytest.mark.slow(seconds=21)
 @pytest.mark.parametrize("second", ["finetune", "distill"])
-def test_a_second_run_into_a_folder_in_use_is_refused_and_the_first_is_unharmed(second, inputs, uninterrupted, tmp_path):
+def test_a_second_run_into_a_folder_in_use_is_refused_and_the_first_is_unharmed(second, inputs, uninterrupted, tmp_path,
+                                                                               capfd):
     """Concurrency: run B into the folder of a living run A (held inside its third step) fails in one line, exit
     2, without writing; A then finishes exactly as if alone."""
     output = tmp_path / "run"
@@ -281,7 +291,7 @@ def test_a_second_run_into_a_folder_in_use_is_refused_and_the_first_is_unharmed(
             time.sleep(0.1)
         assert (tmp_path / "paused").exists(), log.read_text()[-3000:]
         before = sorted(p.name for p in output.rglob("*"))
-        result = run_minibert(second_run_argv(second, inputs, output), tmp_path)
+        result = run_in_this_process(second_run_argv(second, inputs, output), capfd)
         assert result.returncode == 2, result.stderr[-3000:]
         errors = [line for line in result.stderr.splitlines() if f"minibert {second}: error:" in line]
         assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
@@ -370,10 +380,10 @@ def test_finetune_disk_fault_mid_run_is_one_line_and_keeps_what_was_saved(faulte
 
 
 @pytest.mark.slow(seconds=12)
-def test_finetune_resumed_after_a_disk_fault_equals_an_uninterrupted_run(faulted_run, inputs, uninterrupted):
+def test_finetune_resumed_after_a_disk_fault_equals_an_uninterrupted_run(faulted_run, inputs, uninterrupted, capfd):
     output = faulted_run.output
     unfinished = (output / f"checkpoint-{2 * SAVE_STEPS}").exists()  # the save that met the fault
-    resumed = run_minibert(finetune_argv(inputs, output, "--resume_from_checkpoint"), output.parent.parent)
+    resumed = run_in_this_process(finetune_argv(inputs, output, "--resume_from_checkpoint"), capfd)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     if unfinished:  # skipped, and said so in one line
         assert f"skipping the unfinished checkpoint {output}/checkpoint-{2 * SAVE_STEPS} " in resumed.stderr, resumed.stderr[-3000:]
@@ -394,13 +404,6 @@ def export_argv(inputs: Path, output: Path) -> list[str]:
 def tokenizer_argv(inputs: Path, output: Path) -> list[str]:
     return ["train-tokenizer", "--train_file", str(inputs / "train.csv"), "--output_dir", str(output),
             "--vocab_size", "100", "--disable_tqdm", "true"]
-
-
-def run_in_this_process(argv: list[str], capfd) -> SimpleNamespace:
-    """`minibert ARGV` as `cli.main` runs it here: its exit code and its stderr, as `run_minibert` gives them."""
-    capfd.readouterr()
-    returncode = main(argv)
-    return SimpleNamespace(returncode=returncode, stderr=capfd.readouterr().err)
 
 
 # The disk is full or read-only before the command starts, so no fault needs arranging inside it: the command runs in
@@ -733,8 +736,8 @@ def test_a_trainer_job_stopped_by_a_signal_keeps_its_step_and_resumes_to_the_sam
         result = run_minibert(finetune_argv(inputs, output), tmp_path,
                               {"at": "step", "n": STOP_AT, "action": "signal", "signum": int(signum)})
         check_stopped(result.returncode, result.stderr, job, signum, output)
-        resumed = run_minibert(finetune_argv(inputs, output, "--resume_from_checkpoint"), tmp_path)
-        code, said = resumed.returncode, resumed.stdout + resumed.stderr
+        code, out, err = run_here(finetune_argv(inputs, output, "--resume_from_checkpoint"))  # the stop's process ended
+        said = out + err
     else:
         stopped, signum, code, err = stopped_runs[job]
         check_stopped(code, err, job, signum, stopped)
