@@ -472,7 +472,7 @@ def wait_for_training(output: Path, process: subprocess.Popen, records: int = 3,
 
 @pytest.mark.parametrize("job, signum", STOP_SIGNAL_ROWS)
 def test_a_stop_signal_saves_where_the_run_is_in_one_line_and_releases_the_folder(job, signum, corpus, tokenizer_dir,
-                                                                                  tmp_path):
+                                                                                  tmp_path, capfd):
     from modeling_minibert.utils.outputs import LOCK_FILE, METRICS_FILE
 
     output = tmp_path / "run"
@@ -492,8 +492,7 @@ def test_a_stop_signal_saves_where_the_run_is_in_one_line_and_releases_the_folde
     assert stopped and stopped.group(1) == stopped.group(2), lines[0]
     assert not (output / LOCK_FILE).exists(), "the folder is released"
     step = int(stopped.group(1))
-    resumed = subprocess.run([*command, *pretrain_argv(output, corpus, tokenizer_dir, step + 2), "--resume_from_checkpoint"],
-                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    resumed = run_in_this_process([*pretrain_argv(output, corpus, tokenizer_dir, step + 2), "--resume_from_checkpoint"], capfd)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     records = [json.loads(line) for line in (output / METRICS_FILE).read_text().splitlines()]
     assert [r["step"] for r in records if "loss" in r] == list(range(1, step + 3)), "continued where it stopped"
