@@ -27,8 +27,14 @@ from benchmarks.arguments import parser
 from benchmarks.report import command_line, default_output, markdown_table, write_results
 from examples.minilm import minilm_path
 
-BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                 intermediate_size=3072, max_position_embeddings=512)
+BERT_BASE = dict(
+    vocab_size=30522,
+    hidden_size=768,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    intermediate_size=3072,
+    max_position_embeddings=512,
+)
 # model -> (batch size, padded length T): batches of similar cost per model, a few seconds each on one core.
 MODELS = {"minilm": ("all-MiniLM-L6-v2 (real weights)", 32, 128), "base": ("BERT-base (random weights)", 8, 128)}
 
@@ -68,8 +74,10 @@ def max_difference(bert, mini, batches) -> float:
         for ids, mask in batches:
             expected, got = bert(ids, attention_mask=mask), mini(ids, attention_mask=mask)
             keep = mask.bool()
-            for e, g in ((expected.last_hidden_state[keep], got.last_hidden_state[keep]),
-                         (expected.pooler_output, got.pooler_output)):
+            for e, g in (
+                (expected.last_hidden_state[keep], got.last_hidden_state[keep]),
+                (expected.pooler_output, got.pooler_output),
+            ):
                 worst = max(worst, (e - g).abs().max().item())
     return worst
 
@@ -105,12 +113,18 @@ def measure(name: str, rounds: int, batches_per_round: int, scratch: Path) -> di
             speeds[impl].append(real_tokens / seconds(bert if impl == "transformers" else mini, batches))
     ratios = [m / t for m, t in zip(speeds["minibert"], speeds["transformers"])]
     return {
-        "model": label, "batch_size": batch_size, "seq_len": seq_len, "real_tokens_per_round": real_tokens,
+        "model": label,
+        "batch_size": batch_size,
+        "seq_len": seq_len,
+        "real_tokens_per_round": real_tokens,
         "padded_tokens_per_round": batch_size * seq_len * batches_per_round,
         "transformers_tokens_per_s": statistics.median(speeds["transformers"]),
         "minibert_tokens_per_s": statistics.median(speeds["minibert"]),
-        "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
-        "max_abs_difference": difference, "rounds": rounds,
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "max_abs_difference": difference,
+        "rounds": rounds,
     }
 
 
@@ -121,12 +135,22 @@ def uptime() -> str:
 
 def readme_table(results: dict) -> str:
     rows = [
-        [r["model"], f"{r['transformers_tokens_per_s']:,.0f}", f"{r['minibert_tokens_per_s']:,.0f}",
-         f"**{r['ratio_median']:.2f}x** ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})", f"{r['max_abs_difference']:.1e}"]
+        [
+            r["model"],
+            f"{r['transformers_tokens_per_s']:,.0f}",
+            f"{r['minibert_tokens_per_s']:,.0f}",
+            f"**{r['ratio_median']:.2f}x** ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})",
+            f"{r['max_abs_difference']:.1e}",
+        ]
         for r in results["models"]
     ]
-    header = ["model", "BertModel (sdpa), real tokens/s", "Mini-BERT from the BERT folder", "ratio (range over rounds)",
-              "max abs difference"]
+    header = [
+        "model",
+        "BertModel (sdpa), real tokens/s",
+        "Mini-BERT from the BERT folder",
+        "ratio (range over rounds)",
+        "max abs difference",
+    ]
     return markdown_table(header, rows, align="lrrrr")
 
 

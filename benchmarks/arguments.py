@@ -45,18 +45,26 @@ class BenchmarkParser(HfArgumentParser):
 def parser(*dataclass_types: type, module: str, doc: str | None) -> HfArgumentParser:
     """The options of `dataclass_types` (a benchmark's own) of the benchmark `module` (its `__spec__.name`), with
     `doc` (its docstring) as --help's text."""
-    return BenchmarkParser(dataclass_types, prog=f"python -m {module}", description=doc, formatter_class=HelpFormatter,
-                           allow_abbrev=False)
+    return BenchmarkParser(
+        dataclass_types, prog=f"python -m {module}", description=doc, formatter_class=HelpFormatter, allow_abbrev=False
+    )
 
 
-def job_parser(*dataclass_types: type, module: str, doc: str | None, defaults: dict[str, Any] | None = None) -> HfArgumentParser:
+def job_parser(
+    *dataclass_types: type, module: str, doc: str | None, defaults: dict[str, Any] | None = None
+) -> HfArgumentParser:
     """The benchmark's dataclass and the job's (`dataclass_types`, in that order), then every `TrainingArguments`
     field with fine-tuning's defaults, as the job's own command line builds them; `defaults`: the job's own
     training defaults over fine-tuning's (distillation's epochs and learning rate), or a benchmark's recipe."""
     from modeling_minibert.training.finetuning.arguments import build_parser
 
-    built = build_parser(*dataclass_types, prog=f"python -m {module}", description=doc, formatter_class=HelpFormatter,
-                         allow_abbrev=False)
+    built = build_parser(
+        *dataclass_types,
+        prog=f"python -m {module}",
+        description=doc,
+        formatter_class=HelpFormatter,
+        allow_abbrev=False,
+    )
     built.set_defaults(**(defaults or {}))
     return built
 

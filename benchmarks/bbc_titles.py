@@ -33,8 +33,10 @@ class BBCTitlesArguments:
     """The benchmark's own options; every other one is `finetune`'s."""
 
     data_dir: str = field(default="runs/bbc-titles", metadata={"help": "where the split's CSV files go"})
-    output: str = field(default=str(default_output("bbc_titles")), metadata={
-        "help": "with --model_name_or_path: the results JSON (its bar chart goes beside it, .png)"})
+    output: str = field(
+        default=str(default_output("bbc_titles")),
+        metadata={"help": "with --model_name_or_path: the results JSON (its bar chart goes beside it, .png)"},
+    )
 
 
 def measure(splits: DatasetDict, options: dict) -> dict:
@@ -43,22 +45,33 @@ def measure(splits: DatasetDict, options: dict) -> dict:
     # Headlines are a few words long: a word pair seen once may be all a headline has (min_df 1 or 2, on validation).
     baseline = {**tfidf_baseline(splits, min_df_values=(1, 2)), "seconds": time.perf_counter() - start}
     start = time.perf_counter()
-    result = finetune(train_data=splits["train"], validation_data=splits["validation"], test_data=splits["test"],
-                      **options)
+    result = finetune(
+        train_data=splits["train"], validation_data=splits["validation"], test_data=splits["test"], **options
+    )
     labels = list(splits["test"]["label"])
     return {
         "model": str(options["model_name_or_path"]),
         "sizes": {name: len(split) for name, split in splits.items()},
         "majority_test_accuracy": max(labels.count(label) for label in set(labels)) / len(labels),
         "baseline": baseline,
-        "minibert": {"validation": result.metrics, "test": result.test_metrics, "seconds": time.perf_counter() - start},
+        "minibert": {
+            "validation": result.metrics,
+            "test": result.test_metrics,
+            "seconds": time.perf_counter() - start,
+        },
     }
 
 
 def readme_table(results: dict) -> str:
-    rows = [["TF-IDF + logistic regression", results["baseline"]["test"]], ["Mini-BERT fine-tuned", results["minibert"]["test"]]]
-    return markdown_table(["system", "test accuracy", "test macro-F1"],
-                          [[name, f"{scores['accuracy']:.3f}", f"{scores['macro_f1']:.3f}"] for name, scores in rows], "lrr")
+    rows = [
+        ["TF-IDF + logistic regression", results["baseline"]["test"]],
+        ["Mini-BERT fine-tuned", results["minibert"]["test"]],
+    ]
+    return markdown_table(
+        ["system", "test accuracy", "test macro-F1"],
+        [[name, f"{scores['accuracy']:.3f}", f"{scores['macro_f1']:.3f}"] for name, scores in rows],
+        "lrr",
+    )
 
 
 def plot(results: dict, path: Path) -> None:
@@ -77,8 +90,16 @@ def plot(results: dict, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     built = job_parser(BBCTitlesArguments, FinetuneArguments, module=__spec__.name, doc=__doc__)
-    values = set_by_benchmark(built, parse(built, argv), task="sequence-classification", train_file=None,
-                              validation_file=None, test_file=None, dataset_name=None, overwrite_output_dir=True)
+    values = set_by_benchmark(
+        built,
+        parse(built, argv),
+        task="sequence-classification",
+        train_file=None,
+        validation_file=None,
+        test_file=None,
+        dataset_name=None,
+        overwrite_output_dir=True,
+    )
     require(built, values, model_name_or_path="a pretrained Mini-BERT folder, model and tokenizer")
     args = take(BBCTitlesArguments, values)
     splits = load_bbc_titles()

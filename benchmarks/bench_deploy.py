@@ -68,8 +68,11 @@ VARIANTS = {
     "onnxruntime int8-per-tensor": "onnx-int8-per-tensor",
     "onnxruntime int8-full-range": "onnx-int8-full-range",
 }
-ONNX_FILES = {"plain": ({}, "model.onnx"), "optimized": ({"optimize": True}, "model.optimized.onnx"),
-              **{mode: ({"quantize": mode}, f"model.{mode}.onnx") for mode in ("int8", "int8-per-tensor", "int8-full-range")}}
+ONNX_FILES = {
+    "plain": ({}, "model.onnx"),
+    "optimized": ({"optimize": True}, "model.optimized.onnx"),
+    **{mode: ({"quantize": mode}, f"model.{mode}.onnx") for mode in ("int8", "int8-per-tensor", "int8-full-range")},
+}
 SEQ_LEN, BATCH_SIZE, MIN_LEN = 64, 64, 8
 
 
@@ -105,11 +108,20 @@ def export_bert_fused(bert: Path, path: Path) -> None:
     model = BertForSequenceClassification.from_pretrained(bert, attn_implementation="eager").eval()
     raw = path.with_suffix(".raw.onnx")
     axes = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
-    torch.onnx.export(_TupleOutputs(model).eval(), example_inputs(model.config, 2, 16, None), raw, dynamo=False,
-                      input_names=list(INPUT_NAMES), output_names=["logits"], dynamic_axes=axes, opset_version=17)
+    torch.onnx.export(
+        _TupleOutputs(model).eval(),
+        example_inputs(model.config, 2, 16, None),
+        raw,
+        dynamo=False,
+        input_names=list(INPUT_NAMES),
+        output_names=["logits"],
+        dynamic_axes=axes,
+        opset_version=17,
+    )
     config = model.config
-    optimize_model(str(raw), model_type="bert", num_heads=config.num_attention_heads,
-                   hidden_size=config.hidden_size).save_model_to_file(str(path))
+    optimize_model(
+        str(raw), model_type="bert", num_heads=config.num_attention_heads, hidden_size=config.hidden_size
+    ).save_model_to_file(str(path))
     raw.unlink()
     fused = sum(node.op_type == "Attention" for node in onnx.load(str(path)).graph.node)
     if fused != config.num_hidden_layers:
@@ -125,20 +137,32 @@ def load_path(kind: str, model: Path, work: Path, threads: int):
         from modeling_minibert.deployment import LengthBucketedSession
         from modeling_minibert.deployment.onnx_session import make_session
 
-        name = "model.bert-fused.onnx" if kind == "onnx-bert-fused" else \
-            ONNX_FILES["optimized" if kind == "onnx-optimized-padded" else kind.removeprefix("onnx-")][1]
+        name = (
+            "model.bert-fused.onnx"
+            if kind == "onnx-bert-fused"
+            else ONNX_FILES["optimized" if kind == "onnx-optimized-padded" else kind.removeprefix("onnx-")][1]
+        )
         if kind in ("onnx-plain", "onnx-optimized-padded"):
             session = make_session(work / name, threads)
             return lambda ids, mask, types: session.run(
-                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
+                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            )[0]
         bucketed = LengthBucketedSession(work / name, threads)
         return lambda ids, mask, types: bucketed.run(ids, mask, types)[0]
     net = torch_model(kind, model, work)
 
     def run(ids, mask, types):
         with torch.inference_mode():
-            return net(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
-                       token_type_ids=torch.from_numpy(types)).logits.float().numpy()
+            return (
+                net(
+                    input_ids=torch.from_numpy(ids),
+                    attention_mask=torch.from_numpy(mask),
+                    token_type_ids=torch.from_numpy(types),
+                )
+                .logits.float()
+                .numpy()
+            )
+
     return run
 
 
@@ -210,16 +234,32 @@ def measure(kind: str, model: Path, work: Path, threads: int, seconds: float) ->
     snippets = [tuple(a[:, : int(b[1].sum())] for a in b) for b in mixed_batches(50, 1, vocab_size, seed=1)]
     single_rate, latencies = timed(run, snippets, seconds)
     mixed_rate, _ = timed(run, mixed_batches(4, BATCH_SIZE, vocab_size), seconds)
-    return {"batch1_tokens_per_second": single_rate, "mixed_tokens_per_second": mixed_rate,
-            "latency_p50_ms": 1000 * float(np.percentile(latencies, 50)),
-            "latency_p95_ms": 1000 * float(np.percentile(latencies, 95)),
-            "peak_memory_mb": (peak_rss_bytes() - baseline) / 2**20}
+    return {
+        "batch1_tokens_per_second": single_rate,
+        "mixed_tokens_per_second": mixed_rate,
+        "latency_p50_ms": 1000 * float(np.percentile(latencies, 50)),
+        "latency_p95_ms": 1000 * float(np.percentile(latencies, 95)),
+        "peak_memory_mb": (peak_rss_bytes() - baseline) / 2**20,
+    }
 
 
 def measure_in_subprocess(kind: str, model: Path, work: Path, threads: int, seconds: float) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    argv = [sys.executable, "-m", __spec__.name, "--model_name_or_path", str(model), "--work_dir", str(work),
-            "--measure", kind, "--threads", str(threads), "--seconds", str(seconds)]
+    argv = [
+        sys.executable,
+        "-m",
+        __spec__.name,
+        "--model_name_or_path",
+        str(model),
+        "--work_dir",
+        str(work),
+        "--measure",
+        kind,
+        "--threads",
+        str(threads),
+        "--seconds",
+        str(seconds),
+    ]
     done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -231,8 +271,9 @@ def speed(model: Path, work: Path, rounds: int, thread_counts: list[int], second
     runs = [(r, t, name) for r in range(rounds) for t in thread_counts for name in paths]
     measured = []
     for r, t, name in tqdm(runs, desc="speed"):
-        measured.append({"round": r, "threads": t, "path": name,
-                         **measure_in_subprocess(paths[name], model, work, t, seconds)})
+        measured.append(
+            {"round": r, "threads": t, "path": name, **measure_in_subprocess(paths[name], model, work, t, seconds)}
+        )
     return measured
 
 
@@ -250,7 +291,9 @@ def summarise(measured: list[dict], thread_counts: list[int], paths: dict) -> li
                 if key not in ("round", "threads", "path"):
                     row[key] = statistics.median(m[key] for m in mine)
             for label, ref in (("vs_onnx_plain", REFERENCE), ("vs_eager", EAGER)):
-                ratios = [by[name, r]["mixed_tokens_per_second"] / by[ref, r]["mixed_tokens_per_second"] for r in rounds]
+                ratios = [
+                    by[name, r]["mixed_tokens_per_second"] / by[ref, r]["mixed_tokens_per_second"] for r in rounds
+                ]
                 row[label], row[label + "_range"] = statistics.median(ratios), [min(ratios), max(ratios)]
             rows.append(row)
     return rows
@@ -268,16 +311,23 @@ def accuracy(model: Path, work: Path, paths: dict, test) -> dict:
     label_ids = np.array([config.label2id[label] for label in test["label"]])
     batches = []
     for start in range(0, len(test), BATCH_SIZE):
-        enc = tokenizer(test["text"][start:start + BATCH_SIZE], truncation=True, padding=True,
-                        max_length=config.max_position_embeddings, return_tensors="np")
+        enc = tokenizer(
+            test["text"][start : start + BATCH_SIZE],
+            truncation=True,
+            padding=True,
+            max_length=config.max_position_embeddings,
+            return_tensors="np",
+        )
         batches.append(tuple(enc[k].astype(np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")))
     predictions = {}
     for name, kind in {**paths, **(VARIANTS if paths == PATHS else {})}.items():
         run = load_path(kind, model, work, threads=2)
         predictions[name] = np.concatenate([run(*batch).argmax(-1) for batch in batches])
     reference = predictions[EAGER]
-    return {name: {"accuracy": float((p == label_ids).mean()), "agreement_with_fp32": float((p == reference).mean())}
-            for name, p in predictions.items()} | {"test_size": len(test)}
+    return {
+        name: {"accuracy": float((p == label_ids).mean()), "agreement_with_fp32": float((p == reference).mean())}
+        for name, p in predictions.items()
+    } | {"test_size": len(test)}
 
 
 # -- report -------------------------------------------------------------------------------------------------------
@@ -300,8 +350,11 @@ def readme_table(results: dict) -> str:
     thread_counts = sorted({r["threads"] for r in results["speed"]})
     header = ["path"]
     for threads in thread_counts:
-        header += [f"mixed tok/s, {threads} thread{'s' * (threads > 1)}", "× plain ONNX (range)",
-                   "× eager fp32 (range)"]
+        header += [
+            f"mixed tok/s, {threads} thread{'s' * (threads > 1)}",
+            "× plain ONNX (range)",
+            "× eager fp32 (range)",
+        ]
     header += ["batch 1 p50 / p95 ms", "memory MB", f"{accuracy_label(results)} test accuracy"]
     lines = []
     for name in measured_paths(results):
@@ -313,8 +366,11 @@ def readme_table(results: dict) -> str:
                 low, high = row[f"vs_{base}_range"]
                 cells.append(f"**{row[f'vs_{base}']:.2f}** ({low:.2f}–{high:.2f})")
         one = rows[name, thread_counts[0]]
-        cells += [f"{one['latency_p50_ms']:.1f} / {one['latency_p95_ms']:.1f}", f"{one['peak_memory_mb']:.0f}",
-                  f"{100 * results['accuracy'][name]['accuracy']:.1f}%"]
+        cells += [
+            f"{one['latency_p50_ms']:.1f} / {one['latency_p95_ms']:.1f}",
+            f"{one['peak_memory_mb']:.0f}",
+            f"{100 * results['accuracy'][name]['accuracy']:.1f}%",
+        ]
         lines.append(cells)
     return markdown_table(header, lines, "l" + "r" * (len(header) - 1))
 
@@ -328,8 +384,12 @@ def plot(results: dict, path: Path) -> None:
     width = 0.4
     for k, threads in enumerate(sorted({r["threads"] for r in results["speed"]})):
         rows = {r["path"]: r for r in results["speed"] if r["threads"] == threads}
-        bars = ax.barh([i + (k - 0.5) * width for i in range(len(names))],
-                       [rows[n]["vs_onnx_plain"] for n in names], width, label=f"{threads} thread(s)")
+        bars = ax.barh(
+            [i + (k - 0.5) * width for i in range(len(names))],
+            [rows[n]["vs_onnx_plain"] for n in names],
+            width,
+            label=f"{threads} thread(s)",
+        )
         ax.bar_label(bars, fmt="%.2f", fontsize=7)
     ax.axvline(1.0, color="grey", linestyle="--", linewidth=1)
     labels = [f"{n}\n{accuracy_label(results)} acc {100 * results['accuracy'][n]['accuracy']:.1f}%" for n in names]
@@ -343,18 +403,31 @@ def plot(results: dict, path: Path) -> None:
 @dataclass
 class DeployArguments:
     model_name_or_path: str = field(metadata={"help": "a Mini-BERT sequence classifier folder (model and tokenizer)"})
-    test_file: str | None = field(default=None, metadata={
-        "help": "labelled test data, CSV/TSV/JSON/JSONL with text and label columns (default: the Rotten Tomatoes "
-                "test split)"})
-    output: str = field(default=str(default_output("deploy")), metadata={"help": "the results JSON; its plot goes beside it"})
-    work_dir: str | None = field(default=None, metadata={
-        "help": "where the exported and quantized models go (default: beside --output, NAME-artifacts/)"})
+    test_file: str | None = field(
+        default=None,
+        metadata={
+            "help": "labelled test data, CSV/TSV/JSON/JSONL with text and label columns (default: the Rotten Tomatoes "
+            "test split)"
+        },
+    )
+    output: str = field(
+        default=str(default_output("deploy")), metadata={"help": "the results JSON; its plot goes beside it"}
+    )
+    work_dir: str | None = field(
+        default=None,
+        metadata={"help": "where the exported and quantized models go (default: beside --output, NAME-artifacts/)"},
+    )
     rounds: int = 3
     threads: list[int] = field(default_factory=lambda: [1, 2])
     seconds: float = field(default=2.0, metadata={"help": "least time per measurement"})
-    paths: list[str] = field(default_factory=lambda: list(PATHS.values()), metadata={
-        "help": "measure only these paths (the plain export and eager Mini-BERT, the ratios' bases, always run); the "
-                "full table needs all", "choices": list(PATHS.values())})
+    paths: list[str] = field(
+        default_factory=lambda: list(PATHS.values()),
+        metadata={
+            "help": "measure only these paths (the plain export and eager Mini-BERT, the ratios' bases, always run); the "
+            "full table needs all",
+            "choices": list(PATHS.values()),
+        },
+    )
     measure: str | None = field(default=None, metadata={"help": argparse.SUPPRESS})  # one measurement, as JSON
 
 
@@ -370,7 +443,9 @@ def test_data(args: DeployArguments, built) -> tuple[str, object]:
     kind = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"}.get(path.suffix.lower())
     if kind is None or not path.is_file():
         built.error(f"--test_file {path}: not a CSV/TSV/JSON/JSONL file")
-    test = load_dataset(kind, data_files=str(path), split="train", **({"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}))
+    test = load_dataset(
+        kind, data_files=str(path), split="train", **({"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {})
+    )
     if not {"text", "label"} <= set(test.column_names):
         built.error(f"--test_file {path} has columns {test.column_names}; it needs text and label")
     return str(path), test
@@ -385,8 +460,10 @@ def check_model(model: Path, built) -> dict:
     config = json.loads(config_file.read_text())
     heads = config.get("architectures") or []
     if config.get("model_type") != "minibert" or not any(h.endswith("ForSequenceClassification") for h in heads):
-        built.error(f"--model_name_or_path {model} is a {config.get('model_type')} {', '.join(heads) or 'model'}, "
-                    "not a Mini-BERT sequence classifier (`minibert finetune --task sequence-classification`)")
+        built.error(
+            f"--model_name_or_path {model} is a {config.get('model_type')} {', '.join(heads) or 'model'}, "
+            "not a Mini-BERT sequence classifier (`minibert finetune --task sequence-classification`)"
+        )
     return config
 
 
@@ -395,8 +472,10 @@ def check_labels(model: Path, config: dict, test, built) -> None:
     labels = sorted(config.get("label2id") or {})
     unknown = sorted(set(map(str, test["label"])) - set(labels))
     if unknown:
-        built.error(f"{model}'s labels {labels} lack the test data's {unknown}: give --test_file with data labelled as "
-                    "the model is")
+        built.error(
+            f"{model}'s labels {labels} lack the test data's {unknown}: give --test_file with data labelled as "
+            "the model is"
+        )
 
 
 def check_work_dir(model: Path, work: Path, built) -> None:
@@ -405,8 +484,10 @@ def check_work_dir(model: Path, work: Path, built) -> None:
     weights = model / "model.safetensors"
     source = {"model": str(model.resolve()), "weights_mtime": weights.stat().st_mtime if weights.is_file() else None}
     if stamp.is_file() and json.loads(stamp.read_text()) != source:
-        built.error(f"--work_dir {work} holds the exports of another model ({json.loads(stamp.read_text())['model']}); "
-                    "give another --work_dir or remove it")
+        built.error(
+            f"--work_dir {work} holds the exports of another model ({json.loads(stamp.read_text())['model']}); "
+            "give another --work_dir or remove it"
+        )
     work.mkdir(parents=True, exist_ok=True)
     stamp.write_text(json.dumps(source) + "\n")
 
@@ -430,8 +511,14 @@ def main(argv: list[str] | None = None) -> dict | None:
     print("accuracy:", json.dumps(scores), flush=True)  # the slow speed rounds come next
     load = os.getloadavg()
     measured = speed(model, work, args.rounds, args.threads, args.seconds, paths)
-    results = {"model": str(model), "test_data": data_name, "load_average_before_after": [load[0], os.getloadavg()[0]],
-               "accuracy": scores, "speed": summarise(measured, args.threads, paths), "measurements": measured}
+    results = {
+        "model": str(model),
+        "test_data": data_name,
+        "load_average_before_after": [load[0], os.getloadavg()[0]],
+        "accuracy": scores,
+        "speed": summarise(measured, args.threads, paths),
+        "measurements": measured,
+    }
     output = write_results(output, results, command_line(__spec__.name, argv))
     plot(results, output.with_suffix(".png"))
     print(readme_table(results))

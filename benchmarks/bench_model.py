@@ -35,14 +35,28 @@ from benchmarks.report import ROOT, command_line, default_output, markdown_table
 
 SIZES = {
     "mini": dict(
-        config=dict(vocab_size=8192, hidden_size=192, num_hidden_layers=3, num_attention_heads=4,
-                    intermediate_size=768, max_position_embeddings=64),
-        seq_len=64, batch_size=64,
+        config=dict(
+            vocab_size=8192,
+            hidden_size=192,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            intermediate_size=768,
+            max_position_embeddings=64,
+        ),
+        seq_len=64,
+        batch_size=64,
     ),
     "base": dict(
-        config=dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                    intermediate_size=3072, max_position_embeddings=512),
-        seq_len=128, batch_size=32,
+        config=dict(
+            vocab_size=30522,
+            hidden_size=768,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            intermediate_size=3072,
+            max_position_embeddings=512,
+        ),
+        seq_len=128,
+        batch_size=32,
     ),
 }
 MLM_PROBABILITY = 0.15
@@ -86,7 +100,12 @@ def make_batch(batch_size: int, seq_len: int, vocab_size: int, mixed: bool, seed
 def useful_flops(config: dict, batch: dict, training: bool) -> float:
     """FLOPs the task needs: the encoder on real tokens (attention within each sequence), and in training the
     MLM head on labelled tokens; x3 for forward + backward. Counted the same for both implementations."""
-    h, i, n_layers, v = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"], config["vocab_size"]
+    h, i, n_layers, v = (
+        config["hidden_size"],
+        config["intermediate_size"],
+        config["num_hidden_layers"],
+        config["vocab_size"],
+    )
     lengths = batch["attention_mask"].sum(1).double()
     tokens = float(lengths.sum())
     dense = 2 * tokens * n_layers * (4 * h * h + 2 * h * i)
@@ -215,7 +234,9 @@ def run_in_subprocess(**kwargs) -> dict:
 @dataclass
 class ModelSpeedArguments:
     sizes: list[str] = field(default_factory=lambda: list(SIZES), metadata={"choices": list(SIZES)})
-    modes: list[str] = field(default_factory=lambda: ["inference", "training"], metadata={"choices": ["inference", "training"]})
+    modes: list[str] = field(
+        default_factory=lambda: ["inference", "training"], metadata={"choices": ["inference", "training"]}
+    )
     steps: int = field(default=7, metadata={"help": "timed steps per measurement (median; halved for base)"})
     rounds: int = field(default=3, metadata={"help": "measurements of each implementation, interleaved"})
     compile: bool = field(default=False, metadata={"help": "also measure torch.compile'd transformers and Mini-BERT"})
@@ -239,22 +260,38 @@ def main(argv: list[str] | None = None) -> None:
     # Rounds interleave the implementations (alternating which goes first), so that a slow spell of a shared
     # machine lands on both; ratios are taken within a round, then the median across rounds is reported.
     jobs = [
-        (case, r, impl) for case in cases for r in range(args.rounds) for impl in (impls if r % 2 == 0 else impls[::-1])
+        (case, r, impl)
+        for case in cases
+        for r in range(args.rounds)
+        for impl in (impls if r % 2 == 0 else impls[::-1])
     ]
     measured = {}
     for (size, mode, mixed), r, impl in tqdm(jobs, desc="measuring", unit="run"):
         steps = args.steps if size == "mini" else max(3, args.steps // 2)
         measured[size, mode, mixed, r, impl] = run_in_subprocess(
-            impl=impl.split("+")[0], size=size, mode=mode, mixed=mixed, device=device, steps=steps,
+            impl=impl.split("+")[0],
+            size=size,
+            mode=mode,
+            mixed=mixed,
+            device=device,
+            steps=steps,
             compile_model=impl.endswith("+compile"),
         )
     rows = summarise(measured, cases, impls, args.rounds, peak_matmul)
-    print(f"device: {device}, threads: {torch.get_num_threads()}, matmul peak: {peak_matmul / 1e9:.1f} GFLOP/s, "
-          f"medians of {args.rounds} interleaved rounds")
+    print(
+        f"device: {device}, threads: {torch.get_num_threads()}, matmul peak: {peak_matmul / 1e9:.1f} GFLOP/s, "
+        f"medians of {args.rounds} interleaved rounds"
+    )
     print(text_table(rows))
     output = write_results(
-        args.output, dict(device=device, threads=torch.get_num_threads(), matmul_flops_per_second=peak_matmul,
-                          rounds=args.rounds, rows=rows),
+        args.output,
+        dict(
+            device=device,
+            threads=torch.get_num_threads(),
+            matmul_flops_per_second=peak_matmul,
+            rounds=args.rounds,
+            rows=rows,
+        ),
         command_line(__spec__.name, argv),
     )
     print(f"wrote {output}")
@@ -273,15 +310,23 @@ def summarise(measured: dict, cases: list, impls: list[str], rounds: int, peak_m
             like = "transformers+compile" if impl == "minibert+compile" else "transformers"
             likes = [measured[size, mode, mixed, r, like] for r in range(rounds)]
             like_speedups = [run["tokens_per_second"] / ref["tokens_per_second"] for run, ref in zip(runs, likes)]
-            rows.append(dict(
-                size=size, mode=mode, batch="mixed" if mixed else "full", impl=impl, **median,
-                speedup=statistics.median(speedups), speedup_range=[min(speedups), max(speedups)],
-                speedup_like_for_like=statistics.median(like_speedups),
-                speedup_like_for_like_range=[min(like_speedups), max(like_speedups)],
-                memory_ratio=median["peak_memory_mb"] / max(statistics.median(r["peak_memory_mb"] for r in refs), 1e-9),
-                matmul_share=median["useful_flops_per_second"] / peak_matmul,
-                rounds=runs,
-            ))
+            rows.append(
+                dict(
+                    size=size,
+                    mode=mode,
+                    batch="mixed" if mixed else "full",
+                    impl=impl,
+                    **median,
+                    speedup=statistics.median(speedups),
+                    speedup_range=[min(speedups), max(speedups)],
+                    speedup_like_for_like=statistics.median(like_speedups),
+                    speedup_like_for_like_range=[min(like_speedups), max(like_speedups)],
+                    memory_ratio=median["peak_memory_mb"]
+                    / max(statistics.median(r["peak_memory_mb"] for r in refs), 1e-9),
+                    matmul_share=median["useful_flops_per_second"] / peak_matmul,
+                    rounds=runs,
+                )
+            )
     return rows
 
 
@@ -305,8 +350,16 @@ def readme_table(results: dict) -> str:
     its range across rounds; with --compile, the ratio of compiled Mini-BERT to compiled transformers."""
     rows = {(r["size"], r["mode"], r["batch"], r["impl"]): r for r in results["rows"]}
     compiled = any(impl == "minibert+compile" for *_, impl in rows)
-    header = ["size", "mode", "batch", "transformers tokens/s", "Mini-BERT tokens/s", "× (range)", "peak memory ×",
-              "matmul FLOP/s share"]
+    header = [
+        "size",
+        "mode",
+        "batch",
+        "transformers tokens/s",
+        "Mini-BERT tokens/s",
+        "× (range)",
+        "peak memory ×",
+        "matmul FLOP/s share",
+    ]
     if compiled:
         header += ["compiled × compiled transformers (range)"]
     lines = []
@@ -315,9 +368,16 @@ def readme_table(results: dict) -> str:
             continue
         ref = rows[size, mode, batch, "transformers"]
         low, high = row["speedup_range"]
-        cells = [size, mode, batch, f"{ref['tokens_per_second']:,.0f}", f"{row['tokens_per_second']:,.0f}",
-                 f"**{row['speedup']:.2f}** ({low:.2f}–{high:.2f})", f"{row['memory_ratio']:.2f}",
-                 f"{100 * row['matmul_share']:.1f}%"]
+        cells = [
+            size,
+            mode,
+            batch,
+            f"{ref['tokens_per_second']:,.0f}",
+            f"{row['tokens_per_second']:,.0f}",
+            f"**{row['speedup']:.2f}** ({low:.2f}–{high:.2f})",
+            f"{row['memory_ratio']:.2f}",
+            f"{100 * row['matmul_share']:.1f}%",
+        ]
         if compiled:
             c = rows[size, mode, batch, "minibert+compile"]
             low, high = c["speedup_like_for_like_range"]

@@ -57,8 +57,12 @@ from modeling_minibert.utils.precision import teacher_autocast
 
 TASK = "sequence-classification"
 TAPT_ROW = "Mini-BERT TAPT + fine-tuned"
-GOALS = {"above_tfidf": "distilled accuracy > TF-IDF", "within_3_points": "teacher - distilled <= 0.03 accuracy",
-         "throughput_5x": "student >= 5x teacher examples/s", "budget_30_cpu_minutes": "teacher fine-tuning + distillation <= 30 CPU-min"}
+GOALS = {
+    "above_tfidf": "distilled accuracy > TF-IDF",
+    "within_3_points": "teacher - distilled <= 0.03 accuracy",
+    "throughput_5x": "student >= 5x teacher examples/s",
+    "budget_30_cpu_minutes": "teacher fine-tuning + distillation <= 30 CPU-min",
+}
 # What `distill --finetune_teacher` copies from the student's training options to the teacher's fine-tuning.
 TEACHER_COPIES = ("per_device_train_batch_size", "per_device_eval_batch_size", "seed", "disable_tqdm")
 
@@ -69,20 +73,32 @@ class DistillBenchmarkArguments:
     student, --teacher_model_name_or_path the encoder fine-tuned as the teacher (default: all-MiniLM-L6-v2),
     --output_dir the folder of the benchmark's models (default: beside --output)."""
 
-    output: str = field(default=str(default_output("distill_rotten_tomatoes")),
-                        metadata={"help": "the results JSON; its bar chart goes beside it (.png)"})
-    max_train_examples: int | None = field(default=None, metadata={"help": "N training snippets only (shuffled by --seed)"})
+    output: str = field(
+        default=str(default_output("distill_rotten_tomatoes")),
+        metadata={"help": "the results JSON; its bar chart goes beside it (.png)"},
+    )
+    max_train_examples: int | None = field(
+        default=None, metadata={"help": "N training snippets only (shuffled by --seed)"}
+    )
     max_eval_examples: int | None = field(default=None, metadata={"help": "the first N validation snippets only"})
-    finetuned_teacher: str | None = field(default=None, metadata={
-        "help": "a teacher already fine-tuned on these splits (OUTPUT_DIR/teacher of an earlier run): scored, not "
-                "fine-tuned again (its row's CPU minutes are the earlier run's, not counted)"})
+    finetuned_teacher: str | None = field(
+        default=None,
+        metadata={
+            "help": "a teacher already fine-tuned on these splits (OUTPUT_DIR/teacher of an earlier run): scored, not "
+            "fine-tuned again (its row's CPU minutes are the earlier run's, not counted)"
+        },
+    )
     skip_finetune: bool = field(default=False, metadata={"help": "no 'Mini-BERT fine-tuned' row"})
     tapt_model: str | None = field(default=None, metadata={"help": "a task-adapted Mini-BERT folder for the TAPT row"})
     tapt_steps: int = field(default=0, metadata={"help": "run task-adaptive pretraining for N steps here (TAPT row)"})
-    only_tapt: bool = field(default=False, metadata={
-        "help": "run only the TAPT row (--tapt_steps or --tapt_model) and add it to the existing --output"})
-    transfer_plots: bool = field(default=False, metadata={
-        "help": "add the training films' plot-summary sentences (unlabelled) to the transfer set"})
+    only_tapt: bool = field(
+        default=False,
+        metadata={"help": "run only the TAPT row (--tapt_steps or --tapt_model) and add it to the existing --output"},
+    )
+    transfer_plots: bool = field(
+        default=False,
+        metadata={"help": "add the training films' plot-summary sentences (unlabelled) to the transfer set"},
+    )
 
 
 @dataclass
@@ -103,12 +119,25 @@ class Plan:
 
 def parse_options(argv: list[str] | None) -> tuple[Plan, dict]:
     """The run's plan (without its data), and every option's parsed value (defaults included)."""
-    built = job_parser(DistillBenchmarkArguments, DistillationArguments, module=__spec__.name, doc=__doc__,
-                       defaults=DISTILL_TRAINING_DEFAULTS)
+    built = job_parser(
+        DistillBenchmarkArguments,
+        DistillationArguments,
+        module=__spec__.name,
+        doc=__doc__,
+        defaults=DISTILL_TRAINING_DEFAULTS,
+    )
     values = parse(built, argv)
     require(built, values, model_name_or_path="the student: a pretrained Mini-BERT folder, model and tokenizer")
-    values = set_by_benchmark(built, values, task=TASK, finetune_teacher=False, overwrite_output_dir=True,
-                              train_file=None, validation_file=None, test_file=None)
+    values = set_by_benchmark(
+        built,
+        values,
+        task=TASK,
+        finetune_teacher=False,
+        overwrite_output_dir=True,
+        train_file=None,
+        validation_file=None,
+        test_file=None,
+    )
     args = take(DistillBenchmarkArguments, values)
     if args.only_tapt and not (args.tapt_steps or args.tapt_model):
         built.error("--only_tapt needs --tapt_steps N or --tapt_model FOLDER")
@@ -116,8 +145,13 @@ def parse_options(argv: list[str] | None) -> tuple[Plan, dict]:
     fields = {f.name for f in dataclasses.fields(DistillationArguments)}
     output = Path(args.output)
     work = Path(options.pop("output_dir", None) or output.with_name(output.stem + "-models"))
-    plan = Plan(args, {k: v for k, v in options.items() if k in fields},
-                {k: v for k, v in options.items() if k not in fields}, values["learning_rate"], work)
+    plan = Plan(
+        args,
+        {k: v for k, v in options.items() if k in fields},
+        {k: v for k, v in options.items() if k not in fields},
+        values["learning_rate"],
+        work,
+    )
     if plan.distillation["teacher_model_name_or_path"] is None and not args.finetuned_teacher:
         plan.distillation["teacher_model_name_or_path"] = minilm_path()  # before any work: one line if it is missing
     return plan, values
@@ -126,9 +160,13 @@ def parse_options(argv: list[str] | None) -> tuple[Plan, dict]:
 def load_splits(args: DistillBenchmarkArguments, seed: int) -> DatasetDict:
     splits = load_rotten_tomatoes()
     if args.max_train_examples is not None:
-        splits["train"] = splits["train"].shuffle(seed=seed).select(range(min(args.max_train_examples, len(splits["train"]))))
+        splits["train"] = (
+            splits["train"].shuffle(seed=seed).select(range(min(args.max_train_examples, len(splits["train"]))))
+        )
     if args.max_eval_examples is not None:
-        splits["validation"] = splits["validation"].select(range(min(args.max_eval_examples, len(splits["validation"]))))
+        splits["validation"] = splits["validation"].select(
+            range(min(args.max_eval_examples, len(splits["validation"])))
+        )
     return splits
 
 
@@ -137,7 +175,12 @@ def student_training(plan: Plan) -> dict:
     length and learning-rate search), so that fine-tuned and distilled students train alike."""
     searched = plan.distillation["learning_rates"]
     defaults = {k: v for k, v in DISTILL_TRAINING_DEFAULTS.items() if not (searched and k == "learning_rate")}
-    return {**defaults, **plan.training, "max_seq_length": plan.distillation["max_seq_length"], "learning_rates": searched}
+    return {
+        **defaults,
+        **plan.training,
+        "max_seq_length": plan.distillation["max_seq_length"],
+        "learning_rates": searched,
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -148,7 +191,12 @@ def tfidf_row(splits: DatasetDict) -> dict:
     with Stage() as s:
         baseline = tfidf_baseline(splits)
     print(f"TF-IDF + LR: test accuracy {baseline['test']['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
-    return {"test": baseline["test"], "validation": baseline["validation"], "cpu_minutes": s.cpu_minutes, "wall_minutes": s.wall_minutes}
+    return {
+        "test": baseline["test"],
+        "validation": baseline["validation"],
+        "cpu_minutes": s.cpu_minutes,
+        "wall_minutes": s.wall_minutes,
+    }
 
 
 def finetuned_row(name: str, plan: Plan, model: str, folder: Path, options: dict, job=finetune) -> dict:
@@ -158,12 +206,25 @@ def finetuned_row(name: str, plan: Plan, model: str, folder: Path, options: dict
     wanted = options.get("max_seq_length")
     options = {**options, "max_seq_length": max_length_for(str(model), AutoTokenizer.from_pretrained(model), wanted)}
     with Stage() as s:
-        result = job(task=TASK, model_name_or_path=model, output_dir=folder, overwrite_output_dir=True,
-                     train_data=splits["train"], validation_data=splits["validation"], test_data=splits["test"], **options)
+        result = job(
+            task=TASK,
+            model_name_or_path=model,
+            output_dir=folder,
+            overwrite_output_dir=True,
+            train_data=splits["train"],
+            validation_data=splits["validation"],
+            test_data=splits["test"],
+            **options,
+        )
     print(f"{name}: test accuracy {result.test_metrics['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
-    return {"test": result.test_metrics, "validation": result.metrics, "cpu_minutes": s.cpu_minutes,
-            "wall_minutes": s.wall_minutes, "model_dir": str(folder),
-            "learning_rate": result.train_metrics.get("learning_rate", options.get("learning_rate", plan.learning_rate))}
+    return {
+        "test": result.test_metrics,
+        "validation": result.metrics,
+        "cpu_minutes": s.cpu_minutes,
+        "wall_minutes": s.wall_minutes,
+        "model_dir": str(folder),
+        "learning_rate": result.train_metrics.get("learning_rate", options.get("learning_rate", plan.learning_rate)),
+    }
 
 
 def teacher_row(plan: Plan) -> tuple[Path, dict]:
@@ -176,13 +237,18 @@ def teacher_row(plan: Plan) -> tuple[Path, dict]:
         scores = {split: scored(folder, plan.splits[split], d["max_seq_length"]) for split in ("test", "validation")}
         return folder, {**scores, "cpu_minutes": 0.0, "model_dir": str(folder), "reused": True}
     bf16 = {"bf16": True} if teacher_autocast(d["teacher_mixed_precision"], torch.device("cpu")) else {}
-    options = {"max_seq_length": d["max_seq_length"], "num_train_epochs": d["teacher_num_train_epochs"] or TEACHER_EPOCHS,
-               "min_train_steps": step_floor(d["min_train_steps"], d["teacher_num_train_epochs"] is not None),
-               "learning_rate": d["teacher_learning_rate"], **bf16,
-               **{k: plan.training[k] for k in TEACHER_COPIES if k in plan.training}}
+    options = {
+        "max_seq_length": d["max_seq_length"],
+        "num_train_epochs": d["teacher_num_train_epochs"] or TEACHER_EPOCHS,
+        "min_train_steps": step_floor(d["min_train_steps"], d["teacher_num_train_epochs"] is not None),
+        "learning_rate": d["teacher_learning_rate"],
+        **bf16,
+        **{k: plan.training[k] for k in TEACHER_COPIES if k in plan.training},
+    }
     folder = plan.work / "teacher"
-    return folder, finetuned_row("teacher fine-tuned", plan, d["teacher_model_name_or_path"], folder, options,
-                                 job=finetune_in_minibert)
+    return folder, finetuned_row(
+        "teacher fine-tuned", plan, d["teacher_model_name_or_path"], folder, options, job=finetune_in_minibert
+    )
 
 
 def tapt_row(plan: Plan) -> dict:
@@ -196,10 +262,26 @@ def tapt_row(plan: Plan) -> dict:
             films.setdefault(film, []).append(text.replace("\n", " "))
         corpus, tapt = plan.work / "tapt_train.txt", str(plan.work / "tapt")
         corpus.write_text("\n\n".join("\n".join(snippets) for snippets in films.values()) + "\n", encoding="utf-8")
-        tapt_cpu_minutes = run_child([
-            sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--model_name_or_path",
-            plan.distillation["model_name_or_path"], "--train_file", str(corpus), "--output_dir", tapt,
-            "--max_steps", str(plan.args.tapt_steps), "--overwrite_output_dir", "--report_to", "none", "--disable_tqdm"])
+        tapt_cpu_minutes = run_child(
+            [
+                sys.executable,
+                "-m",
+                "modeling_minibert.cli",
+                "pretrain",
+                "--model_name_or_path",
+                plan.distillation["model_name_or_path"],
+                "--train_file",
+                str(corpus),
+                "--output_dir",
+                tapt,
+                "--max_steps",
+                str(plan.args.tapt_steps),
+                "--overwrite_output_dir",
+                "--report_to",
+                "none",
+                "--disable_tqdm",
+            ]
+        )
     row = finetuned_row(TAPT_ROW, plan, tapt, plan.work / "minibert-tapt-finetuned", student_training(plan))
     return {**row, "tapt_cpu_minutes": tapt_cpu_minutes, "cpu_minutes": row["cpu_minutes"] + tapt_cpu_minutes}
 
@@ -218,15 +300,30 @@ def distilled_row(plan: Plan, teacher: Path) -> dict:
     splits, d = plan.splits, plan.distillation
     options = {**d, "teacher_model_name_or_path": str(teacher), "transfer_file": transfer_files(plan), **plan.training}
     with Stage() as s:
-        result = distill(**options, output_dir=str(plan.work / "minibert-distilled"), train_data=splits["train"],
-                         validation_data=splits["validation"], test_data=splits["test"])
-    print(f"Mini-BERT distilled: test accuracy {result.test_metrics['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)", flush=True)
-    return {"test": result.test_metrics, "validation": result.metrics, "cpu_minutes": s.cpu_minutes,
-            "wall_minutes": s.wall_minutes, "model_dir": str(result.output_dir),
-            "learning_rate": result.train_metrics.get("learning_rate", plan.learning_rate),
-            "transfer_examples": result.transfer_size, "reused_teacher_logits": result.reused_teacher_logits,
-            "relation_weight": result.relation_weight, "distillation_loss": d["distillation_loss"],
-            "student_dropout": d["student_dropout"]}
+        result = distill(
+            **options,
+            output_dir=str(plan.work / "minibert-distilled"),
+            train_data=splits["train"],
+            validation_data=splits["validation"],
+            test_data=splits["test"],
+        )
+    print(
+        f"Mini-BERT distilled: test accuracy {result.test_metrics['accuracy']:.4f} ({s.cpu_minutes:.2f} CPU-min)",
+        flush=True,
+    )
+    return {
+        "test": result.test_metrics,
+        "validation": result.metrics,
+        "cpu_minutes": s.cpu_minutes,
+        "wall_minutes": s.wall_minutes,
+        "model_dir": str(result.output_dir),
+        "learning_rate": result.train_metrics.get("learning_rate", plan.learning_rate),
+        "transfer_examples": result.transfer_size,
+        "reused_teacher_logits": result.reused_teacher_logits,
+        "relation_weight": result.relation_weight,
+        "distillation_loss": d["distillation_loss"],
+        "student_dropout": d["student_dropout"],
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -242,8 +339,10 @@ def scored(folder: Path, split, max_length: int) -> dict[str, float]:
     max_length = max_length_for(str(folder), tokenizer, max_length)  # a Mini-BERT teacher reads 64 tokens at most
     logits = predict_logits(model, tokenizer, list(split["text"]), TASK, max_length, 64, False)
     predicted = [model.config.id2label[int(row.argmax())] for row in logits]
-    return {"accuracy": accuracy_score(split["label"], predicted),
-            "macro_f1": f1_score(split["label"], predicted, average="macro")}
+    return {
+        "accuracy": accuracy_score(split["label"], predicted),
+        "macro_f1": f1_score(split["label"], predicted, average="macro"),
+    }
 
 
 def throughput(folder: str, texts: list[str], max_length: int, batch_size: int, repeats: int = 2) -> dict[str, float]:
@@ -258,8 +357,11 @@ def throughput(folder: str, texts: list[str], max_length: int, batch_size: int, 
             predict_logits(model, tokenizer, texts, TASK, max_length, batch_size, False)
         if best is None or s.wall_minutes < best.wall_minutes:
             best = s
-    return {"examples_per_second": len(texts) / (best.wall_minutes * 60), "examples_per_cpu_second": len(texts) / (best.cpu_minutes * 60),
-            "parameters": sum(p.numel() for p in model.parameters())}
+    return {
+        "examples_per_second": len(texts) / (best.wall_minutes * 60),
+        "examples_per_cpu_second": len(texts) / (best.cpu_minutes * 60),
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -276,20 +378,25 @@ def main(argv: list[str] | None = None) -> dict:
     systems = {"TF-IDF + LR": tfidf_row(plan.splits)}
     student = plan.distillation["model_name_or_path"]
     if not plan.args.skip_finetune:
-        systems["Mini-BERT fine-tuned"] = finetuned_row("Mini-BERT fine-tuned", plan, student, plan.work / "minibert-finetuned",
-                                                        student_training(plan))
+        systems["Mini-BERT fine-tuned"] = finetuned_row(
+            "Mini-BERT fine-tuned", plan, student, plan.work / "minibert-finetuned", student_training(plan)
+        )
     if plan.args.tapt_model or plan.args.tapt_steps:
         systems[TAPT_ROW] = tapt_row(plan)
     teacher, systems["teacher fine-tuned"] = teacher_row(plan)
     systems["Mini-BERT distilled"] = distilled_row(plan, teacher)
     texts = list(plan.splits["test"]["text"])
     for name in ("teacher fine-tuned", "Mini-BERT distilled"):
-        systems[name]["throughput"] = throughput(systems[name]["model_dir"], texts, plan.distillation["max_seq_length"], 64)
+        systems[name]["throughput"] = throughput(
+            systems[name]["model_dir"], texts, plan.distillation["max_seq_length"], 64
+        )
     results = summary(plan, values, systems)
     output = write_results(plan.args.output, results, command)
     plot(results, output.with_suffix(".png"))
-    print(f"student {results['student_speedup']:.1f}x the teacher's throughput; teacher + distillation "
-          f"{results['teacher_plus_distillation_cpu_minutes']:.1f} CPU-min; goals: {results['goals']}")
+    print(
+        f"student {results['student_speedup']:.1f}x the teacher's throughput; teacher + distillation "
+        f"{results['teacher_plus_distillation_cpu_minutes']:.1f} CPU-min; goals: {results['goals']}"
+    )
     print(f"wrote {output} and {output.with_suffix('.png')}")
     return results
 
@@ -303,8 +410,14 @@ def summary(plan: Plan, values: dict, systems: dict) -> dict:
     return {
         "torch_threads": torch.get_num_threads(),
         "load_average_at_end": os.getloadavg(),
-        "options": {**dataclasses.asdict(plan.args), **plan.distillation, **plan.training, "output_dir": str(plan.work),
-                    "num_train_epochs": values["num_train_epochs"], "learning_rate": plan.learning_rate},
+        "options": {
+            **dataclasses.asdict(plan.args),
+            **plan.distillation,
+            **plan.training,
+            "output_dir": str(plan.work),
+            "num_train_epochs": values["num_train_epochs"],
+            "learning_rate": plan.learning_rate,
+        },
         "teacher": plan.distillation["teacher_model_name_or_path"] or plan.args.finetuned_teacher,
         "student": plan.distillation["model_name_or_path"],
         "sizes": {split: len(data) for split, data in plan.splits.items()},
@@ -363,7 +476,9 @@ def plot(results: dict, path: Path) -> None:
     ax.set_xticks(range(len(rows)), names, fontsize=8)
     ax.set_ylim(0, 1)
     ax.axhline(results["majority_test_accuracy"], color="grey", linestyle="--", linewidth=1, label="majority class")
-    ax.set_title(f"Rotten Tomatoes test split ({results['sizes']['test']} snippets, {results['sizes']['train']} training)")
+    ax.set_title(
+        f"Rotten Tomatoes test split ({results['sizes']['test']} snippets, {results['sizes']['train']} training)"
+    )
     ax.legend(loc="lower right", fontsize=8)
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
     figure.savefig(tmp, dpi=120, bbox_inches="tight")
@@ -377,10 +492,15 @@ def readme_table(results: dict) -> str:
     for name, system in results["systems"].items():
         test = system["test"]
         speed = system.get("throughput")
-        rows.append([
-            name, f"{test['accuracy']:.3f}", f"{test['macro_f1']:.3f}", f"{system['cpu_minutes']:.2f}",
-            f"{speed['examples_per_second']:,.0f}" if isinstance(speed, dict) else "",
-        ])
+        rows.append(
+            [
+                name,
+                f"{test['accuracy']:.3f}",
+                f"{test['macro_f1']:.3f}",
+                f"{system['cpu_minutes']:.2f}",
+                f"{speed['examples_per_second']:,.0f}" if isinstance(speed, dict) else "",
+            ]
+        )
     header = ["system", "test accuracy", "test macro-F1", "CPU minutes", "inference examples/s"]
     return markdown_table(header, rows, "lrrrr")
 

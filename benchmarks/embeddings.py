@@ -59,15 +59,22 @@ STUDENT, STATIC = "Mini-BERT distilled", "model2vec static"
 # The teacher reads up to 256 tokens (its sentence-transformers setting), the student its 64 positions: the teacher
 # cut to the student's length is the like-for-like base for speed (and shows what the extra tokens are worth).
 ROWS = (TEACHER, TEACHER_SHORT, STUDENT, STATIC)
-GOALS = {"mrr_90": "student MRR >= 0.9 x teacher MRR",
-         "speed_5x": "student sentences/s >= 5 x teacher's, the teacher cut to the student's 64 tokens",
-         "above_model2vec": "student MRR and probe accuracy > model2vec's"}
+GOALS = {
+    "mrr_90": "student MRR >= 0.9 x teacher MRR",
+    "speed_5x": "student sentences/s >= 5 x teacher's, the teacher cut to the student's 64 tokens",
+    "above_model2vec": "student MRR and probe accuracy > model2vec's",
+}
 
 
 # What the benchmark sets over `--task embedding`'s own defaults (the recipe, EMBEDDING_TRAINING_DEFAULTS): its
 # logging, no checkpoints, a fixed seed and its folder.
-RECIPE = {**EMBEDDING_TRAINING_DEFAULTS, "logging_steps": 20, "save_strategy": "no", "seed": 0,
-          "output_dir": "runs/embeddings"}
+RECIPE = {
+    **EMBEDDING_TRAINING_DEFAULTS,
+    "logging_steps": 20,
+    "save_strategy": "no",
+    "seed": 0,
+    "output_dir": "runs/embeddings",
+}
 
 
 @dataclass
@@ -80,15 +87,25 @@ class EmbeddingsArguments:
     layers: int = field(default=3, metadata={"help": "the student's layers"})
     positions: int = field(default=64, metadata={"help": "the student's length limit (its max_seq_length)"})
     sentences_per_article: int = field(default=3, metadata={"help": "leading sentences of each article, on their own"})
-    general_distillation_minutes: float = field(default=0.0, metadata={
-        "help": "first train the student by general distillation from the teacher (minibert pretrain "
-                "--teacher_model_name_or_path) on the training articles for this many minutes, one thread; 0: start "
-                "from the projected embeddings and random layers"})
-    vocab_size: int = field(default=0, metadata={
-        "help": "give the student only this many of the teacher's pieces, those it uses most on the training texts "
-                "(as general distillation does); 0: the teacher's whole vocabulary"})
-    output: str = field(default=str(default_output("embeddings")),
-                        metadata={"help": "the results file (its plot goes beside it, as .png)"})
+    general_distillation_minutes: float = field(
+        default=0.0,
+        metadata={
+            "help": "first train the student by general distillation from the teacher (minibert pretrain "
+            "--teacher_model_name_or_path) on the training articles for this many minutes, one thread; 0: start "
+            "from the projected embeddings and random layers"
+        },
+    )
+    vocab_size: int = field(
+        default=0,
+        metadata={
+            "help": "give the student only this many of the teacher's pieces, those it uses most on the training texts "
+            "(as general distillation does); 0: the teacher's whole vocabulary"
+        },
+    )
+    output: str = field(
+        default=str(default_output("embeddings")),
+        metadata={"help": "the results file (its plot goes beside it, as .png)"},
+    )
     max_train_articles: int | None = field(default=None, metadata={"help": "(smoke runs) fewer training articles"})
     max_held_out: int | None = field(default=None, metadata={"help": "(smoke runs) fewer held-out articles"})
     probe_train: int = field(default=3000, metadata={"help": "Rotten Tomatoes training snippets for the probe"})
@@ -100,9 +117,18 @@ def parse_options(argv: list[str] | None) -> tuple[EmbeddingsArguments, dict]:
     """The benchmark's options, and distill's keyword options (the student's folder is set when it is made)."""
     built = job_parser(EmbeddingsArguments, DistillationArguments, module=__spec__.name, doc=__doc__, defaults=RECIPE)
     values = parse(built, argv)
-    values = set_by_benchmark(built, values, task="embedding", teacher_model_name_or_path=minilm_path(),
-                              model_name_or_path=None, overwrite_output_dir=True, max_seq_length=values["positions"],
-                              train_file=None, validation_file=None, test_file=None)
+    values = set_by_benchmark(
+        built,
+        values,
+        task="embedding",
+        teacher_model_name_or_path=minilm_path(),
+        model_name_or_path=None,
+        overwrite_output_dir=True,
+        max_seq_length=values["positions"],
+        train_file=None,
+        validation_file=None,
+        test_file=None,
+    )
     return take(EmbeddingsArguments, values), job_options(values, DistillationArguments)
 
 
@@ -137,8 +163,9 @@ def transfer_texts(train: list[tuple[str, str]], sentences_per_article: int) -> 
 # The student's starting point
 
 
-def student_init(teacher: str, folder: Path, hidden: int, layers: int, positions: int, vocab_size: int = 0,
-                 texts: list[str] = ()) -> Path:
+def student_init(
+    teacher: str, folder: Path, hidden: int, layers: int, positions: int, vocab_size: int = 0, texts: list[str] = ()
+) -> Path:
     """`distill --task embedding`'s own student made from the teacher (its tokenizer, or with `vocab_size` the
     subset of its pieces it uses most on `texts`, as general distillation makes it), saved in `folder`."""
     from transformers import AutoTokenizer
@@ -157,16 +184,29 @@ def student_init(teacher: str, folder: Path, hidden: int, layers: int, positions
     return folder
 
 
-def general_distillation_student(teacher: str, train: list[tuple[str, str]], work: Path, minutes: float) -> tuple[Path, float]:
+def general_distillation_student(
+    teacher: str, train: list[tuple[str, str]], work: Path, minutes: float
+) -> tuple[Path, float]:
     """`minibert pretrain --teacher_model_name_or_path` on the training articles only (one document each; the
     held-out ones are never read), on one thread for `minutes`: the student folder and its CPU minutes."""
     articles = work / "train_articles.txt"
     articles.write_text("".join(f"{title}\n{body}\n\n" for title, body in train), encoding="utf-8")
-    pretrain_args = ["--max_time", str(minutes), "--train_file", str(articles), "--mlm_probability", "0.15", "--num_threads", "1"]
+    pretrain_args = [
+        "--max_time",
+        str(minutes),
+        "--train_file",
+        str(articles),
+        "--mlm_probability",
+        "0.15",
+        "--num_threads",
+        "1",
+    ]
     return work / "student-gd", general_distillation(teacher, work / "student-gd", pretrain_args)
 
 
-def distill_student(teacher: str, train: list[tuple[str, str]], work: Path, args: EmbeddingsArguments, options: dict) -> dict:
+def distill_student(
+    teacher: str, train: list[tuple[str, str]], work: Path, args: EmbeddingsArguments, options: dict
+) -> dict:
     """`distill --task embedding` from the initialised student (after `--general_distillation_minutes` of general
     distillation, if any); its CPU minutes (teacher labels and general distillation included)."""
     start = time.process_time()
@@ -175,11 +215,20 @@ def distill_student(teacher: str, train: list[tuple[str, str]], work: Path, args
     if args.general_distillation_minutes:
         init, child_minutes = general_distillation_student(teacher, train, work, args.general_distillation_minutes)
     else:
-        init = student_init(teacher, work / "student-init", args.hidden, args.layers, args.positions, args.vocab_size, texts)
-    result = distill(**{**options, "model_name_or_path": str(init), "output_dir": str(work / "student")},
-                     train_data=texts, show_progress=False)
-    return {"cpu_minutes": (time.process_time() - start) / 60 + child_minutes, "texts": len(texts),
-            "general_distillation_cpu_minutes": child_minutes, "train_loss": result.train_metrics.get("loss")}
+        init = student_init(
+            teacher, work / "student-init", args.hidden, args.layers, args.positions, args.vocab_size, texts
+        )
+    result = distill(
+        **{**options, "model_name_or_path": str(init), "output_dir": str(work / "student")},
+        train_data=texts,
+        show_progress=False,
+    )
+    return {
+        "cpu_minutes": (time.process_time() - start) / 60 + child_minutes,
+        "texts": len(texts),
+        "general_distillation_cpu_minutes": child_minutes,
+        "train_loss": result.train_metrics.get("loss"),
+    }
 
 
 def distill_model2vec(teacher: str, work: Path) -> dict:
@@ -235,7 +284,10 @@ def probe_accuracy(encode, splits) -> dict:
     features = {role: encode(list(splits[role]["text"])) for role in ("train", "validation", "test")}
     labels = {role: np.array(splits[role]["label"]) for role in features}
     best = max(
-        (LogisticRegression(C=c, max_iter=2000).fit(features["train"], labels["train"]) for c in (0.25, 1.0, 4.0, 16.0)),
+        (
+            LogisticRegression(C=c, max_iter=2000).fit(features["train"], labels["train"])
+            for c in (0.25, 1.0, 4.0, 16.0)
+        ),
         key=lambda model: model.score(features["validation"], labels["validation"]),
     )
     return {"probe_accuracy": float(best.score(features["test"], labels["test"])), "probe_C": float(best.C)}
@@ -252,7 +304,10 @@ def throughput(systems: dict, texts: list[str], rounds: int) -> dict:
             start = time.perf_counter()
             encode(texts)
             per_round[name].append(len(texts) / (time.perf_counter() - start))
-    return {name: {"median": statistics.median(v), "min": min(v), "max": max(v), "rounds": v} for name, v in per_round.items()}
+    return {
+        name: {"median": statistics.median(v), "min": min(v), "max": max(v), "rounds": v}
+        for name, v in per_round.items()
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -276,16 +331,28 @@ def readme_table(results: dict) -> str:
     for name in (name for name in ROWS if name in results["rows"]):  # results from before the cut teacher have 3
         r = results["rows"][name]
         speed = results["speed"][name]
-        rows.append([name, f"{r['recall_at_1']:.3f}", f"{r['mrr']:.3f}", f"{r['probe_accuracy']:.3f}",
-                     f"{speed['median']:.1f} ({speed['min']:.1f}-{speed['max']:.1f})", f"{r['dimensions']}"])
-    return markdown_table(["system", "recall@1", "MRR", "probe accuracy", "sentences/s, 1 core (spread)", "dims"], rows, "lrrrrr")
+        rows.append(
+            [
+                name,
+                f"{r['recall_at_1']:.3f}",
+                f"{r['mrr']:.3f}",
+                f"{r['probe_accuracy']:.3f}",
+                f"{speed['median']:.1f} ({speed['min']:.1f}-{speed['max']:.1f})",
+                f"{r['dimensions']}",
+            ]
+        )
+    return markdown_table(
+        ["system", "recall@1", "MRR", "probe accuracy", "sentences/s, 1 core (spread)", "dims"], rows, "lrrrrr"
+    )
 
 
 def plot(results: dict, path: Path) -> None:
     figure = Figure(figsize=(10, 3.6))
     axes = figure.subplots(1, 3)
     colours = ["tab:gray", "silver", "tab:blue", "tab:orange"]
-    for ax, (key, title) in zip(axes[:2], (("mrr", "BBC title -> body retrieval, MRR"), ("probe_accuracy", "Rotten Tomatoes probe accuracy"))):
+    for ax, (key, title) in zip(
+        axes[:2], (("mrr", "BBC title -> body retrieval, MRR"), ("probe_accuracy", "Rotten Tomatoes probe accuracy"))
+    ):
         values = [results["rows"][name][key] for name in ROWS]
         ax.bar(range(len(ROWS)), values, color=colours)
         ax.set_title(title, fontsize=9)
@@ -293,25 +360,37 @@ def plot(results: dict, path: Path) -> None:
         for i, v in enumerate(values):
             ax.text(i, v + 0.01, f"{v:.3f}", ha="center", fontsize=8)
     speeds = [results["speed"][name] for name in ROWS]
-    axes[2].bar(range(len(ROWS)), [s["median"] for s in speeds], color=colours,
-                yerr=[[s["median"] - s["min"] for s in speeds], [s["max"] - s["median"] for s in speeds]])
+    axes[2].bar(
+        range(len(ROWS)),
+        [s["median"] for s in speeds],
+        color=colours,
+        yerr=[[s["median"] - s["min"] for s in speeds], [s["max"] - s["median"] for s in speeds]],
+    )
     axes[2].set_yscale("log")
     axes[2].set_title("sentences/s on one core (median, min-max)", fontsize=9)
     for ax in axes:
-        ax.set_xticks(range(len(ROWS)), ["teacher", "teacher,\n64 tokens", "Mini-BERT\ndistilled", "model2vec"], fontsize=8)
+        ax.set_xticks(
+            range(len(ROWS)), ["teacher", "teacher,\n64 tokens", "Mini-BERT\ndistilled", "model2vec"], fontsize=8
+        )
     figure.tight_layout()
     figure.savefig(path, dpi=120)
 
 
-def quality(systems: dict, held_out: list[tuple[str, str]], costs: dict, args: EmbeddingsArguments, work: Path) -> dict:
+def quality(
+    systems: dict, held_out: list[tuple[str, str]], costs: dict, args: EmbeddingsArguments, work: Path
+) -> dict:
     """Each system's retrieval and probe scores, dimensions and costs, saved to WORK/quality.json as they come."""
     splits = load_rotten_tomatoes()
     # A sample of the training snippets keeps the teacher's share of the run small; validation and test stay whole.
     splits["train"] = splits["train"].shuffle(seed=0).select(range(min(args.probe_train, len(splits["train"]))))
     rows = {}
     for name, encode in systems.items():
-        rows[name] = {**retrieval_scores(encode, held_out), **probe_accuracy(encode, splits),
-                      "dimensions": int(encode(["a"]).shape[1]), **costs.get(name, {})}
+        rows[name] = {
+            **retrieval_scores(encode, held_out),
+            **probe_accuracy(encode, splits),
+            "dimensions": int(encode(["a"]).shape[1]),
+            **costs.get(name, {}),
+        }
         print(name, rows[name], flush=True)
         write_results(work / "quality.json", {"rows": rows})  # kept if the speed rounds are cut short
     return rows
@@ -326,21 +405,33 @@ def main(argv: list[str] | None = None) -> None:
     train, held_out = bbc_split()
     train, held_out = train[: args.max_train_articles], held_out[: args.max_held_out]
     if not args.skip_distill:
-        costs = {STUDENT: distill_student(teacher, train, work, args, options), STATIC: distill_model2vec(teacher, work)}
+        costs = {
+            STUDENT: distill_student(teacher, train, work, args, options),
+            STATIC: distill_model2vec(teacher, work),
+        }
         write_results(work / "costs.json", {"costs": costs})  # what --skip_distill reports for these models
         print(costs, flush=True)
     costs = json.loads((work / "costs.json").read_text())["costs"]
     systems = load_systems(teacher, work)
     rows = quality(systems, held_out, costs, args, work)
     rng = random.Random(1)
-    sample = [t for t, _ in rng.sample(held_out, args.speed_texts // 2)] + [b for _, b in rng.sample(held_out, args.speed_texts // 2)]
+    sample = [t for t, _ in rng.sample(held_out, args.speed_texts // 2)] + [
+        b for _, b in rng.sample(held_out, args.speed_texts // 2)
+    ]
     speed = throughput(systems, sample, args.rounds)
     for name in ROWS:
         rows[name]["sentences_per_s"] = speed[name]["median"]
-    results = {"rows": rows, "speed": speed, "verdict": verdict(rows), "goals": GOALS,
-               "options": {**dataclasses.asdict(args), **options, "output_dir": str(work)},
-               "held_out_articles": len(held_out), "train_articles": len(train),
-               "load_average_before": load_before, "load_average_after": os.getloadavg()}
+    results = {
+        "rows": rows,
+        "speed": speed,
+        "verdict": verdict(rows),
+        "goals": GOALS,
+        "options": {**dataclasses.asdict(args), **options, "output_dir": str(work)},
+        "held_out_articles": len(held_out),
+        "train_articles": len(train),
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+    }
     output = write_results(args.output, results, command_line(__spec__.name, argv))
     plot(results, output.with_suffix(".png"))
     print(readme_table(results))

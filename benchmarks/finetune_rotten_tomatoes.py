@@ -34,8 +34,10 @@ DATA_OPTIONS = ("train_file", "validation_file", "test_file", "dataset_name")
 class FinetuneBenchmarkArguments:
     """The benchmark's own options; every other one is `finetune`'s."""
 
-    output: str = field(default=str(default_output("finetune_rotten_tomatoes")),
-                        metadata={"help": "the results JSON; its bar chart goes beside it (.png)"})
+    output: str = field(
+        default=str(default_output("finetune_rotten_tomatoes")),
+        metadata={"help": "the results JSON; its bar chart goes beside it (.png)"},
+    )
     limit: int | None = field(default=None, metadata={"help": "use only the first N training snippets (smoke runs)"})
 
 
@@ -45,8 +47,9 @@ def parse_options(argv: list[str] | None) -> tuple[FinetuneBenchmarkArguments, d
     built = job_parser(FinetuneBenchmarkArguments, FinetuneArguments, module=__spec__.name, doc=__doc__)
     values = parse(built, argv)
     require(built, values, model_name_or_path="a pretrained Mini-BERT folder, model and tokenizer")
-    values = set_by_benchmark(built, values, task="sequence-classification", overwrite_output_dir=True,
-                              **dict.fromkeys(DATA_OPTIONS))
+    values = set_by_benchmark(
+        built, values, task="sequence-classification", overwrite_output_dir=True, **dict.fromkeys(DATA_OPTIONS)
+    )
     args = take(FinetuneBenchmarkArguments, values)
     options = job_options(values, FinetuneArguments)
     output = Path(args.output)
@@ -56,7 +59,10 @@ def parse_options(argv: list[str] | None) -> tuple[FinetuneBenchmarkArguments, d
 
 def plot(results: dict, path: Path) -> None:
     """Test accuracy and macro-F1 of both systems, side by side."""
-    systems = [("TF-IDF + logistic regression", results["baseline"]["test"]), ("Mini-BERT fine-tuned", results["minibert"]["test"])]
+    systems = [
+        ("TF-IDF + logistic regression", results["baseline"]["test"]),
+        ("Mini-BERT fine-tuned", results["minibert"]["test"]),
+    ]
     figure = Figure(figsize=(6.5, 3.8))
     ax = figure.subplots()
     width = 0.38
@@ -85,8 +91,9 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"TF-IDF + logistic regression (C={baseline['C']}): test accuracy {baseline['test']['accuracy']:.4f}")
 
     start = time.perf_counter()
-    finetuned = finetune(train_data=splits["train"], validation_data=splits["validation"], test_data=splits["test"],
-                         **options)
+    finetuned = finetune(
+        train_data=splits["train"], validation_data=splits["validation"], test_data=splits["test"], **options
+    )
     finetune_seconds = time.perf_counter() - start
     print(f"Mini-BERT fine-tuned: test accuracy {finetuned.test_metrics['accuracy']:.4f}")
 

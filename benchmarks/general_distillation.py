@@ -42,8 +42,13 @@ from modeling_minibert.training.finetuning.arguments import FinetuneArguments
 
 GOAL = 0.770
 # The benchmark's fine-tuning recipe, over finetune's defaults: a few learning rates, chosen on validation.
-RECIPE = {"num_train_epochs": 4.0, "learning_rates": [1e-4, 3e-4], "max_seq_length": 64,
-          "output_dir": "runs/general-distilled", "disable_tqdm": True}
+RECIPE = {
+    "num_train_epochs": 4.0,
+    "learning_rates": [1e-4, 3e-4],
+    "max_seq_length": 64,
+    "output_dir": "runs/general-distilled",
+    "disable_tqdm": True,
+}
 
 
 @dataclass
@@ -51,17 +56,35 @@ class GeneralDistillationArguments:
     """The benchmark's own options; --output_dir is the general-distilled student's folder (kept; the fine-tuned
     models go beside it), every other option is `finetune`'s."""
 
-    pretrain_args: str = field(default="--max_time 20 --mlm_probability 0.15", metadata={
-        "help": "`minibert pretrain` options of stage 1 (default: 20 minutes, and BERT's 15%% masking so that "
-                "the teacher reads mostly real tokens)"})
+    pretrain_args: str = field(
+        default="--max_time 20 --mlm_probability 0.15",
+        metadata={
+            "help": "`minibert pretrain` options of stage 1 (default: 20 minutes, and BERT's 15%% masking so that "
+            "the teacher reads mostly real tokens)"
+        },
+    )
     skip_pretraining: bool = field(default=False, metadata={"help": "reuse the student in --output_dir"})
     output: str = field(default=str(default_output("general_distillation")), metadata={"help": "the results JSON"})
 
 
 def general_distillation(teacher: str, output_dir: Path, pretrain_args: list[str]) -> float:
     """Run `minibert pretrain` with the teacher into `output_dir`; return its CPU minutes (all threads)."""
-    return run_child([sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--teacher_model_name_or_path", teacher,
-                      "--output_dir", str(output_dir), "--overwrite_output_dir", "--report_to", "none", *pretrain_args])
+    return run_child(
+        [
+            sys.executable,
+            "-m",
+            "modeling_minibert.cli",
+            "pretrain",
+            "--teacher_model_name_or_path",
+            teacher,
+            "--output_dir",
+            str(output_dir),
+            "--overwrite_output_dir",
+            "--report_to",
+            "none",
+            *pretrain_args,
+        ]
+    )
 
 
 def finetune_each_rate(student: Path, splits, options: dict, learning_rates: list[float]) -> dict[float, dict]:
@@ -71,24 +94,48 @@ def finetune_each_rate(student: Path, splits, options: dict, learning_rates: lis
     for lr in learning_rates:
         folder = student.with_name(f"{student.name}-rotten-tomatoes-lr{lr:g}")
         with Stage() as s:
-            result = finetune(**{**options, "learning_rate": lr, "output_dir": str(folder)}, train_data=splits["train"],
-                              validation_data=splits["validation"])
-        tries[lr] = {"validation_accuracy": result.metrics["accuracy"], "cpu_minutes": s.cpu_minutes, "model_dir": str(folder)}
-        print(f"learning rate {lr:g}: validation accuracy {result.metrics['accuracy']:.4f} ({s.cpu_minutes:.1f} CPU-min)", flush=True)
+            result = finetune(
+                **{**options, "learning_rate": lr, "output_dir": str(folder)},
+                train_data=splits["train"],
+                validation_data=splits["validation"],
+            )
+        tries[lr] = {
+            "validation_accuracy": result.metrics["accuracy"],
+            "cpu_minutes": s.cpu_minutes,
+            "model_dir": str(folder),
+        }
+        print(
+            f"learning rate {lr:g}: validation accuracy {result.metrics['accuracy']:.4f} ({s.cpu_minutes:.1f} CPU-min)",
+            flush=True,
+        )
     return tries
 
 
 def main(argv: list[str] | None = None) -> dict:
-    built = job_parser(GeneralDistillationArguments, FinetuneArguments, module=__spec__.name, doc=__doc__, defaults=RECIPE)
+    built = job_parser(
+        GeneralDistillationArguments, FinetuneArguments, module=__spec__.name, doc=__doc__, defaults=RECIPE
+    )
     values = parse(built, argv)
     student = Path(values["output_dir"])
-    values = set_by_benchmark(built, values, task="sequence-classification", model_name_or_path=str(student),
-                              overwrite_output_dir=True, train_file=None, validation_file=None, test_file=None,
-                              dataset_name=None)
+    values = set_by_benchmark(
+        built,
+        values,
+        task="sequence-classification",
+        model_name_or_path=str(student),
+        overwrite_output_dir=True,
+        train_file=None,
+        validation_file=None,
+        test_file=None,
+        dataset_name=None,
+    )
     args = take(GeneralDistillationArguments, values)
     options = {**job_options(values, FinetuneArguments), "learning_rates": None}
     load_at_start = os.getloadavg()
-    pretrain_cpu = None if args.skip_pretraining else general_distillation(minilm_path(), student, shlex.split(args.pretrain_args))
+    pretrain_cpu = (
+        None
+        if args.skip_pretraining
+        else general_distillation(minilm_path(), student, shlex.split(args.pretrain_args))
+    )
     pretraining = json.loads((student / "all_results.json").read_text())
 
     splits = load_rotten_tomatoes()
@@ -98,11 +145,14 @@ def main(argv: list[str] | None = None) -> dict:
 
     committed = json.loads((RESULTS / "distill_rotten_tomatoes.json").read_text())["systems"]
     results = {
-        "load_average_at_start": load_at_start, "load_average_at_end": os.getloadavg(),
+        "load_average_at_start": load_at_start,
+        "load_average_at_end": os.getloadavg(),
         "options": {**dataclasses.asdict(args), **options, "learning_rates": values["learning_rates"]},
         "general_distillation": {
-            "cpu_minutes": pretrain_cpu, "train_runtime_seconds": pretraining.get("train_runtime"),
-            "global_step": pretraining.get("global_step"), "train_steps_per_second": pretraining.get("train_steps_per_second"),
+            "cpu_minutes": pretrain_cpu,
+            "train_runtime_seconds": pretraining.get("train_runtime"),
+            "global_step": pretraining.get("global_step"),
+            "train_steps_per_second": pretraining.get("train_steps_per_second"),
             **{k: v for k, v in pretraining.items() if k.startswith("eval_")},
         },
         "finetuning": {f"{lr:g}": row for lr, row in tries.items()},
@@ -110,13 +160,17 @@ def main(argv: list[str] | None = None) -> dict:
         "test_accuracy": accuracy,
         "goal": GOAL,
         "goal_met": accuracy >= GOAL,
-        "compared_with": {"default pretraining fine-tuned": committed["Mini-BERT fine-tuned"]["test"]["accuracy"],
-                          "TF-IDF + LR": committed["TF-IDF + LR"]["test"]["accuracy"]},
+        "compared_with": {
+            "default pretraining fine-tuned": committed["Mini-BERT fine-tuned"]["test"]["accuracy"],
+            "TF-IDF + LR": committed["TF-IDF + LR"]["test"]["accuracy"],
+        },
     }
     write_results(args.output, results, command_line(__spec__.name, argv))
-    print(f"general-distilled Mini-BERT fine-tuned: test accuracy {accuracy:.4f} (goal {GOAL}; default pretraining "
-          f"{results['compared_with']['default pretraining fine-tuned']:.3f}, TF-IDF {results['compared_with']['TF-IDF + LR']:.3f}); "
-          f"general distillation {pretrain_cpu if pretrain_cpu is None else round(pretrain_cpu, 1)} CPU-min")
+    print(
+        f"general-distilled Mini-BERT fine-tuned: test accuracy {accuracy:.4f} (goal {GOAL}; default pretraining "
+        f"{results['compared_with']['default pretraining fine-tuned']:.3f}, TF-IDF {results['compared_with']['TF-IDF + LR']:.3f}); "
+        f"general distillation {pretrain_cpu if pretrain_cpu is None else round(pretrain_cpu, 1)} CPU-min"
+    )
     return results
 
 

@@ -29,8 +29,11 @@ TIMINGS = ("data_wait",)  # measured times, which differ between any two runs
 
 
 def records(folder: Path) -> list[dict]:
-    return [{k: v for k, v in json.loads(line).items() if k not in TIMINGS}
-            for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [
+        {k: v for k, v in json.loads(line).items() if k not in TIMINGS}
+        for line in (folder / "metrics.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
 
 
 def run_numbers(folder: Path) -> dict:
@@ -40,9 +43,15 @@ def run_numbers(folder: Path) -> dict:
         return {"run": folder.name, "finished": False}
     numbers = json.loads(train.read_text())
     keep = ("train_steps_per_second", "train_samples_per_second", "train_data_wait", "train_runtime", "train_loss")
-    evaluated = json.loads((folder / "eval_results.json").read_text()) if (folder / "eval_results.json").is_file() else {}
-    return {"run": folder.name, "finished": True, **{k: numbers.get(k) for k in keep},
-            **{k: v for k, v in evaluated.items() if k.startswith("eval_")}}
+    evaluated = (
+        json.loads((folder / "eval_results.json").read_text()) if (folder / "eval_results.json").is_file() else {}
+    )
+    return {
+        "run": folder.name,
+        "finished": True,
+        **{k: numbers.get(k) for k in keep},
+        **{k: v for k, v in evaluated.items() if k.startswith("eval_")},
+    }
 
 
 def same_curve(resumed: Path, whole: Path) -> dict:
@@ -59,8 +68,14 @@ def same_curve(resumed: Path, whole: Path) -> dict:
             else:
                 loss_gap = max(loss_gap, abs(a[key] - value) / max(abs(value), 1e-12))
     same = steps_match and loss_gap <= LOSS_RTOL and accuracy_gap <= ACCURACY_ATOL
-    return {"resumes": whole.name, "same_curve": same, "same_steps": steps_match, "largest_loss_gap": loss_gap,
-            "largest_accuracy_gap": accuracy_gap, "tolerances": {"loss_rtol": LOSS_RTOL, "accuracy_atol": ACCURACY_ATOL}}
+    return {
+        "resumes": whole.name,
+        "same_curve": same,
+        "same_steps": steps_match,
+        "largest_loss_gap": loss_gap,
+        "largest_accuracy_gap": accuracy_gap,
+        "tolerances": {"loss_rtol": LOSS_RTOL, "accuracy_atol": ACCURACY_ATOL},
+    }
 
 
 def record(out: Path, folder: Path, whole: Path | None) -> dict:
@@ -86,9 +101,11 @@ def tables(out: Path) -> str:
         results = json.loads(speed.read_text())
         device = results["device"]
         datasheet = f"{device['peak_bf16_flops'] / 1e12:.0f} TFLOP/s" if device["peak_bf16_flops"] else "unknown"
-        lines += [f"\n{device['name']}, {results['precision']}; matmul measured "
-                  f"{device['measured_matmul_flops'] / 1e12:.1f} TFLOP/s, datasheet {datasheet}; parts done: "
-                  f"{results.get('parts_done')}"]
+        lines += [
+            f"\n{device['name']}, {results['precision']}; matmul measured "
+            f"{device['measured_matmul_flops'] / 1e12:.1f} TFLOP/s, datasheet {datasheet}; parts done: "
+            f"{results.get('parts_done')}"
+        ]
         if results["rows"]:
             lines.append(readme_table(results))
         step = results["step_8x64"]
@@ -96,12 +113,17 @@ def tables(out: Path) -> str:
     runs = out / RUNS_FILE
     if runs.is_file():
         for name, entry in json.loads(runs.read_text()).items():
-            text = (f"{name}: {entry.get('train_steps_per_second')} steps/s, data wait {entry.get('train_data_wait')}"
-                    if entry.get("finished") else f"{name}: did not finish")
+            text = (
+                f"{name}: {entry.get('train_steps_per_second')} steps/s, data wait {entry.get('train_data_wait')}"
+                if entry.get("finished")
+                else f"{name}: did not finish"
+            )
             if "same_curve" in entry:
                 verdict = "continues" if entry["same_curve"] else "DIFFERS FROM"
-                text += (f"; {verdict} {entry['resumes']}'s curve (largest loss gap {entry['largest_loss_gap']:.1e}, "
-                         f"accuracy gap {entry['largest_accuracy_gap']:.1e})")
+                text += (
+                    f"; {verdict} {entry['resumes']}'s curve (largest loss gap {entry['largest_loss_gap']:.1e}, "
+                    f"accuracy gap {entry['largest_accuracy_gap']:.1e})"
+                )
             lines.append(text)
     return "\n".join(lines)
 
@@ -110,8 +132,10 @@ def tables(out: Path) -> str:
 class ReportArguments:
     out: str = field(metadata={"help": "the check's results folder ($OUT)"})
     record: str | None = field(default=None, metadata={"help": "a run folder to add to runs.json"})
-    resumes: str | None = field(default=None, metadata={"help": "the uninterrupted run that --record resumed (exit 1 "
-                                                                "unless it continued its curve)"})
+    resumes: str | None = field(
+        default=None,
+        metadata={"help": "the uninterrupted run that --record resumed (exit 1 unless it continued its curve)"},
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

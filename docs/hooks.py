@@ -78,7 +78,9 @@ def lazy_names(face: str) -> dict[str, str]:
     source = Path(importlib.util.find_spec(face).origin).read_text(encoding="utf-8")
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_face":
-            return {name: f"{face}.{module}" for module, names in ast.literal_eval(node.args[1]).items() for name in names}
+            return {
+                name: f"{face}.{module}" for module, names in ast.literal_eval(node.args[1]).items() for name in names
+            }
     return {}
 
 
@@ -98,8 +100,16 @@ def defining_module(face: str, name: str) -> str | None:
 def api_page(title: str, face: str) -> str:
     """The reference page of `face`: its docstring, then each public name from its defining module."""
     package = importlib.import_module(face)
-    lines = [f"# {title}: `{face}`", "", f"::: {face}", "    options:", "      members: false",
-             "      show_root_heading: false", "      show_root_toc_entry: false", ""]
+    lines = [
+        f"# {title}: `{face}`",
+        "",
+        f"::: {face}",
+        "    options:",
+        "      members: false",
+        "      show_root_heading: false",
+        "      show_root_toc_entry: false",
+        "",
+    ]
     for name in package.__all__:
         lines += [f"::: {defining_module(face, name) or face}.{name}", ""]
     return "\n".join(lines)
@@ -116,7 +126,9 @@ def on_files(files: Files, config) -> Files:
         source = REPO
         if path.startswith("notebooks/"):
             source = notebook_source(Path(path).name, EXECUTED, scratch)
-        files.append(File(path, src_dir=str(source), dest_dir=config.site_dir, use_directory_urls=config.use_directory_urls))
+        files.append(
+            File(path, src_dir=str(source), dest_dir=config.site_dir, use_directory_urls=config.use_directory_urls)
+        )
     for path, (title, face) in FACES.items():
         files.append(File.generated(config, path, content=api_page(title, face)))
     return files
@@ -141,8 +153,11 @@ def links_into_the_site(markdown: str, src_uri: str) -> str:
         return markdown.replace("](docs/", "](")
     depth = src_uri.count("/")
     up = "../" * depth
-    return re.sub(r"\]\(" + re.escape("../" * (depth + 1)) + r"(lab/|benchmarks/|notebooks/|CHANGELOG\.md)", rf"]({up}\1",
-                  markdown)
+    return re.sub(
+        r"\]\(" + re.escape("../" * (depth + 1)) + r"(lab/|benchmarks/|notebooks/|CHANGELOG\.md)",
+        rf"]({up}\1",
+        markdown,
+    )
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:

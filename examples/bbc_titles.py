@@ -44,7 +44,7 @@ def load_bbc_titles() -> DatasetDict:
             rows.append({"text": headline, "label": path.parent.name})
     random.Random(SEED).shuffle(rows)
     test, validation = round(TEST * len(rows)), round(VALIDATION * len(rows))
-    parts = {"test": rows[:test], "validation": rows[test:test + validation], "train": rows[test + validation:]}
+    parts = {"test": rows[:test], "validation": rows[test : test + validation], "train": rows[test + validation :]}
     return DatasetDict({name: Dataset.from_list(part) for name, part in parts.items()})
 
 

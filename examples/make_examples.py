@@ -34,45 +34,107 @@ SENTIMENT_TEMPLATES = [
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
 
 
-PEOPLE = ["Ana", "Ben", "Carla", "Dmitri", "Elena", "Farid", "Grace", "Hugo", "Ines", "Jonas", "Keiko", "Liam",
-          "Maya", "Nils", "Olga", "Pedro", "Quinn", "Rosa", "Sami", "Tara"]
-PLACES = ["Lisbon", "Paris", "Berlin", "Oslo", "Madrid", "Cairo", "Lima", "Quito", "Dublin", "Vienna",
-          "New York", "Buenos Aires", "San Diego", "Hong Kong", "Cape Town"]
-ORGS = ["Acme", "Globex", "Initech", "Umbrella", "Stark Industries", "Wayne Enterprises", "Blue Sky Airlines",
-        "Red River Bank", "Hooli", "Vandelay"]
+PEOPLE = [
+    "Ana",
+    "Ben",
+    "Carla",
+    "Dmitri",
+    "Elena",
+    "Farid",
+    "Grace",
+    "Hugo",
+    "Ines",
+    "Jonas",
+    "Keiko",
+    "Liam",
+    "Maya",
+    "Nils",
+    "Olga",
+    "Pedro",
+    "Quinn",
+    "Rosa",
+    "Sami",
+    "Tara",
+]
+PLACES = [
+    "Lisbon",
+    "Paris",
+    "Berlin",
+    "Oslo",
+    "Madrid",
+    "Cairo",
+    "Lima",
+    "Quito",
+    "Dublin",
+    "Vienna",
+    "New York",
+    "Buenos Aires",
+    "San Diego",
+    "Hong Kong",
+    "Cape Town",
+]
+ORGS = [
+    "Acme",
+    "Globex",
+    "Initech",
+    "Umbrella",
+    "Stark Industries",
+    "Wayne Enterprises",
+    "Blue Sky Airlines",
+    "Red River Bank",
+    "Hooli",
+    "Vandelay",
+]
 TOWNS = ["Alderton", "Brookfield", "Carrow", "Dunmore", "Elmstead", "Fairholm", "Glenbury", "Harwick"]
 # Pretraining documents: local news about the towns, and (so that the vocabulary and the model know the words the
 # fine-tuning examples are about) about the people, places, companies and films of the other files.
 TOPICS = {
-    "council": ["The council met on {day} to discuss the budget for {town} .",
-                "Members voted to spend more on roads and schools .",
-                "The mayor of {town} said the plan would take two years .",
-                "Residents asked for more buses between {town} and {town2} ."],
-    "market": ["Shares in the {town} bank rose on {day} .",
-               "Analysts said profits were higher than expected .",
-               "The company plans to open a new office in {town2} .",
-               "Prices for energy and food went up again this month ."],
-    "sport": ["{town} won the cup final against {town2} on {day} .",
-              "The coach praised the team for a strong second half .",
-              "More than ten thousand fans watched the match .",
-              "The captain said the season had been the best in years ."],
-    "business": ["{org} will open an office in {place} on {day} .",
-                 "{person} , who has worked for {org} for ten years , will run it .",
-                 "{person2} said the company hopes to hire fifty people in {place} .",
-                 "The new office is the first outside {place2} .",
-                 "Which company does {person2} work for now ? Still {org} ."],
-    "people": ["{person} moved from {place} to {place2} last year .",
-               "{person} now works for {org} and lives near the river .",
-               "On {day} {person2} flew to {place2} to visit {person} .",
-               "They said the city was busy but friendly .",
-               "Where does {person2} live ? Not far from {place2} ."],
-    "films": ["The new film starring {person} opened in {place} on {day} .",
-              "Critics found the {aspect} {good} and the {aspect2} {good2} .",
-              "Others said the {aspect3} was {bad} and the {aspect4} {bad2} .",
-              "{person2} , who wrote the script , lives in {place2} ."],
+    "council": [
+        "The council met on {day} to discuss the budget for {town} .",
+        "Members voted to spend more on roads and schools .",
+        "The mayor of {town} said the plan would take two years .",
+        "Residents asked for more buses between {town} and {town2} .",
+    ],
+    "market": [
+        "Shares in the {town} bank rose on {day} .",
+        "Analysts said profits were higher than expected .",
+        "The company plans to open a new office in {town2} .",
+        "Prices for energy and food went up again this month .",
+    ],
+    "sport": [
+        "{town} won the cup final against {town2} on {day} .",
+        "The coach praised the team for a strong second half .",
+        "More than ten thousand fans watched the match .",
+        "The captain said the season had been the best in years .",
+    ],
+    "business": [
+        "{org} will open an office in {place} on {day} .",
+        "{person} , who has worked for {org} for ten years , will run it .",
+        "{person2} said the company hopes to hire fifty people in {place} .",
+        "The new office is the first outside {place2} .",
+        "Which company does {person2} work for now ? Still {org} .",
+    ],
+    "people": [
+        "{person} moved from {place} to {place2} last year .",
+        "{person} now works for {org} and lives near the river .",
+        "On {day} {person2} flew to {place2} to visit {person} .",
+        "They said the city was busy but friendly .",
+        "Where does {person2} live ? Not far from {place2} .",
+    ],
+    "films": [
+        "The new film starring {person} opened in {place} on {day} .",
+        "Critics found the {aspect} {good} and the {aspect2} {good2} .",
+        "Others said the {aspect3} was {bad} and the {aspect4} {bad2} .",
+        "{person2} , who wrote the script , lives in {place2} .",
+    ],
 }
-FILLERS = ["The weather was mild that year .", "Nobody expected the results .", "It rained for most of the week .",
-           "The report was published on Monday .", "Prices went up again in the spring ."]
+FILLERS = [
+    "The weather was mild that year .",
+    "Nobody expected the results .",
+    "It rained for most of the week .",
+    "The report was published on Monday .",
+    "Prices went up again in the spring .",
+]
 
 # NER templates: (text with slots) ; slot -> entity type.
 NER_TEMPLATES = [
@@ -145,7 +207,9 @@ def sentiment_row(rng: random.Random) -> tuple[str, str]:
 def document(rng: random.Random) -> str:
     topic = rng.choice(list(TOPICS))
     slots = dict(zip(("town", "town2"), rng.sample(TOWNS, 2)), day=rng.choice(DAYS), org=rng.choice(ORGS))
-    slots |= dict(zip(("person", "person2"), rng.sample(PEOPLE, 2))) | dict(zip(("place", "place2"), rng.sample(PLACES, 2)))
+    slots |= dict(zip(("person", "person2"), rng.sample(PEOPLE, 2))) | dict(
+        zip(("place", "place2"), rng.sample(PLACES, 2))
+    )
     slots |= dict(zip(("aspect", "aspect2", "aspect3", "aspect4"), rng.sample(ASPECTS, 4)))
     slots |= dict(zip(("good", "good2"), rng.sample(GOOD, 2))) | dict(zip(("bad", "bad2"), rng.sample(BAD, 2)))
     sentences = [s.format(**slots) for s in TOPICS[topic]]

@@ -41,8 +41,10 @@ def main(argv: list[str] | None = None) -> None:
     sentences = [line for review in reviews for line in review if len(line.split()) >= 4]
     (out / "review_sentences.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
     print(", ".join(f"{len(split):,} {name}" for name, split in splits.items()), f"snippets -> {out}/*.csv")
-    print(f"{len(reviews):,} reviews, {sum(map(len, reviews)):,} sentences ({len(sentences):,} of 4 words or more) "
-          f"-> {out}/reviews.txt, {out}/review_sentences.txt")
+    print(
+        f"{len(reviews):,} reviews, {sum(map(len, reviews)):,} sentences ({len(sentences):,} of 4 words or more) "
+        f"-> {out}/reviews.txt, {out}/review_sentences.txt"
+    )
 
 
 if __name__ == "__main__":

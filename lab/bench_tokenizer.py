@@ -82,13 +82,24 @@ def bench_training(articles: list[str], vocab_size: int, repeats: int) -> list[d
 
         def tokenizers_alone():  # one pass, no reproducibility fix: the library's own speed
             backend = build_backend(None)
-            backend.train_from_iterator(articles, trainers.WordPieceTrainer(
-                vocab_size=vocab_size, min_frequency=2, special_tokens=list(SPECIAL_TOKEN_IDS),
-                limit_alphabet=1000, show_progress=False))
+            backend.train_from_iterator(
+                articles,
+                trainers.WordPieceTrainer(
+                    vocab_size=vocab_size,
+                    min_frequency=2,
+                    special_tokens=list(SPECIAL_TOKEN_IDS),
+                    limit_alphabet=1000,
+                    show_progress=False,
+                ),
+            )
 
         cases = {
-            "train_tokenizer(list of texts)": lambda: train_tokenizer(train_data=articles, vocab_size=vocab_size, disable_tqdm=True),
-            "train_tokenizer(file)": lambda: train_tokenizer(train_file=[corpus_file], vocab_size=vocab_size, disable_tqdm=True),
+            "train_tokenizer(list of texts)": lambda: train_tokenizer(
+                train_data=articles, vocab_size=vocab_size, disable_tqdm=True
+            ),
+            "train_tokenizer(file)": lambda: train_tokenizer(
+                train_file=[corpus_file], vocab_size=vocab_size, disable_tqdm=True
+            ),
             "tokenizers alone (1 pass, not reproducible)": tokenizers_alone,
         }
         for name, seconds in best_times(cases, repeats).items():
@@ -99,7 +110,9 @@ def bench_training(articles: list[str], vocab_size: int, repeats: int) -> list[d
 def bench_encoding(articles: list[str], n_sentences: int, vocab_size: int, repeats: int) -> tuple[list[dict], dict]:
     texts = sentences(articles, n_sentences)
     with tempfile.TemporaryDirectory() as tmp:
-        ours = train_tokenizer(train_data=articles, vocab_size=vocab_size, output_dir=Path(tmp) / "tok", disable_tqdm=True)
+        ours = train_tokenizer(
+            train_data=articles, vocab_size=vocab_size, output_dir=Path(tmp) / "tok", disable_tqdm=True
+        )
         vocab_only = Path(tmp) / "vocab-only"
         vocab_only.mkdir()
         (vocab_only / "vocab.txt").write_bytes((Path(tmp) / "tok" / "vocab.txt").read_bytes())
@@ -166,16 +179,31 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"\nTraining, vocab {args.vocab_size}, BBC News ({training[0]['megabytes']:.2f} MB), best of {args.repeats}")
     print(table(training, [("case", "case", "{}"), ("seconds", "seconds", "{:.2f}"), ("MB/s", "mb_per_s", "{:.2f}")]))
-    print(f"\nEncoding {info['sentences']} sentences ({info['tokens']} tokens with [CLS]/[SEP]), "
-          f"vocab {info['vocab_size']}, best of {args.repeats}")
-    print(table(encoding, [
-        ("tokenizer", "tokenizer", "{}"), ("mode", "mode", "{}"), ("seconds", "seconds", "{:.3f}"),
-        ("tokens/s", "tokens_per_s", "{:,.0f}"), ("x BertTokenizer", "x_bert_tokenizer", "{:.2f}"),
-        ("x Legacy", "x_legacy", "{:.1f}"),
-    ]))
+    print(
+        f"\nEncoding {info['sentences']} sentences ({info['tokens']} tokens with [CLS]/[SEP]), "
+        f"vocab {info['vocab_size']}, best of {args.repeats}"
+    )
+    print(
+        table(
+            encoding,
+            [
+                ("tokenizer", "tokenizer", "{}"),
+                ("mode", "mode", "{}"),
+                ("seconds", "seconds", "{:.3f}"),
+                ("tokens/s", "tokens_per_s", "{:,.0f}"),
+                ("x BertTokenizer", "x_bert_tokenizer", "{:.2f}"),
+                ("x Legacy", "x_legacy", "{:.1f}"),
+            ],
+        )
+    )
 
-    result = {"training": training, "encoding": encoding, "encoding_set": info, "repeats": args.repeats,
-              "platform": platform.platform()}
+    result = {
+        "training": training,
+        "encoding": encoding,
+        "encoding_set": info,
+        "repeats": args.repeats,
+        "platform": platform.platform(),
+    }
     out = write_results(args.output, result, command_line(__spec__.name, argv))
     plot(encoding, out.with_suffix(".png"))
     print(f"\nwrote {out} and {out.with_suffix('.png')}")

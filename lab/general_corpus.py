@@ -49,9 +49,14 @@ def documents() -> dict[str, list[str]]:
     reviews = movie_reviews(list(rotten["validation"]["text"]) + list(rotten["test"]["text"]))
     sentences = english_sentences(held_out_sentences())
     return {
-        "bbc_news.txt": ["\n".join(line for line in article.splitlines() if line.strip()) for article in load_bbc_news()],
+        "bbc_news.txt": [
+            "\n".join(line for line in article.splitlines() if line.strip()) for article in load_bbc_news()
+        ],
         "reviews.txt": ["\n".join(review) for review in reviews if review],
-        "sentences.txt": ["\n".join(sentences[i:i + SENTENCES_PER_DOCUMENT]) for i in range(0, len(sentences), SENTENCES_PER_DOCUMENT)],
+        "sentences.txt": [
+            "\n".join(sentences[i : i + SENTENCES_PER_DOCUMENT])
+            for i in range(0, len(sentences), SENTENCES_PER_DOCUMENT)
+        ],
     }
 
 

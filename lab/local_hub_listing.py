@@ -101,8 +101,9 @@ def scaling(hub, sizes: list[int], commits: int, repeats: int) -> None:
             commit_id = f"{size:08x}{c:032x}"
             history[commit_id] = Commit(commit_id, parents, f"c{c}", "", "2026-01-01T00:00:00.000Z", "bench", files)
             parents = [commit_id]
-        app.repos[("model", f"bench/r{size}")] = Repo("model", f"bench/r{size}", False, "2026-01-01T00:00:00.000Z",
-                                                      {"main": parents[0]}, {}, {}, history)
+        app.repos[("model", f"bench/r{size}")] = Repo(
+            "model", f"bench/r{size}", False, "2026-01-01T00:00:00.000Z", {"main": parents[0]}, {}, {}, history
+        )
     seconds: dict[int, list[float]] = {size: [] for size in sizes}
     query = {"recursive": ["true"], "expand": ["true"]}
     for _ in range(repeats):
@@ -127,8 +128,9 @@ def load_hub(tree: str | None):
         return importlib.import_module("tools.local_hub")
     package = Path(tree) / "tools" / "local_hub"
     if package.is_dir():
-        spec = importlib.util.spec_from_file_location("tools.local_hub", package / "__init__.py",
-                                                      submodule_search_locations=[str(package)])
+        spec = importlib.util.spec_from_file_location(
+            "tools.local_hub", package / "__init__.py", submodule_search_locations=[str(package)]
+        )
     else:
         spec = importlib.util.spec_from_file_location("tools.local_hub", package.with_suffix(".py"))
     module = importlib.util.module_from_spec(spec)
@@ -142,9 +144,15 @@ class ListingArguments:
     files: int = 6000
     commits: int = 6
     repeats: int = 5
-    hub_tree: str | None = field(default=None, metadata={
-        "help": "a checkout whose tools/local_hub (package, or the older one-file module) to measure (default: this one)"})
-    scaling: list[int] | None = field(default=None, metadata={"help": "file counts to time the listing at, in process"})
+    hub_tree: str | None = field(
+        default=None,
+        metadata={
+            "help": "a checkout whose tools/local_hub (package, or the older one-file module) to measure (default: this one)"
+        },
+    )
+    scaling: list[int] | None = field(
+        default=None, metadata={"help": "file counts to time the listing at, in process"}
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -59,9 +59,13 @@ def plot(recipes: list[tuple[str, list[dict[str, float]]]], output: Path, goal: 
 @dataclass
 class PlotSeedsArguments:
     output: str = field(metadata={"help": "the PNG to write"})
-    recipe: list[str] = field(metadata={
-        "help": "a recipe's name, then its result files (one per seed); once per recipe", "action": "append",
-        "metavar": ("NAME", "RESULT")})
+    recipe: list[str] = field(
+        metadata={
+            "help": "a recipe's name, then its result files (one per seed); once per recipe",
+            "action": "append",
+            "metavar": ("NAME", "RESULT"),
+        }
+    )
     goal: float | None = field(default=None, metadata={"help": "a horizontal line at this accuracy"})
     title: str = field(default="Rotten Tomatoes, split by movie")
 
@@ -80,8 +84,10 @@ def main(argv: list[str] | None = None) -> None:
             except OSError as err:
                 built.error(f"--recipe {name!r}: cannot read {f}: {err.strerror}")
             except (ValueError, KeyError, TypeError):
-                built.error(f"--recipe {name!r}: {f} is not a result of benchmarks.distill_rotten_tomatoes or "
-                            "benchmarks.finetune_rotten_tomatoes (no student's validation and test accuracy)")
+                built.error(
+                    f"--recipe {name!r}: {f} is not a result of benchmarks.distill_rotten_tomatoes or "
+                    "benchmarks.finetune_rotten_tomatoes (no student's validation and test accuracy)"
+                )
         recipes.append((name, seeds))
     plot(recipes, Path(args.output), args.goal, args.title)
     print(f"wrote {args.output}")

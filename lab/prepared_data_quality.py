@@ -66,14 +66,36 @@ class QualityArguments:
 
 def pretrain(code: Path, out: Path, cache: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(code), MINIBERT_CACHE=str(cache))
-    subprocess.run([sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--output_dir", str(out), "--num_threads",
-                    "1", "--disable_tqdm", "--report_to", "none"], env=env, check=True, cwd=code)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "modeling_minibert.cli",
+            "pretrain",
+            "--output_dir",
+            str(out),
+            "--num_threads",
+            "1",
+            "--disable_tqdm",
+            "--report_to",
+            "none",
+        ],
+        env=env,
+        check=True,
+        cwd=code,
+    )
 
 
 def score(code: Path, runs: list[Path]) -> dict:
     """Both models on the held-out pairs that the version at `code` builds (with the first run's tokenizer)."""
-    done = subprocess.run([sys.executable, "-c", SCORE, str(runs[0]), *map(str, runs)], env=dict(
-        os.environ, PYTHONPATH=str(code)), cwd=code, capture_output=True, text=True, check=True)  # -c puts cwd first
+    done = subprocess.run(
+        [sys.executable, "-c", SCORE, str(runs[0]), *map(str, runs)],
+        env=dict(os.environ, PYTHONPATH=str(code)),
+        cwd=code,
+        capture_output=True,
+        text=True,
+        check=True,
+    )  # -c puts cwd first
     found = json.loads(done.stdout.strip().splitlines()[-1])
     return {"pairs": found["pairs"], "now": found["scores"][str(runs[0])], "before": found["scores"][str(runs[1])]}
 
@@ -89,20 +111,30 @@ def main(argv: list[str] | None = None) -> None:
         runs = [work / "now", work / "before-run"]
         pretrain(REPO, runs[0], work / "cache-now")
         pretrain(before_code, runs[1], work / "cache-before")
-    results = {"before": options.before, "runs": [r.name for r in runs],
-               "final": {name: json.loads((run / "all_results.json").read_text())
-                         for name, run in zip(("now", "before"), runs)},
-               "on_the_pairs_now": score(REPO, runs), "on_the_pairs_before": score(before_code, runs)}
+    results = {
+        "before": options.before,
+        "runs": [r.name for r in runs],
+        "final": {
+            name: json.loads((run / "all_results.json").read_text()) for name, run in zip(("now", "before"), runs)
+        },
+        "on_the_pairs_now": score(REPO, runs),
+        "on_the_pairs_before": score(before_code, runs),
+    }
     write_results(options.output, results, command_line(__spec__.name, argv))
     print(table(results))
 
 
 def table(results: dict) -> str:
-    rows = ["| held-out pairs | pairs | MLM now | MLM before | NSP now | NSP before |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    rows = [
+        "| held-out pairs | pairs | MLM now | MLM before | NSP now | NSP before |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for key, name in (("on_the_pairs_now", "this version's"), ("on_the_pairs_before", "the version before's")):
         s = results[key]
-        rows.append(f"| {name} | {s['pairs']:,} | {s['now']['eval_mlm_accuracy']:.3f} | {s['before']['eval_mlm_accuracy']:.3f} "
-                    f"| {s['now']['eval_nsp_accuracy']:.3f} | {s['before']['eval_nsp_accuracy']:.3f} |")
+        rows.append(
+            f"| {name} | {s['pairs']:,} | {s['now']['eval_mlm_accuracy']:.3f} | {s['before']['eval_mlm_accuracy']:.3f} "
+            f"| {s['now']['eval_nsp_accuracy']:.3f} | {s['before']['eval_nsp_accuracy']:.3f} |"
+        )
     return "\n".join(rows)
 
 

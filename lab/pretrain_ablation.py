@@ -67,31 +67,70 @@ ROWS: dict[str, tuple[str, dict, dict]] = {
     "wwm": ("whole-word masking (scored with token masking)", {"whole_word_mask": True}, {}),
     "batch_16": ("batch 16, twice the steps", {"per_device_train_batch_size": 16}, {}),
     "batch_64": ("batch 64, half the steps", {"per_device_train_batch_size": 64}, {}),
-    "batch_16_mask_0.30": ("batch 16, twice the steps, masking rate 30%", {"per_device_train_batch_size": 16, "mlm_probability": 0.30}, {}),
-    "batch_64_lr_2e-3": ("batch 64, half the steps, lr 2e-3", {"per_device_train_batch_size": 64, "learning_rate": 2e-3}, {}),
-    "seq_128": ("128-token sequences, batch 16 (same tokens per step; scored on the 64-token pairs)",
-                {"max_seq_length": 128, "per_device_train_batch_size": 16, "config_overrides": "max_position_embeddings=128"},
-                {"keep_steps": True}),
+    "batch_16_mask_0.30": (
+        "batch 16, twice the steps, masking rate 30%",
+        {"per_device_train_batch_size": 16, "mlm_probability": 0.30},
+        {},
+    ),
+    "batch_64_lr_2e-3": (
+        "batch 64, half the steps, lr 2e-3",
+        {"per_device_train_batch_size": 64, "learning_rate": 2e-3},
+        {},
+    ),
+    "seq_128": (
+        "128-token sequences, batch 16 (same tokens per step; scored on the 64-token pairs)",
+        {"max_seq_length": 128, "per_device_train_batch_size": 16, "config_overrides": "max_position_embeddings=128"},
+        {"keep_steps": True},
+    ),
     "vocab_4096": ("vocabulary 4,096 (a different, easier MLM task)", {"vocab_size": 4096}, {"vocab_changed": True}),
-    "vocab_16384": ("vocabulary 16,384 (a different, harder MLM task)", {"vocab_size": 16384}, {"vocab_changed": True}),
+    "vocab_16384": (
+        "vocabulary 16,384 (a different, harder MLM task)",
+        {"vocab_size": 16384},
+        {"vocab_changed": True},
+    ),
     "dupe_1": ("dupe factor 1", {"dupe_factor": 1}, {}),
     "dupe_10": ("dupe factor 10", {"dupe_factor": 10}, {}),
-    "lr_2e-3_warmup_10pct": ("peak learning rate 2e-3, warmup 10%", {"learning_rate": 2e-3}, {"warmup_fraction": 0.10}),
-    "mask_0.15_lr_2e-3_warmup_10pct": ("15% masking, peak learning rate 2e-3, warmup 10%",
-                                       {"mlm_probability": 0.15, "learning_rate": 2e-3}, {"warmup_fraction": 0.10}),
+    "lr_2e-3_warmup_10pct": (
+        "peak learning rate 2e-3, warmup 10%",
+        {"learning_rate": 2e-3},
+        {"warmup_fraction": 0.10},
+    ),
+    "mask_0.15_lr_2e-3_warmup_10pct": (
+        "15% masking, peak learning rate 2e-3, warmup 10%",
+        {"mlm_probability": 0.15, "learning_rate": 2e-3},
+        {"warmup_fraction": 0.10},
+    ),
     "pre_ln": ("pre-LayerNorm blocks + final LayerNorm", {"config_overrides": PRE_LN}, {}),
     "pre_ln_lr_2e-3": ("pre-LayerNorm, lr 2e-3", {"learning_rate": 2e-3, "config_overrides": PRE_LN}, {}),
-    "mask_0.15_pre_ln_lr_2e-3": ("15% masking, pre-LayerNorm, lr 2e-3",
-                                 {"mlm_probability": 0.15, "learning_rate": 2e-3, "config_overrides": PRE_LN}, {}),
+    "mask_0.15_pre_ln_lr_2e-3": (
+        "15% masking, pre-LayerNorm, lr 2e-3",
+        {"mlm_probability": 0.15, "learning_rate": 2e-3, "config_overrides": PRE_LN},
+        {},
+    ),
     "pre_ln_lr_4e-3": ("pre-LayerNorm, lr 4e-3", {"learning_rate": 4e-3, "config_overrides": PRE_LN}, {}),
-    "pre_ln_lr_4e-3_warmup_10pct": ("pre-LayerNorm, lr 4e-3, warmup 10%", {"learning_rate": 4e-3, "config_overrides": PRE_LN},
-                                    {"warmup_fraction": 0.10}),
+    "pre_ln_lr_4e-3_warmup_10pct": (
+        "pre-LayerNorm, lr 4e-3, warmup 10%",
+        {"learning_rate": 4e-3, "config_overrides": PRE_LN},
+        {"warmup_fraction": 0.10},
+    ),
 }
 
 
 # Rows that change only numbers of the optimizer or schedule: every step does the default's work.
-SAME_WORK = {"lr_5e-4", "lr_2e-3", "lr_4e-3", "lr_2e-3_warmup_10pct", "warmup_10pct", "warmup_1pct", "cosine", "beta2_0.98", "wd_0.1", "no_clip",
-             "dupe_1", "dupe_10"}
+SAME_WORK = {
+    "lr_5e-4",
+    "lr_2e-3",
+    "lr_4e-3",
+    "lr_2e-3_warmup_10pct",
+    "warmup_10pct",
+    "warmup_1pct",
+    "cosine",
+    "beta2_0.98",
+    "wd_0.1",
+    "no_clip",
+    "dupe_1",
+    "dupe_10",
+}
 
 
 def run_kwargs(name: str, steps: int, output_dir: str, extra: dict | None = None) -> tuple[dict, dict]:
@@ -103,7 +142,9 @@ def run_kwargs(name: str, steps: int, output_dir: str, extra: dict | None = None
         steps = max(1, round(steps * DEFAULT_BATCH / batch))  # the same number of examples as the default
     kwargs.setdefault("max_steps", steps)
     kwargs.setdefault("warmup_steps", round(switches.get("warmup_fraction", WARMUP_FRACTION) * kwargs["max_steps"]))
-    kwargs.update(output_dir=output_dir, overwrite_output_dir=True, disable_tqdm=True, save_total_limit=1, report_to=["none"])
+    kwargs.update(
+        output_dir=output_dir, overwrite_output_dir=True, disable_tqdm=True, save_total_limit=1, report_to=["none"]
+    )
     return kwargs, switches
 
 
@@ -113,6 +154,7 @@ def batch_size(kwargs: dict) -> int:
 
 
 # --- the worker: one run in this process ---------------------------------------------------------------------
+
 
 def _score_on_64_token_pairs() -> None:
     """Rows trained on longer sequences are evaluated on the default's held-out 64-token pairs."""
@@ -172,10 +214,19 @@ def result_of_run(folder: Path, batch_size: int) -> dict:
     last = evaluations[-1]
     if not (folder / ALL_RESULTS_FILE).is_file():
         # A run that stopped after its last evaluation but before saving (e.g. its ablation process was stopped).
-        return {"steps": last["step"], "train_examples_seen": last["step"] * batch_size, "train_pairs": None,
-                "held_out_pairs": None, "epochs": None, "eval_mlm_accuracy": last["eval_mlm_accuracy"],
-                "perplexity": last.get("perplexity"), "eval_nsp_accuracy": last["eval_nsp_accuracy"],
-                "steps_per_second": None, "wall_seconds": None, "eval_curve": evals}
+        return {
+            "steps": last["step"],
+            "train_examples_seen": last["step"] * batch_size,
+            "train_pairs": None,
+            "held_out_pairs": None,
+            "epochs": None,
+            "eval_mlm_accuracy": last["eval_mlm_accuracy"],
+            "perplexity": last.get("perplexity"),
+            "eval_nsp_accuracy": last["eval_nsp_accuracy"],
+            "steps_per_second": None,
+            "wall_seconds": None,
+            "eval_curve": evals,
+        }
     summary = json.loads((folder / ALL_RESULTS_FILE).read_text())
     return {
         "steps": last["step"],
@@ -220,12 +271,20 @@ def timing_worker(name: str, steps: int, warmup_steps: int = 5) -> dict:
     rng = random.Random(0)
     half = (args.max_seq_length - 3) // 2
     examples = [
-        {"input_ids": [2, *(rng.randrange(5, len(tokenizer)) for _ in range(half)), 3,
-                       *(rng.randrange(5, len(tokenizer)) for _ in range(args.max_seq_length - 3 - half)), 3],
-         "token_type_ids": [0] * (half + 2) + [1] * (args.max_seq_length - 2 - half),
-         "special_tokens_mask": [1] + [0] * half + [1] + [0] * (args.max_seq_length - 3 - half) + [1],
-         "word_starts": [0] + [int(rng.random() < 0.75) for _ in range(args.max_seq_length - 2)] + [0],
-         "next_sentence_label": rng.randrange(2), "example_id": k}
+        {
+            "input_ids": [
+                2,
+                *(rng.randrange(5, len(tokenizer)) for _ in range(half)),
+                3,
+                *(rng.randrange(5, len(tokenizer)) for _ in range(args.max_seq_length - 3 - half)),
+                3,
+            ],
+            "token_type_ids": [0] * (half + 2) + [1] * (args.max_seq_length - 2 - half),
+            "special_tokens_mask": [1] + [0] * half + [1] + [0] * (args.max_seq_length - 3 - half) + [1],
+            "word_starts": [0] + [int(rng.random() < 0.75) for _ in range(args.max_seq_length - 2)] + [0],
+            "next_sentence_label": rng.randrange(2),
+            "example_id": k,
+        }
         for k in range(args.per_device_train_batch_size * 8)
     ]
     torch.manual_seed(0)
@@ -245,7 +304,10 @@ def timing_worker(name: str, steps: int, warmup_steps: int = 5) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    return {"steps_per_second": steps / (time.perf_counter() - started), "batch_size": args.per_device_train_batch_size}
+    return {
+        "steps_per_second": steps / (time.perf_counter() - started),
+        "batch_size": args.per_device_train_batch_size,
+    }
 
 
 def launch(name: str, steps: int, threads: int, eval_steps: int | None, log_dir: Path) -> dict:
@@ -255,13 +317,23 @@ def launch(name: str, steps: int, threads: int, eval_steps: int | None, log_dir:
         kwargs, switches = run_kwargs(name, steps, tmp, extra)
         kwargs.setdefault("eval_steps", kwargs["max_steps"])
         kwargs.setdefault("logging_steps", 10)
-        kwargs["save_steps"] = kwargs["max_steps"] - kwargs["max_steps"] % kwargs["logging_steps"] or kwargs["logging_steps"]
+        kwargs["save_steps"] = (
+            kwargs["max_steps"] - kwargs["max_steps"] % kwargs["logging_steps"] or kwargs["logging_steps"]
+        )
         spec = {"kwargs": kwargs, "switches": switches}
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": str(threads),
+            "PYTHONPATH": str(ROOT),
+            "TOKENIZERS_PARALLELISM": "false",
+        }
         log = log_dir / f"{name}-{steps}.log"
         with log.open("w") as f:
             proc = subprocess.run(
-                [sys.executable, "-m", __spec__.name, "--worker", json.dumps(spec)], env=env, stdout=subprocess.PIPE, stderr=f,
+                [sys.executable, "-m", __spec__.name, "--worker", json.dumps(spec)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=f,
                 text=True,
             )
         if proc.returncode:
@@ -293,30 +365,52 @@ def readme_table(results: dict) -> str:
             lines.append([change, "failed: " + row["error"][:80].replace("|", "/"), "", "", "", ""])
             continue
         rate = row.get("steps_per_second")
-        lines.append([change, f"{row['steps']} x {batch_size(row['kwargs'])}", f"{row['eval_mlm_accuracy']:.3f}",
-                      f"{row['eval_nsp_accuracy']:.3f}", f"{rate:.2f}" if rate else "",
-                      f"{rate * batch_size(row['kwargs']):.0f}" if rate else ""])
+        lines.append(
+            [
+                change,
+                f"{row['steps']} x {batch_size(row['kwargs'])}",
+                f"{row['eval_mlm_accuracy']:.3f}",
+                f"{row['eval_nsp_accuracy']:.3f}",
+                f"{rate:.2f}" if rate else "",
+                f"{rate * batch_size(row['kwargs']):.0f}" if rate else "",
+            ]
+        )
     return markdown_table(header, lines, "lrrrrr")
 
 
 @dataclass
 class AblationArguments:
-    rows: list[str] = field(default_factory=lambda: list(ROWS), metadata={
-        "choices": list(ROWS), "metavar": "ROW", "help": f"rows to run (default: all): {', '.join(ROWS)}"})
-    steps: int = field(default=1000, metadata={
-        "help": "optimizer steps at batch 32 (rows with another batch size keep the examples)"})
-    eval_steps: int | None = field(default=None, metadata={"help": "held-out evaluation every N steps (default: at the end)"})
+    rows: list[str] = field(
+        default_factory=lambda: list(ROWS),
+        metadata={"choices": list(ROWS), "metavar": "ROW", "help": f"rows to run (default: all): {', '.join(ROWS)}"},
+    )
+    steps: int = field(
+        default=1000, metadata={"help": "optimizer steps at batch 32 (rows with another batch size keep the examples)"}
+    )
+    eval_steps: int | None = field(
+        default=None, metadata={"help": "held-out evaluation every N steps (default: at the end)"}
+    )
     jobs: int = field(default=2, metadata={"help": "runs side by side (each with OMP_NUM_THREADS=1 when > 1)"})
-    timing_rounds: int = field(default=0, metadata={
-        "help": "instead of quality runs: rounds of interleaved speed runs of --rows and the default"})
+    timing_rounds: int = field(
+        default=0,
+        metadata={"help": "instead of quality runs: rounds of interleaved speed runs of --rows and the default"},
+    )
     timing_steps: int = field(default=40, metadata={"help": "timed steps of each speed run"})
-    collect: list[str] | None = field(default=None, metadata={
-        "metavar": ("ROW", "FOLDER"),
-        "help": "add the finished run in FOLDER (e.g. one whose ablation process was stopped) as ROW"})
-    report: bool = field(default=False, metadata={"help": "only rewrite the JSON from the saved results (and print its table)"})
+    collect: list[str] | None = field(
+        default=None,
+        metadata={
+            "metavar": ("ROW", "FOLDER"),
+            "help": "add the finished run in FOLDER (e.g. one whose ablation process was stopped) as ROW",
+        },
+    )
+    report: bool = field(
+        default=False, metadata={"help": "only rewrite the JSON from the saved results (and print its table)"}
+    )
     timing_threads: int = field(default=1, metadata={"help": "OMP threads of each speed run"})
-    output: str = field(default=str(default_output("pretrain_ablation")), metadata={
-        "help": "results JSON (rows of an existing file are kept unless re-run)"})
+    output: str = field(
+        default=str(default_output("pretrain_ablation")),
+        metadata={"help": "results JSON (rows of an existing file are kept unless re-run)"},
+    )
     worker: str | None = field(default=None, metadata={"help": argparse.SUPPRESS})
     timing_worker: str | None = field(default=None, metadata={"help": argparse.SUPPRESS})
 
@@ -373,43 +467,89 @@ def collected(name: str, folder: str, steps: int) -> dict:
     result = result_of_run(Path(folder), batch_size(kwargs))
     saved_args = json.loads((Path(folder) / "pretraining_args.json").read_text())
     ignored = ("output_dir", "eval_steps", "save_steps", "logging_steps", "save_total_limit")
-    differing = {k: saved_args.get(k) for k, v in kwargs.items() if k in saved_args and k not in ignored and saved_args[k] != v}
+    differing = {
+        k: saved_args.get(k) for k, v in kwargs.items() if k in saved_args and k not in ignored and saved_args[k] != v
+    }
     if differing:
         raise SystemExit(f"{folder} is not a run of row {name}: it differs in {differing}")
     if result["steps"] != kwargs["max_steps"]:
-        raise SystemExit(f"{folder} ran {result['steps']} steps; row {name} at --steps {steps} has {kwargs['max_steps']}")
+        raise SystemExit(
+            f"{folder} ran {result['steps']} steps; row {name} at --steps {steps} has {kwargs['max_steps']}"
+        )
     kwargs.pop("output_dir")
-    return {**result, "kwargs": kwargs, "switches": switches, "row": name, "change": ROWS[name][0], "budget_steps": steps,
-            "threads": 1, "collected_from_folder": True}
+    return {
+        **result,
+        "kwargs": kwargs,
+        "switches": switches,
+        "row": name,
+        "change": ROWS[name][0],
+        "budget_steps": steps,
+        "threads": 1,
+        "collected_from_folder": True,
+    }
 
 
 def timing(args: AblationArguments, path: Path, command: str) -> None:
     """Interleaved rounds, one run at a time, order reversed every round; ratios to the default of the same round."""
     names = ["default", *[n for n in args.rows if n != "default" and n not in SAME_WORK]]
     saved = json.loads(path.read_text()) if path.is_file() else {}
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": str(args.timing_threads)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": str(args.timing_threads),
+    }
     rates: dict[str, list[float]] = {n: [] for n in names}
     for round_ in range(args.timing_rounds):
         for name in names if round_ % 2 == 0 else names[::-1]:
-            proc = subprocess.run([sys.executable, "-m", __spec__.name, "--timing_worker", name, "--timing_steps", str(args.timing_steps)],
-                                  env=env, capture_output=True, text=True, check=True)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    __spec__.name,
+                    "--timing_worker",
+                    name,
+                    "--timing_steps",
+                    str(args.timing_steps),
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             rates[name].append(json.loads(proc.stdout.strip().splitlines()[-1])["steps_per_second"])
         print(f"timing round {round_ + 1}: " + ", ".join(f"{n} {r[-1]:.2f}" for n, r in rates.items()), flush=True)
     for name in names[1:]:
         ratios = [r / d for r, d in zip(rates[name], rates["default"])]
-        saved[name] = {"ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
-                       "ratios": ratios, "steps_per_second": rates[name], "default_steps_per_second": rates["default"]}
-    saved["_measured"] = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "rounds": args.timing_rounds,
-                          "timed_steps": args.timing_steps, "threads": args.timing_threads,
-                          "load_average": os.getloadavg()[0], "command": command}
+        saved[name] = {
+            "ratio_median": statistics.median(ratios),
+            "ratio_min": min(ratios),
+            "ratio_max": max(ratios),
+            "ratios": ratios,
+            "steps_per_second": rates[name],
+            "default_steps_per_second": rates["default"],
+        }
+    saved["_measured"] = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "rounds": args.timing_rounds,
+        "timed_steps": args.timing_steps,
+        "threads": args.timing_threads,
+        "load_average": os.getloadavg()[0],
+        "command": command,
+    }
     write_results(path, {k: v for k, v in saved.items() if k != "run"}, command)
 
 
 # Rows whose step is another row's step (only the optimizer's numbers differ): timed as that row.
 # batch_16_mask_0.30 is approximated by batch_16 (the 30% masking step measured within noise of the default's).
-TIMED_AS = {"pre_ln_lr_2e-3": "pre_ln", "pre_ln_lr_4e-3": "pre_ln", "pre_ln_lr_4e-3_warmup_10pct": "pre_ln",
-            "mask_0.15_lr_2e-3_warmup_10pct": "mask_0.15", "batch_64_lr_2e-3": "batch_64",
-            "batch_16_mask_0.30": "batch_16"}
+TIMED_AS = {
+    "pre_ln_lr_2e-3": "pre_ln",
+    "pre_ln_lr_4e-3": "pre_ln",
+    "pre_ln_lr_4e-3_warmup_10pct": "pre_ln",
+    "mask_0.15_lr_2e-3_warmup_10pct": "mask_0.15",
+    "batch_64_lr_2e-3": "batch_64",
+    "batch_16_mask_0.30": "batch_16",
+}
 
 
 def attach_timing(rows: list[dict], path: Path) -> None:
@@ -419,7 +559,12 @@ def attach_timing(rows: list[dict], path: Path) -> None:
         if row["row"] == "default":
             row["timing"] = {"ratio_median": 1.0, "ratio_min": 1.0, "ratio_max": 1.0}
         elif row["row"] in SAME_WORK:
-            row["timing"] = {"ratio_median": 1.0, "ratio_min": 1.0, "ratio_max": 1.0, "note": "the same computation as the default"}
+            row["timing"] = {
+                "ratio_median": 1.0,
+                "ratio_min": 1.0,
+                "ratio_max": 1.0,
+                "note": "the same computation as the default",
+            }
         elif row["row"] in saved:
             row["timing"] = saved[row["row"]]
 
@@ -445,7 +590,13 @@ def write(output: Path, results: dict, command: str) -> dict:
     }
     # Notes added by hand (status, partial rows) stay; the machine and versions are report.py's `run` block now
     # (files written before it had them at the top level).
-    record.update({k: v for k, v in previous.items() if k not in record and k not in ("command", "run", "date", "cpu_count", "versions")})
+    record.update(
+        {
+            k: v
+            for k, v in previous.items()
+            if k not in record and k not in ("command", "run", "date", "cpu_count", "versions")
+        }
+    )
     write_results(output, record, command)
     return record
 

@@ -56,47 +56,65 @@ VOCAB_SIZE = _DEFAULTS.vocab_size
 EVAL_BATCH_SIZE = 64
 # The recipe both sides train with: `minibert pretrain`'s defaults, read from PretrainingArguments so that they
 # cannot drift. The warmup is the CLI's fixed number of steps (capped at the run's steps, as the CLI caps it).
-RECIPE = {name: getattr(_DEFAULTS, name) for name in (
-    "per_device_train_batch_size", "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay",
-    "max_grad_norm", "mlm_probability", "dupe_factor", "adam_beta1", "adam_beta2", "adam_epsilon",
-    "pretraining_dropout",
-)}
-MODEL_SIZES = dict(hidden_size=192, num_hidden_layers=3, num_attention_heads=4, intermediate_size=768,
-                   max_position_embeddings=MAX_LENGTH)
+RECIPE = {
+    name: getattr(_DEFAULTS, name)
+    for name in (
+        "per_device_train_batch_size",
+        "learning_rate",
+        "lr_scheduler_type",
+        "warmup_steps",
+        "weight_decay",
+        "max_grad_norm",
+        "mlm_probability",
+        "dupe_factor",
+        "adam_beta1",
+        "adam_beta2",
+        "adam_epsilon",
+        "pretraining_dropout",
+    )
+}
+MODEL_SIZES = dict(
+    hidden_size=192,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    intermediate_size=768,
+    max_position_embeddings=MAX_LENGTH,
+)
 
 # `minibert pretrain` flags (HELPERS.md, contract 7) for what the benchmark sets, in ONE place; each is checked
 # against `pretrain --help` before any run (`cli_flags`).
 PRETRAIN_FLAGS = {
-    "output_dir":          "--output_dir",
-    "overwrite":           "--overwrite_output_dir",
-    "tokenizer":           "--tokenizer_name",
-    "max_length":          "--max_seq_length",
-    "mlm_probability":     "--mlm_probability",
-    "dupe_factor":         "--dupe_factor",
-    "batch_size":          "--per_device_train_batch_size",
-    "learning_rate":       "--learning_rate",
-    "lr_scheduler_type":   "--lr_scheduler_type",
-    "weight_decay":        "--weight_decay",
-    "warmup_steps":        "--warmup_steps",
-    "max_grad_norm":       "--max_grad_norm",
-    "adam_beta1":          "--adam_beta1",
-    "adam_beta2":          "--adam_beta2",
-    "adam_epsilon":        "--adam_epsilon",
+    "output_dir": "--output_dir",
+    "overwrite": "--overwrite_output_dir",
+    "tokenizer": "--tokenizer_name",
+    "max_length": "--max_seq_length",
+    "mlm_probability": "--mlm_probability",
+    "dupe_factor": "--dupe_factor",
+    "batch_size": "--per_device_train_batch_size",
+    "learning_rate": "--learning_rate",
+    "lr_scheduler_type": "--lr_scheduler_type",
+    "weight_decay": "--weight_decay",
+    "warmup_steps": "--warmup_steps",
+    "max_grad_norm": "--max_grad_norm",
+    "adam_beta1": "--adam_beta1",
+    "adam_beta2": "--adam_beta2",
+    "adam_epsilon": "--adam_epsilon",
     "pretraining_dropout": "--pretraining_dropout",
-    "max_steps":           "--max_steps",
-    "max_time":            "--max_time",
-    "eval_steps":          "--eval_steps",
-    "save_steps":          "--save_steps",
-    "logging_steps":       "--logging_steps",
-    "seed":                "--seed",
-    "held_out_fraction":   "--validation_split_percentage",
-    "report_to":           "--report_to",
-    "quiet":               "--disable_tqdm",
+    "max_steps": "--max_steps",
+    "max_time": "--max_time",
+    "eval_steps": "--eval_steps",
+    "save_steps": "--save_steps",
+    "logging_steps": "--logging_steps",
+    "seed": "--seed",
+    "held_out_fraction": "--validation_split_percentage",
+    "report_to": "--report_to",
+    "quiet": "--disable_tqdm",
 }
 NEVER = 10**7  # eval_steps / save_steps: no evaluation or checkpoint inside the budget, only at the end
 
 
 # --- shared data ---------------------------------------------------------------------------------------------
+
 
 def documents() -> tuple[list[str], list[str]]:
     from modeling_minibert.training.pretraining.data import load_documents, split_documents
@@ -108,8 +126,9 @@ def make_tokenizer(folder: Path) -> None:
     from tokenization import train_tokenizer
 
     train_docs, _ = documents()
-    train_tokenizer(train_data=train_docs, vocab_size=VOCAB_SIZE, output_dir=folder, disable_tqdm=True,
-                    model_max_length=MAX_LENGTH)
+    train_tokenizer(
+        train_data=train_docs, vocab_size=VOCAB_SIZE, output_dir=folder, disable_tqdm=True, model_max_length=MAX_LENGTH
+    )
 
 
 def datasets_for(tokenizer_dir: Path):
@@ -141,18 +160,26 @@ def score(model_dir: Path, kind: str, tokenizer_dir: Path) -> dict:
     mlm_correct = mlm_count = nsp_correct = n = 0
     with torch.no_grad():
         for batch in DataLoader(eval_set, batch_size=EVAL_BATCH_SIZE, collate_fn=collator):
-            out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                        token_type_ids=batch["token_type_ids"])
+            out = model(
+                input_ids=batch["input_ids"],
+                attention_mask=batch["attention_mask"],
+                token_type_ids=batch["token_type_ids"],
+            )
             selected = batch["labels"] != -100
             mlm_correct += (out.prediction_logits[selected].argmax(-1) == batch["labels"][selected]).sum().item()
             mlm_count += selected.sum().item()
             nsp_correct += (out.seq_relationship_logits.argmax(-1) == batch["next_sentence_label"]).sum().item()
             n += len(batch["next_sentence_label"])
-    return {"eval_mlm_accuracy": mlm_correct / mlm_count, "eval_nsp_accuracy": nsp_correct / n,
-            "held_out_pairs": n, "held_out_masked_tokens": mlm_count}
+    return {
+        "eval_mlm_accuracy": mlm_correct / mlm_count,
+        "eval_nsp_accuracy": nsp_correct / n,
+        "held_out_pairs": n,
+        "held_out_masked_tokens": mlm_count,
+    }
 
 
 # --- Mini-BERT: the CLI --------------------------------------------------------------------------------------
+
 
 def pretrain_command() -> list[str]:
     return [sys.executable, "-m", "modeling_minibert.cli", "pretrain"]
@@ -190,19 +217,33 @@ def pinned(core: int | None) -> tuple[list[str], dict]:
     return ["taskset", "-c", str(core)], {**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def run_minibert(budget_minutes: float, work: Path, tokenizer_dir: Path, flags: dict, log, core: int | None = None) -> dict:
+def run_minibert(
+    budget_minutes: float, work: Path, tokenizer_dir: Path, flags: dict, log, core: int | None = None
+) -> dict:
     out = work / f"minibert-{budget_minutes}"
     recipe = {("batch_size" if k == "per_device_train_batch_size" else k): v for k, v in RECIPE.items()}
     values = dict(
-        output_dir=out, overwrite=True, tokenizer=tokenizer_dir, max_length=MAX_LENGTH, **recipe,
+        output_dir=out,
+        overwrite=True,
+        tokenizer=tokenizer_dir,
+        max_length=MAX_LENGTH,
+        **recipe,
         # The CLI fits its schedule to the budget (max_steps stays its upper bound) and evaluates and saves once,
         # when the budget runs out.
-        max_time=budget_minutes, eval_steps=NEVER, save_steps=NEVER, logging_steps=10, seed=SEED,
-        held_out_fraction=HELD_OUT_FRACTION, report_to="none", quiet=True,
+        max_time=budget_minutes,
+        eval_steps=NEVER,
+        save_steps=NEVER,
+        logging_steps=10,
+        seed=SEED,
+        held_out_fraction=HELD_OUT_FRACTION,
+        report_to="none",
+        quiet=True,
     )
     prefix, env = pinned(core)
     started = time.perf_counter()
-    subprocess.run([*prefix, *pretrain_command(), *minibert_args(flags, values)], env=env, check=True, stdout=log, stderr=log)
+    subprocess.run(
+        [*prefix, *pretrain_command(), *minibert_args(flags, values)], env=env, check=True, stdout=log, stderr=log
+    )
     wall = time.perf_counter() - started
     summary = read_summary(out)
     return {
@@ -228,6 +269,7 @@ def last_step(folder: Path) -> int:
 
 
 # --- transformers: BertForPreTraining + Trainer ----------------------------------------------------------------
+
 
 def hf_worker(spec: dict) -> dict:
     """Train transformers' BERT with Trainer for the budget (in this subprocess), save it, return the timing."""
@@ -257,23 +299,47 @@ def hf_worker(spec: dict) -> dict:
     def trainer(max_steps: int, output_dir: Path) -> Trainer:
         torch.manual_seed(SEED)
         dropout = RECIPE["pretraining_dropout"]
-        config = BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, hidden_dropout_prob=dropout,
-                            attention_probs_dropout_prob=dropout, attn_implementation="sdpa", **MODEL_SIZES)
+        config = BertConfig(
+            vocab_size=len(tokenizer),
+            pad_token_id=tokenizer.pad_token_id,
+            hidden_dropout_prob=dropout,
+            attention_probs_dropout_prob=dropout,
+            attn_implementation="sdpa",
+            **MODEL_SIZES,
+        )
         model = BertForPreTraining(config)
         assert model.config._attn_implementation == "sdpa", model.config._attn_implementation
         args = TrainingArguments(
-            output_dir=str(output_dir), max_steps=max_steps,
+            output_dir=str(output_dir),
+            max_steps=max_steps,
             per_device_train_batch_size=RECIPE["per_device_train_batch_size"],
-            learning_rate=RECIPE["learning_rate"], weight_decay=RECIPE["weight_decay"],
-            warmup_steps=min(RECIPE["warmup_steps"], max_steps), lr_scheduler_type=RECIPE["lr_scheduler_type"],
-            max_grad_norm=RECIPE["max_grad_norm"], adam_beta1=RECIPE["adam_beta1"], adam_beta2=RECIPE["adam_beta2"],
-            adam_epsilon=RECIPE["adam_epsilon"], optim="adamw_torch_fused", logging_steps=50, save_strategy="no",
-            eval_strategy="no", report_to=[], seed=SEED, data_seed=SEED, dataloader_drop_last=True,
+            learning_rate=RECIPE["learning_rate"],
+            weight_decay=RECIPE["weight_decay"],
+            warmup_steps=min(RECIPE["warmup_steps"], max_steps),
+            lr_scheduler_type=RECIPE["lr_scheduler_type"],
+            max_grad_norm=RECIPE["max_grad_norm"],
+            adam_beta1=RECIPE["adam_beta1"],
+            adam_beta2=RECIPE["adam_beta2"],
+            adam_epsilon=RECIPE["adam_epsilon"],
+            optim="adamw_torch_fused",
+            logging_steps=50,
+            save_strategy="no",
+            eval_strategy="no",
+            report_to=[],
+            seed=SEED,
+            data_seed=SEED,
+            dataloader_drop_last=True,
             remove_unused_columns=False,  # the collator needs example_id and special_tokens_mask
-            disable_tqdm=True, use_cpu=True,
+            disable_tqdm=True,
+            use_cpu=True,
         )
-        return Trainer(model=model, args=args, train_dataset=train_set, data_collator=collator,
-                       callbacks=[NewMasksEachEpoch(), StopAtBudget()])
+        return Trainer(
+            model=model,
+            args=args,
+            train_dataset=train_set,
+            data_collator=collator,
+            callbacks=[NewMasksEachEpoch(), StopAtBudget()],
+        )
 
     torch.set_flush_denormal(True)  # as pretrain does: denormals in AdamW's second moment are slow on CPU
     # Trainer has no time budget: measure its steps/s on a short run, then fit max_steps (and the schedule) to it.
@@ -286,8 +352,12 @@ def hf_worker(spec: dict) -> dict:
     run = trainer(steps, out)
     result = run.train()
     run.save_model(str(out))
-    return {"steps": run.state.global_step, "planned_steps": steps, "train_seconds": result.metrics["train_runtime"],
-            "calibrated_steps_per_second": rate}
+    return {
+        "steps": run.state.global_step,
+        "planned_steps": steps,
+        "train_seconds": result.metrics["train_runtime"],
+        "calibrated_steps_per_second": rate,
+    }
 
 
 def run_hf(budget_minutes: float, work: Path, tokenizer_dir: Path, log, core: int | None = None) -> dict:
@@ -295,13 +365,20 @@ def run_hf(budget_minutes: float, work: Path, tokenizer_dir: Path, log, core: in
     spec = {"tokenizer_dir": str(tokenizer_dir), "output_dir": str(out), "budget_minutes": budget_minutes}
     prefix, env = pinned(core)
     started = time.perf_counter()
-    proc = subprocess.run([*prefix, sys.executable, "-m", __spec__.name, "--hf_worker", json.dumps(spec)], env=env, check=True,
-                          stdout=subprocess.PIPE, stderr=log, text=True)
+    proc = subprocess.run(
+        [*prefix, sys.executable, "-m", __spec__.name, "--hf_worker", json.dumps(spec)],
+        env=env,
+        check=True,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
     timing = json.loads(proc.stdout.strip().splitlines()[-1])
     return {"model_dir": str(out), **timing, "process_seconds": time.perf_counter() - started}
 
 
 # --- report --------------------------------------------------------------------------------------------------
+
 
 def summarize(runs: list[dict]) -> list[dict]:
     table = []
@@ -322,13 +399,23 @@ def summarize(runs: list[dict]) -> list[dict]:
 def readme_table(results: dict) -> str:
     """The README's time-to-quality table from a results file of this script (its `table` of medians)."""
     header = ["budget (min)", "system", "runs", "steps", "held-out MLM acc. (range)", "NSP acc. (range)"]
-    names = {"minibert": "Mini-BERT (`minibert pretrain`)", "transformers": "transformers BertForPreTraining + Trainer"}
+    names = {
+        "minibert": "Mini-BERT (`minibert pretrain`)",
+        "transformers": "transformers BertForPreTraining + Trainer",
+    }
     rows = []
     for r in results["table"]:
         mlm, nsp = r["eval_mlm_accuracy_range"], r["eval_nsp_accuracy_range"]
-        rows.append([f"{r['budget_minutes']:g}", names.get(r["system"], r["system"]), str(r["runs"]), f"{r['steps']:.0f}",
-                     f"{r['eval_mlm_accuracy']:.3f} ({mlm[0]:.3f}-{mlm[1]:.3f})",
-                     f"{r['eval_nsp_accuracy']:.3f} ({nsp[0]:.3f}-{nsp[1]:.3f})"])
+        rows.append(
+            [
+                f"{r['budget_minutes']:g}",
+                names.get(r["system"], r["system"]),
+                str(r["runs"]),
+                f"{r['steps']:.0f}",
+                f"{r['eval_mlm_accuracy']:.3f} ({mlm[0]:.3f}-{mlm[1]:.3f})",
+                f"{r['eval_nsp_accuracy']:.3f} ({nsp[0]:.3f}-{nsp[1]:.3f})",
+            ]
+        )
     return markdown_table(header, rows, "rlrrrr")
 
 
@@ -337,9 +424,15 @@ def plot(runs: list[dict], table: list[dict], path: Path, mode: str = "") -> Non
 
     fig = Figure(figsize=(10, 4))
     axes = fig.subplots(1, 2)
-    styles = {"minibert": ("Mini-BERT (minibert pretrain)", "tab:blue"),
-              "transformers": ("transformers BertForPreTraining + Trainer", "tab:orange")}
-    for ax, key, title in zip(axes, ("eval_mlm_accuracy", "eval_nsp_accuracy"), ("held-out MLM accuracy (15% masking)", "held-out NSP accuracy")):
+    styles = {
+        "minibert": ("Mini-BERT (minibert pretrain)", "tab:blue"),
+        "transformers": ("transformers BertForPreTraining + Trainer", "tab:orange"),
+    }
+    for ax, key, title in zip(
+        axes,
+        ("eval_mlm_accuracy", "eval_nsp_accuracy"),
+        ("held-out MLM accuracy (15% masking)", "held-out NSP accuracy"),
+    ):
         for system, (label, color) in styles.items():
             points = [r for r in runs if r["system"] == system and "error" not in r]
             if not points:
@@ -347,7 +440,11 @@ def plot(runs: list[dict], table: list[dict], path: Path, mode: str = "") -> Non
             ax.scatter([r["budget_minutes"] for r in points], [r[key] for r in points], color=color, alpha=0.4, s=18)
             medians = [r for r in table if r["system"] == system]
             ax.plot([r["budget_minutes"] for r in medians], [r[key] for r in medians], "o-", color=color, label=label)
-        ax.set(xlabel=f"training wall-clock budget (minutes; {mode or f'{os.cpu_count()} CPU cores'})", ylabel="accuracy", title=title)
+        ax.set(
+            xlabel=f"training wall-clock budget (minutes; {mode or f'{os.cpu_count()} CPU cores'})",
+            ylabel="accuracy",
+            title=title,
+        )
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -356,13 +453,18 @@ def plot(runs: list[dict], table: list[dict], path: Path, mode: str = "") -> Non
 
 @dataclass
 class QualityArguments:
-    budgets: list[float] = field(default_factory=lambda: [5.0, 10.0, 15.0], metadata={"help": "wall-clock minutes of training"})
+    budgets: list[float] = field(
+        default_factory=lambda: [5.0, 10.0, 15.0], metadata={"help": "wall-clock minutes of training"}
+    )
     repeats: int = field(default=1, metadata={"help": "rounds over all budgets (interleaved)"})
-    systems: list[str] = field(default_factory=lambda: ["minibert", "transformers"],
-                               metadata={"choices": ["minibert", "transformers"]})
+    systems: list[str] = field(
+        default_factory=lambda: ["minibert", "transformers"], metadata={"choices": ["minibert", "transformers"]}
+    )
     output: str = field(default=str(default_output("pretrain_quality")), metadata={"help": "the results JSON"})
-    sequential: bool = field(default=False, metadata={
-        "help": "one run at a time on every core (default: the two systems side by side, a core each)"})
+    sequential: bool = field(
+        default=False,
+        metadata={"help": "one run at a time on every core (default: the two systems side by side, a core each)"},
+    )
     hf_worker: str | None = field(default=None, metadata={"help": argparse.SUPPRESS})
 
 
@@ -382,12 +484,19 @@ def main(argv: list[str] | None = None) -> int:
     output.parent.mkdir(parents=True, exist_ok=True)
     flags = cli_flags()
     runs: list[dict] = []
-    record = {"recipe": RECIPE, "model_sizes": MODEL_SIZES, "minibert_flags": flags,
-              "mode": "side by side, one core and one thread each" if side_by_side else "sequential, every core",
-              "runs": runs}
+    record = {
+        "recipe": RECIPE,
+        "model_sizes": MODEL_SIZES,
+        "minibert_flags": flags,
+        "mode": "side by side, one core and one thread each" if side_by_side else "sequential, every core",
+        "runs": runs,
+    }
     log_dir = output.parent / "pretrain_quality_logs"  # a folder: results/*/ is git-ignored, the JSON is not
     log_dir.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="pretrain-quality-") as tmp, (log_dir / "pretrain_quality.log").open("w") as log:
+    with (
+        tempfile.TemporaryDirectory(prefix="pretrain-quality-") as tmp,
+        (log_dir / "pretrain_quality.log").open("w") as log,
+    ):
         work = Path(tmp)
         tokenizer_dir = work / "tokenizer"
         make_tokenizer(tokenizer_dir)
@@ -416,13 +525,30 @@ def main(argv: list[str] | None = None) -> int:
                     if "error" not in result:
                         result.update(score(Path(result.pop("model_dir")), system, tokenizer_dir))
                         shutil.rmtree(work / f"{system}-{budget}", ignore_errors=True)
-                    runs.append({"system": system, "budget_minutes": budget, "repeat": repeat, "started": started,
-                                 "core": core if side_by_side else None, "load_average": os.getloadavg()[0], **result})
-                    print(f"{system} {budget:g} min (repeat {repeat + 1}): "
-                          + (result.get("error") or f"MLM {result['eval_mlm_accuracy']:.3f}, NSP {result['eval_nsp_accuracy']:.3f}, "
-                                                     f"{result['steps']} steps in {result['train_seconds']:.0f} s"), flush=True)
+                    runs.append(
+                        {
+                            "system": system,
+                            "budget_minutes": budget,
+                            "repeat": repeat,
+                            "started": started,
+                            "core": core if side_by_side else None,
+                            "load_average": os.getloadavg()[0],
+                            **result,
+                        }
+                    )
+                    print(
+                        f"{system} {budget:g} min (repeat {repeat + 1}): "
+                        + (
+                            result.get("error")
+                            or f"MLM {result['eval_mlm_accuracy']:.3f}, NSP {result['eval_nsp_accuracy']:.3f}, "
+                            f"{result['steps']} steps in {result['train_seconds']:.0f} s"
+                        ),
+                        flush=True,
+                    )
                 record["table"] = summarize(runs)
-                write_results(output, record, command_line(__spec__.name, argv))  # after every budget: an interrupted benchmark keeps what it measured
+                write_results(
+                    output, record, command_line(__spec__.name, argv)
+                )  # after every budget: an interrupted benchmark keeps what it measured
     plot(runs, record["table"], output.with_suffix(".png"), record["mode"])
     print(readme_table(record))
     return 0

@@ -46,9 +46,24 @@ def one_run(code: Path, work: Path, tokenizer: Path, steps: int, spin: bool) -> 
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if spin else None
     try:
         load = os.getloadavg()[0]
-        command = [sys.executable, "-m", "modeling_minibert.cli", "pretrain", "--output_dir", str(out / "run"),
-                   "--tokenizer_name", str(tokenizer), "--max_steps", str(steps), "--report_to", "none", "--dupe_factor", "1",
-                   "--disable_tqdm", "true"]
+        command = [
+            sys.executable,
+            "-m",
+            "modeling_minibert.cli",
+            "pretrain",
+            "--output_dir",
+            str(out / "run"),
+            "--tokenizer_name",
+            str(tokenizer),
+            "--max_steps",
+            str(steps),
+            "--report_to",
+            "none",
+            "--dupe_factor",
+            "1",
+            "--disable_tqdm",
+            "true",
+        ]
         result = subprocess.run(command, env=env, cwd=work, capture_output=True, text=True)
     finally:
         if spinner is not None:
@@ -58,9 +73,12 @@ def one_run(code: Path, work: Path, tokenizer: Path, steps: int, spin: bool) -> 
         raise RuntimeError(f"{command} failed: {result.stderr[-2000:]}")
     results = json.loads((out / "run" / "all_results.json").read_text())
     threads = next((line for line in result.stdout.splitlines() if "thread(s)" in line), "")
-    return {"steps_per_second": results["train_steps_per_second"], "load_at_start": round(load, 2),
-            "other_busy_cores_at_start": None if busy is None else round(busy, 2),
-            "threads": threads.rsplit("), ", 1)[-1] if threads else "torch default"}
+    return {
+        "steps_per_second": results["train_steps_per_second"],
+        "load_at_start": round(load, 2),
+        "other_busy_cores_at_start": None if busy is None else round(busy, 2),
+        "threads": threads.rsplit("), ", 1)[-1] if threads else "torch default",
+    }
 
 
 @dataclass
@@ -80,27 +98,44 @@ def main(argv: list[str] | None = None) -> None:
 
     tokenizer = work / "tokenizer"
     train_docs, _ = split_documents(load_bbc_news(), 0.05, 42)
-    train_tokenizer(train_data=train_docs, vocab_size=8192, output_dir=tokenizer, disable_tqdm=True, model_max_length=64)
+    train_tokenizer(
+        train_data=train_docs, vocab_size=8192, output_dir=tokenizer, disable_tqdm=True, model_max_length=64
+    )
     runs: list[dict] = []
     for repeat in range(options.repeats):
         for busy in (False, True):
             order = ("before", "after") if (repeat + busy) % 2 == 0 else ("after", "before")
             for version in order:
-                run = {"version": version, "busy_core": busy, **one_run(codes[version], work, tokenizer, options.steps, busy)}
+                run = {
+                    "version": version,
+                    "busy_core": busy,
+                    **one_run(codes[version], work, tokenizer, options.steps, busy),
+                }
                 print(json.dumps(run), flush=True)
                 runs.append(run)
     summary = []
     for busy in (False, True):
         for version in ("before", "after"):
             rates = [r["steps_per_second"] for r in runs if r["version"] == version and r["busy_core"] == busy]
-            summary.append({"version": version, "busy_core": busy, "median_steps_per_second": statistics.median(rates),
-                            "range": [min(rates), max(rates)]})
-    write_results(options.output, {"steps": options.steps, "before": options.before, "runs": runs, "summary": summary},
-                  command_line(__spec__.name, argv))
+            summary.append(
+                {
+                    "version": version,
+                    "busy_core": busy,
+                    "median_steps_per_second": statistics.median(rates),
+                    "range": [min(rates), max(rates)],
+                }
+            )
+    write_results(
+        options.output,
+        {"steps": options.steps, "before": options.before, "runs": runs, "summary": summary},
+        command_line(__spec__.name, argv),
+    )
     print("| version | busy core | steps/s (median) | range |\n| --- | --- | ---: | --- |")
     for row in summary:
-        print(f"| {row['version']} | {'yes' if row['busy_core'] else 'no'} | {row['median_steps_per_second']:.2f} | "
-              f"{row['range'][0]:.2f}-{row['range'][1]:.2f} |")
+        print(
+            f"| {row['version']} | {'yes' if row['busy_core'] else 'no'} | {row['median_steps_per_second']:.2f} | "
+            f"{row['range'][0]:.2f}-{row['range'][1]:.2f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,9 @@ from benchmarks.report import default_output, markdown_table, write_results
 
 @dataclass
 class ProfileArguments:
-    tokens: int = field(default=24, metadata={"help": "tokens per request (a Rotten Tomatoes snippet's median is about 24)"})
+    tokens: int = field(
+        default=24, metadata={"help": "tokens per request (a Rotten Tomatoes snippet's median is about 24)"}
+    )
     requests: int = field(default=300, metadata={"help": "requests per round"})
     rounds: int = field(default=5, metadata={"help": "interleaved timing rounds (median and range)"})
     output: str = field(default=str(default_output("request_profile")), metadata={"help": "the results file (JSON)"})
@@ -41,8 +43,11 @@ def by_operator(run, requests: int) -> list[dict]:
     with profile() as prof:
         for _ in range(requests):
             run()
-    rows = [{"operator": e.key, "calls": e.count / requests, "ms": e.self_cpu_time_total / 1e3 / requests}
-            for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    rows = [
+        {"operator": e.key, "calls": e.count / requests, "ms": e.self_cpu_time_total / 1e3 / requests}
+        for e in prof.key_averages()
+        if e.self_cpu_time_total > 0
+    ]
     return sorted(rows, key=lambda r: -r["ms"])
 
 
@@ -70,6 +75,7 @@ def main(argv: list[str] | None = None) -> dict:
             def compiled():
                 with torch.inference_mode():
                     return runner(*inputs)[0]
+
             runs["compiled fp32 (AOTInductor)"] = compiled
         for run in runs.values():
             for _ in range(30):  # warm-up
@@ -82,9 +88,16 @@ def main(argv: list[str] | None = None) -> dict:
                 for _ in range(args.requests):
                     run()
                 per_round[name].append((time.perf_counter() - start) / args.requests * 1e3)
-    latency = {name: {"median_ms": statistics.median(v), "range_ms": [min(v), max(v)]} for name, v in per_round.items()}
-    results = {"tokens": args.tokens, "requests": args.requests, "rounds": args.rounds, "latency": latency,
-               "operators": operators}
+    latency = {
+        name: {"median_ms": statistics.median(v), "range_ms": [min(v), max(v)]} for name, v in per_round.items()
+    }
+    results = {
+        "tokens": args.tokens,
+        "requests": args.requests,
+        "rounds": args.rounds,
+        "latency": latency,
+        "operators": operators,
+    }
     write_results(args.output, results)
     print(readme_table(results))
     print(f"wrote {args.output}")
@@ -107,10 +120,19 @@ def readme_table(results: dict, top: int = 8) -> str:
     rows.append(row("outside any operator (Python, module calls)", "", eager - sum(r["ms"] for r in operators)))
     for name, path in results["latency"].items():
         low, high = path["range_ms"]
-        rows.append([f"**{name}, whole request**", "", f"**{path['median_ms']:.3f}** ({low:.3f}–{high:.3f})",
-                     f"{path['median_ms'] / eager:.0%}"])
-    return markdown_table(["where eager's time goes (self time)", "calls per request", "ms per request",
-                           "share of eager's"], rows, "lrrr")
+        rows.append(
+            [
+                f"**{name}, whole request**",
+                "",
+                f"**{path['median_ms']:.3f}** ({low:.3f}–{high:.3f})",
+                f"{path['median_ms'] / eager:.0%}",
+            ]
+        )
+    return markdown_table(
+        ["where eager's time goes (self time)", "calls per request", "ms per request", "share of eager's"],
+        rows,
+        "lrrr",
+    )
 
 
 if __name__ == "__main__":

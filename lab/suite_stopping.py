@@ -26,12 +26,18 @@ from benchmarks.report import command_line, markdown_table, write_results
 from benchmarks.suite import DISTILLED, FINETUNED, TEACHER
 
 # Each system's metric_for_best_model, as the suite's jobs set it, and whether larger is better.
-STOPPING_METRIC = {TEACHER: ("eval_accuracy", True), FINETUNED: ("eval_accuracy", True), DISTILLED: ("eval_loss", False)}
+STOPPING_METRIC = {
+    TEACHER: ("eval_accuracy", True),
+    FINETUNED: ("eval_accuracy", True),
+    DISTILLED: ("eval_loss", False),
+}
 
 
 @dataclass
 class StoppingArguments:
-    results: str = field(default="runs/benchmarks/suite.json", metadata={"help": "a suite results JSON whose model folders exist"})
+    results: str = field(
+        default="runs/benchmarks/suite.json", metadata={"help": "a suite results JSON whose model folders exist"}
+    )
     root: str = field(default=".", metadata={"help": "where the results' relative model folders are found"})
     patience: list[int] = field(default_factory=lambda: [3, 5], metadata={"help": "the candidates", "nargs": "+"})
     output: str = field(default="runs/benchmarks/suite_stopping.json", metadata={"help": "the replay's JSON"})
@@ -53,7 +59,11 @@ def replay(history: list[dict], metric: str, greater_is_better: bool, patience: 
         else:
             waited += 1
         if patience and waited >= patience:
-            return {"stopped_at": entry["epoch"], "kept": history[best]["epoch"], "accuracy": history[best]["eval_accuracy"]}
+            return {
+                "stopped_at": entry["epoch"],
+                "kept": history[best]["epoch"],
+                "accuracy": history[best]["eval_accuracy"],
+            }
     return {"stopped_at": None, "kept": history[best]["epoch"], "accuracy": history[best]["eval_accuracy"]}
 
 
@@ -65,8 +75,13 @@ def replay_task(systems: dict, root: Path, patience: list[int]) -> dict:
         folder = root / systems[system]["model_dir"]
         history = evaluations(json.loads((folder / "trainer_state.json").read_text()))
         epochs = history[-1]["epoch"]
-        row = {"epochs": epochs, "cpu_minutes": systems[system]["cpu_minutes"], "history": [
-            {"epoch": e["epoch"], "accuracy": e["eval_accuracy"], "loss": e["eval_loss"]} for e in history]}
+        row = {
+            "epochs": epochs,
+            "cpu_minutes": systems[system]["cpu_minutes"],
+            "history": [
+                {"epoch": e["epoch"], "accuracy": e["eval_accuracy"], "loss": e["eval_loss"]} for e in history
+            ],
+        }
         for p in [None, *patience]:
             kept = replay(history, metric, greater, p)
             ran = kept["stopped_at"] or epochs
@@ -82,8 +97,11 @@ def main(argv: list[str] | None = None) -> dict:
     built = parser(StoppingArguments, module=__spec__.name, doc=__doc__)
     (args,) = built.parse_args_into_dataclasses(argv)
     results = json.loads(Path(args.results).read_text())
-    tasks = {name: replay_task(task["systems"], Path(args.root), args.patience)
-             for name, task in results["tasks"].items() if TEACHER in task["systems"]}
+    tasks = {
+        name: replay_task(task["systems"], Path(args.root), args.patience)
+        for name, task in results["tasks"].items()
+        if TEACHER in task["systems"]
+    }
     payload = {"results": args.results, "patience": args.patience, "tasks": tasks}
     write_results(args.output, payload, command_line(__spec__.name, argv))
     print(readme_table(payload))
@@ -120,8 +138,17 @@ def candidate_table(before: dict, after: dict) -> str:
     for name, task in after["tasks"].items():
         for system in STOPPING_METRIC:
             old, new = before["tasks"][name]["systems"][system], task["systems"][system]
-            rows.append([name, system, *[f"{old[split]['accuracy']:.3f} → {new[split]['accuracy']:.3f}" for split in ("validation", "test")],
-                         f"{old['cpu_minutes']:.1f} → {new['cpu_minutes']:.1f}"])
+            rows.append(
+                [
+                    name,
+                    system,
+                    *[
+                        f"{old[split]['accuracy']:.3f} → {new[split]['accuracy']:.3f}"
+                        for split in ("validation", "test")
+                    ],
+                    f"{old['cpu_minutes']:.1f} → {new['cpu_minutes']:.1f}",
+                ]
+            )
     return markdown_table(["task", "system", "validation", "test", "CPU-min"], rows, "llrrr")
 
 

@@ -28,7 +28,10 @@ FOLDERS = {TEACHER: "teacher", FINETUNED: "finetuned", DISTILLED: "distilled"}
 
 @dataclass
 class WindowsArguments:
-    models_dir: str = field(default="runs/benchmarks/suite-models", metadata={"help": "the suite's models (--output_dir of benchmarks.suite)"})
+    models_dir: str = field(
+        default="runs/benchmarks/suite-models",
+        metadata={"help": "the suite's models (--output_dir of benchmarks.suite)"},
+    )
     output: str = field(default=str(default_output("suite_windows")), metadata={"help": "the results JSON"})
 
 
@@ -39,14 +42,19 @@ def window_logits(folder: str, texts: list[str], batch_size: int = 64) -> tuple[
 
     from modeling_minibert.training.distillation.teacher import max_length_for
 
-    model, tokenizer = AutoModelForSequenceClassification.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    model, tokenizer = (
+        AutoModelForSequenceClassification.from_pretrained(folder).eval(),
+        AutoTokenizer.from_pretrained(folder),
+    )
     length = max_length_for(folder, tokenizer, 128)
     encoding = tokenizer(texts, truncation=True, max_length=length, stride=length // 4, return_overflowing_tokens=True)
     owner = encoding.pop("overflow_to_sample_mapping")
     rows = []
     with torch.inference_mode():
         for start in range(0, len(owner), batch_size):
-            batch = tokenizer.pad({name: values[start:start + batch_size] for name, values in encoding.items()}, return_tensors="pt")
+            batch = tokenizer.pad(
+                {name: values[start : start + batch_size] for name, values in encoding.items()}, return_tensors="pt"
+            )
             rows.append(model(**batch).logits.float().numpy())
     logits, owner = np.concatenate(rows), np.asarray(owner)
     return [logits[owner == i] for i in range(len(texts))], length
@@ -67,11 +75,13 @@ def main(argv: list[str] | None = None) -> dict:
     splits = {split: task.splits[split] for split in ("validation", "test")}
     for system, name in FOLDERS.items():
         # One load and one pass per model: both splits' articles together, cut apart after.
-        per_text, length = window_logits(str(models / name), [text for data in splits.values() for text in data["text"]])
+        per_text, length = window_logits(
+            str(models / name), [text for data in splits.values() for text in data["text"]]
+        )
         label2id = json.loads((models / name / "config.json").read_text())["label2id"]
         row, start = {"window": length}, 0
         for split, data in splits.items():
-            part, start = per_text[start:start + len(data)], start + len(data)
+            part, start = per_text[start : start + len(data)], start + len(data)
             row[split] = scores(part, np.array([label2id[label] for label in data["label"]]))
         row["windows_per_article"] = float(np.mean([len(w) for w in part]))  # the test articles'
         results["systems"][system] = row
@@ -83,11 +93,28 @@ def main(argv: list[str] | None = None) -> dict:
 
 def table(results: dict) -> str:
     """Each model's accuracy on validation and test, from the first window and from every window pooled."""
-    rows = [[system, f"{row['window']}", f"{row['windows_per_article']:.1f}",
-             *[f"{row[split][way]:.3f}" for split in ("validation", "test") for way in ("first_window", "windows_pooled")]]
-            for system, row in results["systems"].items()]
-    header = ["model", "window (tokens)", "windows per test article", "validation: first window", "validation: pooled",
-              "test: first window", "test: pooled"]
+    rows = [
+        [
+            system,
+            f"{row['window']}",
+            f"{row['windows_per_article']:.1f}",
+            *[
+                f"{row[split][way]:.3f}"
+                for split in ("validation", "test")
+                for way in ("first_window", "windows_pooled")
+            ],
+        ]
+        for system, row in results["systems"].items()
+    ]
+    header = [
+        "model",
+        "window (tokens)",
+        "windows per test article",
+        "validation: first window",
+        "validation: pooled",
+        "test: first window",
+        "test: pooled",
+    ]
     return markdown_table(header, rows, "lrrrrrr")
 
 

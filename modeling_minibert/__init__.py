@@ -41,7 +41,8 @@ _sys.excepthook = _hook
 
 # transformers' Auto class -> Mini-BERT head, derived from AUTO_MAP (the one list of heads).
 AUTO_CLASSES = {
-    getattr(transformers, auto_name): getattr(_modeling, target.split(".")[-1]) for auto_name, target in AUTO_MAP.items()
+    getattr(transformers, auto_name): getattr(_modeling, target.split(".")[-1])
+    for auto_name, target in AUTO_MAP.items()
 }
 
 AutoConfig.register(MiniBertConfig.model_type, MiniBertConfig, exist_ok=True)

@@ -27,8 +27,21 @@ from .configuration_minibert import MiniBertConfig, check_model_path
 
 # Bytes per element of every dtype a safetensors header may declare (the format's own list).
 SAFETENSORS_DTYPE_BYTES = {
-    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
-    "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U64": 8,
+    "U32": 4,
+    "U16": 2,
+    "U8": 1,
+    "BOOL": 1,
 }
 # What a parameter may be stored as: transformers casts any of these to the model's dtype when loading. Integers
 # (or bytes) in their place would be cast too, silently, giving a model of garbage (scores of 1.0 in fill-mask).
@@ -174,7 +187,9 @@ def check_tokenizer_fits(tokenizer, config: MiniBertConfig, model_folder, tokeni
 
 # (argument, config field bounding its values)
 ID_LIMITS = (
-    ("input_ids", "vocab_size"), ("token_type_ids", "type_vocab_size"), ("position_ids", "max_position_embeddings"),
+    ("input_ids", "vocab_size"),
+    ("token_type_ids", "type_vocab_size"),
+    ("position_ids", "max_position_embeddings"),
 )
 # The index dtypes nn.Embedding takes; uint8 or int16 ids fail deep inside torch, naming neither argument nor fix.
 ID_DTYPES = (torch.long, torch.int32)
@@ -203,8 +218,13 @@ def check_inputs(
     on GPU); mismatched shapes would broadcast silently. Values are read on the host only where that costs no
     sync (see `read_on_host`); in training on an accelerator they are checked on the device, asynchronously.
     """
-    named = dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                 position_ids=position_ids, inputs_embeds=inputs_embeds)
+    named = dict(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        token_type_ids=token_type_ids,
+        position_ids=position_ids,
+        inputs_embeds=inputs_embeds,
+    )
     check_tensors(**named)
     _check_shapes(config, **named)
     for name in ("input_ids", "token_type_ids", "position_ids"):
@@ -253,8 +273,14 @@ def read_on_host(tensor: torch.Tensor, training: bool) -> bool:
     return tensor.device.type == "cpu" or not training
 
 
-def check_range(name: str, tensor: torch.Tensor | None, limit: int, limit_name: str, training: bool,
-                ignore_index: int | None = None) -> None:
+def check_range(
+    name: str,
+    tensor: torch.Tensor | None,
+    limit: int,
+    limit_name: str,
+    training: bool,
+    ignore_index: int | None = None,
+) -> None:
     """Every value of `tensor` in [0, limit) (`ignore_index` aside): else a ValueError naming the first value out."""
     if tensor is None or tensor.numel() == 0 or torch.compiler.is_compiling():
         return  # (compiled: value checks need host syncs that would break the graph)
@@ -285,8 +311,14 @@ def _check_mask_values(attention_mask: torch.Tensor | None, training: bool) -> N
         raise ValueError(f"attention_mask contains {odd[0].item()}; {message}")
 
 
-def check_labels(name: str, labels: torch.Tensor | None, num_classes: int, limit_name: str, training: bool,
-                 floats_allowed: bool = False) -> None:
+def check_labels(
+    name: str,
+    labels: torch.Tensor | None,
+    num_classes: int,
+    limit_name: str,
+    training: bool,
+    floats_allowed: bool = False,
+) -> None:
     """Class ids in [0, num_classes), or -100 where ignored: else one line naming the value and the number of
     classes, where torch would say "Target 5 is out of bounds" (or assert on the device). `floats_allowed`: float
     labels are another task's targets (sequence classification reads them as multi-label), not checked here."""

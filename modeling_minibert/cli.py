@@ -41,32 +41,61 @@ class Command(NamedTuple):
 
 # In the order `minibert --help` lists them.
 COMMANDS: dict[str, Command] = {
-    "train-tokenizer": Command("tokenization.command:COMMAND_LINE", "tokenization.training:train_tokenizer", None,
-                               "train a WordPiece vocabulary and fast tokenizer"),
-    "pretrain": Command("modeling_minibert.training.pretraining.arguments:COMMAND_LINE",
-                        "modeling_minibert.training.pretraining.loop:pretrain", "train",
-                        "pretrain with Accelerate (MLM + NSP, MLM, ELECTRA, or distilled from a teacher)",
-                        ("accelerate", "matplotlib", "tensorboard")),  # datasets only for --dataset_name
-    "finetune": Command("modeling_minibert.training.finetuning.arguments:COMMAND_LINE",
-                        "modeling_minibert.training.finetuning.flow:finetune", "train",
-                        "fine-tune with Trainer (classification, tagging, QA)"),
-    "distill": Command("modeling_minibert.training.distillation.arguments:COMMAND_LINE",
-                       "modeling_minibert.training.distillation.flow:distill", "train",
-                       "distil a fine-tuned teacher (or a sentence embedder) into a Mini-BERT"),
-    "fill-mask": Command("modeling_minibert.deployment.mask_filling:COMMAND_LINE",
-                         "modeling_minibert.deployment.mask_filling:fill_mask", None,
-                         "top predictions for [MASK] in a text"),
-    "convert-bert": Command("modeling_minibert.sharing.bert_format:COMMAND_LINE",
-                            "modeling_minibert.sharing.bert_format:convert_bert", None,
-                            "transformers BERT folder <-> Mini-BERT folder"),
-    "export-onnx": Command("modeling_minibert.deployment.onnx_export:COMMAND_LINE",
-                           "modeling_minibert.deployment.onnx_export:export_onnx", "onnx",
-                           "export to ONNX (or transformers.js), checked with onnxruntime"),
-    "benchmark-deploy": Command("modeling_minibert.deployment.serving_benchmark:COMMAND_LINE",
-                                "modeling_minibert.deployment.serving_benchmark:benchmark_deploy", "serve",
-                                "measure every serving path on this machine, keep the fastest as a ready folder"),
-    "push": Command("modeling_minibert.sharing.push:COMMAND_LINE", "modeling_minibert.sharing.push:push_to_hub", None,
-                    "upload a model folder to the Hub with a model card"),
+    "train-tokenizer": Command(
+        "tokenization.command:COMMAND_LINE",
+        "tokenization.training:train_tokenizer",
+        None,
+        "train a WordPiece vocabulary and fast tokenizer",
+    ),
+    "pretrain": Command(
+        "modeling_minibert.training.pretraining.arguments:COMMAND_LINE",
+        "modeling_minibert.training.pretraining.loop:pretrain",
+        "train",
+        "pretrain with Accelerate (MLM + NSP, MLM, ELECTRA, or distilled from a teacher)",
+        ("accelerate", "matplotlib", "tensorboard"),
+    ),  # datasets only for --dataset_name
+    "finetune": Command(
+        "modeling_minibert.training.finetuning.arguments:COMMAND_LINE",
+        "modeling_minibert.training.finetuning.flow:finetune",
+        "train",
+        "fine-tune with Trainer (classification, tagging, QA)",
+    ),
+    "distill": Command(
+        "modeling_minibert.training.distillation.arguments:COMMAND_LINE",
+        "modeling_minibert.training.distillation.flow:distill",
+        "train",
+        "distil a fine-tuned teacher (or a sentence embedder) into a Mini-BERT",
+    ),
+    "fill-mask": Command(
+        "modeling_minibert.deployment.mask_filling:COMMAND_LINE",
+        "modeling_minibert.deployment.mask_filling:fill_mask",
+        None,
+        "top predictions for [MASK] in a text",
+    ),
+    "convert-bert": Command(
+        "modeling_minibert.sharing.bert_format:COMMAND_LINE",
+        "modeling_minibert.sharing.bert_format:convert_bert",
+        None,
+        "transformers BERT folder <-> Mini-BERT folder",
+    ),
+    "export-onnx": Command(
+        "modeling_minibert.deployment.onnx_export:COMMAND_LINE",
+        "modeling_minibert.deployment.onnx_export:export_onnx",
+        "onnx",
+        "export to ONNX (or transformers.js), checked with onnxruntime",
+    ),
+    "benchmark-deploy": Command(
+        "modeling_minibert.deployment.serving_benchmark:COMMAND_LINE",
+        "modeling_minibert.deployment.serving_benchmark:benchmark_deploy",
+        "serve",
+        "measure every serving path on this machine, keep the fastest as a ready folder",
+    ),
+    "push": Command(
+        "modeling_minibert.sharing.push:COMMAND_LINE",
+        "modeling_minibert.sharing.push:push_to_hub",
+        None,
+        "upload a model folder to the Hub with a model card",
+    ),
 }
 
 # What each optional extra provides (top-level modules). A command's extra is checked before any work, and a
@@ -219,8 +248,11 @@ def main(argv: list[str] | None = None) -> int:
         needed = getattr(err, "extra", None) or missing_extra(err)
         if needed is None:
             raise
-        print(f"minibert {command}: error: needs the [{needed}] extra (missing module {err.name!r}); "
-              f"install it with: {install_hint(needed)}", file=sys.stderr)
+        print(
+            f"minibert {command}: error: needs the [{needed}] extra (missing module {err.name!r}); "
+            f"install it with: {install_hint(needed)}",
+            file=sys.stderr,
+        )
         return 2
     except (ValueError, OSError) as err:
         # Bad input, or a place that cannot be written, is the user's to fix: one line, no traceback.

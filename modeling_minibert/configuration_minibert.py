@@ -51,10 +51,24 @@ LAYER_NORM_POSITIONS = ("post", "pre")
 # Fields with the same meaning in transformers' BertConfig and MiniBertConfig: a BERT config translates through
 # them (loading a BERT folder, `minibert convert-bert` both ways), and BERT's weights fit unchanged.
 BERT_FIELDS = (
-    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
-    "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
-    "initializer_range", "layer_norm_eps", "pad_token_id", "classifier_dropout", "tie_word_embeddings",
-    "id2label", "label2id", "problem_type",
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_act",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "initializer_range",
+    "layer_norm_eps",
+    "pad_token_id",
+    "classifier_dropout",
+    "tie_word_embeddings",
+    "id2label",
+    "label2id",
+    "problem_type",
 )
 # BertConfig fields whose other values describe a model Mini-BERT (an encoder) is not.
 BERT_ONLY_VALUES = (("is_decoder", False), ("add_cross_attention", False))
@@ -73,19 +87,35 @@ def minibert_dict_from_bert(bert_config: dict, source: str) -> dict:
     fields = {name: bert_config[name] for name in BERT_FIELDS if name in bert_config}
     return {**fields, "architectures": architectures or None, "model_type": MiniBertConfig.model_type}
 
+
 # (fields, accepted types, how the error names them)
 FIELD_TYPES = (
     (
-        ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-         "max_position_embeddings", "type_vocab_size"),
+        (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ),
         (int,),
         "an integer",
     ),
     (("pad_token_id",), (int, type(None)), "an integer or null"),
-    (("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range", "layer_norm_eps"), (int, float), "a number"),
+    (
+        ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range", "layer_norm_eps"),
+        (int, float),
+        "a number",
+    ),
     (("classifier_dropout",), (int, float, type(None)), "a number or null"),
     (("hidden_act", "layer_norm_position"), (str,), "a string"),
-    (("tie_word_embeddings", "final_layer_norm", "mlm_head_transform", "unpad_inputs", "sparse_prediction"), (bool,), "true or false"),
+    (
+        ("tie_word_embeddings", "final_layer_norm", "mlm_head_transform", "unpad_inputs", "sparse_prediction"),
+        (bool,),
+        "true or false",
+    ),
 )
 SIZE_FIELDS = FIELD_TYPES[0][0]  # positive integers
 FLOAT_FIELDS = tuple(name for names, types, _ in FIELD_TYPES if float in types for name in names)  # finite numbers

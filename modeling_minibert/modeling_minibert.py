@@ -192,11 +192,23 @@ class Packing:
         real_slots = torch.cat([m.flatten() for m in padding_masks]).nonzero(as_tuple=True)[0]
         nonempty = sorted_lengths[:first]  # the sequences with tokens (`first` has passed them all)
         cu_seqlens = torch.cat([nonempty.new_zeros(1), nonempty.cumsum(0)]).int()
-        return cls(indices, torch.cat(gather), real_slots, sorted_lengths, cu_seqlens, batch_size, seq_len,
-                   sorted_sizes[0], bucket_shapes, bucket_full)
+        return cls(
+            indices,
+            torch.cat(gather),
+            real_slots,
+            sorted_lengths,
+            cu_seqlens,
+            batch_size,
+            seq_len,
+            sorted_sizes[0],
+            bucket_shapes,
+            bucket_full,
+        )
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Packing:
-        return dataclasses.replace(self, **{k: getattr(self, k).to(device, non_blocking=non_blocking) for k in self.TENSORS})
+        return dataclasses.replace(
+            self, **{k: getattr(self, k).to(device, non_blocking=non_blocking) for k in self.TENSORS}
+        )
 
     def pin_memory(self) -> Packing:
         """For `DataLoader(pin_memory=True)`: page-locked tensors copy to the GPU asynchronously."""
@@ -238,14 +250,19 @@ class Packing:
         return torch.cat([b.flatten(0, 1) for b in buckets]).index_select(0, self.scatter)
 
 
-def packed_attention_kernel(attn_implementation: str, device_type: str, dtype: torch.dtype,
-                            flash_attn_installed: bool) -> str:
+def packed_attention_kernel(
+    attn_implementation: str, device_type: str, dtype: torch.dtype, flash_attn_installed: bool
+) -> str:
     """How attention runs on packed tokens: "flash_attn_varlen", flash-attention's varlen kernel over all of them
     at once (on CUDA, in half precision, the flash_attn package installed, attention "sdpa" or
     "flash_attention_2"); else "buckets", the attention backend once per bucket (`Packing`): on CUDA, torch's sdpa
     then picks its own best kernel per bucket (flash for a full bucket, memory-efficient for one with a mask)."""
-    if (device_type == "cuda" and dtype in (torch.float16, torch.bfloat16) and flash_attn_installed
-            and attn_implementation in ("sdpa", "flash_attention_2")):
+    if (
+        device_type == "cuda"
+        and dtype in (torch.float16, torch.bfloat16)
+        and flash_attn_installed
+        and attn_implementation in ("sdpa", "flash_attention_2")
+    ):
         return "flash_attn_varlen"
     return "buckets"
 
@@ -283,7 +300,9 @@ def masked_capacity(batch_size: int, seq_len: int, mlm_probability: float) -> in
     1e-5) keeps its first `capacity` labels and scores no others, as BERT's `max_predictions_per_seq` does.
     """
     positions = batch_size * seq_len
-    count = positions * mlm_probability + MASKED_SPREAD * math.sqrt(positions * mlm_probability * (1 - mlm_probability))
+    count = positions * mlm_probability + MASKED_SPREAD * math.sqrt(
+        positions * mlm_probability * (1 - mlm_probability)
+    )
     return min(positions, 8 * math.ceil(count / 8))
 
 
@@ -340,7 +359,9 @@ class MiniBertEmbeddings(nn.Module):
         """Ids of any shape S (padded (B, T) or packed (N,)) -> (*S, H)."""
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)
-        embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids) + self.position_embeddings(position_ids)
+        embeddings = (
+            inputs_embeds + self.token_type_embeddings(token_type_ids) + self.position_embeddings(position_ids)
+        )
         return self.dropout(self.LayerNorm(embeddings))
 
 
@@ -418,8 +439,16 @@ class MiniBertSelfAttention(nn.Module):
         query, key, value = qkv.view(-1, 3, self.num_heads, self.head_dim).unbind(1)  # each (N, nh, hd)
         longest = packing.max_length
         attn_output = flash_attn_varlen_func(
-            query, key, value, packing.cu_seqlens, packing.cu_seqlens, longest, longest,
-            dropout_p=self.dropout_prob if self.training else 0.0, softmax_scale=self.scaling, causal=False,
+            query,
+            key,
+            value,
+            packing.cu_seqlens,
+            packing.cu_seqlens,
+            longest,
+            longest,
+            dropout_p=self.dropout_prob if self.training else 0.0,
+            softmax_scale=self.scaling,
+            causal=False,
         )
         return attn_output.reshape(qkv.shape[0], -1)
 
@@ -436,7 +465,9 @@ class MiniBertSelfAttention(nn.Module):
             # torch's CPU sdpa has no fused dropout and falls back to this same math with a slower dropout.
             # The eager function below takes sdpa's boolean mask too.
             attn_implementation = "eager"
-        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(attn_implementation, eager_attention_forward)
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            attn_implementation, eager_attention_forward
+        )
         attn_output, attn_weights = attention_interface(
             self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling, **kwargs
         )
@@ -555,7 +586,9 @@ class MiniBertEncoder(nn.Module):
         self.layer = nn.ModuleList([MiniBertLayer(config) for _ in range(config.num_hidden_layers)])
         # Absent in BERT. The Mini-BERT guide's variant normalises the last block's output once more; pre-LN
         # needs it, since its residual stream is never normalised otherwise (the config sets it for pre-LN).
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.final_layer_norm else None
+        self.LayerNorm = (
+            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.final_layer_norm else None
+        )
 
     def forward(
         self,
@@ -686,7 +719,9 @@ class MiniBertPreTrainedModel(PreTrainedModel):
         try:
             return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         except SafetensorError as err:
-            raise ValueError(f"{Path(pretrained_model_name_or_path) / 'model.safetensors'} is truncated or corrupted: {err}") from err
+            raise ValueError(
+                f"{Path(pretrained_model_name_or_path) / 'model.safetensors'} is truncated or corrupted: {err}"
+            ) from err
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
         """`PreTrainedModel.save_pretrained`, plus two guarantees.
@@ -765,7 +800,9 @@ class MiniBertModel(MiniBertPreTrainedModel):
         When unpadding runs (the default, with padding in the batch), hidden states at padding positions are zeros
         (they are never attended to, and no head should read them).
         """
-        check_inputs(self.config, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, self.training)
+        check_inputs(
+            self.config, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, self.training
+        )
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
@@ -806,11 +843,15 @@ class MiniBertModel(MiniBertPreTrainedModel):
                 hidden_states = tuple(packing.pad(h) for h in hidden_states)
         pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
         return BaseModelOutputWithPooling(
-            last_hidden_state=sequence_output, pooler_output=pooled_output, hidden_states=hidden_states, attentions=attentions
+            last_hidden_state=sequence_output,
+            pooler_output=pooled_output,
+            hidden_states=hidden_states,
+            attentions=attentions,
         )
 
-    def _layout(self, attention_mask: torch.Tensor | None, plan: BatchPlan | None,
-                unpad: bool) -> tuple[Packing | None, bool | None]:
+    def _layout(
+        self, attention_mask: torch.Tensor | None, plan: BatchPlan | None, unpad: bool
+    ) -> tuple[Packing | None, bool | None]:
         """(the packing to run with or None, whether the batch has padding or None where that is not known)."""
         if attention_mask is None:
             return None, False
@@ -834,12 +875,17 @@ class MiniBertModel(MiniBertPreTrainedModel):
         kernel = packed_attention_kernel(attn_implementation, device.type, dtype, flash_attn)
         if kernel != "buckets":
             return packing.with_attention(kernel)
-        masks = [None if m is None else self._backend_mask(m, dtype, attn_implementation, True)
-                 for m in packing.padding_masks()]
+        masks = [
+            None if m is None else self._backend_mask(m, dtype, attn_implementation, True)
+            for m in packing.padding_masks()
+        ]
         return packing.with_attention(kernel, masks)
 
     def _backend_mask(
-        self, attention_mask: torch.Tensor | None, dtype: torch.dtype, attn_implementation: str,
+        self,
+        attention_mask: torch.Tensor | None,
+        dtype: torch.dtype,
+        attn_implementation: str,
         padding: bool | None = None,
     ) -> torch.Tensor | None:
         """A (B, T) padding mask in the format `attn_implementation` takes (None when it needs none); `padding`:
@@ -945,11 +991,18 @@ class MiniBertForPreTraining(MiniBertPreTrainedModel):
         prediction_logits (B, T, V), or (M, V) when sparse (rows at `masked_positions`); seq_relationship_logits
         (B, 2). loss = mlm_loss + next_sentence_loss when both labels are given (as BERT).
         """
-        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                            batch_plan=batch_plan, **kwargs)
+        outputs = self.bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, batch_plan=batch_plan, **kwargs
+        )
         mlm_logits, mlm_loss, masked_positions = _mlm_logits_and_loss(
-            self, self.cls.predictions, outputs.last_hidden_state, labels, sparse_prediction, masked_positions,
-            batch_plan, **kwargs
+            self,
+            self.cls.predictions,
+            outputs.last_hidden_state,
+            labels,
+            sparse_prediction,
+            masked_positions,
+            batch_plan,
+            **kwargs,
         )
         nsp_logits = self.cls.seq_relationship(outputs.pooler_output)  # (B, 2)
         nsp_loss = None
@@ -958,9 +1011,14 @@ class MiniBertForPreTraining(MiniBertPreTrainedModel):
             nsp_loss = CrossEntropyLoss()(nsp_logits.view(-1, 2), next_sentence_label.view(-1))
         loss = mlm_loss + nsp_loss if mlm_loss is not None and nsp_loss is not None else None
         return MiniBertForPreTrainingOutput(
-            loss=loss, prediction_logits=mlm_logits, seq_relationship_logits=nsp_logits,
-            hidden_states=outputs.hidden_states, attentions=outputs.attentions,
-            mlm_loss=mlm_loss, next_sentence_loss=nsp_loss, masked_positions=masked_positions,
+            loss=loss,
+            prediction_logits=mlm_logits,
+            seq_relationship_logits=nsp_logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            mlm_loss=mlm_loss,
+            next_sentence_loss=nsp_loss,
+            masked_positions=masked_positions,
         )
 
 
@@ -999,14 +1057,24 @@ class MiniBertForMaskedLM(MiniBertPreTrainedModel):
         """labels (B, T) with -100 where not masked. sparse_prediction: score only the labelled positions
         (default: `config.sparse_prediction` in training, False in evaluation). masked_positions, batch_plan: see
         `MiniBertForPreTraining`. logits (B, T, V), or (M, V) when sparse (rows at `masked_positions`)."""
-        outputs = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
-                            batch_plan=batch_plan, **kwargs)
+        outputs = self.bert(
+            input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, batch_plan=batch_plan, **kwargs
+        )
         logits, loss, masked_positions = _mlm_logits_and_loss(
-            self, self.cls.predictions, outputs.last_hidden_state, labels, sparse_prediction, masked_positions,
-            batch_plan, **kwargs
+            self,
+            self.cls.predictions,
+            outputs.last_hidden_state,
+            labels,
+            sparse_prediction,
+            masked_positions,
+            batch_plan,
+            **kwargs,
         )
         return MiniBertMaskedLMOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions,
+            loss=loss,
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
             masked_positions=masked_positions,
         )
 
@@ -1102,7 +1170,11 @@ class MiniBertForMultipleChoice(MiniBertPreTrainedModel):
             return None if t is None else t.flatten(0, 1)  # (B, C, ...) -> (B * C, ...)
 
         outputs = self.bert(
-            flat(input_ids), flat(attention_mask), flat(token_type_ids), flat(position_ids), flat(inputs_embeds),
+            flat(input_ids),
+            flat(attention_mask),
+            flat(token_type_ids),
+            flat(position_ids),
+            flat(inputs_embeds),
             **kwargs,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)  # (B, C)
@@ -1176,7 +1248,10 @@ class MiniBertForQuestionAnswering(MiniBertPreTrainedModel):
         if start_positions is not None and end_positions is not None:
             loss = self.loss_function(start_logits, end_logits, start_positions, end_positions, **kwargs)
         return QuestionAnsweringModelOutput(
-            loss=loss, start_logits=start_logits, end_logits=end_logits, hidden_states=outputs.hidden_states,
+            loss=loss,
+            start_logits=start_logits,
+            end_logits=end_logits,
+            hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
 

@@ -45,8 +45,13 @@ def question_room(tokenizer: PreTrainedTokenizerBase, max_length: int, doc_strid
     return max_length - tokenizer.num_special_tokens_to_add(pair=True) - doc_stride - 1
 
 
-def check_window(tokenizer: PreTrainedTokenizerBase, max_length: int, doc_stride: int, length_name: str = "max_seq_len",
-                 positions: int | None = None) -> None:
+def check_window(
+    tokenizer: PreTrainedTokenizerBase,
+    max_length: int,
+    doc_stride: int,
+    length_name: str = "max_seq_len",
+    positions: int | None = None,
+) -> None:
     """ValueError in one line, naming the option and its limit, for windows no question fits in: `doc_stride`
     negative, or so close to `max_length` (the option `length_name`) that the special tokens, the overlap and one
     new context token leave no room for one question token; and for `max_length` past the model's `positions`.
@@ -55,9 +60,11 @@ def check_window(tokenizer: PreTrainedTokenizerBase, max_length: int, doc_stride
         raise ValueError(f"{length_name}={max_length} exceeds the model's max_position_embeddings={positions}")
     most = question_room(tokenizer, max_length, 0) - 1  # the overlap that leaves one question token
     if not 0 <= doc_stride <= most:
-        raise ValueError(f"doc_stride={doc_stride} must be at least 0 and at most {most} with {length_name}={max_length}: "
-                         f"each window holds {tokenizer.num_special_tokens_to_add(pair=True)} special tokens, the question, "
-                         "the overlap and at least one new context token")
+        raise ValueError(
+            f"doc_stride={doc_stride} must be at least 0 and at most {most} with {length_name}={max_length}: "
+            f"each window holds {tokenizer.num_special_tokens_to_add(pair=True)} special tokens, the question, "
+            "the overlap and at least one new context token"
+        )
 
 
 def tokenize_windows(
@@ -158,7 +165,9 @@ class QuestionAnsweringPipeline(ChunkPipeline):
     `doc_stride`, `align_to_words` (default True: answers are whole words, as in transformers' former pipeline).
     """
 
-    def __call__(self, *args, question: str | list[str] | None = None, context: str | list[str] | None = None, **kwargs):
+    def __call__(
+        self, *args, question: str | list[str] | None = None, context: str | list[str] | None = None, **kwargs
+    ):
         if question is not None or context is not None:
             if question is None or context is None:
                 raise ValueError("pass both question= and context=")
@@ -210,7 +219,12 @@ class QuestionAnsweringPipeline(ChunkPipeline):
         default_length, default_stride = default_window(self.tokenizer, self.model.config)
         max_seq_len = max_seq_len if max_seq_len is not None else default_length
         doc_stride = doc_stride if doc_stride is not None else min(default_stride, max_seq_len // 4)
-        check_window(self.tokenizer, max_seq_len, doc_stride, positions=getattr(self.model.config, "max_position_embeddings", None))
+        check_window(
+            self.tokenizer,
+            max_seq_len,
+            doc_stride,
+            positions=getattr(self.model.config, "max_position_embeddings", None),
+        )
         room = question_room(self.tokenizer, max_seq_len, doc_stride)
         question_length = len(self.tokenizer(question, add_special_tokens=False)["input_ids"])
         if question_length > room:
@@ -226,11 +240,7 @@ class QuestionAnsweringPipeline(ChunkPipeline):
             sequence_ids = encoding.sequence_ids(i)
             context_mask = torch.tensor([sid == 1 for sid in sequence_ids])
             words = [word if sid == 1 else -1 for word, sid in zip(encoding.word_ids(i), sequence_ids)]
-            window = {
-                name: encoding[name][i : i + 1]
-                for name in self.tokenizer.model_input_names
-                if name in encoding
-            }
+            window = {name: encoding[name][i : i + 1] for name in self.tokenizer.model_input_names if name in encoding}
             yield {
                 **window,
                 "offset_mapping": encoding["offset_mapping"][i : i + 1],  # (1, T, 2)
@@ -241,12 +251,15 @@ class QuestionAnsweringPipeline(ChunkPipeline):
             }
 
     def _forward(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        extras = {name: inputs.pop(name) for name in ("offset_mapping", "context_mask", "word_ids", "context", "is_last")}
+        extras = {
+            name: inputs.pop(name) for name in ("offset_mapping", "context_mask", "word_ids", "context", "is_last")
+        }
         outputs = self.model(**inputs)
         return {"start_logits": outputs.start_logits, "end_logits": outputs.end_logits, **extras}
 
-    def postprocess(self, all_outputs: list[dict[str, Any]], top_k: int = 1, max_answer_len: int = 30,
-                    align_to_words: bool = True):
+    def postprocess(
+        self, all_outputs: list[dict[str, Any]], top_k: int = 1, max_answer_len: int = 30, align_to_words: bool = True
+    ):
         windows = [
             (
                 out["start_logits"][0].float().numpy(),

@@ -126,7 +126,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def module_marks(module, name: str) -> list[pytest.Mark]:
     """The marks called `name` that a test module gives all its tests (`pytestmark`)."""
     marks = getattr(module, "pytestmark", [])
-    return [getattr(m, "mark", m) for m in (marks if isinstance(marks, list) else [marks]) if getattr(m, "name", None) == name]
+    return [
+        getattr(m, "mark", m)
+        for m in (marks if isinstance(marks, list) else [marks])
+        if getattr(m, "name", None) == name
+    ]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

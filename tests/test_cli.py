@@ -20,10 +20,23 @@ def without_modules(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
 
 def test_a_missing_extra_names_a_command_that_installs_it_from_the_clone(monkeypatch, capsys, tmp_path):
     without_modules(monkeypatch, "onnxscript")
-    assert cli.main(["export-onnx", "--model_name_or_path", str(tmp_path / "model"), "--output_dir", str(tmp_path / "model.onnx")]) == 2
+    assert (
+        cli.main(
+            [
+                "export-onnx",
+                "--model_name_or_path",
+                str(tmp_path / "model"),
+                "--output_dir",
+                str(tmp_path / "model.onnx"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
-    assert err == (f"minibert export-onnx: error: needs the [onnx] extra (missing module 'onnxscript'); install it "
-                   f"with: {sys.executable} -m pip install -e '{REPO}[onnx]'\n")
+    assert err == (
+        f"minibert export-onnx: error: needs the [onnx] extra (missing module 'onnxscript'); install it "
+        f"with: {sys.executable} -m pip install -e '{REPO}[onnx]'\n"
+    )
     assert "minibert[" not in err  # the PyPI project named minibert is someone else's
     assert not (tmp_path / "model.onnx").exists()
 
@@ -39,7 +52,8 @@ def test_a_module_missing_later_is_traced_back_to_its_extra(monkeypatch, capsys)
     assert cli.main(["fill-mask", "--model_name_or_path", "folder", "--text", "text [MASK]"]) == 2
     assert capsys.readouterr().err == (
         f"minibert fill-mask: error: needs the [train] extra (missing module 'seqeval'); install it with: "
-        f"{sys.executable} -m pip install -e '{REPO}[train]'\n")
+        f"{sys.executable} -m pip install -e '{REPO}[train]'\n"
+    )
 
 
 def test_an_install_outside_a_clone_says_to_install_from_one(monkeypatch, tmp_path):
@@ -47,29 +61,38 @@ def test_an_install_outside_a_clone_says_to_install_from_one(monkeypatch, tmp_pa
     assert cli.install_hint("train") == "pip install -e '.[train]' in a clone of Mini-BERT"
 
 
-@pytest.mark.parametrize("argv, refused", [
-    (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--overwrite"], "--overwrite"),
-    (["train-tokenizer", "--input", "x.txt", "--output_dir", "out"], "--input"),
-    (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--cased"], "--cased"),
-    (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--no-strip-accents"], "--no-strip-accents"),
-    (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--quiet"], "--quiet"),
-    (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--vocab", "100"], "--vocab"),
-    (["convert-bert", "--model_name_or_path", "src", "--output_dir", "out", "--overwrite"], "--overwrite"),
-    (["push", "--model_name_or_path", "folder", "--hub_model_id", "me/model", "--commit", "message"], "--commit"),
-])
+@pytest.mark.parametrize(
+    "argv, refused",
+    [
+        (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--overwrite"], "--overwrite"),
+        (["train-tokenizer", "--input", "x.txt", "--output_dir", "out"], "--input"),
+        (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--cased"], "--cased"),
+        (
+            ["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--no-strip-accents"],
+            "--no-strip-accents",
+        ),
+        (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--quiet"], "--quiet"),
+        (["train-tokenizer", "--train_file", "x.txt", "--output_dir", "out", "--vocab", "100"], "--vocab"),
+        (["convert-bert", "--model_name_or_path", "src", "--output_dir", "out", "--overwrite"], "--overwrite"),
+        (["push", "--model_name_or_path", "folder", "--hub_model_id", "me/model", "--commit", "message"], "--commit"),
+    ],
+)
 def test_dropped_and_abbreviated_option_names_are_refused(argv, refused, capsys, tmp_path, monkeypatch):
     """The 0.1 names are gone (there was no release), and argparse's prefix matching no longer maps an old or a
     shortened name onto a current option: exit 2 naming it, before any work."""
     monkeypatch.chdir(tmp_path)
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"minibert {argv[0]}: error: unrecognized arguments: {refused}") and err.count("\n") == 1, err
+    assert err.startswith(f"minibert {argv[0]}: error: unrecognized arguments: {refused}") and err.count("\n") == 1, (
+        err
+    )
     assert f"(see minibert {argv[0]} --help)" in err
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_job_interrupted_says_so_in_one_line_and_exits_130(monkeypatch, capsys):
     """A bare KeyboardInterrupt (Ctrl-C while a job starts) has no text: the line says "interrupted"."""
+
     def ctrl_c(*args, **kwargs):
         raise KeyboardInterrupt
 
@@ -89,9 +112,15 @@ def test_a_real_ctrl_c_during_start_up_is_one_line(tmp_path):
     from fixtures.environment import clean_env
 
     launcher = "import sys; from modeling_minibert.cli import console_main; sys.exit(console_main())"  # what the console script runs
-    process = subprocess.Popen([sys.executable, "-c", launcher, "fill-mask", "--help"], cwd=tmp_path,
-                               env=clean_env(PYTHONPATH=str(REPO)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process = subprocess.Popen(
+        [sys.executable, "-c", launcher, "fill-mask", "--help"],
+        cwd=tmp_path,
+        env=clean_env(PYTHONPATH=str(REPO)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     time.sleep(0.3)
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=120)
@@ -119,8 +148,9 @@ def test_the_package_import_gives_the_cycle_collector_back_as_the_caller_had_it(
         "del sys.modules['transformers']\n"
         "gc.disable()\nimport modeling_minibert\nprint(gc.isenabled())\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], env=clean_env(PYTHONPATH=str(REPO)), capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=clean_env(PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=120
+    )
     assert done.stdout.split() == ["True", "False"], done.stderr[-2000:]
 
 

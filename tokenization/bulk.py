@@ -52,10 +52,16 @@ def splits_at_spaces(pipeline: dict) -> bool:
         return [part["type"]]
 
     normalizers, pre_tokenizers = kinds(pipeline.get("normalizer")), kinds(pipeline.get("pre_tokenizer"))
-    added_ok = all(" " not in t["content"] and not t.get("lstrip") and not t.get("rstrip") and not t.get("single_word")
-                   for t in pipeline.get("added_tokens", []))
-    return (added_ok and set(normalizers) <= LOCAL_NORMALIZERS and set(pre_tokenizers) <= LOCAL_PRE_TOKENIZERS
-            and bool(set(pre_tokenizers) & SPACE_SPLITTERS))
+    added_ok = all(
+        " " not in t["content"] and not t.get("lstrip") and not t.get("rstrip") and not t.get("single_word")
+        for t in pipeline.get("added_tokens", [])
+    )
+    return (
+        added_ok
+        and set(normalizers) <= LOCAL_NORMALIZERS
+        and set(pre_tokenizers) <= LOCAL_PRE_TOKENIZERS
+        and bool(set(pre_tokenizers) & SPACE_SPLITTERS)
+    )
 
 
 def id_dtype(vocab_size: int) -> np.dtype:
@@ -77,8 +83,11 @@ class BulkEncoder:
         """(ids (N,), word_starts (N,) uint8, lengths (len(texts),) int64) for `texts`, in order."""
         encode = self._encode_by_pieces if self.by_pieces else self._encode_whole
         ids, starts, lengths = encode(texts)
-        return (np.frombuffer(ids, dtype=self.dtype), np.frombuffer(starts, dtype=np.uint8),
-                np.asarray(lengths, dtype=np.int64))
+        return (
+            np.frombuffer(ids, dtype=self.dtype),
+            np.frombuffer(starts, dtype=np.uint8),
+            np.asarray(lengths, dtype=np.int64),
+        )
 
     def _encode_whole(self, texts: Sequence[str]) -> tuple[bytes, bytes, list[int]]:
         encodings = self.backend.encode_batch(list(texts), add_special_tokens=False)

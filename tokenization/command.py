@@ -17,8 +17,9 @@ from tokenization.wordpiece import BertTokenizerFast
 def saved_lines(tokenizer: BertTokenizerFast, options: dict[str, Any]) -> str:
     """What `minibert train-tokenizer` prints: where the vocabulary went, and how it cuts the training text."""
     texts = (line for batch in Corpus(files=options["train_file"], show_progress=False) for line in batch)
-    return (f"saved a {len(tokenizer):,}-token WordPiece vocabulary to {options['output_dir']}\n"
-            + format_summary(tokenizer_summary(tokenizer, texts)))
+    return f"saved a {len(tokenizer):,}-token WordPiece vocabulary to {options['output_dir']}\n" + format_summary(
+        tokenizer_summary(tokenizer, texts)
+    )
 
 
 COMMAND_LINE = CommandLine(

@@ -93,8 +93,9 @@ def _checked_files(files: str | os.PathLike | Sequence[str | os.PathLike]) -> li
     paths = [Path(files)] if isinstance(files, (str, os.PathLike)) else [Path(f) for f in files]
     for path in paths:
         if _is_dir(path):  # FileNotFoundError still: what was asked for, a text file, is not there
-            raise FileNotFoundError(f"training file {path} is a folder, not a text file: name the files in it "
-                                    f"(--train_file {path}/*.txt)")
+            raise FileNotFoundError(
+                f"training file {path} is a folder, not a text file: name the files in it (--train_file {path}/*.txt)"
+            )
         if not _is_file(path):
             raise FileNotFoundError(f"training file not found: {path}")
     return paths
@@ -181,4 +182,3 @@ def _bounded_lines(path: Path, limit: int | None = None) -> Iterator[bytes]:
                 cut = cut or len(piece)
             carry = piece[cut:]
             yield piece[:cut]
-

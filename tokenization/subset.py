@@ -36,16 +36,25 @@ def wordpiece_settings(teacher: PreTrainedTokenizerBase, name: str) -> tuple[boo
     cannot reproduce: not a fast tokenizer, not WordPiece, another continuation prefix or another normalizer."""
     backend = getattr(teacher, "backend_tokenizer", None)
     if backend is None:
-        raise ValueError(f"{name}: its tokenizer ({type(teacher).__name__}) is not a fast (tokenizers) tokenizer; "
-                         "a subset vocabulary needs a WordPiece tokenizer.json")
+        raise ValueError(
+            f"{name}: its tokenizer ({type(teacher).__name__}) is not a fast (tokenizers) tokenizer; "
+            "a subset vocabulary needs a WordPiece tokenizer.json"
+        )
     pipeline = json.loads(backend.to_str())
     model, normalizer = pipeline.get("model") or {}, pipeline.get("normalizer") or {}
     if model.get("type") != "WordPiece":
-        raise ValueError(f"{name}: its tokenizer is {model.get('type')}, not WordPiece; general distillation needs "
-                         "a teacher with a WordPiece vocabulary (BERT's family)")
-    if model.get("continuing_subword_prefix") != CONTINUING_SUBWORD_PREFIX or normalizer.get("type") != "BertNormalizer":
-        raise ValueError(f"{name}: its WordPiece tokenizer is not BERT's (prefix {model.get('continuing_subword_prefix')!r}, "
-                         f"normalizer {normalizer.get('type')}): a subset could not cut words as it does")
+        raise ValueError(
+            f"{name}: its tokenizer is {model.get('type')}, not WordPiece; general distillation needs "
+            "a teacher with a WordPiece vocabulary (BERT's family)"
+        )
+    if (
+        model.get("continuing_subword_prefix") != CONTINUING_SUBWORD_PREFIX
+        or normalizer.get("type") != "BertNormalizer"
+    ):
+        raise ValueError(
+            f"{name}: its WordPiece tokenizer is not BERT's (prefix {model.get('continuing_subword_prefix')!r}, "
+            f"normalizer {normalizer.get('type')}): a subset could not cut words as it does"
+        )
     return bool(normalizer.get("lowercase", True)), normalizer.get("strip_accents")
 
 
@@ -86,11 +95,15 @@ def smallest_vocab_size(teacher: PreTrainedTokenizerBase) -> int:
 def check_subset_size(teacher: PreTrainedTokenizerBase, vocab_size: int, name: str) -> None:
     """ValueError, one line, when `vocab_size` is not between the special tokens + characters and the teacher's size."""
     if vocab_size > len(teacher):
-        raise ValueError(f"vocab_size={vocab_size} is larger than the teacher {name}'s vocabulary ({len(teacher)} "
-                         "tokens): the student's vocabulary is a subset of the teacher's")
+        raise ValueError(
+            f"vocab_size={vocab_size} is larger than the teacher {name}'s vocabulary ({len(teacher)} "
+            "tokens): the student's vocabulary is a subset of the teacher's"
+        )
     if vocab_size < smallest_vocab_size(teacher):
-        raise ValueError(f"vocab_size={vocab_size} cannot hold the teacher {name}'s special tokens and single "
-                         f"characters: use at least {smallest_vocab_size(teacher)}")
+        raise ValueError(
+            f"vocab_size={vocab_size} cannot hold the teacher {name}'s special tokens and single "
+            f"characters: use at least {smallest_vocab_size(teacher)}"
+        )
 
 
 def subset_tokenizer(
@@ -128,8 +141,10 @@ def to_teacher_ids(student: PreTrainedTokenizerBase, teacher: PreTrainedTokenize
     pieces = sorted(student.get_vocab().items(), key=lambda item: item[1])
     missing = [t for t, _ in pieces if t not in specials and t not in vocab]
     if missing:
-        raise ValueError(f"the student's tokenizer is not a subset of the teacher's: {len(missing)} pieces "
-                         f"(such as {missing[0]!r}) are not in its vocabulary")
+        raise ValueError(
+            f"the student's tokenizer is not a subset of the teacher's: {len(missing)} pieces "
+            f"(such as {missing[0]!r}) are not in its vocabulary"
+        )
     return [specials[t] if t in specials else vocab[t] for t, _ in pieces]
 
 

@@ -37,15 +37,23 @@ class TokenizerTrainingArguments:
     """`minibert train-tokenizer`'s flags and the keyword options of `train_tokenizer`, named as in transformers'
     example scripts and `TrainingArguments`."""
 
-    train_file: list[str] | None = field(default=None, metadata={"help": "one or more UTF-8 text files to train on (required)"})
+    train_file: list[str] | None = field(
+        default=None, metadata={"help": "one or more UTF-8 text files to train on (required)"}
+    )
     # Required on the command line, which has no other way to hand the tokenizer back; in Python, without it the
     # tokenizer is only returned.
     output_dir: str | None = field(
         default=None, metadata={"help": "folder to save the tokenizer in (with save_pretrained)", "required": True}
     )
-    vocab_size: int = field(default=8192, metadata={"help": "most tokens in the vocabulary, special tokens included (default: 8192)"})
-    min_frequency: int = field(default=2, metadata={"help": "fewest occurrences of a pair for it to be merged (default: 2)"})
-    lowercase: bool = field(default=True, metadata={"help": "lowercase the text, as uncased BERT (the default; --no_lowercase keeps case)"})
+    vocab_size: int = field(
+        default=8192, metadata={"help": "most tokens in the vocabulary, special tokens included (default: 8192)"}
+    )
+    min_frequency: int = field(
+        default=2, metadata={"help": "fewest occurrences of a pair for it to be merged (default: 2)"}
+    )
+    lowercase: bool = field(
+        default=True, metadata={"help": "lowercase the text, as uncased BERT (the default; --no_lowercase keeps case)"}
+    )
     strip_accents: bool | None = field(
         default=None,
         # nargs/const: a bare --strip_accents means true, as for the other booleans.
@@ -55,9 +63,12 @@ class TokenizerTrainingArguments:
         default=None, metadata={"help": "most single characters to keep (default: min(1000, (vocab_size - 5) // 2))"}
     )
     model_max_length: int | None = field(
-        default=None, metadata={"help": "longest sequence the model takes: its max_position_embeddings (default: no limit)"}
+        default=None,
+        metadata={"help": "longest sequence the model takes: its max_position_embeddings (default: no limit)"},
     )
-    overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty output folder (default: false)"})
+    overwrite_output_dir: bool = field(
+        default=False, metadata={"help": "replace a non-empty output folder (default: false)"}
+    )
     disable_tqdm: bool = field(default=False, metadata={"help": "no progress bar (default: false)"})
 
 
@@ -95,14 +106,18 @@ def train_tokenizer(*, train_data: Iterable[str] | None = None, **options: Any) 
     """
     args = _arguments(options)
     if (args.train_file is None) == (train_data is None):
-        raise ValueError("--train_file is required: one or more UTF-8 text files to train on"
-                         " (in Python: train_file=, or train_data= texts)"
-                         if train_data is None else "give train_file or train_data, not both")
+        raise ValueError(
+            "--train_file is required: one or more UTF-8 text files to train on"
+            " (in Python: train_file=, or train_data= texts)"
+            if train_data is None
+            else "give train_file or train_data, not both"
+        )
     limit_alphabet = _checked_sizes(args.vocab_size, args.min_frequency, args.limit_alphabet, args.model_max_length)
     if args.output_dir is not None:
         # fail before training, not after; the output must not hold the files it is trained on
-        _files().check_output_dir(args.output_dir, args.overwrite_output_dir, inputs={"train_file": args.train_file},
-                                  job="train-tokenizer")
+        _files().check_output_dir(
+            args.output_dir, args.overwrite_output_dir, inputs={"train_file": args.train_file}, job="train-tokenizer"
+        )
     corpus = Corpus(files=args.train_file, texts=train_data, show_progress=not args.disable_tqdm)
     tokenizer = _train(corpus, args, limit_alphabet)
     if args.output_dir is not None:
@@ -149,12 +164,16 @@ def _arguments(options: dict[str, Any]) -> TokenizerTrainingArguments:
     names = [f.name for f in dataclasses.fields(TokenizerTrainingArguments)]
     unknown = sorted(set(options) - set(names))
     if unknown:
-        raise ValueError(f"unknown option(s) {unknown} for train_tokenizer: its options are the command line's "
-                         f"flags, {names}, and train_data= for texts in memory")
+        raise ValueError(
+            f"unknown option(s) {unknown} for train_tokenizer: its options are the command line's "
+            f"flags, {names}, and train_data= for texts in memory"
+        )
     return TokenizerTrainingArguments(**options)
 
 
-def _checked_sizes(vocab_size: int, min_frequency: int, limit_alphabet: int | None, model_max_length: int | None) -> int:
+def _checked_sizes(
+    vocab_size: int, min_frequency: int, limit_alphabet: int | None, model_max_length: int | None
+) -> int:
     """Refuse sizes out of range, before any work; return `limit_alphabet` (its default filled in)."""
     n_special = len(SPECIAL_TOKEN_IDS)
     if vocab_size < MIN_VOCAB_SIZE:
@@ -169,11 +188,15 @@ def _checked_sizes(vocab_size: int, min_frequency: int, limit_alphabet: int | No
         # Each kept character may also appear as its "##" continuation: 2 entries per character.
         return min(MAX_ALPHABET, (vocab_size - n_special) // 2)
     if not 1 <= limit_alphabet <= vocab_size - n_special:
-        raise ValueError(f"limit_alphabet={limit_alphabet} must be between 1 and vocab_size - {n_special} = {vocab_size - n_special}")
+        raise ValueError(
+            f"limit_alphabet={limit_alphabet} must be between 1 and vocab_size - {n_special} = {vocab_size - n_special}"
+        )
     return limit_alphabet
 
 
-def _check_trained(vocab: dict[str, int], corpus: Corpus, vocab_size: int, min_frequency: int, limit_alphabet: int) -> None:
+def _check_trained(
+    vocab: dict[str, int], corpus: Corpus, vocab_size: int, min_frequency: int, limit_alphabet: int
+) -> None:
     """Refuse a vocabulary that is empty or too large; say when it is smaller than asked."""
     if len(vocab) <= len(SPECIAL_TOKEN_IDS):
         raise ValueError(f"the corpus ({corpus.describe()}) contains no text to train on")
@@ -190,10 +213,14 @@ def _check_trained(vocab: dict[str, int], corpus: Corpus, vocab_size: int, min_f
         )
     # The trainer puts special tokens first, in order; the model relies on it (pad_token_id=0).
     if any(vocab[token] != i for token, i in SPECIAL_TOKEN_IDS.items()):
-        raise RuntimeError(f"tokenizers placed the special tokens at unexpected ids: {[vocab[t] for t in SPECIAL_TOKEN_IDS]}")
+        raise RuntimeError(
+            f"tokenizers placed the special tokens at unexpected ids: {[vocab[t] for t in SPECIAL_TOKEN_IDS]}"
+        )
 
 
-def _alphabet(corpus: Corpus, limit_alphabet: int, lowercase: bool, strip_accents: bool | None) -> tuple[list[str], list[str]]:
+def _alphabet(
+    corpus: Corpus, limit_alphabet: int, lowercase: bool, strip_accents: bool | None
+) -> tuple[list[str], list[str]]:
     """The characters training will keep and the "##" forms it will make of them, both in a fixed order.
 
     Returns (the characters, sorted, or [] when all of them fit in `limit_alphabet`; the "##x" tokens, sorted).
@@ -217,5 +244,7 @@ def _alphabet(corpus: Corpus, limit_alphabet: int, lowercase: bool, strip_accent
                 counts.update(normalizer.normalize_str(text))
         kept = sorted(sorted(chars, key=lambda c: (-counts[c], c))[:limit_alphabet])
         chars = set(kept)
-    pieces = sorted(t for t in vocab if t.startswith(CONTINUING_SUBWORD_PREFIX) and t[len(CONTINUING_SUBWORD_PREFIX):] in chars)
+    pieces = sorted(
+        t for t in vocab if t.startswith(CONTINUING_SUBWORD_PREFIX) and t[len(CONTINUING_SUBWORD_PREFIX) :] in chars
+    )
     return kept, pieces

@@ -41,7 +41,9 @@ TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 
 
-def build_backend(vocab: dict[str, int] | None, lowercase: bool = True, strip_accents: bool | None = None) -> Tokenizer:
+def build_backend(
+    vocab: dict[str, int] | None, lowercase: bool = True, strip_accents: bool | None = None
+) -> Tokenizer:
     """The `tokenizers` pipeline of BERT; with `vocab=None` an untrained one, ready for a `WordPieceTrainer`.
 
     `strip_accents=None` follows `lowercase`, as in the original BERT.
@@ -83,7 +85,9 @@ class BertTokenizerFast(transformers.BertTokenizer):
         tokens = sorted(vocab, key=vocab.__getitem__)
         # vocab.txt stores ids implicitly as line numbers: refuse to write a file that would renumber them.
         if [vocab[t] for t in tokens] != list(range(len(tokens))):
-            raise ValueError(f"vocabulary ids are not contiguous from 0 to {len(tokens) - 1}: cannot write {VOCAB_FILE}")
+            raise ValueError(
+                f"vocabulary ids are not contiguous from 0 to {len(tokens) - 1}: cannot write {VOCAB_FILE}"
+            )
         bad = [t for t in tokens if "\n" in t or "\r" in t]
         if bad:
             raise ValueError(f"token {bad[0]!r} contains a line break: cannot write {VOCAB_FILE}")
@@ -101,7 +105,9 @@ class BertTokenizerFast(transformers.BertTokenizer):
         file_names = super()._save_pretrained(save_directory, file_names, legacy_format, filename_prefix)
         vocab_files = self.save_vocabulary(str(save_directory), filename_prefix)
         # transformers 5 keeps the special tokens in tokenizer_config.json; the separate map is for older readers.
-        map_path = os.path.join(save_directory, (filename_prefix + "-" if filename_prefix else "") + SPECIAL_TOKENS_MAP_FILE)
+        map_path = os.path.join(
+            save_directory, (filename_prefix + "-" if filename_prefix else "") + SPECIAL_TOKENS_MAP_FILE
+        )
         _files().write_text(map_path, json.dumps(self.special_tokens_map, indent=2, sort_keys=True) + "\n")
         return file_names + vocab_files + (map_path,)
 
@@ -127,7 +133,9 @@ def make_tokenizer(
     )
 
 
-def check_vocab(vocab: dict[str, int] | list[str], source: str | os.PathLike, special_tokens: list[str] | None = None) -> None:
+def check_vocab(
+    vocab: dict[str, int] | list[str], source: str | os.PathLike, special_tokens: list[str] | None = None
+) -> None:
     """Raise ValueError naming `source` and the token if a special token is missing.
 
     Without this check transformers silently appends missing special tokens after the vocabulary, giving ids

@@ -27,13 +27,17 @@ def function_lengths(folder: Path) -> list[tuple[int, str]]:
     for path in sorted(folder.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                found.append((node.end_lineno - node.lineno + 1, f"{path.relative_to(REPO)}:{node.lineno} {node.name}"))
+                found.append(
+                    (node.end_lineno - node.lineno + 1, f"{path.relative_to(REPO)}:{node.lineno} {node.name}")
+                )
     return sorted(found, reverse=True)
 
 
 def file_lengths() -> list[tuple[int, str]]:
     files = [p for folder in SOURCE_FOLDERS for p in (REPO / folder).rglob("*.py")]
-    return sorted(((len(p.read_text(encoding="utf-8").splitlines()), str(p.relative_to(REPO))) for p in files), reverse=True)
+    return sorted(
+        ((len(p.read_text(encoding="utf-8").splitlines()), str(p.relative_to(REPO))) for p in files), reverse=True
+    )
 
 
 def main() -> int:

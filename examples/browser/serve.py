@@ -35,8 +35,13 @@ def routes(model: Path, node_modules: Path) -> dict[str, Path]:
 
 class Handler(http.server.SimpleHTTPRequestHandler):
     # Module scripts and WebAssembly are only run when served with these types.
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".mjs": "text/javascript",
-                      ".js": "text/javascript", ".wasm": "application/wasm", ".onnx": "application/octet-stream"}
+    extensions_map = {
+        **http.server.SimpleHTTPRequestHandler.extensions_map,
+        ".mjs": "text/javascript",
+        ".js": "text/javascript",
+        ".wasm": "application/wasm",
+        ".onnx": "application/octet-stream",
+    }
 
     def __init__(self, *args, routes: dict[str, Path], **kwargs):
         self.routes = routes
@@ -47,7 +52,7 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         path = posixpath.normpath(urllib.parse.unquote(urllib.parse.urlsplit(path).path))
         for prefix, folder in self.routes.items():
             if (path + "/").startswith(prefix):
-                parts = [p for p in path[len(prefix):].split("/") if p not in ("", ".", "..")]
+                parts = [p for p in path[len(prefix) :].split("/") if p not in ("", ".", "..")]
                 return str(folder.joinpath(*parts))
         return str(PAGE / "missing")
 

@@ -37,14 +37,20 @@ def test_the_notebooks_tables_are_their_committed_results(table):
     for name in table.files:
         assert (REPO / name).is_file(), f"lab/README.md line {table.line}: {name} is not committed"
     assert table.written, f"lab/README.md line {table.line}: a marker without its table (run `python -m lab.tables`)"
-    assert table.written == rendered(table), f"lab/README.md line {table.line} differs from {table.files}: run `python -m lab.tables`"
+    assert table.written == rendered(table), (
+        f"lab/README.md line {table.line} differs from {table.files}: run `python -m lab.tables`"
+    )
 
 
 def test_the_notebooks_tables_are_all_backed():
     """Its one table that is no results file's: the goals, each pointing at the section that measures it."""
     lines = notebook().splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith("|") and not lines[i - 1].startswith("|")]
-    unbacked = [lines[i] for i in starts if not lines[i - 1].startswith("<!-- results:") and not lines[i].startswith("| goal |")]
+    unbacked = [
+        lines[i]
+        for i in starts
+        if not lines[i - 1].startswith("<!-- results:") and not lines[i].startswith("| goal |")
+    ]
     assert len(starts) > 30 and not unbacked, unbacked
 
 
@@ -57,7 +63,9 @@ def test_every_figure_the_notebook_shows_is_committed():
 def test_every_minibert_command_the_notebook_shows_parses():
     commands = minibert_commands(notebook())
     assert len(commands) >= 3
-    problems = [f"lab/README.md line {line}: {problem}" for line, argv in commands if (problem := command_problem(argv))]
+    problems = [
+        f"lab/README.md line {line}: {problem}" for line, argv in commands if (problem := command_problem(argv))
+    ]
     assert problems == []
 
 
@@ -108,6 +116,8 @@ def test_the_early_stopping_patience_is_the_rules_choice():
     falls = {}
     for system in (TEACHER, FINETUNED, DISTILLED):
         old = statistics.fmean(validation(before, task, system) for task in labelled)
-        new = statistics.fmean(validation(after if task in after["tasks"] else before, task, system) for task in labelled)
+        new = statistics.fmean(
+            validation(after if task in after["tasks"] else before, task, system) for task in labelled
+        )
         falls[system] = old - new
     assert all(fall <= 0.005 for fall in falls.values()) and EARLY_STOPPING_PATIENCE == 3, falls

@@ -13,7 +13,9 @@ from fixtures.environment import REPO
 def distilled(path: Path, validation: float, test: float) -> Path:
     """A distill_rotten_tomatoes.py result: the student is the 'Mini-BERT distilled' row."""
     row = {split: {"accuracy": value} for split, value in (("validation", validation), ("test", test))}
-    path.write_text(json.dumps({"systems": {"teacher fine-tuned": {"test": {"accuracy": 0.83}}, "Mini-BERT distilled": row}}))
+    path.write_text(
+        json.dumps({"systems": {"teacher fine-tuned": {"test": {"accuracy": 0.83}}, "Mini-BERT distilled": row}})
+    )
     return path
 
 
@@ -24,15 +26,26 @@ def finetuned(path: Path, validation: float, test: float) -> Path:
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lab.plot_seeds", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "lab.plot_seeds", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_both_kinds_of_result_files_make_one_figure(tmp_path):
     output = tmp_path / "seeds.png"
-    done = run("--output", str(output), "--goal", "0.8",
-               "--recipe", "distilled", str(distilled(tmp_path / "d42.json", 0.79, 0.80)), str(distilled(tmp_path / "d43.json", 0.80, 0.81)),
-               "--recipe", "fine-tuned", str(finetuned(tmp_path / "f42.json", 0.77, 0.76)))
+    done = run(
+        "--output",
+        str(output),
+        "--goal",
+        "0.8",
+        "--recipe",
+        "distilled",
+        str(distilled(tmp_path / "d42.json", 0.79, 0.80)),
+        str(distilled(tmp_path / "d43.json", 0.80, 0.81)),
+        "--recipe",
+        "fine-tuned",
+        str(finetuned(tmp_path / "f42.json", 0.77, 0.76)),
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"wrote {output}"
     assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -48,8 +61,13 @@ def test_a_recipe_without_result_files_is_refused_in_one_line(tmp_path):
 def test_a_missing_or_foreign_result_file_is_refused_in_one_line(tmp_path):
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"results": {"eval_loss": 1.0}}))
-    for path, says in ((tmp_path / "nope.json", f"cannot read {tmp_path / 'nope.json'}: No such file or directory"),
-                       (other, f"{other} is not a result of benchmarks.distill_rotten_tomatoes or benchmarks.finetune_rotten_tomatoes")):
+    for path, says in (
+        (tmp_path / "nope.json", f"cannot read {tmp_path / 'nope.json'}: No such file or directory"),
+        (
+            other,
+            f"{other} is not a result of benchmarks.distill_rotten_tomatoes or benchmarks.finetune_rotten_tomatoes",
+        ),
+    ):
         done = run("--output", str(tmp_path / "seeds.png"), "--recipe", "r", str(path))
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert f"error: --recipe 'r': {says}" in done.stderr.splitlines()[-1]

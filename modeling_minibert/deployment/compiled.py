@@ -60,8 +60,13 @@ def this_build() -> dict:
     return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
-def compile_model(model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, *, head: str | None = None,
-                  overwrite_output_dir: bool = False) -> Path:
+def compile_model(
+    model_name_or_path: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    *,
+    head: str | None = None,
+    overwrite_output_dir: bool = False,
+) -> Path:
     """Write `output_dir`: `model.pt2` (the model in `model_name_or_path`, its own head or `head`, compiled for this
     CPU), `compiled.json`, the config and the tokenizer files. The package is checked against the eager model
     (within 1e-4 at real tokens) before the folder appears; nothing is left behind when anything fails."""
@@ -77,8 +82,10 @@ def compile_model(model_name_or_path: str | os.PathLike, output_dir: str | os.Pa
         raise RuntimeError(why)
     model = load_for_export(folder, head)
     if type(model).__name__ == "MiniBertForMultipleChoice":
-        raise ValueError("compile_model takes (batch, sequence) inputs; MiniBertForMultipleChoice's are "
-                         "(batch, choice, sequence): export it with `minibert export-onnx` instead")
+        raise ValueError(
+            "compile_model takes (batch, sequence) inputs; MiniBertForMultipleChoice's are "
+            "(batch, choice, sequence): export it with `minibert export-onnx` instead"
+        )
     with staged_folder(output) as staging:
         package = staging / PACKAGE_FILE
         _compile(model, package)
@@ -94,8 +101,9 @@ def _compile(model, package: Path) -> None:
     inputs = example_inputs(model.config, 2, min(16, model.config.max_position_embeddings), None)
     axes = {0: torch.export.Dim("batch"), 1: torch.export.Dim("sequence", max=model.config.max_position_embeddings)}
     with torch.no_grad():
-        program = torch.export.export(_TupleOutputs(model).eval(), inputs,
-                                      dynamic_shapes=dict.fromkeys(INPUT_NAMES, axes))
+        program = torch.export.export(
+            _TupleOutputs(model).eval(), inputs, dynamic_shapes=dict.fromkeys(INPUT_NAMES, axes)
+        )
     # freezing: weights become constants the compiler folds and packs for its matrix kernels.
     torch._inductor.aoti_compile_and_package(program, package_path=str(package), inductor_configs={"freezing": True})
 
@@ -140,7 +148,7 @@ def sha256_of(path: Path, copy_to: Path | None = None) -> str:
     """The file's SHA-256, read once; with `copy_to`, the bytes read are written there too (what is hashed is
     then what is loaded: a file swapped in the folder after the check is not the one run)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as source, (open(copy_to, "xb") if copy_to else contextlib.nullcontext()) as copy:
+    with open(path, "rb") as source, open(copy_to, "xb") if copy_to else contextlib.nullcontext() as copy:
         while chunk := source.read(1 << 20):
             digest.update(chunk)
             if copy is not None:
@@ -156,8 +164,10 @@ def read_build(folder: Path) -> dict:
     except (UnicodeDecodeError, ValueError) as err:
         raise ValueError(f"{path} is not valid JSON ({err}): compile the model again") from None
     if not isinstance(build, dict) or not all(isinstance(build.get(key), str) for key in this_build()):
-        raise ValueError(f"{path} must be a JSON object with the strings {' and '.join(this_build())} (it holds "
-                         f"{type(build).__name__} {str(build)[:80]}): compile the model again")
+        raise ValueError(
+            f"{path} must be a JSON object with the strings {' and '.join(this_build())} (it holds "
+            f"{type(build).__name__} {str(build)[:80]}): compile the model again"
+        )
     return build
 
 
@@ -169,7 +179,9 @@ def check_archive(package: Path, shown: Path) -> None:
         with zipfile.ZipFile(package) as archive:
             entries = archive.infolist()
             if len(entries) > MAX_ENTRIES:
-                raise ValueError(f"{shown} holds {len(entries):,} files (at most {MAX_ENTRIES:,}): not a model package")
+                raise ValueError(
+                    f"{shown} holds {len(entries):,} files (at most {MAX_ENTRIES:,}): not a model package"
+                )
             for entry in entries:
                 parts = entry.filename.replace("\\", "/").split("/")
                 if entry.filename.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
@@ -212,12 +224,16 @@ def load_compiled(folder: str | os.PathLike, *, allow_compiled: bool = False):
     folder = Path(folder)
     build_file, package = folder / BUILD_FILE, folder / PACKAGE_FILE
     if not package.is_file() or not build_file.is_file():
-        raise FileNotFoundError(f"{folder} holds no compiled model ({PACKAGE_FILE} and {BUILD_FILE}); write one "
-                                "with modeling_minibert.deployment.compile_model")
+        raise FileNotFoundError(
+            f"{folder} holds no compiled model ({PACKAGE_FILE} and {BUILD_FILE}); write one "
+            "with modeling_minibert.deployment.compile_model"
+        )
     built, here = read_build(folder), this_build()
     if {key: built[key] for key in here} != here:
-        raise RuntimeError(f"{folder} was compiled with torch {built.get('torch')} for {built.get('cpu_capability')}; "
-                           f"this is torch {here['torch']} on {here['cpu_capability']}: compile it again here")
+        raise RuntimeError(
+            f"{folder} was compiled with torch {built.get('torch')} for {built.get('cpu_capability')}; "
+            f"this is torch {here['torch']} on {here['cpu_capability']}: compile it again here"
+        )
     with tempfile.TemporaryDirectory(prefix="minibert-package-") as private:
         copy = Path(private) / PACKAGE_FILE
         digest = sha256_of(package, copy_to=copy)
@@ -225,7 +241,8 @@ def load_compiled(folder: str | os.PathLike, *, allow_compiled: bool = False):
             raise NativeCodeRefused(
                 f"{package} is native code (a shared library compiled by AOTInductor), which runs as soon as it "
                 "loads, and it was not compiled on this machine by you: load it with allow_compiled=True only if "
-                "you trust whoever compiled it")
+                "you trust whoever compiled it"
+            )
         check_archive(copy, package)
         return _load_package(copy)
 

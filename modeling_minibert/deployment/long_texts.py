@@ -41,9 +41,15 @@ def whole_number(name: str, value: object, low: int, high: int | None = None) ->
 
 
 @torch.no_grad()
-def classify_long_texts(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str],
-                        doc_stride: int | None = None, max_length: int | None = None, batch_size: int = 32,
-                        max_windows: int = MAX_WINDOWS) -> torch.Tensor:
+def classify_long_texts(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    doc_stride: int | None = None,
+    max_length: int | None = None,
+    batch_size: int = 32,
+    max_windows: int = MAX_WINDOWS,
+) -> torch.Tensor:
     """The (len(texts), num_labels) logits of a sequence classifier, each text's the mean over its windows of
     `max_length` tokens (default: what the model and tokenizer read) overlapping by `doc_stride` (default: a quarter
     of a window), as `finetune --doc_stride` scores them; no texts give (0, num_labels). Refused in one line before
@@ -53,7 +59,10 @@ def classify_long_texts(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
     from modeling_minibert.deployment.serving_paths import check_texts
 
     check_texts(texts)
-    limit = min(getattr(model.config, "max_position_embeddings", None) or tokenizer.model_max_length, tokenizer.model_max_length)
+    limit = min(
+        getattr(model.config, "max_position_embeddings", None) or tokenizer.model_max_length,
+        tokenizer.model_max_length,
+    )
     special = tokenizer.num_special_tokens_to_add(pair=False)
     max_length = int(limit) if max_length is None else whole_number("max_length", max_length, special + 1, int(limit))
     whole_number("batch_size", batch_size, 1)
@@ -64,12 +73,25 @@ def classify_long_texts(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
     device = next(model.parameters()).device
     logits = []
     for start in range(0, len(windows), batch_size):
-        batch = tokenizer(windows[start: start + batch_size], truncation=True, max_length=max_length, padding=True,
-                          return_tensors="pt").to(device)
+        batch = tokenizer(
+            windows[start : start + batch_size],
+            truncation=True,
+            max_length=max_length,
+            padding=True,
+            return_tensors="pt",
+        ).to(device)
         logits.append(model(**batch).logits.float().cpu())
     stacked = torch.cat(logits) if logits else torch.zeros(0, model.config.num_labels)
     return torch.from_numpy(pool_logits(stacked.numpy(), owners, len(texts))).float()
 
 
-__all__ = ["MAX_WINDOWS", "TooManyWindows", "check_doc_stride", "classify_long_texts", "per_text", "pool_logits",
-           "text_count", "text_windows"]
+__all__ = [
+    "MAX_WINDOWS",
+    "TooManyWindows",
+    "check_doc_stride",
+    "classify_long_texts",
+    "per_text",
+    "pool_logits",
+    "text_count",
+    "text_windows",
+]

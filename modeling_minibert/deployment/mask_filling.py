@@ -1,9 +1,9 @@
 """Try a pretrained model: the most likely fillers of its `[MASK]` tokens; `minibert fill-mask`.
 
-    from modeling_minibert.deployment import fill_mask
-    fill_mask("minibert-pretrained", "the [MASK] rose by 5%")   # [{"token_str": "price", "score": 0.1, ...}, ...]
+from modeling_minibert.deployment import fill_mask
+fill_mask("minibert-pretrained", "the [MASK] rose by 5%")   # [{"token_str": "price", "score": 0.1, ...}, ...]
 
-    minibert fill-mask --model_name_or_path minibert-pretrained --text "the [MASK] rose by 5%"
+minibert fill-mask --model_name_or_path minibert-pretrained --text "the [MASK] rose by 5%"
 """
 
 from __future__ import annotations
@@ -105,9 +105,12 @@ def _check_mask_token(tokenizer, folder: Path) -> None:
 class FillMaskArguments:
     """The options of `minibert fill-mask`, named as `fill_mask`'s keywords."""
 
-    model_name_or_path: str = field(metadata={"help": "a saved model folder with a masked-LM head (e.g. minibert-pretrained)"})
-    text: list[str] = field(metadata={"help": 'one or more texts with [MASK] tokens, e.g. "the [MASK] rose by 5%%"',
-                                      "nargs": "+"})
+    model_name_or_path: str = field(
+        metadata={"help": "a saved model folder with a masked-LM head (e.g. minibert-pretrained)"}
+    )
+    text: list[str] = field(
+        metadata={"help": 'one or more texts with [MASK] tokens, e.g. "the [MASK] rose by 5%%"', "nargs": "+"}
+    )
     top_k: int = field(default=5, metadata={"help": "predictions per mask"})
 
 

@@ -82,10 +82,13 @@ def export_onnx(
         raise ValueError(f"unknown quantize mode {quantize!r}; choose one of {', '.join(QUANTIZE_MODES)}")
     if format == "transformers.js":
         if optimize:
-            raise ValueError("optimize (--optimize) does not apply to format transformers.js: its onnx/model.onnx "
-                             "stays the plain graph, and onnx/model_quantized.onnx is always optimized")
-        return export_transformers_js(model_name_or_path, output_dir, head, verify, overwrite_output_dir,
-                                      quantize or "int8")
+            raise ValueError(
+                "optimize (--optimize) does not apply to format transformers.js: its onnx/model.onnx "
+                "stays the plain graph, and onnx/model_quantized.onnx is always optimized"
+            )
+        return export_transformers_js(
+            model_name_or_path, output_dir, head, verify, overwrite_output_dir, quantize or "int8"
+        )
     folder, output = Path(model_name_or_path), Path(output_dir)
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder {folder} does not exist")
@@ -126,18 +129,29 @@ class ExportArguments:
     """`minibert export-onnx`'s options; `export_onnx` takes the same names as keywords."""
 
     model_name_or_path: str = field(metadata={"help": "a saved Mini-BERT folder"})
-    output_dir: str = field(metadata={
-        "help": "the folder to write: model.onnx (model_quantized.onnx with --quantize), config and tokenizer"})
-    format: str = field(default="onnx", metadata={
-        "choices": FORMATS,
-        "help": "onnx: one graph with the config and tokenizer; transformers.js: the folder transformers.js loads "
-                "(config as BERT, tokenizer, onnx/model.onnx and the int8 onnx/model_quantized.onnx)"})
-    head: str | None = field(default=None, metadata={
-        "help": "class to export instead of the folder's own, e.g. MiniBertModel"})
+    output_dir: str = field(
+        metadata={
+            "help": "the folder to write: model.onnx (model_quantized.onnx with --quantize), config and tokenizer"
+        }
+    )
+    format: str = field(
+        default="onnx",
+        metadata={
+            "choices": FORMATS,
+            "help": "onnx: one graph with the config and tokenizer; transformers.js: the folder transformers.js loads "
+            "(config as BERT, tokenizer, onnx/model.onnx and the int8 onnx/model_quantized.onnx)",
+        },
+    )
+    head: str | None = field(
+        default=None, metadata={"help": "class to export instead of the folder's own, e.g. MiniBertModel"}
+    )
     optimize: bool = field(default=False, metadata={"help": "fuse the graph with onnxruntime's BERT optimizer"})
-    quantize: str | None = field(default=None, metadata={
-        "help": f"int8 weights in the optimized graph; one of {', '.join(QUANTIZE_MODES)}"})
-    verify: bool = field(default=True, metadata={"help": "compare the graph's outputs with PyTorch's (--no_verify skips)"})
+    quantize: str | None = field(
+        default=None, metadata={"help": f"int8 weights in the optimized graph; one of {', '.join(QUANTIZE_MODES)}"}
+    )
+    verify: bool = field(
+        default=True, metadata={"help": "compare the graph's outputs with PyTorch's (--no_verify skips)"}
+    )
     overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty output folder"})
 
 

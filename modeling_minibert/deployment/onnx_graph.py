@@ -56,7 +56,9 @@ class _TupleOutputs(torch.nn.Module):
 
     def forward(self, input_ids, attention_mask, token_type_ids):
         return tuple(
-            self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, return_dict=False)
+            self.model(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, return_dict=False
+            )
         )
 
 
@@ -66,7 +68,9 @@ def load_for_export(folder: str | os.PathLike, head: str | None = None) -> MiniB
     name = head or (config.architectures or ["MiniBertModel"])[0]
     model_class = next((m for m in AUTO_CLASSES.values() if m.__name__ == name), None)
     if model_class is None:
-        raise ValueError(f"unknown head {name!r}; choose one of {', '.join(m.__name__ for m in AUTO_CLASSES.values())}")
+        raise ValueError(
+            f"unknown head {name!r}; choose one of {', '.join(m.__name__ for m in AUTO_CLASSES.values())}"
+        )
     with quiet_transformers():  # a head exported from another's folder drops that head: only what is missing matters
         model, loading = model_class.from_pretrained(folder, output_loading_info=True)
     say_missing_weights(model, loading, folder)
@@ -148,7 +152,9 @@ def quantize_graph(path: Path, mode: str, fp32_weights: set[str]) -> None:
     graph = onnx.load(str(path)).graph
     weights = {initializer.name for initializer in graph.initializer}
     keep = [
-        node.name for node in graph.node if node.op_type == "MatMul"
+        node.name
+        for node in graph.node
+        if node.op_type == "MatMul"
         and (node.input[1] not in weights or node.input[1].removesuffix("_Transposed") in fp32_weights)
     ]
     # quantize_dynamic first rewrites each Gemm (the pooler and 2-D heads) as a MatMul named after it.
@@ -156,7 +162,11 @@ def quantize_graph(path: Path, mode: str, fp32_weights: set[str]) -> None:
     quantized = path.with_name(path.stem + ".int8" + path.suffix)
     with quiet_libraries(*EXPORT_LOGGERS):  # its advice to pre-process is for image models' static quantization
         quantize_dynamic(
-            path, quantized, op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8, nodes_to_exclude=keep,
+            path,
+            quantized,
+            op_types_to_quantize=["MatMul"],
+            weight_type=QuantType.QInt8,
+            nodes_to_exclude=keep,
             **QUANTIZE_MODES[mode],
         )
     os.replace(quantized, path)
@@ -176,7 +186,9 @@ def verify_onnx(
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     seq_len = min(11, model.config.max_position_embeddings)
     ids, mask, types = example_inputs(model.config, 3, seq_len, choices, seed=1)
-    got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "token_type_ids": types.numpy()})
+    got = session.run(
+        None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "token_type_ids": types.numpy()}
+    )
     with torch.no_grad():
         expected = [v for v in model(ids, attention_mask=mask, token_type_ids=types).values() if v is not None]
     keep = mask.bool().flatten(0, -2) if choices else mask.bool()
@@ -196,5 +208,7 @@ def verify_onnx(
 
 def checked_line(path: Path, worst: float, relative_tolerance: float | None = None) -> str:
     """What `verify_onnx` found, as the export says it."""
-    bound = f"{TOLERANCE:.0e}" if relative_tolerance is None else f"{relative_tolerance:.0%} of the outputs' largest value"
+    bound = (
+        f"{TOLERANCE:.0e}" if relative_tolerance is None else f"{relative_tolerance:.0%} of the outputs' largest value"
+    )
     return f"{path.name} against PyTorch with onnxruntime: largest output difference {worst:.1e} (allowed: {bound})"

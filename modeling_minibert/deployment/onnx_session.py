@@ -56,8 +56,9 @@ def extents(attention_mask: np.ndarray) -> np.ndarray:
     return np.where(real.any(1), attention_mask.shape[1] - np.argmax(real[:, ::-1], axis=1), 0)
 
 
-def length_buckets(attention_mask: np.ndarray, step: int = Packing.BUCKET_STEP,
-                   limit: int | None = None) -> list[tuple[np.ndarray, int]]:
+def length_buckets(
+    attention_mask: np.ndarray, step: int = Packing.BUCKET_STEP, limit: int | None = None
+) -> list[tuple[np.ndarray, int]]:
     """The rows of a (B, T) mask grouped by extent (up to the last real token, so left padding and holes are kept)
     rounded up to `step` (but not past `limit`, the graph's positions): [(row indices, bucket length), ...],
     longest first. Rows without tokens join the shortest bucket (a graph needs at least one position)."""
@@ -69,9 +70,11 @@ def length_buckets(attention_mask: np.ndarray, step: int = Packing.BUCKET_STEP,
 # The embedding tables an exported Mini-BERT or BERT graph keeps under their PyTorch names (ONNX initializers), and
 # what each bounds: a token id must be a row of the word embeddings, a segment id one of the token-type
 # embeddings, a position one of the position embeddings.
-EMBEDDING_TABLES = {"input_ids": ("word_embeddings.weight", "vocab_size"),
-                    "token_type_ids": ("token_type_embeddings.weight", "type_vocab_size"),
-                    "positions": ("position_embeddings.weight", "max_position_embeddings")}
+EMBEDDING_TABLES = {
+    "input_ids": ("word_embeddings.weight", "vocab_size"),
+    "token_type_ids": ("token_type_embeddings.weight", "type_vocab_size"),
+    "positions": ("position_embeddings.weight", "max_position_embeddings"),
+}
 
 
 def config_limits(config) -> dict[str, tuple[int, str]]:
@@ -144,8 +147,10 @@ def check_graph_inputs(limits: dict[str, tuple[int, str]], *arrays: np.ndarray) 
     shape = arrays[0].shape
     for name, array in zip(INPUT_NAMES, arrays):
         if array.ndim != 2 or array.shape != shape:
-            raise ValueError(f"{name} has shape {array.shape}, input_ids {shape}: each must be a (batch, sequence) array "
-                             "of the same shape")
+            raise ValueError(
+                f"{name} has shape {array.shape}, input_ids {shape}: each must be a (batch, sequence) array "
+                "of the same shape"
+            )
         if not (np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_):
             raise ValueError(f"{name} holds {array.dtype} values: ids and masks are integers")
     if 0 in shape:
@@ -155,15 +160,27 @@ def check_graph_inputs(limits: dict[str, tuple[int, str]], *arrays: np.ndarray) 
             rows, field = limits[name]
             low, high = int(array.min()), int(array.max())
             if low < 0 or high >= rows:
-                raise ValueError(f"{name} contains {low if low < 0 else high}, outside the graph's embeddings "
-                                 f"({field}={rows}: 0 to {rows - 1})")
+                raise ValueError(
+                    f"{name} contains {low if low < 0 else high}, outside the graph's embeddings "
+                    f"({field}={rows}: 0 to {rows - 1})"
+                )
     if "positions" in limits:
         positions, field = limits["positions"]
         longest = int(extents(arrays[1]).max())
         if longest > positions:
-            raise ValueError(f"row {int(extents(arrays[1]).argmax())} has tokens up to position {longest} (sequence "
-                             f"length {shape[1]}); the graph's position table holds {field}={positions}")
+            raise ValueError(
+                f"row {int(extents(arrays[1]).argmax())} has tokens up to position {longest} (sequence "
+                f"length {shape[1]}); the graph's position table holds {field}={positions}"
+            )
     return [array.astype(np.int64, copy=False) for array in arrays]
 
 
-__all__ = ["LengthBucketedSession", "check_graph_inputs", "config_limits", "embedding_limits", "graph_file", "length_buckets", "make_session"]
+__all__ = [
+    "LengthBucketedSession",
+    "check_graph_inputs",
+    "config_limits",
+    "embedding_limits",
+    "graph_file",
+    "length_buckets",
+    "make_session",
+]

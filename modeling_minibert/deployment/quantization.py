@@ -163,7 +163,9 @@ def load_int8_state_dict(model: MiniBertPreTrainedModel, state: dict[str, torch.
     unexpected = sorted(set(state) - set(targets))
     missing = sorted(set(targets) - set(state))
     if missing or unexpected:
-        raise ValueError(f"{source}: weights do not fit the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        raise ValueError(
+            f"{source}: weights do not fit the config (missing {missing[:3]}, unexpected {unexpected[:3]})"
+        )
     with torch.no_grad():
         for key, tensor in state.items():
             targets[key].copy_(tensor)
@@ -185,8 +187,12 @@ def quantize(
     model = quantize_dynamic_int8(_model_class(MiniBertConfig.from_pretrained(source)).from_pretrained(source))
     with staged_folder(output) as staging:
         model.config.save_pretrained(staging)
-        save_file(int8_state_dict(model), staging / QUANTIZED_WEIGHTS_FILE, metadata={"format": "pt", "scheme": SCHEME})
-        (staging / QUANTIZED_INFO_FILE).write_text(json.dumps({"scheme": SCHEME, "source": str(source)}, indent=2) + "\n")
+        save_file(
+            int8_state_dict(model), staging / QUANTIZED_WEIGHTS_FILE, metadata={"format": "pt", "scheme": SCHEME}
+        )
+        (staging / QUANTIZED_INFO_FILE).write_text(
+            json.dumps({"scheme": SCHEME, "source": str(source)}, indent=2) + "\n"
+        )
         for name in COPIED_FILES:
             if (source / name).is_file():
                 shutil.copy2(source / name, staging / name)
@@ -203,7 +209,9 @@ def load_quantized(folder: str | os.PathLike, engine: str | None = None) -> Mini
     folder = Path(folder)
     weights = folder / QUANTIZED_WEIGHTS_FILE
     if not weights.is_file():
-        raise FileNotFoundError(f"{folder} holds no int8 weights (no {QUANTIZED_WEIGHTS_FILE}); write them with quantize()")
+        raise FileNotFoundError(
+            f"{folder} holds no int8 weights (no {QUANTIZED_WEIGHTS_FILE}); write them with quantize()"
+        )
     with quantized_engine(engine) as engine:  # an unknown engine is refused before the model is built
         config = MiniBertConfig.from_pretrained(folder)
         check_int8_file(config, weights)
@@ -215,8 +223,15 @@ def load_quantized(folder: str | os.PathLike, engine: str | None = None) -> Mini
 
 
 # safetensors' names of the dtypes an int8 file holds.
-SAFETENSORS_DTYPES = {torch.float32: "F32", torch.int8: "I8", torch.int32: "I32", torch.int64: "I64",
-                      torch.float16: "F16", torch.bfloat16: "BF16", torch.bool: "BOOL"}
+SAFETENSORS_DTYPES = {
+    torch.float32: "F32",
+    torch.int8: "I8",
+    torch.int32: "I32",
+    torch.int64: "I64",
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+    torch.bool: "BOOL",
+}
 
 
 def int8_layout(config: MiniBertConfig) -> dict[str, tuple[str, list[int]]]:
@@ -227,12 +242,20 @@ def int8_layout(config: MiniBertConfig) -> dict[str, tuple[str, list[int]]]:
         for layer in model.base_model.encoder.layer:
             layer.attention.self = Int8SelfAttention(layer.attention.self)
     prefix = f"{model.base_model_prefix}.encoder." if model.base_model is not model else "encoder."
-    int8 = {name: module for name, module in model.named_modules() if isinstance(module, nn.Linear) and name.startswith(prefix)}
+    int8 = {
+        name: module
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear) and name.startswith(prefix)
+    }
     layout = {}
     for name, linear in int8.items():
         out, width = linear.weight.shape
-        layout |= {f"{name}.weight_int8": ("I8", [out, width]), f"{name}.weight_scale": ("F32", [out]),
-                   f"{name}.weight_zero_point": ("I32", [out]), f"{name}.bias": ("F32", [out])}
+        layout |= {
+            f"{name}.weight_int8": ("I8", [out, width]),
+            f"{name}.weight_scale": ("F32", [out]),
+            f"{name}.weight_zero_point": ("I32", [out]),
+            f"{name}.bias": ("F32", [out]),
+        }
     for key, tensor in (*model.named_parameters(), *model.named_buffers()):
         if key.rpartition(".")[0] not in int8:
             layout[key] = (SAFETENSORS_DTYPES.get(tensor.dtype, str(tensor.dtype)), list(tensor.shape))
@@ -249,11 +272,15 @@ def check_int8_file(config: MiniBertConfig, weights: Path) -> None:
     layout = int8_layout(config)
     missing, unexpected = sorted(set(layout) - set(header)), sorted(set(header) - set(layout))
     if missing or unexpected:
-        raise ValueError(f"{weights}: the tensors do not fit the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        raise ValueError(
+            f"{weights}: the tensors do not fit the config (missing {missing[:3]}, unexpected {unexpected[:3]})"
+        )
     for key, (dtype, shape) in layout.items():
         if (header[key]["dtype"], header[key]["shape"]) != (dtype, shape):
-            raise ValueError(f"{weights}: {key} is {header[key]['dtype']} of shape {header[key]['shape']}, expected "
-                             f"{dtype} of shape {shape}")
+            raise ValueError(
+                f"{weights}: {key} is {header[key]['dtype']} of shape {header[key]['shape']}, expected "
+                f"{dtype} of shape {shape}"
+            )
 
 
 def check_int8_values(state: dict[str, torch.Tensor], weights: Path) -> None:
@@ -288,5 +315,10 @@ def _model_class(config: MiniBertConfig) -> type[MiniBertPreTrainedModel]:
 
 
 __all__ = [
-    "Int8SelfAttention", "load_quantized", "packing_engine", "quantize", "quantize_dynamic_int8", "quantized_engine",
+    "Int8SelfAttention",
+    "load_quantized",
+    "packing_engine",
+    "quantize",
+    "quantize_dynamic_int8",
+    "quantized_engine",
 ]

@@ -59,8 +59,15 @@ def encode(
     sequence of characters, each of which was embedded).
     """
     if isinstance(texts, str):
-        return encode(model, tokenizer, [texts], batch_size=batch_size, max_length=max_length, projection=projection,
-                      normalize=normalize)[0]
+        return encode(
+            model,
+            tokenizer,
+            [texts],
+            batch_size=batch_size,
+            max_length=max_length,
+            projection=projection,
+            normalize=normalize,
+        )[0]
     model.eval()
     if len(texts) == 0:  # the tokenizer fails on an empty batch (IndexError)
         empty = torch.zeros(0, model.config.hidden_size)
@@ -83,5 +90,13 @@ def encode(
     return torch.stack(rows)
 
 
-__all__ = ["MODULE_TYPES", "encode", "mean_pooling", "model_max_length", "module_folders", "module_types",
-           "pooling_config", "write_sentence_transformers_files"]
+__all__ = [
+    "MODULE_TYPES",
+    "encode",
+    "mean_pooling",
+    "model_max_length",
+    "module_folders",
+    "module_types",
+    "pooling_config",
+    "write_sentence_transformers_files",
+]

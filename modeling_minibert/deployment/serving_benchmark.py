@@ -108,8 +108,9 @@ def read_labelled(path: str | os.PathLike, label2id: dict[str, int]) -> tuple[li
         text_line(path, number, row["text"].encode("utf-8"))
     unknown = sorted({row["label"] or "" for row in rows} - set(label2id))
     if unknown:
-        raise ValueError(f"{path} has labels the model does not know: {', '.join(unknown[:5])} "
-                         f"(the model's: {', '.join(label2id)})")
+        raise ValueError(
+            f"{path} has labels the model does not know: {', '.join(unknown[:5])} (the model's: {', '.join(label2id)})"
+        )
     return [row["text"] for row in rows], np.array([label2id[row["label"]] for row in rows])
 
 
@@ -128,7 +129,9 @@ def encode(tokenizer, texts: list[str], max_length: int, batch_size: int) -> Enc
         types = out.get("token_type_ids", np.zeros_like(ids)).astype(np.int64)
         return ids, out["attention_mask"].astype(np.int64), types
 
-    return Encoded([arrays([t]) for t in texts], [arrays(texts[i:i + batch_size]) for i in range(0, len(texts), batch_size)])
+    return Encoded(
+        [arrays([t]) for t in texts], [arrays(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
+    )
 
 
 def timed(run, inputs: list[tuple], seconds: float) -> list[float]:
@@ -151,8 +154,11 @@ def measure(run, encoded: Encoded, seconds: float) -> dict[str, float]:
     mixed = timed(run, encoded.batches, seconds)
     tokens = sum(int(b[1].sum()) for b in encoded.batches)
     rounds = len(mixed) / len(encoded.batches)  # the batches went round this many times
-    return {"p50_ms": 1000 * float(np.percentile(single, 50)), "p95_ms": 1000 * float(np.percentile(single, 95)),
-            "tokens_per_second": tokens * rounds / sum(mixed)}
+    return {
+        "p50_ms": 1000 * float(np.percentile(single, 50)),
+        "p95_ms": 1000 * float(np.percentile(single, 95)),
+        "tokens_per_second": tokens * rounds / sum(mixed),
+    }
 
 
 def predictions(run, encoded: Encoded) -> np.ndarray:
@@ -162,8 +168,12 @@ def predictions(run, encoded: Encoded) -> np.ndarray:
 def choose(table: dict[str, dict], objective: str, min_agreement: float, max_accuracy_drop: float) -> tuple[str, str]:
     """(the chosen path, why): the best by `objective` among the paths whose predictions hold."""
     reference = table[REFERENCE]
-    eligible = {name: row for name, row in table.items() if row["agreement"] >= min_agreement and (
-        "accuracy" not in row or row["accuracy"] >= reference["accuracy"] - max_accuracy_drop)}
+    eligible = {
+        name: row
+        for name, row in table.items()
+        if row["agreement"] >= min_agreement
+        and ("accuracy" not in row or row["accuracy"] >= reference["accuracy"] - max_accuracy_drop)
+    }
     if objective == "latency":
         best = min(eligible, key=lambda name: eligible[name]["p50_ms"])
         measure_said = f"the lowest median latency of one request ({eligible[best]['p50_ms']:.2f} ms)"
@@ -188,14 +198,18 @@ def medians(rounds: list[dict[str, dict]]) -> dict[str, dict]:
 
 
 def markdown(table: dict[str, dict], chosen: str) -> str:
-    lines = ["| path | batch 1 p50 (ms) | p95 (ms) | mixed batches (tokens/s) | agreement with fp32 | accuracy |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| path | batch 1 p50 (ms) | p95 (ms) | mixed batches (tokens/s) | agreement with fp32 | accuracy |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for name, row in table.items():
         mark = "**" if name == chosen else ""
         accuracy = f"{row['accuracy']:.4f}" if "accuracy" in row else "-"
-        lines.append(f"| {mark}{name}{mark} | {row['p50_ms']:.2f} ({row['p50_ms_range'][0]:.2f}–"
-                     f"{row['p50_ms_range'][1]:.2f}) | {row['p95_ms']:.2f} | {row['tokens_per_second']:,.0f} | "
-                     f"{row['agreement']:.4f} | {accuracy} |")
+        lines.append(
+            f"| {mark}{name}{mark} | {row['p50_ms']:.2f} ({row['p50_ms_range'][0]:.2f}–"
+            f"{row['p50_ms_range'][1]:.2f}) | {row['p95_ms']:.2f} | {row['tokens_per_second']:,.0f} | "
+            f"{row['agreement']:.4f} | {accuracy} |"
+        )
     return "\n".join(lines)
 
 
@@ -210,8 +224,14 @@ def plot(table: dict[str, dict], chosen: str, path: Path) -> None:
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 0.45 * len(names) + 1.6), sharey=True)
     p50 = [table[n]["p50_ms"] for n in names]
     left.barh(names, p50, color=colors)
-    left.errorbar(p50, names, xerr=[[0] * len(names), [table[n]["p95_ms"] - table[n]["p50_ms"] for n in names]],
-                  fmt="none", ecolor="black", capsize=3)
+    left.errorbar(
+        p50,
+        names,
+        xerr=[[0] * len(names), [table[n]["p95_ms"] - table[n]["p50_ms"] for n in names]],
+        fmt="none",
+        ecolor="black",
+        capsize=3,
+    )
     left.set_xlabel("one request: latency p50, whisker to p95 (ms)")
     right.barh(names, [table[n]["tokens_per_second"] for n in names], color=colors)
     right.set_xlabel("mixed batches: real tokens per second")
@@ -223,23 +243,23 @@ def plot(table: dict[str, dict], chosen: str, path: Path) -> None:
 
 
 def card(info: dict) -> str:
-    return f"""# Serving folder: {info['path']}
+    return f"""# Serving folder: {info["path"]}
 
-Chosen by `minibert benchmark-deploy` on {info['cpu']} ({info['threads']} thread(s)), from {info['texts']} texts of
-`{info['texts_file']}`, objective {info['objective']}.
+Chosen by `minibert benchmark-deploy` on {info["cpu"]} ({info["threads"]} thread(s)), from {info["texts"]} texts of
+`{info["texts_file"]}`, objective {info["objective"]}.
 
-Why: {info['why']}.
+Why: {info["why"]}.
 
 ```python
 from modeling_minibert.deployment import load_serving
 
-classify = load_serving("this folder"{info['allow']})
+classify = load_serving("this folder"{info["allow"]})
 classify("a text to classify")
 ```
-{info['native']}
-Measured (medians of {info['rounds']} interleaved rounds, ranges in brackets):
+{info["native"]}
+Measured (medians of {info["rounds"]} interleaved rounds, ranges in brackets):
 
-{info['markdown']}
+{info["markdown"]}
 
 The numbers hold for this machine and these texts: another CPU, or requests of other lengths, may favour another
 path. Rerun `minibert benchmark-deploy` there.
@@ -250,24 +270,37 @@ def native_note(path) -> dict[str, str]:
     """What the card says of a folder that holds native code: that it is, and how it is loaded elsewhere."""
     if not path.native:
         return {"allow": "", "native": ""}
-    return {"allow": ", allow_compiled=True", "native": (
-        "\nThis folder holds native code (`model.pt2`, a shared library compiled by AOTInductor for this CPU and "
-        "torch), which runs as soon as it is loaded. It loads without `allow_compiled` only for the user who "
-        "compiled it, on the machine where they did; anyone else passes `allow_compiled=True`, and should do so "
-        "only if they trust whoever wrote the folder.\n")}
+    return {
+        "allow": ", allow_compiled=True",
+        "native": (
+            "\nThis folder holds native code (`model.pt2`, a shared library compiled by AOTInductor for this CPU and "
+            "torch), which runs as soon as it is loaded. It loads without `allow_compiled` only for the user who "
+            "compiled it, on the machine where they did; anyone else passes `allow_compiled=True`, and should do so "
+            "only if they trust whoever wrote the folder.\n"
+        ),
+    }
 
 
-def check_options(objective: str, rounds: int, batch_size: int, seconds: float, threads: int | None,
-                  min_agreement: float, max_accuracy_drop: float = 0.0) -> None:
+def check_options(
+    objective: str,
+    rounds: int,
+    batch_size: int,
+    seconds: float,
+    threads: int | None,
+    min_agreement: float,
+    max_accuracy_drop: float = 0.0,
+) -> None:
     """Every option finite and within its bounds, in one line naming it, before any work (a measurement of
     `seconds=inf` would never end)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
-    for name, value, whole, low, high in (("rounds", rounds, True, 1, MAX_ROUNDS),
-                                          ("batch_size", batch_size, True, 1, MAX_BATCH_SIZE),
-                                          ("seconds", seconds, False, 0, MAX_SECONDS),
-                                          ("min_agreement", min_agreement, False, 0, 1),
-                                          ("max_accuracy_drop", max_accuracy_drop, False, 0, 1)):
+    for name, value, whole, low, high in (
+        ("rounds", rounds, True, 1, MAX_ROUNDS),
+        ("batch_size", batch_size, True, 1, MAX_BATCH_SIZE),
+        ("seconds", seconds, False, 0, MAX_SECONDS),
+        ("min_agreement", min_agreement, False, 0, 1),
+        ("max_accuracy_drop", max_accuracy_drop, False, 0, 1),
+    ):
         number = (int,) if whole else (int, float)
         if isinstance(value, bool) or not isinstance(value, number) or not low <= value <= high:
             kind = "a whole number" if whole else "a number"
@@ -279,8 +312,16 @@ def check_options(objective: str, rounds: int, batch_size: int, seconds: float, 
 PATH_LOGGERS = ("torch", "onnxscript", "onnxruntime", "onnx", "openvino")
 
 
-def measure_paths(folder: Path, paths: dict, work: Path, threads: int | None, encoded: Encoded,
-                  labelled: tuple[Encoded, np.ndarray] | None, rounds: int, seconds: float) -> tuple[dict, dict]:
+def measure_paths(
+    folder: Path,
+    paths: dict,
+    work: Path,
+    threads: int | None,
+    encoded: Encoded,
+    labelled: tuple[Encoded, np.ndarray] | None,
+    rounds: int,
+    seconds: float,
+) -> tuple[dict, dict]:
     """Write each path into `work` (paths that share their files, once), then measure them in interleaved rounds:
     (the table: medians, ranges, agreement with float32 and accuracy on `labelled`; path -> its folder)."""
     from tqdm.auto import tqdm
@@ -298,8 +339,10 @@ def measure_paths(folder: Path, paths: dict, work: Path, threads: int | None, en
         quality[name] = {"predictions": predictions(runs[name], encoded)}
         if labelled:
             quality[name]["accuracy"] = float((predictions(runs[name], labelled[0]) == labelled[1]).mean())
-    measured = [{name: measure(runs[name], encoded, seconds) for name in tqdm(runs, desc=f"round {r + 1}/{rounds}")}
-                for r in range(rounds)]
+    measured = [
+        {name: measure(runs[name], encoded, seconds) for name in tqdm(runs, desc=f"round {r + 1}/{rounds}")}
+        for r in range(rounds)
+    ]
     table = medians(measured)
     for name, row in table.items():
         row["agreement"] = float((quality[name]["predictions"] == quality[REFERENCE]["predictions"]).mean())
@@ -317,8 +360,10 @@ def check_model(folder: Path):
     config = MiniBertConfig.from_pretrained(folder)
     head = (config.architectures or ["MiniBertModel"])[0]
     if head != "MiniBertForSequenceClassification":
-        raise ValueError(f"{folder} holds a {head}; benchmark-deploy serves sequence classifiers "
-                         "(MiniBertForSequenceClassification, from `minibert finetune` or `minibert distill`)")
+        raise ValueError(
+            f"{folder} holds a {head}; benchmark-deploy serves sequence classifiers "
+            "(MiniBertForSequenceClassification, from `minibert finetune` or `minibert distill`)"
+        )
     return config
 
 
@@ -348,48 +393,80 @@ def benchmark_deploy(
     check_list_option("paths", paths)
     check_options(objective, rounds, batch_size, seconds, threads, min_agreement, max_accuracy_drop)
     config = check_model(folder)
-    names = list(dict.fromkeys([REFERENCE, *(paths or [])])) if paths else [n for n, p in SERVING_PATHS.items()
-                                                                             if n == REFERENCE or not p.missing()]
+    names = (
+        list(dict.fromkeys([REFERENCE, *(paths or [])]))
+        if paths
+        else [n for n, p in SERVING_PATHS.items() if n == REFERENCE or not p.missing()]
+    )
     chosen_paths = {name: serving_path(name) for name in names}  # unknown or impossible: one line, before work
     texts = read_texts(texts_file)
     labelled = read_labelled(labelled_file, config.label2id) if labelled_file else None
     inputs = {"model_name_or_path": folder, "texts_file": texts_file, "labelled_file": labelled_file}
-    output = check_output_dir(output_dir, overwrite_output_dir, inputs=inputs, beside={"work_dir": work_dir},
-                              job="benchmark-deploy")
+    output = check_output_dir(
+        output_dir, overwrite_output_dir, inputs=inputs, beside={"work_dir": work_dir}, job="benchmark-deploy"
+    )
     if work_dir is not None:  # the paths' folders it keeps: apart from the inputs and from the output
-        check_output_dir(work_dir, inputs=inputs, beside={"output_dir": output}, job="benchmark-deploy", what="work_dir")
+        check_output_dir(
+            work_dir, inputs=inputs, beside={"output_dir": output}, job="benchmark-deploy", what="work_dir"
+        )
     tokenizer = AutoTokenizer.from_pretrained(folder)
     max_length = min(config.max_position_embeddings, tokenizer.model_max_length)
     encoded = encode(tokenizer, texts, max_length, batch_size)
     scored = encode(tokenizer, labelled[0], max_length, batch_size) if labelled else None
     # SIGTERM as SIGINT does: the temporary folder is removed on the way out (Python's default leaves it).
-    with handled(stop_at_once(f"nothing was written to {output}")), \
-            tempfile.TemporaryDirectory(prefix="minibert-serving-") as temporary:
-        table, folders = measure_paths(folder, chosen_paths, Path(work_dir or temporary), threads, encoded,
-                                       (scored, labelled[1]) if labelled else None, rounds, seconds)
+    with (
+        handled(stop_at_once(f"nothing was written to {output}")),
+        tempfile.TemporaryDirectory(prefix="minibert-serving-") as temporary,
+    ):
+        table, folders = measure_paths(
+            folder,
+            chosen_paths,
+            Path(work_dir or temporary),
+            threads,
+            encoded,
+            (scored, labelled[1]) if labelled else None,
+            rounds,
+            seconds,
+        )
         chosen, why = choose(table, objective, min_agreement, max_accuracy_drop)
         held = table[chosen]
         accuracy = f", accuracy {held['accuracy']:.4f}" if "accuracy" in held else ""
-        say_checked(f"{chosen} predicts as float32 on {held['agreement']:.1%} of the {len(texts):,} texts (at least "
-                    f"{min_agreement:.0%} needed){accuracy}")
-        info = {"path": chosen, "why": why, "objective": objective, "threads": threads, "cpu": cpu_name(),
-                "texts_file": str(texts_file), "texts": len(texts), "rounds": rounds, "seconds": seconds,
-                "batch_size": batch_size, "table": table,
-                "unavailable": {n: p.missing() for n, p in SERVING_PATHS.items() if n not in table and p.missing()}}
+        say_checked(
+            f"{chosen} predicts as float32 on {held['agreement']:.1%} of the {len(texts):,} texts (at least "
+            f"{min_agreement:.0%} needed){accuracy}"
+        )
+        info = {
+            "path": chosen,
+            "why": why,
+            "objective": objective,
+            "threads": threads,
+            "cpu": cpu_name(),
+            "texts_file": str(texts_file),
+            "texts": len(texts),
+            "rounds": rounds,
+            "seconds": seconds,
+            "batch_size": batch_size,
+            "table": table,
+            "unavailable": {n: p.missing() for n, p in SERVING_PATHS.items() if n not in table and p.missing()},
+        }
         with staged_folder(output) as staging:
             shutil.copytree(folders[chosen], staging, dirs_exist_ok=True)
             # The files its path reads, for whoever publishes or copies the folder to check it is whole.
             info["files"] = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
             write_json(staging / SERVING_FILE, info)
-            (staging / "README.md").write_text(card({**info, **native_note(chosen_paths[chosen]),
-                                                     "markdown": markdown(table, chosen)}), encoding="utf-8")
+            (staging / "README.md").write_text(
+                card({**info, **native_note(chosen_paths[chosen]), "markdown": markdown(table, chosen)}),
+                encoding="utf-8",
+            )
             plot(table, chosen, staging / PLOT_FILE)
     print(markdown(table, chosen))
     for name, reason in info["unavailable"].items():
         print(f"not measured: {name} ({reason})")
     if chosen_paths[chosen].native:
-        print(f"{chosen} is native code compiled for this CPU: {output} loads with load_serving here; elsewhere "
-              "(another user or machine) only with load_serving(folder, allow_compiled=True)")
+        print(
+            f"{chosen} is native code compiled for this CPU: {output} loads with load_serving here; elsewhere "
+            "(another user or machine) only with load_serving(folder, allow_compiled=True)"
+        )
     return info
 
 
@@ -399,26 +476,47 @@ class BenchmarkDeployArguments:
 
     model_name_or_path: str = field(metadata={"help": "a fine-tuned Mini-BERT sequence classifier's folder"})
     texts_file: str = field(metadata={"help": "request texts, one per line (the first 2,000 are read)"})
-    output_dir: str = field(metadata={"help": "the ready folder to write: the fastest path's files, serving.json, "
-                                              "a card and the plot"})
-    labelled_file: str | None = field(default=None, metadata={
-        "help": "a CSV file with text and label columns: each path's accuracy, which must stay within "
-                "--max_accuracy_drop of float32's"})
-    paths: list[str] | None = field(default=None, metadata={
-        "help": f"the paths to measure (default: every one this machine can run): {', '.join(SERVING_PATHS)}"})
-    objective: str = field(default="latency", metadata={
-        "choices": OBJECTIVES, "help": "latency: the lowest median time of one request; throughput: the most "
-                                       "tokens per second on mixed batches"})
-    threads: int | None = field(default=None, metadata={"help": "threads each path runs on (default: torch's, one per core)"})
+    output_dir: str = field(
+        metadata={"help": "the ready folder to write: the fastest path's files, serving.json, a card and the plot"}
+    )
+    labelled_file: str | None = field(
+        default=None,
+        metadata={
+            "help": "a CSV file with text and label columns: each path's accuracy, which must stay within "
+            "--max_accuracy_drop of float32's"
+        },
+    )
+    paths: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": f"the paths to measure (default: every one this machine can run): {', '.join(SERVING_PATHS)}"
+        },
+    )
+    objective: str = field(
+        default="latency",
+        metadata={
+            "choices": OBJECTIVES,
+            "help": "latency: the lowest median time of one request; throughput: the most "
+            "tokens per second on mixed batches",
+        },
+    )
+    threads: int | None = field(
+        default=None, metadata={"help": "threads each path runs on (default: torch's, one per core)"}
+    )
     rounds: int = field(default=3, metadata={"help": "interleaved rounds of measurement (medians are reported)"})
     seconds: float = field(default=2.0, metadata={"help": "seconds per path, round and kind of measurement"})
     batch_size: int = field(default=32, metadata={"help": "texts per mixed batch"})
-    min_agreement: float = field(default=0.99, metadata={
-        "help": "the least share of predictions a path must share with float32 to be chosen"})
-    max_accuracy_drop: float = field(default=0.005, metadata={
-        "help": "with --labelled_file: the most accuracy a path may lose against float32 to be chosen"})
-    work_dir: str | None = field(default=None, metadata={
-        "help": "a new folder to keep every path's folder in (default: a temporary one, removed)"})
+    min_agreement: float = field(
+        default=0.99, metadata={"help": "the least share of predictions a path must share with float32 to be chosen"}
+    )
+    max_accuracy_drop: float = field(
+        default=0.005,
+        metadata={"help": "with --labelled_file: the most accuracy a path may lose against float32 to be chosen"},
+    )
+    work_dir: str | None = field(
+        default=None,
+        metadata={"help": "a new folder to keep every path's folder in (default: a temporary one, removed)"},
+    )
     overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty output folder"})
 
 

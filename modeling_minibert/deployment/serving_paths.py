@@ -39,7 +39,6 @@ from modeling_minibert.utils.precision import native_bf16
 Logits = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]  # (ids, mask, types) (B, T) -> (B, C)
 
 
-
 @dataclass(frozen=True)
 class ServingPath:
     name: str
@@ -63,6 +62,7 @@ def _module_missing(module: str, extra: str) -> Callable[[], str | None]:
         if importlib.util.find_spec(module) is None:
             return f"{module} is not installed (the [{extra}] extra: pip install -e '.[{extra}]' in the clone)"
         return None
+
     return missing
 
 
@@ -71,6 +71,7 @@ def _bf16_missing(other: Callable[[], str | None] = _nothing_missing) -> Callabl
         if not native_bf16(torch.device("cpu")):
             return "the CPU has no bf16 instructions (AVX-512 BF16 or AMX): bf16 would be emulated, slower than fp32"
         return other()
+
     return missing
 
 
@@ -90,6 +91,7 @@ def _open_pytorch(dtype: torch.dtype) -> Callable[..., Logits]:
         check_head(folder)
         model = MiniBertForSequenceClassification.from_pretrained(folder, dtype=dtype).eval()
         return _bounded(folder, _torch_logits(model), config_limits(model.config))
+
     return open_
 
 
@@ -124,6 +126,7 @@ def _open_compiled(folder: Path, threads: int | None, allow_compiled: bool = Fal
     def graph(ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
             return runner(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(types))[0].numpy()
+
     # The package's tables cannot be read: its config's bounds (the sequence axis was compiled up to them).
     limits = config_limits(AutoConfig.from_pretrained(folder))
     return _bounded(folder, lambda ids, mask, types: _in_length_buckets(graph, ids, mask, types), limits)
@@ -132,9 +135,13 @@ def _open_compiled(folder: Path, threads: int | None, allow_compiled: bool = Fal
 def _torch_logits(model) -> Logits:
     def logits(ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
-            out = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
-                        token_type_ids=torch.from_numpy(types)).logits
+            out = model(
+                input_ids=torch.from_numpy(ids),
+                attention_mask=torch.from_numpy(mask),
+                token_type_ids=torch.from_numpy(types),
+            ).logits
         return out.float().numpy()
+
     return logits
 
 
@@ -154,9 +161,11 @@ def check_head(folder: Path) -> None:
     header = read_safetensors_header(folder / "model.safetensors")
     rows = next((entry["shape"][0] for name, entry in header.items() if name.endswith("classifier.weight")), None)
     if rows is not None and rows != config.num_labels:
-        raise ValueError(f"{folder}: the classifier gives {rows} logit(s) a text, config.json names num_labels="
-                         f"{config.num_labels} ({', '.join(map(str, config.id2label.values()))}): the weights and the "
-                         "config do not belong together")
+        raise ValueError(
+            f"{folder}: the classifier gives {rows} logit(s) a text, config.json names num_labels="
+            f"{config.num_labels} ({', '.join(map(str, config.id2label.values()))}): the weights and the "
+            "config do not belong together"
+        )
 
 
 def _bounded(folder: Path, graph: Logits, limits: dict[str, tuple[int, str]]) -> Logits:
@@ -169,8 +178,10 @@ def _bounded(folder: Path, graph: Logits, limits: dict[str, tuple[int, str]]) ->
     config = AutoConfig.from_pretrained(folder)
     for name, (rows, field) in limits.items():
         if getattr(config, field, rows) != rows:
-            raise ValueError(f"{folder}: the graph's {name} table holds {rows} rows, config.json says "
-                             f"{field}={getattr(config, field)}: the graph and the config do not belong together")
+            raise ValueError(
+                f"{folder}: the graph's {name} table holds {rows} rows, config.json says "
+                f"{field}={getattr(config, field)}: the graph and the config do not belong together"
+            )
 
     def logits(ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
         return graph(*check_graph_inputs(limits, ids, mask, types))
@@ -178,9 +189,11 @@ def _bounded(folder: Path, graph: Logits, limits: dict[str, tuple[int, str]]) ->
     probe = np.zeros((1, 2), np.int64)
     width = np.asarray(logits(probe, np.ones_like(probe), probe)).shape
     if width != (1, config.num_labels):
-        raise ValueError(f"{folder}: the graph gives {width[-1] if width else 0} logit(s) a text, config.json names "
-                         f"num_labels={config.num_labels} ({', '.join(map(str, config.id2label.values()))}): the "
-                         "graph and the config do not belong together")
+        raise ValueError(
+            f"{folder}: the graph gives {width[-1] if width else 0} logit(s) a text, config.json names "
+            f"num_labels={config.num_labels} ({', '.join(map(str, config.id2label.values()))}): the "
+            "graph and the config do not belong together"
+        )
     return logits
 
 
@@ -189,8 +202,9 @@ def check_input_names(graph: Path, names: list[str]) -> None:
     from modeling_minibert.deployment.onnx_session import INPUT_NAMES
 
     if sorted(names) != sorted(INPUT_NAMES):
-        raise ValueError(f"{graph} takes the inputs {', '.join(names) or 'none'}; a serving graph takes "
-                         f"{', '.join(INPUT_NAMES)}")
+        raise ValueError(
+            f"{graph} takes the inputs {', '.join(names) or 'none'}; a serving graph takes {', '.join(INPUT_NAMES)}"
+        )
 
 
 # -- onnxruntime and OpenVINO, on the exported graph ------------------------------------------------------------------
@@ -199,6 +213,7 @@ def _write_onnx(**options) -> Callable[[Path, Path], object]:
         from modeling_minibert.deployment.onnx_export import export_onnx
 
         export_onnx(source, output, **options)
+
     return write
 
 
@@ -227,14 +242,21 @@ def _open_openvino(precision: str) -> Callable[..., Logits]:
         def graph(ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
             result = request.infer({"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
             return np.asarray(result[request.model_outputs[0]], dtype=np.float32)
+
         # OpenVINO checks no index: the graph's own tables bound the inputs, as onnxruntime's session does.
         limits = embedding_limits(path)
         return _bounded(folder, lambda ids, mask, types: _in_length_buckets(graph, ids, mask, types, limits), limits)
+
     return open_
 
 
-def _in_length_buckets(graph: Logits, ids: np.ndarray, mask: np.ndarray, types: np.ndarray,
-                       limits: dict[str, tuple[int, str]] | None = None) -> np.ndarray:
+def _in_length_buckets(
+    graph: Logits,
+    ids: np.ndarray,
+    mask: np.ndarray,
+    types: np.ndarray,
+    limits: dict[str, tuple[int, str]] | None = None,
+) -> np.ndarray:
     """`graph`'s (B, C) logits, run on rows of similar length each cut to its bucket (`onnx_session`), no longer
     than the graph's positions (`limits`): a padded graph computes every position it is given."""
     from modeling_minibert.deployment.onnx_session import length_buckets
@@ -260,25 +282,76 @@ def _compiler_missing() -> str | None:
 
 
 # In the table's order: the plain path first (the reference every other is checked against).
-SERVING_PATHS = {path.name: path for path in (
-    ServingPath("pytorch-fp32", "PyTorch, float32, eager", _write_pytorch, _open_pytorch(torch.float32),
-                _nothing_missing, ("model.safetensors",)),
-    ServingPath("pytorch-bf16", "PyTorch, bfloat16 weights and activations", _write_pytorch,
-                _open_pytorch(torch.bfloat16), _bf16_missing(), ("model.safetensors",)),
-    ServingPath("pytorch-int8", "PyTorch dynamic int8 (Linear layers)", _write_int8, _open_int8, _nothing_missing,
-                ("model.int8.safetensors", "quantization.json")),
-    ServingPath("pytorch-compiled-fp32", "PyTorch, float32, compiled for this CPU (AOTInductor), length buckets",
-                _write_compiled, _open_compiled, _compiler_missing, ("model.pt2", "compiled.json"), native=True),
-    ServingPath("onnxruntime-fp32", "onnxruntime, optimized graph, float32, length buckets",
-                _write_onnx(optimize=True), _open_onnxruntime, _onnxruntime_missing, ("model.onnx",)),
-    ServingPath("onnxruntime-int8", "onnxruntime, optimized graph, int8 weights, length buckets",
-                _write_onnx(quantize="int8"), _open_onnxruntime, _onnxruntime_missing, ("model_quantized.onnx",)),
-    ServingPath("openvino-fp32", "OpenVINO, plain graph, float32 inference, length buckets", _write_plain_onnx,
-                _open_openvino("f32"), lambda: _onnxruntime_missing() or _openvino_missing(), ("model.onnx",)),
-    ServingPath("openvino-bf16", "OpenVINO, plain graph, bf16 inference, length buckets", _write_plain_onnx,
-                _open_openvino("bf16"), _bf16_missing(lambda: _onnxruntime_missing() or _openvino_missing()),
-                ("model.onnx",)),
-)}
+SERVING_PATHS = {
+    path.name: path
+    for path in (
+        ServingPath(
+            "pytorch-fp32",
+            "PyTorch, float32, eager",
+            _write_pytorch,
+            _open_pytorch(torch.float32),
+            _nothing_missing,
+            ("model.safetensors",),
+        ),
+        ServingPath(
+            "pytorch-bf16",
+            "PyTorch, bfloat16 weights and activations",
+            _write_pytorch,
+            _open_pytorch(torch.bfloat16),
+            _bf16_missing(),
+            ("model.safetensors",),
+        ),
+        ServingPath(
+            "pytorch-int8",
+            "PyTorch dynamic int8 (Linear layers)",
+            _write_int8,
+            _open_int8,
+            _nothing_missing,
+            ("model.int8.safetensors", "quantization.json"),
+        ),
+        ServingPath(
+            "pytorch-compiled-fp32",
+            "PyTorch, float32, compiled for this CPU (AOTInductor), length buckets",
+            _write_compiled,
+            _open_compiled,
+            _compiler_missing,
+            ("model.pt2", "compiled.json"),
+            native=True,
+        ),
+        ServingPath(
+            "onnxruntime-fp32",
+            "onnxruntime, optimized graph, float32, length buckets",
+            _write_onnx(optimize=True),
+            _open_onnxruntime,
+            _onnxruntime_missing,
+            ("model.onnx",),
+        ),
+        ServingPath(
+            "onnxruntime-int8",
+            "onnxruntime, optimized graph, int8 weights, length buckets",
+            _write_onnx(quantize="int8"),
+            _open_onnxruntime,
+            _onnxruntime_missing,
+            ("model_quantized.onnx",),
+        ),
+        ServingPath(
+            "openvino-fp32",
+            "OpenVINO, plain graph, float32 inference, length buckets",
+            _write_plain_onnx,
+            _open_openvino("f32"),
+            lambda: _onnxruntime_missing() or _openvino_missing(),
+            ("model.onnx",),
+        ),
+        ServingPath(
+            "openvino-bf16",
+            "OpenVINO, plain graph, bf16 inference, length buckets",
+            _write_plain_onnx,
+            _open_openvino("bf16"),
+            _bf16_missing(lambda: _onnxruntime_missing() or _openvino_missing()),
+            ("model.onnx",),
+        ),
+    )
+}
 REFERENCE = "pytorch-fp32"
 
 
@@ -308,9 +381,13 @@ class ServingClassifier:
         self.config = AutoConfig.from_pretrained(folder)  # BERT's, beside an ONNX graph
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         if len(self.tokenizer) > self.config.vocab_size:
-            raise ValueError(f"the tokenizer in {folder} has {len(self.tokenizer)} tokens, more than config.json's "
-                             f"vocab_size={self.config.vocab_size}")
-        self.logits = self.path.open(folder, threads if threads is not None else self.info.get("threads"), allow_compiled)
+            raise ValueError(
+                f"the tokenizer in {folder} has {len(self.tokenizer)} tokens, more than config.json's "
+                f"vocab_size={self.config.vocab_size}"
+            )
+        self.logits = self.path.open(
+            folder, threads if threads is not None else self.info.get("threads"), allow_compiled
+        )
         self.max_length = min(self.config.max_position_embeddings, self.tokenizer.model_max_length)
 
     def scores(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
@@ -321,8 +398,13 @@ class ServingClassifier:
             raise ValueError(f"batch_size={batch_size!r} must be a whole number of at least 1")
         rows = []
         for start in range(0, len(texts), batch_size):
-            encoded = self.tokenizer(texts[start:start + batch_size], padding=True, truncation=True,
-                                     max_length=self.max_length, return_tensors="np")
+            encoded = self.tokenizer(
+                texts[start : start + batch_size],
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="np",
+            )
             ids, mask = encoded["input_ids"].astype(np.int64), encoded["attention_mask"].astype(np.int64)
             types = encoded.get("token_type_ids", np.zeros_like(ids)).astype(np.int64)
             rows.append(self.logits(ids, mask, types))
@@ -336,8 +418,10 @@ class ServingClassifier:
         single = isinstance(inputs, str)
         scores = self.scores([inputs] if single else list(inputs), batch_size)
         k = scores.shape[1] if top_k is None else top_k
-        ranked = [[{"label": self.config.id2label[int(i)], "score": float(row[i])} for i in np.argsort(-row)[:k]]
-                  for row in scores]
+        ranked = [
+            [{"label": self.config.id2label[int(i)], "score": float(row[i])} for i in np.argsort(-row)[:k]]
+            for row in scores
+        ]
         if top_k == 1:
             return [r[0] for r in ranked]
         return ranked[0] if single else ranked
@@ -348,15 +432,18 @@ def read_serving_info(folder: Path) -> dict:
     naming the file otherwise."""
     info_file = folder / SERVING_FILE
     if not info_file.is_file():
-        raise FileNotFoundError(f"{folder} is not a serving folder (no {SERVING_FILE}); write one with "
-                                "`minibert benchmark-deploy`")
+        raise FileNotFoundError(
+            f"{folder} is not a serving folder (no {SERVING_FILE}); write one with `minibert benchmark-deploy`"
+        )
     try:
         info = json.loads(info_file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError) as err:
         raise ValueError(f"{info_file} is not valid JSON ({err})") from None
     if not isinstance(info, dict) or not isinstance(info.get("path"), str):
-        raise ValueError(f"{info_file} must be a JSON object whose \"path\" names a serving path "
-                         f"({', '.join(SERVING_PATHS)}); it holds {type(info).__name__} {str(info)[:80]}")
+        raise ValueError(
+            f'{info_file} must be a JSON object whose "path" names a serving path '
+            f"({', '.join(SERVING_PATHS)}); it holds {type(info).__name__} {str(info)[:80]}"
+        )
     check_threads(info.get("threads"), f"{info_file}: ")
     return info
 
@@ -378,13 +465,22 @@ def check_texts(texts: object) -> None:
             raise TypeError(f"text #{number} is {type(text).__name__} {str(text)[:40]!r}, not a str")
 
 
-def load_serving(folder: str | os.PathLike, threads: int | None = None, *,
-                 allow_compiled: bool = False) -> ServingClassifier:
+def load_serving(
+    folder: str | os.PathLike, threads: int | None = None, *, allow_compiled: bool = False
+) -> ServingClassifier:
     """The ready folder `minibert benchmark-deploy` wrote, as a pipeline: `load_serving(folder)("a fine film")`.
     A folder of the compiled path is native code: it opens where this user compiled it (`benchmark-deploy` here),
     else only with `allow_compiled=True` (`compiled.load_compiled`)."""
     return ServingClassifier(folder, threads, allow_compiled)
 
 
-__all__ = ["REFERENCE", "SERVING_PATHS", "ServingClassifier", "ServingPath", "check_threads", "load_serving",
-           "read_serving_info", "serving_path"]
+__all__ = [
+    "REFERENCE",
+    "SERVING_PATHS",
+    "ServingClassifier",
+    "ServingPath",
+    "check_threads",
+    "load_serving",
+    "read_serving_info",
+    "serving_path",
+]

@@ -123,9 +123,11 @@ def _head_of(architectures: list[str] | None, prefix: str, folder: Path) -> str:
 
 def _match_state_dict(model: torch.nn.Module, weights: dict[str, torch.Tensor], source: Path) -> dict:
     """Keep the weights the target uses; fail on missing or unknown ones, naming them."""
-    tied = set(model.get_expanded_tied_weights_keys(all_submodels=True)) if hasattr(
-        model, "get_expanded_tied_weights_keys"
-    ) else set()
+    tied = (
+        set(model.get_expanded_tied_weights_keys(all_submodels=True))
+        if hasattr(model, "get_expanded_tied_weights_keys")
+        else set()
+    )
     needed = set(model.state_dict()) - tied
     # BERT's decoder bias is its output bias (one tensor, saved under either name); Mini-BERT keeps one name.
     if "cls.predictions.decoder.bias" in weights and "cls.predictions.bias" not in weights:
@@ -165,7 +167,10 @@ def _filled(model_class: type, config, head: str, weights: dict[str, torch.Tenso
 
 
 def convert_bert_to_minibert(
-    model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, *, overwrite_output_dir: bool = False,
+    model_name_or_path: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    *,
+    overwrite_output_dir: bool = False,
     allow_pickle: bool = False,
 ) -> Path:
     """Turn a folder saved by a transformers `Bert*` class into a Mini-BERT folder with the matching head.
@@ -179,7 +184,11 @@ def convert_bert_to_minibert(
     if source_config.get("model_type") != "bert":
         raise ValueError(
             f"{src / 'config.json'} has model_type {source_config.get('model_type')!r}, expected 'bert'"
-            + (" (a Mini-BERT folder converts to BERT with --to_bert)" if source_config.get("model_type") == "minibert" else "")
+            + (
+                " (a Mini-BERT folder converts to BERT with --to_bert)"
+                if source_config.get("model_type") == "minibert"
+                else ""
+            )
         )
     head = _head_of(source_config.get("architectures"), "Bert", src)
     config = MiniBertConfig.from_dict(minibert_dict_from_bert(source_config, str(src / "config.json")))
@@ -188,8 +197,10 @@ def convert_bert_to_minibert(
     with staged_folder(out) as staging, transformers_bars_off():  # no bar for a single file
         model.save_pretrained(staging)
         copy_tokenizer_files(src, staging)
-    say_checked(f"every weight of {src} has its place in MiniBert{head}, with the shape its config.json gives "
-                "(none missing, none left over)")
+    say_checked(
+        f"every weight of {src} has its place in MiniBert{head}, with the shape its config.json gives "
+        "(none missing, none left over)"
+    )
     return out
 
 
@@ -243,8 +254,9 @@ def write_bert_format(src: Path, target: Path, *, allow_pickle: bool = False, li
     check_uploaded_links(src)  # a link among the kept files that leads out of the folder is refused, naming it
     model_type = source_config.get("model_type")
     if model_type not in (MiniBertConfig.model_type, "bert"):
-        raise ValueError(f"{src / 'config.json'} has model_type {model_type!r}: only a Mini-BERT or BERT folder has a "
-                         "BERT format")
+        raise ValueError(
+            f"{src / 'config.json'} has model_type {model_type!r}: only a Mini-BERT or BERT folder has a BERT format"
+        )
     model = _bert_model(src, source_config, allow_pickle) if model_type == MiniBertConfig.model_type else None
     published, left_out = published_files(src, "bert")
     rewritten = BERT_FORMAT_REWRITES if model is not None else ("config.json", CARD_FILE)
@@ -255,7 +267,9 @@ def write_bert_format(src: Path, target: Path, *, allow_pickle: bool = False, li
             model.save_pretrained(target)
     elif not _without_code_entries(src / "config.json", target / "config.json"):
         kept.append("config.json")
-    if "tokenizer_config.json" in kept and _without_code_entries(src / "tokenizer_config.json", target / "tokenizer_config.json"):
+    if "tokenizer_config.json" in kept and _without_code_entries(
+        src / "tokenizer_config.json", target / "tokenizer_config.json"
+    ):
         kept.remove("tokenizer_config.json")
     for path in kept:
         (target / path).parent.mkdir(parents=True, exist_ok=True)
@@ -280,25 +294,36 @@ def check_loads_as_bert(folder: Path, source: Path) -> str:
     architecture = (config.architectures or ["BertModel"])[0]
     model_class = getattr(transformers, architecture, None)
     if model_class is None or not architecture.startswith("Bert"):
-        raise ValueError(f"{source}: its BERT-format config names {architecture!r}, which is not a transformers BERT class")
+        raise ValueError(
+            f"{source}: its BERT-format config names {architecture!r}, which is not a transformers BERT class"
+        )
     weights = [path for path in ("model.safetensors", "model.safetensors.index.json") if (folder / path).is_file()]
     loaded = []
     if weights:
         index = folder / "model.safetensors.index.json"
-        keys = (json.loads(index.read_text())["weight_map"] if index.is_file()
-                else read_safetensors_header(folder / "model.safetensors"))
+        keys = (
+            json.loads(index.read_text())["weight_map"]
+            if index.is_file()
+            else read_safetensors_header(folder / "model.safetensors")
+        )
         extra = {} if architecture != "BertModel" or "pooler.dense.weight" in keys else {"add_pooling_layer": False}
         try:
             with quiet_transformers():
                 _, info = model_class.from_pretrained(folder, config=config, output_loading_info=True, **extra)
         except Exception as err:  # transformers' own errors (shapes, a file it cannot read), whatever their type
-            raise ValueError(f"{source}: transformers' {architecture} cannot load its BERT-format copy: "
-                             f"{_first_line(err)}") from None
-        problems = [f"{kind.replace('_', ' ')} {', '.join(sorted(map(str, info[kind])))}"
-                    for kind in ("missing_keys", "unexpected_keys", "mismatched_keys") if info.get(kind)]
+            raise ValueError(
+                f"{source}: transformers' {architecture} cannot load its BERT-format copy: {_first_line(err)}"
+            ) from None
+        problems = [
+            f"{kind.replace('_', ' ')} {', '.join(sorted(map(str, info[kind])))}"
+            for kind in ("missing_keys", "unexpected_keys", "mismatched_keys")
+            if info.get(kind)
+        ]
         if problems:
-            raise ValueError(f"{source}: transformers' {architecture} does not load its BERT-format copy whole: "
-                             + "; ".join(problems))
+            raise ValueError(
+                f"{source}: transformers' {architecture} does not load its BERT-format copy whole: "
+                + "; ".join(problems)
+            )
         loaded.append(f"transformers' {architecture} (every weight in place)")
     elif not list(folder.glob("*.onnx")) + list(folder.glob("onnx/*.onnx")):
         raise FileNotFoundError(f"no model.safetensors in {source}")
@@ -327,7 +352,9 @@ def _check_sentence_transformers(folder: Path, source: Path) -> bool:
             model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
             model.encode(["a"])
     except Exception as err:  # sentence-transformers' and transformers' own errors, whatever their type
-        raise ValueError(f"{source}: SentenceTransformer cannot load its BERT-format copy: {_first_line(err)}") from None
+        raise ValueError(
+            f"{source}: SentenceTransformer cannot load its BERT-format copy: {_first_line(err)}"
+        ) from None
     if len(model) != len(sentence_transformers_modules(folder)):
         raise ValueError(f"{source}: SentenceTransformer loads {len(model)} of the modules its modules.json lists")
     return True
@@ -338,7 +365,10 @@ def _first_line(err: BaseException) -> str:
 
 
 def convert_minibert_to_bert(
-    model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, *, overwrite_output_dir: bool = False,
+    model_name_or_path: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    *,
+    overwrite_output_dir: bool = False,
     allow_pickle: bool = False,
 ) -> Path:
     """Turn a Mini-BERT folder or job output folder into a BERT-format folder that transformers' `Bert*` classes,
@@ -366,18 +396,30 @@ def convert_minibert_to_bert(
 class ConvertBertArguments:
     """`minibert convert-bert`'s options, named as in transformers' example scripts; `convert_bert` takes the same."""
 
-    model_name_or_path: str = field(metadata={"help": "the folder to convert (saved with save_pretrained, or a job's output)"})
-    output_dir: str = field(metadata={"help": "where to write the converted folder (must be empty unless --overwrite_output_dir)"})
-    to_bert: bool = field(default=False, metadata={
-        "help": "Mini-BERT (or a job's output folder) -> BERT format, loadable without remote code (default: "
-                "BERT -> Mini-BERT)"})
+    model_name_or_path: str = field(
+        metadata={"help": "the folder to convert (saved with save_pretrained, or a job's output)"}
+    )
+    output_dir: str = field(
+        metadata={"help": "where to write the converted folder (must be empty unless --overwrite_output_dir)"}
+    )
+    to_bert: bool = field(
+        default=False,
+        metadata={
+            "help": "Mini-BERT (or a job's output folder) -> BERT format, loadable without remote code (default: "
+            "BERT -> Mini-BERT)"
+        },
+    )
     overwrite_output_dir: bool = field(default=False, metadata={"help": "replace an existing output folder"})
     allow_pickle: bool = field(default=False, metadata={"help": "accept pytorch_model.bin (pickle) weights"})
 
 
 def convert_bert(
-    *, model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, to_bert: bool = False,
-    overwrite_output_dir: bool = False, allow_pickle: bool = False,
+    *,
+    model_name_or_path: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    to_bert: bool = False,
+    overwrite_output_dir: bool = False,
+    allow_pickle: bool = False,
 ) -> Path:
     """The `convert-bert` job: BERT -> Mini-BERT, or with `to_bert` a Mini-BERT or job folder -> BERT format (and a
     one-line word on the files a BERT-format folder does not hold, left out)."""

@@ -53,6 +53,8 @@ def copy_tokenizer_files(source: Path, output: Path) -> None:
     for name in TOKENIZER_FILES:
         if (source / name).is_file():
             shutil.copy2(source / name, output / name)
+
+
 # The files a model repository consists of, whatever its format, by kind. Patterns over folder-relative paths,
 # matched folder by folder (`matches`): `*` never crosses a "/", so "*.onnx" is a file at the top and "onnx/*.onnx"
 # one in onnx/.
@@ -64,13 +66,26 @@ REPOSITORY_FILES = {
     # confusion matrix, learning-rate search), TensorBoard events,
     # the job's arguments (JSON, never the pickled training_args.bin). `pretraining_args.json` and QA's
     # `eval_predictions.json` are named in training/, above this layer.
-    "results": (ALL_RESULTS_FILE, "*_results.json", TRAINER_STATE_FILE, METRICS_FILE, "metrics.json",
-                "*.png", LEARNING_RATE_SEARCH_FILE, "eval_predictions.json", "pretraining_args.json",
-                DISTILLATION_ARGS_FILE, "runs/*/events.out.tfevents.*"),
+    "results": (
+        ALL_RESULTS_FILE,
+        "*_results.json",
+        TRAINER_STATE_FILE,
+        METRICS_FILE,
+        "metrics.json",
+        "*.png",
+        LEARNING_RATE_SEARCH_FILE,
+        "eval_predictions.json",
+        "pretraining_args.json",
+        DISTILLATION_ARGS_FILE,
+        "runs/*/events.out.tfevents.*",
+    ),
     # sentence-transformers: the module list and the Transformer module's options (each later module's folder is
     # taken from modules.json: `MODULE_FILES`).
-    "sentence-transformers": (SENTENCE_TRANSFORMERS_MODULES_FILE, SENTENCE_BERT_CONFIG_FILE,
-                              "config_sentence_transformers.json"),
+    "sentence-transformers": (
+        SENTENCE_TRANSFORMERS_MODULES_FILE,
+        SENTENCE_BERT_CONFIG_FILE,
+        "config_sentence_transformers.json",
+    ),
     # export-onnx's graphs (model.onnx, the int8 model_quantized.onnx; onnx/ in the transformers.js layout), with
     # their external data when a graph is over 2 GB.
     "onnx": ("*.onnx", "*.onnx_data", "onnx/*.onnx", "onnx/*.onnx_data"),
@@ -78,20 +93,36 @@ REPOSITORY_FILES = {
 # Inside a module folder that modules.json names (1_Pooling, 2_Dense): the module's config and weights.
 MODULE_FILES = ("*.json", "*.safetensors", *TOKENIZER_FILES)
 # The files each sentence-transformers module needs in its folder (Normalize has none, and no folder).
-MODULE_NEEDS = {"Transformer": ("config.json",), "Pooling": ("config.json",), "Dense": ("config.json", "model.safetensors")}
+MODULE_NEEDS = {
+    "Transformer": ("config.json",),
+    "Pooling": ("config.json",),
+    "Dense": ("config.json", "model.safetensors"),
+}
 # What a BERT-format copy writes itself (the converted config and weights, the card rebuilt for the format)
 # instead of taking the source's file.
-BERT_FORMAT_REWRITES = ("config.json", "model.safetensors", "model-*-of-*.safetensors", "model.safetensors.index.json",
-                        CARD_FILE)
+BERT_FORMAT_REWRITES = (
+    "config.json",
+    "model.safetensors",
+    "model-*-of-*.safetensors",
+    "model.safetensors.index.json",
+    CARD_FILE,
+)
 PICKLE_PATTERNS = ["*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle", "*.ckpt"]
 # Training state, by file name, wherever it lies: Trainer's (`training_args.bin`, which can even hold
 # `hub_token`; optimizer.pt, scheduler.pt, scaler.pt, rng_state*.pth) and accelerate's `save_state`
 # (optimizer.bin, scheduler.bin, sampler.bin, random_states_*.pkl, custom_checkpoint_*.pkl). Pickles, not part
 # of the model, never needed to load it: never uploaded.
 TRAINING_STATE_PATTERNS = [
-    "training_args.bin", "optimizer.*", "scheduler.*", "scaler.pt", "sampler*.bin", "rng_state*.pth",
-    "random_states_*.pkl", "custom_checkpoint_*.pkl",
-    TEACHER_LOGITS_FILE, TEACHER_LOGITS_INFO_FILE,  # `minibert distill`'s cache of its teacher's outputs
+    "training_args.bin",
+    "optimizer.*",
+    "scheduler.*",
+    "scaler.pt",
+    "sampler*.bin",
+    "rng_state*.pth",
+    "random_states_*.pkl",
+    "custom_checkpoint_*.pkl",
+    TEACHER_LOGITS_FILE,
+    TEACHER_LOGITS_INFO_FILE,  # `minibert distill`'s cache of its teacher's outputs
 ]
 # Folders never uploaded, at any depth: checkpoints (Trainer's `checkpoint-N`, older runs' `checkpoints/`, as
 # Trainer's own push skips them) and hidden ones (version control, caches, save staging, locks).
@@ -155,7 +186,9 @@ def model_code_files(folder: Path) -> list[str]:
             references += value if isinstance(value, list) else [value]
         pipelines = data.get("custom_pipelines") if isinstance(data.get("custom_pipelines"), dict) else {}
         references += [task.get("impl") for task in pipelines.values() if isinstance(task, dict)]
-    todo = [f"{ref.rsplit('.', 1)[0]}.py" for ref in references if isinstance(ref, str) and "." in ref and "--" not in ref]
+    todo = [
+        f"{ref.rsplit('.', 1)[0]}.py" for ref in references if isinstance(ref, str) and "." in ref and "--" not in ref
+    ]
     found: set[str] = set()
     while todo:
         name = todo.pop()
@@ -174,8 +207,10 @@ def sentence_transformers_modules(folder: Path) -> list[tuple[int, str, str]]:
         return []
     try:
         listing = json.loads(path.read_text(encoding="utf-8"))
-        return [(i, str(module["type"]).rsplit(".", 1)[-1], str(module["path"]).strip("/"))
-                for i, module in enumerate(listing)]
+        return [
+            (i, str(module["type"]).rsplit(".", 1)[-1], str(module["path"]).strip("/"))
+            for i, module in enumerate(listing)
+        ]
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path} is not a sentence-transformers module list: {err!r}") from None
 
@@ -210,7 +245,8 @@ def check_not_quantized(folder: Path) -> None:
         raise ValueError(
             f"{folder} is an int8 folder ({QUANTIZED_WEIGHTS_FILE}), which only modeling_minibert's load_quantized "
             "reads: transformers cannot load it; push the float model it was quantized from"
-            + (f" ({source})" if source else "") + ", or `minibert export-onnx --quantize int8` of it for an int8 "
+            + (f" ({source})" if source else "")
+            + ", or `minibert export-onnx --quantize int8` of it for an int8 "
             "model that onnxruntime and optimum run"
         )
 
@@ -225,8 +261,12 @@ def published_files(folder: Path, format: str, allow_pickle: bool = False) -> tu
     pickle files; the BERT format has neither (no code; only safetensors are written).
     """
     patterns = [pattern for kind in REPOSITORY_FILES.values() for pattern in kind]
-    patterns += [f"{glob.escape(path)}/{name}" for _, _, path in sentence_transformers_modules(folder) if path
-                 for name in MODULE_FILES]
+    patterns += [
+        f"{glob.escape(path)}/{name}"
+        for _, _, path in sentence_transformers_modules(folder)
+        if path
+        for name in MODULE_FILES
+    ]
     code = model_code_files(folder)
     if format == "minibert":
         patterns += [glob.escape(name) for name in code]
@@ -234,7 +274,9 @@ def published_files(folder: Path, format: str, allow_pickle: bool = False) -> tu
     for path in files_to_upload(folder):
         if format == "bert" and path in code:
             continue  # transformers' own BERT classes stand in for the model's code: replaced, not left out
-        pickle = allow_pickle and format == "minibert" and any(fnmatchcase(path.split("/")[-1], p) for p in PICKLE_PATTERNS)
+        pickle = (
+            allow_pickle and format == "minibert" and any(fnmatchcase(path.split("/")[-1], p) for p in PICKLE_PATTERNS)
+        )
         (published if pickle or any(matches(path, p) for p in patterns) else left_out).append(path)
     return published, left_out
 

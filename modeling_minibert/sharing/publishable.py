@@ -32,7 +32,12 @@ MAX_RESULTS_BYTES = 16 << 20  # a results file, a job's arguments, a metrics log
 
 def _inside(folder: Path, name: object, what: str) -> str:
     """`name` as a folder-relative path of a file that is there; ValueError naming `what` lists it otherwise."""
-    if not isinstance(name, str) or not name or name.startswith(("/", "\\")) or ".." in name.replace("\\", "/").split("/"):
+    if (
+        not isinstance(name, str)
+        or not name
+        or name.startswith(("/", "\\"))
+        or ".." in name.replace("\\", "/").split("/")
+    ):
         raise ValueError(f"{what} names {name!r}, which is not a file inside {folder}")
     if not (folder / name).is_file():
         raise ValueError(f"{what} names {name}, which {folder} does not hold: it would be published without it")
@@ -44,12 +49,16 @@ def external_data(folder: Path, graph: str) -> list[str]:
     try:
         import onnx
     except ImportError:
-        raise ValueError(f"{folder / graph}: checking that an ONNX graph is published with its external data needs the "
-                         "onnx package (the [onnx] extra)") from None
+        raise ValueError(
+            f"{folder / graph}: checking that an ONNX graph is published with its external data needs the "
+            "onnx package (the [onnx] extra)"
+        ) from None
     try:
         model = onnx.load(str(folder / graph), load_external_data=False)
     except Exception as err:  # noqa: BLE001 - protobuf's and onnx's errors alike mean "not a graph"
-        raise ValueError(f"{folder / graph} is not an ONNX graph: {str(err).splitlines()[0] if str(err) else err!r}") from None
+        raise ValueError(
+            f"{folder / graph} is not an ONNX graph: {str(err).splitlines()[0] if str(err) else err!r}"
+        ) from None
     names = []
     for tensor in model.graph.initializer:
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
@@ -88,8 +97,9 @@ def check_contents(folder: Path, path: str, shown: object = None) -> None:
     size = file.stat().st_size
     results = name.endswith(("_results.json", "_args.json", ".jsonl")) or name == "metrics.json"
     if results and size > MAX_RESULTS_BYTES:
-        raise ValueError(f"{shown} has {size:,} bytes, more than a results file holds ({MAX_RESULTS_BYTES:,}): "
-                         "rename or remove it")
+        raise ValueError(
+            f"{shown} has {size:,} bytes, more than a results file holds ({MAX_RESULTS_BYTES:,}): rename or remove it"
+        )
     try:
         text = file.read_text(encoding="utf-8")
         for number, line in enumerate(text.splitlines() if name == METRICS_FILE else [text], 1):
@@ -106,11 +116,16 @@ def check_publishable(folder: Path, paths: list[str], allow_compiled: bool = Fal
     extra: list[str] = []
     compiled = [name for name in (COMPILED_PACKAGE_FILE, COMPILED_BUILD_FILE) if (folder / name).is_file()]
     if compiled and not allow_compiled:
-        raise ValueError(f"{folder} holds a compiled model ({COMPILED_PACKAGE_FILE}: native code, which runs as "
-                         "soon as it is loaded); pass allow_compiled=True (--allow_compiled) to publish it: whoever "
-                         "loads it must then trust you, and pass allow_compiled=True too")
+        raise ValueError(
+            f"{folder} holds a compiled model ({COMPILED_PACKAGE_FILE}: native code, which runs as "
+            "soon as it is loaded); pass allow_compiled=True (--allow_compiled) to publish it: whoever "
+            "loads it must then trust you, and pass allow_compiled=True too"
+        )
     if compiled:
-        extra += [_inside(folder, name, f"{folder} (a compiled model)") for name in (COMPILED_PACKAGE_FILE, COMPILED_BUILD_FILE)]
+        extra += [
+            _inside(folder, name, f"{folder} (a compiled model)")
+            for name in (COMPILED_PACKAGE_FILE, COMPILED_BUILD_FILE)
+        ]
     if (folder / SERVING_FILE).is_file():
         extra += [SERVING_FILE, *serving_files(folder)]
     for path in paths + extra:

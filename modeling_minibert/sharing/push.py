@@ -57,6 +57,7 @@ logger = logging.getLogger(__name__)
 REDACTED = "hf_***"
 OS_ERROR_FIELDS = ("errno", "strerror", "filename", "filename2")  # an OSError keeps these outside args and __dict__
 
+
 def check_weights_readable(folder: Path, paths: list[str]) -> None:
     """Refuse a safetensors file cut short or with a broken header, naming it, before anything is uploaded."""
     for path in paths:
@@ -88,8 +89,12 @@ def _without_token(value: object, token: str) -> object:
             content = value.content
         except httpx2.ResponseNotRead:  # a streamed body nobody read: nothing to show either
             content = b""
-        return httpx2.Response(value.status_code, headers=value.headers, content=content,
-                               request=_without_token(request[0], token) if request else None)
+        return httpx2.Response(
+            value.status_code,
+            headers=value.headers,
+            content=content,
+            request=_without_token(request[0], token) if request else None,
+        )
     return value
 
 
@@ -101,7 +106,9 @@ def _carries_token(err: BaseException, token: str) -> bool:
         values = [*err.args, *vars(err).values(), *(getattr(err, name, None) for name in OS_ERROR_FIELDS)]
         if any(token in str(value) for value in values if isinstance(value, (str, list))):
             return True
-        if any(token in text for request in _requests_of(err) for text in (*request.headers.values(), str(request.url))):
+        if any(
+            token in text for request in _requests_of(err) for text in (*request.headers.values(), str(request.url))
+        ):
             return True
         err = err.__cause__ or err.__context__
     return False
@@ -163,14 +170,16 @@ def _check_no_token(folder: Path, paths: list[str], token: str, shown: Callable[
     needle = token.encode()
     for rel in paths:
         if token in rel:
-            raise ValueError(f"a file name in {shown('')} contains your Hub token: it would be published "
-                             f"({rel.replace(token, REDACTED)}); rename it before pushing")
+            raise ValueError(
+                f"a file name in {shown('')} contains your Hub token: it would be published "
+                f"({rel.replace(token, REDACTED)}); rename it before pushing"
+            )
         with open(folder / rel, "rb") as f:
             tail = b""
             while chunk := f.read(1 << 20):
                 if needle in tail + chunk:
                     raise ValueError(f"{shown(rel)} contains your Hub token: remove it before pushing")
-                tail = chunk[-len(needle):]
+                tail = chunk[-len(needle) :]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,9 +244,23 @@ def push_to_hub(
     folder = Path(model_name_or_path)
     with tempfile.TemporaryDirectory(prefix="minibert-push-") as scratch:
         # Everything below may quote its arguments in an error: a token pasted into the wrong one stays hidden.
-        return _call_without_leaking(token, lambda: _push(
-            folder, Path(scratch), format, hub_model_id, private, revision, commit_message, token, allow_pickle,
-            endpoint, license, allow_compiled))
+        return _call_without_leaking(
+            token,
+            lambda: _push(
+                folder,
+                Path(scratch),
+                format,
+                hub_model_id,
+                private,
+                revision,
+                commit_message,
+                token,
+                allow_pickle,
+                endpoint,
+                license,
+                allow_compiled,
+            ),
+        )
 
 
 def _push(
@@ -288,8 +311,10 @@ def _push(
     refresh_model_card(folder, repo_id, revision, license)
     paths.append(CARD_FILE)
     _check_no_token(folder, [CARD_FILE], token, lambda rel: f"the model card written for {repo_id}")
-    say_checked(f"the {len(paths)} files before the upload: each is what its name says, none holds the token or "
-                "leads out of the folder")
+    say_checked(
+        f"the {len(paths)} files before the upload: each is what its name says, none holds the token or "
+        "leads out of the folder"
+    )
     if left_out:
         logger.warning(left_out_line(left_out, format).replace(token, REDACTED))
     # Each file read from where it is (a BERT-format push: the user's own file, through its link), never copied.
@@ -362,24 +387,42 @@ class PushCustomCodeCallback(TrainerCallback):
 class PushArguments:
     """`minibert push`'s options; `push_to_hub` takes the same names as keywords."""
 
-    model_name_or_path: str = field(metadata={
-        "help": "the folder to upload: saved with save_pretrained, or a job's output folder"})
+    model_name_or_path: str = field(
+        metadata={"help": "the folder to upload: saved with save_pretrained, or a job's output folder"}
+    )
     hub_model_id: str = field(metadata={"help": '"namespace/name" of the Hub repository; created if missing'})
     private: bool = field(default=False, metadata={"help": "create the repository private"})
     revision: str | None = field(default=None, metadata={"help": "branch to push to (created from main if new)"})
     commit_message: str | None = field(default=None, metadata={"help": "commit message"})
-    allow_pickle: bool = field(default=False, metadata={
-        "help": "also upload pickle files (*.bin, *.pt, ...) other than checkpoints and training state (never uploaded)"})
-    allow_compiled: bool = field(default=False, metadata={
-        "help": "publish a compiled model (model.pt2 of a benchmark-deploy folder: native code, which runs when loaded)"})
-    license: str | None = field(default=None, metadata={
-        "help": 'license in the model card (default: the card\'s own, else "apache-2.0")'})
-    token: str | None = field(default=None, metadata={
-        "help": "Hub token (prefer HF_TOKEN: a command-line token is visible to other users of this machine)"})
-    format: str = field(default="minibert", metadata={
-        "choices": FORMATS,
-        "help": "minibert: the folder as it is (loads with trust_remote_code); bert: converted to transformers' BERT "
-                "format first (no code files, loads anywhere BERT does)"})
+    allow_pickle: bool = field(
+        default=False,
+        metadata={
+            "help": "also upload pickle files (*.bin, *.pt, ...) other than checkpoints and training state (never uploaded)"
+        },
+    )
+    allow_compiled: bool = field(
+        default=False,
+        metadata={
+            "help": "publish a compiled model (model.pt2 of a benchmark-deploy folder: native code, which runs when loaded)"
+        },
+    )
+    license: str | None = field(
+        default=None, metadata={"help": 'license in the model card (default: the card\'s own, else "apache-2.0")'}
+    )
+    token: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hub token (prefer HF_TOKEN: a command-line token is visible to other users of this machine)"
+        },
+    )
+    format: str = field(
+        default="minibert",
+        metadata={
+            "choices": FORMATS,
+            "help": "minibert: the folder as it is (loads with trust_remote_code); bert: converted to transformers' BERT "
+            "format first (no code files, loads anywhere BERT does)",
+        },
+    )
 
 
 COMMAND_LINE = CommandLine(

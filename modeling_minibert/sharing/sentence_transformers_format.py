@@ -53,7 +53,9 @@ def module_folders(folder: str | os.PathLike) -> list[tuple[str, str]]:
         modules = json.loads(path.read_text(encoding="utf-8"))
         return [(str(module["type"]).rsplit(".", 1)[-1], str(module.get("path", ""))) for module in modules]
     except FileNotFoundError:
-        raise FileNotFoundError(f"{folder} has no {SENTENCE_TRANSFORMERS_MODULES_FILE}: not a sentence-transformers folder") from None
+        raise FileNotFoundError(
+            f"{folder} has no {SENTENCE_TRANSFORMERS_MODULES_FILE}: not a sentence-transformers folder"
+        ) from None
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"{path} is not a sentence-transformers module list: {err}") from None
 
@@ -85,7 +87,9 @@ def write_sentence_transformers_files(
     if normalize:
         modules.append(("Normalize", f"{len(modules)}_Normalize"))  # a module without files: no folder needed
     write_json(folder / SENTENCE_BERT_CONFIG_FILE, {"max_seq_length": max_seq_length or limit, "do_lower_case": False})
-    listing = [{"idx": i, "name": str(i), "path": path, "type": MODULE_TYPES[kind]} for i, (kind, path) in enumerate(modules)]
+    listing = [
+        {"idx": i, "name": str(i), "path": path, "type": MODULE_TYPES[kind]} for i, (kind, path) in enumerate(modules)
+    ]
     write_json(folder / SENTENCE_TRANSFORMERS_MODULES_FILE, listing)
     return [kind for kind, _ in modules]
 
@@ -93,8 +97,18 @@ def write_sentence_transformers_files(
 def pooling_config(width: int) -> dict:
     """1_Pooling/config.json for mean pooling over `width`-wide token states."""
     modes = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens", "weightedmean_tokens", "lasttoken")
-    return {"word_embedding_dimension": width, **{f"pooling_mode_{m}": m == "mean_tokens" for m in modes}, "include_prompt": True}
+    return {
+        "word_embedding_dimension": width,
+        **{f"pooling_mode_{m}": m == "mean_tokens" for m in modes},
+        "include_prompt": True,
+    }
 
 
-__all__ = ["MODULE_TYPES", "mean_pooling", "module_folders", "module_types", "pooling_config",
-           "write_sentence_transformers_files"]
+__all__ = [
+    "MODULE_TYPES",
+    "mean_pooling",
+    "module_folders",
+    "module_types",
+    "pooling_config",
+    "write_sentence_transformers_files",
+]

@@ -14,8 +14,11 @@ The jobs' functions are imported on first use (they need the [train] extra):
 
 from modeling_minibert.utils.lazy import lazy_face
 
-__getattr__, __all__ = lazy_face(__name__, {
-    "pretraining": ("pretrain", "PretrainingArguments"),
-    "finetuning": ("finetune", "FinetuneArguments"),
-    "distillation": ("distill", "DistillationArguments"),
-})
+__getattr__, __all__ = lazy_face(
+    __name__,
+    {
+        "pretraining": ("pretrain", "PretrainingArguments"),
+        "finetuning": ("finetune", "FinetuneArguments"),
+        "distillation": ("distill", "DistillationArguments"),
+    },
+)

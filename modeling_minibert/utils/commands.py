@@ -76,7 +76,9 @@ class CommandLine:
 
     def keywords(self, namespace: argparse.Namespace) -> dict[str, Any]:
         """The job function's keyword options: every field of the dataclasses, as parsed."""
-        return {f.name: getattr(namespace, f.name) for cls in self.arguments for f in dataclasses.fields(cls) if f.init}
+        return {
+            f.name: getattr(namespace, f.name) for cls in self.arguments for f in dataclasses.fields(cls) if f.init
+        }
 
     def old_spelling(self, argv: list[str]) -> str | None:
         """A one-line hint for the first word of `argv` that is an old spelling of a flag, else None."""

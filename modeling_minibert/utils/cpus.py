@@ -36,7 +36,9 @@ def cpu_quota(cgroup: Path | None = None) -> float | None:
     or cgroup v1's `cpu.cfs_quota_us` over `cpu.cfs_period_us`; None where there is no quota (or no such file)."""
     root = CGROUP if cgroup is None else Path(cgroup)
     limits = [_read_pair(root / "cpu.max", None)]  # "QUOTA PERIOD", QUOTA "max" without a limit
-    limits += [_read_pair(root / name / "cpu.cfs_quota_us", root / name / "cpu.cfs_period_us") for name in CGROUP_V1_CPU]
+    limits += [
+        _read_pair(root / name / "cpu.cfs_quota_us", root / name / "cpu.cfs_period_us") for name in CGROUP_V1_CPU
+    ]
     limits += [_read_pair(root / "cpu.cfs_quota_us", root / "cpu.cfs_period_us")]  # v1 mounted at the root
     found = [limit for limit in limits if limit is not None]
     return min(found) if found else None
@@ -67,8 +69,10 @@ def check_thread_count(name: str, threads: int) -> None:
     beyond them only wait for one another (and thousands of them crash the OpenMP runtime)."""
     cores = len(usable_cores())
     if threads > cores:
-        raise ValueError(f"{name}={threads} exceeds the {cores} CPU cores this process may run on; use at most {cores} "
-                         "(0 chooses by how busy they are)")
+        raise ValueError(
+            f"{name}={threads} exceeds the {cores} CPU cores this process may run on; use at most {cores} "
+            "(0 chooses by how busy they are)"
+        )
 
 
 __all__ = ["CGROUP", "check_thread_count", "cpu_quota", "usable_cores", "usable_cpus"]

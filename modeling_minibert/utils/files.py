@@ -58,6 +58,7 @@ def process_alive(host: str | None, pid: object) -> bool:
 
 # --- the run lock: one run at a time per folder (taken and released by outputs.locked) ------------------------------
 
+
 def read_lock(lock: Path) -> dict:
     """The holder a run lock names ({} when it cannot be read)."""
     try:
@@ -231,9 +232,16 @@ def staged_files(output: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def check_output_dir(output: str | os.PathLike, overwrite: bool = False, resume_hint: bool = False, *,
-                     inputs: Mapping[str, object] | None = None, beside: Mapping[str, object] | None = None,
-                     job: str = "minibert", what: str = "output_dir") -> Path:
+def check_output_dir(
+    output: str | os.PathLike,
+    overwrite: bool = False,
+    resume_hint: bool = False,
+    *,
+    inputs: Mapping[str, object] | None = None,
+    beside: Mapping[str, object] | None = None,
+    job: str = "minibert",
+    what: str = "output_dir",
+) -> Path:
     """Refuse, before any work, an output folder that would be clobbered; return it as a Path.
 
     The one check every job that writes a folder makes (`staged_folder` then replaces the folder whole):
@@ -284,8 +292,10 @@ def check_apart(output: Path, inputs: Mapping[str, object], what: str = "output_
             how = "holds"
         else:
             continue
-        raise ValueError(f"{what} {output} {how} {name}={path}: the output replaces its folder whole, so it must lie "
-                         "apart from what the job reads and works in; choose another folder")
+        raise ValueError(
+            f"{what} {output} {how} {name}={path}: the output replaces its folder whole, so it must lie "
+            "apart from what the job reads and works in; choose another folder"
+        )
 
 
 def cache_folder() -> Path:
@@ -354,6 +364,8 @@ def check_links(
                 continue
             problem = _link_problem(link, root, allowed)
             if problem is not None:
-                raise ValueError(f"{link} is a link {problem}: refusing to copy what it points to "
-                                 "(replace the link with the file itself, or remove it)")
+                raise ValueError(
+                    f"{link} is a link {problem}: refusing to copy what it points to "
+                    "(replace the link with the file itself, or remove it)"
+                )
         dirnames[:] = [d for d in dirnames if copied(Path(dirpath, d).relative_to(folder).as_posix() + "/")]

@@ -60,8 +60,11 @@ def check_finite_weights(model: torch.nn.Module, what: str, cause: str) -> None:
 def non_finite_values(values: Mapping[str, object], keys: Iterable[str] | None = None) -> dict[str, float]:
     """The numbers among `values` (those of `keys`, or all) that are NaN or infinite."""
     chosen = values if keys is None else {k: values[k] for k in keys if k in values}
-    return {k: v for k, v in chosen.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-            and not math.isfinite(v)}
+    return {
+        k: v
+        for k, v in chosen.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isfinite(v)
+    }
 
 
 def non_finite_rows(rows: Iterable[torch.Tensor] | torch.Tensor) -> tuple[int, int, int | None]:

@@ -56,8 +56,13 @@ def say_missing_weights(model, loading: dict, source: object, new_head: bool = F
     missing = sorted(key for key in loading.get("missing_keys", ()) if not new_head or key.startswith(prefix))
     if missing:
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-        logger.warning("%s holds no weights for %d parameter(s) of %s, which start from random values: %s", source,
-                       len(missing), type(model).__name__, shown)
+        logger.warning(
+            "%s holds no weights for %d parameter(s) of %s, which start from random values: %s",
+            source,
+            len(missing),
+            type(model).__name__,
+            shown,
+        )
 
 
 def say_checked(message: str) -> None:

@@ -35,7 +35,9 @@ TRAINER_STATE_FILE = "trainer_state.json"
 CURVES_FILE = "training_curves.png"
 LEARNING_RATE_SEARCH_FILE = "learning_rate_search.json"  # with learning_rates: each candidate's validation score
 LEARNING_RATE_PLOT_FILE = "learning_rate_search.png"
-SEARCH_RUN_PREFIX = "run-"  # OUTPUT/run-I: candidate I's checkpoints while a search runs (Trainer's hyperparameter_search names)
+SEARCH_RUN_PREFIX = (
+    "run-"  # OUTPUT/run-I: candidate I's checkpoints while a search runs (Trainer's hyperparameter_search names)
+)
 CONFUSION_FILE = "confusion_matrix.png"
 CHECKPOINT_PREFIX = "checkpoint-"
 # Inside a pretraining checkpoint whose trained module is more than the model it saves (ELECTRA's generator and
@@ -87,6 +89,7 @@ def write_results(folder: str | os.PathLike, results: dict[str, dict]) -> dict:
 
 # --- the lock: one run at a time per folder ---------------------------------------------------------------------
 
+
 def acquire_lock(out: Path, job: str = "minibert") -> Path:
     """Create `out/.minibert.lock` naming this process and job (and `out` if need be); take over a dead run's lock.
 
@@ -105,7 +108,9 @@ def acquire_lock(out: Path, job: str = "minibert") -> Path:
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             check_unlocked(out, job)  # raises if the holder lives
-            warnings.warn(f"taking over the lock of a {job} run that is gone: {lock} ({files.read_lock(lock)})", stacklevel=2)
+            warnings.warn(
+                f"taking over the lock of a {job} run that is gone: {lock} ({files.read_lock(lock)})", stacklevel=2
+            )
             lock.unlink(missing_ok=True)
             continue
         except OSError as err:
@@ -134,6 +139,7 @@ def locked(out: Path, job: str = "minibert") -> Iterator[Path]:
 
 # --- checkpoints: which are complete ------------------------------------------------------------------------------
 
+
 def checkpoint_folders(out: Path) -> list[tuple[int, Path]]:
     """The checkpoint-N folders in `out` (complete or not) with their N, oldest first."""
     if not out.is_dir():
@@ -150,7 +156,9 @@ def latest_checkpoint(out: Path, problem: Callable[[Path], str | None]) -> Path 
         found = problem(folder)
         if found is None:
             return folder
-        warnings.warn(f"skipping the unfinished checkpoint {folder} ({found}); falling back to the one before", stacklevel=2)
+        warnings.warn(
+            f"skipping the unfinished checkpoint {folder} ({found}); falling back to the one before", stacklevel=2
+        )
     return None
 
 

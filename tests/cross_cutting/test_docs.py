@@ -43,7 +43,9 @@ def test_result_tables_are_their_committed_results(document: Path, table):
     where = f"{document.relative_to(REPO)} line {table.line}"
     for name in table.files:
         assert (REPO / name).is_file(), f"{where}: {name} is not committed"
-    assert table.written == rendered(table), f"{where} differs from {table.files}: run `python -m benchmarks.tables` after the benchmark"
+    assert table.written == rendered(table), (
+        f"{where} differs from {table.files}: run `python -m benchmarks.tables` after the benchmark"
+    )
 
 
 @pytest.mark.parametrize("document", [README, DOCS / "benchmarks.md"], ids=lambda d: str(d.relative_to(REPO)))
@@ -56,7 +58,12 @@ def test_measurements_are_only_backed_tables(document: Path):
 
 
 def test_every_results_marker_has_its_table():
-    empty = [(d.name, t.line) for d in runnable_documents() for t in result_tables(d.read_text(encoding="utf-8")) if not t.written]
+    empty = [
+        (d.name, t.line)
+        for d in runnable_documents()
+        for t in result_tables(d.read_text(encoding="utf-8"))
+        if not t.written
+    ]
     assert not empty, f"results markers without a table (run `python -m benchmarks.tables`): {empty}"
 
 
@@ -65,15 +72,21 @@ def test_the_product_renders_its_tables_with_benchmarks_only():
     from benchmarks.tables import renderer
 
     assert renderer("benchmarks/tables:headline_table").__name__ == "headline_table"
-    with pytest.raises(ValueError, match=r"results renderer 'lab/suite_stopping': the README's and the docs' tables are "
-                                         r"rendered by benchmarks/ modules"):
+    with pytest.raises(
+        ValueError,
+        match=r"results renderer 'lab/suite_stopping': the README's and the docs' tables are "
+        r"rendered by benchmarks/ modules",
+    ):
         renderer("lab/suite_stopping")
 
 
 def test_the_pages_name_no_path_of_a_machine():
     """Paths in the documents are the repository's, never where someone's clone or runs happened to be."""
-    found = [(d.name, m) for d in [README, REPO / "CHANGELOG.md", *DOCS.rglob("*.md")]
-             for m in re.findall(r"(?:/work/|/root/|/home/\w+|/tmp/)\S*", d.read_text(encoding="utf-8"))]
+    found = [
+        (d.name, m)
+        for d in [README, REPO / "CHANGELOG.md", *DOCS.rglob("*.md")]
+        for m in re.findall(r"(?:/work/|/root/|/home/\w+|/tmp/)\S*", d.read_text(encoding="utf-8"))
+    ]
     assert not found, found
 
 
@@ -88,10 +101,20 @@ def test_the_site_builds_strictly_with_the_docs_extra_alone(tmp_path: Path):
     its `[docs]` extra and nothing else (tests/fixtures/install.py), so no training extra (the API pages are made
     without importing the jobs, docs/hooks.py)."""
     site = tmp_path / "site"
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(install_site(tmp_path / "site-packages", REPO, "docs")),
-           "JUPYTER_PATH": str(Path(sys.prefix) / "share" / "jupyter")}  # the data files pip puts beside site-packages
-    result = subprocess.run([sys.executable, "-S", "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                            cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    env = {
+        **os.environ,
+        "NO_MKDOCS_2_WARNING": "1",
+        "PYTHONPATH": str(install_site(tmp_path / "site-packages", REPO, "docs")),
+        "JUPYTER_PATH": str(Path(sys.prefix) / "share" / "jupyter"),
+    }  # the data files pip puts beside site-packages
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     for page in docs_pages():  # every page of the nav, built
         built = site / page.relative_to(DOCS).with_suffix("") / "index.html"
@@ -99,15 +122,24 @@ def test_the_site_builds_strictly_with_the_docs_extra_alone(tmp_path: Path):
     for notebook in NOTEBOOKS:  # rendered with their figures, or saying how to get them
         html = (site / "notebooks" / notebook.stem / "index.html").read_text(encoding="utf-8")
         if not (EXECUTED / notebook.name).is_file():
-            assert "The outputs are not shown yet" in html and "tests/cross_cutting/test_notebooks.py" in html, notebook.name
+            assert "The outputs are not shown yet" in html and "tests/cross_cutting/test_notebooks.py" in html, (
+                notebook.name
+            )
         else:
-            assert "data:image/png;base64" in html or notebook.stem.startswith("05_"), f"{notebook.name} shows no figure"
+            assert "data:image/png;base64" in html or notebook.stem.startswith("05_"), (
+                f"{notebook.name} shows no figure"
+            )
     training = (site / "api" / "training" / "index.html").read_text(encoding="utf-8")
-    assert all(f'id="{name}' in training or f">{name}<" in training for name in ("pretrain", "finetune", "distill")), \
+    assert all(f'id="{name}' in training or f">{name}<" in training for name in ("pretrain", "finetune", "distill")), (
         "the API reference lacks the training jobs"
+    )
     assert (site / "benchmarks" / "index.html").is_file() and (site / "CHANGELOG" / "index.html").is_file()
-    assert (site / "lab" / "index.html").is_file(), "the lab notebook, which the docs pages link to, is not in the site"
-    assert not (REPO / ".cache").exists() or not any((REPO / ".cache").glob("mkdocs*")), "the build left a cache in the clone"
+    assert (site / "lab" / "index.html").is_file(), (
+        "the lab notebook, which the docs pages link to, is not in the site"
+    )
+    assert not (REPO / ".cache").exists() or not any((REPO / ".cache").glob("mkdocs*")), (
+        "the build left a cache in the clone"
+    )
 
 
 def test_a_notebook_not_run_yet_says_how_to_get_its_outputs(tmp_path: Path):
@@ -115,7 +147,11 @@ def test_a_notebook_not_run_yet_says_how_to_get_its_outputs(tmp_path: Path):
     executed, scratch = tmp_path / "build" / "notebooks", tmp_path / "scratch"
     source = notebook_source(name, executed, scratch)
     shown, committed = (json.loads(p.read_text(encoding="utf-8")) for p in (source / "notebooks" / name, NOTEBOOKS[0]))
-    assert source == scratch and shown["cells"][0]["source"] == [NOT_EXECUTED] and shown["cells"][1:] == committed["cells"]
+    assert (
+        source == scratch
+        and shown["cells"][0]["source"] == [NOT_EXECUTED]
+        and shown["cells"][1:] == committed["cells"]
+    )
     executed.mkdir(parents=True)
     (executed / name).write_text(NOTEBOOKS[0].read_text(encoding="utf-8"), encoding="utf-8")
     assert notebook_source(name, executed, scratch) == executed.parent  # a test run's copy, as it is
@@ -175,13 +211,18 @@ def test_documented_pretraining_defaults_are_the_job_defaults():
     from modeling_minibert.training import PretrainingArguments
 
     fields = field_defaults(PretrainingArguments)
-    documented, remarks = defaults_table("pretraining.md", "pretraining"), defaults_table("pretraining.md", "pretraining", remarks=True)
+    documented, remarks = (
+        defaults_table("pretraining.md", "pretraining"),
+        defaults_table("pretraining.md", "pretraining", remarks=True),
+    )
     assert len(documented) >= 8
     resolved = PretrainingArguments()  # what the default run gets for the fields left unset
     for field, value in documented.items():
         assert as_written(fields[field]) == value, field
         if value == "unset":  # "unset (4,000; ...)": the value the default objective's recipe fills in
-            assert remarks[field].split("(")[1].split(";")[0].replace(",", "") == as_written(getattr(resolved, field)), field
+            assert remarks[field].split("(")[1].split(";")[0].replace(",", "") == as_written(
+                getattr(resolved, field)
+            ), field
 
 
 def test_documented_finetuning_defaults_are_the_job_defaults():
@@ -223,7 +264,11 @@ def test_every_link_from_the_code_to_a_measurement_leads_to_its_section():
     sources = [*REPO.glob("modeling_minibert/**/*.py"), *REPO.glob("tokenization/*.py"), REPO / "setup.cfg"]
     found = [(path, *match) for path in sources for match in link.findall(path.read_text(encoding="utf-8"))]
     assert len(found) >= 10
-    broken = [f"{path.relative_to(REPO)}: {page}#{anchor}" for path, page, anchor in found if anchor not in anchors(REPO / page)]
+    broken = [
+        f"{path.relative_to(REPO)}: {page}#{anchor}"
+        for path, page, anchor in found
+        if anchor not in anchors(REPO / page)
+    ]
     assert broken == []
 
 
@@ -236,7 +281,9 @@ def test_the_version_is_the_changelogs_latest_release():
     config.read(REPO / "setup.cfg")
     version = config["metadata"]["version"]
     releases = re.findall(r"^## (\d+\.\d+\.\d+)$", (REPO / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
-    assert releases and version == releases[0], f"setup.cfg says {version}, the changelog's latest release is {releases[:1]}"
+    assert releases and version == releases[0], (
+        f"setup.cfg says {version}, the changelog's latest release is {releases[:1]}"
+    )
     named = re.findall(r"(?:in|version) (\d+\.\d+)\b", (DOCS / "cli.md").read_text(encoding="utf-8"), re.I)
     newest = tuple(map(int, version.split(".")[:2]))
     assert named and all(tuple(map(int, n.split("."))) <= newest for n in named), named

@@ -135,8 +135,10 @@ def kill_points(seed: int = 16) -> list:
     more points; each point here costs two fine-tuning processes, and the suite's time is bounded.)"""
     rng = random.Random(seed)
     steps = sorted(rng.sample(range(2, MAX_STEPS + 1), 2))[:1]
-    saves = [(rng.randint(1, MAX_STEPS // SAVE_STEPS - 1), file)
-             for file in rng.sample(["model.safetensors", "optimizer.pt", "trainer_state.json"], 2)]
+    saves = [
+        (rng.randint(1, MAX_STEPS // SAVE_STEPS - 1), file)
+        for file in rng.sample(["model.safetensors", "optimizer.pt", "trainer_state.json"], 2)
+    ]
     return [pytest.param({"at": "step", "n": n, "action": "kill"}, id=f"kill-in-step-{n}") for n in steps] + [
         pytest.param({"at": "save", "n": n, "file": file, "action": "kill"}, id=f"kill-in-save-{n}-{file}")
         for n, file in saves
@@ -154,7 +156,9 @@ def inputs(tmp_path_factory):
     tokenizer = train_tokenizer(train_data=texts * 4, vocab_size=100, min_frequency=1, disable_tqdm=True)
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        MiniBertForPreTraining(MiniBertConfig(**{**TINY, "vocab_size": len(tokenizer)})).save_pretrained(root / "model")
+        MiniBertForPreTraining(MiniBertConfig(**{**TINY, "vocab_size": len(tokenizer)})).save_pretrained(
+            root / "model"
+        )
     tokenizer.save_pretrained(root / "model")
     rows = [f"{text},{label}" for label, group in TEXTS_BY_LABEL.items() for text in group]
     (root / "train.csv").write_text("text,label\n" + "\n".join(rows * 4) + "\n")
@@ -164,19 +168,44 @@ def inputs(tmp_path_factory):
 
 def finetune_argv(inputs: Path, output: Path, *extra: str) -> list[str]:
     return [
-        "finetune", "--task", "sequence-classification", "--model_name_or_path", str(inputs / "model"),
-        "--train_file", str(inputs / "train.csv"), "--validation_file", str(inputs / "validation.csv"),
-        "--output_dir", str(output), "--max_steps", str(MAX_STEPS), "--per_device_train_batch_size", "4",
-        "--save_strategy", "steps", "--save_steps", str(SAVE_STEPS), "--eval_strategy", "steps",
-        "--eval_steps", str(SAVE_STEPS), "--logging_steps", "1", "--learning_rate", "1e-3", "--disable_tqdm", "true",
+        "finetune",
+        "--task",
+        "sequence-classification",
+        "--model_name_or_path",
+        str(inputs / "model"),
+        "--train_file",
+        str(inputs / "train.csv"),
+        "--validation_file",
+        str(inputs / "validation.csv"),
+        "--output_dir",
+        str(output),
+        "--max_steps",
+        str(MAX_STEPS),
+        "--per_device_train_batch_size",
+        "4",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        str(SAVE_STEPS),
+        "--eval_strategy",
+        "steps",
+        "--eval_steps",
+        str(SAVE_STEPS),
+        "--logging_steps",
+        "1",
+        "--learning_rate",
+        "1e-3",
+        "--disable_tqdm",
+        "true",
         *extra,
     ]
 
 
 def run_minibert(argv: list[str], cwd: Path, fault: dict | None = None) -> subprocess.CompletedProcess:
     env = clean_env(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", MINIBERT_FAULT=json.dumps(fault or {"at": "none"}))
-    return subprocess.run([sys.executable, "-c", LAUNCHER, *argv], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", LAUNCHER, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def run_in_this_process(argv: list[str], capfd) -> SimpleNamespace:
@@ -201,7 +230,9 @@ def results_of(output: Path) -> tuple[dict, dict, dict]:
             if key in entry:
                 history[(entry["step"], key)] = entry[key]
     results = json.loads((output / "all_results.json").read_text())
-    evaluation = {k: v for k, v in results.items() if k.startswith("eval_") and not k.endswith(("runtime", "per_second"))}
+    evaluation = {
+        k: v for k, v in results.items() if k.startswith("eval_") and not k.endswith(("runtime", "per_second"))
+    }
     return load_file(output / "model.safetensors"), history, evaluation
 
 
@@ -266,24 +297,49 @@ def test_finetune_killed_then_resumed_equals_an_uninterrupted_run(fault, inputs,
 def second_run_argv(job: str, inputs: Path, output: Path) -> list[str]:
     if job == "finetune":
         return finetune_argv(inputs, output)
-    return ["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", str(inputs / "model"),
-            "--finetune_teacher", "true", "--model_name_or_path", str(inputs / "model"), "--train_file",
-            str(inputs / "train.csv"), "--output_dir", str(output), "--max_steps", "2", "--disable_tqdm", "true"]
+    return [
+        "distill",
+        "--task",
+        "sequence-classification",
+        "--teacher_model_name_or_path",
+        str(inputs / "model"),
+        "--finetune_teacher",
+        "true",
+        "--model_name_or_path",
+        str(inputs / "model"),
+        "--train_file",
+        str(inputs / "train.csv"),
+        "--output_dir",
+        str(output),
+        "--max_steps",
+        "2",
+        "--disable_tqdm",
+        "true",
+    ]
 
 
 @pytest.mark.slow(seconds=21)
 @pytest.mark.parametrize("second", ["finetune", "distill"])
-def test_a_second_run_into_a_folder_in_use_is_refused_and_the_first_is_unharmed(second, inputs, uninterrupted, tmp_path,
-                                                                               capfd):
+def test_a_second_run_into_a_folder_in_use_is_refused_and_the_first_is_unharmed(
+    second, inputs, uninterrupted, tmp_path, capfd
+):
     """Concurrency: run B into the folder of a living run A (held inside its third step) fails in one line, exit
     2, without writing; A then finishes exactly as if alone."""
     output = tmp_path / "run"
-    env = clean_env(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1",
-                    MINIBERT_FAULT=json.dumps({"at": "step", "n": 3, "action": "pause", "place": str(tmp_path)}))
+    env = clean_env(
+        PYTHONPATH=str(REPO),
+        OMP_NUM_THREADS="1",
+        MINIBERT_FAULT=json.dumps({"at": "step", "n": 3, "action": "pause", "place": str(tmp_path)}),
+    )
     log = tmp_path / "first.log"  # a file, not a pipe: a full pipe would stall the run before it pauses
     with open(log, "w") as stderr:
-        first = subprocess.Popen([sys.executable, "-c", LAUNCHER, *finetune_argv(inputs, output)], cwd=tmp_path,
-                                 env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        first = subprocess.Popen(
+            [sys.executable, "-c", LAUNCHER, *finetune_argv(inputs, output)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     try:
         for _ in range(6000):
             if (tmp_path / "paused").exists() or first.poll() is not None:
@@ -304,7 +360,9 @@ def test_a_second_run_into_a_folder_in_use_is_refused_and_the_first_is_unharmed(
     weights, history, evaluation = results_of(output)
     expected_weights, expected_history, expected_evaluation = uninterrupted
     assert history == expected_history and evaluation == expected_evaluation
-    assert weights.keys() == expected_weights.keys() and all(torch.equal(weights[k], expected_weights[k]) for k in weights)
+    assert weights.keys() == expected_weights.keys() and all(
+        torch.equal(weights[k], expected_weights[k]) for k in weights
+    )
     assert not (output / LOCK_FILE).exists()
 
 
@@ -362,11 +420,17 @@ def faulted_run(request, inputs, tmp_path_factory):
     action, place = request.param, tmp_path_factory.mktemp("faulted") / "disk"
     mount_tmpfs(place)
     output = place / "run"
-    result = run_minibert(finetune_argv(inputs, output), place.parent,
-                          {"at": "step", "n": SAVE_STEPS + 1, "action": action, "place": str(place)})
+    result = run_minibert(
+        finetune_argv(inputs, output),
+        place.parent,
+        {"at": "step", "n": SAVE_STEPS + 1, "action": action, "place": str(place)},
+    )
     writable_again(place)
-    after = SimpleNamespace(finished=check_finished_checkpoints(output), listing=sorted(p.name for p in place.iterdir()),
-                            final_model=(output / "model.safetensors").exists())
+    after = SimpleNamespace(
+        finished=check_finished_checkpoints(output),
+        listing=sorted(p.name for p in place.iterdir()),
+        final_model=(output / "model.safetensors").exists(),
+    )
     yield SimpleNamespace(action=action, result=result, output=output, after=after)
     subprocess.run(["umount", str(place)], check=True)
 
@@ -386,7 +450,9 @@ def test_finetune_resumed_after_a_disk_fault_equals_an_uninterrupted_run(faulted
     resumed = run_in_this_process(finetune_argv(inputs, output, "--resume_from_checkpoint"), capfd)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     if unfinished:  # skipped, and said so in one line
-        assert f"skipping the unfinished checkpoint {output}/checkpoint-{2 * SAVE_STEPS} " in resumed.stderr, resumed.stderr[-3000:]
+        assert f"skipping the unfinished checkpoint {output}/checkpoint-{2 * SAVE_STEPS} " in resumed.stderr, (
+            resumed.stderr[-3000:]
+        )
     weights, history, evaluation = results_of(output)
     for name, expected in uninterrupted[0].items():
         torch.testing.assert_close(weights[name], expected, rtol=0, atol=0, msg=name)
@@ -402,15 +468,26 @@ def export_argv(inputs: Path, output: Path) -> list[str]:
 
 
 def tokenizer_argv(inputs: Path, output: Path) -> list[str]:
-    return ["train-tokenizer", "--train_file", str(inputs / "train.csv"), "--output_dir", str(output),
-            "--vocab_size", "100", "--disable_tqdm", "true"]
+    return [
+        "train-tokenizer",
+        "--train_file",
+        str(inputs / "train.csv"),
+        "--output_dir",
+        str(output),
+        "--vocab_size",
+        "100",
+        "--disable_tqdm",
+        "true",
+    ]
 
 
 # The disk is full or read-only before the command starts, so no fault needs arranging inside it: the command runs in
 # this process (a real process's exit 2 without a traceback on an unwritable place is a row of
 # tests/cross_cutting/test_bad_inputs.py::test_a_real_process_exits_2_without_a_traceback).
 @pytest.mark.parametrize("action", ["fill", "read-only"])
-@pytest.mark.parametrize("argv", [convert_argv, export_argv, tokenizer_argv], ids=["convert-bert", "export-onnx", "train-tokenizer"])
+@pytest.mark.parametrize(
+    "argv", [convert_argv, export_argv, tokenizer_argv], ids=["convert-bert", "export-onnx", "train-tokenizer"]
+)
 def test_writing_to_a_full_or_read_only_disk_is_one_line_and_leaves_nothing(argv, action, inputs, disk, capfd):
     output = disk / "out"
     (fill if action == "fill" else read_only)(disk)
@@ -439,13 +516,41 @@ def test_killed_while_writing_then_rerun_leaves_no_staging_behind(argv, inputs, 
 # A job stopped by a signal saves where it is (or says where to resume) in one line, exits 128 + the signal's number
 # and releases its folder; the same command with --resume_from_checkpoint then continues. One row per job.
 
+
 def pretrain_argv(output: Path, corpus: Path, tokenizer: Path, max_steps: int) -> list[str]:
     from fixtures.pretraining import TINY_MODEL
 
-    return ["pretrain", "--train_file", str(corpus), "--tokenizer_name", str(tokenizer), "--config_overrides", TINY_MODEL,
-            "--max_seq_length", "32", "--per_device_train_batch_size", "8", "--validation_split_percentage", "10",
-            "--dupe_factor", "1", "--logging_steps", "1", "--eval_steps", "10", "--save_steps", "50",
-            "--report_to", "none", "--disable_tqdm", "true", "--output_dir", str(output), "--max_steps", str(max_steps)]
+    return [
+        "pretrain",
+        "--train_file",
+        str(corpus),
+        "--tokenizer_name",
+        str(tokenizer),
+        "--config_overrides",
+        TINY_MODEL,
+        "--max_seq_length",
+        "32",
+        "--per_device_train_batch_size",
+        "8",
+        "--validation_split_percentage",
+        "10",
+        "--dupe_factor",
+        "1",
+        "--logging_steps",
+        "1",
+        "--eval_steps",
+        "10",
+        "--save_steps",
+        "50",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--output_dir",
+        str(output),
+        "--max_steps",
+        str(max_steps),
+    ]
 
 
 # SIGTERM takes the same path as Ctrl-C (one `StopRequest` handles both): that it is installed for both, and what
@@ -471,15 +576,22 @@ def wait_for_training(output: Path, process: subprocess.Popen, records: int = 3,
 
 
 @pytest.mark.parametrize("job, signum", STOP_SIGNAL_ROWS)
-def test_a_stop_signal_saves_where_the_run_is_in_one_line_and_releases_the_folder(job, signum, corpus, tokenizer_dir,
-                                                                                  tmp_path, capfd):
+def test_a_stop_signal_saves_where_the_run_is_in_one_line_and_releases_the_folder(
+    job, signum, corpus, tokenizer_dir, tmp_path, capfd
+):
     from modeling_minibert.utils.outputs import LOCK_FILE, METRICS_FILE
 
     output = tmp_path / "run"
     env = clean_env(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
     command = [sys.executable, "-m", "modeling_minibert.cli"]
-    process = subprocess.Popen([*command, *pretrain_argv(output, corpus, tokenizer_dir, 10**6)], cwd=tmp_path, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*command, *pretrain_argv(output, corpus, tokenizer_dir, 10**6)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for_training(output, process)
     process.send_signal(signum)
     _, err = process.communicate(timeout=300)
@@ -487,12 +599,17 @@ def test_a_stop_signal_saves_where_the_run_is_in_one_line_and_releases_the_folde
     assert process.returncode == 128 + signum, err[-3000:]
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
-    stopped = re.fullmatch(rf"minibert {job}: stopped by {name} after step (\d+): saved {output}/checkpoint-(\d+); "
-                           r"continue with --resume_from_checkpoint", lines[0])
+    stopped = re.fullmatch(
+        rf"minibert {job}: stopped by {name} after step (\d+): saved {output}/checkpoint-(\d+); "
+        r"continue with --resume_from_checkpoint",
+        lines[0],
+    )
     assert stopped and stopped.group(1) == stopped.group(2), lines[0]
     assert not (output / LOCK_FILE).exists(), "the folder is released"
     step = int(stopped.group(1))
-    resumed = run_in_this_process([*pretrain_argv(output, corpus, tokenizer_dir, step + 2), "--resume_from_checkpoint"], capfd)
+    resumed = run_in_this_process(
+        [*pretrain_argv(output, corpus, tokenizer_dir, step + 2), "--resume_from_checkpoint"], capfd
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     records = [json.loads(line) for line in (output / METRICS_FILE).read_text().splitlines()]
     assert [r["step"] for r in records if "loss" in r] == list(range(1, step + 3)), "continued where it stopped"
@@ -504,16 +621,42 @@ def test_a_stop_signal_saves_where_the_run_is_in_one_line_and_releases_the_folde
 # (an all-NaN model was saved with exit 0 and train_loss 0.0). One row per job; each runs in this process (`cli.main`),
 # a few steps of a tiny model.
 
-HUGE = "1e12"  # a learning rate that diverges within three steps (after a warmup step at rate 0, which saves a good one)
-DIVERGE = ["--learning_rate", HUGE, "--warmup_steps", "2", "--save_strategy", "steps", "--save_steps", "1",
-           "--logging_steps", "1", "--max_steps", "6", "--per_device_train_batch_size", "4", "--disable_tqdm", "true"]
+HUGE = (
+    "1e12"  # a learning rate that diverges within three steps (after a warmup step at rate 0, which saves a good one)
+)
+DIVERGE = [
+    "--learning_rate",
+    HUGE,
+    "--warmup_steps",
+    "2",
+    "--save_strategy",
+    "steps",
+    "--save_steps",
+    "1",
+    "--logging_steps",
+    "1",
+    "--max_steps",
+    "6",
+    "--per_device_train_batch_size",
+    "4",
+    "--disable_tqdm",
+    "true",
+]
 STEP = r"at step (?P<step>\d+)"
 CAUSE = r"the learning rate 1e\+12 is likely too high \(lower --learning_rate\)"
 KEPT = r"nothing was saved as the model; the last good checkpoint, {output}/checkpoint-(?P<kept>\d+), is kept"
 NON_FINITE_TEACHER = r"a non-finite teacher cannot teach; fix it or fine-tune it again \(nothing was trained\)"
 # What a finished run writes besides its checkpoints: none of it may be there after a non-finite stop.
-SUCCESS_FILES = ("config.json", "model.safetensors", "all_results.json", "train_results.json", "eval_results.json",
-                 "trainer_state.json", "README.md", "training_curves.png")
+SUCCESS_FILES = (
+    "config.json",
+    "model.safetensors",
+    "all_results.json",
+    "train_results.json",
+    "eval_results.json",
+    "trainer_state.json",
+    "README.md",
+    "training_curves.png",
+)
 
 
 def teacher_classifier(inputs: Path, name: str, poisoned: bool) -> Path:
@@ -527,9 +670,13 @@ def teacher_classifier(inputs: Path, name: str, poisoned: bool) -> Path:
         tokenizer = AutoTokenizer.from_pretrained(inputs / "model")
         with torch.random.fork_rng():
             torch.manual_seed(1)
-            model = MiniBertForSequenceClassification(MiniBertConfig(**{**TINY, "vocab_size": len(tokenizer)},
-                                                                     id2label={0: "neg", 1: "pos"},
-                                                                     label2id={"neg": 0, "pos": 1}))
+            model = MiniBertForSequenceClassification(
+                MiniBertConfig(
+                    **{**TINY, "vocab_size": len(tokenizer)},
+                    id2label={0: "neg", 1: "pos"},
+                    label2id={"neg": 0, "pos": 1},
+                )
+            )
         if poisoned:
             with torch.no_grad():
                 model.classifier.weight[0, 0] = float("nan")
@@ -539,9 +686,24 @@ def teacher_classifier(inputs: Path, name: str, poisoned: bool) -> Path:
 
 
 def distill_argv(inputs: Path, output: Path, teacher: Path, *extra: str) -> list[str]:
-    return ["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", str(teacher),
-            "--model_name_or_path", str(inputs / "model"), "--train_file", str(inputs / "train.csv"),
-            "--output_dir", str(output), "--max_steps", "1", "--disable_tqdm", "true", *extra]
+    return [
+        "distill",
+        "--task",
+        "sequence-classification",
+        "--teacher_model_name_or_path",
+        str(teacher),
+        "--model_name_or_path",
+        str(inputs / "model"),
+        "--train_file",
+        str(inputs / "train.csv"),
+        "--output_dir",
+        str(output),
+        "--max_steps",
+        "1",
+        "--disable_tqdm",
+        "true",
+        *extra,
+    ]
 
 
 def nan_in_cached_logits(inputs: Path, output: Path) -> list[str]:
@@ -569,33 +731,49 @@ def pretrain_diverging(inputs: Path, output: Path, corpus: Path, tokenizer: Path
 
 NON_FINITE_ROWS = [
     pytest.param(
-        lambda inputs, output, **_: ["finetune", "--task", "sequence-classification", "--model_name_or_path",
-                                     str(inputs / "model"), "--train_file", str(inputs / "train.csv"),
-                                     "--output_dir", str(output), *DIVERGE],
+        lambda inputs, output, **_: [
+            "finetune",
+            "--task",
+            "sequence-classification",
+            "--model_name_or_path",
+            str(inputs / "model"),
+            "--train_file",
+            str(inputs / "train.csv"),
+            "--output_dir",
+            str(output),
+            *DIVERGE,
+        ],
         rf"the weights are not finite {STEP} \(41 of 41 tensors, the first: [\w.]+\): {CAUSE}; {KEPT}",
-        id="finetune-huge-learning-rate"),
+        id="finetune-huge-learning-rate",
+    ),
     pytest.param(
-        lambda inputs, output, **_: distill_argv(inputs, output, teacher_classifier(inputs, "nan-teacher", poisoned=True)),
+        lambda inputs, output, **_: distill_argv(
+            inputs, output, teacher_classifier(inputs, "nan-teacher", poisoned=True)
+        ),
         r"labelling with the teacher: the teacher {inputs}/nan-teacher has non-finite weights \(1 of 41 tensors, the "
         rf"first: classifier.weight\): {NON_FINITE_TEACHER}",
-        id="distill-teacher-with-a-nan-weight"),
+        id="distill-teacher-with-a-nan-weight",
+    ),
     pytest.param(
         lambda inputs, output, **_: nan_in_cached_logits(inputs, output),
         r"the cached teacher logits {output}/teacher_logits.safetensors hold non-finite values \(1 of 80 transfer "
         r"row\(s\), the first: row 3\); delete it and teacher_logits.json beside it to label again with the teacher "
         r"\(nothing was trained\)",
-        id="distill-nan-in-cached-teacher-logits"),
+        id="distill-nan-in-cached-teacher-logits",
+    ),
     pytest.param(
         lambda inputs, output, corpus, tokenizer: pretrain_diverging(inputs, output, corpus, tokenizer),
         rf"the training loss is nan {STEP}: {CAUSE}; {KEPT}",
-        id="pretrain-huge-learning-rate"),
+        id="pretrain-huge-learning-rate",
+    ),
 ]
 
 
 class TestNoNonFiniteSuccess:
     @pytest.mark.parametrize("argv, message", NON_FINITE_ROWS)
     def test_a_non_finite_run_stops_in_one_line_and_saves_nothing_as_a_success(
-            self, argv, message, inputs, corpus, tokenizer_dir, tmp_path, capsys, monkeypatch):
+        self, argv, message, inputs, corpus, tokenizer_dir, tmp_path, capsys, monkeypatch
+    ):
         from modeling_minibert import cli
         from modeling_minibert.utils.finite import NonFiniteError
 
@@ -651,15 +829,29 @@ class TestNoNonFiniteSuccess:
 # run ends (bit-identical weights, the same losses and scores: Trainer's own checkpoint, its RNG and data order).
 # One row a real process (the signal from outside Python's control), the others in this process (a second each).
 STOP_AT = 5  # the signal arrives inside step 5, between two checkpoints (steps 2, 4, 6, 8)
-SCHEDULE = finetune_argv(Path("in"), Path("out"))[finetune_argv(Path("in"), Path("out")).index("--max_steps"):]
+SCHEDULE = finetune_argv(Path("in"), Path("out"))[finetune_argv(Path("in"), Path("out")).index("--max_steps") :]
 
 
 def distill_schedule_argv(inputs: Path, output: Path, *extra: str) -> list[str]:
     """`minibert distill` of a tiny teacher on fine-tuning's data, on fine-tuning's schedule (`finetune_argv`)."""
     teacher = teacher_classifier(inputs, "teacher", poisoned=False)
-    return ["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", str(teacher),
-            "--model_name_or_path", str(inputs / "model"), "--train_file", str(inputs / "train.csv"),
-            "--validation_file", str(inputs / "validation.csv"), "--output_dir", str(output), *SCHEDULE, *extra]
+    return [
+        "distill",
+        "--task",
+        "sequence-classification",
+        "--teacher_model_name_or_path",
+        str(teacher),
+        "--model_name_or_path",
+        str(inputs / "model"),
+        "--train_file",
+        str(inputs / "train.csv"),
+        "--validation_file",
+        str(inputs / "validation.csv"),
+        "--output_dir",
+        str(output),
+        *SCHEDULE,
+        *extra,
+    ]
 
 
 JOB_ARGV = {"finetune": finetune_argv, "distill": distill_schedule_argv}
@@ -696,8 +888,11 @@ def check_stopped(code: int, stderr: str, job: str, signum: int, output: Path) -
     assert code == 128 + signum, stderr[-3000:]
     lines = [line for line in stderr.splitlines() if line.startswith(f"minibert {job}:")]
     assert "Traceback" not in stderr and len(lines) == 1 and stderr.rstrip("\n").endswith(lines[0]), stderr[-3000:]
-    stopped = re.fullmatch(rf"minibert {job}: stopped by {signal.Signals(signum).name} after step (\d+): saved "
-                           rf"{re.escape(str(output))}/checkpoint-(\d+); continue with --resume_from_checkpoint", lines[0])
+    stopped = re.fullmatch(
+        rf"minibert {job}: stopped by {signal.Signals(signum).name} after step (\d+): saved "
+        rf"{re.escape(str(output))}/checkpoint-(\d+); continue with --resume_from_checkpoint",
+        lines[0],
+    )
     assert stopped and stopped[1] == stopped[2] == str(STOP_AT), lines[0]
     assert trainer_checkpoint_problem(output / f"checkpoint-{STOP_AT}") is None
     assert not (output / "model.safetensors").exists() and not (output / LOCK_FILE).exists()
@@ -724,18 +919,26 @@ def uninterrupted_distill(inputs, tmp_path_factory):
 
 
 @pytest.mark.slow(seconds=20)
-@pytest.mark.parametrize("job, where", [("finetune", "a real process"), ("finetune", "this process"),
-                                        ("distill", "this process")],
-                         ids=["finetune-sigterm-a-real-process", "finetune-ctrl-c", "distill-sigterm"])
+@pytest.mark.parametrize(
+    "job, where",
+    [("finetune", "a real process"), ("finetune", "this process"), ("distill", "this process")],
+    ids=["finetune-sigterm-a-real-process", "finetune-ctrl-c", "distill-sigterm"],
+)
 def test_a_trainer_job_stopped_by_a_signal_keeps_its_step_and_resumes_to_the_same_result(
-        job, where, inputs, stopped_runs, uninterrupted, uninterrupted_distill, tmp_path):
+    job, where, inputs, stopped_runs, uninterrupted, uninterrupted_distill, tmp_path
+):
     output = tmp_path / "run"
     if where == "a real process":
         signum = signal.SIGTERM
-        result = run_minibert(finetune_argv(inputs, output), tmp_path,
-                              {"at": "step", "n": STOP_AT, "action": "signal", "signum": int(signum)})
+        result = run_minibert(
+            finetune_argv(inputs, output),
+            tmp_path,
+            {"at": "step", "n": STOP_AT, "action": "signal", "signum": int(signum)},
+        )
         check_stopped(result.returncode, result.stderr, job, signum, output)
-        code, out, err = run_here(finetune_argv(inputs, output, "--resume_from_checkpoint"))  # the stop's process ended
+        code, out, err = run_here(
+            finetune_argv(inputs, output, "--resume_from_checkpoint")
+        )  # the stop's process ended
         said = out + err
     else:
         stopped, signum, code, err = stopped_runs[job]
@@ -746,7 +949,9 @@ def test_a_trainer_job_stopped_by_a_signal_keeps_its_step_and_resumes_to_the_sam
     assert code == 0, said[-3000:]
     assert f"resuming from {output}/checkpoint-{STOP_AT}" in said, said[-3000:]
     weights, history, evaluation = results_of(output)
-    expected_weights, expected_history, expected_evaluation = uninterrupted if job == "finetune" else uninterrupted_distill
+    expected_weights, expected_history, expected_evaluation = (
+        uninterrupted if job == "finetune" else uninterrupted_distill
+    )
     assert weights.keys() == expected_weights.keys()
     for name in weights:
         torch.testing.assert_close(weights[name], expected_weights[name], rtol=0, atol=0, msg=name)
@@ -759,8 +964,14 @@ def test_the_stop_check_sees_a_run_that_kept_nothing_or_said_nothing(tmp_path):
     with pytest.raises(AssertionError):
         check_stopped(-15, "", "finetune", signal.SIGTERM, tmp_path)
     with pytest.raises(AssertionError):
-        check_stopped(143, f"minibert finetune: stopped by SIGTERM after step {STOP_AT}: saved {tmp_path}/checkpoint-"
-                           f"{STOP_AT}; continue with --resume_from_checkpoint\n", "finetune", signal.SIGTERM, tmp_path)
+        check_stopped(
+            143,
+            f"minibert finetune: stopped by SIGTERM after step {STOP_AT}: saved {tmp_path}/checkpoint-"
+            f"{STOP_AT}; continue with --resume_from_checkpoint\n",
+            "finetune",
+            signal.SIGTERM,
+            tmp_path,
+        )
 
 
 # --- a resume refuses options that change the run ------------------------------------------------------------------
@@ -770,20 +981,40 @@ def test_the_stop_check_sees_a_run_that_kept_nothing_or_said_nothing(tmp_path):
 # What does not change the run (logging, saving cadence, reporting, evaluation batch size, the test data) may
 # change; `--resume_with_changed_options` continues anyway, saying what changed.
 CHANGED = [
-    pytest.param("finetune", ["--learning_rate", "3e-3"], "learning_rate=0.001 (now 0.003)", id="finetune-learning-rate"),
-    pytest.param("finetune", ["--train_file", "{inputs}/validation.csv"],
-                 "train_file='{inputs}/train.csv' (now '{inputs}/validation.csv')", id="finetune-train-file"),
+    pytest.param(
+        "finetune", ["--learning_rate", "3e-3"], "learning_rate=0.001 (now 0.003)", id="finetune-learning-rate"
+    ),
+    pytest.param(
+        "finetune",
+        ["--train_file", "{inputs}/validation.csv"],
+        "train_file='{inputs}/train.csv' (now '{inputs}/validation.csv')",
+        id="finetune-train-file",
+    ),
     pytest.param("finetune", ["--max_seq_length", "12"], "max_seq_length=None (now 12)", id="finetune-max-seq-length"),
-    pytest.param("finetune", ["--doc_stride", "2", "--max_seq_length", "12"], "doc_stride=None (now 2)",
-                 id="finetune-doc-stride"),
-    pytest.param("finetune", ["--per_device_train_batch_size", "8"], "per_device_train_batch_size=4 (now 8)",
-                 id="finetune-batch-size"),
+    pytest.param(
+        "finetune",
+        ["--doc_stride", "2", "--max_seq_length", "12"],
+        "doc_stride=None (now 2)",
+        id="finetune-doc-stride",
+    ),
+    pytest.param(
+        "finetune",
+        ["--per_device_train_batch_size", "8"],
+        "per_device_train_batch_size=4 (now 8)",
+        id="finetune-batch-size",
+    ),
     pytest.param("finetune", ["--max_steps", "12"], "max_steps=8 (now 12)", id="finetune-max-steps"),
     pytest.param("finetune", ["--seed", "7"], "seed=42 (now 7)", id="finetune-seed"),
     pytest.param("distill", ["--temperature", "4"], "temperature=2.0 (now 4.0)", id="distill-temperature"),
 ]
-MAY_CHANGE = [["--logging_steps", "2"], ["--save_steps", "4"], ["--report_to", "none"], ["--disable_tqdm", "false"],
-              ["--per_device_eval_batch_size", "16"], ["--test_file", "{inputs}/validation.csv"]]
+MAY_CHANGE = [
+    ["--logging_steps", "2"],
+    ["--save_steps", "4"],
+    ["--report_to", "none"],
+    ["--disable_tqdm", "false"],
+    ["--per_device_eval_batch_size", "16"],
+    ["--test_file", "{inputs}/validation.csv"],
+]
 
 
 def resume_copy(stopped_runs: dict, job: str, tmp_path: Path) -> Path:
@@ -803,15 +1034,17 @@ def check_refused(job: str, change: list[str], names: str, inputs: Path, output:
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith(f"minibert {job}:")]
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, err[-3000:]
-    assert lines[0].startswith(f"minibert {job}: error: cannot resume from {output}/checkpoint-{STOP_AT}: it was trained "
-                               "with other options: "), lines[0]
+    assert lines[0].startswith(
+        f"minibert {job}: error: cannot resume from {output}/checkpoint-{STOP_AT}: it was trained with other options: "
+    ), lines[0]
     assert names.replace("{inputs}", str(inputs)) in lines[0] and "--resume_with_changed_options" in lines[0], lines[0]
     assert tree(output) == before, "something was written"
 
 
 @pytest.mark.parametrize("job, change, names", CHANGED)
-def test_a_resume_with_options_that_change_the_run_is_refused_in_one_line(job, change, names, inputs, stopped_runs,
-                                                                         tmp_path, capsys):
+def test_a_resume_with_options_that_change_the_run_is_refused_in_one_line(
+    job, change, names, inputs, stopped_runs, tmp_path, capsys
+):
     check_refused(job, change, names, inputs, resume_copy(stopped_runs, job, tmp_path), capsys)
 
 
@@ -824,8 +1057,11 @@ def reach_the_data(*args, **kwargs):
     raise ReachedTheData("reached the data")
 
 
-@pytest.mark.parametrize("change", MAY_CHANGE + [["--resume_with_changed_options", "--learning_rate", "3e-3"]],
-                         ids=[c[0].lstrip("-") for c in MAY_CHANGE] + ["resume_with_changed_options"])
+@pytest.mark.parametrize(
+    "change",
+    MAY_CHANGE + [["--resume_with_changed_options", "--learning_rate", "3e-3"]],
+    ids=[c[0].lstrip("-") for c in MAY_CHANGE] + ["resume_with_changed_options"],
+)
 def test_a_resume_may_change_what_does_not_change_the_run(change, inputs, stopped_runs, tmp_path, monkeypatch, capsys):
     from modeling_minibert.training.finetuning import flow
 
@@ -848,5 +1084,11 @@ def test_the_resume_rows_can_fail(inputs, stopped_runs, tmp_path, monkeypatch, c
     monkeypatch.setattr(flow, "load_splits", reach_the_data)  # past the check, no training
     monkeypatch.setattr(resume, "MAY_CHANGE", resume.MAY_CHANGE | {"learning_rate"})
     with pytest.raises(AssertionError):
-        check_refused("finetune", ["--learning_rate", "3e-3"], "learning_rate", inputs,
-                      resume_copy(stopped_runs, "finetune", tmp_path), capsys)
+        check_refused(
+            "finetune",
+            ["--learning_rate", "3e-3"],
+            "learning_rate",
+            inputs,
+            resume_copy(stopped_runs, "finetune", tmp_path),
+            capsys,
+        )

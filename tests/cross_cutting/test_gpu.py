@@ -32,8 +32,14 @@ from modeling_minibert.sharing.bert_format import HEADS
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: a dry run (MINIBERT_GPU_TESTS_ON_CPU=1)
 QUICK = os.environ.get("GPU_CHECK_QUICK") == "1"  # the check's dry run: tiny sizes, few steps
 # Mini-BERT's default size (the pretraining recipe's model), for the tests whose numbers depend on scale.
-DEFAULT_SIZE = dict(vocab_size=8192, hidden_size=192, num_hidden_layers=3, num_attention_heads=4,
-                    intermediate_size=768, max_position_embeddings=64)
+DEFAULT_SIZE = dict(
+    vocab_size=8192,
+    hidden_size=192,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    intermediate_size=768,
+    max_position_embeddings=64,
+)
 if QUICK:
     DEFAULT_SIZE = dict(DEFAULT_SIZE, vocab_size=512, hidden_size=32, intermediate_size=64)
 # bf16 keeps 8 bits of mantissa (a relative rounding of 0.4%); after 20 AdamW steps the losses of a bf16 autocast
@@ -66,7 +72,7 @@ def assert_close_at_real_tokens(got, expected, mask: torch.Tensor, atol: float, 
     assert {k for k, v in got.items() if v is not None} == fields.keys()
     for key, want in fields.items():
         have = got[key]
-        for w, h in (zip(want, have) if isinstance(want, tuple) else [(want, have)]):
+        for w, h in zip(want, have) if isinstance(want, tuple) else [(want, have)]:
             w, h = w.float().cpu(), h.float().cpu()
             if w.dim() >= 2 and w.shape[:2] == keep.shape:
                 w, h = w[keep], h[keep]
@@ -76,6 +82,7 @@ def assert_close_at_real_tokens(got, expected, mask: torch.Tensor, atol: float, 
 
 
 # --- the model on the device --------------------------------------------------------------------------------------
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("head", HEADS)
@@ -144,12 +151,16 @@ def test_attention_backends_and_the_unpadded_encoder_agree(attn):
     dtype = torch.bfloat16 if attn == "flash_attention_2" else torch.float32
     reference_attn = "sdpa" if attn == "flash_attention_2" else "eager"
     torch.manual_seed(0)
-    reference = modeling_minibert.MiniBertModel(MiniBertConfig(**sizes, attn_implementation=reference_attn, unpad_inputs=False))
+    reference = modeling_minibert.MiniBertModel(
+        MiniBertConfig(**sizes, attn_implementation=reference_attn, unpad_inputs=False)
+    )
     reference = reference.to(DEVICE, dtype).eval()
     with torch.no_grad():
         expected = reference(**inputs)
         for unpad in (True, False):
-            model = modeling_minibert.MiniBertModel(MiniBertConfig(**sizes, attn_implementation=attn, unpad_inputs=unpad))
+            model = modeling_minibert.MiniBertModel(
+                MiniBertConfig(**sizes, attn_implementation=attn, unpad_inputs=unpad)
+            )
             model.load_state_dict(reference.state_dict())
             got = model.to(DEVICE, dtype).eval()(**inputs)
             tolerance = dict(atol=3e-2, rtol=3e-2) if dtype == torch.bfloat16 else dict(atol=1e-4)
@@ -260,11 +271,14 @@ def test_torch_compile_gives_the_eager_outputs_and_gradients_in_one_graph():
         compiled_loss.backward()
         torch.testing.assert_close(compiled_loss, eager_loss, atol=1e-4, rtol=1e-4)
         for name, grad in eager_grads.items():
-            torch.testing.assert_close(model.get_parameter(name).grad, grad, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name}: {m}")
+            torch.testing.assert_close(
+                model.get_parameter(name).grad, grad, atol=1e-4, rtol=1e-3, msg=lambda m: f"{name}: {m}"
+            )
         model.zero_grad(set_to_none=True)
 
 
 # --- a pretraining run on the device ------------------------------------------------------------------------------
+
 
 @pytest.mark.gpu
 def test_a_pretraining_run_saves_resumes_and_reloads(tmp_path):
@@ -279,11 +293,21 @@ def test_a_pretraining_run_saves_resumes_and_reloads(tmp_path):
     from modeling_minibert.training.pretraining import pretrain
 
     out = tmp_path / "run"
-    settings = dict(train_file=[str(REPO / "examples" / "pretraining.txt")], vocab_size=1000, max_seq_length=64,
-                    config_overrides="hidden_size=64,num_hidden_layers=2,num_attention_heads=2,intermediate_size=256",
-                    max_steps=30 if QUICK else 300, save_steps=10 if QUICK else 100, eval_steps=10 if QUICK else 100,
-                    logging_steps=10, warmup_steps=20,
-                    per_device_train_batch_size=32, report_to=["none"], disable_tqdm=True, mixed_precision="no")
+    settings = dict(
+        train_file=[str(REPO / "examples" / "pretraining.txt")],
+        vocab_size=1000,
+        max_seq_length=64,
+        config_overrides="hidden_size=64,num_hidden_layers=2,num_attention_heads=2,intermediate_size=256",
+        max_steps=30 if QUICK else 300,
+        save_steps=10 if QUICK else 100,
+        eval_steps=10 if QUICK else 100,
+        logging_steps=10,
+        warmup_steps=20,
+        per_device_train_batch_size=32,
+        report_to=["none"],
+        disable_tqdm=True,
+        mixed_precision="no",
+    )
     summary = pretrain(output_dir=str(out), **settings)
     steps = settings["max_steps"]
     assert summary["global_step"] == steps
@@ -307,6 +331,7 @@ def test_a_pretraining_run_saves_resumes_and_reloads(tmp_path):
 
 # --- the benchmark and the script, on any machine -----------------------------------------------------------------
 
+
 def test_the_gpu_benchmark_runs_at_tiny_sizes_on_the_cpu(tmp_path):
     """benchmarks/gpu_speed.py end to end on the CPU at its tiny size: every measurement, the results file in the
     benchmarks' format, its table and figure; MFU over the datasheet is left out where the device's peak is
@@ -315,8 +340,24 @@ def test_the_gpu_benchmark_runs_at_tiny_sizes_on_the_cpu(tmp_path):
     from benchmarks.report import check_results
 
     output = tmp_path / "gpu_speed.json"
-    gpu_speed.main(["--device", "cpu", "--sizes", "tiny", "--steps", "2", "--rounds", "1", "--step_repeats", "2",
-                    "--step_size", "tiny", "--output", str(output)])
+    gpu_speed.main(
+        [
+            "--device",
+            "cpu",
+            "--sizes",
+            "tiny",
+            "--steps",
+            "2",
+            "--rounds",
+            "1",
+            "--step_repeats",
+            "2",
+            "--step_size",
+            "tiny",
+            "--output",
+            str(output),
+        ]
+    )
     results = json.loads(output.read_text())
     check_results(results)
     assert results["device"]["name"].startswith("cpu") and results["device"]["peak_bf16_flops"] is None
@@ -326,9 +367,12 @@ def test_the_gpu_benchmark_runs_at_tiny_sizes_on_the_cpu(tmp_path):
     for row in rows.values():
         assert row["tokens_per_second"] > 0 and row["mfu"] is None and row["batch_size"] >= 1
         assert row["mfu_measured_peak"] == pytest.approx(
-            row["useful_flops"] / row["step_seconds"] / results["device"]["measured_matmul_flops"])
+            row["useful_flops"] / row["step_seconds"] / results["device"]["measured_matmul_flops"]
+        )
     for case in cases:
-        assert rows[("tiny", *case, "minibert")]["useful_flops"] == rows[("tiny", *case, "transformers")]["useful_flops"]
+        assert (
+            rows[("tiny", *case, "minibert")]["useful_flops"] == rows[("tiny", *case, "transformers")]["useful_flops"]
+        )
     assert results["parts_done"] == ["training tiny", "inference tiny", "step"]
     assert results["step_8x64"]["milliseconds"] > 0 and results["step_8x64"]["goal_milliseconds"] == 1.0
     assert "| tiny | training |" in gpu_speed.readme_table(results)
@@ -337,9 +381,14 @@ def test_the_gpu_benchmark_runs_at_tiny_sizes_on_the_cpu(tmp_path):
 
 # A venv of the GPU machine's packages (.ci/setup dev): transformers 5.17, no datasets (its wheels beside it).
 GPU_IMAGE = REPO / ".ci" / "gpu_image"
-REHEARSED_PARTS = ("pytest", "speed", *(f"{run}{suffix}" for run in ("single", "fsdp", "ddp")
-                                        for suffix in ("", "_resume", "_resume_same_curve")),
-                   "data_wait_workers_0", "data_wait_workers_2", "compile")
+REHEARSED_PARTS = (
+    "pytest",
+    "speed",
+    *(f"{run}{suffix}" for run in ("single", "fsdp", "ddp") for suffix in ("", "_resume", "_resume_same_curve")),
+    "data_wait_workers_0",
+    "data_wait_workers_2",
+    "compile",
+)
 
 
 def gpu_image_python() -> Path:
@@ -351,11 +400,23 @@ def gpu_image_python() -> Path:
 
 def rehearse(tmp_path: Path, python: Path, **env: str) -> subprocess.CompletedProcess:
     """benchmarks/gpu_check.sh's dry run on the CPU with the GPU machine's packages, as the machine runs it."""
-    settings = dict(OUT=str(tmp_path / "out"), PYTHON=str(python), MINIBERT_WHEELS=str(GPU_IMAGE / "wheels"),
-                    GPU_CHECK_QUICK="1", MINIBERT_GPU_TESTS_ON_CPU="1", GPU_CHECK_WORK=str(tmp_path / "work"),
-                    GPU_CHECK_BUDGET="900", OMP_NUM_THREADS="1")
-    return subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_check.sh")], env=clean_env(**{**settings, **env}),
-                          capture_output=True, text=True, timeout=1200)
+    settings = dict(
+        OUT=str(tmp_path / "out"),
+        PYTHON=str(python),
+        MINIBERT_WHEELS=str(GPU_IMAGE / "wheels"),
+        GPU_CHECK_QUICK="1",
+        MINIBERT_GPU_TESTS_ON_CPU="1",
+        GPU_CHECK_WORK=str(tmp_path / "work"),
+        GPU_CHECK_BUDGET="900",
+        OMP_NUM_THREADS="1",
+    )
+    return subprocess.run(
+        ["bash", str(REPO / "benchmarks" / "gpu_check.sh")],
+        env=clean_env(**{**settings, **env}),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
 
 
 @pytest.mark.slow(seconds=300)
@@ -364,25 +425,45 @@ def test_the_gpu_check_rehearsed_on_the_cpu_runs_every_part_with_the_gpu_machine
     """The whole check, every part passing (a skipped part would fail it), in transformers 5.17 without datasets
     until the carried wheels bring it; at most 8 files come back, no folder; each part's results are there."""
     python = gpu_image_python()
-    image = subprocess.run([str(python), "-c", "import transformers, importlib.util; "
-                            "print(transformers.__version__, importlib.util.find_spec('datasets') is None)"],
-                           capture_output=True, text=True, env=clean_env())
+    image = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import transformers, importlib.util; "
+            "print(transformers.__version__, importlib.util.find_spec('datasets') is None)",
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+    )
     assert image.stdout.split() == ["5.17.0", "True"], image.stdout + image.stderr
     done = rehearse(tmp_path, python)
     out = tmp_path / "out"
     summary = (out / "summary.txt").read_text()
     assert done.returncode == 0, summary + done.stdout[-3000:]
-    verdicts = dict(line.split(": ", 1) for line in summary.splitlines()[1:len(REHEARSED_PARTS) + 1])
+    verdicts = dict(line.split(": ", 1) for line in summary.splitlines()[1 : len(REHEARSED_PARTS) + 1])
     assert list(verdicts) == list(REHEARSED_PARTS) and all(v.startswith("passed") for v in verdicts.values()), verdicts
     files = sorted(p.name for p in out.iterdir())
-    assert files == ["gpu_check.log", "gpu_speed.json", "gpu_speed.png", "pytest_gpu.xml", "runs.json", "summary.txt",
-                     "versions.json"], "at most 8 files and no folder come back from a GPU machine"
+    assert files == [
+        "gpu_check.log",
+        "gpu_speed.json",
+        "gpu_speed.png",
+        "pytest_gpu.xml",
+        "runs.json",
+        "summary.txt",
+        "versions.json",
+    ], "at most 8 files and no folder come back from a GPU machine"
     versions = json.loads((out / "versions.json").read_text())
-    assert versions["transformers"] == "5.17.0" and versions["datasets_from"].startswith(str(tmp_path / "work" / "site"))
+    assert versions["transformers"] == "5.17.0" and versions["datasets_from"].startswith(
+        str(tmp_path / "work" / "site")
+    )
     speed = json.loads((out / "gpu_speed.json").read_text())
     assert speed["parts_done"] == ["training tiny", "inference tiny", "step", "compile"]
-    assert {(r["mode"], r["batch"]) for r in speed["rows"]} == {("training", "full"), ("training", "mixed"),
-                                                                ("inference", "mixed")}
+    assert {(r["mode"], r["batch"]) for r in speed["rows"]} == {
+        ("training", "full"),
+        ("training", "mixed"),
+        ("inference", "mixed"),
+    }
     assert all(r["mfu_measured_peak"] > 0 and r["useful_flops"] > 0 for r in speed["rows"])
     assert len(speed["step_8x64"]["variants_milliseconds"]) == 3
     runs = json.loads((out / "runs.json").read_text())
@@ -407,17 +488,25 @@ def test_a_resumed_run_continues_the_curve_within_rounding_and_not_past_it(tmp_p
     a loss 1% off, or a step missing, fails."""
     from benchmarks.gpu_check_report import main
 
-    whole = [{"step": 10, "loss": 5.0, "mlm_accuracy": 0.2, "data_wait": 0.1}, {"step": 20, "loss": 4.0, "mlm_accuracy": 0.3}]
-    cases = {"rounding": [dict(whole[0], loss=5.004, data_wait=0.5), dict(whole[1], mlm_accuracy=0.3015)],
-             "a loss 1% off": [whole[0], dict(whole[1], loss=4.04)], "a step missing": whole[:1]}
+    whole = [
+        {"step": 10, "loss": 5.0, "mlm_accuracy": 0.2, "data_wait": 0.1},
+        {"step": 20, "loss": 4.0, "mlm_accuracy": 0.3},
+    ]
+    cases = {
+        "rounding": [dict(whole[0], loss=5.004, data_wait=0.5), dict(whole[1], mlm_accuracy=0.3015)],
+        "a loss 1% off": [whole[0], dict(whole[1], loss=4.04)],
+        "a step missing": whole[:1],
+    }
     out = tmp_path / "out"
     out.mkdir()
     for name, records in {"whole": whole, **cases}.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         (tmp_path / name / "train_results.json").write_text(json.dumps({"train_steps_per_second": 1.0}))
-    codes = {name: main(["--out", str(out), "--record", str(tmp_path / name), "--resumes", str(tmp_path / "whole")])
-             for name in cases}
+    codes = {
+        name: main(["--out", str(out), "--record", str(tmp_path / name), "--resumes", str(tmp_path / "whole")])
+        for name in cases
+    }
     assert codes == {"rounding": 0, "a loss 1% off": 1, "a step missing": 1}
     runs = json.loads((out / "runs.json").read_text())
     assert runs["a loss 1% off"]["largest_loss_gap"] == pytest.approx(0.01)

@@ -51,7 +51,7 @@ import modeling_minibert
 from transformers import AutoModelForMaskedLM
 model = AutoModelForMaskedLM.from_pretrained({str(folder)!r})
 out = model(input_ids=torch.tensor([[2, 7, 9, 3]]))
-assert out.logits.shape == (1, 4, {TINY['vocab_size']}), out.logits.shape
+assert out.logits.shape == (1, 4, {TINY["vocab_size"]}), out.logits.shape
 print(sorted(m for m in {TRAINING_STACK!r} if m in sys.modules))
 """
     result = run_plain(plain_site, "-c", code, cwd=tmp_path)
@@ -59,7 +59,9 @@ print(sorted(m for m in {TRAINING_STACK!r} if m in sys.modules))
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
-def test_plain_install_serves_long_texts_and_sentence_embeddings_without_the_training_stack(plain_site: Path, tmp_path: Path):
+def test_plain_install_serves_long_texts_and_sentence_embeddings_without_the_training_stack(
+    plain_site: Path, tmp_path: Path
+):
     """Serving reads fine-tuning's windows (`training.finetuning.windows`) and sharing's sentence-transformers
     files: both light, so a plain install imports them and nothing of the training stack."""
     code = f"""
@@ -89,8 +91,17 @@ def test_cli_on_a_plain_install(plain_site: Path, tmp_path: Path):
         "finetune-help": ["finetune", "--help"],
         "onnx-help": ["export-onnx", "--help"],
         "pretrain": ["pretrain", "--output_dir", str(tmp_path / "pretrained")],
-        "finetune": ["finetune", "--task", "sequence-classification", "--model_name_or_path", str(folder),
-                     "--train_file", "train.csv", "--output_dir", str(tmp_path / "finetuned")],
+        "finetune": [
+            "finetune",
+            "--task",
+            "sequence-classification",
+            "--model_name_or_path",
+            str(folder),
+            "--train_file",
+            "train.csv",
+            "--output_dir",
+            str(tmp_path / "finetuned"),
+        ],
         "onnx": ["export-onnx", "--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "onnx")],
     }
     code = f"""

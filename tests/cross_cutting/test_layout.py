@@ -113,7 +113,9 @@ def imports(name: str, path: Path, known: dict[str, Path], strings: bool = True)
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*parts, base] if base else parts)
             # `from a.b import c`: the module a.b.c where there is one, else a.b itself.
-            found.update(f"{base}.{alias.name}" if known_as(f"{base}.{alias.name}", known) else base for alias in node.names)
+            found.update(
+                f"{base}.{alias.name}" if known_as(f"{base}.{alias.name}", known) else base for alias in node.names
+            )
         elif strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
             named = node.value.split(":")[0]
             if "." in named or named in PACKAGES:
@@ -149,14 +151,26 @@ def graph(known: dict[str, Path] | None = None, docs: dict[str, Path] | None = N
     known = modules() if known is None else known
     docs = documents() if docs is None else docs
     # This module's strings are the check's own examples, not imports.
-    return {**{name: imports(name, path, known, strings=name != "tests.cross_cutting.test_layout") for name, path in known.items()},
-            **{name: document_imports(path, known) for name, path in docs.items()}}
+    return {
+        **{
+            name: imports(name, path, known, strings=name != "tests.cross_cutting.test_layout")
+            for name, path in known.items()
+        },
+        **{name: document_imports(path, known) for name, path in docs.items()},
+    }
 
 
 def layer_of(module: str) -> int:
     """The index in LAYERS of the longest prefix that holds `module` (a document by its path)."""
-    best = max(((len(prefix), i) for i, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes
-                if module == prefix or module.startswith((prefix + ".", prefix + "/"))), default=None)
+    best = max(
+        (
+            (len(prefix), i)
+            for i, (_, prefixes) in enumerate(LAYERS)
+            for prefix in prefixes
+            if module == prefix or module.startswith((prefix + ".", prefix + "/"))
+        ),
+        default=None,
+    )
     assert best is not None, f"{module} is in no layer: add it to LAYERS"
     return best[1]
 
@@ -176,7 +190,7 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
         state[node] = 1
         for target in sorted(edges.get(node, ())):
             if state.get(target) == 1:
-                found.append(path[path.index(target):] + [target])
+                found.append(path[path.index(target) :] + [target])
             elif target not in state:
                 visit(target, [*path, target])
         state[node] = 2
@@ -213,13 +227,19 @@ def test_the_graph_covers_the_whole_repository(edges):
     assert "benchmarks.tables" in edges["README.md"]  # the headline table's renderer, from its marker
     assert "examples.bbc_titles" in edges["README.md"]  # `python -m examples.bbc_titles`, in a block
     assert "lab.plot_seeds" in edges["lab.tests.test_plot_seeds"]  # `[sys.executable, "-m", "lab.plot_seeds"]`
-    assert "tests.fixtures.environment" in edges["tests.cross_cutting.test_layout"]  # `from fixtures.environment import REPO`
+    assert (
+        "tests.fixtures.environment" in edges["tests.cross_cutting.test_layout"]
+    )  # `from fixtures.environment import REPO`
     assert "tools.local_hub" in edges["lab.local_hub_listing"]  # importlib.import_module("tools.local_hub")
 
 
 def test_every_import_runs_down_the_layers(edges):
-    upward = [f"{a} ({LAYERS[layer_of(a)][0]}) -> {b} ({LAYERS[layer_of(b)][0]})"
-              for a, targets in edges.items() for b in sorted(targets) if layer_of(b) > layer_of(a)]
+    upward = [
+        f"{a} ({LAYERS[layer_of(a)][0]}) -> {b} ({LAYERS[layer_of(b)][0]})"
+        for a, targets in edges.items()
+        for b in sorted(targets)
+        if layer_of(b) > layer_of(a)
+    ]
     assert upward == []
 
 
@@ -234,8 +254,16 @@ def test_no_circle_between_wings(edges):
 def test_nothing_edits_sys_path():
     """A module imports ours by their names from the repository root (`python -m PACKAGE.NAME`, pytest's
     `pythonpath`): one that put a folder on sys.path would import by names the graph above cannot see."""
-    found = [name for name, path in modules().items() if "sys.path" in
-             {ast.unparse(node) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(node, ast.Attribute)}]
+    found = [
+        name
+        for name, path in modules().items()
+        if "sys.path"
+        in {
+            ast.unparse(node)
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Attribute)
+        }
+    ]
     assert found == []
 
 
@@ -245,7 +273,10 @@ def test_the_layout_check_sees_an_upward_import_and_a_circle(tmp_path):
     known["modeling_minibert.utils.x"].write_text("TABLE = {'a': 'modeling_minibert.cli:main'}\n")
     known["modeling_minibert.cli"].write_text("from modeling_minibert.utils import x\n")
     found = {name: imports(name, path, known) for name, path in known.items()}
-    assert found == {"modeling_minibert.utils.x": {"modeling_minibert.cli"}, "modeling_minibert.cli": {"modeling_minibert.utils.x"}}
+    assert found == {
+        "modeling_minibert.utils.x": {"modeling_minibert.cli"},
+        "modeling_minibert.cli": {"modeling_minibert.utils.x"},
+    }
     assert layer_of("modeling_minibert.cli") > layer_of("modeling_minibert.utils.x")
     assert circles(found) == [["modeling_minibert.cli", "modeling_minibert.utils.x", "modeling_minibert.cli"]]
 
@@ -253,8 +284,12 @@ def test_the_layout_check_sees_an_upward_import_and_a_circle(tmp_path):
 def test_the_layout_check_sees_a_circle_between_wings_and_a_document_importing_the_lab(tmp_path):
     """No module circle, yet a wing circle: the docs renderer importing a benchmark named in a string, and that
     benchmark importing a tool; and a docs page whose table a lab module renders."""
-    known = {"tools.readme": tmp_path / "readme.py", "benchmarks.x": tmp_path / "x.py",
-             "tools.local_hub": tmp_path / "hub.py", "lab.y": tmp_path / "y.py"}
+    known = {
+        "tools.readme": tmp_path / "readme.py",
+        "benchmarks.x": tmp_path / "x.py",
+        "tools.local_hub": tmp_path / "hub.py",
+        "lab.y": tmp_path / "y.py",
+    }
     known["tools.readme"].write_text("import importlib\nRENDERER = importlib.import_module('benchmarks.x')\n")
     known["benchmarks.x"].write_text("from tools import local_hub\n")
     known["tools.local_hub"].write_text("")
@@ -262,10 +297,18 @@ def test_the_layout_check_sees_a_circle_between_wings_and_a_document_importing_t
     page = tmp_path / "page.md"
     page.write_text("<!-- results: lab/results/y.json lab/y -->\n| a |\n\n```bash\npython -m benchmarks.x\n```\n")
     found = graph(known, {"docs/page.md": page})
-    assert found == {"tools.readme": {"benchmarks.x"}, "benchmarks.x": {"tools.local_hub"}, "tools.local_hub": set(),
-                     "lab.y": set(), "docs/page.md": {"lab.y", "benchmarks.x"}}
+    assert found == {
+        "tools.readme": {"benchmarks.x"},
+        "benchmarks.x": {"tools.local_hub"},
+        "tools.local_hub": set(),
+        "lab.y": set(),
+        "docs/page.md": {"lab.y", "benchmarks.x"},
+    }
     assert circles(found) == [] and circles(wing_graph(found)) == [["benchmarks", "tools", "benchmarks"]]
-    assert sorted(b for a, targets in found.items() for b in targets if layer_of(b) > layer_of(a)) == ["benchmarks.x", "lab.y"]
+    assert sorted(b for a, targets in found.items() for b in targets if layer_of(b) > layer_of(a)) == [
+        "benchmarks.x",
+        "lab.y",
+    ]
 
 
 def test_size_limits():
@@ -337,8 +380,13 @@ def test_no_face_exports_a_name_its_package_has_a_module_of():
     for name, path in modules(PACKAGES).items():
         if path.name != "__init__.py":
             continue
-        exported = {element.value for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Tuple)
-                    for element in node.elts if isinstance(element, ast.Constant)}
+        exported = {
+            element.value
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Tuple)
+            for element in node.elts
+            if isinstance(element, ast.Constant)
+        }
         submodules = {p.stem for p in path.parent.glob("*.py")} | {p.name for p in path.parent.iterdir() if p.is_dir()}
         clashes += [f"{name}.{x}" for x in sorted(exported & submodules)]
     assert clashes == []
@@ -349,6 +397,7 @@ def test_ruff_finds_nothing_to_correct():
     over the whole repository, notebooks included."""
     ruff = Path(sys.executable).with_name("ruff")
     assert ruff.is_file(), f"no ruff beside {sys.executable}: the dev extra installs it"
-    found = subprocess.run([str(ruff), "check", "--output-format", "concise", str(REPO)], capture_output=True, text=True,
-                           cwd=REPO)
+    found = subprocess.run(
+        [str(ruff), "check", "--output-format", "concise", str(REPO)], capture_output=True, text=True, cwd=REPO
+    )
     assert found.returncode == 0, found.stdout[-4000:] + found.stderr[-2000:]

@@ -58,7 +58,10 @@ README = b"---\nlicense: apache-2.0\n---\n# r1\n"
 
 
 def _file_op(path: str, content: bytes) -> dict:
-    return {"key": "file", "value": {"path": path, "content": base64.b64encode(content).decode(), "encoding": "base64"}}
+    return {
+        "key": "file",
+        "value": {"path": path, "content": base64.b64encode(content).decode(), "encoding": "base64"},
+    }
 
 
 def _commit_body(*operations: dict, header: dict | None = None) -> bytes:
@@ -92,8 +95,9 @@ def _populate(hub: LocalHub) -> str:
     assert request(hub, "POST", "/api/repos/create", b'{"name": "r1"}').status == 200
     data = b"weights" * 50
     oid = _upload(hub, "alice/r1", data)
-    commit = _commit_body(_file_op("config.json", b"{}"), _file_op("README.md", README),
-                          _lfs_op("model.safetensors", oid, len(data)))
+    commit = _commit_body(
+        _file_op("config.json", b"{}"), _file_op("README.md", README), _lfs_op("model.safetensors", oid, len(data))
+    )
     assert request(hub, "POST", "/api/models/alice/r1/commit/main", commit).status == 200
     # A repository that a wrongly accepted delete would remove (rather than r1, which every case reads).
     assert request(hub, "POST", "/api/repos/create", b'{"name": "victim"}').status == 200
@@ -120,8 +124,9 @@ def _populate_private(hub: LocalHub) -> str:
 @pytest.fixture(scope="module")
 def hub(canary):
     """One server for the table-driven cases (fast): each case is refused, changing nothing, or adds a name."""
-    with LocalHub(canary.parent / "hub", token=TOKEN, user="alice", other_accounts={BOB_TOKEN: "bob"},
-                  **LIMITS) as server:
+    with LocalHub(
+        canary.parent / "hub", token=TOKEN, user="alice", other_accounts={BOB_TOKEN: "bob"}, **LIMITS
+    ) as server:
         server.lfs_oid = _populate(server)
         server.secret_oid = _populate_private(server)
         yield server
@@ -133,8 +138,7 @@ def hub(canary):
 @pytest.fixture
 def fresh_hub(tmp_path):
     """A server of its own, for the cases that count threads or change the repository."""
-    with LocalHub(tmp_path / "hub", token=TOKEN, user="alice", other_accounts={BOB_TOKEN: "bob"},
-                  **LIMITS) as server:
+    with LocalHub(tmp_path / "hub", token=TOKEN, user="alice", other_accounts={BOB_TOKEN: "bob"}, **LIMITS) as server:
         server.lfs_oid = _populate(server)
         yield server
 
@@ -189,8 +193,16 @@ def send(hub: LocalHub, data: bytes, timeout: float = 5.0, shut_write: bool = Fa
     return Answer(raw)
 
 
-def request(hub: LocalHub, method: str, target: str, body: bytes = b"", headers: dict | None = None,
-            auth: bool = True, token: str = TOKEN, **kwargs) -> Answer:
+def request(
+    hub: LocalHub,
+    method: str,
+    target: str,
+    body: bytes = b"",
+    headers: dict | None = None,
+    auth: bool = True,
+    token: str = TOKEN,
+    **kwargs,
+) -> Answer:
     lines = [f"{method} {target} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
     if auth:
         lines.append(f"Authorization: Bearer {token}")
@@ -266,7 +278,9 @@ def test_lfs_verify_is_no_file_existence_oracle(hub, canary, template):
         assert answer.status in (400, 404, 422), answer
     # The same answer whether or not the named file exists.
     assert (existing.status, existing.body.replace(b"canary", b"X")) == (
-        missing.status, missing.body.replace(b"nothing-here", b"X"))
+        missing.status,
+        missing.body.replace(b"nothing-here", b"X"),
+    )
     # A real object still verifies.
     assert verify(hub.lfs_oid, 350).status == 200
 
@@ -329,8 +343,13 @@ def test_traversal_in_json_fields_is_refused(hub, canary, method, path, make, te
         return sorted(p for p in canary.parent.parent.rglob("*") if hub.root_dir not in (p, *p.parents))
 
     before = outside()
-    answer = request(hub, method, path, json.dumps(make(_traversal(template, canary))).encode(),
-                     headers={"Content-Type": "application/json"})
+    answer = request(
+        hub,
+        method,
+        path,
+        json.dumps(make(_traversal(template, canary))).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     assert_safe(answer)
     if "paths-info" in path:
         assert answer.status == 200 and json.loads(answer.body) == []  # nothing there, as for any unknown path
@@ -346,8 +365,9 @@ def test_traversal_in_json_fields_is_refused(hub, canary, method, path, make, te
 @pytest.mark.parametrize("key", ["file", "deletedFile", "deletedFolder", "lfsFile"])
 def test_traversal_in_commit_paths_is_refused(hub, canary, template, key):
     value = {"path": _traversal(template, canary), "content": "eA==", "oid": hub.lfs_oid, "size": 350}
-    answer = request(hub, "POST", "/api/models/alice/r1/commit/main",
-                     _commit_body({"key": key, "value": value}, header={}))
+    answer = request(
+        hub, "POST", "/api/models/alice/r1/commit/main", _commit_body({"key": key, "value": value}, header={})
+    )
     assert_safe(answer)
     if "%" in template and key in ("file", "lfsFile"):
         # JSON is not URL-decoded: "%2e%2e" is a literal name, stored inside the repository and served from it.
@@ -383,8 +403,14 @@ def test_a_stored_entry_pointing_outside_is_never_served(tmp_path, canary):
 # 2. CR/LF in every echoed value.
 # ---------------------------------------------------------------------------------------------
 
-INJECTIONS = ["x%0d%0aSet-Cookie:%20a=b", "x%0aX-Injected:%201", "x%0dX-Injected:%201", "x%0d%0a%0d%0a<html>",
-              "x%c2%85X-Injected:%201", "x%00y"]
+INJECTIONS = [
+    "x%0d%0aSet-Cookie:%20a=b",
+    "x%0aX-Injected:%201",
+    "x%0dX-Injected:%201",
+    "x%0d%0a%0d%0a<html>",
+    "x%c2%85X-Injected:%201",
+    "x%00y",
+]
 ECHOING_URLS = [
     ("GET", "/alice/r1/resolve/main/{x}"),
     ("HEAD", "/alice/r1/resolve/main/{x}"),
@@ -488,8 +514,12 @@ def test_an_anonymous_write_is_refused_before_its_body_is_read(hub, method, path
 def test_a_body_within_the_limit_but_over_an_upload_ticket_is_refused(hub):
     data = b"x" * 100
     oid = hashlib.sha256(data).hexdigest()
-    batch = request(hub, "POST", "/alice/r1.git/info/lfs/objects/batch",
-                    json.dumps({"operation": "upload", "objects": [{"oid": oid, "size": 100}]}).encode())
+    batch = request(
+        hub,
+        "POST",
+        "/alice/r1.git/info/lfs/objects/batch",
+        json.dumps({"operation": "upload", "objects": [{"oid": oid, "size": 100}]}).encode(),
+    )
     href = json.loads(batch.body)["objects"][0]["actions"]["upload"]["href"].removeprefix(hub.endpoint)
     answer = request(hub, "PUT", href, headers={"Content-Length": "5000"}, auth=False)
     assert answer.status == 413 and b"100 bytes" in answer.body, answer
@@ -551,10 +581,13 @@ def test_chunked_bodies_are_read_and_capped(fresh_hub):
     assert answer.status == 413, answer
 
 
-@pytest.mark.parametrize("headers,sent", [
-    ({"Content-Length": "100"}, b'{"name": '),
-    ({"Content-Length": None, "Transfer-Encoding": "chunked"}, b"10\r\n{\"name\""),
-])
+@pytest.mark.parametrize(
+    "headers,sent",
+    [
+        ({"Content-Length": "100"}, b'{"name": '),
+        ({"Content-Length": None, "Transfer-Encoding": "chunked"}, b'10\r\n{"name"'),
+    ],
+)
 def test_a_partial_body_times_out_and_frees_its_thread(fresh_hub, caplog, capfd, headers, sent):
     hub = fresh_hub
     threads = threading.active_count()
@@ -577,26 +610,58 @@ def test_a_partial_body_times_out_and_frees_its_thread(fresh_hub, caplog, capfd,
 
 SHAPES = [b"[]", b'"x"', b"1", b"null", b"true", b"{", b"\xff\xfe", b'{"a": NaN}']
 JSON_ENDPOINTS = [
-    ("POST", "/api/repos/create", [{"name": 1}, {"name": "ok", "type": []}, {"name": "ok", "organization": {}},
-                                   {"name": "ok", "private": "yes"}, {"name": "ok", "visibility": 3}]),
+    (
+        "POST",
+        "/api/repos/create",
+        [
+            {"name": 1},
+            {"name": "ok", "type": []},
+            {"name": "ok", "organization": {}},
+            {"name": "ok", "private": "yes"},
+            {"name": "ok", "visibility": 3},
+        ],
+    ),
     ("DELETE", "/api/repos/delete", [{"name": ["r1"]}, {"name": "r1", "type": 1}]),
     ("POST", "/api/validate-yaml", [{"content": 1}, {"content": ["---"]}]),
     ("POST", "/api/models/alice/r1/paths-info/main", [{"paths": "config.json"}, {"paths": [1]}, {"paths": [["a"]]}]),
     ("POST", "/api/models/alice/r1/branch/b1", [{"startingPoint": 1}, {"startingPoint": ["main"]}]),
     ("POST", "/api/models/alice/r1/tag/main", [{"tag": 1}, {"tag": None}, {"tag": ["v"]}]),
-    ("POST", "/api/models/alice/r1/preupload/main", [
-        {"files": "a"}, {"files": [1]}, {"files": [{"path": 1}]}, {"files": [{"path": "a", "sample": 1}]},
-        {"files": [{"path": "a", "sample": "!!!"}]}, {"files": [{"path": "a", "size": "1"}]},
-        {"files": [{"path": "a"}], "gitIgnore": 1}, {"files": [{}]}]),
-    ("POST", "/alice/r1.git/info/lfs/objects/batch", [
-        {"operation": "upload", "objects": {}}, {"operation": "upload", "objects": [1]},
-        {"operation": "upload", "objects": "x"}, {"operation": 1}]),
+    (
+        "POST",
+        "/api/models/alice/r1/preupload/main",
+        [
+            {"files": "a"},
+            {"files": [1]},
+            {"files": [{"path": 1}]},
+            {"files": [{"path": "a", "sample": 1}]},
+            {"files": [{"path": "a", "sample": "!!!"}]},
+            {"files": [{"path": "a", "size": "1"}]},
+            {"files": [{"path": "a"}], "gitIgnore": 1},
+            {"files": [{}]},
+        ],
+    ),
+    (
+        "POST",
+        "/alice/r1.git/info/lfs/objects/batch",
+        [
+            {"operation": "upload", "objects": {}},
+            {"operation": "upload", "objects": [1]},
+            {"operation": "upload", "objects": "x"},
+            {"operation": 1},
+        ],
+    ),
     ("POST", "/alice/r1.git/info/lfs/objects/verify", [{"oid": 1, "size": 1}, {"oid": ["a"]}, {"size": "x"}, {}]),
 ]
 COMMITS = [
-    b"", b"[]", b"1\n", b'{"key": "header"}', b'{"key": "header", "value": []}',
-    b'{"key": "header", "value": {"summary": 1}}', b'{"key": "header", "value": {"parentCommit": []}}',
-    b'{"key": "header", "value": {}}\n[1]', b'{"key": "header", "value": {}}\n{"key": "file"}',
+    b"",
+    b"[]",
+    b"1\n",
+    b'{"key": "header"}',
+    b'{"key": "header", "value": []}',
+    b'{"key": "header", "value": {"summary": 1}}',
+    b'{"key": "header", "value": {"parentCommit": []}}',
+    b'{"key": "header", "value": {}}\n[1]',
+    b'{"key": "header", "value": {}}\n{"key": "file"}',
     b'{"key": "header", "value": {}}\n{"key": "file", "value": []}',
     b'{"key": "header", "value": {}}\n{"key": "file", "value": {"path": 1}}',
     b'{"key": "header", "value": {}}\n{"key": "file", "value": {"path": "a", "content": 1}}',
@@ -701,34 +766,106 @@ def test_idle_keep_alive_connections_are_closed_after_the_timeout(fresh_hub):
 # 6. Fuzz: request lines and bodies.
 # ---------------------------------------------------------------------------------------------
 
-ATOMS = ["alice", "r1", "api", "models", "datasets", "resolve", "main", "tree", "revision", "commit", "commits",
-         "paths-info", "preupload", "branch", "tag", "refs", "config.json", "README.md", "model.safetensors",
-         "r1.git", "info", "lfs", "objects", "batch", "verify", "lfs-upload", "..", ".", "%2e%2e", "%2f", "%00",
-         "%0d%0a", "%c0%ae", "canary.txt", "objects", "repos", "model", "alice%2fr1", "~", "%252e"]
+ATOMS = [
+    "alice",
+    "r1",
+    "api",
+    "models",
+    "datasets",
+    "resolve",
+    "main",
+    "tree",
+    "revision",
+    "commit",
+    "commits",
+    "paths-info",
+    "preupload",
+    "branch",
+    "tag",
+    "refs",
+    "config.json",
+    "README.md",
+    "model.safetensors",
+    "r1.git",
+    "info",
+    "lfs",
+    "objects",
+    "batch",
+    "verify",
+    "lfs-upload",
+    "..",
+    ".",
+    "%2e%2e",
+    "%2f",
+    "%00",
+    "%0d%0a",
+    "%c0%ae",
+    "canary.txt",
+    "objects",
+    "repos",
+    "model",
+    "alice%2fr1",
+    "~",
+    "%252e",
+]
 
 
 @st.composite
 def fuzz_requests(draw, canary_path: str):
-    segments = draw(st.lists(st.one_of(st.sampled_from(ATOMS + [quote(canary_path, safe="")]),
-                                       st.text(st.characters(min_codepoint=33, max_codepoint=126,
-                                                             exclude_characters="?#%"), max_size=8)),
-                             max_size=8))
+    segments = draw(
+        st.lists(
+            st.one_of(
+                st.sampled_from(ATOMS + [quote(canary_path, safe="")]),
+                st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="?#%"), max_size=8),
+            ),
+            max_size=8,
+        )
+    )
     method = draw(st.sampled_from(["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]))
     query = draw(st.sampled_from(["", "?recursive=true", "?expand=1&blobs=true", "?create_pr=1", "?x=%0d%0a"]))
     json_values = st.recursive(
-        st.none() | st.booleans() | st.integers(-2, 10**6) | st.sampled_from(TRAVERSALS + [canary_path, "\r\n"])
+        st.none()
+        | st.booleans()
+        | st.integers(-2, 10**6)
+        | st.sampled_from(TRAVERSALS + [canary_path, "\r\n"])
         | st.text(max_size=10),
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-            st.sampled_from(["name", "path", "oid", "size", "paths", "files", "objects", "operation", "key", "value",
-                             "tag", "startingPoint", "content", "organization", "type", "sample"]), inner, max_size=4),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "name",
+                        "path",
+                        "oid",
+                        "size",
+                        "paths",
+                        "files",
+                        "objects",
+                        "operation",
+                        "key",
+                        "value",
+                        "tag",
+                        "startingPoint",
+                        "content",
+                        "organization",
+                        "type",
+                        "sample",
+                    ]
+                ),
+                inner,
+                max_size=4,
+            )
+        ),
         max_leaves=8,
     )
-    body = draw(st.one_of(
-        st.just(b""),
-        json_values.map(lambda v: json.dumps(v).encode()),
-        st.lists(json_values.map(json.dumps), max_size=3).map(lambda ls: "\n".join(ls).encode()),
-        st.binary(max_size=64),
-    ))
+    body = draw(
+        st.one_of(
+            st.just(b""),
+            json_values.map(lambda v: json.dumps(v).encode()),
+            st.lists(json_values.map(json.dumps), max_size=3).map(lambda ls: "\n".join(ls).encode()),
+            st.binary(max_size=64),
+        )
+    )
     auth = draw(st.booleans())
     return method, "/" + "/".join(segments) + query, body, auth
 
@@ -740,8 +877,12 @@ def test_fuzzed_requests_never_escape_the_root_nor_fail(tmp_path_factory):
     with LocalHub(root / "hub", token=TOKEN, user="alice", **LIMITS) as server:
         _populate(server)
 
-        @settings(max_examples=100, deadline=None, database=None,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+        @settings(
+            max_examples=100,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
         @given(fuzz_requests(str(canary)))
         def check(case):
             method, target, body, auth = case
@@ -756,21 +897,47 @@ def test_fuzzed_requests_never_escape_the_root_nor_fail(tmp_path_factory):
 def raw_requests(draw, canary_path: str) -> bytes:
     """Whole requests as bytes: odd methods, targets of any byte, odd versions and framing headers."""
     method = draw(st.sampled_from([b"GET", b"HEAD", b"POST", b"PUT", b"DELETE", b"get", b"G\xe9T", b"CONNECT"]))
-    target = draw(st.one_of(
-        st.binary(max_size=40).map(lambda b: b"/" + b.replace(b"\r", b"").replace(b"\n", b"").replace(b" ", b"")),
-        st.sampled_from([b"*", b"http://127.0.0.1/alice/r1/resolve/main/config.json", b"//" + canary_path.encode(),
-                         b"/alice/r1/resolve/main/" + b"%2e%2e/" * 8 + canary_path.encode().lstrip(b"/"),
-                         b"/" + b"a" * 5000]),
-    ))
+    target = draw(
+        st.one_of(
+            st.binary(max_size=40).map(lambda b: b"/" + b.replace(b"\r", b"").replace(b"\n", b"").replace(b" ", b"")),
+            st.sampled_from(
+                [
+                    b"*",
+                    b"http://127.0.0.1/alice/r1/resolve/main/config.json",
+                    b"//" + canary_path.encode(),
+                    b"/alice/r1/resolve/main/" + b"%2e%2e/" * 8 + canary_path.encode().lstrip(b"/"),
+                    b"/" + b"a" * 5000,
+                ]
+            ),
+        )
+    )
     version = draw(st.sampled_from([b"HTTP/1.1", b"HTTP/1.0", b"HTTP/2.0", b"HTTP/1.1x", b"FTP/1.1", b"HTTP/01.1"]))
-    headers = draw(st.lists(st.sampled_from([
-        b"Content-Length: 5", b"Content-Length: -3", b"Content-Length: 10000000000", b"Content-Length: x",
-        b"Transfer-Encoding: chunked", b"Transfer-Encoding: identity", b"Expect: 100-continue",
-        b"Authorization: Bearer " + TOKEN.encode(), b"Authorization: Basic abc", b"Range: bytes=0-1",
-        b"Content-Type: application/json", b"X-Long: " + b"y" * 70000, b"no colon here",
-    ]), max_size=4))
+    headers = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    b"Content-Length: 5",
+                    b"Content-Length: -3",
+                    b"Content-Length: 10000000000",
+                    b"Content-Length: x",
+                    b"Transfer-Encoding: chunked",
+                    b"Transfer-Encoding: identity",
+                    b"Expect: 100-continue",
+                    b"Authorization: Bearer " + TOKEN.encode(),
+                    b"Authorization: Basic abc",
+                    b"Range: bytes=0-1",
+                    b"Content-Type: application/json",
+                    b"X-Long: " + b"y" * 70000,
+                    b"no colon here",
+                ]
+            ),
+            max_size=4,
+        )
+    )
     body = draw(st.binary(max_size=30))
-    return method + b" " + target + b" " + version + b"\r\n" + b"\r\n".join([b"Host: x", *headers]) + b"\r\n\r\n" + body
+    return (
+        method + b" " + target + b" " + version + b"\r\n" + b"\r\n".join([b"Host: x", *headers]) + b"\r\n\r\n" + body
+    )
 
 
 def test_fuzzed_raw_requests_never_escape_the_root_nor_fail(tmp_path_factory, caplog):
@@ -780,8 +947,12 @@ def test_fuzzed_raw_requests_never_escape_the_root_nor_fail(tmp_path_factory, ca
     with LocalHub(root / "hub", token=TOKEN, user="alice", **LIMITS) as server:
         _populate(server)
 
-        @settings(max_examples=100, deadline=None, database=None,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+        @settings(
+            max_examples=100,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
         @given(raw_requests(str(canary)))
         def check(data):
             answer = send(server, data, shut_write=True)
@@ -810,21 +981,50 @@ def _bob(hub: LocalHub, method: str, path: str, body: bytes) -> Answer:
 # Every request that takes an LFS oid from the client: (name, how bob sends it, size known to bob).
 OBJECT_READS = [
     ("batch", lambda hub, oid, size: _batch(hub, "bob/pub", [{"oid": oid, "size": size}], token=BOB_TOKEN)),
-    ("verify", lambda hub, oid, size: _bob(hub, "POST", "/bob/pub.git/info/lfs/objects/verify",
-                                           json.dumps({"oid": oid, "size": size}).encode())),
-    ("commit", lambda hub, oid, size: _bob(hub, "POST", "/api/models/bob/pub/commit/main",
-                                           _commit_body(_lfs_op("stolen.bin", oid, size)))),
-    ("commit-without-size", lambda hub, oid, size: _bob(hub, "POST", "/api/models/bob/pub/commit/main",
-                                                        _commit_body(_lfs_op("stolen.bin", oid, None)))),
-    ("commit-to-a-pr", lambda hub, oid, size: _bob(hub, "POST", "/api/models/bob/pub/commit/main?create_pr=1",
-                                                   _commit_body(_lfs_op("stolen.bin", oid, size)))),
-    ("upload-url", lambda hub, oid, size: request(  # a PUT of other bytes to a URL for the named oid
-        hub, "PUT", json.loads(_batch(hub, "bob/pub", [{"oid": oid, "size": size}], token=BOB_TOKEN).body)
-        ["objects"][0]["actions"]["upload"]["href"].removeprefix(hub.endpoint), b"x" * size, auth=False)),
+    (
+        "verify",
+        lambda hub, oid, size: _bob(
+            hub, "POST", "/bob/pub.git/info/lfs/objects/verify", json.dumps({"oid": oid, "size": size}).encode()
+        ),
+    ),
+    (
+        "commit",
+        lambda hub, oid, size: _bob(
+            hub, "POST", "/api/models/bob/pub/commit/main", _commit_body(_lfs_op("stolen.bin", oid, size))
+        ),
+    ),
+    (
+        "commit-without-size",
+        lambda hub, oid, size: _bob(
+            hub, "POST", "/api/models/bob/pub/commit/main", _commit_body(_lfs_op("stolen.bin", oid, None))
+        ),
+    ),
+    (
+        "commit-to-a-pr",
+        lambda hub, oid, size: _bob(
+            hub, "POST", "/api/models/bob/pub/commit/main?create_pr=1", _commit_body(_lfs_op("stolen.bin", oid, size))
+        ),
+    ),
+    (
+        "upload-url",
+        lambda hub, oid, size: request(  # a PUT of other bytes to a URL for the named oid
+            hub,
+            "PUT",
+            json.loads(_batch(hub, "bob/pub", [{"oid": oid, "size": size}], token=BOB_TOKEN).body)["objects"][0][
+                "actions"
+            ]["upload"]["href"].removeprefix(hub.endpoint),
+            b"x" * size,
+            auth=False,
+        ),
+    ),
 ]
 # Every way to read what a repository points at, after the attempts above.
-REPO_READS = ["/bob/pub/resolve/main/stolen.bin", "/api/models/bob/pub/tree/main?recursive=true&expand=true",
-              "/api/models/bob/pub?blobs=true", "/api/models/bob/pub/revision/refs%2Fpr%2F1"]
+REPO_READS = [
+    "/bob/pub/resolve/main/stolen.bin",
+    "/api/models/bob/pub/tree/main?recursive=true&expand=true",
+    "/api/models/bob/pub?blobs=true",
+    "/api/models/bob/pub/revision/refs%2Fpr%2F1",
+]
 
 
 def _without(answer: Answer, oid: str) -> tuple[int, bytes]:
@@ -883,9 +1083,17 @@ def test_an_lfs_size_that_is_not_a_byte_count_under_the_limit_gets_no_upload_url
 
 def test_a_large_anonymous_put_is_refused_before_100_continue(hub):
     # No URL admits 10 GB (the batch refuses the size), and a PUT to any other URL is refused on its headers.
-    assert "actions" not in json.loads(_batch(hub, "alice/r1", [{"oid": "a" * 64, "size": 10 * 10**9}]).body)["objects"][0]
-    answer = request(hub, "PUT", "/lfs-upload/guessed", auth=False,
-                     headers={"Content-Length": str(10 * 10**9), "Expect": "100-continue"})
+    assert (
+        "actions"
+        not in json.loads(_batch(hub, "alice/r1", [{"oid": "a" * 64, "size": 10 * 10**9}]).body)["objects"][0]
+    )
+    answer = request(
+        hub,
+        "PUT",
+        "/lfs-upload/guessed",
+        auth=False,
+        headers={"Content-Length": str(10 * 10**9), "Expect": "100-continue"},
+    )
     assert answer.status == 403 and b"100 Continue" not in answer.raw, answer
 
 
@@ -987,7 +1195,9 @@ def test_a_file_beside_a_folder_of_its_name_or_a_normalisation_twin_is_refused(h
 
 def test_a_file_may_become_a_folder_in_one_commit(hub):
     assert request(hub, "POST", "/api/repos/create", b'{"name": "reshape"}').status == 200
-    assert request(hub, "POST", "/api/models/alice/reshape/commit/main", _commit_body(_file_op("x", b"1"))).status == 200
+    assert (
+        request(hub, "POST", "/api/models/alice/reshape/commit/main", _commit_body(_file_op("x", b"1"))).status == 200
+    )
     ops = [{"key": "deletedFile", "value": {"path": "x"}}, _file_op("x/y", b"2")]
     assert request(hub, "POST", "/api/models/alice/reshape/commit/main", _commit_body(*ops)).status == 200
     assert request(hub, "GET", "/alice/reshape/resolve/main/x/y").body == b"2"
@@ -1003,8 +1213,12 @@ BIG = 24 << 20  # an LFS file larger than any socket buffer, so a client that do
 
 @pytest.fixture(scope="module")
 def deadline_hub(tmp_path_factory):
-    with LocalHub(tmp_path_factory.mktemp("deadline") / "hub", token=TOKEN, user="alice",
-                  **{**LIMITS, "request_timeout": DEADLINE}) as server:
+    with LocalHub(
+        tmp_path_factory.mktemp("deadline") / "hub",
+        token=TOKEN,
+        user="alice",
+        **{**LIMITS, "request_timeout": DEADLINE},
+    ) as server:
         server.lfs_oid = _populate(server)
         yield server
 
@@ -1034,7 +1248,9 @@ DRIPS = {
 }
 
 
-def drip(hub: LocalHub, first: bytes, trickle: bytes, interval: float = 0.02, bound: float = 8.0) -> tuple[float, bytes]:
+def drip(
+    hub: LocalHub, first: bytes, trickle: bytes, interval: float = 0.02, bound: float = 8.0
+) -> tuple[float, bytes]:
     """Send `first`, then `trickle` a byte every `interval` s until the server closes (at most `bound` s).
     Returns (seconds from the first byte to the server's close, what it sent)."""
     host, port = hub.endpoint.removeprefix("http://").split(":")
@@ -1126,8 +1342,11 @@ def test_a_listing_never_waits_for_a_writer(hub):
     # A write holding the lock (a commit in progress) does not hold up a read, however long the read.
     answers: list[Answer] = []
     with hub.app._lock:
-        reader = threading.Thread(target=lambda: answers.append(request(
-            hub, "GET", "/api/models/alice/r1/tree/main?recursive=true&expand=true", auth=False, timeout=8)))
+        reader = threading.Thread(
+            target=lambda: answers.append(
+                request(hub, "GET", "/api/models/alice/r1/tree/main?recursive=true&expand=true", auth=False, timeout=8)
+            )
+        )
         reader.start()
         reader.join(timeout=8)
         assert answers and answers[0].status == 200, answers
@@ -1145,14 +1364,13 @@ def test_time_a_keep_alive_connection_spent_idle_is_not_taken_from_its_next_requ
             time.sleep(timeout * 0.75)
             data = b"GET /alice/r1/resolve/main/config.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
             for i in range(10):
-                sock.sendall(data[i * 4:(i + 1) * 4])
+                sock.sendall(data[i * 4 : (i + 1) * 4])
                 time.sleep(timeout / 20)
             sock.sendall(data[40:])
             answer = b""
             while chunk := sock.recv(65536):
                 answer += chunk
         assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"\r\n\r\n{}"), answer
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1173,8 +1391,14 @@ def model_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("publish") / "clf"
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat"]
     torch.manual_seed(0)
-    config = MiniBertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                            intermediate_size=32, max_position_embeddings=16)
+    config = MiniBertConfig(
+        vocab_size=len(words),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+    )
     MiniBertForSequenceClassification(config).save_pretrained(folder)
     make_tokenizer({w: i for i, w in enumerate(words)}, model_max_length=16).save_pretrained(folder)
     (folder / "all_results.json").write_text('{"eval_accuracy": 0.5}')
@@ -1185,8 +1409,11 @@ def model_folder(tmp_path_factory):
 def _relabelled_as_bert_with_code(folder) -> None:
     """A folder that says `model_type: bert` but carries its own code and an `auto_map` naming it."""
     config = json.loads((folder / "config.json").read_text())
-    config.update(model_type="bert", architectures=["BertForSequenceClassification"],
-                  auto_map={"AutoModelForSequenceClassification": "modeling_custom.CustomBert"})
+    config.update(
+        model_type="bert",
+        architectures=["BertForSequenceClassification"],
+        auto_map={"AutoModelForSequenceClassification": "modeling_custom.CustomBert"},
+    )
     for name in ("layer_norm_position", "final_layer_norm", "mlm_head_transform", "unpad_inputs", "sparse_prediction"):
         config.pop(name, None)
     (folder / "config.json").write_text(json.dumps(config))
@@ -1204,41 +1431,100 @@ CODE = ["configuration_minibert.py", "modeling_minibert.py", "checks_minibert.py
 # one warning line), or the refusal instead ({folder}: the folder pushed))
 PUBLISHING = [
     ("a-script", {"run.sh": "python train.py\n", "train.py": "print()\n"}, {}, CODE, ["run.sh", "train.py"], None),
-    ("bytecode", {"__pycache__/modeling_minibert.cpython-311.pyc": b"\0"}, {}, CODE,
-     ["__pycache__/modeling_minibert.cpython-311.pyc"], None),
-    ("notes", {"notes/todo.txt": "ask Bob\n", "data/train.csv": "a,b\n"}, {}, ["all_results.json"],
-     ["data/train.csv", "notes/todo.txt"], None),
+    (
+        "bytecode",
+        {"__pycache__/modeling_minibert.cpython-311.pyc": b"\0"},
+        {},
+        CODE,
+        ["__pycache__/modeling_minibert.cpython-311.pyc"],
+        None,
+    ),
+    (
+        "notes",
+        {"notes/todo.txt": "ask Bob\n", "data/train.csv": "a,b\n"},
+        {},
+        ["all_results.json"],
+        ["data/train.csv", "notes/todo.txt"],
+        None,
+    ),
     ("bert-format-has-no-code", {}, {"format": "bert"}, ["config.json", "model.safetensors", "vocab.txt"], [], None),
-    ("bert-format-script-and-bytecode", {"run.sh": "", "__pycache__/x.pyc": b"\0"}, {"format": "bert"},
-     ["all_results.json"], ["__pycache__/x.pyc", "run.sh"], None),
-    ("bert-labelled-folder-with-code", _relabelled_as_bert_with_code, {"format": "bert"}, ["config.json"],
-     CODE, None),  # modeling_custom.py, which its auto_map names, is replaced; the files nothing names are left out
+    (
+        "bert-format-script-and-bytecode",
+        {"run.sh": "", "__pycache__/x.pyc": b"\0"},
+        {"format": "bert"},
+        ["all_results.json"],
+        ["__pycache__/x.pyc", "run.sh"],
+        None,
+    ),
+    (
+        "bert-labelled-folder-with-code",
+        _relabelled_as_bert_with_code,
+        {"format": "bert"},
+        ["config.json"],
+        CODE,
+        None,
+    ),  # modeling_custom.py, which its auto_map names, is replaced; the files nothing names are left out
     ("pickle-not-asked", {"extra.pt": b"pickle"}, {}, None, None, r"holds pickle files \(extra.pt\)"),
     ("pickle-asked", {"extra.pt": b"pickle"}, {"allow_pickle": True}, ["extra.pt", *CODE], [], None),
-    ("pickle-in-bert-format", {"extra.pt": b"pickle"}, {"format": "bert", "allow_pickle": True}, ["model.safetensors"],
-     ["extra.pt"], None),
-    ("token-in-a-tensorboard-run-name", {f"runs/{TOKEN}/events.out.tfevents.1.host": b"tb"}, {}, None, None,
-     r"a file name in .*clf contains your Hub token: it would be published \(runs/hf_\*\*\*/events"),
-    ("token-in-a-plot-name", {f"curves-{TOKEN}.png": b"png"}, {"format": "bert"}, None, None,
-     r"a file name in .*clf contains your Hub token: it would be published \(curves-hf_\*\*\*.png\)"),
-    ("token-in-a-results-file-bert-format", {"eval_results.json": f'{{"note": "{TOKEN}"}}'}, {"format": "bert"},
-     None, None, r"^{folder}/eval_results.json contains your Hub token"),  # the user's file, not a temporary copy
-    ("token-in-a-label", lambda f: _label(f, TOKEN), {"format": "bert"}, None, None,
-     r"^{folder}/config.json \(its BERT-format copy\) contains your Hub token"),
+    (
+        "pickle-in-bert-format",
+        {"extra.pt": b"pickle"},
+        {"format": "bert", "allow_pickle": True},
+        ["model.safetensors"],
+        ["extra.pt"],
+        None,
+    ),
+    (
+        "token-in-a-tensorboard-run-name",
+        {f"runs/{TOKEN}/events.out.tfevents.1.host": b"tb"},
+        {},
+        None,
+        None,
+        r"a file name in .*clf contains your Hub token: it would be published \(runs/hf_\*\*\*/events",
+    ),
+    (
+        "token-in-a-plot-name",
+        {f"curves-{TOKEN}.png": b"png"},
+        {"format": "bert"},
+        None,
+        None,
+        r"a file name in .*clf contains your Hub token: it would be published \(curves-hf_\*\*\*.png\)",
+    ),
+    (
+        "token-in-a-results-file-bert-format",
+        {"eval_results.json": f'{{"note": "{TOKEN}"}}'},
+        {"format": "bert"},
+        None,
+        None,
+        r"^{folder}/eval_results.json contains your Hub token",
+    ),  # the user's file, not a temporary copy
+    (
+        "token-in-a-label",
+        lambda f: _label(f, TOKEN),
+        {"format": "bert"},
+        None,
+        None,
+        r"^{folder}/config.json \(its BERT-format copy\) contains your Hub token",
+    ),
     ("token-in-a-name-left-out", {f"notes-{TOKEN}.txt": "x"}, {}, CODE, ["notes-hf_***.txt"], None),
 ]
 
 
 @pytest.mark.parametrize("name,change,options,published,left_out,refusal", PUBLISHING, ids=[r[0] for r in PUBLISHING])
 def test_a_push_publishes_only_a_model_repository_and_never_the_token(
-        hub, model_folder, tmp_path, monkeypatch, caplog, name, change, options, published, left_out, refusal):
+    hub, model_folder, tmp_path, monkeypatch, caplog, name, change, options, published, left_out, refusal
+):
     import shutil
 
     from huggingface_hub import constants
 
     from modeling_minibert.sharing.push import push_to_hub
 
-    for setting, value in (("HF_HUB_DISABLE_XET", True), ("HF_HUB_OFFLINE", False), ("HF_HUB_DISABLE_TELEMETRY", True)):
+    for setting, value in (
+        ("HF_HUB_DISABLE_XET", True),
+        ("HF_HUB_OFFLINE", False),
+        ("HF_HUB_DISABLE_TELEMETRY", True),
+    ):
         monkeypatch.setattr(constants, setting, value)
     folder = tmp_path / "clf"
     shutil.copytree(model_folder, folder)

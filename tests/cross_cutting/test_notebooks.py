@@ -34,8 +34,14 @@ from tools.readme import command_problem, minibert_commands, notebook_prose, pro
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 # The notebooks there are, with one worker's seconds for each (pytest --durations, fresh clone, 2 workers), which
 # only orders the suite: the longest start first, each on a worker of its own (tests/conftest.py).
-SECONDS = {"01_architecture": 15, "02_tokenizer": 20, "03_pretraining": 61, "04_finetuning": 75, "05_hub": 20,
-           "06_distillation": 280}
+SECONDS = {
+    "01_architecture": 15,
+    "02_tokenizer": 20,
+    "03_pretraining": 61,
+    "04_finetuning": 75,
+    "05_hub": 20,
+    "06_distillation": 280,
+}
 # Hang guards, not speed checks: notebook 06's teacher fine-tuning cell ran past 300 s on a 2-core machine at load
 # 14 (other developers' jobs beside the suite).
 CELL_TIMEOUT = 900  # seconds, per cell
@@ -53,11 +59,15 @@ def kernel_spec_dir(root: Path) -> Path:
     """A `python3` kernel spec that starts this very interpreter (the venv's), whatever else is installed."""
     spec = root / "kernels" / "python3"
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (test)",
-        "language": "python",
-    }))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "Python 3 (test)",
+                "language": "python",
+            }
+        )
+    )
     return root
 
 
@@ -90,7 +100,7 @@ def rendered(nb: nbformat.NotebookNode, tmp_path: Path) -> nbformat.NotebookNode
             for key in ("text", "data"):
                 if key not in output:
                     continue
-                for mime, value in (output[key].items() if key == "data" else [(None, output.text)]):
+                for mime, value in output[key].items() if key == "data" else [(None, output.text)]:
                     if mime is not None and not mime.startswith("text/"):
                         continue
                     for old, new in replacements:
@@ -110,23 +120,30 @@ def test_notebooks_are_committed_without_outputs(path: Path):
     nb = nbformat.read(path, as_version=4)
     code_cells = [cell for cell in nb.cells if cell.cell_type == "code"]
     assert all(cell.outputs == [] and cell.execution_count is None for cell in code_cells), (
-        f"{path.name} is committed with outputs: clear them (jupyter nbconvert --clear-output --inplace)")
+        f"{path.name} is committed with outputs: clear them (jupyter nbconvert --clear-output --inplace)"
+    )
     assert "widgets" not in nb.metadata
 
 
 def test_every_command_the_notebooks_prose_shows_parses():
     """A notebook's Markdown is read as the docs' code is: each complete `minibert` command it shows (a code span of
     a command and its flags, a line of a fenced block) takes its flags as written, so an old spelling fails here."""
-    commands = [(f"{path.name} line {line}", argv) for path in NOTEBOOKS for text in [notebook_prose(path)]
-                for line, argv in [*prose_commands(text), *minibert_commands(text)]]
+    commands = [
+        (f"{path.name} line {line}", argv)
+        for path in NOTEBOOKS
+        for text in [notebook_prose(path)]
+        for line, argv in [*prose_commands(text), *minibert_commands(text)]
+    ]
     assert any(argv[:2] == ["push", "--model_name_or_path"] for _, argv in commands), commands
     assert [f"{where}: {problem}" for where, argv in commands if (problem := command_problem(argv))] == []
 
 
 def test_the_prose_check_reads_commands_and_refuses_an_old_spelling():
     """The spelling notebook 05 once showed is refused; a command's name, or a flag named with it, is no command."""
-    text = ("Push with `minibert push FOLDER\nREPO_ID`; `minibert finetune` and `minibert pretrain\n"
-            "--teacher_model_name_or_path` are words.\n```bash\n.venv/bin/minibert x `minibert y --z w`\n```\n")
+    text = (
+        "Push with `minibert push FOLDER\nREPO_ID`; `minibert finetune` and `minibert pretrain\n"
+        "--teacher_model_name_or_path` are words.\n```bash\n.venv/bin/minibert x `minibert y --z w`\n```\n"
+    )
     assert prose_commands(text) == [(1, ["push", "FOLDER", "REPO_ID"])]
     assert command_problem(["push", "FOLDER", "REPO_ID"]).startswith("`minibert push FOLDER REPO_ID` does not parse")
 
@@ -137,7 +154,11 @@ def test_the_notebooks_stay_small():
 
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize(
-    "path", [pytest.param(path, marks=pytest.mark.slow(seconds=SECONDS.get(path.stem, 60)), id=path.stem) for path in NOTEBOOKS]
+    "path",
+    [
+        pytest.param(path, marks=pytest.mark.slow(seconds=SECONDS.get(path.stem, 60)), id=path.stem)
+        for path in NOTEBOOKS
+    ],
 )
 def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     nb = nbformat.read(path, as_version=4)
@@ -178,8 +199,17 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert any(tmpdir.iterdir()) or path.name.startswith("01_"), "the notebook wrote nothing to its temporary folder"
     nb.cells.pop(0)  # AS_A_USER_OPENS_IT
     shown = rendered(nb, tmp_path)
-    assert not MACHINE_PATH.search(json.dumps([o for c in shown.cells if c.cell_type == "code" for o in c.outputs
-                                               if "image/png" not in o.get("data", {})]))
+    assert not MACHINE_PATH.search(
+        json.dumps(
+            [
+                o
+                for c in shown.cells
+                if c.cell_type == "code"
+                for o in c.outputs
+                if "image/png" not in o.get("data", {})
+            ]
+        )
+    )
     RENDERED.mkdir(parents=True, exist_ok=True)
     staged = RENDERED / f".{path.name}.partial"
     nbformat.write(shown, staged)

@@ -38,7 +38,7 @@ from tools.readme import README, blocks, command_problem, minibert_commands, run
 # written: its results are the examples' (`EXAMPLE_FLOORS`).
 SHORTEN = {
     "minibert pretrain": "--max_steps 4 --eval_steps 4 --save_steps 2 --logging_steps 1 --per_device_train_batch_size 8 "
-                         "--dupe_factor 1",
+    "--dupe_factor 1",
     "minibert distill": "--max_steps 2 --per_device_train_batch_size 8",
 }
 # The README's first block pretrains the model every later example starts from (`minibert-pretrained/`); the test
@@ -58,9 +58,12 @@ EXAMPLE_FLOORS = {
 # What the pipeline blocks print for their three examples: the sentiment, every entity, the answer.
 PIPELINE_SHOWS = (
     "'label': 'positive'",
-    "'entity_group': 'PER', 'score'", "'word': 'ana'",
-    "'entity_group': 'ORG', 'score'", "'word': 'acme'",
-    "'entity_group': 'LOC', 'score'", "'word': 'lisbon'",
+    "'entity_group': 'PER', 'score'",
+    "'word': 'ana'",
+    "'entity_group': 'ORG', 'score'",
+    "'word': 'acme'",
+    "'entity_group': 'LOC', 'score'",
+    "'word': 'lisbon'",
     "'answer': 'Oslo'}",
 )
 README_LINES = 250  # what it is, the fresh-machine commands, one short example per job, the results, links
@@ -129,7 +132,9 @@ def fresh_venv(root: Path) -> Path:
     for extra in extras["options.extras_require"]:
         try:
             links[extra] = {k: str(v) for k, v in distribution_links(extra).items()}
-        except metadata.PackageNotFoundError:  # an extra the dev setup leaves out (openvino): the venv's pip refuses it
+        except (
+            metadata.PackageNotFoundError
+        ):  # an extra the dev setup leaves out (openvino): the venv's pip refuses it
             continue
     (venv / "extras.json").write_text(json.dumps(links))
     (venv / "pip.py").write_text(PIP)
@@ -137,7 +142,9 @@ def fresh_venv(root: Path) -> Path:
     for name, command in LAUNCHERS.items():
         launcher = venv / "bin" / name
         variables = {"VENV": venv, "SITE": venv / SITE, "PYTHON": sys.executable}
-        launcher.write_text("#!/bin/sh\n" + "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in variables.items()) + command + "\n")
+        launcher.write_text(
+            "#!/bin/sh\n" + "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in variables.items()) + command + "\n"
+        )
         launcher.chmod(0o755)
     return venv
 
@@ -174,9 +181,16 @@ def test_the_readme_venv_is_the_train_install(fresh_copy: Path):
 @pytest.mark.timeout(2400)
 def test_readme_and_docs_blocks_run_as_pasted(fresh_copy: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PYTHONPATH"))}
-    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(fresh_copy.parent / "hf-home"), TOKENIZERS_PARALLELISM="false", MPLBACKEND="Agg")
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HF_HOME=str(fresh_copy.parent / "hf-home"),
+        TOKENIZERS_PARALLELISM="false",
+        MPLBACKEND="Agg",
+    )
     first = blocks(readme())[0]
-    assert first.skip and QUICK_START.strip() in first.code, "the README's first block no longer runs `minibert pretrain`"
+    assert first.skip and QUICK_START.strip() in first.code, (
+        "the README's first block no longer runs `minibert pretrain`"
+    )
     ran, printed = {QUICK_START}, ""
     run_block(fresh_copy, env, "bash", QUICK_START, "README line 1 (its first block's pretraining)")
     for document in runnable_documents():
@@ -218,32 +232,69 @@ def assert_examples_work(root: Path, printed: str) -> None:
 
 def unignored_new_files(root: Path) -> list[str]:
     """Files under `root` that are neither tracked nor ignored by the repository's .gitignore (the venv aside)."""
-    tracked = set(subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split("\n"))
+    tracked = set(
+        subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split("\n")
+    )
     new = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if Path(folder, d) != root / ".venv"]
         new += [name for name in (str(Path(folder, f).relative_to(root)) for f in files) if name not in tracked]
-    check = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=REPO, input="\n".join(new), capture_output=True, text=True)
+    check = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin"],
+        cwd=REPO,
+        input="\n".join(new),
+        capture_output=True,
+        text=True,
+    )
     return sorted(set(new) - set(check.stdout.split("\n")))
 
 
 def test_every_minibert_command_shown_parses():
     """The long runs the documents show but the tests cannot run (skipped blocks, ```text recipes) still take their
     flags as written: a required flag left out or an option renamed fails here, not on a user's machine."""
-    commands = [(f"{name(d)} line {line}", argv) for d in runnable_documents()
-                for line, argv in minibert_commands(d.read_text(encoding="utf-8"))]
-    assert len(commands) >= 20 and {argv[0] for _, argv in commands} >= {"pretrain", "finetune", "distill", "fill-mask",
-                                                                          "train-tokenizer", "convert-bert", "export-onnx"}
+    commands = [
+        (f"{name(d)} line {line}", argv)
+        for d in runnable_documents()
+        for line, argv in minibert_commands(d.read_text(encoding="utf-8"))
+    ]
+    assert len(commands) >= 20 and {argv[0] for _, argv in commands} >= {
+        "pretrain",
+        "finetune",
+        "distill",
+        "fill-mask",
+        "train-tokenizer",
+        "convert-bert",
+        "export-onnx",
+    }
     problems = [f"{where}: {problem}" for where, argv in commands if (problem := command_problem(argv))]
     assert problems == []
 
 
 def test_a_command_with_a_renamed_flag_or_without_a_required_one_is_caught():
-    assert command_problem(["finetune", "--task", "sequence-classification", "--model_name_or_path", "m",
-                            "--train_file", "t.csv", "--output_dir", "o"]) is None
-    assert command_problem(["finetune", "--epochs", "3"]) == ("`minibert finetune --epochs 3` does not parse: unrecognized "
-                                                              "arguments: --epochs 3 (see minibert finetune --help)")
-    assert command_problem(["finetune", "--model_name_or_path", "m"]) == "`minibert finetune --model_name_or_path m` lacks ['--task']"
+    assert (
+        command_problem(
+            [
+                "finetune",
+                "--task",
+                "sequence-classification",
+                "--model_name_or_path",
+                "m",
+                "--train_file",
+                "t.csv",
+                "--output_dir",
+                "o",
+            ]
+        )
+        is None
+    )
+    assert command_problem(["finetune", "--epochs", "3"]) == (
+        "`minibert finetune --epochs 3` does not parse: unrecognized "
+        "arguments: --epochs 3 (see minibert finetune --help)"
+    )
+    assert (
+        command_problem(["finetune", "--model_name_or_path", "m"])
+        == "`minibert finetune --model_name_or_path m` lacks ['--task']"
+    )
 
 
 def test_the_readme_states_no_test_count_or_suite_time():
@@ -254,7 +305,9 @@ def test_the_readme_states_no_test_count_or_suite_time():
 
 
 def test_only_the_setup_and_long_runs_are_skipped():
-    skipped = [block.skip for d in runnable_documents() for block in blocks(d.read_text(encoding="utf-8")) if block.skip]
+    skipped = [
+        block.skip for d in runnable_documents() for block in blocks(d.read_text(encoding="utf-8")) if block.skip
+    ]
     assert skipped and all(len(reason) > 10 for reason in skipped), skipped
 
 

@@ -29,8 +29,10 @@ def batch(folder: Path) -> dict:
     return AutoTokenizer.from_pretrained(folder)(EXPECTED["texts"], padding=True, return_tensors="pt")
 
 
-@pytest.mark.parametrize("folder, key", [("pretrained", "pretrained_mlm_logits_sum"),
-                                         ("pretrained/checkpoint-4", "checkpoint-4_mlm_logits_sum")])
+@pytest.mark.parametrize(
+    "folder, key",
+    [("pretrained", "pretrained_mlm_logits_sum"), ("pretrained/checkpoint-4", "checkpoint-4_mlm_logits_sum")],
+)
 def test_a_pretraining_run_and_its_checkpoint_load_as_masked_lms(saved, folder, key):
     model = AutoModelForMaskedLM.from_pretrained(saved / folder).eval()
     with torch.no_grad():
@@ -58,4 +60,6 @@ def test_a_sentence_transformers_folder_encodes_as_it_did(saved):
     from sentence_transformers import SentenceTransformer
 
     embeddings = SentenceTransformer(str(saved / "embedder"), device="cpu").encode(EXPECTED["texts"])
-    torch.testing.assert_close(torch.tensor(embeddings), torch.tensor(EXPECTED["embedder_embeddings"]), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(
+        torch.tensor(embeddings), torch.tensor(EXPECTED["embedder_embeddings"]), atol=1e-5, rtol=1e-4
+    )

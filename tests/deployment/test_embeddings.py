@@ -37,7 +37,9 @@ SENTENCES = [" ".join([NOUNS[i % 10], VERBS[i % 8]] * (1 + i % 13)) for i in ran
 
 
 def tiny_tokenizer():
-    return train_tokenizer(train_data=SENTENCES * 3, vocab_size=100, disable_tqdm=True, model_max_length=TINY["max_position_embeddings"])
+    return train_tokenizer(
+        train_data=SENTENCES * 3, vocab_size=100, disable_tqdm=True, model_max_length=TINY["max_position_embeddings"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -183,13 +185,35 @@ def unlabelled(tmp_path_factory) -> dict[str, Path]:
 def distilled(minibert_folder, teacher_folder, unlabelled, tmp_path_factory) -> tuple[Path, str]:
     """One run of the command, as a user types it (32-wide student, 48-wide teacher: a projection is learned)."""
     output = tmp_path_factory.mktemp("run") / "embedder"
-    code = main([
-        "distill", "--task", "embedding", "--teacher_model_name_or_path", str(teacher_folder),
-        "--model_name_or_path", str(minibert_folder), "--train_file", str(unlabelled["train"]),
-        "--validation_file", str(unlabelled["validation"]), "--output_dir", str(output),
-        "--num_train_epochs", "6", "--learning_rate", "3e-3", "--per_device_train_batch_size", "16",
-        "--logging_steps", "2", "--disable_tqdm", "true", "--report_to", "none",
-    ])
+    code = main(
+        [
+            "distill",
+            "--task",
+            "embedding",
+            "--teacher_model_name_or_path",
+            str(teacher_folder),
+            "--model_name_or_path",
+            str(minibert_folder),
+            "--train_file",
+            str(unlabelled["train"]),
+            "--validation_file",
+            str(unlabelled["validation"]),
+            "--output_dir",
+            str(output),
+            "--num_train_epochs",
+            "6",
+            "--learning_rate",
+            "3e-3",
+            "--per_device_train_batch_size",
+            "16",
+            "--logging_steps",
+            "2",
+            "--disable_tqdm",
+            "true",
+            "--report_to",
+            "none",
+        ]
+    )
     assert code == 0
     return output
 
@@ -215,7 +239,13 @@ def test_distilled_student_moves_toward_the_teacher(distilled, minibert_folder, 
     assert {"eval_loss", "train_loss"} <= set(results)
     # Before distillation (a random projection into the teacher's space) the student was far from the teacher.
     untrained = torch.nn.Linear(TINY["hidden_size"], 48)
-    before = encode(MiniBertModel.from_pretrained(minibert_folder), tiny_tokenizer(), held_out, projection=untrained, normalize=True)
+    before = encode(
+        MiniBertModel.from_pretrained(minibert_folder),
+        tiny_tokenizer(),
+        held_out,
+        projection=untrained,
+        normalize=True,
+    )
     assert cosine > torch.nn.functional.cosine_similarity(before, teacher).mean().item() + 0.2
 
 
@@ -227,7 +257,9 @@ def test_distilled_folder_is_a_sentence_transformers_model(distilled):
     got = torch.from_numpy(st.encode(SENTENCES))
     assert got.shape == (len(SENTENCES), 48)
     dense = st[2].linear
-    expected = encode(MiniBertModel.from_pretrained(distilled), tiny_tokenizer(), SENTENCES, projection=dense, normalize=True)
+    expected = encode(
+        MiniBertModel.from_pretrained(distilled), tiny_tokenizer(), SENTENCES, projection=dense, normalize=True
+    )
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
     assert not list(distilled.glob("checkpoint-*")) and (distilled / "README.md").is_file()
 
@@ -236,17 +268,28 @@ def test_distilled_folder_is_a_sentence_transformers_model(distilled):
     "options, error, message",
     [
         ({"temperature": 3.0}, ValueError, "temperature=3.0 does not apply to task='embedding'"),
-        ({"early_stopping_patience": 3}, ValueError, r"early_stopping_patience=3 does not apply to task='embedding' \(it trains --num_train_epochs\)"),
+        (
+            {"early_stopping_patience": 3},
+            ValueError,
+            r"early_stopping_patience=3 does not apply to task='embedding' \(it trains --num_train_epochs\)",
+        ),
         ({"train_file": "texts.csv"}, ValueError, "train_file='texts.csv': task='embedding' reads unlabelled text"),
         ({"teacher_model_name_or_path": "nowhere"}, FileNotFoundError, "teacher nowhere is not a folder"),
         ({"teacher_model_name_or_path": None}, ValueError, "teacher_model_name_or_path is required"),
     ],
 )
-def test_bad_embedding_options_fail_before_any_work(minibert_folder, teacher_folder, unlabelled, tmp_path, options, error, message):
+def test_bad_embedding_options_fail_before_any_work(
+    minibert_folder, teacher_folder, unlabelled, tmp_path, options, error, message
+):
     from modeling_minibert.training.distillation.flow import distill
 
-    base = dict(task="embedding", teacher_model_name_or_path=str(teacher_folder), model_name_or_path=str(minibert_folder),
-                train_file=str(unlabelled["train"]), output_dir=str(tmp_path / "out"))
+    base = dict(
+        task="embedding",
+        teacher_model_name_or_path=str(teacher_folder),
+        model_name_or_path=str(minibert_folder),
+        train_file=str(unlabelled["train"]),
+        output_dir=str(tmp_path / "out"),
+    )
     with pytest.raises(error, match=message):
         distill(**{**base, **options}, show_progress=False)
     assert not (tmp_path / "out").exists()
@@ -256,16 +299,26 @@ def test_a_teacher_without_sentence_transformers_files_is_refused(minibert_folde
     from modeling_minibert.training.distillation.flow import distill
 
     with pytest.raises(FileNotFoundError, match="has no modules.json: not a sentence-transformers folder"):
-        distill(task="embedding", teacher_model_name_or_path=str(tmp_path), model_name_or_path=str(minibert_folder),
-                train_file=str(unlabelled["train"]), output_dir=str(tmp_path / "out"), show_progress=False)
+        distill(
+            task="embedding",
+            teacher_model_name_or_path=str(tmp_path),
+            model_name_or_path=str(minibert_folder),
+            train_file=str(unlabelled["train"]),
+            output_dir=str(tmp_path / "out"),
+            show_progress=False,
+        )
 
 
 def test_finetune_refuses_the_embedding_task(minibert_folder, unlabelled, tmp_path):
     from modeling_minibert.training.finetuning import finetune
 
     with pytest.raises(ValueError, match=r"unknown task 'embedding'; choose one of \['sequence-classification'"):
-        finetune(task="embedding", model_name_or_path=minibert_folder, train_file=str(unlabelled["train"]),
-                 output_dir=tmp_path / "out")
+        finetune(
+            task="embedding",
+            model_name_or_path=minibert_folder,
+            train_file=str(unlabelled["train"]),
+            output_dir=tmp_path / "out",
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -285,9 +338,30 @@ def test_without_a_student_one_is_made_from_the_teacher(teacher_folder, unlabell
     torch.testing.assert_close(torch.cdist(projected, projected), torch.cdist(words, words), atol=1e-3, rtol=1e-3)
 
     output = tmp_path / "embedder"
-    assert main(["distill", "--task", "embedding", "--teacher_model_name_or_path", str(teacher_folder),
-                 "--train_file", str(unlabelled["train"]), "--output_dir", str(output), "--max_steps", "2",
-                 "--logging_steps", "1", "--disable_tqdm", "true", "--report_to", "none"]) == 0
+    assert (
+        main(
+            [
+                "distill",
+                "--task",
+                "embedding",
+                "--teacher_model_name_or_path",
+                str(teacher_folder),
+                "--train_file",
+                str(unlabelled["train"]),
+                "--output_dir",
+                str(output),
+                "--max_steps",
+                "2",
+                "--logging_steps",
+                "1",
+                "--disable_tqdm",
+                "true",
+                "--report_to",
+                "none",
+            ]
+        )
+        == 0
+    )
     state = json.loads((output / "trainer_state.json").read_text())
     # Rising by 5e-4 / 20 a step: the recipe's rate and warmup reached Trainer.
     rates = [entry["learning_rate"] for entry in state["log_history"] if "learning_rate" in entry]
@@ -313,8 +387,9 @@ def nan_copy(folder: Path, into: Path) -> Path:
 
 
 @pytest.mark.parametrize("with_student", [True, False], ids=["embedding-the-texts", "making-the-student"])
-def test_a_teacher_with_a_nan_weight_is_refused_before_training(minibert_folder, teacher_folder, unlabelled, tmp_path,
-                                                                with_student):
+def test_a_teacher_with_a_nan_weight_is_refused_before_training(
+    minibert_folder, teacher_folder, unlabelled, tmp_path, with_student
+):
     """It gave an all-NaN student, saved with exit 0 (the class: tests/cross_cutting/test_faults.py, TestNoNonFiniteSuccess)."""
     from modeling_minibert.training.distillation.flow import distill
     from modeling_minibert.utils.finite import NonFiniteError
@@ -322,11 +397,20 @@ def test_a_teacher_with_a_nan_weight_is_refused_before_training(minibert_folder,
     teacher = nan_copy(teacher_folder, tmp_path / "teacher")
     step = "embedding the texts with the teacher" if with_student else "making the student from the teacher"
     student = {"model_name_or_path": str(minibert_folder)} if with_student else {}
-    with pytest.raises(NonFiniteError, match=rf"^{step}: the teacher {teacher} has non-finite weights \(1 of \d+ "
-                                             r"tensors, the first: [\w.]+query.weight\): a non-finite teacher cannot "
-                                             r"teach; fix it or fine-tune it again \(nothing was trained\)$"):
-        distill(task="embedding", teacher_model_name_or_path=str(teacher), train_file=str(unlabelled["train"]),
-                output_dir=str(tmp_path / "out"), show_progress=False, **student)
+    with pytest.raises(
+        NonFiniteError,
+        match=rf"^{step}: the teacher {teacher} has non-finite weights \(1 of \d+ "
+        r"tensors, the first: [\w.]+query.weight\): a non-finite teacher cannot "
+        r"teach; fix it or fine-tune it again \(nothing was trained\)$",
+    ):
+        distill(
+            task="embedding",
+            teacher_model_name_or_path=str(teacher),
+            train_file=str(unlabelled["train"]),
+            output_dir=str(tmp_path / "out"),
+            show_progress=False,
+            **student,
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -334,9 +418,22 @@ def test_a_diverging_embedding_student_is_not_saved(minibert_folder, teacher_fol
     from modeling_minibert.training.distillation.flow import distill
     from modeling_minibert.utils.finite import NonFiniteError
 
-    with pytest.raises(NonFiniteError, match=r"^the (weights are not finite|\w+ loss is (nan|inf)) at step \d+.*: the "
-                                             r"learning rate 1e\+12 is likely too high"):
-        distill(task="embedding", teacher_model_name_or_path=str(teacher_folder), model_name_or_path=str(minibert_folder),
-                train_file=str(unlabelled["train"]), output_dir=str(tmp_path / "out"), show_progress=False,
-                learning_rate=1e12, max_steps=6, warmup_steps=0, logging_steps=1, save_strategy="no")
+    with pytest.raises(
+        NonFiniteError,
+        match=r"^the (weights are not finite|\w+ loss is (nan|inf)) at step \d+.*: the "
+        r"learning rate 1e\+12 is likely too high",
+    ):
+        distill(
+            task="embedding",
+            teacher_model_name_or_path=str(teacher_folder),
+            model_name_or_path=str(minibert_folder),
+            train_file=str(unlabelled["train"]),
+            output_dir=str(tmp_path / "out"),
+            show_progress=False,
+            learning_rate=1e12,
+            max_steps=6,
+            warmup_steps=0,
+            logging_steps=1,
+            save_strategy="no",
+        )
     assert not (tmp_path / "out").exists()

@@ -46,7 +46,9 @@ def test_pretraining_heads_export_and_match_pytorch_on_new_shapes(folder, tmp_pa
     model = MiniBertForPreTraining.from_pretrained(folder, unpad_inputs=False).eval()
     for batch_size, seq_len in ((1, 5), (4, TINY["max_position_embeddings"])):
         ids, mask, types = example_inputs(model.config, batch_size, seq_len, None, seed=batch_size)
-        got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "token_type_ids": types.numpy()})
+        got = session.run(
+            None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "token_type_ids": types.numpy()}
+        )
         with torch.no_grad():
             expected = model(ids, attention_mask=mask, token_type_ids=types)
         torch.testing.assert_close(torch.from_numpy(got[0]), expected.prediction_logits, atol=1e-4, rtol=1e-4)
@@ -56,7 +58,11 @@ def test_pretraining_heads_export_and_match_pytorch_on_new_shapes(folder, tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     # BERT's config (the default Mini-BERT is BERT): tools that know BERT read the folder without any code.
     config = json.loads((out / "config.json").read_text())
-    assert (config["model_type"], config["architectures"], config.get("auto_map")) == ("bert", ["BertForPreTraining"], None)
+    assert (config["model_type"], config["architectures"], config.get("auto_map")) == (
+        "bert",
+        ["BertForPreTraining"],
+        None,
+    )
 
 
 def test_a_variant_bert_cannot_hold_keeps_its_config_without_code_references(tmp_path):
@@ -75,8 +81,12 @@ def test_the_folder_carries_the_tokenizer_and_labels_to_serve_with(classifier_fo
     from tokenization import train_tokenizer
 
     source = tmp_path / "with-tokenizer"
-    train_tokenizer(train_data=["a small corpus of words", "and a few more words"], vocab_size=40, output_dir=source,
-                    disable_tqdm=True)
+    train_tokenizer(
+        train_data=["a small corpus of words", "and a few more words"],
+        vocab_size=40,
+        output_dir=source,
+        disable_tqdm=True,
+    )
     MiniBertForSequenceClassification.from_pretrained(classifier_folder).save_pretrained(source)
     out = export_onnx(source, tmp_path / "onnx", verify=False)
     assert {"model.onnx", "config.json", "tokenizer.json", "vocab.txt"} <= {p.name for p in out.iterdir()}
@@ -92,8 +102,20 @@ def test_cli_exports_the_base_model(folder, tmp_path, capfd):
     """On success: what it wrote, and how its check against PyTorch came out; nothing else of any library (the
     exporter's registry, its deprecations, transformers' bars), at the file descriptor where they write."""
     capfd.readouterr()
-    assert cli_main(["export-onnx", "--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "base"),
-                     "--head", "MiniBertModel"]) == 0
+    assert (
+        cli_main(
+            [
+                "export-onnx",
+                "--model_name_or_path",
+                str(folder),
+                "--output_dir",
+                str(tmp_path / "base"),
+                "--head",
+                "MiniBertModel",
+            ]
+        )
+        == 0
+    )
     out, err = capfd.readouterr()
     said = re.fullmatch(f"wrote {re.escape(str(tmp_path / 'base'))}\n" + CHECKED.format("model.onnx", "1e-04"), out)
     assert said is not None, out
@@ -107,11 +129,26 @@ def test_cli_int8_export_says_its_check_and_keeps_onnxruntimes_advice_out(classi
     """The quantizer's advice on image models goes through the root logger: neither shown nor left configured."""
     handlers = list(logging.getLogger().handlers)
     capfd.readouterr()
-    assert cli_main(["export-onnx", "--model_name_or_path", str(classifier_folder), "--output_dir", str(tmp_path / "int8"),
-                     "--quantize", "int8"]) == 0
+    assert (
+        cli_main(
+            [
+                "export-onnx",
+                "--model_name_or_path",
+                str(classifier_folder),
+                "--output_dir",
+                str(tmp_path / "int8"),
+                "--quantize",
+                "int8",
+            ]
+        )
+        == 0
+    )
     out, err = capfd.readouterr()
-    assert re.fullmatch(f"wrote {re.escape(str(tmp_path / 'int8'))}\n"
-                        + CHECKED.format("model_quantized.onnx", "10% of the outputs' largest value"), out), out
+    assert re.fullmatch(
+        f"wrote {re.escape(str(tmp_path / 'int8'))}\n"
+        + CHECKED.format("model_quantized.onnx", "10% of the outputs' largest value"),
+        out,
+    ), out
     assert err == "" and logging.getLogger().handlers == handlers
 
 
@@ -174,14 +211,17 @@ def test_overwrite_replaces_an_existing_folder(folder, tmp_path):
     export_onnx(folder, existing, head="MiniBertModel", verify=False, overwrite_output_dir=True)
     assert not (existing / "old.txt").exists()
     assert [o.name for o in onnxruntime.InferenceSession(str(existing / "model.onnx")).get_outputs()] == [
-        "last_hidden_state", "pooler_output",
+        "last_hidden_state",
+        "pooler_output",
     ]
 
 
 def test_folder_without_weights_or_missing_is_one_line(folder, tmp_path, capsys):
     empty = assert_missing_weights_refused(folder, tmp_path, lambda source: export_onnx(source, tmp_path / "out"))
     for source in (empty, tmp_path / "nowhere"):
-        assert cli_main(["export-onnx", "--model_name_or_path", str(source), "--output_dir", str(tmp_path / "out")]) == 2
+        assert (
+            cli_main(["export-onnx", "--model_name_or_path", str(source), "--output_dir", str(tmp_path / "out")]) == 2
+        )
         err = capsys.readouterr().err
         assert err.startswith("minibert export-onnx: error: ") and err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["no-weights"]  # nothing written, no staging left
@@ -223,8 +263,16 @@ def test_optimized_export_fuses_and_matches_pytorch_in_length_buckets(folder, tm
     session = LengthBucketedSession(path, threads=1, step=16)
     wide = [np.pad(t.numpy(), ((0, 0), (0, 6))) for t in (ids, mask, types)]
     assert np.array_equal(session.run(*wide)[1], pooled)
-    for bad, message in (((wide[0] + 120,) + tuple(wide[1:]), r"^input_ids contains \d+, outside the graph's embeddings \(vocab_size=120: 0 to 119\)$"),
-                         ((wide[0], np.ones_like(wide[1]), wide[2]), r"^row 0 has tokens up to position 30 .*max_position_embeddings=24$")):
+    for bad, message in (
+        (
+            (wide[0] + 120,) + tuple(wide[1:]),
+            r"^input_ids contains \d+, outside the graph's embeddings \(vocab_size=120: 0 to 119\)$",
+        ),
+        (
+            (wide[0], np.ones_like(wide[1]), wide[2]),
+            r"^row 0 has tokens up to position 30 .*max_position_embeddings=24$",
+        ),
+    ):
         with pytest.raises(ValueError, match=message):
             session.run(*bad)
 
@@ -279,7 +327,8 @@ def test_int8_file_runs_in_a_fresh_process_with_onnxruntime_alone(classifier_fol
     path = export_onnx(classifier_folder, tmp_path / "int8", quantize="int8") / "model_quantized.onnx"
     ids, mask, types = (t.numpy() for t in fixture_set(TINY["vocab_size"], rows=4))
     expected = onnxruntime.InferenceSession(str(path)).run(
-        None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
+        None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    )[0]
     printed = run_python(
         "import json, numpy as np, onnxruntime\n"
         f"feed = {{k: np.array(v, dtype=np.int64) for k, v in {json.dumps({'input_ids': ids.tolist(), 'attention_mask': mask.tolist(), 'token_type_ids': types.tolist()})}.items()}}\n"
@@ -296,8 +345,20 @@ def test_unknown_quantize_mode_is_refused_before_any_export_work(folder, tmp_pat
     monkeypatch.setattr(torch.onnx, "export", no_export)
     with pytest.raises(ValueError, match=r"unknown quantize mode 'int4'; choose one of int8, int8-per-tensor"):
         export_onnx(folder, tmp_path / "onnx", quantize="int4")
-    assert cli_main(["export-onnx", "--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "onnx"),
-                     "--quantize", "int4"]) == 2
+    assert (
+        cli_main(
+            [
+                "export-onnx",
+                "--model_name_or_path",
+                str(folder),
+                "--output_dir",
+                str(tmp_path / "onnx"),
+                "--quantize",
+                "int4",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith("minibert export-onnx: error: unknown quantize mode 'int4'") and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
@@ -308,7 +369,8 @@ def test_the_old_positional_form_gets_a_one_line_hint(folder, tmp_path, capsys):
     assert cli_main(["export-onnx", str(folder), str(tmp_path / "model.onnx")]) == 2
     assert capsys.readouterr().err == (
         f"minibert export-onnx: error: {str(folder)!r} has no flag: FOLDER OUTPUT are now --model_name_or_path "
-        "FOLDER --output_dir OUTPUT_DIR\n")
+        "FOLDER --output_dir OUTPUT_DIR\n"
+    )
     argv = ["export-onnx", "--model_name_or_path", str(folder), "--output_dir", str(tmp_path / "x"), "--overwrite"]
     assert cli_main(argv) == 2
     assert capsys.readouterr().err == "minibert export-onnx: error: --overwrite is now --overwrite_output_dir\n"
@@ -328,8 +390,11 @@ print(json.dumps({"logits": model(**batch).logits.tolist(), "labels": model.conf
 """
 
 
-@pytest.mark.skipif(not OPTIMUM_PYTHON.exists(), reason="optimum-onnx's venv .ci/optimum is missing (bash .ci/setup dev "
-                    "makes it; optimum-onnx 0.1.0 needs transformers < 4.58)")
+@pytest.mark.skipif(
+    not OPTIMUM_PYTHON.exists(),
+    reason="optimum-onnx's venv .ci/optimum is missing (bash .ci/setup dev "
+    "makes it; optimum-onnx 0.1.0 needs transformers < 4.58)",
+)
 def test_optimum_serves_the_exported_folder(classifier_folder, tmp_path):
     """The folder is laid out as optimum's own export: its ORTModel and AutoTokenizer load it where this package is
     not installed, without remote code, and give PyTorch's logits and labels."""
@@ -338,18 +403,31 @@ def test_optimum_serves_the_exported_folder(classifier_folder, tmp_path):
     from tokenization import train_tokenizer
 
     source = tmp_path / "classifier"
-    train_tokenizer(train_data=["a small corpus of words", "and a few more words"], vocab_size=40, output_dir=source,
-                    disable_tqdm=True)
+    train_tokenizer(
+        train_data=["a small corpus of words", "and a few more words"],
+        vocab_size=40,
+        output_dir=source,
+        disable_tqdm=True,
+    )
     model = MiniBertForSequenceClassification.from_pretrained(classifier_folder)
     names = [f"label {i}" for i in range(model.config.num_labels)]
     model.config.id2label, model.config.label2id = dict(enumerate(names)), {n: i for i, n in enumerate(names)}
     model.save_pretrained(source)
     out = export_onnx(source, tmp_path / "onnx")
-    result = subprocess.run([str(OPTIMUM_PYTHON), "-c", OPTIMUM_SERVE, str(out)], env=clean_env(), cwd=tmp_path,
-                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [str(OPTIMUM_PYTHON), "-c", OPTIMUM_SERVE, str(out)],
+        env=clean_env(),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     served = json.loads(result.stdout.strip().splitlines()[-1])
-    batch = AutoTokenizer.from_pretrained(source)(["a small corpus of words", "more words"], padding=True, return_tensors="pt")
+    batch = AutoTokenizer.from_pretrained(source)(
+        ["a small corpus of words", "more words"], padding=True, return_tensors="pt"
+    )
     with torch.no_grad():
         expected = model.eval()(**batch).logits
     torch.testing.assert_close(torch.tensor(served["logits"]), expected, atol=1e-4, rtol=0)

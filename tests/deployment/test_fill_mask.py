@@ -27,8 +27,9 @@ def folder(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("model")
     tokenizer = train_tokenizer(train_data=TEXTS, vocab_size=120, disable_tqdm=True)
     torch.manual_seed(0)
-    config = MiniBertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                            intermediate_size=64)
+    config = MiniBertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+    )
     MiniBertForPreTraining(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
@@ -63,7 +64,20 @@ def test_several_masks_give_one_list_each(folder):
 
 
 def test_cli_prints_predictions(folder, capsys):
-    assert cli.main(["fill-mask", "--model_name_or_path", str(folder), "--text", "the company said [MASK] rose.", "--top-k", "3"]) == 0
+    assert (
+        cli.main(
+            [
+                "fill-mask",
+                "--model_name_or_path",
+                str(folder),
+                "--text",
+                "the company said [MASK] rose.",
+                "--top-k",
+                "3",
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.strip().splitlines()
     tokens, scores = expected_top(folder, "the company said [MASK] rose.", 3)
     assert len(lines) == 3
@@ -93,7 +107,9 @@ def test_top_k_beyond_the_vocabulary_is_refused_naming_the_limit(folder, capsys)
     assert len(fill_mask(folder, "a [MASK].", top_k=vocab_size)) == vocab_size  # exactly the limit: fine
     with pytest.raises(ValueError, match=rf"top_k={vocab_size + 1} exceeds the vocabulary size \({vocab_size}\)"):
         fill_mask(folder, "a [MASK].", top_k=vocab_size + 1)
-    assert cli.main(["fill-mask", "--model_name_or_path", str(folder), "--text", "a [MASK].", "--top_k", "100000"]) == 2
+    assert (
+        cli.main(["fill-mask", "--model_name_or_path", str(folder), "--text", "a [MASK].", "--top_k", "100000"]) == 2
+    )
     err = capsys.readouterr().err
     assert err == f"minibert fill-mask: error: top_k=100000 exceeds the vocabulary size ({vocab_size})\n"
 
@@ -105,7 +121,9 @@ def test_a_vocabulary_without_the_mask_token_is_refused(folder, tmp_path):
     (broken / "tokenizer.json").unlink()  # the slow path: vocab.txt is the vocabulary
     lines = (broken / "vocab.txt").read_text().splitlines()
     (broken / "vocab.txt").write_text("\n".join(line for line in lines if line != "[MASK]") + "\n")
-    with pytest.raises(ValueError, match=rf"the vocabulary in .* lacks \[MASK\] \(the tokenizer added it as id {len(lines) - 1}"):
+    with pytest.raises(
+        ValueError, match=rf"the vocabulary in .* lacks \[MASK\] \(the tokenizer added it as id {len(lines) - 1}"
+    ):
         fill_mask(broken, "a [MASK].")
 
 
@@ -118,8 +136,11 @@ def test_weights_without_an_mlm_head_are_refused(folder, tmp_path, capsys):
     classifier = tmp_path / "classifier"
     MiniBertForSequenceClassification(MiniBertConfig.from_pretrained(folder)).save_pretrained(classifier)
     AutoTokenizer.from_pretrained(folder).save_pretrained(classifier)
-    with pytest.raises(ValueError, match=r"holds no masked-LM head \(MiniBertForSequenceClassification weights lack "
-                                         r"cls.predictions.bias"):
+    with pytest.raises(
+        ValueError,
+        match=r"holds no masked-LM head \(MiniBertForSequenceClassification weights lack "
+        r"cls.predictions.bias",
+    ):
         fill_mask(classifier, "a [MASK].")
     capsys.readouterr()  # what saving the classifier printed
     assert cli.main(["fill-mask", "--model_name_or_path", str(classifier), "--text", "a [MASK]."]) == 2
@@ -132,12 +153,18 @@ def test_weights_without_an_mlm_head_are_refused(folder, tmp_path, capsys):
     [
         (lambda f: (f / "config.json").write_text("{oops"), r"config.json is not valid JSON: .*line 1 column 2"),
         (lambda f: (f / "model.safetensors").unlink(), r"holds no model weights \(no model.safetensors\)"),
-        (lambda f: (f / "config.json").write_text(
-            (f / "config.json").read_text().replace('"hidden_size": 32', '"hidden_size": "abc"')),
-         r"MiniBertConfig.hidden_size must be an integer, got 'abc'"),
-        (lambda f: (f / "config.json").write_text(
-            (f / "config.json").read_text().replace('"vocab_size": ', '"vocab_size": 1000')),
-         r"config.json says vocab_size=1000\d+ but the weights in model.safetensors have vocab_size=\d+"),
+        (
+            lambda f: (f / "config.json").write_text(
+                (f / "config.json").read_text().replace('"hidden_size": 32', '"hidden_size": "abc"')
+            ),
+            r"MiniBertConfig.hidden_size must be an integer, got 'abc'",
+        ),
+        (
+            lambda f: (f / "config.json").write_text(
+                (f / "config.json").read_text().replace('"vocab_size": ', '"vocab_size": 1000')
+            ),
+            r"config.json says vocab_size=1000\d+ but the weights in model.safetensors have vocab_size=\d+",
+        ),
     ],
 )
 def test_broken_folders_give_one_line_from_the_cli(folder, tmp_path, capsys, breakage, message):
@@ -153,7 +180,9 @@ def test_a_folder_that_does_not_exist_is_named(tmp_path, capsys):
     with pytest.raises(FileNotFoundError, match=r"model folder .*nowhere does not exist"):
         fill_mask(tmp_path / "nowhere", "a [MASK].")
     assert cli.main(["fill-mask", "--model_name_or_path", str(tmp_path / "nowhere"), "--text", "a [MASK]."]) == 2
-    assert capsys.readouterr().err == f"minibert fill-mask: error: model folder {tmp_path / 'nowhere'} does not exist\n"
+    assert (
+        capsys.readouterr().err == f"minibert fill-mask: error: model folder {tmp_path / 'nowhere'} does not exist\n"
+    )
 
 
 def test_many_texts_give_one_result_each_as_pipelines_do(folder, capsys):
@@ -168,7 +197,9 @@ def test_many_texts_give_one_result_each_as_pipelines_do(folder, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == texts[0] and lines[4] == texts[1] and lines[5] == "[MASK] #1:" and lines[13] == texts[2]
     assert len(lines) == 1 + 3 + 1 + 2 * (1 + 3) + 1 + 3
-    assert [float(line.split()[0]) for line in lines[14:]] == pytest.approx(expected_top(folder, texts[2], 3)[1], abs=1e-4)
+    assert [float(line.split()[0]) for line in lines[14:]] == pytest.approx(
+        expected_top(folder, texts[2], 3)[1], abs=1e-4
+    )
     with pytest.raises(ValueError, match=r"the text must contain \[MASK\], got 'no mask'"):
         fill_mask(folder, [texts[0], "no mask"])
     with pytest.raises(ValueError, match=r"no text given"):
@@ -185,8 +216,11 @@ def test_a_tokenizer_of_another_size_is_refused_naming_the_folder(folder, tmp_pa
     tokenizer = AutoTokenizer.from_pretrained(larger)
     tokenizer.add_tokens(["zebra", "quokka"])
     tokenizer.save_pretrained(larger)
-    with pytest.raises(ValueError, match=rf"the tokenizer in {re.escape(str(larger))} has {vocab_size + 2} tokens but "
-                                         rf"the model's vocab_size={vocab_size}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"the tokenizer in {re.escape(str(larger))} has {vocab_size + 2} tokens but "
+        rf"the model's vocab_size={vocab_size}",
+    ):
         fill_mask(larger, "a [MASK].")
     smaller = Path(shutil.copytree(folder, tmp_path / "smaller"))
     (smaller / "tokenizer.json").unlink()  # vocab.txt is then the vocabulary: drop its last word
@@ -202,8 +236,11 @@ def test_a_token_on_the_mask_id_is_refused(folder, tmp_path):
     mask_id = tokenizer["model"]["vocab"]["[MASK]"]
     tokenizer["model"]["vocab"]["said"] = mask_id
     (broken / "tokenizer.json").write_text(json.dumps(tokenizer))
-    with pytest.raises(ValueError, match=rf"the tokenizer in {re.escape(str(broken))} maps 'said' onto the id of "
-                                         rf"\[MASK\] \({mask_id}\); each id must be one token"):
+    with pytest.raises(
+        ValueError,
+        match=rf"the tokenizer in {re.escape(str(broken))} maps 'said' onto the id of "
+        rf"\[MASK\] \({mask_id}\); each id must be one token",
+    ):
         fill_mask(broken, "the company [MASK] profits rose.")
 
 
@@ -217,6 +254,9 @@ def test_a_tokenizer_from_another_folder_is_checked_naming_both_folders(folder, 
     config = MiniBertConfig.from_pretrained(folder)
     check_tokenizer_fits(tokenizer, config, folder, tmp_path / "tok")  # the same vocabulary: fine
     tokenizer.add_tokens(["zebra"])
-    with pytest.raises(ValueError, match=rf"^the tokenizer in {re.escape(str(tmp_path / 'tok'))} has {len(tokenizer)} "
-                                         rf"tokens but the model in {re.escape(str(folder))} has vocab_size={config.vocab_size}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^the tokenizer in {re.escape(str(tmp_path / 'tok'))} has {len(tokenizer)} "
+        rf"tokens but the model in {re.escape(str(folder))} has vocab_size={config.vocab_size}",
+    ):
         check_tokenizer_fits(tokenizer, config, folder, tmp_path / "tok")

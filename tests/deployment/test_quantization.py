@@ -67,7 +67,9 @@ def test_the_engine_is_chosen_by_measuring_and_restored(monkeypatch, tmp_path):
     if "onednn" in ENGINES and before != "onednn":
         timed = []
         real = measured.timings
-        monkeypatch.setattr(measured, "timings", lambda candidates: timed.append(sorted(candidates)) or real(candidates))
+        monkeypatch.setattr(
+            measured, "timings", lambda candidates: timed.append(sorted(candidates)) or real(candidates)
+        )
         chosen = packing_engine()  # measured for real: both engines' kernels run
         assert chosen in (before, "onednn") and timed == [sorted({before, "onednn"})]
         assert packing_engine() == chosen and len(timed) == 1  # remembered
@@ -115,7 +117,10 @@ def test_int8_runs_the_unpadded_path_like_the_padded_one():
 def test_quantized_folder_reloads_and_runs_in_a_fresh_process(folder, tmp_path):
     out = quantize(folder, tmp_path / "int8")
     assert sorted(p.name for p in out.iterdir()) == [
-        "config.json", "configuration_minibert.py", QUANTIZED_WEIGHTS_FILE, QUANTIZED_INFO_FILE,
+        "config.json",
+        "configuration_minibert.py",
+        QUANTIZED_WEIGHTS_FILE,
+        QUANTIZED_INFO_FILE,
     ]
     assert json.loads((out / QUANTIZED_INFO_FILE).read_text())["scheme"] == "int8-dynamic-per-channel"
     batch = fixture_set(TINY["vocab_size"], rows=6)
@@ -129,9 +134,13 @@ def test_quantized_folder_reloads_and_runs_in_a_fresh_process(folder, tmp_path):
         f"model = load_quantized({str(out)!r})\n"
         "with torch.no_grad():\n"
         "    print(json.dumps(model(ids, attention_mask=mask, token_type_ids=types).logits.tolist()))\n",
-        cwd=tmp_path, without_package=False, PYTHONPATH=str(REPO),
+        cwd=tmp_path,
+        without_package=False,
+        PYTHONPATH=str(REPO),
     )
-    torch.testing.assert_close(torch.tensor(json.loads(printed.strip().splitlines()[-1])), in_memory, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(
+        torch.tensor(json.loads(printed.strip().splitlines()[-1])), in_memory, atol=1e-6, rtol=1e-6
+    )
     # The file is the same for every engine: packed for another, the layers give fp32's outputs as closely.
     fp32 = logits(MiniBertForSequenceClassification.from_pretrained(folder), *batch)
     for engine in ENGINES:

@@ -62,8 +62,17 @@ def labelled_file(texts_file) -> Path:
 def served(model_folder, texts_file, labelled_file, tmp_path_factory) -> tuple[Path, dict, Path]:
     """One benchmark of every runnable path, briefly, by latency: (the ready folder, its info, every path's folder)."""
     output, work = tmp_path_factory.mktemp("served") / "ready", tmp_path_factory.mktemp("served") / "paths"
-    info = benchmark_deploy(model_folder, texts_file, output, labelled_file=labelled_file, rounds=1, seconds=0.05,
-                            batch_size=8, threads=1, work_dir=work)
+    info = benchmark_deploy(
+        model_folder,
+        texts_file,
+        output,
+        labelled_file=labelled_file,
+        rounds=1,
+        seconds=0.05,
+        batch_size=8,
+        threads=1,
+        work_dir=work,
+    )
     return output, info, work
 
 
@@ -95,32 +104,65 @@ def test_the_choice_is_the_fastest_path_whose_predictions_hold(served, model_fol
     output, info, _ = served
     table = info["table"]
     assert all(0 <= row["accuracy"] <= 1 for row in table.values())  # scored on the labelled file
-    eligible = {n: row for n, row in table.items() if row["agreement"] >= 0.99
-                and row["accuracy"] >= table[REFERENCE]["accuracy"] - 0.005}
+    eligible = {
+        n: row
+        for n, row in table.items()
+        if row["agreement"] >= 0.99 and row["accuracy"] >= table[REFERENCE]["accuracy"] - 0.005
+    }
     assert info["path"] in eligible
     assert table[info["path"]]["p50_ms"] <= 1.05 * min(row["p50_ms"] for row in eligible.values())
-    throughput = benchmark_deploy(model_folder, texts_file, tmp_path / "throughput", objective="throughput",
-                                  paths=["pytorch-int8"], rounds=1, seconds=0.05, threads=1)
+    throughput = benchmark_deploy(
+        model_folder,
+        texts_file,
+        tmp_path / "throughput",
+        objective="throughput",
+        paths=["pytorch-int8"],
+        rounds=1,
+        seconds=0.05,
+        threads=1,
+    )
     best = max(row["tokens_per_second"] for row in throughput["table"].values() if row["agreement"] >= 0.99)
     assert throughput["table"][throughput["path"]]["tokens_per_second"] >= best / 1.05
     assert set(throughput["table"]) == {REFERENCE, "pytorch-int8"}  # fp32: the reference, always measured
 
 
-def test_the_command_says_what_it_chose_and_how_it_held_and_no_library_chatter(model_folder, texts_file, labelled_file,
-                                                                               tmp_path, capfd):
+def test_the_command_says_what_it_chose_and_how_it_held_and_no_library_chatter(
+    model_folder, texts_file, labelled_file, tmp_path, capfd
+):
     """On success: the table, the choice, and how the chosen path's predictions held against float32's; the paths'
     own steps (an export's check, transformers' bars, torch's deprecations) unsaid."""
     capfd.readouterr()
-    code = cli_main(["benchmark-deploy", "--model_name_or_path", str(model_folder), "--texts_file", str(texts_file),
-                     "--labelled_file", str(labelled_file), "--output_dir", str(tmp_path / "out"), "--paths",
-                     "pytorch-int8", "onnxruntime-fp32", "--rounds", "1", "--seconds", "0.05", "--threads", "1"])
+    code = cli_main(
+        [
+            "benchmark-deploy",
+            "--model_name_or_path",
+            str(model_folder),
+            "--texts_file",
+            str(texts_file),
+            "--labelled_file",
+            str(labelled_file),
+            "--output_dir",
+            str(tmp_path / "out"),
+            "--paths",
+            "pytorch-int8",
+            "onnxruntime-fp32",
+            "--rounds",
+            "1",
+            "--seconds",
+            "0.05",
+            "--threads",
+            "1",
+        ]
+    )
     assert code == 0
     out, err = capfd.readouterr()
     info = json.loads((tmp_path / "out" / "serving.json").read_text())
     held = info["table"][info["path"]]
-    assert out.endswith(f"chose {info['path']}: wrote {tmp_path / 'out'}\nchecked: {info['path']} predicts as float32 on "
-                        f"{held['agreement']:.1%} of the 24 texts (at least 99% needed), accuracy "
-                        f"{held['accuracy']:.4f}\n"), out
+    assert out.endswith(
+        f"chose {info['path']}: wrote {tmp_path / 'out'}\nchecked: {info['path']} predicts as float32 on "
+        f"{held['agreement']:.1%} of the 24 texts (at least 99% needed), accuracy "
+        f"{held['accuracy']:.4f}\n"
+    ), out
     assert out.count("checked:") == 1
     for chatter in ("Loading weights", "Warning", "\x1b[A", "torchvision"):
         assert chatter not in err, err
@@ -128,8 +170,12 @@ def test_the_command_says_what_it_chose_and_how_it_held_and_no_library_chatter(m
 
 def test_a_path_whose_predictions_drift_is_not_chosen():
     row = {"p50_ms": 1.0, "tokens_per_second": 100.0, "agreement": 1.0, "accuracy": 0.80}
-    table = {REFERENCE: row, "fast": {**row, "p50_ms": 0.1, "agreement": 0.95},
-             "faster-but-less-accurate": {**row, "p50_ms": 0.05, "accuracy": 0.79}, "quick": {**row, "p50_ms": 0.5}}
+    table = {
+        REFERENCE: row,
+        "fast": {**row, "p50_ms": 0.1, "agreement": 0.95},
+        "faster-but-less-accurate": {**row, "p50_ms": 0.05, "accuracy": 0.79},
+        "quick": {**row, "p50_ms": 0.5},
+    }
     chosen, why = serving_benchmark.choose(table, "latency", min_agreement=0.99, max_accuracy_drop=0.005)
     assert chosen == "quick"
     assert why.endswith("left out for their predictions: fast, faster-but-less-accurate")
@@ -150,20 +196,32 @@ def test_the_ready_folder_is_a_text_classification_pipeline(served, model_folder
     # the same labels and scores as transformers' pipeline on the float32 model
     from transformers import AutoTokenizer, pipeline
 
-    reference = pipeline("text-classification", model=MiniBertForSequenceClassification.from_pretrained(model_folder),
-                         tokenizer=AutoTokenizer.from_pretrained(model_folder))
+    reference = pipeline(
+        "text-classification",
+        model=MiniBertForSequenceClassification.from_pretrained(model_folder),
+        tokenizer=AutoTokenizer.from_pretrained(model_folder),
+    )
     for mine, theirs in zip(classify(texts), reference(texts)):
         assert mine["label"] == theirs["label"] and mine["score"] == pytest.approx(theirs["score"], abs=0.05)
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"texts_file": "EMPTY"}, r"holds no text \(one request text per line\)$"),
-    ({"model_name_or_path": "NOWEIGHTS"}, r"holds no model weights \(no model\.safetensors\)$"),
-    ({"paths": ["tensorrt"]}, r"^unknown serving path 'tensorrt'; choose from pytorch-fp32, "),
-    ({"threads": 100_000}, r"^threads=100000 must be between 1 and this machine's \d+ CPUs$"),
-    ({"labelled_file": "BADLABELS"}, r"has labels the model does not know: neutral \(the model's: negative, positive\)$"),
-    ({"objective": "cost"}, r"^argument --objective: invalid choice: 'cost' \(choose from 'latency', 'throughput'\)"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"texts_file": "EMPTY"}, r"holds no text \(one request text per line\)$"),
+        ({"model_name_or_path": "NOWEIGHTS"}, r"holds no model weights \(no model\.safetensors\)$"),
+        ({"paths": ["tensorrt"]}, r"^unknown serving path 'tensorrt'; choose from pytorch-fp32, "),
+        ({"threads": 100_000}, r"^threads=100000 must be between 1 and this machine's \d+ CPUs$"),
+        (
+            {"labelled_file": "BADLABELS"},
+            r"has labels the model does not know: neutral \(the model's: negative, positive\)$",
+        ),
+        (
+            {"objective": "cost"},
+            r"^argument --objective: invalid choice: 'cost' \(choose from 'latency', 'throughput'\)",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_before_any_work(model_folder, texts_file, tmp_path, capsys, change, message):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n")
@@ -173,8 +231,10 @@ def test_bad_input_is_one_line_before_any_work(model_folder, texts_file, tmp_pat
     shutil.copytree(model_folder, weightless)
     (weightless / "model.safetensors").unlink()
     options = {"model_name_or_path": model_folder, "texts_file": texts_file, **change}
-    options = {k: {"EMPTY": empty, "NOWEIGHTS": weightless, "BADLABELS": bad_labels}.get(v, v) if isinstance(v, str) else v
-               for k, v in options.items()}
+    options = {
+        k: {"EMPTY": empty, "NOWEIGHTS": weightless, "BADLABELS": bad_labels}.get(v, v) if isinstance(v, str) else v
+        for k, v in options.items()
+    }
     argv = ["benchmark-deploy", "--output_dir", str(tmp_path / "out")]
     for key, value in options.items():
         argv += [f"--{key}", *(map(str, value) if isinstance(value, list) else [str(value)])]
@@ -189,19 +249,34 @@ def test_a_path_this_cpu_cannot_run_is_refused_when_asked_for(model_folder, text
     from modeling_minibert.deployment import serving_paths
 
     monkeypatch.setattr(serving_paths, "native_bf16", lambda device: False)
-    code = cli_main(["benchmark-deploy", "--model_name_or_path", str(model_folder), "--texts_file", str(texts_file),
-                     "--output_dir", str(tmp_path / "out"), "--paths", "pytorch-bf16"])
+    code = cli_main(
+        [
+            "benchmark-deploy",
+            "--model_name_or_path",
+            str(model_folder),
+            "--texts_file",
+            str(texts_file),
+            "--output_dir",
+            str(tmp_path / "out"),
+            "--paths",
+            "pytorch-bf16",
+        ]
+    )
     assert code == 2
     assert capsys.readouterr().err == (
         "minibert benchmark-deploy: error: serving path pytorch-bf16 cannot run on this machine: the CPU has no bf16 "
-        "instructions (AVX-512 BF16 or AMX): bf16 would be emulated, slower than fp32\n")
+        "instructions (AVX-512 BF16 or AMX): bf16 would be emulated, slower than fp32\n"
+    )
 
 
 def test_a_head_other_than_sequence_classification_is_refused(texts_file, tmp_path):
     from modeling_minibert import MiniBertConfig, MiniBertForMaskedLM
 
-    MiniBertForMaskedLM(MiniBertConfig(vocab_size=200, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                       intermediate_size=32)).save_pretrained(tmp_path / "mlm")
+    MiniBertForMaskedLM(
+        MiniBertConfig(
+            vocab_size=200, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+        )
+    ).save_pretrained(tmp_path / "mlm")
     with pytest.raises(ValueError, match=r"holds a MiniBertForMaskedLM; benchmark-deploy serves sequence classifiers"):
         benchmark_deploy(tmp_path / "mlm", texts_file, tmp_path / "out")
 
@@ -225,13 +300,21 @@ def test_a_compiled_package_is_refused_on_another_torch_or_cpu(served, tmp_path)
     folder = tmp_path / "compiled"
     shutil.copytree(work / COMPILED, folder)
     assert sorted(p.name for p in folder.iterdir()) == [
-        "compiled.json", "config.json", "model.pt2", "tokenizer.json", "tokenizer_config.json"]
+        "compiled.json",
+        "config.json",
+        "model.pt2",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     build = json.loads((folder / "compiled.json").read_text())
     assert build == {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
     (folder / "compiled.json").write_text(json.dumps({**build, "cpu_capability": "AMX-FUTURE"}))
     version = re.escape(torch.__version__)
-    with pytest.raises(RuntimeError, match=rf"^{re.escape(str(folder))} was compiled with torch {version} for AMX-FUTURE; "
-                       rf"this is torch {version} on {build['cpu_capability']}: compile it again here$"):
+    with pytest.raises(
+        RuntimeError,
+        match=rf"^{re.escape(str(folder))} was compiled with torch {version} for AMX-FUTURE; "
+        rf"this is torch {version} on {build['cpu_capability']}: compile it again here$",
+    ):
         load_compiled(folder)
     (folder / "compiled.json").unlink()
     with pytest.raises(FileNotFoundError, match=r"holds no compiled model \(model.pt2 and compiled.json\)"):
@@ -245,8 +328,11 @@ def test_compile_model_refuses_before_any_work(model_folder, tmp_path, monkeypat
 
     with pytest.raises(FileNotFoundError, match=r"model folder .*nothing does not exist"):
         compile_model(tmp_path / "nothing", tmp_path / "out")
-    MiniBertForMultipleChoice(MiniBertConfig(vocab_size=200, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                             intermediate_size=32)).save_pretrained(tmp_path / "choice")
+    MiniBertForMultipleChoice(
+        MiniBertConfig(
+            vocab_size=200, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+        )
+    ).save_pretrained(tmp_path / "choice")
     with pytest.raises(ValueError, match=r"MiniBertForMultipleChoice's are \(batch, choice, sequence\)"):
         compile_model(tmp_path / "choice", tmp_path / "out")
     monkeypatch.setattr(compiled.shutil, "which", lambda name: None)
@@ -277,7 +363,9 @@ def test_a_compiled_model_that_disagrees_leaves_nothing_behind(model_folder, tmp
 # vocabulary, a negative one, or a text past the positions came back as logits, or as a page of C++ asserts).
 def path_param(name: str) -> pytest.param:
     why = SERVING_PATHS[name].missing()
-    return pytest.param(name, id=name, marks=[pytest.mark.skip(reason=f"{name} cannot run here: {why}")] if why else [])
+    return pytest.param(
+        name, id=name, marks=[pytest.mark.skip(reason=f"{name} cannot run here: {why}")] if why else []
+    )
 
 
 def path_folder(work: Path, name: str) -> Path:
@@ -339,7 +427,9 @@ def test_every_path_refuses_inputs_outside_its_tables(name, case, opened):
 def test_every_path_refuses_a_config_that_does_not_match_its_graph(name, labels, served, tmp_path):
     _, _, work = served
     folder = relabelled(path_folder(work, name), tmp_path / "relabelled", labels)
-    names = ("classifier.weight", f"[{labels}, 16]") if name == "pytorch-int8" else (str(folder), f"num_labels={labels}")
+    names = (
+        ("classifier.weight", f"[{labels}, 16]") if name == "pytorch-int8" else (str(folder), f"num_labels={labels}")
+    )
     check_refused(lambda: SERVING_PATHS[name].open(folder, 1), ValueError, *names)
 
 
@@ -383,8 +473,11 @@ def marker_library(folder: Path, marker: Path) -> bytes:
     source.write_text(CONSTRUCTOR)
     import subprocess
 
-    subprocess.run([compiler, "-shared", "-fPIC", f'-DMARKER="{marker}"', "-o", str(folder / "marker.so"), str(source)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", f'-DMARKER="{marker}"', "-o", str(folder / "marker.so"), str(source)],
+        check=True,
+        capture_output=True,
+    )
     return (folder / "marker.so").read_bytes()
 
 
@@ -396,7 +489,11 @@ def compiled_folder(root: Path, entries: dict[str, bytes], build: object = None,
     folder.mkdir()
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
         shutil.copy(SAVED / name, folder / name)
-    build = {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()} if build is None else build
+    build = (
+        {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+        if build is None
+        else build
+    )
     (folder / "compiled.json").write_text(build if isinstance(build, str) else json.dumps(build))
     (folder / SERVING_FILE).write_text(json.dumps({"path": COMPILED, "threads": None}))
     with zipfile.ZipFile(folder / "model.pt2", "w") as archive:
@@ -408,7 +505,7 @@ def compiled_folder(root: Path, entries: dict[str, bytes], build: object = None,
             archive.writestr(name, data)
         for name in links:
             info = zipfile.ZipInfo(name)
-            info.external_attr = (0o120777 << 16)
+            info.external_attr = 0o120777 << 16
             archive.writestr(info, "/etc/passwd")
     return folder
 
@@ -420,7 +517,7 @@ def damage(folder: Path, how: str) -> None:
         package.write_bytes(data[: len(data) // 2])
     else:  # a byte of the library's data flipped: its CRC no longer matches
         at = data.index(b"\x7fELF") + 40
-        package.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:])
+        package.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :])
 
 
 @dataclass(frozen=True)
@@ -437,12 +534,22 @@ class NativeRow:
 
 NATIVE_ROWS = [
     # compiled.json says this torch and CPU (anyone can write it): the package was still not compiled here
-    NativeRow("a-package-compiled-elsewhere", ("model.pt2", "native code", "not compiled on this machine",
-                                               "allow_compiled=True")),
-    NativeRow("an-entry-with-dot-dot", ("model.pt2", "leads out of its folder", "../"), allow=True,
-              entries=(f"{ENTRY}cmarker.wrapper.so", ENTRY + "../" * 12 + "{escape}")),
-    NativeRow("an-absolute-entry", ("model.pt2", "leads out of its folder", "/{escape}"), allow=True,
-              entries=(f"{ENTRY}cmarker.wrapper.so", "/{escape}")),
+    NativeRow(
+        "a-package-compiled-elsewhere",
+        ("model.pt2", "native code", "not compiled on this machine", "allow_compiled=True"),
+    ),
+    NativeRow(
+        "an-entry-with-dot-dot",
+        ("model.pt2", "leads out of its folder", "../"),
+        allow=True,
+        entries=(f"{ENTRY}cmarker.wrapper.so", ENTRY + "../" * 12 + "{escape}"),
+    ),
+    NativeRow(
+        "an-absolute-entry",
+        ("model.pt2", "leads out of its folder", "/{escape}"),
+        allow=True,
+        entries=(f"{ENTRY}cmarker.wrapper.so", "/{escape}"),
+    ),
     NativeRow("an-entry-that-is-a-link", ("model.pt2", "is a link"), allow=True, links=(f"{ENTRY}passwd",)),
     NativeRow("a-truncated-package", ("model.pt2", "not a whole AOTInductor package"), allow=True, damage="truncate"),
     NativeRow("a-damaged-entry", ("model.pt2", "damaged", "CRC"), allow=True, damage="flip"),
@@ -465,11 +572,16 @@ def check_native_row(row: NativeRow, root: Path, load=None) -> None:
         damage(folder, row.damage)
     temporary = set(os.listdir(tempfile.gettempdir()))
     load = load or (lambda folder: load_serving(folder, allow_compiled=row.allow))
-    check_refused(lambda: load(folder), row.error, *(name.replace("{escape}", str(escape).lstrip("/")) for name in row.names))
+    check_refused(
+        lambda: load(folder), row.error, *(name.replace("{escape}", str(escape).lstrip("/")) for name in row.names)
+    )
     assert not marker.exists(), "the package's native code ran"
     assert not escape.exists(), "an entry was written outside the folder"
-    left = {name for name in set(os.listdir(tempfile.gettempdir())) - temporary
-            if name.startswith(("aotinductor", "minibert-compiled-", "minibert-package-"))}
+    left = {
+        name
+        for name in set(os.listdir(tempfile.gettempdir())) - temporary
+        if name.startswith(("aotinductor", "minibert-compiled-", "minibert-package-"))
+    }
     assert not left, left
 
 
@@ -493,7 +605,9 @@ def test_the_native_rows_can_fail(tmp_path):
                 torch._inductor.aoti_load_package(str(folder / "model.pt2"))
             except RuntimeError:
                 pass
-        raise NativeCodeRefused(f"{folder / 'model.pt2'} is native code, not compiled on this machine: allow_compiled=True")
+        raise NativeCodeRefused(
+            f"{folder / 'model.pt2'} is native code, not compiled on this machine: allow_compiled=True"
+        )
 
     with pytest.raises(AssertionError, match="native code ran"):
         check_native_row(NATIVE_ROWS[0], tmp_path, load=torch_loads)
@@ -515,8 +629,9 @@ def test_a_package_this_user_compiled_loads_and_a_copy_elsewhere_needs_allowing(
     assert runner(ids, torch.ones_like(ids), torch.zeros_like(ids))[0].shape == (1, 2)
 
 
-def test_a_benchmark_stopped_by_sigterm_leaves_no_temporary_folder(model_folder, texts_file, tmp_path, monkeypatch,
-                                                                   capsys):
+def test_a_benchmark_stopped_by_sigterm_leaves_no_temporary_folder(
+    model_folder, texts_file, tmp_path, monkeypatch, capsys
+):
     """SIGTERM (Python's default would end the process on the spot, leaving /tmp/minibert-serving-*) stops the
     benchmark in one line, exit 143, its temporary folder removed and nothing written."""
     import signal
@@ -534,8 +649,24 @@ def test_a_benchmark_stopped_by_sigterm_leaves_no_temporary_folder(model_folder,
 
     monkeypatch.setattr(serving_benchmark, "measure_paths", stopped)
     capsys.readouterr()
-    code = cli_main(["benchmark-deploy", "--model_name_or_path", str(model_folder), "--texts_file", str(texts_file),
-                     "--output_dir", str(tmp_path / "out"), "--paths", "pytorch-int8", "--rounds", "1"])
+    code = cli_main(
+        [
+            "benchmark-deploy",
+            "--model_name_or_path",
+            str(model_folder),
+            "--texts_file",
+            str(texts_file),
+            "--output_dir",
+            str(tmp_path / "out"),
+            "--paths",
+            "pytorch-int8",
+            "--rounds",
+            "1",
+        ]
+    )
     assert code == 128 + signal.SIGTERM
-    assert capsys.readouterr().err == f"minibert benchmark-deploy: stopped by SIGTERM: nothing was written to {tmp_path / 'out'}\n"
+    assert (
+        capsys.readouterr().err
+        == f"minibert benchmark-deploy: stopped by SIGTERM: nothing was written to {tmp_path / 'out'}\n"
+    )
     assert list(temporary.iterdir()) == [] and not (tmp_path / "out").exists()

@@ -52,11 +52,16 @@ def classifier(tmp_path_factory, sentences) -> tuple:
     """
     folder = tmp_path_factory.mktemp("classifier")
     tokenizer = train_tokenizer(
-        train_data=list(load_rotten_tomatoes()["train"]["text"][:2000]), vocab_size=600, disable_tqdm=True, model_max_length=128
+        train_data=list(load_rotten_tomatoes()["train"]["text"][:2000]),
+        vocab_size=600,
+        disable_tqdm=True,
+        model_max_length=128,
     )
     config = MiniBertConfig(
-        **{**TINY, "vocab_size": len(tokenizer), "max_position_embeddings": 128}, initializer_range=0.1,
-        id2label={0: "fresh", 1: "rotten"}, label2id={"fresh": 0, "rotten": 1},
+        **{**TINY, "vocab_size": len(tokenizer), "max_position_embeddings": 128},
+        initializer_range=0.1,
+        id2label={0: "fresh", 1: "rotten"},
+        label2id={"fresh": 0, "rotten": 1},
     )
     torch.manual_seed(0)
     model = MiniBertForSequenceClassification(config).eval()
@@ -86,16 +91,33 @@ def logits_of(model, tokenizer, sentences: list[str]) -> torch.Tensor:
 @pytest.fixture(scope="module")
 def exported(classifier, tmp_path_factory):
     output = tmp_path_factory.mktemp("exported") / "rotten-tomatoes"
-    assert cli_main(["export-onnx", "--model_name_or_path", str(classifier[0]), "--output_dir", str(output),
-                     "--format", "transformers.js"]) == 0
+    assert (
+        cli_main(
+            [
+                "export-onnx",
+                "--model_name_or_path",
+                str(classifier[0]),
+                "--output_dir",
+                str(output),
+                "--format",
+                "transformers.js",
+            ]
+        )
+        == 0
+    )
     return output
 
 
 def test_the_folder_is_bert_with_both_graphs_and_the_tokenizer(exported, classifier):
     files = sorted(str(p.relative_to(exported)) for p in exported.rglob("*") if p.is_file())
     assert files == [
-        "config.json", "onnx/model.onnx", "onnx/model_quantized.onnx", "special_tokens_map.json", "tokenizer.json",
-        "tokenizer_config.json", "vocab.txt",
+        "config.json",
+        "onnx/model.onnx",
+        "onnx/model_quantized.onnx",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
     ]  # no code files (transformers.js reads none), no second copy of the weights
     config = json.loads((exported / "config.json").read_text())
     assert config["model_type"] == "bert" and config["architectures"] == ["BertForSequenceClassification"]
@@ -108,8 +130,12 @@ def run_in_node(folder, sentences: list[str], dtype: str) -> dict:
     needs(shutil.which("node") is not None, "node")
     needs(TRANSFORMERS_JS.is_file(), f"@huggingface/transformers (npm) in {NODE_MODULES}")
     done = subprocess.run(
-        ["node", str(EXAMPLE / "classify.mjs"), str(folder), dtype], input=json.dumps(sentences),
-        capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin", "TRANSFORMERS_JS": str(TRANSFORMERS_JS)},
+        ["node", str(EXAMPLE / "classify.mjs"), str(folder), dtype],
+        input=json.dumps(sentences),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "TRANSFORMERS_JS": str(TRANSFORMERS_JS)},
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -162,10 +188,14 @@ def test_the_example_page_classifies_a_sentence_in_headless_chromium(exported, c
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/?text={urllib.parse.quote(sentence)}"
         with Chromium(url) as browser:
-            state = browser.wait_for("document.getElementById('result').dataset.state !== 'loading' && "
-                                     "document.getElementById('result').dataset.state", timeout=120)
-            shown = browser.evaluate("({...document.getElementById('result').dataset, "
-                                     "text: document.getElementById('result').textContent})")
+            state = browser.wait_for(
+                "document.getElementById('result').dataset.state !== 'loading' && "
+                "document.getElementById('result').dataset.state",
+                timeout=120,
+            )
+            shown = browser.evaluate(
+                "({...document.getElementById('result').dataset, text: document.getElementById('result').textContent})"
+            )
     finally:
         server.shutdown()
         server.server_close()

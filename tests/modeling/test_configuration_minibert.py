@@ -119,14 +119,20 @@ def test_every_float_field_refuses_nan_and_infinity(field, value, tmp_path):
 
 
 def test_the_float_fields_are_every_float_of_the_config():
-    floats = {name for name, value in MiniBertConfig(classifier_dropout=0.1).to_diff_dict().items() if isinstance(value, float)}
+    floats = {
+        name
+        for name, value in MiniBertConfig(classifier_dropout=0.1).to_diff_dict().items()
+        if isinstance(value, float)
+    }
     assert floats <= set(FLOAT_FIELDS) and len(FLOAT_FIELDS) == 5
 
 
 def test_vocab_size_has_an_upper_bound_checked_before_any_allocation():
     assert MiniBertConfig(vocab_size=MAX_VOCAB_SIZE).vocab_size == 2**20  # exactly the limit: fine
     for value in (MAX_VOCAB_SIZE + 1, 10**9):
-        with pytest.raises(ValueError, match=rf"^MiniBertConfig.vocab_size={value} is above the limit of 1048576 \(2\*\*20\) ids$"):
+        with pytest.raises(
+            ValueError, match=rf"^MiniBertConfig.vocab_size={value} is above the limit of 1048576 \(2\*\*20\) ids$"
+        ):
             MiniBertConfig(vocab_size=value)
 
 

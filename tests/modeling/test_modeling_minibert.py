@@ -29,7 +29,12 @@ from modeling_minibert.utils import outputs
 CONFIGS = {
     "tiny-gelu": dict(TINY),
     "relu-odd-sizes": dict(
-        TINY, hidden_size=48, num_attention_heads=3, intermediate_size=80, hidden_act="relu", type_vocab_size=3,
+        TINY,
+        hidden_size=48,
+        num_attention_heads=3,
+        intermediate_size=80,
+        hidden_act="relu",
+        type_vocab_size=3,
         layer_norm_eps=1e-6,
     ),
     "gelu_new-untied-3-layers": dict(TINY, hidden_act="gelu_new", num_hidden_layers=3, tie_word_embeddings=False),
@@ -127,9 +132,7 @@ def test_every_head_matches_bert(head, config_name):
 )
 def test_sequence_classification_problem_types_match_bert(problem_type, labels):
     num_labels = 1 if problem_type == "regression" else 3
-    bert, mini = twin_models(
-        "ForSequenceClassification", TINY, num_labels=num_labels, problem_type=problem_type
-    )
+    bert, mini = twin_models("ForSequenceClassification", TINY, num_labels=num_labels, problem_type=problem_type)
     ids, mask, types = padded_batch(TINY["vocab_size"])
     with torch.no_grad():
         expected = bert(ids, attention_mask=mask, token_type_ids=types, labels=labels)
@@ -241,7 +244,9 @@ def test_packing_buckets_sequences_by_length_and_moves_tokens_losslessly():
     assert packed.shape == (int(mask.sum()), 5)
     assert torch.equal(packing.pad(packed), x * mask[..., None])
     buckets = packing.to_buckets(packed)
-    rows = [(bucket[i], bucket_mask[i]) for bucket, bucket_mask in zip(buckets, padding_masks) for i in range(len(bucket))]
+    rows = [
+        (bucket[i], bucket_mask[i]) for bucket, bucket_mask in zip(buckets, padding_masks) for i in range(len(bucket))
+    ]
     for (bucket_row, real), sequence in zip(rows, order, strict=True):  # each bucket row: one sequence, in order
         assert torch.equal(bucket_row[real], x[sequence][mask[sequence].bool()])
     assert torch.equal(packing.from_buckets(buckets), packed)
@@ -273,7 +278,10 @@ def test_unpadded_path_equals_padded_path_in_training(batch):
     ids, mask, types = batch(TINY["vocab_size"])
     labels = torch.where(torch.rand(ids.shape, generator=torch.Generator().manual_seed(1)) < 0.3, ids, -100)
     inputs = dict(
-        input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels.masked_fill(mask == 0, -100),
+        input_ids=ids,
+        attention_mask=mask,
+        token_type_ids=types,
+        labels=labels.masked_fill(mask == 0, -100),
         # -100 (ignored) where position 0, which NSP reads, is padding: see the test above
         next_sentence_label=(torch.arange(len(ids)) % 2).masked_fill(mask[:, 0] == 0, -100),
     )
@@ -322,13 +330,17 @@ def test_masked_positions_let_sparse_logits_be_scored_as_dense_ones(head):
     outputs = {}
     for sparse in (True, False):
         torch.manual_seed(0)
-        model = getattr(modeling_minibert, f"MiniBert{head}")(MiniBertConfig(**config_kwargs, sparse_prediction=sparse))
+        model = getattr(modeling_minibert, f"MiniBert{head}")(
+            MiniBertConfig(**config_kwargs, sparse_prediction=sparse)
+        )
         outputs[sparse] = model.train()(**inputs)
     sparse_out, dense_out = outputs[True], outputs[False]
     logits = "prediction_logits" if head == "ForPreTraining" else "logits"
     assert dense_out.masked_positions is None
     positions = sparse_out.masked_positions
-    assert positions.dtype == torch.long and positions.tolist() == (labels.view(-1) != -100).nonzero().flatten().tolist()
+    assert (
+        positions.dtype == torch.long and positions.tolist() == (labels.view(-1) != -100).nonzero().flatten().tolist()
+    )
     sparse_predictions = sparse_out[logits].argmax(-1)
     dense_labelled = labels != -100
     dense_predictions = dense_out[logits][dense_labelled].argmax(-1)
@@ -432,7 +444,9 @@ def test_attention_dropout_is_the_same_with_every_backend():
     losses = []
     for attn in ("eager", "sdpa"):
         torch.manual_seed(0)
-        config = MiniBertConfig(**TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.5, attn_implementation=attn)
+        config = MiniBertConfig(
+            **TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.5, attn_implementation=attn
+        )
         model = modeling_minibert.MiniBertForPreTraining(config).train()
         losses.append(model(**inputs).loss)
         with torch.no_grad():
@@ -449,7 +463,9 @@ def test_mlm_decoder_is_tied_to_word_embeddings_unless_untied():
 
 def test_guide_variant_is_expressible_and_has_its_parameter_count():
     """The Mini-BERT guide's model: ReLU FFN, a final LayerNorm, an untied single-projection MLM head (~4.5M)."""
-    config = MiniBertConfig(hidden_act="relu", final_layer_norm=True, mlm_head_transform=False, tie_word_embeddings=False)
+    config = MiniBertConfig(
+        hidden_act="relu", final_layer_norm=True, mlm_head_transform=False, tie_word_embeddings=False
+    )
     model = modeling_minibert.MiniBertForMaskedLM(config)
     assert model.bert.encoder.LayerNorm is not None
     assert isinstance(model.cls.predictions.transform, torch.nn.Identity)
@@ -465,10 +481,18 @@ def test_save_and_reload_every_head(head, tmp_path):
     """Weights come back bit for bit; outputs equal to float rounding (BLAS sums in an order that depends on how
     a weight is aligned in memory, and safetensors places tensors at 8-byte offsets only)."""
     _, mini = twin_models(head, TINY)
-    inputs = {k: v for k, v in head_inputs(head, TINY["vocab_size"]).items() if "label" not in k and "positions" not in k}
+    inputs = {
+        k: v for k, v in head_inputs(head, TINY["vocab_size"]).items() if "label" not in k and "positions" not in k
+    }
     mini.save_pretrained(tmp_path)
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == ["checks_minibert.py", "config.json", "configuration_minibert.py", "model.safetensors", "modeling_minibert.py"]
+    assert files == [
+        "checks_minibert.py",
+        "config.json",
+        "configuration_minibert.py",
+        "model.safetensors",
+        "modeling_minibert.py",
+    ]
     auto_class = next(a for a, m in AUTO_CLASSES.items() if m is type(mini))
     reloaded = auto_class.from_pretrained(tmp_path).eval()
     assert type(reloaded) is type(mini)
@@ -518,7 +542,12 @@ print(json.dumps(out))
     code = "import os, sys\n" + code
     out = json.loads(run_python(code, cwd=tmp_path, HF_HOME=str(tmp_path / "hf")).strip().splitlines()[-1])
     assert re.fullmatch(r"input_ids contains \d+, outside \[0, vocab_size=120\)", out.pop("error"))
-    assert set(out) == {"MiniBertModel", "MiniBertForMaskedLM", "MiniBertForPreTraining", "MiniBertForQuestionAnswering"}
+    assert set(out) == {
+        "MiniBertModel",
+        "MiniBertForMaskedLM",
+        "MiniBertForPreTraining",
+        "MiniBertForQuestionAnswering",
+    }
     keep = mask.bool()
     torch.testing.assert_close(torch.tensor(out["MiniBertModel"])[keep], expected_hidden[keep])
     torch.testing.assert_close(torch.tensor(out["MiniBertForMaskedLM"])[keep], expected_mlm[keep])
@@ -529,7 +558,9 @@ def test_truncated_weights_are_reported_with_the_file(tmp_path):
     modeling_minibert.MiniBertModel(MiniBertConfig(**TINY)).save_pretrained(tmp_path)
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    with pytest.raises(ValueError, match=r"model.safetensors has \d+ bytes, its header says \d+ \(truncated or corrupted\)"):
+    with pytest.raises(
+        ValueError, match=r"model.safetensors has \d+ bytes, its header says \d+ \(truncated or corrupted\)"
+    ):
         AutoModel.from_pretrained(tmp_path)
     weights.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00not json")
     with pytest.raises(ValueError, match=str(weights)):
@@ -556,16 +587,30 @@ def test_a_folder_of_another_model_type_is_refused_naming_config_json(tmp_path):
 @pytest.mark.parametrize(
     "change, message",
     [
-        (lambda i: i.update(input_ids=i["input_ids"].masked_fill(i["input_ids"] == i["input_ids"][0, 0], 120)),
-         r"input_ids contains 120, outside \[0, vocab_size=120\)"),
-        (lambda i: i.update(input_ids=i["input_ids"] - 100), r"input_ids contains -\d+, outside \[0, vocab_size=120\)"),
-        (lambda i: i.update(token_type_ids=i["token_type_ids"] * 2), r"token_type_ids contains 2, outside \[0, type_vocab_size=2\)"),
-        (lambda i: i.update(attention_mask=i["attention_mask"][:, :-1]),
-         r"attention_mask has shape \(3, 11\) but input_ids has shape \(3, 12\)"),
-        (lambda i: i.update(token_type_ids=i["token_type_ids"][:2]),
-         r"token_type_ids has shape \(2, 12\) but input_ids has shape \(3, 12\)"),
-        (lambda i: i.update({k: torch.cat([v, v, v], dim=1) for k, v in i.items()}),
-         r"sequence length 36 exceeds max_position_embeddings=24"),
+        (
+            lambda i: i.update(input_ids=i["input_ids"].masked_fill(i["input_ids"] == i["input_ids"][0, 0], 120)),
+            r"input_ids contains 120, outside \[0, vocab_size=120\)",
+        ),
+        (
+            lambda i: i.update(input_ids=i["input_ids"] - 100),
+            r"input_ids contains -\d+, outside \[0, vocab_size=120\)",
+        ),
+        (
+            lambda i: i.update(token_type_ids=i["token_type_ids"] * 2),
+            r"token_type_ids contains 2, outside \[0, type_vocab_size=2\)",
+        ),
+        (
+            lambda i: i.update(attention_mask=i["attention_mask"][:, :-1]),
+            r"attention_mask has shape \(3, 11\) but input_ids has shape \(3, 12\)",
+        ),
+        (
+            lambda i: i.update(token_type_ids=i["token_type_ids"][:2]),
+            r"token_type_ids has shape \(2, 12\) but input_ids has shape \(3, 12\)",
+        ),
+        (
+            lambda i: i.update({k: torch.cat([v, v, v], dim=1) for k, v in i.items()}),
+            r"sequence length 36 exceeds max_position_embeddings=24",
+        ),
     ],
 )
 def test_bad_input_raises_value_error_naming_value_and_limit(change, message):
@@ -638,11 +683,17 @@ def saved_folder(tmp_path, head: str = "ForMaskedLM", **config_kwargs):
 @pytest.mark.parametrize(
     "change, message",
     [
-        (dict(vocab_size=2**20), r"config.json says vocab_size=1048576 but the weights in model.safetensors have "
-                                 r"vocab_size=120 \(embeddings.word_embeddings.weight has shape \[120, 32\]\)"),
+        (
+            dict(vocab_size=2**20),
+            r"config.json says vocab_size=1048576 but the weights in model.safetensors have "
+            r"vocab_size=120 \(embeddings.word_embeddings.weight has shape \[120, 32\]\)",
+        ),
         (dict(vocab_size=10**12), r"vocab_size=1000000000000 is above the limit of 1048576"),
         (dict(hidden_size=64), r"says hidden_size=64 but the weights in model.safetensors have hidden_size=32"),
-        (dict(max_position_embeddings=512), r"says max_position_embeddings=512 but .* have max_position_embeddings=24"),
+        (
+            dict(max_position_embeddings=512),
+            r"says max_position_embeddings=512 but .* have max_position_embeddings=24",
+        ),
         (dict(intermediate_size=128), r"says intermediate_size=128 but .* have intermediate_size=64"),
         (dict(num_hidden_layers=3), r"says num_hidden_layers=3 but the weights hold 2 layers"),
     ],
@@ -683,7 +734,10 @@ def pre_ln_reference(model: modeling_minibert.MiniBertModel, ids: torch.Tensor) 
     for layer in model.encoder.layer:
         attention = layer.attention.self
         x = layer.attention.output.LayerNorm(h)
-        q, k, v = (proj(x).unflatten(-1, (nh, -1)).transpose(1, 2) for proj in (attention.query, attention.key, attention.value))
+        q, k, v = (
+            proj(x).unflatten(-1, (nh, -1)).transpose(1, 2)
+            for proj in (attention.query, attention.key, attention.value)
+        )
         context = torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(2)
         h = h + layer.attention.output.dense(context)
         x = layer.output.LayerNorm(h)
@@ -703,7 +757,9 @@ def test_pre_layer_norm_is_the_pre_ln_block_with_berts_parameter_names():
         full = model(ids).last_hidden_state
         torch.testing.assert_close(full, pre_ln_reference(model, ids), atol=1e-5, rtol=1e-4)
         post.load_state_dict(model.state_dict())
-        assert not torch.allclose(full, post.eval()(ids).last_hidden_state, atol=1e-2)  # the same weights, wired otherwise
+        assert not torch.allclose(
+            full, post.eval()(ids).last_hidden_state, atol=1e-2
+        )  # the same weights, wired otherwise
         unpadded = model(ids, attention_mask=mask, token_type_ids=types).last_hidden_state
         padded = model(ids, attention_mask=mask, token_type_ids=types, unpad_inputs=False).last_hidden_state
     keep = mask.bool()
@@ -712,7 +768,9 @@ def test_pre_layer_norm_is_the_pre_ln_block_with_berts_parameter_names():
 
 def test_pre_layer_norm_trains_and_reloads(tmp_path):
     torch.manual_seed(0)
-    config = MiniBertConfig(**TINY, layer_norm_position="pre", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = MiniBertConfig(
+        **TINY, layer_norm_position="pre", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    )
     model = modeling_minibert.MiniBertForPreTraining(config).train()
     inputs = head_inputs("ForPreTraining", TINY["vocab_size"])
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -745,7 +803,9 @@ def test_attention_dropout_is_off_in_eval_mode(attn):
     # With a high attention dropout, eval outputs are deterministic and those of the same weights without dropout.
     inputs = head_inputs("ForPreTraining", TINY["vocab_size"])
     torch.manual_seed(0)
-    config = MiniBertConfig(**TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.5, attn_implementation=attn)
+    config = MiniBertConfig(
+        **TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.5, attn_implementation=attn
+    )
     model = modeling_minibert.MiniBertForPreTraining(config).eval()
     no_dropout = modeling_minibert.MiniBertForPreTraining(
         MiniBertConfig(**TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, attn_implementation=attn)
@@ -798,7 +858,9 @@ def test_eval_mode_gives_the_attention_backend_no_dropout_and_the_callers_kwargs
         return sdpa(module, query, key, value, attention_mask, **{k: v for k, v in kwargs.items() if k != "probe"})
 
     monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS, "sdpa", spy)
-    config = MiniBertConfig(**TINY, attention_probs_dropout_prob=0.5, attn_implementation="sdpa", unpad_inputs=unpad_inputs)
+    config = MiniBertConfig(
+        **TINY, attention_probs_dropout_prob=0.5, attn_implementation="sdpa", unpad_inputs=unpad_inputs
+    )
     model = modeling_minibert.MiniBertModel(config).eval()
     inputs = head_inputs("ForPreTraining", TINY["vocab_size"])
     with torch.no_grad():  # packed (unpadded) attention runs bucket by bucket: one call per bucket and layer
@@ -817,8 +879,14 @@ def test_from_pretrained_passes_model_arguments_to_the_model(tmp_path):
 def test_masked_lm_loads_a_pretraining_folder_without_a_load_report(tmp_path, capfd):
     """The pooler and NSP head of a pretraining folder are expected leftovers for the MLM head: no report, and
     the shared weights arrive intact."""
-    config = MiniBertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                            intermediate_size=32, max_position_embeddings=16)
+    config = MiniBertConfig(
+        vocab_size=64,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+    )
     pretrained = MiniBertForPreTraining(config)
     pretrained.save_pretrained(tmp_path)
     capfd.readouterr()
@@ -826,7 +894,9 @@ def test_masked_lm_loads_a_pretraining_folder_without_a_load_report(tmp_path, ca
     assert info["unexpected_keys"] == set() and info["missing_keys"] == set()
     printed = "".join(capfd.readouterr())
     assert "UNEXPECTED" not in printed and "seq_relationship" not in printed
-    torch.testing.assert_close(model.cls.predictions.transform.dense.weight, pretrained.cls.predictions.transform.dense.weight)
+    torch.testing.assert_close(
+        model.cls.predictions.transform.dense.weight, pretrained.cls.predictions.transform.dense.weight
+    )
 
 
 # --- the checks that travel with the model (checks_minibert.py) -----------------------------------------------
@@ -841,8 +911,10 @@ def test_input_checks_read_no_device_values_in_training():
     inputs = (ids, mask.float(), types, torch.arange(12, device="meta"), None)
     check_inputs(config, *inputs, training=True)
     check_labels("labels", ids, TINY["vocab_size"], "vocab_size", training=True)
-    for check in (lambda: check_inputs(config, *inputs, training=False),
-                  lambda: check_labels("labels", ids, TINY["vocab_size"], "vocab_size", training=False)):
+    for check in (
+        lambda: check_inputs(config, *inputs, training=False),
+        lambda: check_labels("labels", ids, TINY["vocab_size"], "vocab_size", training=False),
+    ):
         with pytest.raises((RuntimeError, NotImplementedError), match="meta"):
             check()
 
@@ -863,7 +935,10 @@ def test_training_on_the_cpu_still_names_bad_ids_and_the_device_path_names_the_l
         (dict(input_ids=ids + 120), r"input_ids holds a value outside \[0, vocab_size=120\)"),
         (dict(token_type_ids=types + 1), r"token_type_ids holds a value outside \[0, type_vocab_size=2\)"),
         (dict(attention_mask=mask * 2), r"attention_mask holds a value other than 0 and 1"),
-        (dict(labels=labels.masked_fill(labels == ids[0, 0], 120)), r"labels holds a value outside \[0, vocab_size=120\)"),
+        (
+            dict(labels=labels.masked_fill(labels == ids[0, 0], 120)),
+            r"labels holds a value outside \[0, vocab_size=120\)",
+        ),
     ):
         with pytest.raises(RuntimeError, match=message):
             model(**{**dict(input_ids=ids, attention_mask=mask, token_type_ids=types), **bad})
@@ -889,15 +964,24 @@ def test_the_safetensors_header_reader_agrees_with_safetensors_and_names_what_is
 
     word = "bert.embeddings.word_embeddings.weight"
     path.write_bytes(good[:-1])
-    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))} has {len(good) - 1} bytes, its header says "
-                                         rf"{len(good)} \(truncated or corrupted\)$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^{re.escape(str(path))} has {len(good) - 1} bytes, its header says "
+        rf"{len(good)} \(truncated or corrupted\)$",
+    ):
         read_safetensors_header(path)
-    assert outputs.safetensors_problem(path) == f"model.safetensors has {len(good) - 1} bytes, its header says {len(good)} (truncated or corrupted)"
+    assert (
+        outputs.safetensors_problem(path)
+        == f"model.safetensors has {len(good) - 1} bytes, its header says {len(good)} (truncated or corrupted)"
+    )
     for content, message in (
         (good[:5], r"it has 5 bytes, too few for its header"),
         (b"\x08" + bytes(7) + b"not json", r"Expecting value"),
         (with_header(lambda h: h[word].update(dtype="Q9")), rf"{word} has the unknown dtype 'Q9'"),
-        (with_header(lambda h: h[word].update(shape=[121, 32])), rf"{word}'s data_offsets .* do not hold F32 of shape \[121, 32\]"),
+        (
+            with_header(lambda h: h[word].update(shape=[121, 32])),
+            rf"{word}'s data_offsets .* do not hold F32 of shape \[121, 32\]",
+        ),
         (with_header(lambda h: h.update({"x": 3})), r"the header entry of x is malformed: 3"),
     ):
         path.write_bytes(content)
@@ -918,15 +1002,21 @@ def test_weights_stored_as_integers_are_refused_naming_the_tensor_and_dtype(tmp_
     state["bert.embeddings.word_embeddings.weight"] = state["bert.embeddings.word_embeddings.weight"].to(dtype)
     save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
     stored = read_safetensors_header(folder / "model.safetensors")["bert.embeddings.word_embeddings.weight"]["dtype"]
-    with pytest.raises(ValueError, match=rf"holds embeddings.word_embeddings.weight as {stored}; Mini-BERT's weights "
-                                         r"must be floating point \(F32, F16, BF16, F64\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"holds embeddings.word_embeddings.weight as {stored}; Mini-BERT's weights "
+        r"must be floating point \(F32, F16, BF16, F64\)",
+    ):
         AutoModelForMaskedLM.from_pretrained(folder)
 
 
 def test_half_precision_weights_still_load(tmp_path):
     folder = saved_folder(tmp_path)
     MiniBertForMaskedLM.from_pretrained(folder).half().save_pretrained(folder)
-    assert read_safetensors_header(folder / "model.safetensors")["bert.embeddings.word_embeddings.weight"]["dtype"] == "F16"
+    assert (
+        read_safetensors_header(folder / "model.safetensors")["bert.embeddings.word_embeddings.weight"]["dtype"]
+        == "F16"
+    )
     assert AutoModelForMaskedLM.from_pretrained(folder, dtype=torch.float32).dtype == torch.float32
 
 

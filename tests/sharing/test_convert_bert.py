@@ -48,7 +48,9 @@ def test_every_bert_head_converts_with_identical_outputs(head, tmp_path):
     inputs = head_inputs(head, TINY["vocab_size"], num_labels=3)
     mask = inputs["attention_mask"].flatten(0, -2)
     with torch.no_grad():
-        assert_outputs_match(bert(**inputs, output_hidden_states=True), mini(**inputs, output_hidden_states=True), mask)
+        assert_outputs_match(
+            bert(**inputs, output_hidden_states=True), mini(**inputs, output_hidden_states=True), mask
+        )
 
     # ... and back: transformers' BERT loads the result without remote code, weights unchanged.
     convert_minibert_to_bert(tmp_path / "mini", tmp_path / "back")
@@ -59,26 +61,73 @@ def test_every_bert_head_converts_with_identical_outputs(head, tmp_path):
 
 def test_cli_converts_both_ways_and_refuses_to_overwrite(tmp_path, capsys):
     saved_bert(tmp_path / "bert", "ForPreTraining", hidden_act="relu", hidden_size=48, num_attention_heads=3)
-    assert cli_main(["convert-bert", "--model_name_or_path", str(tmp_path / "bert"), "--output_dir", str(tmp_path / "mini")]) == 0
+    assert (
+        cli_main(
+            ["convert-bert", "--model_name_or_path", str(tmp_path / "bert"), "--output_dir", str(tmp_path / "mini")]
+        )
+        == 0
+    )
     assert AutoModel.from_pretrained(tmp_path / "mini").config.hidden_act == "relu"
-    assert cli_main(["convert-bert", "--to-bert", "--model_name_or_path", str(tmp_path / "mini"), "--output_dir", str(tmp_path / "back")]) == 0
+    assert (
+        cli_main(
+            [
+                "convert-bert",
+                "--to-bert",
+                "--model_name_or_path",
+                str(tmp_path / "mini"),
+                "--output_dir",
+                str(tmp_path / "back"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "back" / "config.json").read_text())["model_type"] == "bert"
     # Each direction says what it wrote and what it checked of it.
     assert capsys.readouterr().out == (
         f"wrote {tmp_path / 'mini'}\nchecked: every weight of {tmp_path / 'bert'} has its place in "
         "MiniBertForPreTraining, with the shape its config.json gives (none missing, none left over)\n"
         f"wrote {tmp_path / 'back'}\nchecked: the BERT-format folder loads without remote code in transformers' "
-        "BertForPreTraining (every weight in place) and AutoTokenizer\n")
+        "BertForPreTraining (every weight in place) and AutoTokenizer\n"
+    )
     before = (tmp_path / "mini" / "model.safetensors").read_bytes()
     capsys.readouterr()
-    assert cli_main(["convert-bert", "--model_name_or_path", str(tmp_path / "bert"), "--output_dir", str(tmp_path / "mini")]) == 2
+    assert (
+        cli_main(
+            ["convert-bert", "--model_name_or_path", str(tmp_path / "bert"), "--output_dir", str(tmp_path / "mini")]
+        )
+        == 2
+    )
     assert capsys.readouterr().err == (
         f"minibert convert-bert: error: output_dir {tmp_path / 'mini'} is not empty; pass --overwrite_output_dir to "
         "replace it, or choose another folder\n"
     )
     assert (tmp_path / "mini" / "model.safetensors").read_bytes() == before
-    assert cli_main(["convert-bert", "--model_name_or_path", str(tmp_path / "bert"), "--output_dir", str(tmp_path / "mini"), "--overwrite_output_dir"]) == 0
-    assert cli_main(["convert-bert", "--model_name_or_path", str(tmp_path / "bert"), "--output_dir", str(tmp_path / "mini"), "--overwrite-output-dir"]) == 0
+    assert (
+        cli_main(
+            [
+                "convert-bert",
+                "--model_name_or_path",
+                str(tmp_path / "bert"),
+                "--output_dir",
+                str(tmp_path / "mini"),
+                "--overwrite_output_dir",
+            ]
+        )
+        == 0
+    )
+    assert (
+        cli_main(
+            [
+                "convert-bert",
+                "--model_name_or_path",
+                str(tmp_path / "bert"),
+                "--output_dir",
+                str(tmp_path / "mini"),
+                "--overwrite-output-dir",
+            ]
+        )
+        == 0
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["back", "bert", "mini"]  # no staging or previous copy
 
 
@@ -117,9 +166,14 @@ def test_unsupported_sources_are_refused_clearly(tmp_path):
 @pytest.mark.parametrize(
     "config_kwargs, message",
     [
-        (dict(final_layer_norm=True), r"final_layer_norm=True has no BERT equivalent \(BERT needs final_layer_norm=False\)"),
-        (dict(layer_norm_position="pre"),
-         r"layer_norm_position='pre' has no BERT equivalent \(BERT needs layer_norm_position='post'\)"),
+        (
+            dict(final_layer_norm=True),
+            r"final_layer_norm=True has no BERT equivalent \(BERT needs final_layer_norm=False\)",
+        ),
+        (
+            dict(layer_norm_position="pre"),
+            r"layer_norm_position='pre' has no BERT equivalent \(BERT needs layer_norm_position='post'\)",
+        ),
         (dict(mlm_head_transform=False), r"mlm_head_transform=False has no BERT equivalent"),
     ],
 )
@@ -130,7 +184,19 @@ def test_minibert_only_features_cannot_become_bert(tmp_path, capsys, config_kwar
     with pytest.raises(ValueError, match=message):
         convert_minibert_to_bert(tmp_path / "mini", tmp_path / "bert")
     capsys.readouterr()
-    assert cli_main(["convert-bert", "--to-bert", "--model_name_or_path", str(tmp_path / "mini"), "--output_dir", str(tmp_path / "bert")]) == 2
+    assert (
+        cli_main(
+            [
+                "convert-bert",
+                "--to-bert",
+                "--model_name_or_path",
+                str(tmp_path / "mini"),
+                "--output_dir",
+                str(tmp_path / "bert"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith("minibert convert-bert: error: ") and err.count("\n") == 1
     assert re.search(message, err)
@@ -157,8 +223,11 @@ def test_broken_sources_are_one_line(tmp_path, capsys):
     config = json.loads((tmp_path / "bert" / "config.json").read_text())
     (tmp_path / "bert" / "config.json").write_text(json.dumps({**config, "intermediate_size": 128}))
     # Checked against the safetensors header, before the target model is built (see test_bad_inputs.py).
-    with pytest.raises(ValueError, match=r"config.json says intermediate_size=128 but the weights in model.safetensors "
-                                         r"have intermediate_size=64"):
+    with pytest.raises(
+        ValueError,
+        match=r"config.json says intermediate_size=128 but the weights in model.safetensors "
+        r"have intermediate_size=64",
+    ):
         convert_bert_to_minibert(tmp_path / "bert", tmp_path / "out")
     (tmp_path / "bert" / "config.json").write_text("{oops")
     with pytest.raises(ValueError, match=r"config.json is not valid JSON: .*line 1 column 2"):
@@ -166,8 +235,16 @@ def test_broken_sources_are_one_line(tmp_path, capsys):
     with pytest.raises(FileNotFoundError, match=r"model folder .*nowhere does not exist"):
         convert_bert_to_minibert(tmp_path / "nowhere", tmp_path / "out")
     capsys.readouterr()
-    assert cli_main(["convert-bert", "--model_name_or_path", str(tmp_path / "nowhere"), "--output_dir", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == f"minibert convert-bert: error: model folder {tmp_path / 'nowhere'} does not exist\n"
+    assert (
+        cli_main(
+            ["convert-bert", "--model_name_or_path", str(tmp_path / "nowhere"), "--output_dir", str(tmp_path / "out")]
+        )
+        == 2
+    )
+    assert (
+        capsys.readouterr().err
+        == f"minibert convert-bert: error: model folder {tmp_path / 'nowhere'} does not exist\n"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bert"]
 
 
@@ -201,8 +278,11 @@ def test_a_hub_cache_snapshot_converts_and_links_elsewhere_do_not(tmp_path):
     (tmp_path / "secret").write_text("not a vocabulary")
     (tmp_path / "bert" / "vocab.txt").unlink()
     (tmp_path / "bert" / "vocab.txt").symlink_to(tmp_path / "secret")
-    with pytest.raises(ValueError, match=f"^{re.escape(str(tmp_path / 'bert' / 'vocab.txt'))} is a link to .*secret, "
-                                         "outside the folder: refusing to copy"):
+    with pytest.raises(
+        ValueError,
+        match=f"^{re.escape(str(tmp_path / 'bert' / 'vocab.txt'))} is a link to .*secret, "
+        "outside the folder: refusing to copy",
+    ):
         convert_bert_to_minibert(tmp_path / "bert", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
@@ -215,18 +295,27 @@ def test_minibert_from_pretrained_loads_a_bert_folder_unpadded_with_berts_output
     extra = dict(num_labels=3) if head.endswith("Classification") else {}
     bert = saved_bert(tmp_path, head, hidden_act="gelu_new", **extra)
     mini = getattr(modeling_minibert, f"MiniBert{head}").from_pretrained(tmp_path).eval()
-    assert type(mini.config) is MiniBertConfig and mini.config.unpad_inputs and mini.config.num_labels == (3 if extra else 2)
+    assert (
+        type(mini.config) is MiniBertConfig
+        and mini.config.unpad_inputs
+        and mini.config.num_labels == (3 if extra else 2)
+    )
     assert "LOAD REPORT" not in capfd.readouterr().err  # every weight found its place, none left over
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors", "vocab.txt"]
     inputs = head_inputs(head, TINY["vocab_size"], num_labels=3)
     with torch.no_grad():
-        assert_outputs_match(bert(**inputs, output_hidden_states=True), mini(**inputs, output_hidden_states=True),
-                             inputs["attention_mask"].flatten(0, -2))
+        assert_outputs_match(
+            bert(**inputs, output_hidden_states=True),
+            mini(**inputs, output_hidden_states=True),
+            inputs["attention_mask"].flatten(0, -2),
+        )
 
 
 def test_a_bert_model_in_memory_becomes_minibert_in_one_line(capfd):
     torch.manual_seed(0)
-    bert = transformers.BertForMaskedLM(BertConfig(**{**TINY, "max_position_embeddings": 40}, attn_implementation="sdpa"))
+    bert = transformers.BertForMaskedLM(
+        BertConfig(**{**TINY, "max_position_embeddings": 40}, attn_implementation="sdpa")
+    )
     bert.eval()
     mini = modeling_minibert.MiniBertForMaskedLM.from_pretrained(
         None, config=MiniBertConfig.from_bert(bert.config), state_dict=bert.state_dict()
@@ -241,16 +330,29 @@ def test_a_bert_model_in_memory_becomes_minibert_in_one_line(capfd):
 
 def test_a_bert_decoder_folder_is_refused_naming_the_field(tmp_path):
     transformers.BertLMHeadModel(BertConfig(**TINY, is_decoder=True)).save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match=r"^config.json in .*: is_decoder=True describes a BERT decoder; Mini-BERT is an "
-                                         r"encoder only \(it needs is_decoder=False\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^config.json in .*: is_decoder=True describes a BERT decoder; Mini-BERT is an "
+        r"encoder only \(it needs is_decoder=False\)$",
+    ):
         modeling_minibert.MiniBertForMaskedLM.from_pretrained(tmp_path)
 
 
 # --- publish as BERT: a job folder in BERT format loads anywhere BERT does, without this package ---------------
 
-WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"the cat sat on a mat dog ran in park who wrote it was by jane".split()]
+WORDS = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    *"the cat sat on a mat dog ran in park who wrote it was by jane".split(),
+]
 TEXTS = ["the cat sat on the mat", "a dog ran", "who wrote it"]
-LABELS = {"ForSequenceClassification": ["negative", "positive", "neutral"], "ForTokenClassification": ["O", "B-X", "I-X"]}
+LABELS = {
+    "ForSequenceClassification": ["negative", "positive", "neutral"],
+    "ForTokenClassification": ["O", "B-X", "I-X"],
+}
 # head -> (pipeline task, its input) for the heads transformers has a pipeline for (5.x removed question-answering:
 # Mini-BERT folders carry their own, as remote code, which a BERT-format folder has none of).
 PIPELINES = {
@@ -308,7 +410,9 @@ def mini_job_folder(root: Path, head: str, tokenizer) -> Path:
     from modeling_minibert.utils.outputs import write_results
 
     labels = LABELS.get(head)
-    extra = dict(id2label=dict(enumerate(labels)), label2id={name: i for i, name in enumerate(labels)}) if labels else {}
+    extra = (
+        dict(id2label=dict(enumerate(labels)), label2id={name: i for i, name in enumerate(labels)}) if labels else {}
+    )
     torch.manual_seed(0)
     folder = root / head
     config = MiniBertConfig(**{**TINY, "vocab_size": len(tokenizer)}, **extra)
@@ -342,7 +446,10 @@ def bert_format_folders(tmp_path_factory):
         mini = mini_job_folder(root / "mini", head, tokenizer)
         bert = root / "bert" / head
         if head == "ForMaskedLM":
-            assert cli_main(["convert-bert", "--to_bert", "--model_name_or_path", str(mini), "--output_dir", str(bert)]) == 0
+            assert (
+                cli_main(["convert-bert", "--to_bert", "--model_name_or_path", str(mini), "--output_dir", str(bert)])
+                == 0
+            )
         else:
             convert_minibert_to_bert(mini, bert)
         folders[head] = (mini, bert)
@@ -353,11 +460,23 @@ def test_a_job_folder_in_bert_format_is_complete_and_has_no_code(bert_format_fol
     folders, _ = bert_format_folders
     for head, (mini, bert) in folders.items():
         names = sorted(p.relative_to(bert).as_posix() for p in bert.rglob("*") if p.is_file())
-        assert names == ["README.md", "all_results.json", "config.json", "eval_results.json", "model.safetensors",
-                         "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "train_results.json",
-                         "training_curves.png", "vocab.txt"], names  # no code, checkpoint, training state
+        assert names == [
+            "README.md",
+            "all_results.json",
+            "config.json",
+            "eval_results.json",
+            "model.safetensors",
+            "special_tokens_map.json",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "train_results.json",
+            "training_curves.png",
+            "vocab.txt",
+        ], names  # no code, checkpoint, training state
         config = json.loads((bert / "config.json").read_text())
-        assert config["model_type"] == "bert" and config["architectures"] == [f"Bert{head}"] and "auto_map" not in config
+        assert (
+            config["model_type"] == "bert" and config["architectures"] == [f"Bert{head}"] and "auto_map" not in config
+        )
         if head in LABELS:
             assert [config["id2label"][str(i)] for i in range(3)] == LABELS[head]
         for name in ("all_results.json", "training_curves.png", "tokenizer.json"):
@@ -378,10 +497,20 @@ def test_bert_format_folders_load_without_the_package_or_remote_code_with_minibe
     folders, tokenizer = bert_format_folders
     auto_of = {target.rsplit(".", 1)[1].removeprefix("MiniBert"): auto for auto, target in AUTO_MAP.items()}
     inputs = {head: {k: v.tolist() for k, v in head_batch(head, tokenizer).items()} for head in HEADS}
-    args = [json.dumps({head: (auto_of[head], str(bert)) for head, (_, bert) in folders.items()}),
-            json.dumps(inputs), json.dumps(PIPELINES)]
-    result = subprocess.run([sys.executable, "-c", BLOCK_PACKAGE + BERT_FORMAT_SCRIPT, *args], env=clean_env(),
-                            cwd=REPO.parent, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    args = [
+        json.dumps({head: (auto_of[head], str(bert)) for head, (_, bert) in folders.items()}),
+        json.dumps(inputs),
+        json.dumps(PIPELINES),
+    ]
+    result = subprocess.run(
+        [sys.executable, "-c", BLOCK_PACKAGE + BERT_FORMAT_SCRIPT, *args],
+        env=clean_env(),
+        cwd=REPO.parent,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert PROMPT not in result.stdout + result.stderr
     assert "deliberately not importable" not in result.stderr
@@ -406,8 +535,13 @@ def test_bert_format_folders_load_without_the_package_or_remote_code_with_minibe
             pipe = transformers.pipeline(task, model=str(mini_folder))
             answer = json.loads(json.dumps(pipe(text), default=float))  # as the other process printed it
             assert labels_of(got["pipeline"]) == labels_of(answer), head
-            torch.testing.assert_close(torch.tensor(tensors_of(got["pipeline"])), torch.tensor(tensors_of(answer)),
-                                       atol=1e-5, rtol=0, msg=head)
+            torch.testing.assert_close(
+                torch.tensor(tensors_of(got["pipeline"])),
+                torch.tensor(tensors_of(answer)),
+                atol=1e-5,
+                rtol=0,
+                msg=head,
+            )
 
 
 OPTIMUM_PYTHON = REPO / ".ci" / "optimum" / "bin" / "python"
@@ -418,8 +552,11 @@ main_export(sys.argv[1], output=sys.argv[2], task="text-classification")
 """
 
 
-@pytest.mark.skipif(not OPTIMUM_PYTHON.exists(), reason="optimum-onnx's venv .ci/optimum is missing (bash .ci/setup dev "
-                    "makes it; optimum-onnx 0.1.0 needs transformers < 4.58)")
+@pytest.mark.skipif(
+    not OPTIMUM_PYTHON.exists(),
+    reason="optimum-onnx's venv .ci/optimum is missing (bash .ci/setup dev "
+    "makes it; optimum-onnx 0.1.0 needs transformers < 4.58)",
+)
 @pytest.mark.slow(seconds=8)  # fresh processes: not in the quick tier
 def test_optimum_exports_a_bert_format_folder_with_minibert_outputs(bert_format_folders, tmp_path):
     """optimum's own ONNX exporter (optimum-onnx in its venv, with transformers 4.57 and no access to this package)
@@ -429,9 +566,15 @@ def test_optimum_exports_a_bert_format_folder_with_minibert_outputs(bert_format_
 
     folders, tokenizer = bert_format_folders
     mini, bert = folders["ForSequenceClassification"]
-    result = subprocess.run([str(OPTIMUM_PYTHON), "-c", OPTIMUM_EXPORT, str(bert), str(tmp_path / "onnx")],
-                            env=clean_env(), cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [str(OPTIMUM_PYTHON), "-c", OPTIMUM_EXPORT, str(bert), str(tmp_path / "onnx")],
+        env=clean_env(),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     session = onnxruntime.InferenceSession(str(tmp_path / "onnx" / "model.onnx"), providers=["CPUExecutionProvider"])
     batch = head_batch("ForSequenceClassification", tokenizer)
@@ -487,8 +630,11 @@ def export_sources(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("export-sources")
     tokenizer = make_tokenizer({w: i for i, w in enumerate(WORDS)}, model_max_length=TINY["max_position_embeddings"])
-    sources = {"embedder": embedding_folder(root, tokenizer), "electra": electra_folder(root, tokenizer),
-               "int8": REPO / "tests" / "fixtures" / "saved" / "0.1" / "classifier-int8"}
+    sources = {
+        "embedder": embedding_folder(root, tokenizer),
+        "electra": electra_folder(root, tokenizer),
+        "int8": REPO / "tests" / "fixtures" / "saved" / "0.1" / "classifier-int8",
+    }
     return sources, tokenizer
 
 
@@ -529,8 +675,13 @@ def encodes_like_the_package(out: Path, source: Path, tokenizer) -> None:
     assert [type(m).__name__ for m in st] == ["Transformer", "Pooling", "Dense", "Normalize"]
     assert type(st[0].auto_model).__module__.startswith("transformers.models.bert.")
     projection = Dense.load(str(source / "2_Dense")).linear
-    expected = encode(modeling_minibert.MiniBertModel.from_pretrained(source), tokenizer, EMBEDDING_TEXTS,
-                      projection=projection, normalize=True)
+    expected = encode(
+        modeling_minibert.MiniBertModel.from_pretrained(source),
+        tokenizer,
+        EMBEDDING_TEXTS,
+        projection=projection,
+        normalize=True,
+    )
     torch.testing.assert_close(torch.from_numpy(st.encode(EMBEDDING_TEXTS)), expected, atol=1e-5, rtol=0)
 
 
@@ -541,7 +692,10 @@ def loads_as_bert_model(out: Path, source: Path, tokenizer) -> None:
     assert type(bert) is transformers.BertModel
     batch = tokenizer(EMBEDDING_TEXTS, padding=True, return_tensors="pt")
     with torch.no_grad():
-        got, expected = bert(**batch).last_hidden_state, modeling_minibert.MiniBertModel.from_pretrained(source)(**batch).last_hidden_state
+        got, expected = (
+            bert(**batch).last_hidden_state,
+            modeling_minibert.MiniBertModel.from_pretrained(source)(**batch).last_hidden_state,
+        )
     keep = batch["attention_mask"].bool()
     torch.testing.assert_close(got[keep], expected[keep], atol=1e-5, rtol=0)
     # ... and back into Mini-BERT, without a pooler either (nothing invented).
@@ -554,6 +708,7 @@ def remove(*paths: str):
     def breakage(folder: Path) -> None:
         for path in paths:
             (folder / path).unlink() if (folder / path).is_file() else shutil.rmtree(folder / path)
+
     return breakage
 
 
@@ -563,16 +718,41 @@ EXPORTS = [
     ("embedder-push-bert", "embedder", None, "push-bert", encodes_like_the_package),
     ("electra-convert", "electra", None, "convert", loads_as_bert_model),
     ("electra-push-bert", "electra", None, "push-bert", loads_as_bert_model),
-    ("dense-folder-missing-convert", "embedder", remove("2_Dense"), "convert",
-     r"modules.json names module 2 \(Dense\) at 2_Dense, which does not exist"),
-    ("dense-folder-missing-push-bert", "embedder", remove("2_Dense"), "push-bert",
-     r"modules.json names module 2 \(Dense\) at 2_Dense, which does not exist"),
-    ("dense-weights-missing-convert", "embedder", remove("2_Dense/model.safetensors"), "convert",
-     r"modules.json names module 2 \(Dense\) at 2_Dense, which holds no model.safetensors"),
-    ("dense-weights-missing-push-minibert", "embedder", remove("2_Dense/model.safetensors"), "push-minibert",
-     r"modules.json names module 2 \(Dense\) at 2_Dense, which holds no model.safetensors"),
-    ("int8-push-minibert", "int8", None, "push-minibert",
-     r"is an int8 folder .*transformers cannot load .* push the float model it was quantized from"),
+    (
+        "dense-folder-missing-convert",
+        "embedder",
+        remove("2_Dense"),
+        "convert",
+        r"modules.json names module 2 \(Dense\) at 2_Dense, which does not exist",
+    ),
+    (
+        "dense-folder-missing-push-bert",
+        "embedder",
+        remove("2_Dense"),
+        "push-bert",
+        r"modules.json names module 2 \(Dense\) at 2_Dense, which does not exist",
+    ),
+    (
+        "dense-weights-missing-convert",
+        "embedder",
+        remove("2_Dense/model.safetensors"),
+        "convert",
+        r"modules.json names module 2 \(Dense\) at 2_Dense, which holds no model.safetensors",
+    ),
+    (
+        "dense-weights-missing-push-minibert",
+        "embedder",
+        remove("2_Dense/model.safetensors"),
+        "push-minibert",
+        r"modules.json names module 2 \(Dense\) at 2_Dense, which holds no model.safetensors",
+    ),
+    (
+        "int8-push-minibert",
+        "int8",
+        None,
+        "push-minibert",
+        r"is an int8 folder .*transformers cannot load .* push the float model it was quantized from",
+    ),
     ("int8-push-bert", "int8", None, "push-bert", r"is an int8 folder"),
     ("int8-convert", "int8", None, "convert", r"is an int8 folder"),
 ]
@@ -595,8 +775,11 @@ def test_every_export_is_complete(export_sources, export_hub, tmp_path, capsys, 
     assert "\n" not in str(err.value)
     assert not (tmp_path / "out" / "bert").exists() and set(export_hub.app.repos) == repos  # nothing written or pushed
     # The command line says the same in one line, exit 2.
-    command = (["convert-bert", "--to_bert", "--output_dir", str(tmp_path / "out" / "bert")] if how == "convert" else
-               ["push", "--hub_model_id", "me/refused", "--format", how.removeprefix("push-")])
+    command = (
+        ["convert-bert", "--to_bert", "--output_dir", str(tmp_path / "out" / "bert")]
+        if how == "convert"
+        else ["push", "--hub_model_id", "me/refused", "--format", how.removeprefix("push-")]
+    )
     capsys.readouterr()
     assert cli_main([*command, "--model_name_or_path", str(folder)]) == 2
     message = capsys.readouterr().err
@@ -613,10 +796,24 @@ def test_convert_bert_names_in_one_line_what_a_bert_folder_does_not_hold(tmp_pat
         (tmp_path / "mini" / path).parent.mkdir(exist_ok=True)
         (tmp_path / "mini" / path).write_bytes(b"x")
     capsys.readouterr()
-    assert cli_main(["convert-bert", "--to_bert", "--model_name_or_path", str(tmp_path / "mini"), "--output_dir",
-                     str(tmp_path / "bert")]) == 0
+    assert (
+        cli_main(
+            [
+                "convert-bert",
+                "--to_bert",
+                "--model_name_or_path",
+                str(tmp_path / "mini"),
+                "--output_dir",
+                str(tmp_path / "bert"),
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
-    assert ("minibert convert-bert: warning: left out 3 file(s) that a BERT-format model repository does not hold: "
-            "__pycache__/modeling_minibert.cpython-311.pyc, notes/todo.txt, run.sh\n") in err, err
-    assert sorted(p.relative_to(tmp_path / "bert").as_posix() for p in (tmp_path / "bert").rglob("*") if p.is_file()) == [
-        "README.md", "config.json", "model.safetensors", "training_curves.png"]
+    assert (
+        "minibert convert-bert: warning: left out 3 file(s) that a BERT-format model repository does not hold: "
+        "__pycache__/modeling_minibert.cpython-311.pyc, notes/todo.txt, run.sh\n"
+    ) in err, err
+    assert sorted(
+        p.relative_to(tmp_path / "bert").as_posix() for p in (tmp_path / "bert").rglob("*") if p.is_file()
+    ) == ["README.md", "config.json", "model.safetensors", "training_curves.png"]

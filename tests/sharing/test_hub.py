@@ -210,7 +210,12 @@ print(json.dumps(out))
 
 def _run(code: str, args: list[str], cwd: Path, env: dict[str, str]) -> tuple[dict, str]:
     result = subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
         stdin=subprocess.DEVNULL,  # transformers' "trust remote code?" prompt must not wait for an answer
     )
     assert result.returncode == 0, result.stderr[-4000:]
@@ -225,8 +230,12 @@ def e2e(tmp_path_factory):
     (root / "pull").mkdir()
     with LocalHub(root / "hub", token=TOKEN, user=USER) as hub:
         hub_env = {
-            "HF_ENDPOINT": hub.endpoint, "HF_HUB_DISABLE_XET": "1", "HF_HUB_OFFLINE": "0",
-            "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_VERBOSITY": "debug", "TRANSFORMERS_VERBOSITY": "debug",
+            "HF_ENDPOINT": hub.endpoint,
+            "HF_HUB_DISABLE_XET": "1",
+            "HF_HUB_OFFLINE": "0",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_VERBOSITY": "debug",
+            "TRANSFORMERS_VERBOSITY": "debug",
         }
         push_env = clean_env(**hub_env, HF_HOME=str(root / "push-home"), HF_TOKEN=TOKEN, PYTHONPATH=str(REPO))
         params = json.dumps({"texts": TEXTS, "tiny": TINY, "masked": MASKED})
@@ -241,7 +250,9 @@ def e2e(tmp_path_factory):
 def test_model_and_tokenizer_pull_without_the_package(e2e):
     pushed, pulled = e2e["pushed"], e2e["pulled"]
     # The class came from the repository's own source files, loaded as remote code.
-    assert pulled["mlm_module"].startswith("transformers_modules.") and pulled["mlm_module"].endswith(".modeling_minibert")
+    assert pulled["mlm_module"].startswith("transformers_modules.") and pulled["mlm_module"].endswith(
+        ".modeling_minibert"
+    )
     assert pulled["tokenizer_class"] == "BertTokenizer"
     assert pulled["ids"] == pushed["ids"]
     torch.testing.assert_close(torch.tensor(pulled["mlm_logits"]), torch.tensor(pushed["mlm_logits"]))
@@ -261,8 +272,18 @@ def test_minibert_push_uploads_a_complete_folder_and_a_model_card(e2e):
     assert pushed["cli_rc"] == [0, 0]
     assert "Add a classifier" in pushed["commits"]["tiny-clf"]
     files = hub.repo_files(f"{USER}/tiny-clf")
-    for name in ("config.json", "model.safetensors", "configuration_minibert.py", "modeling_minibert.py", "checks_minibert.py",
-                 "tokenizer.json", "tokenizer_config.json", "vocab.txt", "metrics.json", "README.md"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "configuration_minibert.py",
+        "modeling_minibert.py",
+        "checks_minibert.py",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+        "metrics.json",
+        "README.md",
+    ):
         assert name in files, name
     assert "AutoModelForSequenceClassification" in json.loads(files["config.json"])["auto_map"]
     assert files["README.md"].decode() == pulled["card"]
@@ -295,7 +316,9 @@ def test_trainer_pushes_during_and_after_training(e2e):
     assert pushed["fp"]["trainer_step2"] != pushed["fp"]["trainer_final"]
     # PushCustomCodeCallback: a checkpoint commit carries the source files trust_remote_code needs.
     step2 = hub.repo_files(f"{USER}/tiny-trainer", commits["Training in progress, step 2"])
-    assert {"modeling_minibert.py", "configuration_minibert.py", "checks_minibert.py", "model.safetensors"} <= set(step2)
+    assert {"modeling_minibert.py", "configuration_minibert.py", "checks_minibert.py", "model.safetensors"} <= set(
+        step2
+    )
 
 
 def test_pull_errors_name_what_is_missing(e2e):
@@ -352,11 +375,18 @@ def test_model_card_describes_the_folder(saved_classifier):
         "license": "apache-2.0",
         "pipeline_tag": "text-classification",
         "tags": ["minibert", "bert", "custom_code"],
-        "model-index": [{"name": "topics", "results": [{
-            "task": {"type": "text-classification"},
-            "dataset": {"name": "BBC News topics", "type": "custom", "split": "validation"},
-            "metrics": [{"type": "accuracy", "value": 0.625, "name": "Accuracy"}],
-        }]}],
+        "model-index": [
+            {
+                "name": "topics",
+                "results": [
+                    {
+                        "task": {"type": "text-classification"},
+                        "dataset": {"name": "BBC News topics", "type": "custom", "split": "validation"},
+                        "metrics": [{"type": "accuracy", "value": 0.625, "name": "Accuracy"}],
+                    }
+                ],
+            }
+        ],
     }
     assert "`MiniBertForSequenceClassification`" in card.text
     assert f"| Parameters | {model.num_parameters():,} |" in card.text
@@ -366,8 +396,13 @@ def test_model_card_describes_the_folder(saved_classifier):
     assert "BBC News topics" in card.text
     assert "| Accuracy | validation | 0.625 |" in card.text  # the last line wins
     assert "| Accuracy | validation | 0.5 |" not in card.text and "step" not in card.text  # bookkeeping, not a result
-    assert 'AutoModelForSequenceClassification.from_pretrained("me/topics", revision="v2-branch", trust_remote_code=True)' in card.text
-    assert 'pipeline("text-classification", model="me/topics", revision="v2-branch", trust_remote_code=True)' in card.text
+    assert (
+        'AutoModelForSequenceClassification.from_pretrained("me/topics", revision="v2-branch", trust_remote_code=True)'
+        in card.text
+    )
+    assert (
+        'pipeline("text-classification", model="me/topics", revision="v2-branch", trust_remote_code=True)' in card.text
+    )
 
 
 @pytest.mark.parametrize(
@@ -456,21 +491,40 @@ def test_pickle_files_are_refused_unless_allowed(saved_classifier, capsys):
 
 def test_what_is_uploaded(saved_classifier):
     folder, _ = saved_classifier
-    for name in ("training_args.bin", "optimizer.pt", "rng_state_0.pth", "checkpoint-5/model.safetensors",
-                 ".git/config", ".cache/huggingface/x", "extra/notes.txt", "teacher/model.safetensors",
-                 "teacher_logits.safetensors", "teacher_logits.json"):
+    for name in (
+        "training_args.bin",
+        "optimizer.pt",
+        "rng_state_0.pth",
+        "checkpoint-5/model.safetensors",
+        ".git/config",
+        ".cache/huggingface/x",
+        "extra/notes.txt",
+        "teacher/model.safetensors",
+        "teacher_logits.safetensors",
+        "teacher_logits.json",
+    ):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text("x")
     paths = files_to_upload(folder)
     assert "extra/notes.txt" in paths and "model.safetensors" in paths and "vocab.txt" in paths
     # Trainer's state, checkpoints and version control are never part of a pushed model.
-    assert not [p for p in paths if p.startswith((".git", ".cache", "checkpoint-")) or p.endswith((".bin", ".pt", ".pth"))]
+    assert not [
+        p for p in paths if p.startswith((".git", ".cache", "checkpoint-")) or p.endswith((".bin", ".pt", ".pth"))
+    ]
     # Nor is what `minibert distill` keeps beside the student: its fine-tuned teacher and the teacher's outputs.
     assert not [p for p in paths if p.startswith("teacher")]
     # Of those, a push publishes what a model repository consists of (an allow-list), and leaves the rest out.
     published, left_out = published_files(folder, "minibert")
-    assert published == sorted(["checks_minibert.py", "config.json", "configuration_minibert.py", "model.safetensors",
-                                "modeling_minibert.py", *[n for n in paths if n.startswith(("tokenizer", "vocab", "special"))]])
+    assert published == sorted(
+        [
+            "checks_minibert.py",
+            "config.json",
+            "configuration_minibert.py",
+            "model.safetensors",
+            "modeling_minibert.py",
+            *[n for n in paths if n.startswith(("tokenizer", "vocab", "special"))],
+        ]
+    )
     assert left_out == ["extra/notes.txt"]
 
 
@@ -508,6 +562,7 @@ def _raise(error: BaseException, cause: BaseException | None = None):
             raise cause
         except BaseException:
             raise error
+
     return call if cause is not None else lambda: (_ for _ in ()).throw(error)
 
 
@@ -515,7 +570,9 @@ def test_errors_are_replaced_by_token_free_copies():
     request = httpx2.Request("GET", "http://127.0.0.1:9/api/whoami-v2", headers={"Authorization": f"Bearer {TOKEN}"})
     response = httpx2.Response(401, request=request, content=b"Invalid credentials")
     status = httpx2.HTTPStatusError(f"refused {TOKEN}", request=request, response=response)
-    hub_error = HfHubHTTPError(f"401 Unauthorized for {TOKEN}", response=response, server_message="Invalid credentials")
+    hub_error = HfHubHTTPError(
+        f"401 Unauthorized for {TOKEN}", response=response, server_message="Invalid credentials"
+    )
     for error, cause in ((ValueError(f"push failed with token {TOKEN}"), status), (status, None), (hub_error, None)):
         with pytest.raises(type(error)) as raised:  # same type: callers catch what they caught before
             _call_without_leaking(TOKEN, _raise(error, cause))
@@ -556,7 +613,12 @@ def test_hub_refusals_reach_the_user(saved_classifier, tmp_path, monkeypatch, ca
         with pytest.raises(HfHubHTTPError, match="Invalid credentials in Authorization header"):
             push_to_hub(folder, "clf", token="hf_not_valid", endpoint=hub.endpoint)
         hub.configure_clients()  # the CLI takes its endpoint from the environment
-        assert cli_main(["push", "--model_name_or_path", str(folder), "--hub_model_id", "someone-else/clf", "--token", TOKEN]) == 1
+        assert (
+            cli_main(
+                ["push", "--model_name_or_path", str(folder), "--hub_model_id", "someone-else/clf", "--token", TOKEN]
+            )
+            == 1
+        )
         err = capsys.readouterr().err
         assert "minibert push: error:" in err and "403 Forbidden: You don't have the rights to create" in err
         assert "Traceback" not in err
@@ -583,15 +645,36 @@ def test_bad_folder_and_names(saved_classifier, tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 PRETRAIN_RESULTS = {
-    "epoch": 1.0, "step": 50, "learning_rate": 0.0, "train_loss": 7.25, "train_runtime": 12.5,
-    "train_samples_per_second": 128.0, "train_steps_per_second": 4.0, "eval_loss": 6.5, "eval_mlm_loss": 5.875,
-    "eval_mlm_accuracy": 0.1425, "eval_nsp_loss": 0.625, "eval_nsp_accuracy": 0.6325, "perplexity": 356.25,
-    "eval_runtime": 1.5, "eval_samples": 64,
+    "epoch": 1.0,
+    "step": 50,
+    "learning_rate": 0.0,
+    "train_loss": 7.25,
+    "train_runtime": 12.5,
+    "train_samples_per_second": 128.0,
+    "train_steps_per_second": 4.0,
+    "eval_loss": 6.5,
+    "eval_mlm_loss": 5.875,
+    "eval_mlm_accuracy": 0.1425,
+    "eval_nsp_loss": 0.625,
+    "eval_nsp_accuracy": 0.6325,
+    "perplexity": 356.25,
+    "eval_runtime": 1.5,
+    "eval_samples": 64,
 }
 FINETUNE_RESULTS = {
-    "epoch": 3.0, "train_loss": 0.5, "train_runtime": 30.0, "train_samples_per_second": 99.5, "total_flos": 1234.0,
-    "eval_loss": 0.4375, "eval_accuracy": 0.8125, "eval_f1": 0.8, "eval_runtime": 2.0, "eval_samples_per_second": 50.0,
-    "test_loss": 0.5, "test_accuracy": 0.75, "test_f1": 0.7375,
+    "epoch": 3.0,
+    "train_loss": 0.5,
+    "train_runtime": 30.0,
+    "train_samples_per_second": 99.5,
+    "total_flos": 1234.0,
+    "eval_loss": 0.4375,
+    "eval_accuracy": 0.8125,
+    "eval_f1": 0.8,
+    "eval_runtime": 2.0,
+    "eval_samples_per_second": 50.0,
+    "test_loss": 0.5,
+    "test_accuracy": 0.75,
+    "test_f1": 0.7375,
 }
 
 
@@ -610,20 +693,27 @@ def pretraining_output(tmp_path, saved_classifier):
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         if (saved_classifier[0] / name).is_file():
             (folder / name).write_bytes((saved_classifier[0] / name).read_bytes())
-    _write(folder, {
-        "all_results.json": json.dumps(PRETRAIN_RESULTS),
-        "train_results.json": json.dumps({k: v for k, v in PRETRAIN_RESULTS.items() if k.startswith("train_")}),
-        # As the pretraining loop logs it: training records (unprefixed: not results), then held-out ones.
-        "metrics.jsonl": '{"step": 10, "loss": 9.5, "mlm_accuracy": 0.05, "nsp_accuracy": 0.55, "learning_rate": 0.0001}\n'
-                         '{"step": 50, "eval_mlm_accuracy": 0.1, "eval_nsp_accuracy": 0.6, "perplexity": 400.0}\n',
-        "training_curves.png": b"\x89PNG\r\n\x1a\n" + bytes(64),
-        "checkpoint-50/model.safetensors": b"w", "checkpoint-50/optimizer.bin": b"p", "checkpoint-50/scheduler.bin": b"p",
-        "checkpoint-50/random_states_0.pkl": b"p", "checkpoint-50/metrics.jsonl": "{}",
-        "checkpoints/checkpoint-00000050/optimizer.bin": b"p",  # an older run's layout
-        "checkpoints/checkpoint-00000050/model.safetensors": b"w",
-        "runs/run-1/checkpoint-7/optimizer.bin": b"p",  # at any depth
-        ".lock": "", ".minibert-pretrained.partial-x/config.json": "{}",
-    })
+    _write(
+        folder,
+        {
+            "all_results.json": json.dumps(PRETRAIN_RESULTS),
+            "train_results.json": json.dumps({k: v for k, v in PRETRAIN_RESULTS.items() if k.startswith("train_")}),
+            # As the pretraining loop logs it: training records (unprefixed: not results), then held-out ones.
+            "metrics.jsonl": '{"step": 10, "loss": 9.5, "mlm_accuracy": 0.05, "nsp_accuracy": 0.55, "learning_rate": 0.0001}\n'
+            '{"step": 50, "eval_mlm_accuracy": 0.1, "eval_nsp_accuracy": 0.6, "perplexity": 400.0}\n',
+            "training_curves.png": b"\x89PNG\r\n\x1a\n" + bytes(64),
+            "checkpoint-50/model.safetensors": b"w",
+            "checkpoint-50/optimizer.bin": b"p",
+            "checkpoint-50/scheduler.bin": b"p",
+            "checkpoint-50/random_states_0.pkl": b"p",
+            "checkpoint-50/metrics.jsonl": "{}",
+            "checkpoints/checkpoint-00000050/optimizer.bin": b"p",  # an older run's layout
+            "checkpoints/checkpoint-00000050/model.safetensors": b"w",
+            "runs/run-1/checkpoint-7/optimizer.bin": b"p",  # at any depth
+            ".lock": "",
+            ".minibert-pretrained.partial-x/config.json": "{}",
+        },
+    )
     write_model_card(folder, task="fill-mask", dataset_name="SetFit/bbc-news")
     return folder
 
@@ -632,14 +722,24 @@ def pretraining_output(tmp_path, saved_classifier):
 def finetuning_output(tmp_path, saved_classifier):
     """A Trainer fine-tuning run's output folder."""
     folder = saved_classifier[0]
-    _write(folder, {
-        "all_results.json": json.dumps(FINETUNE_RESULTS), "eval_results.json": "{}", "trainer_state.json": "{}",
-        "training_args.bin": b"pickle", "confusion_matrix.png": b"\x89PNG\r\n\x1a\n" + bytes(16),
-        "runs/Nov23_14-00-00/events.out.tfevents.1.host": b"\0tb",
-        "checkpoint-4/model.safetensors": b"w", "checkpoint-4/optimizer.pt": b"p", "checkpoint-4/scheduler.pt": b"p",
-        "checkpoint-4/rng_state.pth": b"p", "checkpoint-4/trainer_state.json": "{}", "checkpoint-4/training_args.bin": b"p",
-        "checkpoint-8/scaler.pt": b"p",
-    })
+    _write(
+        folder,
+        {
+            "all_results.json": json.dumps(FINETUNE_RESULTS),
+            "eval_results.json": "{}",
+            "trainer_state.json": "{}",
+            "training_args.bin": b"pickle",
+            "confusion_matrix.png": b"\x89PNG\r\n\x1a\n" + bytes(16),
+            "runs/Nov23_14-00-00/events.out.tfevents.1.host": b"\0tb",
+            "checkpoint-4/model.safetensors": b"w",
+            "checkpoint-4/optimizer.pt": b"p",
+            "checkpoint-4/scheduler.pt": b"p",
+            "checkpoint-4/rng_state.pth": b"p",
+            "checkpoint-4/trainer_state.json": "{}",
+            "checkpoint-4/training_args.bin": b"p",
+            "checkpoint-8/scaler.pt": b"p",
+        },
+    )
     write_model_card(folder, task="text-classification", base_model="me/minibert-bbc", dataset_name="rotten_tomatoes")
     return folder
 
@@ -657,31 +757,70 @@ def test_pushing_a_pretraining_output_folder_leaves_checkpoints_and_state_behind
     push_to_hub(pretraining_output, "bbc", token=TOKEN, endpoint=local_hub.endpoint)  # no flag needed
     pushed = local_hub.repo_files(f"{USER}/bbc")
     assert set(pushed) == {
-        ".gitattributes", "README.md", "config.json", "model.safetensors", "configuration_minibert.py",
-        "modeling_minibert.py", "checks_minibert.py", "vocab.txt", "tokenizer.json", "tokenizer_config.json", "all_results.json",
-        "train_results.json", "metrics.jsonl", "training_curves.png",
-    } | {n for n in ("special_tokens_map.json", "question_answering_pipeline.py") if (pretraining_output / n).is_file()}
+        ".gitattributes",
+        "README.md",
+        "config.json",
+        "model.safetensors",
+        "configuration_minibert.py",
+        "modeling_minibert.py",
+        "checks_minibert.py",
+        "vocab.txt",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "all_results.json",
+        "train_results.json",
+        "metrics.jsonl",
+        "training_curves.png",
+    } | {
+        n for n in ("special_tokens_map.json", "question_answering_pipeline.py") if (pretraining_output / n).is_file()
+    }
     card = ModelCard(pushed["README.md"].decode())
     assert card.data.pipeline_tag == "fill-mask" and card.data.datasets == ["SetFit/bbc-news"]  # kept from the job
 
 
 def test_pushing_a_finetuning_output_folder_leaves_checkpoints_and_state_behind(finetuning_output, local_hub, capsys):
     local_hub.configure_clients()  # the CLI takes its endpoint from the environment
-    assert cli_main(["push", "--model_name_or_path", str(finetuning_output), "--hub_model_id", "clf", "--token", TOKEN, "--license", "mit"]) == 0
+    assert (
+        cli_main(
+            [
+                "push",
+                "--model_name_or_path",
+                str(finetuning_output),
+                "--hub_model_id",
+                "clf",
+                "--token",
+                TOKEN,
+                "--license",
+                "mit",
+            ]
+        )
+        == 0
+    )
     pushed = set(local_hub.repo_files(f"{USER}/clf"))
     url, checked = capsys.readouterr().out.splitlines()[-2:]  # the commit, then what was checked before it
     assert url.startswith(local_hub.endpoint) and checked == (
         f"checked: the {len(pushed) - 1} files before the upload: each is what its name says, none holds the token "
-        "or leads out of the folder")  # all but the Hub's own .gitattributes
-    assert {"all_results.json", "eval_results.json", "trainer_state.json", "confusion_matrix.png",
-            "runs/Nov23_14-00-00/events.out.tfevents.1.host", "model.safetensors", "README.md"} <= pushed
+        "or leads out of the folder"
+    )  # all but the Hub's own .gitattributes
+    assert {
+        "all_results.json",
+        "eval_results.json",
+        "trainer_state.json",
+        "confusion_matrix.png",
+        "runs/Nov23_14-00-00/events.out.tfevents.1.host",
+        "model.safetensors",
+        "README.md",
+    } <= pushed
     assert not [p for p in pushed if p.startswith("checkpoint-") or p.endswith((".bin", ".pt", ".pth"))], pushed
     card = ModelCard(local_hub.repo_files(f"{USER}/clf")["README.md"].decode())
     assert (card.data.license, card.data.base_model) == ("mit", "me/minibert-bbc")
     # A pickle that is not training state is still refused, and says what is never uploaded anyway.
     (finetuning_output / "pytorch_model.bin").write_bytes(b"pickle")
-    with pytest.raises(ValueError, match=r"pickle files \(pytorch_model.bin\), .*Checkpoints and training state are "
-                                         r"never uploaded"):
+    with pytest.raises(
+        ValueError,
+        match=r"pickle files \(pytorch_model.bin\), .*Checkpoints and training state are "
+        r"never uploaded",
+    ):
         push_to_hub(finetuning_output, "clf", token=TOKEN, endpoint=local_hub.endpoint)
 
 
@@ -724,14 +863,18 @@ def test_a_hub_cache_snapshot_pushes_although_its_files_are_links(saved_classifi
         (repo / "blobs" / path.name).write_bytes(path.read_bytes())
         (snapshot / path.name).symlink_to(Path("..", "..", "blobs", path.name))
     push_to_hub(snapshot, "from-cache", token=TOKEN, endpoint=local_hub.endpoint)
-    assert local_hub.repo_files(f"{USER}/from-cache")["model.safetensors"] == (folder / "model.safetensors").read_bytes()
+    assert (
+        local_hub.repo_files(f"{USER}/from-cache")["model.safetensors"] == (folder / "model.safetensors").read_bytes()
+    )
 
 
 def _index(path: Path) -> dict[tuple[str, str], float]:
     """(split, metric name) -> value, from the card's model-index as the Hub reads it (the YAML, parsed back);
     each pair must appear once."""
     (entry,) = metadata_load(path)["model-index"]
-    pairs = [((result["dataset"]["split"], m["name"]), m["value"]) for result in entry["results"] for m in result["metrics"]]
+    pairs = [
+        ((result["dataset"]["split"], m["name"]), m["value"]) for result in entry["results"] for m in result["metrics"]
+    ]
     assert len(pairs) == len(dict(pairs)), pairs  # one entry per metric and split
     return dict(pairs)
 
@@ -739,17 +882,32 @@ def _index(path: Path) -> dict[tuple[str, str], float]:
 def test_a_pretraining_card_holds_its_results(pretraining_output):
     card = ModelCard.load(pretraining_output / "README.md")
     data = card.data.to_dict()
-    assert (data["pipeline_tag"], data["license"], data["datasets"]) == ("fill-mask", "apache-2.0", ["SetFit/bbc-news"])
+    assert (data["pipeline_tag"], data["license"], data["datasets"]) == (
+        "fill-mask",
+        "apache-2.0",
+        ["SetFit/bbc-news"],
+    )
     assert "base_model" not in data
     assert data["model-index"][0]["name"] == "minibert-pretrained"
     assert data["model-index"][0]["results"][0]["dataset"] == {
-        "name": "SetFit/bbc-news", "type": "SetFit/bbc-news", "split": "validation"}
+        "name": "SetFit/bbc-news",
+        "type": "SetFit/bbc-news",
+        "split": "validation",
+    }
     # all_results.json wins over metrics.jsonl; the training records' accuracies are not validation results.
     assert _index(pretraining_output / "README.md") == {
-        ("validation", "MLM accuracy"): 0.1425, ("validation", "NSP accuracy"): 0.6325, ("validation", "Perplexity"): 356.25}
-    for row in ("| MLM accuracy | validation | 0.1425 |", "| Perplexity | validation | 356.2 |",
-                "| NSP accuracy | validation | 0.6325 |", "| Loss | validation | 6.5 |", "| Loss | train | 7.25 |",
-                "| MLM loss | validation | 5.875 |"):
+        ("validation", "MLM accuracy"): 0.1425,
+        ("validation", "NSP accuracy"): 0.6325,
+        ("validation", "Perplexity"): 356.25,
+    }
+    for row in (
+        "| MLM accuracy | validation | 0.1425 |",
+        "| Perplexity | validation | 356.2 |",
+        "| NSP accuracy | validation | 0.6325 |",
+        "| Loss | validation | 6.5 |",
+        "| Loss | train | 7.25 |",
+        "| MLM loss | validation | 5.875 |",
+    ):
         assert row in card.text, row
     for bookkeeping in ("step", "epoch", "learning_rate", "train_runtime", "samples_per_second", "eval_samples"):
         assert f"| {bookkeeping}" not in card.text and bookkeeping not in str(data["model-index"]), bookkeeping
@@ -762,9 +920,16 @@ def test_a_finetuning_card_holds_its_base_model_and_results(finetuning_output):
     card = ModelCard.load(finetuning_output / "README.md")
     data = card.data.to_dict()
     assert (data["base_model"], data["datasets"], data["pipeline_tag"]) == (
-        "me/minibert-bbc", ["rotten_tomatoes"], "text-classification")
+        "me/minibert-bbc",
+        ["rotten_tomatoes"],
+        "text-classification",
+    )
     assert _index(finetuning_output / "README.md") == {
-        ("validation", "Accuracy"): 0.8125, ("validation", "F1"): 0.8, ("test", "Accuracy"): 0.75, ("test", "F1"): 0.7375}
+        ("validation", "Accuracy"): 0.8125,
+        ("validation", "F1"): 0.8,
+        ("test", "Accuracy"): 0.75,
+        ("test", "F1"): 0.7375,
+    }
     for row in ("| Accuracy | validation | 0.8125 |", "| F1 | test | 0.7375 |", "| Loss | train | 0.5 |"):
         assert row in card.text, row
     assert "total_flos" not in card.content and "fine-tuned from [me/minibert-bbc]" in card.text
@@ -784,7 +949,10 @@ def test_question_answering_results_and_a_written_card_at_push(saved_classifier,
     push_to_hub(folder, "qa", token=TOKEN, endpoint=local_hub.endpoint)
     pushed = ModelCard(local_hub.repo_files(f"{USER}/qa")["README.md"].decode())
     assert (pushed.data.license, pushed.data.base_model, pushed.data.pipeline_tag) == (
-        "cc-by-4.0", "me/base", "question-answering")
+        "cc-by-4.0",
+        "me/base",
+        "question-answering",
+    )
     assert pushed.data.to_dict()["model-index"][0]["name"] == "qa"
     assert f'AutoModelForQuestionAnswering.from_pretrained("{USER}/qa", trust_remote_code=True)' in pushed.text
 
@@ -815,7 +983,9 @@ def test_every_head_has_a_task():
 
 
 @pytest.mark.real_hub
-@pytest.mark.skipif(os.environ.get("MINIBERT_REAL_HUB") != "1", reason="talks to huggingface.co: set MINIBERT_REAL_HUB=1 and HF_TOKEN")
+@pytest.mark.skipif(
+    os.environ.get("MINIBERT_REAL_HUB") != "1", reason="talks to huggingface.co: set MINIBERT_REAL_HUB=1 and HF_TOKEN"
+)
 def test_push_and_pull_on_the_real_hub(saved_classifier, tmp_path):
     """Opt-in: the same round trip against huggingface.co, in a private repository deleted afterwards."""
     folder, model = saved_classifier
@@ -836,18 +1006,36 @@ finally:
 """
     env = clean_env(HF_HOME=str(tmp_path / "home"), HF_HUB_OFFLINE="0", HF_TOKEN=os.environ["HF_TOKEN"])
     env.update({k: os.environ[k] for k in ("HF_ENDPOINT", "HF_HUB_DISABLE_XET") if k in os.environ})  # e.g. staging
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.strip().splitlines()[-1])["params"] == model.num_parameters()
-
 
 
 def test_push_format_bert_publishes_the_bert_format_copy_and_leaves_the_folder_alone(finetuning_output, local_hub):
     before = _snapshot(finetuning_output)
     local_hub.configure_clients()  # the CLI takes its endpoint from the environment
-    assert cli_main(["push", "--model_name_or_path", str(finetuning_output), "--hub_model_id", "clf-bert", "--token", TOKEN, "--format", "bert"]) == 0
+    assert (
+        cli_main(
+            [
+                "push",
+                "--model_name_or_path",
+                str(finetuning_output),
+                "--hub_model_id",
+                "clf-bert",
+                "--token",
+                TOKEN,
+                "--format",
+                "bert",
+            ]
+        )
+        == 0
+    )
     pushed = local_hub.repo_files(f"{USER}/clf-bert")
-    assert {"all_results.json", "eval_results.json", "confusion_matrix.png", "model.safetensors", "vocab.txt"} <= set(pushed)
+    assert {"all_results.json", "eval_results.json", "confusion_matrix.png", "model.safetensors", "vocab.txt"} <= set(
+        pushed
+    )
     assert not [p for p in pushed if p.endswith((".py", ".bin", ".pt", ".pth")) or p.startswith("checkpoint-")], pushed
     config = json.loads(pushed["config.json"])
     assert config["model_type"] == "bert" and config["architectures"] == ["BertForSequenceClassification"]
@@ -880,7 +1068,10 @@ def test_push_format_bert_writes_only_what_it_rewrites(finetuning_output, local_
         if path not in written:
             assert local == (finetuning_output / path).resolve(), path
     assert {"training_curves.png", "confusion_matrix.png", "all_results.json", "vocab.txt"} <= set(read_from)
-    assert local_hub.repo_files(f"{USER}/clf-bert")["training_curves.png"] == (finetuning_output / "training_curves.png").read_bytes()
+    assert (
+        local_hub.repo_files(f"{USER}/clf-bert")["training_curves.png"]
+        == (finetuning_output / "training_curves.png").read_bytes()
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -907,7 +1098,9 @@ def compiled_serving_folder(folder: Path) -> Path:
         archive.writestr("model/archive_format", "pt2")
     (folder / "compiled.json").write_text(json.dumps({"torch": torch.__version__, "cpu_capability": "AVX512"}))
     files = sorted(p.name for p in folder.iterdir() if p.is_file())
-    (folder / "serving.json").write_text(json.dumps({"path": "pytorch-compiled-fp32", "threads": None, "files": files}))
+    (folder / "serving.json").write_text(
+        json.dumps({"path": "pytorch-compiled-fp32", "threads": None, "files": files})
+    )
     return folder
 
 
@@ -921,11 +1114,21 @@ def onnx_folder(folder: Path, data_name: str = "weights.data", keep_data: bool =
     table = numpy_helper.from_array(np.arange(40 * 4, dtype=np.float32).reshape(40, 4), "word_embeddings.weight")
     ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"])
     out = helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", 4])
-    graph = helper.make_graph([helper.make_node("Gather", ["word_embeddings.weight", "input_ids"], ["last_hidden_state"])],
-                              "embeddings", [ids], [out], [table])
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["word_embeddings.weight", "input_ids"], ["last_hidden_state"])],
+        "embeddings",
+        [ids],
+        [out],
+        [table],
+    )
     (folder / "model.safetensors").unlink()
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), folder / "model.onnx",
-              save_as_external_data=True, location=data_name, size_threshold=0)
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+        folder / "model.onnx",
+        save_as_external_data=True,
+        location=data_name,
+        size_threshold=0,
+    )
     if not keep_data:
         (folder / data_name).unlink()
     return folder
@@ -955,27 +1158,63 @@ def published_serving_answers(pushed: dict[str, bytes], folder: Path, into: Path
 
 PUBLISH_ROWS = [
     # (id, make the folder, push options, the files that must go up, how what went up is loaded back)
-    pytest.param(serving_folder, {}, {"serving.json", "model.safetensors", "config.json", "tokenizer.json"},
-                 published_serving_answers, id="a-serving-folder"),
-    pytest.param(compiled_serving_folder, {"allow_compiled": True}, {"serving.json", "model.pt2", "compiled.json"},
-                 None, id="a-compiled-serving-folder-allowed"),
-    pytest.param(onnx_folder, {}, {"model.onnx", "weights.data", "config.json"}, published_onnx_runs,
-                 id="an-onnx-graph-whose-data-has-another-name"),
+    pytest.param(
+        serving_folder,
+        {},
+        {"serving.json", "model.safetensors", "config.json", "tokenizer.json"},
+        published_serving_answers,
+        id="a-serving-folder",
+    ),
+    pytest.param(
+        compiled_serving_folder,
+        {"allow_compiled": True},
+        {"serving.json", "model.pt2", "compiled.json"},
+        None,
+        id="a-compiled-serving-folder-allowed",
+    ),
+    pytest.param(
+        onnx_folder,
+        {},
+        {"model.onnx", "weights.data", "config.json"},
+        published_onnx_runs,
+        id="an-onnx-graph-whose-data-has-another-name",
+    ),
 ]
 REFUSED_ROWS = [
     # (id, make the folder, push options, what the one line names)
-    pytest.param(compiled_serving_folder, {}, ("model.pt2", "native code", "--allow_compiled"),
-                 id="a-compiled-folder-unasked"),
-    pytest.param(lambda f: onnx_folder(f, keep_data=False), {}, ("model.onnx", "weights.data", "does not hold"),
-                 id="an-onnx-graph-without-its-data"),
-    pytest.param(lambda f: (f / "eval_results.json").write_bytes(os.urandom(17 << 20)) and f, {},
-                 ("eval_results.json", "bytes", "more than a results file holds"), id="a-blob-named-like-results"),
-    pytest.param(lambda f: (f / "test_results.json").write_bytes(b"\x00\x01 not json") and f, {},
-                 ("test_results.json", "is not JSON"), id="results-that-are-not-json"),
-    pytest.param(lambda f: (f / "training_curves.png").write_bytes(b"GIF89a") and f, {},
-                 ("training_curves.png", "not a PNG image"), id="a-plot-that-is-not-a-png"),
-    pytest.param(lambda f: (f / "serving.json").write_text(json.dumps({"path": "pytorch-fp32", "files": ["gone.bin"]})) and f,
-                 {}, ("serving.json", "gone.bin", "does not hold"), id="a-serving-folder-missing-a-file"),
+    pytest.param(
+        compiled_serving_folder, {}, ("model.pt2", "native code", "--allow_compiled"), id="a-compiled-folder-unasked"
+    ),
+    pytest.param(
+        lambda f: onnx_folder(f, keep_data=False),
+        {},
+        ("model.onnx", "weights.data", "does not hold"),
+        id="an-onnx-graph-without-its-data",
+    ),
+    pytest.param(
+        lambda f: (f / "eval_results.json").write_bytes(os.urandom(17 << 20)) and f,
+        {},
+        ("eval_results.json", "bytes", "more than a results file holds"),
+        id="a-blob-named-like-results",
+    ),
+    pytest.param(
+        lambda f: (f / "test_results.json").write_bytes(b"\x00\x01 not json") and f,
+        {},
+        ("test_results.json", "is not JSON"),
+        id="results-that-are-not-json",
+    ),
+    pytest.param(
+        lambda f: (f / "training_curves.png").write_bytes(b"GIF89a") and f,
+        {},
+        ("training_curves.png", "not a PNG image"),
+        id="a-plot-that-is-not-a-png",
+    ),
+    pytest.param(
+        lambda f: (f / "serving.json").write_text(json.dumps({"path": "pytorch-fp32", "files": ["gone.bin"]})) and f,
+        {},
+        ("serving.json", "gone.bin", "does not hold"),
+        id="a-serving-folder-missing-a-file",
+    ),
 ]
 
 
@@ -991,7 +1230,9 @@ def check_published(make, options: dict, expected: set[str], load, saved_classif
 
 
 @pytest.mark.parametrize("make, options, expected, load", PUBLISH_ROWS)
-def test_a_push_publishes_what_its_kind_needs_to_load(make, options, expected, load, saved_classifier, local_hub, tmp_path):
+def test_a_push_publishes_what_its_kind_needs_to_load(
+    make, options, expected, load, saved_classifier, local_hub, tmp_path
+):
     check_published(make, options, expected, load, saved_classifier, local_hub, tmp_path)
 
 
@@ -1033,5 +1274,6 @@ def test_the_publish_rows_can_fail(saved_classifier, local_hub, tmp_path, monkey
 
     monkeypatch.setattr(push_module, "check_publishable", lambda folder, paths, allow_compiled=False: [])
     with pytest.raises((AssertionError, FileNotFoundError)):
-        check_published(serving_folder, {}, {"serving.json"}, published_serving_answers, saved_classifier, local_hub,
-                        tmp_path)
+        check_published(
+            serving_folder, {}, {"serving.json"}, published_serving_answers, saved_classifier, local_hub, tmp_path
+        )

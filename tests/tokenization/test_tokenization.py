@@ -92,8 +92,14 @@ def trio(request, corpus, trained, tmp_path_factory):
         ours, folder = trained
     else:
         folder = tmp_path_factory.mktemp("tok") / request.param
-        ours = train_tokenizer(train_data=corpus, vocab_size=VOCAB_SIZE, output_dir=folder, lowercase=lowercase,
-                               strip_accents=strip_accents, disable_tqdm=True)
+        ours = train_tokenizer(
+            train_data=corpus,
+            vocab_size=VOCAB_SIZE,
+            output_dir=folder,
+            lowercase=lowercase,
+            strip_accents=strip_accents,
+            disable_tqdm=True,
+        )
     vocab_only = tmp_path_factory.mktemp("vocab-only")
     shutil.copy(folder / "vocab.txt", vocab_only / "vocab.txt")
     options = {"do_lower_case": lowercase, "strip_accents": strip_accents}
@@ -120,7 +126,15 @@ def test_template_single_and_pair(trained):
     assert tokenizer.convert_ids_to_tokens(single["input_ids"]) == ["[CLS]", "the", "year", "[SEP]"]
     assert single["token_type_ids"] == [0, 0, 0, 0]
     pair = tokenizer("The year", "he said")
-    assert tokenizer.convert_ids_to_tokens(pair["input_ids"]) == ["[CLS]", "the", "year", "[SEP]", "he", "said", "[SEP]"]
+    assert tokenizer.convert_ids_to_tokens(pair["input_ids"]) == [
+        "[CLS]",
+        "the",
+        "year",
+        "[SEP]",
+        "he",
+        "said",
+        "[SEP]",
+    ]
     assert pair["token_type_ids"] == [0, 0, 0, 0, 1, 1, 1]
     assert pair["attention_mask"] == [1] * 7
 
@@ -128,7 +142,11 @@ def test_template_single_and_pair(trained):
 def test_save_pretrained_writes_every_file(trained, tmp_path):
     tokenizer, folder = trained
     assert sorted(p.name for p in folder.iterdir()) == [
-        "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"]
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ]
     config = json.loads((folder / "tokenizer_config.json").read_text())
     assert config["tokenizer_class"] == "BertTokenizer"  # resolvable by plain transformers
     assert config["do_lower_case"] is True
@@ -136,7 +154,12 @@ def test_save_pretrained_writes_every_file(trained, tmp_path):
     vocab = tokenizer.get_vocab()
     assert lines == sorted(vocab, key=vocab.__getitem__)
     assert json.loads((folder / "special_tokens_map.json").read_text()) == {
-        "pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
+        "pad_token": "[PAD]",
+        "unk_token": "[UNK]",
+        "cls_token": "[CLS]",
+        "sep_token": "[SEP]",
+        "mask_token": "[MASK]",
+    }
     # A plain save_pretrained (as Trainer does for checkpoints) writes the same set.
     tokenizer.save_pretrained(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in folder.iterdir())
@@ -184,7 +207,12 @@ def test_autotokenizer_in_fresh_process_without_the_package(trained, tmp_path):
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     result = subprocess.run(
         [sys.executable, "-c", FRESH_PROCESS_SCRIPT, str(folder), json.dumps(texts)],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     out = json.loads(result.stdout)
     assert out["class"] == "BertTokenizer" and out["is_fast"]
@@ -279,9 +307,9 @@ def test_longest_first_truncation(trio):
         ids = mine["input_ids"]
         sep = ids.index(3)
         full_a, full_b = ours(a, add_special_tokens=False)["input_ids"], ours(b, add_special_tokens=False)["input_ids"]
-        kept_a, kept_b = ids[1:sep], ids[sep + 1:-1]
+        kept_a, kept_b = ids[1:sep], ids[sep + 1 : -1]
         assert len(ids) == max_length
-        assert kept_a == full_a[:len(kept_a)] and kept_b == full_b[:len(kept_b)]
+        assert kept_a == full_a[: len(kept_a)] and kept_b == full_b[: len(kept_b)]
         assert abs(len(kept_a) - len(kept_b)) <= 1 or len(kept_a) == len(full_a)
         # With an odd number of places left for the two segments, the Rust implementation gives the extra one
         # to the originally longer segment, BERT's Python loop to the first one (tokenizers#389); otherwise equal.
@@ -358,8 +386,14 @@ def test_data_collator_and_fill_mask_pipeline(trained):
     assert (batch["input_ids"] == tokenizer.mask_token_id).any()
 
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
-                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    config = transformers.BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     fill = transformers.pipeline("fill-mask", model=transformers.BertForMaskedLM(config), tokenizer=tokenizer)
     predictions = fill("the cat sat on the [MASK].", top_k=3)
     assert len(predictions) == 3
@@ -371,8 +405,14 @@ def test_summary_counts_splits_and_unknowns():
     tokenizer = make_tokenizer(vocab)
     # the | cat ##s | dog | [UNK] (zebra) | .  -> 5 words, 6 tokens, 1 word split, 1 [UNK]
     summary = tokenizer_summary(tokenizer, ["The cats dog zebra."])
-    assert summary == {"vocab_size": 10, "words": 5, "tokens": 6, "tokens_per_word": 6 / 5,
-                       "split_word_share": 1 / 5, "unk_rate": 1 / 6}
+    assert summary == {
+        "vocab_size": 10,
+        "words": 5,
+        "tokens": 6,
+        "tokens_per_word": 6 / 5,
+        "split_word_share": 1 / 5,
+        "unk_rate": 1 / 6,
+    }
 
 
 # --- robustness -----------------------------------------------------------------------------------------------
@@ -384,8 +424,9 @@ SPECIAL_LITERALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 @given(text=st.text(), pair=st.one_of(st.none(), st.text()))
 def test_encoding_arbitrary_unicode(trained, text, pair):
     tokenizer, _ = trained
-    enc = tokenizer([text], [pair] if pair is not None else None, truncation=True, max_length=24,
-                    return_offsets_mapping=True)
+    enc = tokenizer(
+        [text], [pair] if pair is not None else None, truncation=True, max_length=24, return_offsets_mapping=True
+    )
     ids, types = enc["input_ids"][0], enc["token_type_ids"][0]
     assert all(0 <= i < len(tokenizer) for i in ids)
     assert len(ids) <= 24
@@ -434,9 +475,18 @@ def test_training_is_reproducible_across_processes(tmp_path):
         out = tmp_path / f"run{i}"
         out.mkdir()
         threads = {"RAYON_NUM_THREADS": str(1 + i % 2)}  # the thread count must not matter either
-        runs.append((out, subprocess.Popen([sys.executable, "-c", REPRODUCIBILITY_SCRIPT, str(spec), str(out)],
-                                           env={**env, **threads}, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                           text=True)))
+        runs.append(
+            (
+                out,
+                subprocess.Popen(
+                    [sys.executable, "-c", REPRODUCIBILITY_SCRIPT, str(spec), str(out)],
+                    env={**env, **threads},
+                    stdin=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+            )
+        )
     for out, process in runs:
         assert process.wait(timeout=300) == 0, process.stderr.read()
     for name, (_, vocab_size) in corpora.items():
@@ -474,8 +524,14 @@ def test_a_long_line_is_trained_in_bounded_memory(tmp_path):
     data.write_text(line + "\n", encoding="utf-8")
     assert data.stat().st_size > 2_000_000
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-c", LONG_LINE_SCRIPT, str(data)], env=env, capture_output=True,
-                            text=True, timeout=300, stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        [sys.executable, "-c", LONG_LINE_SCRIPT, str(data)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert result.returncode == 0, result.stderr
     peak, size = result.stdout.split()
     assert float(peak) < 64, f"training on one 2 MB line took {float(peak):.0f} MB"
@@ -517,7 +573,9 @@ def test_non_utf8_file_is_named(tmp_path):
     good, bad = tmp_path / "good.txt", tmp_path / "latin1.txt"
     good.write_text("some good text\n", encoding="utf-8")
     bad.write_bytes("first line\nCafé au lait\n".encode("latin-1"))
-    with pytest.raises(ValueError, match=re.escape(str(bad)) + r" is not valid UTF-8: byte 0xe9 at offset 14 \(line 2\)"):
+    with pytest.raises(
+        ValueError, match=re.escape(str(bad)) + r" is not valid UTF-8: byte 0xe9 at offset 14 \(line 2\)"
+    ):
         train_tokenizer(train_file=[good, bad], vocab_size=100, disable_tqdm=True)
 
 
@@ -558,7 +616,9 @@ def test_output_dir_checked_before_training_and_replaced_atomically(tmp_path, tr
         raise AssertionError("training started")
         yield
 
-    with pytest.raises(FileExistsError, match=f"output_dir {re.escape(str(out))} is not empty; pass --overwrite_output_dir"):
+    with pytest.raises(
+        FileExistsError, match=f"output_dir {re.escape(str(out))} is not empty; pass --overwrite_output_dir"
+    ):
         train_tokenizer(train_data=must_not_be_read(), vocab_size=100, output_dir=out)
     save_tokenizer(trained[0], out, overwrite_output_dir=True)
     assert not (out / "stale.txt").exists() and (out / "vocab.txt").exists()
@@ -622,8 +682,19 @@ def test_cli_trains_saves_and_summarises(tmp_path, corpus, capsys):
     data.write_text("\n".join(corpus), encoding="utf-8")
     out = tmp_path / "tok"
     # Underscores as in transformers' example scripts; dashes accepted too.
-    code = main(["train-tokenizer", "--train_file", str(data), "--vocab_size", "500", "--output-dir", str(out),
-                 "--model-max-length", "64"])
+    code = main(
+        [
+            "train-tokenizer",
+            "--train_file",
+            str(data),
+            "--vocab_size",
+            "500",
+            "--output-dir",
+            str(out),
+            "--model-max-length",
+            "64",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0
     assert "reading corpus" in captured.err  # the progress bar
@@ -655,9 +726,17 @@ def test_python_options_are_the_command_line_flags(tmp_path):
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("The cat sat on the mat.\nThe dog ate the cat's food.\n" * 3, encoding="utf-8")
-    options = {"train_file": [str(corpus)], "vocab_size": 40, "min_frequency": 1, "lowercase": False,
-               "strip_accents": True, "limit_alphabet": 12, "model_max_length": 24, "overwrite_output_dir": True,
-               "disable_tqdm": True}
+    options = {
+        "train_file": [str(corpus)],
+        "vocab_size": 40,
+        "min_frequency": 1,
+        "lowercase": False,
+        "strip_accents": True,
+        "limit_alphabet": 12,
+        "model_max_length": 24,
+        "overwrite_output_dir": True,
+        "disable_tqdm": True,
+    }
     assert {f.name for f in dataclasses.fields(TokenizerTrainingArguments)} == {*options, "output_dir"}
     argv = ["train-tokenizer", "--output_dir", str(tmp_path / "cli")]
     for name, value in options.items():
@@ -678,12 +757,14 @@ def test_cli_requires_train_file(tmp_path, capsys):
 
 def test_smaller_vocabulary_than_asked_is_said(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="tokenization.training"):
-        tokenizer = train_tokenizer(train_data=["the cat sat on the mat", "the dog ate the cat food"] * 3, vocab_size=8192,
-                                    disable_tqdm=True)
+        tokenizer = train_tokenizer(
+            train_data=["the cat sat on the mat", "the dog ate the cat food"] * 3, vocab_size=8192, disable_tqdm=True
+        )
     assert len(tokenizer) < 100
     assert [r.getMessage() for r in caplog.records] == [
         f"the vocabulary has {len(tokenizer)} tokens, fewer than vocab_size=8,192: every pair seen at least "
-        "min_frequency=2 times is merged; more text or a lower min_frequency gives more"]
+        "min_frequency=2 times is merged; more text or a lower min_frequency gives more"
+    ]
     caplog.clear()
     with caplog.at_level("WARNING", logger="tokenization.training"):
         train_tokenizer(train_data=["the cat sat on the mat"] * 3, vocab_size=len(tokenizer) - 20, disable_tqdm=True)
@@ -697,9 +778,21 @@ def test_cli_says_the_real_size_in_one_warning(tmp_path):
     out.mkdir()
     (out / "old.txt").write_text("x")
     # (The 0.1 names --input, --cased, --no-strip-accents, --overwrite and --quiet are refused: tests/test_cli.py.)
-    command = [sys.executable, "-m", "modeling_minibert.cli", "train-tokenizer", "--train_file", str(data),
-               "--output-dir", str(out), "--no_lowercase", "--strip_accents", "false", "--overwrite_output_dir",
-               "--disable_tqdm"]
+    command = [
+        sys.executable,
+        "-m",
+        "modeling_minibert.cli",
+        "train-tokenizer",
+        "--train_file",
+        str(data),
+        "--output-dir",
+        str(out),
+        "--no_lowercase",
+        "--strip_accents",
+        "false",
+        "--overwrite_output_dir",
+        "--disable_tqdm",
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr
@@ -715,18 +808,37 @@ def test_cli_says_the_real_size_in_one_warning(tmp_path):
     assert not (out / "old.txt").exists()
 
 
-@pytest.mark.parametrize("flags, expected", [
-    (["--lowercase", "false"], {"do_lower_case": False, "strip_accents": None}),
-    (["--no_lowercase", "--strip_accents"], {"do_lower_case": False, "strip_accents": True}),
-    (["--strip-accents", "false"], {"do_lower_case": True, "strip_accents": False}),
-])
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (["--lowercase", "false"], {"do_lower_case": False, "strip_accents": None}),
+        (["--no_lowercase", "--strip_accents"], {"do_lower_case": False, "strip_accents": True}),
+        (["--strip-accents", "false"], {"do_lower_case": True, "strip_accents": False}),
+    ],
+)
 def test_cli_boolean_flags(tmp_path, flags, expected):
     from modeling_minibert.cli import main
 
     data = tmp_path / "small.txt"
     data.write_text("Café naïve the cat sat\n" * 4, encoding="utf-8")
-    assert main(["train-tokenizer", "--train-file", str(data), "--output_dir", str(tmp_path / "tok"), "--vocab_size",
-                 "30", "--min_frequency", "1", "--disable_tqdm", *flags]) == 0
+    assert (
+        main(
+            [
+                "train-tokenizer",
+                "--train-file",
+                str(data),
+                "--output_dir",
+                str(tmp_path / "tok"),
+                "--vocab_size",
+                "30",
+                "--min_frequency",
+                "1",
+                "--disable_tqdm",
+                *flags,
+            ]
+        )
+        == 0
+    )
     config = json.loads((tmp_path / "tok" / "tokenizer_config.json").read_text())
     assert {k: config.get(k) for k in expected} == expected
 
@@ -761,12 +873,22 @@ def model_folders(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("models")
     texts = ["the cat sat on the mat .", "a dog ran in the park .", "the bird flew over the house ."] * 4
-    tokenizer = train_tokenizer(train_data=texts, vocab_size=60, min_frequency=1, model_max_length=24, disable_tqdm=True)
-    sizes = dict(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                 intermediate_size=64, max_position_embeddings=24)
-    heads = {"mlm": (modeling_minibert.MiniBertForMaskedLM, {}),
-             "classifier": (modeling_minibert.MiniBertForSequenceClassification, {"num_labels": 2}),
-             "tagger": (modeling_minibert.MiniBertForTokenClassification, {"num_labels": 3})}
+    tokenizer = train_tokenizer(
+        train_data=texts, vocab_size=60, min_frequency=1, model_max_length=24, disable_tqdm=True
+    )
+    sizes = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=24,
+    )
+    heads = {
+        "mlm": (modeling_minibert.MiniBertForMaskedLM, {}),
+        "classifier": (modeling_minibert.MiniBertForSequenceClassification, {"num_labels": 2}),
+        "tagger": (modeling_minibert.MiniBertForTokenClassification, {"num_labels": 3}),
+    }
     folders = {}
     for name, (model_class, extra) in heads.items():
         torch.manual_seed(0)
@@ -781,8 +903,15 @@ def run_without_the_package(script: str, *args: str) -> subprocess.CompletedProc
     """`script` in a fresh interpreter that cannot import the project, with stdin at end of file (no one to answer)."""
     from fixtures.environment import BLOCK_PACKAGE, clean_env
 
-    return subprocess.run([sys.executable, "-c", BLOCK_PACKAGE + script, *args], env=clean_env(), cwd=REPO.parent,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", BLOCK_PACKAGE + script, *args],
+        env=clean_env(),
+        cwd=REPO.parent,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow(seconds=8)  # fresh processes: not in the quick tier
@@ -793,8 +922,12 @@ def test_pipelines_load_a_folder_without_the_package_or_a_prompt(model_folders):
     for stream in (result.stdout, result.stderr):
         assert PROMPT not in stream and TYPE_WARNING not in stream, stream[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    assert out["classes"] == ["MiniBertForMaskedLM", "MiniBertForSequenceClassification",
-                              "MiniBertForTokenClassification", "BertTokenizer"]
+    assert out["classes"] == [
+        "MiniBertForMaskedLM",
+        "MiniBertForSequenceClassification",
+        "MiniBertForTokenClassification",
+        "BertTokenizer",
+    ]
     text = "the cat sat on the [MASK] ."
     assert out["tokenizer"] == tokenizer(text)["input_ids"]
 
@@ -804,9 +937,13 @@ def test_pipelines_load_a_folder_without_the_package_or_a_prompt(model_folders):
     fill = transformers.pipeline("fill-mask", model=folders["mlm"])
     assert out["fill-mask"] == [[p["token"], round(p["score"], 5)] for p in fill(text, top_k=3)]
     classify = transformers.pipeline("text-classification", model=folders["classifier"])
-    assert out["text-classification"] == [[p["label"], round(p["score"], 5)] for p in classify(["the cat sat", "a dog ran"])]
+    assert out["text-classification"] == [
+        [p["label"], round(p["score"], 5)] for p in classify(["the cat sat", "a dog ran"])
+    ]
     tag = transformers.pipeline("token-classification", model=folders["tagger"])
-    assert out["token-classification"] == [[p["entity"], p["word"], round(float(p["score"]), 5)] for p in tag("the cat sat")]
+    assert out["token-classification"] == [
+        [p["entity"], p["word"], round(float(p["score"]), 5)] for p in tag("the cat sat")
+    ]
 
 
 AUTOTOKENIZER_SCRIPT = r"""
@@ -822,15 +959,19 @@ def result_line(stdout: str):
     return json.loads(stdout.split("\nRESULT ")[-1])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "transformers 5.23's AutoTokenizer.from_pretrained always loads config.json through AutoConfig before it reads "
-    "tokenizer_config.json (4.x skipped config.json when tokenizer_class was set), and AutoConfig asks before "
-    "running the AutoConfig class a config.json's auto_map names; with no answer it falls back to a bare "
-    "PreTrainedConfig, which warns about model type ``. AutoConfig asks whenever auto_map names an AutoConfig class "
-    "and model_type is unknown to transformers, and trust_remote_code loading needs both, so no file in the folder "
-    "can avoid it. Pass trust_remote_code=True (tested above); a folder holding only the tokenizer needs nothing "
-    "(test_autotokenizer_in_fresh_process_without_the_package); a BERT-format copy (convert-bert --to_bert, push "
-    "--format bert) loads with no prompt (test_convert_bert.py)."))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "transformers 5.23's AutoTokenizer.from_pretrained always loads config.json through AutoConfig before it reads "
+        "tokenizer_config.json (4.x skipped config.json when tokenizer_class was set), and AutoConfig asks before "
+        "running the AutoConfig class a config.json's auto_map names; with no answer it falls back to a bare "
+        "PreTrainedConfig, which warns about model type ``. AutoConfig asks whenever auto_map names an AutoConfig class "
+        "and model_type is unknown to transformers, and trust_remote_code loading needs both, so no file in the folder "
+        "can avoid it. Pass trust_remote_code=True (tested above); a folder holding only the tokenizer needs nothing "
+        "(test_autotokenizer_in_fresh_process_without_the_package); a BERT-format copy (convert-bert --to_bert, push "
+        "--format bert) loads with no prompt (test_convert_bert.py)."
+    ),
+)
 def test_autotokenizer_on_a_model_folder_without_trust_remote_code(model_folders):
     folders, tokenizer = model_folders
     result = run_without_the_package(AUTOTOKENIZER_SCRIPT, folders["mlm"])
@@ -864,7 +1005,9 @@ def test_vocab_txt_is_not_written_with_a_token_holding_a_line_break(tmp_path, li
     # Either break alone splits the token over two lines of vocab.txt.
     token = f"a{line_break}b"
     tokenizer = make_tokenizer({**SMALL_VOCAB, token: 7})
-    with pytest.raises(ValueError, match=rf"^token {re.escape(repr(token))} contains a line break: cannot write vocab\.txt$"):
+    with pytest.raises(
+        ValueError, match=rf"^token {re.escape(repr(token))} contains a line break: cannot write vocab\.txt$"
+    ):
         tokenizer.save_vocabulary(str(tmp_path))
     assert list(tmp_path.iterdir()) == []
 
@@ -903,8 +1046,14 @@ def test_special_tokens_stored_as_added_token_dicts_are_read(tmp_path):
     config_file = tmp_path / "tokenizer_config.json"
     config = json.loads(config_file.read_text(encoding="utf-8"))
     for key in SPECIAL_TOKENS_KEYS:
-        config[key] = {"content": config[key], "lstrip": False, "normalized": False, "rstrip": False,
-                       "single_word": False, "special": True}
+        config[key] = {
+            "content": config[key],
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": True,
+        }
     config_file.write_text(json.dumps(config), encoding="utf-8")
     assert load_tokenizer(tmp_path).mask_token == "[MASK]"
     config["mask_token"]["content"] = "[MSK]"  # a mask token the vocabulary lacks is named as such
@@ -945,8 +1094,13 @@ def subset(minilm_tokenizer, news, tmp_path_factory):
 def test_subset_vocabulary_cuts_every_covered_word_as_the_teacher(minilm_tokenizer, news, subset):
     student = transformers.AutoTokenizer.from_pretrained(subset)  # saved as a plain fast BERT tokenizer
     assert type(student).__name__ == "BertTokenizer" and len(student) == 3000
-    assert [student.pad_token_id, student.unk_token_id, student.cls_token_id, student.sep_token_id,
-            student.mask_token_id] == [0, 1, 2, 3, 4]
+    assert [
+        student.pad_token_id,
+        student.unk_token_id,
+        student.cls_token_id,
+        student.sep_token_id,
+        student.mask_token_id,
+    ] == [0, 1, 2, 3, 4]
     kept = set(student.get_vocab())
     words = " ".join(news[:20]).split()
     covered = [w for w in words if set(minilm_tokenizer.tokenize(w)) <= kept]
@@ -956,7 +1110,9 @@ def test_subset_vocabulary_cuts_every_covered_word_as_the_teacher(minilm_tokeniz
     uncovered = [w for w in words if w not in covered]
     assert uncovered and all("[UNK]" not in student.tokenize(w) for w in uncovered)
     text = "Ünïcödé naïve CAFÉ\u200b 東京"  # the teacher's normalisation: lowercase, accents stripped, CJK split
-    assert student.backend_tokenizer.normalizer.normalize_str(text) == minilm_tokenizer.backend_tokenizer.normalizer.normalize_str(text)
+    assert student.backend_tokenizer.normalizer.normalize_str(
+        text
+    ) == minilm_tokenizer.backend_tokenizer.normalizer.normalize_str(text)
 
 
 def test_subset_keeps_the_most_used_pieces_and_every_character(minilm_tokenizer, news, subset):
@@ -967,7 +1123,9 @@ def test_subset_keeps_the_most_used_pieces_and_every_character(minilm_tokenizer,
     counts = piece_counts(minilm_tokenizer, news)
     pieces = minilm_tokenizer.convert_ids_to_tokens([i for i, _ in counts.most_common(500)])
     assert set(pieces) <= kept
-    assert "[unused0]" not in kept and not {t for t in minilm_tokenizer.convert_ids_to_tokens(list(counts)) if t not in kept} & set(pieces)
+    assert "[unused0]" not in kept and not {
+        t for t in minilm_tokenizer.convert_ids_to_tokens(list(counts)) if t not in kept
+    } & set(pieces)
 
 
 def test_subset_ids_map_both_ways(minilm_tokenizer, subset):
@@ -978,7 +1136,9 @@ def test_subset_ids_map_both_ways(minilm_tokenizer, subset):
     assert len(up) == len(student) and len(down) == len(minilm_tokenizer)
     assert up[:5] == [0, 100, 101, 102, 103]  # [PAD] [UNK] [CLS] [SEP] [MASK] by role
     assert [down[t] for t in up] == list(range(len(student)))
-    assert minilm_tokenizer.convert_ids_to_tokens(up[5:]) == student.convert_ids_to_tokens(list(range(5, len(student))))
+    assert minilm_tokenizer.convert_ids_to_tokens(up[5:]) == student.convert_ids_to_tokens(
+        list(range(5, len(student)))
+    )
     text = "the government said the economy rose, firms said."  # words the subset covers
     assert set(minilm_tokenizer.tokenize(text)) <= set(student.get_vocab())
     ids = student(text)["input_ids"]
@@ -1001,12 +1161,19 @@ def test_subset_of_the_teachers_size_is_its_whole_vocabulary(minilm_tokenizer, n
 def test_subset_sizes_and_teachers_it_refuses(minilm_tokenizer, news):
     from tokenization.subset import subset_tokenizer
 
-    with pytest.raises(ValueError, match=r"^vocab_size=40000 is larger than the teacher t's vocabulary \(30522 tokens\)"):
+    with pytest.raises(
+        ValueError, match=r"^vocab_size=40000 is larger than the teacher t's vocabulary \(30522 tokens\)"
+    ):
         subset_tokenizer(minilm_tokenizer, news, vocab_size=40_000, name="t")
-    with pytest.raises(ValueError, match=r"^vocab_size=500 cannot hold the teacher t's special tokens and single characters: use at least 1999$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^vocab_size=500 cannot hold the teacher t's special tokens and single characters: use at least 1999$",
+    ):
         subset_tokenizer(minilm_tokenizer, news, vocab_size=500, name="t")
     from tokenizers import Tokenizer, models
 
-    not_wordpiece = transformers.PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE({"a": 0, "[UNK]": 1}, [], unk_token="[UNK]")))
+    not_wordpiece = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.BPE({"a": 0, "[UNK]": 1}, [], unk_token="[UNK]"))
+    )
     with pytest.raises(ValueError, match=r"^t: its tokenizer is BPE, not WordPiece"):
         subset_tokenizer(not_wordpiece, news, name="t")

@@ -30,8 +30,10 @@ def byte_level(sentences) -> Tokenizer:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.train_from_iterator(sentences, trainers.BpeTrainer(vocab_size=500, show_progress=False,
-                                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer.train_from_iterator(
+        sentences,
+        trainers.BpeTrainer(vocab_size=500, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()),
+    )
     return tokenizer
 
 
@@ -59,7 +61,9 @@ def test_bert_wordpiece_is_encoded_by_pieces_exactly(wordpiece, sentences):
     assert len(encoder.cache) > 1000
 
 
-TRICKY = st.text(st.sampled_from(list("ab cDÉé\u0301\u00a0\t\n\u3000漢字,.'-[MASK]\x00\x1c\u200b\ufeffﬁ ")), max_size=40)
+TRICKY = st.text(
+    st.sampled_from(list("ab cDÉé\u0301\u00a0\t\n\u3000漢字,.'-[MASK]\x00\x1c\u200b\ufeffﬁ ")), max_size=40
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -76,10 +80,18 @@ def test_a_pipeline_that_keeps_spaces_is_encoded_text_by_text(byte_level, senten
 
 
 def test_which_pipelines_split_at_spaces():
-    bert = {"normalizer": {"type": "BertNormalizer"}, "pre_tokenizer": {"type": "BertPreTokenizer"}, "added_tokens": []}
+    bert = {
+        "normalizer": {"type": "BertNormalizer"},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "added_tokens": [],
+    }
     assert splits_at_spaces(bert)
-    assert splits_at_spaces({**bert, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-        {"type": "WhitespaceSplit"}, {"type": "Digits"}]}})
+    assert splits_at_spaces(
+        {
+            **bert,
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Digits"}]},
+        }
+    )
     assert not splits_at_spaces({**bert, "pre_tokenizer": {"type": "Metaspace"}})
     assert not splits_at_spaces({**bert, "pre_tokenizer": None})
     assert not splits_at_spaces({**bert, "normalizer": {"type": "Replace"}})

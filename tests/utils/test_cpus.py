@@ -20,15 +20,18 @@ def cgroup(tmp_path: Path, files: dict[str, str]) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("files, quota", [
-    ({"cpu.max": "250000 100000\n"}, 2.5),  # cgroup v2: `docker --cpus 2.5`
-    ({"cpu.max": "max 100000\n"}, None),  # cgroup v2 without a limit
-    ({"cpu/cpu.cfs_quota_us": "150000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1.5),  # cgroup v1
-    ({"cpu,cpuacct/cpu.cfs_quota_us": "50000\n", "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}, 0.5),
-    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),  # cgroup v1 without a limit
-    ({"cpu.max": "garbage\n"}, None),
-    ({}, None),  # no cgroup files at all (macOS, a bare host)
-])
+@pytest.mark.parametrize(
+    "files, quota",
+    [
+        ({"cpu.max": "250000 100000\n"}, 2.5),  # cgroup v2: `docker --cpus 2.5`
+        ({"cpu.max": "max 100000\n"}, None),  # cgroup v2 without a limit
+        ({"cpu/cpu.cfs_quota_us": "150000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1.5),  # cgroup v1
+        ({"cpu,cpuacct/cpu.cfs_quota_us": "50000\n", "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}, 0.5),
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),  # cgroup v1 without a limit
+        ({"cpu.max": "garbage\n"}, None),
+        ({}, None),  # no cgroup files at all (macOS, a bare host)
+    ],
+)
 def test_the_cpu_quota_is_read_from_either_cgroup_version(tmp_path, files, quota):
     assert cpu_quota(cgroup(tmp_path, files)) == quota
 
@@ -85,5 +88,7 @@ def test_onnxruntime_sessions_default_to_the_quota(tmp_path, monkeypatch):
 def test_a_thread_count_above_the_cores_is_refused_in_one_line(monkeypatch):
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
     check_thread_count("num_threads", 2)
-    with pytest.raises(ValueError, match=r"^num_threads=3000 exceeds the 2 CPU cores this process may run on; use at most 2"):
+    with pytest.raises(
+        ValueError, match=r"^num_threads=3000 exceeds the 2 CPU cores this process may run on; use at most 2"
+    ):
         check_thread_count("num_threads", 3000)

@@ -57,6 +57,7 @@ def test_write_text_replaces_whole_and_leaves_no_temporary(tmp_path: Path, umask
 
 def test_writers_in_threads_never_change_the_umask(tmp_path: Path, umask_027):
     """Many threads writing at once (as the local Hub's handlers do) leave every file with the same mode."""
+
     def write(i: int) -> None:
         write_bytes(tmp_path / f"f{i}", b"x")
         with staged_folder(tmp_path / f"d{i}") as staging:
@@ -170,7 +171,9 @@ def test_a_new_staging_sweeps_what_dead_writers_left_beside_the_output(tmp_path:
         (folder / "model.safetensors").write_bytes(b"half")
     with staged_folder(output) as staging:
         (staging / "config.json").write_text('{"new": 1}')
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, elsewhere.name, other_output.name, "model"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [alive.name, elsewhere.name, other_output.name, "model"]
+    )
     assert (output / "config.json").read_text() == '{"new": 1}'
 
 

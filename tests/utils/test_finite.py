@@ -67,22 +67,37 @@ def trainer_args(output: Path, learning_rate: float = 1e12) -> TrainingArguments
     return TrainingArguments(output_dir=str(output), learning_rate=learning_rate, use_cpu=True, report_to="none")
 
 
-@pytest.mark.parametrize("hook, kwargs, message", [
-    ("on_log", {"logs": {"loss": math.nan, "grad_norm": math.inf}}, "the training loss is nan at step 7"),
-    ("on_log", {"logs": {"train_loss": math.inf}}, "the training loss is inf at step 7"),
-    ("on_log", {"logs": {"eval_loss": math.nan, "eval_accuracy": 0.5}}, "the validation loss is nan at step 7"),
-    ("on_step_end", {"model": model_with(**{"1_weight": math.nan})},
-     r"the weights are not finite at step 7 \(1 of 4 tensors, the first: 1.weight\)"),
-    ("on_epoch_end", {"model": model_with(**{"0_bias": math.inf})},
-     r"the weights are not finite at step 7 \(1 of 4 tensors, the first: 0.bias\)"),
-], ids=["loss", "train_loss", "eval_loss", "weights-before-a-save", "weights-before-an-epochs-save"])
+@pytest.mark.parametrize(
+    "hook, kwargs, message",
+    [
+        ("on_log", {"logs": {"loss": math.nan, "grad_norm": math.inf}}, "the training loss is nan at step 7"),
+        ("on_log", {"logs": {"train_loss": math.inf}}, "the training loss is inf at step 7"),
+        ("on_log", {"logs": {"eval_loss": math.nan, "eval_accuracy": 0.5}}, "the validation loss is nan at step 7"),
+        (
+            "on_step_end",
+            {"model": model_with(**{"1_weight": math.nan})},
+            r"the weights are not finite at step 7 \(1 of 4 tensors, the first: 1.weight\)",
+        ),
+        (
+            "on_epoch_end",
+            {"model": model_with(**{"0_bias": math.inf})},
+            r"the weights are not finite at step 7 \(1 of 4 tensors, the first: 0.bias\)",
+        ),
+    ],
+    ids=["loss", "train_loss", "eval_loss", "weights-before-a-save", "weights-before-an-epochs-save"],
+)
 def test_the_callback_stops_trainer_naming_the_step_the_cause_and_the_checkpoint(hook, kwargs, message, tmp_path):
     (tmp_path / "checkpoint-5").mkdir()  # unfinished (no trainer_state.json): not named as the one to keep
     state, control = TrainerState(global_step=7), TrainerControl(should_save=True)
-    with pytest.warns(UserWarning, match="skipping the unfinished checkpoint"), \
-            pytest.raises(NonFiniteError, match=rf"^{message}: the learning rate 1e\+12 is likely too high \(lower "
-                                                r"--learning_rate\); nothing was saved as the model, and no checkpoint "
-                                                r"before this step$"):
+    with (
+        pytest.warns(UserWarning, match="skipping the unfinished checkpoint"),
+        pytest.raises(
+            NonFiniteError,
+            match=rf"^{message}: the learning rate 1e\+12 is likely too high \(lower "
+            r"--learning_rate\); nothing was saved as the model, and no checkpoint "
+            r"before this step$",
+        ),
+    ):
         getattr(StopOnNonFinite(), hook)(trainer_args(tmp_path), state, control, **kwargs)
 
 
@@ -92,14 +107,21 @@ def test_the_callback_lets_finite_runs_and_steps_without_a_save_go_on(tmp_path):
     callback.on_log(args, state, TrainerControl(), logs={"loss": 0.7, "grad_norm": math.inf, "learning_rate": 1e-3})
     # No save now: the weights are not read (a NaN is found at the next save, or by the logged loss).
     callback.on_step_end(args, state, TrainerControl(should_save=False), model=model_with(**{"0_weight": math.nan}))
-    check_results(model_with(), {"train": {"train_loss": 0.5}, "eval": {"eval_loss": 0.4, "eval_f1": math.nan}}, args, 3)
+    check_results(
+        model_with(), {"train": {"train_loss": 0.5}, "eval": {"eval_loss": 0.4, "eval_f1": math.nan}}, args, 3
+    )
 
 
 def test_a_broken_starting_model_and_non_finite_final_results_are_refused(tmp_path):
     args = trainer_args(tmp_path)
-    with pytest.raises(NonFiniteError, match=r"^the model to train has non-finite weights before step 1 \(1 of 4 "
-                                             r"tensors, the first: 0.weight\): the model it starts from is broken"):
-        StopOnNonFinite().on_train_begin(args, TrainerState(), TrainerControl(), model=model_with(**{"0_weight": math.inf}))
+    with pytest.raises(
+        NonFiniteError,
+        match=r"^the model to train has non-finite weights before step 1 \(1 of 4 "
+        r"tensors, the first: 0.weight\): the model it starts from is broken",
+    ):
+        StopOnNonFinite().on_train_begin(
+            args, TrainerState(), TrainerControl(), model=model_with(**{"0_weight": math.inf})
+        )
     with pytest.raises(NonFiniteError, match="^the test loss is nan for the final model at step 4: the learning rate"):
         check_results(model_with(), {"train": {"train_loss": 0.5}, "test": {"test_loss": math.nan}}, args, 4)
 
@@ -117,19 +139,26 @@ class FakeAccelerator:
 
 
 def pretraining_run(tmp_path: Path, processes: int = 1, others: float = 0.0) -> SimpleNamespace:
-    return SimpleNamespace(out=tmp_path, args=SimpleNamespace(learning_rate=0.5),
-                           accelerator=FakeAccelerator(processes, others))
+    return SimpleNamespace(
+        out=tmp_path, args=SimpleNamespace(learning_rate=0.5), accelerator=FakeAccelerator(processes, others)
+    )
 
 
 def test_pretraining_stops_on_every_process_when_one_holds_a_non_finite_shard(tmp_path):
     """FSDP shards the weights: a process whose own shard is finite must stop with the one that is not."""
     good = model_with()
     pretraining_finite.check_weights(pretraining_run(tmp_path, 2, others=0), good, 4)
-    with pytest.raises(NonFiniteError, match=r"^the weights are not finite on another process at step 4: the learning "
-                                             r"rate 0.5 is likely too high"):
+    with pytest.raises(
+        NonFiniteError,
+        match=r"^the weights are not finite on another process at step 4: the learning "
+        r"rate 0.5 is likely too high",
+    ):
         pretraining_finite.check_weights(pretraining_run(tmp_path, 2, others=3), good, 4)
-    with pytest.raises(NonFiniteError, match=r"^the weights are not finite at step 4 \(1 of 4 tensors, the first: "
-                                             r"1.bias\)"):
+    with pytest.raises(
+        NonFiniteError,
+        match=r"^the weights are not finite at step 4 \(1 of 4 tensors, the first: "
+        r"1.bias\)",
+    ):
         pretraining_finite.check_weights(pretraining_run(tmp_path), model_with(**{"1_bias": math.nan}), 4)
 
 
@@ -141,10 +170,16 @@ def test_pretraining_records_and_teachers_are_checked(tmp_path):
     with pytest.raises(NonFiniteError, match="^generator_loss is nan at step 3: "):
         pretraining_finite.check_record(run, {"step": 3, "loss": 1.0, "generator_loss": math.nan})
     teacher = SimpleNamespace(teacher=SimpleNamespace(name="the-teacher", model=model_with(**{"0_bias": math.nan})))
-    with pytest.raises(NonFiniteError, match=r"^the teacher the-teacher has non-finite weights \(1 of 4 tensors, the "
-                                             r"first: 0.bias\): a non-finite teacher cannot teach"):
+    with pytest.raises(
+        NonFiniteError,
+        match=r"^the teacher the-teacher has non-finite weights \(1 of 4 tensors, the "
+        r"first: 0.bias\): a non-finite teacher cannot teach",
+    ):
         pretraining_finite.check_teacher(teacher)
     pretraining_finite.check_teacher(SimpleNamespace())  # an objective without a teacher
-    with pytest.raises(NonFiniteError, match=r"^the model to train has non-finite weights before step 1 .*the model it "
-                                             r"starts from \(runs/base\) is broken"):
+    with pytest.raises(
+        NonFiniteError,
+        match=r"^the model to train has non-finite weights before step 1 .*the model it "
+        r"starts from \(runs/base\) is broken",
+    ):
         pretraining_finite.check_start(model_with(**{"0_weight": math.nan}), Path("runs/base"))

@@ -32,12 +32,15 @@ def test_the_cache_lives_in_minibert_cache_or_under_hf_home(cache, monkeypatch, 
     assert measured.cache_file() == tmp_path / "hf" / "minibert" / "measured.json"
 
 
-@pytest.mark.parametrize("seconds, choice", [
-    ({"plain": 1.0, "fast": 0.5}, "fast"),  # twice as fast
-    ({"plain": 1.0, "fast": 0.95}, "plain"),  # within the margin: the plain way stays
-    ({"plain": 1.0, "fast": 2.0}, "plain"),
-    ({"plain": 1.0, "fast": 0.8, "faster": 0.6}, "faster"),
-])
+@pytest.mark.parametrize(
+    "seconds, choice",
+    [
+        ({"plain": 1.0, "fast": 0.5}, "fast"),  # twice as fast
+        ({"plain": 1.0, "fast": 0.95}, "plain"),  # within the margin: the plain way stays
+        ({"plain": 1.0, "fast": 2.0}, "plain"),
+        ({"plain": 1.0, "fast": 0.8, "faster": 0.6}, "faster"),
+    ],
+)
 def test_the_fastest_wins_by_the_margin_and_is_remembered(cache, monkeypatch, seconds, choice):
     calls = fake_timings(monkeypatch, seconds)
     candidates = dict.fromkeys(seconds, lambda: None)

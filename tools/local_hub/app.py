@@ -102,8 +102,8 @@ class HubApp(Storage, ReadRoutes, CommitRoutes, LfsRoutes):
     def _resolve(self, repo: Repo, revision: str) -> str:
         revision = revision or DEFAULT_BRANCH
         for prefix, refs in (("refs/heads/", repo.branches), ("refs/tags/", repo.tags)):
-            if revision.startswith(prefix) and revision[len(prefix):] in refs:
-                return refs[revision[len(prefix):]]
+            if revision.startswith(prefix) and revision[len(prefix) :] in refs:
+                return refs[revision[len(prefix) :]]
         if revision in repo.pull_requests:
             return repo.pull_requests[revision]
         if revision in repo.branches:
@@ -137,8 +137,9 @@ class HubApp(Storage, ReadRoutes, CommitRoutes, LfsRoutes):
                 raise HubError(413, f"This upload URL takes {ticket.size} bytes, not {length}")
             return ticket.size
         if length is not None and length > self.max_body_size:
-            raise HubError(413, f"Request body of {length} bytes is over this hub's limit of {self.max_body_size} "
-                                "bytes")
+            raise HubError(
+                413, f"Request body of {length} bytes is over this hub's limit of {self.max_body_size} bytes"
+            )
         if self._reads_only(request):
             self._user(request)  # a wrong token is refused on any request
         else:
@@ -148,8 +149,11 @@ class HubApp(Storage, ReadRoutes, CommitRoutes, LfsRoutes):
     @staticmethod
     def _reads_only(request: Request) -> bool:
         seg, method = request.segments, request.method
-        return method in ("GET", "HEAD") or method == "POST" and (
-            seg == ["api", "validate-yaml"] or (len(seg) >= 5 and seg[0] == "api" and seg[4] == "paths-info"))
+        return (
+            method in ("GET", "HEAD")
+            or method == "POST"
+            and (seg == ["api", "validate-yaml"] or (len(seg) >= 5 and seg[0] == "api" and seg[4] == "paths-info"))
+        )
 
     def handle(self, request: Request) -> Response:
         if self._reads_only(request):
@@ -216,11 +220,19 @@ class HubApp(Storage, ReadRoutes, CommitRoutes, LfsRoutes):
         if user is None:
             raise HubError(401, "Authentication required: send a token in the Authorization header")
         orgs = [{"type": "org", "name": name} for name in self.orgs.get(user, [])]
-        return Response.json({
-            "type": "user", "id": hashlib.sha1(user.encode()).hexdigest()[:24], "name": user, "fullname": user,
-            "email": None, "emailVerified": False, "isPro": False, "orgs": orgs,
-            "auth": {"type": "access_token", "accessToken": {"displayName": "local-hub", "role": "write"}},
-        })
+        return Response.json(
+            {
+                "type": "user",
+                "id": hashlib.sha1(user.encode()).hexdigest()[:24],
+                "name": user,
+                "fullname": user,
+                "email": None,
+                "emailVerified": False,
+                "isPro": False,
+                "orgs": orgs,
+                "auth": {"type": "access_token", "accessToken": {"displayName": "local-hub", "role": "write"}},
+            }
+        )
 
     def _create_repo(self, request: Request) -> Response:
         user = self._require_user(request)
@@ -245,8 +257,12 @@ class HubApp(Storage, ReadRoutes, CommitRoutes, LfsRoutes):
         now = timestamp()
         oid = self._store_blob(DEFAULT_GITATTRIBUTES.encode())
         first = Commit(
-            id=hashlib.sha1(f"{repo_type}/{repo_id}/{now}/{uuid.uuid4()}".encode()).hexdigest(), parents=[],
-            title="initial commit", message="", date=now, author=user,
+            id=hashlib.sha1(f"{repo_type}/{repo_id}/{now}/{uuid.uuid4()}".encode()).hexdigest(),
+            parents=[],
+            title="initial commit",
+            message="",
+            date=now,
+            author=user,
             files={".gitattributes": FileEntry(size=len(DEFAULT_GITATTRIBUTES), oid=oid)},
         )
         repo = Repo(repo_type, repo_id, private, now, {DEFAULT_BRANCH: first.id}, {}, {}, {first.id: first})

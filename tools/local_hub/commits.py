@@ -82,7 +82,7 @@ class CommitRoutes:
 
     def _branch_head(self, repo: Repo, revision: str) -> tuple[str, str]:
         """(branch name, head commit) for a revision a commit may go on: a branch or a PR ref."""
-        name = revision[len("refs/heads/"):] if revision.startswith("refs/heads/") else revision
+        name = revision[len("refs/heads/") :] if revision.startswith("refs/heads/") else revision
         if name in repo.branches:
             return name, repo.branches[name]
         if name in repo.pull_requests:
@@ -98,8 +98,11 @@ class CommitRoutes:
         payload = request.json()
         gitattributes = self._read(files[".gitattributes"]).decode() if ".gitattributes" in files else ""
         lfs_patterns = _lfs_patterns(gitattributes)
-        ignore = [line.strip() for line in json_field(payload, "gitIgnore", str, "").splitlines()
-                  if line.strip() and not line.startswith("#")]
+        ignore = [
+            line.strip()
+            for line in json_field(payload, "gitIgnore", str, "").splitlines()
+            if line.strip() and not line.startswith("#")
+        ]
         answers = []
         for item in list_of(json_field(payload, "files", list), dict, "files"):
             path = validate_path(json_field(item, "path", str, where="files[]"))
@@ -113,8 +116,14 @@ class CommitRoutes:
             oid = None
             if existing is not None:  # what the client compares with its own hash to skip unchanged files
                 oid = existing.lfs_sha256 if is_lfs else (None if existing.is_lfs else existing.oid)
-            answers.append({"path": path, "uploadMode": "lfs" if is_lfs else "regular",
-                            "shouldIgnore": _matches(path, ignore), "oid": oid})
+            answers.append(
+                {
+                    "path": path,
+                    "uploadMode": "lfs" if is_lfs else "regular",
+                    "shouldIgnore": _matches(path, ignore),
+                    "oid": oid,
+                }
+            )
         return Response.json({"files": answers, "commitOid": head})
 
     def _commit(self, request: Request, repo_type: str, repo_id: str, revision: str) -> Response:
@@ -170,8 +179,12 @@ class CommitRoutes:
         commit_id = hashlib.sha1(f"{head}/{now}/{uuid.uuid4()}".encode()).hexdigest()
         # The commit goes in before a ref names it, and refs change as new dicts: see `Repo`.
         repo.commits[commit_id] = Commit(commit_id, [head], title, message, now, user, files)
-        data: dict[str, Any] = {"success": True, "commitOid": commit_id, "hookOutput": "",
-                                "commitUrl": f"{self._repo_url(repo_type, repo_id)}/commit/{commit_id}"}
+        data: dict[str, Any] = {
+            "success": True,
+            "commitOid": commit_id,
+            "hookOutput": "",
+            "commitUrl": f"{self._repo_url(repo_type, repo_id)}/commit/{commit_id}",
+        }
         if create_pr:
             number = len(repo.pull_requests) + 1
             repo.pull_requests = {**repo.pull_requests, f"refs/pr/{number}": commit_id}

@@ -32,6 +32,7 @@ class Connection(Protocol):
     received: int
     waiting: bool
 
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONNECTIONS = 32

@@ -51,8 +51,9 @@ class LfsRoutes:
         declared = json_field(value, "size", int, None, where=path)
         obj = self._object_path("lfs", sha)
         if algo != "sha256" or sha not in repo.lfs_objects or not obj.is_file():
-            raise HubError(422, f"LFS object {sha} for {path} was never uploaded to {repo.repo_id}: upload it "
-                                "before committing")
+            raise HubError(
+                422, f"LFS object {sha} for {path} was never uploaded to {repo.repo_id}: upload it before committing"
+            )
         size = obj.stat().st_size
         if declared not in (None, size):
             raise HubError(422, f"LFS object {sha} for {path} has {size} bytes, not {declared}")
@@ -64,8 +65,10 @@ class LfsRoutes:
         if not isinstance(sha, str) or not OBJECT_IDS["lfs"].fullmatch(sha):
             return f"oid {str(sha)[:80]!r} is not a sha256 (64 lowercase hex digits)"
         if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= self.max_lfs_size:
-            return f"size {str(size)[:40]} is not a whole number of bytes from 0 to this hub's limit of " \
-                   f"{self.max_lfs_size}"
+            return (
+                f"size {str(size)[:40]} is not a whole number of bytes from 0 to this hub's limit of "
+                f"{self.max_lfs_size}"
+            )
         return None
 
     def _lfs_batch(self, request: Request, repo_type: str, repo_id: str) -> Response:
@@ -79,8 +82,9 @@ class LfsRoutes:
         for obj in list_of(json_field(payload, "objects", list), dict, "objects"):
             problem = self._lfs_object_problem(obj)
             if problem:
-                objects.append({"oid": str(obj.get("oid", ""))[:80], "size": 0,
-                                "error": {"code": 422, "message": problem}})
+                objects.append(
+                    {"oid": str(obj.get("oid", ""))[:80], "size": 0, "error": {"code": 422, "message": problem}}
+                )
                 continue
             sha, size = obj["oid"], obj["size"]
             answer: dict[str, Any] = {"oid": sha, "size": size, "authenticated": True}
@@ -95,8 +99,9 @@ class LfsRoutes:
                     "verify": {"href": f"{self.endpoint}/{prefix}{repo_id}.git/info/lfs/objects/verify"},
                 }
             objects.append(answer)
-        return Response.json({"transfer": "basic", "objects": objects},
-                             headers={"Content-Type": "application/vnd.git-lfs+json"})
+        return Response.json(
+            {"transfer": "basic", "objects": objects}, headers={"Content-Type": "application/vnd.git-lfs+json"}
+        )
 
     def _holds(self, repo: Repo, sha: str, size: int) -> bool:
         stored = self._object_path("lfs", sha)
@@ -107,8 +112,9 @@ class LfsRoutes:
         if found is None:
             raise HubError(403, "Unknown or already used LFS upload URL")
         if found.expires <= time.monotonic():
-            raise HubError(403, f"This LFS upload URL expired (they last {self.upload_ttl:g} s): ask the batch API "
-                                "for a new one")
+            raise HubError(
+                403, f"This LFS upload URL expired (they last {self.upload_ttl:g} s): ask the batch API for a new one"
+            )
         return found
 
     def _lfs_put(self, request: Request, ticket_id: str) -> Response:
@@ -118,8 +124,11 @@ class LfsRoutes:
         assert request.upload is not None  # the handler streams every upload to a file
         received, actual, length = request.upload
         if actual != ticket.sha256 or length != ticket.size:
-            raise HubError(400, f"Uploaded content has sha256 {actual} and {length} bytes; "
-                                f"expected {ticket.sha256} and {ticket.size} bytes")
+            raise HubError(
+                400,
+                f"Uploaded content has sha256 {actual} and {length} bytes; "
+                f"expected {ticket.sha256} and {ticket.size} bytes",
+            )
         repo = self.repos.get(ticket.repo)
         if repo is None:
             raise repo_not_found(ticket.repo[1])

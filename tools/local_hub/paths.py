@@ -16,8 +16,13 @@ MAX_NAME_BYTES, MAX_PATH_BYTES = 255, 1024
 # Unicode categories no file name needs: controls (C0, DEL, C1 such as U+0085 NEXT LINE), format characters (bidi
 # overrides and isolates, zero-width characters, BOM), lone surrogates, and the line and paragraph separators
 # (U+2028, U+2029). Each can make a listing show one name and a download write another.
-_UNSAFE_CATEGORIES = {"Cc": "a control character", "Cf": "an invisible formatting (e.g. bidirectional) character",
-                      "Cs": "a lone surrogate", "Zl": "a line separator", "Zp": "a paragraph separator"}
+_UNSAFE_CATEGORIES = {
+    "Cc": "a control character",
+    "Cf": "an invisible formatting (e.g. bidirectional) character",
+    "Cs": "a lone surrogate",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+}
 
 
 def _path_problem(path: str) -> str | None:

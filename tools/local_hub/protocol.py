@@ -38,7 +38,9 @@ def parse_json(data: bytes | str, what: str) -> Any:
 _REQUIRED = object()
 
 
-def json_field(data: Mapping, name: str, kind: type | tuple[type, ...], default: Any = _REQUIRED, where: str = "") -> Any:
+def json_field(
+    data: Mapping, name: str, kind: type | tuple[type, ...], default: Any = _REQUIRED, where: str = ""
+) -> Any:
     """`data[name]` checked against `kind`; `default` when it is missing or null (a 400 if there is none)."""
     value = data.get(name)
     if value is None:

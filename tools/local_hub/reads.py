@@ -72,13 +72,27 @@ class ReadRoutes:
             if blobs:
                 sibling.update(size=entry.size, blobId=entry.oid)
                 if entry.is_lfs:
-                    sibling["lfs"] = {"sha256": entry.lfs_sha256, "size": entry.size, "pointerSize": entry.pointer_size}
+                    sibling["lfs"] = {
+                        "sha256": entry.lfs_sha256,
+                        "size": entry.size,
+                        "pointerSize": entry.pointer_size,
+                    }
             siblings.append(sibling)
         info: dict[str, Any] = {
-            "_id": hashlib.sha1(f"{repo_type}/{repo_id}".encode()).hexdigest()[:24], "id": repo_id,
-            "author": repo.namespace, "sha": commit.id, "lastModified": commit.date, "createdAt": repo.created_at,
-            "private": repo.private, "gated": False, "disabled": False, "downloads": 0, "likes": 0,
-            "tags": card["tags"] if isinstance(card.get("tags"), list) else [], "cardData": card, "siblings": siblings,
+            "_id": hashlib.sha1(f"{repo_type}/{repo_id}".encode()).hexdigest()[:24],
+            "id": repo_id,
+            "author": repo.namespace,
+            "sha": commit.id,
+            "lastModified": commit.date,
+            "createdAt": repo.created_at,
+            "private": repo.private,
+            "gated": False,
+            "disabled": False,
+            "downloads": 0,
+            "likes": 0,
+            "tags": card["tags"] if isinstance(card.get("tags"), list) else [],
+            "cardData": card,
+            "siblings": siblings,
             "usedStorage": sum(e.size for e in commit.files.values()),
         }
         if repo_type == "model":
@@ -99,7 +113,8 @@ class ReadRoutes:
                 if info["pipeline_tag"] is None:
                     info["pipeline_tag"] = next(
                         # Like the Hub: from the card, else from the config's architecture.
-                        (tag for suffix, (_, tag) in HEADS.items() if architecture.endswith(suffix)), None
+                        (tag for suffix, (_, tag) in HEADS.items() if architecture.endswith(suffix)),
+                        None,
                     )
                 info["library_name"] = info["library_name"] or "transformers"
             counts: dict[str, int] = {}
@@ -178,11 +193,14 @@ class ReadRoutes:
         if path and not below:
             raise entry_not_found(path, revision, commit.id)
         if request.flag("recursive"):
-            folders = {prefix + "/".join(p[len(prefix):].split("/")[:i]) for p in below
-                       for i in range(1, p[len(prefix):].count("/") + 1)}
+            folders = {
+                prefix + "/".join(p[len(prefix) :].split("/")[:i])
+                for p in below
+                for i in range(1, p[len(prefix) :].count("/") + 1)
+            }
             paths = sorted(folders) + sorted(below)
         else:
-            paths = sorted({prefix + p[len(prefix):].split("/")[0] for p in below})
+            paths = sorted({prefix + p[len(prefix) :].split("/")[0] for p in below})
         return Response.json(self._entries_json(repo, commit, paths, request.flag("expand")))
 
     def _paths_info(self, request: Request, repo_type: str, repo_id: str, revision: str) -> Response:
@@ -216,10 +234,12 @@ class ReadRoutes:
     def _commits(self, request: Request, repo_type: str, repo_id: str, revision: str) -> Response:
         repo = self._repo(request, repo_type, repo_id)
         history = self._first_parent_history(repo, self._resolve(repo, revision))
-        return Response.json([
-            {"id": c.id, "title": c.title, "message": c.message, "date": c.date, "authors": [{"user": c.author}]}
-            for c in history
-        ])
+        return Response.json(
+            [
+                {"id": c.id, "title": c.title, "message": c.message, "date": c.date, "authors": [{"user": c.author}]}
+                for c in history
+            ]
+        )
 
     def _resolve_file(self, request: Request, repo_type: str, repo_id: str, revision: str, path: str) -> Response:
         repo = self._repo(request, repo_type, repo_id)
@@ -228,7 +248,9 @@ class ReadRoutes:
         if entry is None:
             raise entry_not_found(path, revision, commit_id)
         headers = {
-            "X-Repo-Commit": commit_id, "ETag": f'"{entry.oid}"', "Accept-Ranges": "bytes",
+            "X-Repo-Commit": commit_id,
+            "ETag": f'"{entry.oid}"',
+            "Accept-Ranges": "bytes",
             "Content-Type": "application/octet-stream",
         }
         if entry.is_lfs:  # The Hub's ETag for an LFS file is its sha256, sent as the linked etag.
@@ -239,16 +261,20 @@ class ReadRoutes:
         if range_header:
             match = re.fullmatch(r"bytes=(\d*)-(\d*)", range_header.strip())
             if match is None or match.groups() == ("", ""):
-                raise HubError(416, f"Invalid Range header: {range_header}",
-                               headers={"Content-Range": f"bytes */{entry.size}"})
+                raise HubError(
+                    416, f"Invalid Range header: {range_header}", headers={"Content-Range": f"bytes */{entry.size}"}
+                )
             first, last = match.groups()
             if first:
                 start, end = int(first), min(int(last), entry.size - 1) if last else entry.size - 1
             else:
                 start = max(entry.size - int(last), 0)
             if start >= entry.size or start > end:
-                raise HubError(416, f"Range {range_header} is outside the file ({entry.size} bytes)",
-                               headers={"Content-Range": f"bytes */{entry.size}"})
+                raise HubError(
+                    416,
+                    f"Range {range_header} is outside the file ({entry.size} bytes)",
+                    headers={"Content-Range": f"bytes */{entry.size}"},
+                )
             status = 206
             headers["Content-Range"] = f"bytes {start}-{end}/{entry.size}"
         return Response(status, headers, file=self._content_path(entry), start=start, length=end - start + 1)

@@ -105,7 +105,9 @@ class LocalHub:
         constants = sys.modules.get("huggingface_hub.constants")
         if constants is not None:
             replace(constants, "ENDPOINT", self.endpoint)
-            replace(constants, "HUGGINGFACE_CO_URL_TEMPLATE", self.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+            replace(
+                constants, "HUGGINGFACE_CO_URL_TEMPLATE", self.endpoint + "/{repo_id}/resolve/{revision}/{filename}"
+            )
             replace(constants, "HF_HUB_DISABLE_XET", True)  # this server speaks plain LFS
         hf_api = sys.modules.get("huggingface_hub.hf_api")
         if hf_api is not None:  # the default client behind huggingface_hub's module-level functions

@@ -17,7 +17,10 @@ output folder, results, card and plots) and holds only what fine-tuning does not
 
 from modeling_minibert.utils.lazy import lazy_face
 
-__getattr__, __all__ = lazy_face(__name__, {
-    "flow": ("distill",),
-    "arguments": ("DistillResult", "DistillationArguments", "DISTILL_TRAINING_DEFAULTS"),
-})
+__getattr__, __all__ = lazy_face(
+    __name__,
+    {
+        "flow": ("distill",),
+        "arguments": ("DistillResult", "DistillationArguments", "DISTILL_TRAINING_DEFAULTS"),
+    },
+)

@@ -40,76 +40,126 @@ DISTILL_TRAINING_DEFAULTS = {"num_train_epochs": 2.0, "learning_rate": 2e-4}
 TEACHER_EPOCHS = 1.0  # `distill --finetune_teacher`'s default epochs, raised to reach min_train_steps
 
 
-
 @dataclass
 class DistillationArguments(ModelArguments, DataArguments):
     """Fine-tuning's model and data options (`--model_name_or_path` is the student) plus the teacher and the
     transfer set; `TrainingArguments` fields say how to train, with fine-tuning's defaults."""
 
-    model_name_or_path: str | None = field(default=None, metadata={
-        "help": "the student: a pretrained Mini-BERT folder or Hub id (required; with --task embedding, unset: a "
-                "new Mini-BERT made from the teacher, its vocabulary and its embeddings' principal directions)"})
-    task: str | None = field(default=None, metadata={
-        "help": f"the task (required); {EMBEDDING_TASK}: a sentence-transformers teacher's embeddings of unlabelled "
-                "text", "choices": [*TASKS, EMBEDDING_TASK]})
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "the student: a pretrained Mini-BERT folder or Hub id (required; with --task embedding, unset: a "
+            "new Mini-BERT made from the teacher, its vocabulary and its embeddings' principal directions)"
+        },
+    )
+    task: str | None = field(
+        default=None,
+        metadata={
+            "help": f"the task (required); {EMBEDDING_TASK}: a sentence-transformers teacher's embeddings of unlabelled "
+            "text",
+            "choices": [*TASKS, EMBEDDING_TASK],
+        },
+    )
 
     teacher_model_name_or_path: str | None = field(
         default=None,
-        metadata={"help": "(required) a fine-tuned classifier folder or Hub id (any model AutoModelFor<Task> loads), "
-                  "with its tokenizer; with --finetune_teacher any encoder (a BERT, a Mini-BERT)"},
+        metadata={
+            "help": "(required) a fine-tuned classifier folder or Hub id (any model AutoModelFor<Task> loads), "
+            "with its tokenizer; with --finetune_teacher any encoder (a BERT, a Mini-BERT)"
+        },
     )
     finetune_teacher: bool = field(
         default=False, metadata={"help": "fine-tune the teacher on the training data first (into OUTPUT_DIR/teacher)"}
     )
     allow_pickle: bool = field(default=False, metadata={"help": ALLOW_PICKLE_HELP})
-    teacher_num_train_epochs: float | None = field(default=None, metadata={
-        "help": f"epochs of teacher fine-tuning (default: {TEACHER_EPOCHS:g}, more on a small data set: at least "
-                "--min_train_steps steps)"})
+    teacher_num_train_epochs: float | None = field(
+        default=None,
+        metadata={
+            "help": f"epochs of teacher fine-tuning (default: {TEACHER_EPOCHS:g}, more on a small data set: at least "
+            "--min_train_steps steps)"
+        },
+    )
     teacher_learning_rate: float = field(default=1e-4, metadata={"help": "learning rate of teacher fine-tuning"})
     # auto: bf16 where it is faster, for a teacher as good and the same students. Measured:
     # lab/README.md#the-teacher-faster
     teacher_mixed_precision: str = teacher_precision_field(
-        "how the teacher is fine-tuned (--finetune_teacher), labels and, with --relation_weight, reads each batch")
+        "how the teacher is fine-tuned (--finetune_teacher), labels and, with --relation_weight, reads each batch"
+    )
     transfer_file: list[str] = field(
         default_factory=list,
-        metadata={"help": "unlabelled texts the teacher labels for the student: .txt (one example per line) or "
-                  "CSV/JSON with the text column", "nargs": "+"},
+        metadata={
+            "help": "unlabelled texts the teacher labels for the student: .txt (one example per line) or "
+            "CSV/JSON with the text column",
+            "nargs": "+",
+        },
     )
     augment_copies: int = field(default=1, metadata={"help": "augmented copies of each training example"})
-    augmentation: str = field(default="words", metadata={
-        "help": "how the copies are made: words (drop and swap words), mlm (TinyBERT's: replace words by the "
-                "student's masked-LM predictions; --model_name_or_path must be a pretraining folder)",
-        "choices": list(AUGMENTATIONS)})
-    augment_probability: float = field(default=0.4, metadata={
-        "help": "augmentation=mlm: chance to replace each one-piece word, and with augment_neighbours each word "
-                "of several pieces (TinyBERT's p)"})
-    augment_top_k: int = field(default=15, metadata={
-        "help": "augmentation=mlm: a replacement is drawn from the K most likely pieces (TinyBERT's K)"})
-    augment_neighbours: bool = field(default=False, metadata={
-        "help": "augmentation=mlm: also replace words of several pieces, by one of the K whole-word pieces nearest "
-                "their mean embedding in the student's (TinyBERT's GloVe neighbours)"})
+    augmentation: str = field(
+        default="words",
+        metadata={
+            "help": "how the copies are made: words (drop and swap words), mlm (TinyBERT's: replace words by the "
+            "student's masked-LM predictions; --model_name_or_path must be a pretraining folder)",
+            "choices": list(AUGMENTATIONS),
+        },
+    )
+    augment_probability: float = field(
+        default=0.4,
+        metadata={
+            "help": "augmentation=mlm: chance to replace each one-piece word, and with augment_neighbours each word "
+            "of several pieces (TinyBERT's p)"
+        },
+    )
+    augment_top_k: int = field(
+        default=15,
+        metadata={"help": "augmentation=mlm: a replacement is drawn from the K most likely pieces (TinyBERT's K)"},
+    )
+    augment_neighbours: bool = field(
+        default=False,
+        metadata={
+            "help": "augmentation=mlm: also replace words of several pieces, by one of the K whole-word pieces nearest "
+            "their mean embedding in the student's (TinyBERT's GloVe neighbours)"
+        },
+    )
     word_dropout: float = field(default=0.1, metadata={"help": "augmentation: chance to drop each word"})
     word_swap: float = field(default=0.1, metadata={"help": "augmentation: chance to swap each word with the next"})
-    distillation_loss: str = field(default="kl", metadata={
-        "help": "how the student's logits are matched to the teacher's: kl (KL divergence of the softmaxes at "
-                "--temperature, times its square) or mse (mean squared difference of the logits; no temperature)",
-        "choices": list(DISTILLATION_LOSSES)})
-    temperature: float = field(default=2.0, metadata={"help": "softmax temperature of teacher and student (> 0); "
-                                                      "distillation_loss=kl only"})
-    alpha: float = field(default=0.0, metadata={"help": "weight of the hard-label loss, in [0, 1]; the teacher's "
-                                                "term gets 1 - alpha"})
+    distillation_loss: str = field(
+        default="kl",
+        metadata={
+            "help": "how the student's logits are matched to the teacher's: kl (KL divergence of the softmaxes at "
+            "--temperature, times its square) or mse (mean squared difference of the logits; no temperature)",
+            "choices": list(DISTILLATION_LOSSES),
+        },
+    )
+    temperature: float = field(
+        default=2.0, metadata={"help": "softmax temperature of teacher and student (> 0); distillation_loss=kl only"}
+    )
+    alpha: float = field(
+        default=0.0, metadata={"help": "weight of the hard-label loss, in [0, 1]; the teacher's term gets 1 - alpha"}
+    )
     # 0 by default: the soft targets already regularise the student. Measured:
     # lab/README.md#unlabelled-movie-reviews-in-the-transfer-set
-    student_dropout: float | None = field(default=0.0, metadata={"help": (
-        "the student's dropout while it is distilled (hidden, attention and classifier; BERT's is 0.1; in Python, "
-        "None keeps the student's own). The saved student's config keeps its own, for whoever trains it next")})
+    student_dropout: float | None = field(
+        default=0.0,
+        metadata={
+            "help": (
+                "the student's dropout while it is distilled (hidden, attention and classifier; BERT's is 0.1; in Python, "
+                "None keeps the student's own). The saved student's config keeps its own, for whoever trains it next"
+            )
+        },
+    )
     # Off by default: it brought the student closer to the teacher, not more accurate, for 3.5x the CPU time.
     # Measured: lab/README.md#the-recipe-with-the-jobs-defaults
-    relation_weight: float = field(default=0.0, metadata={"help": (
-        "weight of the teacher's last-layer attention relations (MiniLMv2's query, key and value relations) taught "
-        "to the student's last layer beside its predictions (0: predictions only); needs a student that cuts text "
-        "exactly as the teacher does (a general-distilled student with the teacher's whole vocabulary), and runs "
-        "the teacher on every training batch")})
+    relation_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": (
+                "weight of the teacher's last-layer attention relations (MiniLMv2's query, key and value relations) taught "
+                "to the student's last layer beside its predictions (0: predictions only); needs a student that cuts text "
+                "exactly as the teacher does (a general-distilled student with the teacher's whole vocabulary), and runs "
+                "the teacher on every training batch"
+            )
+        },
+    )
     # Distillation's own default: teacher and student read the same tokens, and 128 covers a review snippet.
     max_seq_length: int | None = field(default=128, metadata={"help": "tokens per input, for teacher and student"})
 
@@ -139,14 +189,18 @@ def check_options(args: DistillationArguments, has_train_data: bool) -> Task:
         raise ValueError("train_file is required (--train_file), or train_data in Python")
     task = load_task(args.task)
     if task.read is None:
-        raise ValueError(f"task={args.task!r} cannot be distilled; choose one of {[t for t in TASKS if load_task(t).read]}")
+        raise ValueError(
+            f"task={args.task!r} cannot be distilled; choose one of {[t for t in TASKS if load_task(t).read]}"
+        )
     check_distillation_loss(args.distillation_loss)
     check_teacher_precision(args.teacher_mixed_precision)
     if not (args.temperature > 0 and np.isfinite(args.temperature)):
         raise ValueError(f"temperature={args.temperature} must be a positive number")
     if args.distillation_loss == "mse" and args.temperature != DistillationArguments.temperature:
-        raise ValueError(f"temperature={args.temperature} does not apply to distillation_loss='mse', which matches the "
-                         "logits themselves; use distillation_loss='kl' for a temperature")
+        raise ValueError(
+            f"temperature={args.temperature} does not apply to distillation_loss='mse', which matches the "
+            "logits themselves; use distillation_loss='kl' for a temperature"
+        )
     if not (args.relation_weight >= 0 and np.isfinite(args.relation_weight)):
         raise ValueError(f"relation_weight={args.relation_weight} must be a number >= 0")
     if not 0 <= args.alpha <= 1:
@@ -191,8 +245,10 @@ def saved_line(result: DistillResult, options: dict[str, Any]) -> str:
     """What `minibert distill` prints: where the student went, what taught it, and its scores."""
     reused = ", cached teacher logits reused" if result.reused_teacher_logits else ""
     relations = f", its attention relations at weight {result.relation_weight:g}" if result.relation_weight else ""
-    return (f"saved the distilled model to {result.output_dir} (teacher: {result.teacher}{relations}, "
-            f"{result.transfer_size} transfer examples{reused})\n" + score_lines(result))
+    return (
+        f"saved the distilled model to {result.output_dir} (teacher: {result.teacher}{relations}, "
+        f"{result.transfer_size} transfer examples{reused})\n" + score_lines(result)
+    )
 
 
 COMMAND_LINE = TrainerCommandLine(

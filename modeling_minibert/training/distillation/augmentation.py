@@ -42,8 +42,10 @@ def check_mlm_head(name_or_path: str | os.PathLike, option: str) -> None:
     folder = Path(name_or_path)
     weights = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
     if weights and not any(MLM_HEAD_KEY in read_safetensors_header(w) for w in weights):
-        raise ValueError(f"{option}={name_or_path} has no masked-LM head ({MLM_HEAD_KEY}): augmentation='mlm' needs a "
-                         "pretraining folder (minibert pretrain's output), not a fine-tuned classifier")
+        raise ValueError(
+            f"{option}={name_or_path} has no masked-LM head ({MLM_HEAD_KEY}): augmentation='mlm' needs a "
+            "pretraining folder (minibert pretrain's output), not a fine-tuned classifier"
+        )
 
 
 def replaceable_ids(tokenizer, words_only: bool = False) -> torch.Tensor:
@@ -86,15 +88,23 @@ def mlm_augment(
     embeddings = model.get_input_embeddings().weight.detach().float() if neighbours else None
     words_only = replaceable_ids(tokenizer, words_only=True) if neighbours else None
     if neighbours and top_k > int(words_only.sum()):
-        raise ValueError(f"augment_top_k={top_k} exceeds the {int(words_only.sum())} whole-word pieces of two letters or "
-                         "more that augment_neighbours draws from")
+        raise ValueError(
+            f"augment_top_k={top_k} exceeds the {int(words_only.sum())} whole-word pieces of two letters or "
+            "more that augment_neighbours draws from"
+        )
     jobs = [(copy, i) for copy in range(copies) for i in range(len(examples))]
     out: list[list[str]] = [list(examples[i]) for _, i in jobs]
     order = sorted(range(len(jobs)), key=lambda j: len(examples[jobs[j][1]]))  # similar lengths share a batch
     for start in tqdm(range(0, len(order), batch_size), desc="augmenting", disable=not show_progress):
-        rows = order[start:start + batch_size]
-        batch = tokenizer([out[j] for j in rows], is_split_into_words=True, truncation=True, max_length=max_length,
-                          padding=True, return_tensors="pt")
+        rows = order[start : start + batch_size]
+        batch = tokenizer(
+            [out[j] for j in rows],
+            is_split_into_words=True,
+            truncation=True,
+            max_length=max_length,
+            padding=True,
+            return_tensors="pt",
+        )
         chosen, several = choose_positions(batch, rows, out, tokenizer, probability, generator, neighbours, max_length)
         if chosen:
             ids = batch["input_ids"].clone()
@@ -111,16 +121,26 @@ def mlm_augment(
     return out
 
 
-def replace(out: list[list[str]], rows: list[int], chosen: list[tuple], candidates: torch.Tensor, tokenizer,
-            generator: torch.Generator) -> None:
+def replace(
+    out: list[list[str]],
+    rows: list[int],
+    chosen: list[tuple],
+    candidates: torch.Tensor,
+    tokenizer,
+    generator: torch.Generator,
+) -> None:
     """Each chosen (row in batch, position(s), word index) becomes one of its row of `candidates` (N, K), drawn
     uniformly."""
-    picks = candidates[torch.arange(len(chosen)), torch.randint(candidates.shape[1], (len(chosen),), generator=generator)]
+    picks = candidates[
+        torch.arange(len(chosen)), torch.randint(candidates.shape[1], (len(chosen),), generator=generator)
+    ]
     for (row, _, word), piece in zip(chosen, picks.tolist()):
         out[rows[row]][word] = tokenizer.convert_ids_to_tokens(piece)
 
 
-def nearest_pieces(embeddings: torch.Tensor, words: list[torch.Tensor], allowed: torch.Tensor, top_k: int) -> torch.Tensor:
+def nearest_pieces(
+    embeddings: torch.Tensor, words: list[torch.Tensor], allowed: torch.Tensor, top_k: int
+) -> torch.Tensor:
     """(N, top_k) ids of the allowed pieces nearest (cosine) to each word's mean piece embedding, its own pieces
     left out. `embeddings`: (V, H) input embeddings; `words`: each word's piece ids."""
     unit = torch.nn.functional.normalize(embeddings, dim=-1)
@@ -132,9 +152,16 @@ def nearest_pieces(embeddings: torch.Tensor, words: list[torch.Tensor], allowed:
     return scores.topk(top_k, dim=-1).indices
 
 
-def choose_positions(batch, rows: list[int], words: list[list[str]], tokenizer, probability: float,
-                     generator: torch.Generator, several_pieces: bool = False, max_length: int | None = None,
-                     ) -> tuple[list[tuple[int, int, int]], list[tuple[int, list[int], int]]]:
+def choose_positions(
+    batch,
+    rows: list[int],
+    words: list[list[str]],
+    tokenizer,
+    probability: float,
+    generator: torch.Generator,
+    several_pieces: bool = False,
+    max_length: int | None = None,
+) -> tuple[list[tuple[int, int, int]], list[tuple[int, list[int], int]]]:
     """The words to replace, each drawn with chance `probability`: (row in batch, token position, word index) of
     one-piece known words, and with `several_pieces` (row, token positions, word index) of words of several pieces
     that are one word and its `##` continuations (not the last word of a row `max_length` long: truncation may have

@@ -84,8 +84,18 @@ EMBEDDING_TRAINING_DEFAULTS = {"num_train_epochs": 6.0, "learning_rate": 5e-4, "
 # The student `student_from_teacher` makes: the Mini-BERT sizes, its heads 64 wide as the teacher's.
 STUDENT_SIZES = {"hidden_size": 192, "num_hidden_layers": 3, "max_position_embeddings": 64}
 # Distillation options that speak of labels, logits or augmented copies: they cannot apply to embeddings.
-UNUSED_OPTIONS = ("finetune_teacher", "transfer_file", "augment_copies", "word_dropout", "word_swap", "distillation_loss",
-                  "temperature", "alpha", "student_dropout", "label_column_name")
+UNUSED_OPTIONS = (
+    "finetune_teacher",
+    "transfer_file",
+    "augment_copies",
+    "word_dropout",
+    "word_swap",
+    "distillation_loss",
+    "temperature",
+    "alpha",
+    "student_dropout",
+    "label_column_name",
+)
 # The default schedule's options of the jobs built on fine-tuning: this job's schedule is its epochs.
 SCHEDULE_OPTIONS = ("min_train_steps", "early_stopping_patience")
 
@@ -109,7 +119,9 @@ class EmbeddingStudent(nn.Module):
             pooled = self.projection(pooled)  # (B, D): the teacher's width
         return nn.functional.normalize(pooled, dim=-1) if self.normalize else pooled
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor | None = None) -> dict:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor | None = None
+    ) -> dict:
         embeddings = self.embed(input_ids, attention_mask)
         output = {"embeddings": embeddings}
         if labels is not None:
@@ -131,10 +143,14 @@ def check_embedding_options(args: DistillationArguments, has_train_data: bool) -
     defaults = DistillationArguments()
     for name in UNUSED_OPTIONS:
         if getattr(args, name) != getattr(defaults, name):
-            raise ValueError(f"{name}={getattr(args, name)!r} does not apply to task='embedding' (no labels, no logits)")
+            raise ValueError(
+                f"{name}={getattr(args, name)!r} does not apply to task='embedding' (no labels, no logits)"
+            )
     for name in SCHEDULE_OPTIONS:
         if getattr(args, name) is not None:
-            raise ValueError(f"{name}={getattr(args, name)!r} does not apply to task='embedding' (it trains --num_train_epochs)")
+            raise ValueError(
+                f"{name}={getattr(args, name)!r} does not apply to task='embedding' (it trains --num_train_epochs)"
+            )
     for role in ("train", "validation", "test"):
         path = getattr(args, f"{role}_file")
         if path is not None and Path(path).suffix.lower() != ".txt":
@@ -158,8 +174,10 @@ def check_teacher_modules(teacher: Path, allow_pickle: bool) -> None:
     modules = module_folders(teacher)
     for kind, path in modules:
         if kind in ("Pooling", "Dense") and not (teacher / path / "config.json").is_file():
-            raise FileNotFoundError(f"{teacher / path} holds no config.json: teacher {teacher} lists its {kind} module "
-                                    f"there ({SENTENCE_TRANSFORMERS_MODULES_FILE})")
+            raise FileNotFoundError(
+                f"{teacher / path} holds no config.json: teacher {teacher} lists its {kind} module "
+                f"there ({SENTENCE_TRANSFORMERS_MODULES_FILE})"
+            )
     check_teacher_weights(teacher, allow_pickle, ("", *(path for _, path in modules if path)))
     vocab_size = getattr(AutoConfig.from_pretrained(teacher), "vocab_size", None)
     if vocab_size is not None:
@@ -180,29 +198,35 @@ def texts_of(source: str | os.PathLike | Dataset | Sequence[str], role: str, col
     return texts
 
 
-def teacher_embeddings(teacher: Any, texts: dict[str, list[str]], batch_size: int, show_progress: bool,
-                       name: str = "") -> dict[str, torch.Tensor]:
+def teacher_embeddings(
+    teacher: Any, texts: dict[str, list[str]], batch_size: int, show_progress: bool, name: str = ""
+) -> dict[str, torch.Tensor]:
     """The teacher's embeddings of each split's texts, (N, D) float32, as `SentenceTransformer.encode` returns
     them (its own pooling and normalisation). NonFiniteError, naming the teacher `name`, if its weights or an
     embedding are not finite."""
     name = f"embedding the texts with the teacher: the teacher {name}".rstrip()
     check_finite_weights(teacher, name, NON_FINITE_TEACHER)
     embeddings = {
-        role: teacher.encode(rows, batch_size=batch_size, convert_to_tensor=True, show_progress_bar=show_progress).float().cpu()
+        role: teacher.encode(rows, batch_size=batch_size, convert_to_tensor=True, show_progress_bar=show_progress)
+        .float()
+        .cpu()
         for role, rows in texts.items()
     }
     for role, rows in embeddings.items():
         bad, total, first = non_finite_rows(rows)
         if bad:
-            raise NonFiniteError(f"{name} gives non-finite embeddings for {bad} of {total} {role} text(s) (the first: "
-                                 f"{texts[role][first][:60]!r}): {NON_FINITE_TEACHER}")
+            raise NonFiniteError(
+                f"{name} gives non-finite embeddings for {bad} of {total} {role} text(s) (the first: "
+                f"{texts[role][first][:60]!r}): {NON_FINITE_TEACHER}"
+            )
     return embeddings
 
 
 def features(tokenizer: Any, texts: list[str], targets: torch.Tensor, max_length: int) -> Dataset:
     encoding = tokenizer(texts, truncation=True, max_length=max_length)
-    return Dataset.from_dict({"input_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"],
-                              "labels": targets.tolist()})
+    return Dataset.from_dict(
+        {"input_ids": encoding["input_ids"], "attention_mask": encoding["attention_mask"], "labels": targets.tolist()}
+    )
 
 
 def cosine_metrics(prediction: Any) -> dict[str, float]:
@@ -216,7 +240,10 @@ def cosine_metrics(prediction: Any) -> dict[str, float]:
 
 
 def distill_embeddings(
-    sources: dict[str, str | os.PathLike | Dataset | Sequence[str]], has_train_data: bool, show_progress: bool, **options: Any
+    sources: dict[str, str | os.PathLike | Dataset | Sequence[str]],
+    has_train_data: bool,
+    show_progress: bool,
+    **options: Any,
 ) -> DistillResult:
     """Train `model_name_or_path` to reproduce the sentence-transformers teacher `teacher_model_name_or_path`'s
     embeddings of unlabelled texts (`train_file`, one a line); see the module docstring. `flow.distill` hands
@@ -236,7 +263,9 @@ def distill_embeddings(
     training = {**EMBEDDING_TRAINING_DEFAULTS, **training}
     check_training_options(training, "validation" in sources)
     if args.learning_rates is not None:
-        raise ValueError(f"learning_rates={args.learning_rates}: task='embedding' trains at one learning rate (--learning_rate)")
+        raise ValueError(
+            f"learning_rates={args.learning_rates}: task='embedding' trains at one learning rate (--learning_rate)"
+        )
     kinds = check_embedding_options(args, has_train_data)
     training.setdefault("disable_tqdm", not show_progress)
     options = run_options(args, training, TRAINING_DEFAULTS, in_memory(sources))
@@ -244,8 +273,9 @@ def distill_embeddings(
         texts = {role: texts_of(source, role, args.text_column_name or "text") for role, source in sources.items()}
         encoder, tokenizer, length = load_student(args, seed_of(training))
         texts = {role: [cut_input(text, length) for text in rows] for role, rows in texts.items()}  # before tokenizing
-        teacher = SentenceTransformer(str(args.teacher_model_name_or_path), device="cpu",
-                                      model_kwargs=teacher_load_options(args.allow_pickle))
+        teacher = SentenceTransformer(
+            str(args.teacher_model_name_or_path), device="cpu", model_kwargs=teacher_load_options(args.allow_pickle)
+        )
         teacher.max_seq_length = min(teacher.max_seq_length, length)  # the text the student reads, no more
         batch_size = training.get("per_device_eval_batch_size", TRAINING_DEFAULTS["per_device_eval_batch_size"])
         targets = teacher_embeddings(teacher, texts, batch_size, show_progress, str(args.teacher_model_name_or_path))
@@ -253,19 +283,34 @@ def distill_embeddings(
         data = {role: features(tokenizer, texts[role], targets[role], length) for role in texts}
         trainer = embedding_trainer(student, tokenizer, data, output, training, options)
         prepared = Prepared(
-            train=data["train"], validation=data.get("validation"), test=data.get("test"), collator=trainer.data_collator,
-            metric="loss", metrics_for=lambda role: cosine_metrics,
+            train=data["train"],
+            validation=data.get("validation"),
+            test=data.get("test"),
+            collator=trainer.data_collator,
+            metric="loss",
+            metrics_for=lambda role: cosine_metrics,
         )
         results = train_and_score(trainer, prepared)[0]
         score_test(trainer, prepared, results)
-        check_results(student, results, trainer.args, trainer.state.global_step)  # nothing non-finite saved as a success
+        check_results(
+            student, results, trainer.args, trainer.state.global_step
+        )  # nothing non-finite saved as a success
         save_embedder(trainer, student, tokenizer, results, output, length, args)
-    write_model_card(output, task="feature-extraction", base_model=str(args.model_name_or_path or args.teacher_model_name_or_path),
-                     dataset_name=Path(str(sources["train"])).stem if isinstance(sources["train"], (str, os.PathLike)) else None)
+    write_model_card(
+        output,
+        task="feature-extraction",
+        base_model=str(args.model_name_or_path or args.teacher_model_name_or_path),
+        dataset_name=Path(str(sources["train"])).stem if isinstance(sources["train"], (str, os.PathLike)) else None,
+    )
     strip = strip_prefix
     return DistillResult(
-        output, strip(results.get("eval", {}), "eval_"), strip(results["test"], "test_") if "test" in results else None,
-        None, strip(results["train"], "train_"), teacher=str(args.teacher_model_name_or_path), transfer_size=len(texts["train"]),
+        output,
+        strip(results.get("eval", {}), "eval_"),
+        strip(results["test"], "test_") if "test" in results else None,
+        None,
+        strip(results["train"], "train_"),
+        teacher=str(args.teacher_model_name_or_path),
+        transfer_size=len(texts["train"]),
     )
 
 
@@ -283,7 +328,10 @@ def load_student(args: DistillationArguments, seed: int) -> tuple[PreTrainedMode
 
 
 def student_from_teacher(
-    teacher: str, sizes: dict[str, int] = STUDENT_SIZES, tokenizer: Any = None, teacher_ids: list[int] | None = None,
+    teacher: str,
+    sizes: dict[str, int] = STUDENT_SIZES,
+    tokenizer: Any = None,
+    teacher_ids: list[int] | None = None,
     allow_pickle: bool = False,
 ) -> tuple[MiniBertModel, Any]:
     """A new Mini-BERT of `sizes` (no wider or longer than the teacher) that reads with the teacher's tokenizer (or
@@ -303,31 +351,56 @@ def student_from_teacher(
         words = words[torch.tensor(teacher_ids)]
     mean = words.mean(0)
     _, _, directions = torch.pca_lowrank(words - mean, q=hidden, center=False)  # (H_teacher, hidden)
-    config = MiniBertConfig(vocab_size=words.shape[0], hidden_size=hidden, num_hidden_layers=sizes["num_hidden_layers"],
-                            num_attention_heads=max(1, hidden // 64), intermediate_size=4 * hidden,
-                            max_position_embeddings=positions, pad_token_id=tokenizer.pad_token_id)
+    config = MiniBertConfig(
+        vocab_size=words.shape[0],
+        hidden_size=hidden,
+        num_hidden_layers=sizes["num_hidden_layers"],
+        num_attention_heads=max(1, hidden // 64),
+        intermediate_size=4 * hidden,
+        max_position_embeddings=positions,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     student = MiniBertModel(config)
     with torch.no_grad():
         student.embeddings.word_embeddings.weight.copy_((words - mean) @ directions)
-        student.embeddings.position_embeddings.weight.copy_(source.embeddings.position_embeddings.weight[:positions] @ directions)
-        student.embeddings.token_type_embeddings.weight.copy_(source.embeddings.token_type_embeddings.weight @ directions)
+        student.embeddings.position_embeddings.weight.copy_(
+            source.embeddings.position_embeddings.weight[:positions] @ directions
+        )
+        student.embeddings.token_type_embeddings.weight.copy_(
+            source.embeddings.token_type_embeddings.weight @ directions
+        )
     tokenizer.model_max_length = positions
     return student, tokenizer
 
 
-def embedding_trainer(student: EmbeddingStudent, tokenizer: Any, data: dict[str, Dataset], output: Path, training: dict[str, Any],
-                      run_record: dict[str, Any] | None = None) -> Trainer:
+def embedding_trainer(
+    student: EmbeddingStudent,
+    tokenizer: Any,
+    data: dict[str, Dataset],
+    output: Path,
+    training: dict[str, Any],
+    run_record: dict[str, Any] | None = None,
+) -> Trainer:
     args = training_arguments(str(output), "validation" in data, "loss", **training)
     return Trainer(
-        model=student, args=args, train_dataset=data["train"], eval_dataset=data.get("validation"),
-        data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
+        model=student,
+        args=args,
+        train_dataset=data["train"],
+        eval_dataset=data.get("validation"),
+        data_collator=DataCollatorWithPadding(tokenizer),
+        processing_class=tokenizer,
         compute_metrics=cosine_metrics if "validation" in data else None,
         callbacks=run_callbacks(0, run_record),  # the run's options recorded, a stop signal and NaN stop it
     )
 
 
 def save_embedder(
-    trainer: Trainer, student: EmbeddingStudent, tokenizer: Any, results: dict[str, dict], output: Path, length: int,
+    trainer: Trainer,
+    student: EmbeddingStudent,
+    tokenizer: Any,
+    results: dict[str, dict],
+    output: Path,
+    length: int,
     args: DistillationArguments,
 ) -> None:
     """The output folder, staged and then put in place whole: the encoder and tokenizer, the projection as a
@@ -343,14 +416,22 @@ def save_embedder(
             dense_dir = DENSE_DIR
             layer = student.projection
             (staging / DENSE_DIR).mkdir()
-            Dense(layer.in_features, layer.out_features, activation_function=nn.Identity(),
-                  init_weight=layer.weight.detach(), init_bias=layer.bias.detach()).save(str(staging / DENSE_DIR))
-        write_sentence_transformers_files(staging, normalize=student.normalize, dense_dir=dense_dir, max_seq_length=length)
+            Dense(
+                layer.in_features,
+                layer.out_features,
+                activation_function=nn.Identity(),
+                init_weight=layer.weight.detach(),
+                init_bias=layer.bias.detach(),
+            ).save(str(staging / DENSE_DIR))
+        write_sentence_transformers_files(
+            staging, normalize=student.normalize, dense_dir=dense_dir, max_seq_length=length
+        )
         write_results(staging, results)
         write_json(staging / DISTILLATION_ARGS_FILE, dataclasses.asdict(args))
         trainer.state.save_to_json(str(staging / TRAINER_STATE_FILE))
-        plot_training_curves(trainer.state.log_history, "cosine", trainer.state.best_global_step, staging / CURVES_FILE)
-
+        plot_training_curves(
+            trainer.state.log_history, "cosine", trainer.state.best_global_step, staging / CURVES_FILE
+        )
 
 
 __all__ = ["TASK", "EmbeddingStudent", "distill_embeddings"]

@@ -82,7 +82,9 @@ from modeling_minibert.utils.outputs import (
 )
 
 
-def read_examples(args: DistillationArguments, task: Task, sources: dict[str, DataSource]) -> tuple[dict[str, Examples], list[str], Callable[[list[str]], None]]:
+def read_examples(
+    args: DistillationArguments, task: Task, sources: dict[str, DataSource]
+) -> tuple[dict[str, Examples], list[str], Callable[[list[str]], None]]:
     """Each split read and checked by the task's reader (a blank label is refused naming its row), the training
     data's labels, sorted, and the check of every split's labels against the label names once they are known
     (the teacher's, `teacher_labels`: a teacher may know labels a small training set lacks)."""
@@ -103,20 +105,38 @@ def read_examples(args: DistillationArguments, task: Task, sources: dict[str, Da
 # The job
 
 
-def student_training_data(task: Task, student: tuple[PreTrainedTokenizerBase, int], transfer, student_examples: dict,
-                          logits: dict, label2id: dict[str, int], owners: dict) -> Prepared:
+def student_training_data(
+    task: Task,
+    student: tuple[PreTrainedTokenizerBase, int],
+    transfer,
+    student_examples: dict,
+    logits: dict,
+    label2id: dict[str, int],
+    owners: dict,
+) -> Prepared:
     """What the student trains and is scored on: each split's inputs (the transfer set for training) with the
     teacher's `logits` as targets, in the student's tokens (`student`: its tokenizer and length); the validation
     loss picks the best model, the task's metrics score it against the labels (pooled over a text's windows)."""
     tokenizer, length, names = *student, list(label2id)
     features = {
-        role: student_features(tokenizer, transfer if role == "transfer" else student_examples[role], logits[role], task.name, length, label2id)
+        role: student_features(
+            tokenizer,
+            transfer if role == "transfer" else student_examples[role],
+            logits[role],
+            task.name,
+            length,
+            label2id,
+        )
         for role in logits
     }
     return Prepared(
-        train=features["transfer"], validation=features.get("validation"), test=features.get("test"),
-        collator=DistillationCollator(tokenizer, task.name), metric="loss",
-        metrics_for=lambda role: distillation_metrics(task, names, owners.get(role)), owners=owners,
+        train=features["transfer"],
+        validation=features.get("validation"),
+        test=features.get("test"),
+        collator=DistillationCollator(tokenizer, task.name),
+        metric="loss",
+        metrics_for=lambda role: distillation_metrics(task, names, owners.get(role)),
+        owners=owners,
     )
 
 
@@ -152,32 +172,65 @@ def distill(
         examples, data_labels, check_labels = read_examples(args, task, sources)
         tokenizer = load_fast_tokenizer(args.model_name_or_path, args.tokenizer_name)  # fails early on a wrong folder
         student_length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
-        unlabelled = unlabelled_inputs(args, task, student_length)  # a bad transfer file fails before the teacher loads
+        unlabelled = unlabelled_inputs(
+            args, task, student_length
+        )  # a bad transfer file fails before the teacher loads
         names = teacher_labels(args, task, data_labels)
         check_labels(names)
         student_examples, owners = student_inputs(args, (tokenizer, student_length), examples, unlabelled)
-        transfer = transfer_set(student_examples["train"], task.conll, student_examples["transfer"].inputs, args,
-                                seed_of(training), (tokenizer, student_length), show_progress)
-        plan = relation_plan(args, task, tokenizer, transfer.inputs, student_length)
-        teacher, logits, reused = teacher_side(args, task, training, examples, names, student_examples, transfer, output,
-                                               show_progress)
-        label2id = {name: i for i, name in enumerate(names)}
-        prepared = student_training_data(task, (tokenizer, student_length), transfer, student_examples, logits, label2id, owners)
-        relations = relation_transfer(args, teacher, plan) if plan is not None else None
-        student = load_student(args, task, seed_of(training), num_labels=len(names),
-                               id2label=dict(enumerate(names)), label2id=label2id)
-        result = train_and_save(
-            task.name, args.model_name_or_path, student, tokenizer, prepared, output, names, sources["train"], training,
-            extra_outputs=keep_distillation_files(args, output), trainer_class=DistillationTrainer,
-            learning_rates=args.learning_rates, temperature=args.temperature, alpha=args.alpha, **schedule,
-            distillation_loss=args.distillation_loss, relations=relations, run_record=options,
+        transfer = transfer_set(
+            student_examples["train"],
+            task.conll,
+            student_examples["transfer"].inputs,
+            args,
+            seed_of(training),
+            (tokenizer, student_length),
+            show_progress,
         )
-    return DistillResult(**vars(result), teacher=teacher, transfer_size=len(transfer.inputs), reused_teacher_logits=reused,
-                         relation_weight=relations.weight if relations is not None else 0.0)
+        plan = relation_plan(args, task, tokenizer, transfer.inputs, student_length)
+        teacher, logits, reused = teacher_side(
+            args, task, training, examples, names, student_examples, transfer, output, show_progress
+        )
+        label2id = {name: i for i, name in enumerate(names)}
+        prepared = student_training_data(
+            task, (tokenizer, student_length), transfer, student_examples, logits, label2id, owners
+        )
+        relations = relation_transfer(args, teacher, plan) if plan is not None else None
+        student = load_student(
+            args, task, seed_of(training), num_labels=len(names), id2label=dict(enumerate(names)), label2id=label2id
+        )
+        result = train_and_save(
+            task.name,
+            args.model_name_or_path,
+            student,
+            tokenizer,
+            prepared,
+            output,
+            names,
+            sources["train"],
+            training,
+            extra_outputs=keep_distillation_files(args, output),
+            trainer_class=DistillationTrainer,
+            learning_rates=args.learning_rates,
+            temperature=args.temperature,
+            alpha=args.alpha,
+            **schedule,
+            distillation_loss=args.distillation_loss,
+            relations=relations,
+            run_record=options,
+        )
+    return DistillResult(
+        **vars(result),
+        teacher=teacher,
+        transfer_size=len(transfer.inputs),
+        reused_teacher_logits=reused,
+        relation_weight=relations.weight if relations is not None else 0.0,
+    )
 
 
-def checked_options(options: dict[str, Any], sources: dict[str, DataSource], train_in_memory: bool,
-                    show_progress: bool) -> tuple[DistillationArguments, Task, dict[str, Any], dict[str, Any], dict]:
+def checked_options(
+    options: dict[str, Any], sources: dict[str, DataSource], train_in_memory: bool, show_progress: bool
+) -> tuple[DistillationArguments, Task, dict[str, Any], dict[str, Any], dict]:
     """The job's options, checked before any work: its arguments, its task, the student's training options with
     distillation's defaults, the default schedule and the run's record (what a resume compares)."""
     args, training = split_options(DistillationArguments, options)
@@ -196,15 +249,26 @@ def checked_options(options: dict[str, Any], sources: dict[str, DataSource], tra
     return args, task, training, schedule, run_options(args, training, TRAINING_DEFAULTS, in_memory(sources))
 
 
-def teacher_side(args: DistillationArguments, task: Task, training: dict[str, Any], examples: dict[str, Examples],
-                 names: list[str], student_examples: dict, transfer, output: Path,
-                 show_progress: bool) -> tuple[str, dict, bool]:
+def teacher_side(
+    args: DistillationArguments,
+    task: Task,
+    training: dict[str, Any],
+    examples: dict[str, Examples],
+    names: list[str],
+    student_examples: dict,
+    transfer,
+    output: Path,
+    show_progress: bool,
+) -> tuple[str, dict, bool]:
     """The teacher (fine-tuned first with `finetune_teacher`) and its logits on what the student reads: the transfer
     set, the validation and test data; whether they were reused from the output folder's cache."""
     teacher = str(args.teacher_model_name_or_path)
     if args.finetune_teacher:
         teacher = str(fine_tuned_teacher(args, task, training, examples, names, output))
-    inputs = {"transfer": transfer.inputs, **{r: student_examples[r].inputs for r in ("validation", "test") if r in examples}}
+    inputs = {
+        "transfer": transfer.inputs,
+        **{r: student_examples[r].inputs for r in ("validation", "test") if r in examples},
+    }
     batch_size = training.get("per_device_eval_batch_size", TRAINING_DEFAULTS["per_device_eval_batch_size"])
     logits, reused = teacher_targets(args, task, teacher, inputs, names, output, batch_size, show_progress)
     return teacher, logits, reused
@@ -217,8 +281,12 @@ def unlabelled_inputs(args: DistillationArguments, task: Task, student_length: i
     return [x for path in args.transfer_file for x in load_transfer_file(path, task, text_column, reads)]
 
 
-def student_inputs(args: DistillationArguments, student: tuple[PreTrainedTokenizerBase, int], examples: dict[str, Examples],
-                   unlabelled: list[Any]) -> tuple[dict[str, Examples], dict[str, list[int]]]:
+def student_inputs(
+    args: DistillationArguments,
+    student: tuple[PreTrainedTokenizerBase, int],
+    examples: dict[str, Examples],
+    unlabelled: list[Any],
+) -> tuple[dict[str, Examples], dict[str, list[int]]]:
     """What the student reads of each split and of the `unlabelled` texts (as `transfer`): the examples as given,
     or with `doc_stride` the windows its tokenizer and length (`student`) cut each text into, each with its text's
     label; and each held-out window's text (the teacher labels the very windows)."""
@@ -227,16 +295,20 @@ def student_inputs(args: DistillationArguments, student: tuple[PreTrainedTokeniz
     if args.doc_stride is None:
         return given, {}
     windows = {role: window_examples(tokenizer, split, length, args.doc_stride) for role, split in given.items()}
-    return {role: split for role, (split, _) in windows.items()}, {r: owners for r, (_, owners) in windows.items() if r in ("validation", "test")}
+    return {role: split for role, (split, _) in windows.items()}, {
+        r: owners for r, (_, owners) in windows.items() if r in ("validation", "test")
+    }
 
 
 def load_student(args: DistillationArguments, task: Task, seed: int, **config_overrides: Any) -> PreTrainedModel:
     """The student, its dropout layers built with `student_dropout`. Its config then gets its own dropout back: the
     layers keep the rate they were built with, and the saved config is what the next trainer of the student reads."""
     own = load_config(args.model_name_or_path)
-    dropout = {} if args.student_dropout is None else {
-        name: args.student_dropout for name in DROPOUT_SETTINGS if hasattr(own, name)
-    }
+    dropout = (
+        {}
+        if args.student_dropout is None
+        else {name: args.student_dropout for name in DROPOUT_SETTINGS if hasattr(own, name)}
+    )
     student = load_model(task.auto_class, args.model_name_or_path, seed, **config_overrides, **dropout)
     student.config.update({name: getattr(own, name) for name in dropout})
     return student

@@ -32,6 +32,7 @@ RECORDING = "minibert_relations"  # the attention implementation that records q,
 
 # --- reading q, k, v through the attention interface ---------------------------------------------------------------
 
+
 @dataclass
 class AttentionRecord:
     """Which call of the attention function to keep (0: the first layer's), and its query, key and value."""
@@ -83,11 +84,14 @@ def set_recording_attention(model: PreTrainedModel, name: str) -> None:
     finally:
         hf_logging.set_verbosity(verbosity)
     if model.config._attn_implementation != RECORDING:
-        raise ValueError(f"{name} ({type(model).__name__}) does not run attention through transformers' attention "
-                         "interface: its attention relations cannot be read")
+        raise ValueError(
+            f"{name} ({type(model).__name__}) does not run attention through transformers' attention "
+            "interface: its attention relations cannot be read"
+        )
 
 
 # --- the losses --------------------------------------------------------------------------------------------------
+
 
 def relation_log_probs(x: torch.Tensor, heads: int, mask: torch.Tensor) -> torch.Tensor:
     """x (B, nh, T, hd): one of q, k, v; mask (B, T) bool. -> log softmax(x_r x_r^T / sqrt(d_r)) (B, R, T, T)
@@ -111,7 +115,6 @@ def relation_loss(teacher_qkv, student_qkv, mask: torch.Tensor, heads: int) -> t
         kl = (log_t.exp() * (log_t - log_s)).sum(-1)  # (B, R, T)
         total = total + (kl * queries).sum() / (queries.sum() * heads)
     return total
-
 
 
 def padded(model: PreTrainedModel) -> dict[str, bool]:

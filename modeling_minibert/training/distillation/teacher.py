@@ -112,7 +112,10 @@ def check_teacher(teacher: str, task: Task, data_labels: list[str]) -> list[str]
 
 
 def max_length_for(name_or_path: str, tokenizer: PreTrainedTokenizerBase, wanted: int | None) -> int:
-    limit = getattr(AutoConfig.from_pretrained(name_or_path), "max_position_embeddings", None) or tokenizer.model_max_length
+    limit = (
+        getattr(AutoConfig.from_pretrained(name_or_path), "max_position_embeddings", None)
+        or tokenizer.model_max_length
+    )
     return int(min(wanted or limit, limit, tokenizer.model_max_length))
 
 
@@ -130,12 +133,18 @@ def teacher_labels(args: DistillationArguments, task: Task, data_labels: list[st
         return data_labels
     return check_teacher(args.teacher_model_name_or_path, task, data_labels)
 
+
 # ---------------------------------------------------------------------------------------------------------------
 # Fine-tuning the teacher
 
 
 def fine_tuned_teacher(
-    args: DistillationArguments, task: Task, training: dict[str, Any], examples: dict[str, Examples], names: list[str], output: Path
+    args: DistillationArguments,
+    task: Task,
+    training: dict[str, Any],
+    examples: dict[str, Examples],
+    names: list[str],
+    output: Path,
 ) -> Path:
     """Fine-tune the teacher with the fine-tuning job into OUTPUT/teacher (in Trainer's bf16 autocast when
     `teacher_mixed_precision` says so), or reuse the one a previous run of the same teacher, data and options left
@@ -153,13 +162,24 @@ def fine_tuned_teacher(
             return target
     except (OSError, ValueError, AttributeError):
         pass
-    data = {r: Dataset.from_dict(dict(zip(task.columns, (examples[r].inputs, examples[r].labels)))) for r in ("train", "validation") if r in examples}
+    data = {
+        r: Dataset.from_dict(dict(zip(task.columns, (examples[r].inputs, examples[r].labels))))
+        for r in ("train", "validation")
+        if r in examples
+    }
     copied = ("per_device_train_batch_size", "per_device_eval_batch_size", "seed", "disable_tqdm")
     options = dict(
-        task=task.name, train_data=data["train"], validation_data=data.get("validation"), labels=names,
-        overwrite_output_dir=True, report_to="none",
-        num_train_epochs=args.teacher_num_train_epochs or TEACHER_EPOCHS, learning_rate=args.teacher_learning_rate,
-        **shared, **({"bf16": True} if bf16 else {}), **{k: training[k] for k in copied if k in training},
+        task=task.name,
+        train_data=data["train"],
+        validation_data=data.get("validation"),
+        labels=names,
+        overwrite_output_dir=True,
+        report_to="none",
+        num_train_epochs=args.teacher_num_train_epochs or TEACHER_EPOCHS,
+        learning_rate=args.teacher_learning_rate,
+        **shared,
+        **({"bf16": True} if bf16 else {}),
+        **{k: training[k] for k in copied if k in training},
     )
     try:
         finetune_in_minibert(args.teacher_model_name_or_path, target, allow_pickle=args.allow_pickle, **options)
@@ -182,8 +202,15 @@ def teacher_options(args: DistillationArguments, evaluates: bool, max_length: in
     return {**options_of(FinetuningOptions, args), **schedule, "max_seq_length": max_length}
 
 
-def teacher_key(args: DistillationArguments, task: Task, names: list[str], examples: dict[str, Examples],
-                shared: dict[str, Any], seed: int, bf16: bool) -> str:
+def teacher_key(
+    args: DistillationArguments,
+    task: Task,
+    names: list[str],
+    examples: dict[str, Examples],
+    shared: dict[str, Any],
+    seed: int,
+    bf16: bool,
+) -> str:
     """What a fine-tuned teacher is kept under: its task, labels, epochs, learning rate, seed, precision, training
     and validation data and starting files, the schedule as its run takes it (`shared`: `teacher_options`; a new
     default trains a new teacher), the length as given, and each other option of the family where the run sets it
@@ -191,15 +218,23 @@ def teacher_key(args: DistillationArguments, task: Task, names: list[str], examp
     schedule = {name: shared[name] for name in SCHEDULE_OPTIONS}
     changed = options_of(FinetuningOptions, args, changed=True)
     return fingerprint(
-        task.name, names, args.teacher_num_train_epochs, schedule, args.teacher_learning_rate, args.max_seq_length,
-        seed, *(f"{name}={value}" for name, value in changed.items() if name not in (*SCHEDULE_OPTIONS, "max_seq_length")),
-        {r: dataclasses.asdict(e) for r, e in examples.items() if r != "test"}, *(["bf16"] if bf16 else []),
+        task.name,
+        names,
+        args.teacher_num_train_epochs,
+        schedule,
+        args.teacher_learning_rate,
+        args.max_seq_length,
+        seed,
+        *(f"{name}={value}" for name, value in changed.items() if name not in (*SCHEDULE_OPTIONS, "max_seq_length")),
+        {r: dataclasses.asdict(e) for r, e in examples.items() if r != "test"},
+        *(["bf16"] if bf16 else []),
         *model_files(args.teacher_model_name_or_path),
     )
 
 
-def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, allow_pickle: bool = False,
-                         **options: Any) -> FinetuneResult:
+def finetune_in_minibert(
+    model_name_or_path: str | os.PathLike, output_dir: str | os.PathLike, allow_pickle: bool = False, **options: Any
+) -> FinetuneResult:
     """`finetune(model_name_or_path=..., output_dir=..., **options)`; a BERT folder (`model_type: bert`) trains in
     Mini-BERT's unpadded implementation and is saved back in BERT format, so the folder loads anywhere (its
     pytorch_model.bin read only with `allow_pickle`).
@@ -219,11 +254,18 @@ def finetune_in_minibert(model_name_or_path: str | os.PathLike, output_dir: str 
     with tempfile.TemporaryDirectory(prefix=f".{target.name}-", dir=target.parent) as scratch, checks_unsaid():
         minibert = convert_bert_to_minibert(source, Path(scratch) / "minibert", allow_pickle=allow_pickle)
         result = finetune(model_name_or_path=str(minibert), output_dir=str(Path(scratch) / "finetuned"), **options)
-        convert_minibert_to_bert(result.output_dir, target, overwrite_output_dir=options.get("overwrite_output_dir", False))
+        convert_minibert_to_bert(
+            result.output_dir, target, overwrite_output_dir=options.get("overwrite_output_dir", False)
+        )
     # The card as fine-tuning writes it, naming the model the run started from (not the scratch copy).
-    write_model_card(target, task=load_task(options["task"]).pipeline_tag, base_model=str(model_name_or_path),
-                     dataset_name=dataset_name(options.get("train_data", options.get("train_file"))))
+    write_model_card(
+        target,
+        task=load_task(options["task"]).pipeline_tag,
+        base_model=str(model_name_or_path),
+        dataset_name=dataset_name(options.get("train_data", options.get("train_file"))),
+    )
     return dataclasses.replace(result, output_dir=target)
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # Its predictions, and their cache
@@ -281,8 +323,16 @@ def load_teacher_classifier(teacher: str, task: Task, allow_pickle: bool = False
 
 
 def label_with_teacher(
-    teacher: str, tokenizer: PreTrainedTokenizerBase, task: Task, inputs: dict[str, list[Any]], max_length: int,
-    batch_size: int, label_names: list[str], show_progress: bool = True, bf16: bool = False, allow_pickle: bool = False,
+    teacher: str,
+    tokenizer: PreTrainedTokenizerBase,
+    task: Task,
+    inputs: dict[str, list[Any]],
+    max_length: int,
+    batch_size: int,
+    label_names: list[str],
+    show_progress: bool = True,
+    bf16: bool = False,
+    allow_pickle: bool = False,
 ) -> dict[str, list[torch.Tensor]]:
     """The teacher's logits on each split's inputs, columns in the order of `label_names`; its forward under
     bfloat16 autocast with `bf16`."""
@@ -290,7 +340,12 @@ def label_with_teacher(
     check_finite_weights(model, f"labelling with the teacher: the teacher {teacher}", NON_FINITE_TEACHER)
     order = [model.config.label2id[name] for name in label_names]
     logits = {
-        split: [logits[..., order] for logits in predict_logits(model, tokenizer, rows, task.name, max_length, batch_size, show_progress, bf16)]
+        split: [
+            logits[..., order]
+            for logits in predict_logits(
+                model, tokenizer, rows, task.name, max_length, batch_size, show_progress, bf16
+            )
+        ]
         for split, rows in inputs.items()
     }
     for split, rows in logits.items():  # checked before they are cached or taught
@@ -299,7 +354,8 @@ def label_with_teacher(
             raise NonFiniteError(
                 f"labelling with the teacher: the teacher {teacher} gives non-finite logits for {bad} of {total} "
                 f"{split} input(s) (the first: {str(inputs[split][first])[:60]!r}): "
-                f"{NON_FINITE_TEACHER}")
+                f"{NON_FINITE_TEACHER}"
+            )
     return logits
 
 
@@ -334,11 +390,14 @@ def save_logits_cache(folder: Path, key: str, splits: dict[str, list[torch.Tenso
         tensors[f"{split}.logits"] = torch.cat([r.reshape(-1, r.shape[-1]) for r in rows]).contiguous()
         tensors[f"{split}.rows"] = torch.tensor([r.shape[0] if r.dim() == 2 else 1 for r in rows])
     write_bytes(folder / TEACHER_LOGITS_FILE, save(tensors))
-    write_json(folder / TEACHER_LOGITS_INFO_FILE, {"fingerprint": key, "splits": {s: len(r) for s, r in splits.items()}})
+    write_json(
+        folder / TEACHER_LOGITS_INFO_FILE, {"fingerprint": key, "splits": {s: len(r) for s, r in splits.items()}}
+    )
 
 
-def load_logits_cache(folder: Path, key: str, words_given: bool, num_labels: int,
-                      counts: dict[str, int] | None = None) -> dict[str, list[torch.Tensor]] | None:
+def load_logits_cache(
+    folder: Path, key: str, words_given: bool, num_labels: int, counts: dict[str, int] | None = None
+) -> dict[str, list[torch.Tensor]] | None:
     """The cached logits if `folder` holds them, whole, for exactly this teacher, data and options, else None
     (a torn or foreign cache is recomputed). A cache that claims this key but whose tensors are not what its info
     says (`counts` examples per split, when given; float32 logits of `num_labels` columns, one row per text or per
@@ -355,21 +414,27 @@ def load_logits_cache(folder: Path, key: str, words_given: bool, num_labels: int
     path = folder / TEACHER_LOGITS_FILE
     splits = info.get("splits")
     if not isinstance(splits, dict) or (counts is not None and splits != counts):
-        raise ValueError(f"{folder / TEACHER_LOGITS_INFO_FILE} lists the splits {splits}, expected {counts}; delete it "
-                         "to label again")
-    checked = {split: cached_split(path, tensors, split, count, words_given, num_labels) for split, count in splits.items()}
+        raise ValueError(
+            f"{folder / TEACHER_LOGITS_INFO_FILE} lists the splits {splits}, expected {counts}; delete it "
+            "to label again"
+        )
+    checked = {
+        split: cached_split(path, tensors, split, count, words_given, num_labels) for split, count in splits.items()
+    }
     for split, rows in checked.items():
         bad, total, first = non_finite_rows(rows)
         if bad:
             raise NonFiniteError(
                 f"the cached teacher logits {path} hold non-finite values ({bad} of {total} {split} row(s), the "
                 f"first: row {first}); delete it and {TEACHER_LOGITS_INFO_FILE} beside it to label again with the "
-                "teacher (nothing was trained)")
+                "teacher (nothing was trained)"
+            )
     return checked
 
 
-def cached_split(path: Path, tensors: dict[str, torch.Tensor], split: str, count: int, words_given: bool,
-                 num_labels: int) -> list[torch.Tensor]:
+def cached_split(
+    path: Path, tensors: dict[str, torch.Tensor], split: str, count: int, words_given: bool, num_labels: int
+) -> list[torch.Tensor]:
     """One split of the cache at `path`, checked: `split.logits` float32 (W, num_labels) and `split.rows` int64
     (count,) of per-example row counts (1 for a text) summing to W; ValueError naming the tensor otherwise."""
     logits, rows = tensors.get(f"{split}.logits"), tensors.get(f"{split}.rows")
@@ -377,23 +442,37 @@ def cached_split(path: Path, tensors: dict[str, torch.Tensor], split: str, count
         raise ValueError(f"{path} holds no {split}.logits or {split}.rows; delete it to label again")
     if logits.dtype != torch.float32 or logits.dim() != 2 or logits.shape[1] != num_labels:
         expected = [int(rows.sum()) if rows.dim() == 1 else "N", num_labels]
-        raise ValueError(f"{path}: {split}.logits is {str(logits.dtype).removeprefix('torch.')} of shape "
-                         f"{list(logits.shape)}, expected float32 of shape {expected} ({num_labels} labels); delete it "
-                         "to label again")
+        raise ValueError(
+            f"{path}: {split}.logits is {str(logits.dtype).removeprefix('torch.')} of shape "
+            f"{list(logits.shape)}, expected float32 of shape {expected} ({num_labels} labels); delete it "
+            "to label again"
+        )
     per_example = rows.tolist() if rows.dtype == torch.int64 and rows.dim() == 1 else None
-    if (per_example is None or len(per_example) != count or sum(per_example) != logits.shape[0]
-            or any(n < 0 if words_given else n != 1 for n in per_example)):
+    if (
+        per_example is None
+        or len(per_example) != count
+        or sum(per_example) != logits.shape[0]
+        or any(n < 0 if words_given else n != 1 for n in per_example)
+    ):
         shown = per_example[:10] if per_example is not None else f"{rows.dtype} of shape {list(rows.shape)}"
-        raise ValueError(f"{path}: {split}.rows is {shown}, expected {count} int64 counts ("
-                         f"{'one per word' if words_given else 'one row per text'}) summing to the {logits.shape[0]} rows "
-                         f"of {split}.logits; delete it to label again")
+        raise ValueError(
+            f"{path}: {split}.rows is {shown}, expected {count} int64 counts ("
+            f"{'one per word' if words_given else 'one row per text'}) summing to the {logits.shape[0]} rows "
+            f"of {split}.logits; delete it to label again"
+        )
     parts = list(torch.split(logits, per_example))
     return parts if words_given else [p[0] for p in parts]
 
 
 def teacher_targets(
-    args: DistillationArguments, task: Task, teacher: str, inputs: dict[str, list[Any]], names: list[str],
-    output: Path, batch_size: int, show_progress: bool,
+    args: DistillationArguments,
+    task: Task,
+    teacher: str,
+    inputs: dict[str, list[Any]],
+    names: list[str],
+    output: Path,
+    batch_size: int,
+    show_progress: bool,
 ) -> tuple[dict[str, list[torch.Tensor]], bool]:
     """The teacher's logits per split, from the output folder's cache when it holds them for exactly these
     inputs (else computed and cached there at once); and whether the cache was used."""
@@ -403,12 +482,24 @@ def teacher_targets(
     bf16 = teacher_autocast(args.teacher_mixed_precision, device)
     # bf16 enters the key only when on: a float32 cache keeps the key it had before the option existed.
     key = fingerprint(task.name, length, names, inputs, *(["bf16"] if bf16 else []), *model_files(teacher))
-    cached = load_logits_cache(output, key, task.conll, len(names), {split: len(rows) for split, rows in inputs.items()})
+    cached = load_logits_cache(
+        output, key, task.conll, len(names), {split: len(rows) for split, rows in inputs.items()}
+    )
     if cached is not None:
         return cached, True
     if show_progress:
         print(precision_line(args.teacher_mixed_precision, device))
-    logits = label_with_teacher(teacher, tokenizer, task, inputs, length, batch_size, names, show_progress, bf16,
-                                allow_pickle=args.allow_pickle)
+    logits = label_with_teacher(
+        teacher,
+        tokenizer,
+        task,
+        inputs,
+        length,
+        batch_size,
+        names,
+        show_progress,
+        bf16,
+        allow_pickle=args.allow_pickle,
+    )
     save_logits_cache(output, key, logits)
     return logits, False

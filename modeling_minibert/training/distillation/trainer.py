@@ -28,6 +28,8 @@ from modeling_minibert.utils.teachers import teacher_load_options
 from tokenization.subset import to_teacher_ids
 
 TEACHER_COLUMNS = ["teacher_logits", "teacher_mask"]  # what the batches carry beside the student's inputs
+
+
 def distillation_loss(
     student_logits: torch.Tensor,
     teacher_logits: torch.Tensor,
@@ -90,10 +92,17 @@ class RelationTransfer:
             self.teacher.to(ids.device)
             self.teacher_ids = self.teacher_ids.to(ids.device)
         bf16 = teacher_autocast(self.mixed_precision, ids.device)
-        with torch.no_grad(), torch.autocast(ids.device.type, torch.bfloat16, enabled=bf16), \
-                recording(self.teacher.config.num_hidden_layers - 1) as taught:
-            self.teacher(input_ids=self.teacher_ids[ids], attention_mask=mask, token_type_ids=inputs.get("token_type_ids"),
-                         **padded(self.teacher))
+        with (
+            torch.no_grad(),
+            torch.autocast(ids.device.type, torch.bfloat16, enabled=bf16),
+            recording(self.teacher.config.num_hidden_layers - 1) as taught,
+        ):
+            self.teacher(
+                input_ids=self.teacher_ids[ids],
+                attention_mask=mask,
+                token_type_ids=inputs.get("token_type_ids"),
+                **padded(self.teacher),
+            )
         return outputs, self.weight * relation_loss(taught.qkv, learnt.qkv, mask, self.heads)
 
 
@@ -101,8 +110,15 @@ class DistillationTrainer(Trainer):
     """`Trainer` whose loss is `distillation_loss` against the batch's `teacher_logits` column, plus, with
     `relations`, the teacher's attention relations while training."""
 
-    def __init__(self, *args: Any, temperature: float = 2.0, alpha: float = 0.0, distillation_loss: str = "kl",
-                 relations: RelationTransfer | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        temperature: float = 2.0,
+        alpha: float = 0.0,
+        distillation_loss: str = "kl",
+        relations: RelationTransfer | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.temperature = temperature
         self.alpha = alpha
@@ -127,8 +143,13 @@ class DistillationTrainer(Trainer):
         else:
             outputs, relations = model(**model_inputs), 0.0
         loss = distillation_loss(
-            outputs.logits, inputs["teacher_logits"], self.temperature, self.alpha, inputs.get("labels"),
-            inputs.get("teacher_mask"), self.distillation_loss,
+            outputs.logits,
+            inputs["teacher_logits"],
+            self.temperature,
+            self.alpha,
+            inputs.get("labels"),
+            inputs.get("teacher_mask"),
+            self.distillation_loss,
         )
         loss = loss + relations
         return (loss, outputs) if return_outputs else loss
@@ -168,7 +189,9 @@ def student_features(
     encoding = load_task(task).encode(tokenizer, examples.inputs, max_length)
     if not load_task(task).conll:
         labels = [label2id[y] if y is not None else -100 for y in examples.labels]
-        return Dataset.from_dict({**encoding, "labels": labels, "teacher_logits": [t.tolist() for t in teacher_logits]})
+        return Dataset.from_dict(
+            {**encoding, "labels": labels, "teacher_logits": [t.tolist() for t in teacher_logits]}
+        )
     labels, targets, masks = [], [], []
     for i, tags in enumerate(examples.labels):
         length = len(encoding["input_ids"][i])
@@ -212,8 +235,9 @@ def distillation_metrics(task: Task, names: list[str], owners: list[int] | None 
 # The teacher's attention relations: whether and how they can be taught
 
 
-def token_alignment(args: DistillationArguments, task: Task, tokenizer: PreTrainedTokenizerBase, inputs: list[Any],
-                    length: int) -> tuple[list[int], int]:
+def token_alignment(
+    args: DistillationArguments, task: Task, tokenizer: PreTrainedTokenizerBase, inputs: list[Any], length: int
+) -> tuple[list[int], int]:
     """The teacher's id of each student id and the relation heads (the teacher's attention heads); ValueError,
     saying why, unless those heads divide both widths and the student cuts every input into the teacher's very
     tokens (mapped id for id, at the student's `length`)."""
@@ -221,8 +245,9 @@ def token_alignment(args: DistillationArguments, task: Task, tokenizer: PreTrain
     config, student = teacher_config(teacher), AutoConfig.from_pretrained(args.model_name_or_path)
     heads = config.num_attention_heads
     if config.hidden_size % heads or student.hidden_size % heads:
-        raise ValueError(f"the teacher's {heads} attention heads do not divide the student's hidden size "
-                         f"({student.hidden_size})")
+        raise ValueError(
+            f"the teacher's {heads} attention heads do not divide the student's hidden size ({student.hidden_size})"
+        )
     if length > getattr(config, "max_position_embeddings", length):
         raise ValueError(f"the student reads {length} tokens, the teacher at most {config.max_position_embeddings}")
     teacher_tokenizer = load_fast_tokenizer(teacher, None)
@@ -231,13 +256,16 @@ def token_alignment(args: DistillationArguments, task: Task, tokenizer: PreTrain
     ours, theirs = (encode(t, list(inputs), length)["input_ids"] for t in (tokenizer, teacher_tokenizer))
     differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if [mapping[x] for x in a] != b]
     if differ:
-        raise ValueError(f"the student cuts {len(differ):,} of {len(inputs):,} training inputs into other tokens than "
-                         f"the teacher (the first: {str(inputs[differ[0]])[:60]!r})")
+        raise ValueError(
+            f"the student cuts {len(differ):,} of {len(inputs):,} training inputs into other tokens than "
+            f"the teacher (the first: {str(inputs[differ[0]])[:60]!r})"
+        )
     return mapping, heads
 
 
-def relation_plan(args: DistillationArguments, task: Task, tokenizer: PreTrainedTokenizerBase, inputs: list[Any],
-                  length: int) -> tuple[list[int], int] | None:
+def relation_plan(
+    args: DistillationArguments, task: Task, tokenizer: PreTrainedTokenizerBase, inputs: list[Any], length: int
+) -> tuple[list[int], int] | None:
     """With relation_weight > 0, how the teacher's attention relations are taught (`token_alignment`); ValueError
     naming the weight and why when they cannot be."""
     if not args.relation_weight:
@@ -259,8 +287,13 @@ def relation_transfer(args: DistillationArguments, teacher: str, plan: tuple[lis
     except ValueError as err:
         raise ValueError(f"relation_weight={args.relation_weight}: {err}") from None
     mapping, heads = plan
-    return RelationTransfer(model.eval().requires_grad_(False), torch.tensor(mapping), heads, args.relation_weight,
-                            args.teacher_mixed_precision)
+    return RelationTransfer(
+        model.eval().requires_grad_(False),
+        torch.tensor(mapping),
+        heads,
+        args.relation_weight,
+        args.teacher_mixed_precision,
+    )
 
 
 __all__ = [

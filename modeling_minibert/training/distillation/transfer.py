@@ -59,8 +59,15 @@ def augment(words: Sequence[str], rng: random.Random, word_dropout: float, word_
     return kept
 
 
-def transfer_set(train: Examples, words_given: bool, extra_inputs: Sequence[Any], args: DistillationArguments, seed: int,
-                 student: tuple[PreTrainedTokenizerBase, int], show_progress: bool = False) -> Examples:
+def transfer_set(
+    train: Examples,
+    words_given: bool,
+    extra_inputs: Sequence[Any],
+    args: DistillationArguments,
+    seed: int,
+    student: tuple[PreTrainedTokenizerBase, int],
+    show_progress: bool = False,
+) -> Examples:
     """The training examples (with their labels), `augment_copies` augmented copies of each (labelled only by the
     teacher: dropping "not" may flip a sentiment), and the unlabelled extra inputs. `student`: its tokenizer and
     tokens per input, which augmentation='mlm' reads with."""
@@ -80,8 +87,14 @@ def transfer_set(train: Examples, words_given: bool, extra_inputs: Sequence[Any]
     return Examples(inputs + list(extra_inputs), labels + [None] * len(extra_inputs))
 
 
-def mlm_copies(inputs: Sequence[Any], words_given: bool, args: DistillationArguments, seed: int,
-               student: tuple[PreTrainedTokenizerBase, int], show_progress: bool) -> list[Any]:
+def mlm_copies(
+    inputs: Sequence[Any],
+    words_given: bool,
+    args: DistillationArguments,
+    seed: int,
+    student: tuple[PreTrainedTokenizerBase, int],
+    show_progress: bool,
+) -> list[Any]:
     """TinyBERT's augmented copies (`augmentation.mlm_augment`) by the student's own masked-LM head, in the form
     the inputs came in (word lists or texts)."""
     from transformers import AutoModelForMaskedLM
@@ -92,6 +105,16 @@ def mlm_copies(inputs: Sequence[Any], words_given: bool, args: DistillationArgum
     words = [w for w in words if w]
     tokenizer, length = student
     model = AutoModelForMaskedLM.from_pretrained(args.model_name_or_path)
-    copies = mlm_augment(words, model, tokenizer, args.augment_copies, args.augment_probability, args.augment_top_k,
-                         seed, length, show_progress=show_progress, neighbours=args.augment_neighbours)
+    copies = mlm_augment(
+        words,
+        model,
+        tokenizer,
+        args.augment_copies,
+        args.augment_probability,
+        args.augment_top_k,
+        seed,
+        length,
+        show_progress=show_progress,
+        neighbours=args.augment_neighbours,
+    )
     return copies if words_given else [" ".join(c) for c in copies]

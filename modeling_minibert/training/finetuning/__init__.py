@@ -21,9 +21,12 @@ job's names are imported on first use (they need the [train] extra).
 
 from modeling_minibert.utils.lazy import lazy_face
 
-__getattr__, __all__ = lazy_face(__name__, {
-    "flow": ("finetune",),
-    "arguments": ("FinetuneResult", "FinetuneArguments", "TRAINING_DEFAULTS", "training_arguments"),
-    "tasks": ("TASKS", "load_task"),
-    "task": ("Task",),
-})
+__getattr__, __all__ = lazy_face(
+    __name__,
+    {
+        "flow": ("finetune",),
+        "arguments": ("FinetuneResult", "FinetuneArguments", "TRAINING_DEFAULTS", "training_arguments"),
+        "tasks": ("TASKS", "load_task"),
+        "task": ("Task",),
+    },
+)

@@ -69,8 +69,10 @@ SCHEDULE_OPTIONS = ("min_train_steps", "early_stopping_patience")
 def default_schedule(args: FinetuningOptions, epochs_given: bool, evaluates: bool) -> dict[str, int]:
     """A run's `min_train_steps` and `early_stopping_patience` from its options `args`: as given, else the default
     schedule's, which epochs given on the command line turn off."""
-    return {"min_train_steps": step_floor(args.min_train_steps, epochs_given),
-            "early_stopping_patience": stopping_patience(args.early_stopping_patience, epochs_given, evaluates)}
+    return {
+        "min_train_steps": step_floor(args.min_train_steps, epochs_given),
+        "early_stopping_patience": stopping_patience(args.early_stopping_patience, epochs_given, evaluates),
+    }
 
 
 def step_floor(min_train_steps: int | None, epochs_given: bool) -> int:
@@ -84,9 +86,13 @@ def stopping_patience(patience: int | None, epochs_given: bool, evaluates: bool)
     (which needs evaluations), else EARLY_STOPPING_PATIENCE for a default schedule that evaluates, and never for
     epochs the caller chose."""
     if patience and not evaluates:
-        raise ValueError(f"early_stopping_patience={patience} needs validation data (--validation_file) and evaluations "
-                         "(an --eval_strategy other than no)")
-    return schedule_default("early_stopping_patience", patience, EARLY_STOPPING_PATIENCE if evaluates else 0, epochs_given)
+        raise ValueError(
+            f"early_stopping_patience={patience} needs validation data (--validation_file) and evaluations "
+            "(an --eval_strategy other than no)"
+        )
+    return schedule_default(
+        "early_stopping_patience", patience, EARLY_STOPPING_PATIENCE if evaluates else 0, epochs_given
+    )
 
 
 def schedule_default(name: str, given: int | None, default: int, epochs_given: bool) -> int:
@@ -97,12 +103,20 @@ def schedule_default(name: str, given: int | None, default: int, epochs_given: b
         return given
     return 0 if epochs_given else default
 
+
 # The tasks that read an input longer than max_seq_length in windows (`doc_stride`).
 WINDOWED_TASKS = ("sequence-classification", "question-answering")
 
 # Defaults that depend on the run (is there validation data? which task?): None on the command line means "not
 # given", and `training_arguments` decides.
-CONTEXTUAL = ("eval_strategy", "load_best_model_at_end", "save_strategy", "eval_steps", "save_steps", "metric_for_best_model")
+CONTEXTUAL = (
+    "eval_strategy",
+    "load_best_model_at_end",
+    "save_strategy",
+    "eval_steps",
+    "save_steps",
+    "metric_for_best_model",
+)
 
 
 @dataclass
@@ -112,7 +126,9 @@ class ModelArguments:
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "checkpoint folder or Hub id, of any Mini-BERT head (required)"}
     )
-    tokenizer_name: str | None = field(default=None, metadata={"help": "tokenizer folder or Hub id, if not the model's"})
+    tokenizer_name: str | None = field(
+        default=None, metadata={"help": "tokenizer folder or Hub id, if not the model's"}
+    )
 
 
 @dataclass
@@ -126,14 +142,23 @@ class TaskDataArguments:
         default=None,
         metadata={"help": "CSV/TSV/JSON/JSONL; CoNLL for token classification; SQuAD JSON for question answering"},
     )
-    validation_file: str | None = field(default=None, metadata={"help": "scores each evaluation; picks the best model"})
-    learning_rates: list[float] | None = field(default=None, metadata={
-        "help": "instead of --learning_rate: train once at each value (e.g. 1e-4 3e-4 1e-3) and keep the run with "
-                "the best validation score (needs validation data)", "nargs": "+"})
+    validation_file: str | None = field(
+        default=None, metadata={"help": "scores each evaluation; picks the best model"}
+    )
+    learning_rates: list[float] | None = field(
+        default=None,
+        metadata={
+            "help": "instead of --learning_rate: train once at each value (e.g. 1e-4 3e-4 1e-3) and keep the run with "
+            "the best validation score (needs validation data)",
+            "nargs": "+",
+        },
+    )
     test_file: str | None = field(default=None, metadata={"help": "scored once, with the final model"})
     text_column_name: str | None = field(
         default=None,
-        metadata={"help": "text (sequence classification, default 'text') or words (token classification, default 'tokens')"},
+        metadata={
+            "help": "text (sequence classification, default 'text') or words (token classification, default 'tokens')"
+        },
     )
     label_column_name: str | None = field(
         default=None, metadata={"help": "label (default 'label'), or tags (token classification, default 'tags')"}
@@ -147,18 +172,32 @@ class FinetuningOptions:
     the student's run has it (`distillation.teacher.teacher_options`) and keeps that teacher under a key holding
     each: a new option here is its field and the line that uses it."""
 
-    max_seq_length: int | None = field(default=None, metadata={"help": "tokens per input (default: the model's maximum)"})
-    doc_stride: int | None = field(default=None, metadata={
-        "help": "question answering: overlap of context windows (default: a quarter of --max_seq_length); sequence "
-                "classification: read each text in windows of --max_seq_length tokens overlapping by this many, train "
-                "on every window with its text's label and score a text by the mean of their logits (default: read "
-                "the first window only)"})
-    min_train_steps: int | None = field(default=None, metadata={
-        "help": f"train at least this many optimizer steps, adding whole epochs on a small data set (default: "
-                f"{MIN_TRAIN_STEPS}, or 0 when --num_train_epochs is given; --max_steps overrides it)"})
-    early_stopping_patience: int | None = field(default=None, metadata={
-        "help": "with validation data, stop once this many evaluations in a row have not bettered the best score "
-                f"(default: {EARLY_STOPPING_PATIENCE}, or 0 when --num_train_epochs is given; 0: never stop early)"})
+    max_seq_length: int | None = field(
+        default=None, metadata={"help": "tokens per input (default: the model's maximum)"}
+    )
+    doc_stride: int | None = field(
+        default=None,
+        metadata={
+            "help": "question answering: overlap of context windows (default: a quarter of --max_seq_length); sequence "
+            "classification: read each text in windows of --max_seq_length tokens overlapping by this many, train "
+            "on every window with its text's label and score a text by the mean of their logits (default: read "
+            "the first window only)"
+        },
+    )
+    min_train_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": f"train at least this many optimizer steps, adding whole epochs on a small data set (default: "
+            f"{MIN_TRAIN_STEPS}, or 0 when --num_train_epochs is given; --max_steps overrides it)"
+        },
+    )
+    early_stopping_patience: int | None = field(
+        default=None,
+        metadata={
+            "help": "with validation data, stop once this many evaluations in a row have not bettered the best score "
+            f"(default: {EARLY_STOPPING_PATIENCE}, or 0 when --num_train_epochs is given; 0: never stop early)"
+        },
+    )
 
 
 @dataclass
@@ -166,9 +205,13 @@ class OutputArguments:
     """What a run may do to the output folder it finds: replace it, or continue it with other options."""
 
     overwrite_output_dir: bool = field(default=False, metadata={"help": "replace a non-empty --output_dir"})
-    resume_with_changed_options: bool = field(default=False, metadata={
-        "help": "with --resume_from_checkpoint: continue even where options that change the run (data, schedule, "
-                "lengths, windows) differ from those the checkpoint was trained with (the model then mixes both)"})
+    resume_with_changed_options: bool = field(
+        default=False,
+        metadata={
+            "help": "with --resume_from_checkpoint: continue even where options that change the run (data, schedule, "
+            "lengths, windows) differ from those the checkpoint was trained with (the model then mixes both)"
+        },
+    )
 
 
 @dataclass
@@ -178,7 +221,9 @@ class DataArguments(OutputArguments, FinetuningOptions, TaskDataArguments):  # i
     def __post_init__(self) -> None:
         # Checked where the options are built, before any work; its bound needs the tokenizer (`check_doc_stride`).
         if self.doc_stride is not None and self.task is not None and self.task not in WINDOWED_TASKS:
-            raise ValueError(f"doc_stride={self.doc_stride} applies to {' and '.join(WINDOWED_TASKS)}, not task={self.task!r}")
+            raise ValueError(
+                f"doc_stride={self.doc_stride} applies to {' and '.join(WINDOWED_TASKS)}, not task={self.task!r}"
+            )
 
 
 def options_of(cls: type, instance: Any, changed: bool = False) -> dict[str, Any]:
@@ -187,8 +232,10 @@ def options_of(cls: type, instance: Any, changed: bool = False) -> dict[str, Any
     values = {f.name: getattr(instance, f.name) for f in dataclasses.fields(cls)}
     if not changed:
         return values
-    defaults = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-                for f in dataclasses.fields(cls)}
+    defaults = {
+        f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        for f in dataclasses.fields(cls)
+    }
     return {name: value for name, value in values.items() if value != defaults[name]}
 
 
@@ -197,12 +244,15 @@ class DataTrainingArguments(DataArguments):
     """`DataArguments` plus what only `finetune` reads: `datasets` sources, pairs, label order, QA, checkpoints."""
 
     dataset_name: str | None = field(
-        default=None, metadata={"help": "instead of --train_file: a datasets folder (save_to_disk or data files) or name"}
+        default=None,
+        metadata={"help": "instead of --train_file: a datasets folder (save_to_disk or data files) or name"},
     )
     train_split: str = field(default="train", metadata={"help": "with --dataset_name"})
     validation_split: str = field(default="validation", metadata={"help": "with --dataset_name; used if it exists"})
     test_split: str | None = field(default=None, metadata={"help": "with --dataset_name"})
-    text_pair_column_name: str | None = field(default=None, metadata={"help": "second text of a pair (sequence classification)"})
+    text_pair_column_name: str | None = field(
+        default=None, metadata={"help": "second text of a pair (sequence classification)"}
+    )
     labels: str | None = field(
         default=None, metadata={"help": "comma-separated label names in id order (default: sorted training labels)"}
     )
@@ -227,8 +277,10 @@ class FinetuneArguments(DataTrainingArguments, ModelArguments):  # model options
         super().__post_init__()
         # Checked where the options are built (as run_qa.py's DataTrainingArguments does): before any work.
         if self.doc_stride is not None and self.text_pair_column_name:
-            raise ValueError(f"doc_stride={self.doc_stride} cuts single texts into windows; it cannot read text pairs "
-                             f"(text_pair_column_name={self.text_pair_column_name!r})")
+            raise ValueError(
+                f"doc_stride={self.doc_stride} cuts single texts into windows; it cannot read text pairs "
+                f"(text_pair_column_name={self.text_pair_column_name!r})"
+            )
         for name in ("n_best_size", "max_answer_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be at least 1")
@@ -252,11 +304,17 @@ class FinetuneTrainingArguments(TrainingArguments):
 
     resume_from_checkpoint: str | None = field(
         default=None,
-        metadata={"help": "a checkpoint folder; alone: the newest complete checkpoint-N in --output_dir", "nargs": "?", "const": True},
+        metadata={
+            "help": "a checkpoint folder; alone: the newest complete checkpoint-N in --output_dir",
+            "nargs": "?",
+            "const": True,
+        },
     )
 
 
-def build_parser(*dataclass_types: type, parser_class: type = HfArgumentParser, **parser_options: Any) -> HfArgumentParser:
+def build_parser(
+    *dataclass_types: type, parser_class: type = HfArgumentParser, **parser_options: Any
+) -> HfArgumentParser:
     """The options of `finetune` (or of a job that extends its dataclasses): the dataclasses given (default:
     FinetuneArguments), then every TrainingArguments field, with our defaults (the run-dependent ones None).
     `parser_class`: HfArgumentParser, or the commands' one-line-error subclass."""
@@ -286,7 +344,9 @@ def split_options(arguments: type, options: dict[str, Any]) -> tuple[Any, dict[s
 def check_training_options(training: dict[str, Any], has_validation: bool) -> None:
     """Refuse, before any work, training options TrainingArguments would refuse later: unknown names, bad
     values, evaluation without validation data."""
-    training_arguments(training["output_dir"], has_validation, "loss", **{k: v for k, v in training.items() if k != "output_dir"})
+    training_arguments(
+        training["output_dir"], has_validation, "loss", **{k: v for k, v in training.items() if k != "output_dir"}
+    )
 
 
 def evaluates(training: dict[str, Any], has_validation: bool) -> bool:
@@ -306,7 +366,9 @@ def check_learning_rates(learning_rates: list[float] | None, training: dict[str,
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise ValueError(f"learning_rates: {value!r} is not a positive number")
     if "learning_rate" in training:
-        raise ValueError(f"give learning_rate ({training['learning_rate']}) or learning_rates ({learning_rates}), not both")
+        raise ValueError(
+            f"give learning_rate ({training['learning_rate']}) or learning_rates ({learning_rates}), not both"
+        )
     if not has_validation:
         raise ValueError("learning_rates needs validation data (--validation_file): the learning rate is chosen on it")
     if training.get("resume_from_checkpoint"):
@@ -349,8 +411,14 @@ def epochs_for(epochs: float, train_size: int, batch_size: int, min_train_steps:
     return max(epochs, float(min(MAX_FLOOR_EPOCHS, math.ceil(min_train_steps / steps_per_epoch))))
 
 
-def training_arguments(output_dir: str, has_validation: bool, metric: str, train_size: int | None = None,
-                       min_train_steps: int = 0, **options: Any) -> TrainingArguments:
+def training_arguments(
+    output_dir: str,
+    has_validation: bool,
+    metric: str,
+    train_size: int | None = None,
+    min_train_steps: int = 0,
+    **options: Any,
+) -> TrainingArguments:
     """`TrainingArguments` from our defaults and `options` (its own field names, plus `group_by_length=True`);
     with `train_size` (training examples), at least `min_train_steps` optimizer steps unless `max_steps` is set.
 
@@ -385,11 +453,21 @@ def training_arguments(output_dir: str, has_validation: bool, metric: str, train
         args.setdefault("eval_steps", args["logging_steps"])
         args.setdefault("save_steps", args["eval_steps"])
     if train_size and args.get("max_steps", -1) <= 0:
-        batch = args["per_device_train_batch_size"] * args.get("gradient_accumulation_steps", 1) * int(os.environ.get("WORLD_SIZE", 1))
+        batch = (
+            args["per_device_train_batch_size"]
+            * args.get("gradient_accumulation_steps", 1)
+            * int(os.environ.get("WORLD_SIZE", 1))
+        )
         epochs = epochs_for(args["num_train_epochs"], train_size, batch, min_train_steps)
         if epochs != args["num_train_epochs"]:
-            logger.warning("training %g epochs instead of %g: %d examples in batches of %d make fewer than min_train_steps=%d steps",
-                        epochs, args["num_train_epochs"], train_size, batch, min_train_steps)
+            logger.warning(
+                "training %g epochs instead of %g: %d examples in batches of %d make fewer than min_train_steps=%d steps",
+                epochs,
+                args["num_train_epochs"],
+                train_size,
+                batch,
+                min_train_steps,
+            )
             args["num_train_epochs"] = epochs
     args["output_dir"] = str(output_dir)
     return TrainingArguments(**args)
@@ -407,8 +485,14 @@ class TrainerCommandLine(CommandLine):
     own defaults, so that the API and the command line agree (`defaults` are what --help shows)."""
 
     def parser(self, prog: str) -> HfArgumentParser:
-        parser = build_parser(*self.arguments, parser_class=ArgumentParser, prog=prog, description=self.description,
-                              formatter_class=HelpFormatter, allow_abbrev=False)
+        parser = build_parser(
+            *self.arguments,
+            parser_class=ArgumentParser,
+            prog=prog,
+            description=self.description,
+            formatter_class=HelpFormatter,
+            allow_abbrev=False,
+        )
         parser.set_defaults(**self.defaults)
         return parser
 
@@ -454,7 +538,8 @@ def score_lines(result: Any) -> str:
     for name, scores in (("validation", result.metrics), ("test", result.test_metrics)):
         if scores:
             shown = ", ".join(
-                f"{k}={v:.4f}" for k, v in scores.items()
+                f"{k}={v:.4f}"
+                for k, v in scores.items()
                 if isinstance(v, float) and "runtime" not in k and "per_second" not in k
             )
             lines.append(f"{name}: {shown}")

@@ -50,7 +50,7 @@ class NamedDataset:
     lines: list[int] | None = None  # for CoNLL files: the line each sentence starts on
 
     def where(self, index: int | None = None, field: str | None = None) -> str:
-        """"data/train.csv, row 3, field 'label'" — `index` counts from 0."""
+        """ "data/train.csv, row 3, field 'label'" — `index` counts from 0."""
         parts = [self.name]
         if index is not None:
             parts.append(f"sentence {index + 1} (line {self.lines[index]})" if self.lines else f"row {index + 1}")
@@ -96,13 +96,19 @@ def load_data(source: DataSource, split: str = "train", conll: bool = False, nam
         if isinstance(loaded, DatasetDict):
             return _non_empty(NamedDataset(_pick_split(loaded, split, str(path)), f"{path}[{split}]"))
         return _non_empty(NamedDataset(loaded, str(path)))
-    if path.suffix.lower() in TABLE_FORMATS or path.suffix.lower() in CONLL_SUFFIXES or str(source).startswith((".", "/", "~")):
+    if (
+        path.suffix.lower() in TABLE_FORMATS
+        or path.suffix.lower() in CONLL_SUFFIXES
+        or str(source).startswith((".", "/", "~"))
+    ):
         raise FileNotFoundError(f"{source}: no such file or folder")
     # Anything else is a dataset name; offline this only works for datasets already in the local cache.
     try:
         loaded = _load_dataset(str(source), split=None)
     except (FileNotFoundError, ConnectionError, OSError, datasets.exceptions.DatasetNotFoundError) as err:
-        raise FileNotFoundError(f"{source}: not a file or folder, and no dataset of that name could be loaded ({err})") from err
+        raise FileNotFoundError(
+            f"{source}: not a file or folder, and no dataset of that name could be loaded ({err})"
+        ) from err
     return _non_empty(NamedDataset(_pick_split(loaded, split, str(source)), f"{source}[{split}]"))
 
 
@@ -179,8 +185,9 @@ def _check_utf8(path: Path) -> None:
             try:
                 decoder.decode(chunk, final=not chunk)
             except UnicodeDecodeError as err:
-                raise DataError(f"{path}: not valid UTF-8 ({err.reason} at byte {done + err.start}); "
-                                "save it as UTF-8") from None
+                raise DataError(
+                    f"{path}: not valid UTF-8 ({err.reason} at byte {done + err.start}); save it as UTF-8"
+                ) from None
             if not chunk:
                 return
             done += len(chunk)
@@ -250,7 +257,9 @@ def read_conll(path: str | os.PathLike, tag_column: int = -1) -> NamedDataset:
             width, first_line = len(columns), number
         elif len(columns) != width:
             # A line that lost its tag (or gained a column) would otherwise train on another column as the tag.
-            raise DataError(f"{path}, line {number}: expected {width} columns like line {first_line}, got {len(columns)}: {line!r}")
+            raise DataError(
+                f"{path}, line {number}: expected {width} columns like line {first_line}, got {len(columns)}: {line!r}"
+            )
         try:
             tag = columns[tag_column]
         except IndexError:
@@ -383,7 +392,9 @@ def tag_columns(data: NamedDataset, tokens_column: str, tags_column: str) -> tup
     return all_tokens, all_tags
 
 
-def check_split_labels(data: NamedDataset, column: str, labels: Sequence[str] | Sequence[Sequence[str]], label_set: Sequence[str]) -> None:
+def check_split_labels(
+    data: NamedDataset, column: str, labels: Sequence[str] | Sequence[Sequence[str]], label_set: Sequence[str]
+) -> None:
     """Raise DataError at the first label (or tag, for lists of tags) outside `label_set`."""
     allowed = set(label_set)
     for i, value in enumerate(labels):
@@ -402,7 +413,10 @@ def sorted_labels(values: Sequence[str] | Sequence[Sequence[str]]) -> list[str]:
         return sorted(flat, key=lambda label: (label != "O", label))
     # NaN compares false with everything, so sorting on it alone would keep the set's order, which changes with
     # PYTHONHASHSEED: NaNs go last, and the text breaks ties ("1" and "1.0"), so the ids are the same every run.
-    return sorted(flat, key=lambda label: (math.isnan(numbers[label]), 0.0 if math.isnan(numbers[label]) else numbers[label], label))
+    return sorted(
+        flat,
+        key=lambda label: (math.isnan(numbers[label]), 0.0 if math.isnan(numbers[label]) else numbers[label], label),
+    )
 
 
 @dataclass
@@ -416,7 +430,10 @@ class QuestionAnswerExamples:
 
 
 def question_answer_columns(
-    data: NamedDataset, question_column: str = "question", context_column: str = "context", answers_column: str = "answers"
+    data: NamedDataset,
+    question_column: str = "question",
+    context_column: str = "context",
+    answers_column: str = "answers",
 ) -> QuestionAnswerExamples:
     """Questions, contexts and answers, with every answer found in its context at its `answer_start`.
 
@@ -429,7 +446,11 @@ def question_answer_columns(
     ids = [str(v) for v in column_values(data.dataset, "id")] if has_ids else [str(i) for i in range(len(questions))]
     answers = []
     for i, (context, raw) in enumerate(zip(contexts, column_values(data.dataset, answers_column))):
-        where = data.where(i, answers_column) if not has_ids else f"{data.where(i)} (id {ids[i]!r}), field {answers_column!r}"
+        where = (
+            data.where(i, answers_column)
+            if not has_ids
+            else f"{data.where(i)} (id {ids[i]!r}), field {answers_column!r}"
+        )
         answer = _normalise_answers(raw, where)
         if not answer["text"]:
             raise DataError(f"{where}: no answer (unanswerable questions are not supported)")
@@ -442,8 +463,10 @@ def question_answer_columns(
                 if found < 0 and unicodedata.normalize("NFC", text) in unicodedata.normalize("NFC", context):
                     # Same characters, composed differently (é as one code point or as e + accent): offsets
                     # differ, so the span cannot be found; the user must normalise both the same way.
-                    hint = (f" (it does in another Unicode normalization: answer is {_normal_form(text)}, context "
-                            f"{_normal_form(context)}; normalize both, e.g. unicodedata.normalize('NFC', ...))")
+                    hint = (
+                        f" (it does in another Unicode normalization: answer is {_normal_form(text)}, context "
+                        f"{_normal_form(context)}; normalize both, e.g. unicodedata.normalize('NFC', ...))"
+                    )
                 raise DataError(
                     f"{where}: answer {text!r} is not in the context at answer_start={start}; the context there "
                     f"reads {context[start : start + len(text)]!r}{hint}"
@@ -489,7 +512,11 @@ def _control_character(kind: str, value: str) -> str | None:
 
 
 def _is_missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value.strip())
+    return (
+        value is None
+        or (isinstance(value, float) and math.isnan(value))
+        or (isinstance(value, str) and not value.strip())
+    )
 
 
 def _label_text(value: Any) -> str:

@@ -33,8 +33,12 @@ from modeling_minibert.utils.finite import (
 from modeling_minibert.utils.outputs import latest_checkpoint, trainer_checkpoint_problem
 
 # The losses Trainer reports, in its logs and its evaluations, as a message names them (another *_loss: its key).
-LOSS_NAMES = {"loss": "the training loss", "train_loss": "the training loss", "eval_loss": "the validation loss",
-              "test_loss": "the test loss"}
+LOSS_NAMES = {
+    "loss": "the training loss",
+    "train_loss": "the training loss",
+    "eval_loss": "the validation loss",
+    "test_loss": "the test loss",
+}
 
 
 def last_good_checkpoint(output_dir: str | Path) -> Path | None:
@@ -46,8 +50,10 @@ def stopped(what: str, step: int, args: TrainingArguments, detail: str = "") -> 
     """The one-line error: what is not finite, at which step (`detail`: which values), the likely cause, and what
     is left to resume from."""
     problem = f"{what} at step {step}" + (f" ({detail})" if detail else "")
-    error = NonFiniteError(f"{problem}: {learning_rate_cause(args.learning_rate)}; "
-                           f"{last_checkpoint_note(last_good_checkpoint(args.output_dir))}")
+    error = NonFiniteError(
+        f"{problem}: {learning_rate_cause(args.learning_rate)}; "
+        f"{last_checkpoint_note(last_good_checkpoint(args.output_dir))}"
+    )
     # The first part alone, for a caller that says it in its own words (a learning-rate search, the teacher's run).
     error.problem = problem
     return error
@@ -65,26 +71,37 @@ def non_finite_loss(values: dict[str, Any]) -> str | None:
 class StopOnNonFinite(TrainerCallback):
     """Raise `NonFiniteError` as soon as Trainer's loss or weights are NaN or infinite (see the module docstring)."""
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                       model: Any = None, **kwargs: Any) -> None:
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, model: Any = None, **kwargs: Any
+    ) -> None:
         problem = weights_problem(model) if model is not None else None
         if problem is not None:
-            raise NonFiniteError(f"the model to train has non-finite weights before step {state.global_step + 1} "
-                                 f"({problem}): the model it starts from is broken; nothing was trained or saved")
+            raise NonFiniteError(
+                f"the model to train has non-finite weights before step {state.global_step + 1} "
+                f"({problem}): the model it starts from is broken; nothing was trained or saved"
+            )
 
-    def on_log(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-               logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         # Trainer logs its evaluations too: the validation loss is read here, before a checkpoint is saved.
         problem = non_finite_loss(logs or {})
         if problem is not None:
             raise stopped(problem, state.global_step, args)
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                    model: Any = None, **kwargs: Any) -> None:
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, model: Any = None, **kwargs: Any
+    ) -> None:
         self.check_before_save(args, state, control, model)
 
-    def on_epoch_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                     model: Any = None, **kwargs: Any) -> None:
+    def on_epoch_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, model: Any = None, **kwargs: Any
+    ) -> None:
         self.check_before_save(args, state, control, model)
 
     @staticmethod

@@ -75,7 +75,10 @@ logger = logging.getLogger(__name__)
 
 
 def finetune(
-    *, train_data: DataSource | None = None, validation_data: DataSource | None = None, test_data: DataSource | None = None,
+    *,
+    train_data: DataSource | None = None,
+    validation_data: DataSource | None = None,
+    test_data: DataSource | None = None,
     **options: Any,
 ) -> FinetuneResult:
     """Fine-tune a Mini-BERT checkpoint for one of `tasks.TASKS`; the one entry point of the job.
@@ -112,9 +115,20 @@ def finetune(
         setup = task.prepare(args, splits)
         network = load_model(task.auto_class, args.model_name_or_path, seed_of(training), **setup.model_options)
         return train_and_save(
-            task.name, args.model_name_or_path, network, setup.tokenizer, setup.prepared, output, setup.labels,
-            sources["train"], training, args.keep_checkpoints, setup.extra_outputs, learning_rates=args.learning_rates,
-            run_record=options, **schedule,
+            task.name,
+            args.model_name_or_path,
+            network,
+            setup.tokenizer,
+            setup.prepared,
+            output,
+            setup.labels,
+            sources["train"],
+            training,
+            args.keep_checkpoints,
+            setup.extra_outputs,
+            learning_rates=args.learning_rates,
+            run_record=options,
+            **schedule,
         )
 
 
@@ -122,28 +136,43 @@ def data_sources(args: FinetuneArguments, given: dict[str, DataSource | None]) -
     """Each split's source: the in-memory data given, else its file, else `dataset_name` (its validation split
     when the dataset has one, its test split when `test_split` is named). Exactly one training source."""
     if sum(x is not None for x in (given["train"], args.train_file, args.dataset_name)) != 1:
-        raise ValueError("give exactly one of --train_file and --dataset_name (train_file, dataset_name or train_data in Python)")
+        raise ValueError(
+            "give exactly one of --train_file and --dataset_name (train_file, dataset_name or train_data in Python)"
+        )
     from_dataset = {"train": args.dataset_name}
     if args.dataset_name is not None:
         from modeling_minibert.training.finetuning.data import dataset_splits
 
-        from_dataset["validation"] = args.dataset_name if args.validation_split in (dataset_splits(args.dataset_name) or []) else None
+        from_dataset["validation"] = (
+            args.dataset_name if args.validation_split in (dataset_splits(args.dataset_name) or []) else None
+        )
         from_dataset["test"] = args.dataset_name if args.test_split else None
-    sources = {role: next((s for s in (data, getattr(args, f"{role}_file"), from_dataset.get(role)) if s is not None), None)
-               for role, data in given.items()}
+    sources = {
+        role: next((s for s in (data, getattr(args, f"{role}_file"), from_dataset.get(role)) if s is not None), None)
+        for role, data in given.items()
+    }
     return {role: source for role, source in sources.items() if source is not None}
 
 
-def load_splits(sources: dict[str, DataSource], args: DataTrainingArguments,
-                conll: bool = False) -> dict[str, NamedDataset]:
+def load_splits(
+    sources: dict[str, DataSource], args: DataTrainingArguments, conll: bool = False
+) -> dict[str, NamedDataset]:
     """Each split read (a file, a `datasets` folder or name, or data in memory), named for its messages."""
     split_names = {"train": args.train_split, "validation": args.validation_split, "test": args.test_split or "test"}
     return {role: load_data(source, split=split_names[role], conll=conll) for role, source in sources.items()}
 
 
 # The options of the Trainer jobs that name what they read: an output folder must lie apart from each.
-INPUT_OPTIONS = ("model_name_or_path", "tokenizer_name", "train_file", "validation_file", "test_file", "dataset_name",
-                 "teacher_model_name_or_path", "transfer_file")
+INPUT_OPTIONS = (
+    "model_name_or_path",
+    "tokenizer_name",
+    "train_file",
+    "validation_file",
+    "test_file",
+    "dataset_name",
+    "teacher_model_name_or_path",
+    "transfer_file",
+)
 
 
 def in_memory(sources: dict[str, DataSource]) -> dict[str, Any]:
@@ -152,8 +181,13 @@ def in_memory(sources: dict[str, DataSource]) -> dict[str, Any]:
 
 
 @contextmanager
-def run_folder(output_dir: str | os.PathLike, args: DataArguments, training_options: dict[str, Any], job: str,
-               options: dict[str, Any] | None = None) -> Iterator[Path]:
+def run_folder(
+    output_dir: str | os.PathLike,
+    args: DataArguments,
+    training_options: dict[str, Any],
+    job: str,
+    options: dict[str, Any] | None = None,
+) -> Iterator[Path]:
     """The checked output folder, locked for the whole run (`outputs.LOCK_FILE`): a second run into the same
     folder fails in one line instead of overwriting this one's checkpoints; a resume continues only the run its
     checkpoint was saved by (`options`: this run's, `resume.run_options`), and says which. SIGINT and SIGTERM stop
@@ -179,8 +213,13 @@ def run_folder(output_dir: str | os.PathLike, args: DataArguments, training_opti
             output.rmdir()
 
 
-def check_output(output_dir: str | os.PathLike, overwrite: bool, training_options: dict[str, Any],
-                 inputs: dict[str, Any] | None = None, job: str = "finetune") -> Path:
+def check_output(
+    output_dir: str | os.PathLike,
+    overwrite: bool,
+    training_options: dict[str, Any],
+    inputs: dict[str, Any] | None = None,
+    job: str = "finetune",
+) -> Path:
     """Fail before any work if the output folder would be clobbered (resuming continues the run saved there), is
     or holds what the job reads (`inputs`), or cannot be written, or if there is no checkpoint to resume from.
 
@@ -190,7 +229,9 @@ def check_output(output_dir: str | os.PathLike, overwrite: bool, training_option
     output = check_output_dir(output_dir, overwrite=overwrite or resuming, resume_hint=True, inputs=inputs, job=job)
     check_writable(output.absolute())
     if "resume_from_checkpoint" in training_options:
-        training_options["resume_from_checkpoint"] = resume_checkpoint(output, training_options["resume_from_checkpoint"])
+        training_options["resume_from_checkpoint"] = resume_checkpoint(
+            output, training_options["resume_from_checkpoint"]
+        )
     return output
 
 
@@ -216,13 +257,18 @@ def check_writable(output: Path) -> None:
         raise OSError(f"output_dir {output} cannot be written: {err.strerror or err}") from None
 
 
-def run_callbacks(early_stopping_patience: int, run_record: dict[str, Any] | None = None,
-                  resumable: bool = True) -> list[TrainerCallback]:
+def run_callbacks(
+    early_stopping_patience: int, run_record: dict[str, Any] | None = None, resumable: bool = True
+) -> list[TrainerCallback]:
     """Each checkpoint records the run's options (`run_record`); a stop signal ends the step in progress with a
     checkpoint; a NaN loss or weights stop the run before they are saved; so does validation that has stopped
     improving. In this order: the record is written before a signal's stop, whose checkpoint is checked for NaN."""
-    return [RecordRunOptions(run_record), StopOnSignal(resumable), StopOnNonFinite(),
-            *([EarlyStoppingCallback(early_stopping_patience)] if early_stopping_patience else [])]
+    return [
+        RecordRunOptions(run_record),
+        StopOnSignal(resumable),
+        StopOnNonFinite(),
+        *([EarlyStoppingCallback(early_stopping_patience)] if early_stopping_patience else []),
+    ]
 
 
 def train_and_save(
@@ -239,7 +285,9 @@ def train_and_save(
     extra_outputs: Callable[[Trainer, Path, PredictionOutput | None], None] | None = None,
     trainer_class: type[Trainer] = Trainer,
     learning_rates: Sequence[float] | None = None,
-    min_train_steps: int = 0, early_stopping_patience: int = 0, run_record: dict[str, Any] | None = None,
+    min_train_steps: int = 0,
+    early_stopping_patience: int = 0,
+    run_record: dict[str, Any] | None = None,
     **trainer_options: Any,
 ) -> FinetuneResult:
     """Train `model` with Trainer (checkpoints in `output`), score it, then save the output folder in one step.
@@ -260,8 +308,14 @@ def train_and_save(
     def build(folder: Path, network: PreTrainedModel, **overrides: Any) -> Trainer:
         return trainer_class(
             model=network,
-            args=training_arguments(str(folder), prepared.validation is not None, prepared.metric, len(prepared.train),
-                                    min_train_steps, **{**options, **overrides}),
+            args=training_arguments(
+                str(folder),
+                prepared.validation is not None,
+                prepared.metric,
+                len(prepared.train),
+                min_train_steps,
+                **{**options, **overrides},
+            ),
             data_collator=prepared.collator,
             train_dataset=prepared.train,
             eval_dataset=prepared.validation,
@@ -281,12 +335,18 @@ def train_and_save(
     score_test(trainer, prepared, results)
     args = trainer.args
     check_results(trainer.model, results, args, trainer.state.global_step)  # nothing non-finite is saved as a success
-    write_output_folder(output, trainer, tokenizer, prepared, results, validation, search, extra_outputs, keep_checkpoints)
+    write_output_folder(
+        output, trainer, tokenizer, prepared, results, validation, search, extra_outputs, keep_checkpoints
+    )
     # Written once the folder has its final name: the card takes its title from the folder's name (in the staging
     # folder it would be the hidden ".NAME.partial-..."). write_text is atomic, so the card is whole or absent.
-    write_model_card(output, task=load_task(task).pipeline_tag, base_model=str(model_source), dataset_name=dataset_name(train_data))
+    write_model_card(
+        output, task=load_task(task).pipeline_tag, base_model=str(model_source), dataset_name=dataset_name(train_data)
+    )
     if push:
-        push_to_hub(output, args.hub_model_id, token=token, private=bool(args.hub_private_repo), revision=args.hub_revision)
+        push_to_hub(
+            output, args.hub_model_id, token=token, private=bool(args.hub_private_repo), revision=args.hub_revision
+        )
     return FinetuneResult(
         output,
         strip_prefix(results.get("eval", {}), "eval_"),
@@ -296,10 +356,17 @@ def train_and_save(
     )
 
 
-def write_output_folder(output: Path, trainer: Trainer, tokenizer: PreTrainedTokenizerBase, prepared: Prepared,
-                        results: dict[str, dict], validation: PredictionOutput | None, search: dict | None,
-                        extra_outputs: Callable[[Trainer, Path, PredictionOutput | None], None] | None,
-                        keep_checkpoints: bool) -> None:
+def write_output_folder(
+    output: Path,
+    trainer: Trainer,
+    tokenizer: PreTrainedTokenizerBase,
+    prepared: Prepared,
+    results: dict[str, dict],
+    validation: PredictionOutput | None,
+    search: dict | None,
+    extra_outputs: Callable[[Trainer, Path, PredictionOutput | None], None] | None,
+    keep_checkpoints: bool,
+) -> None:
     """The final folder, staged and renamed in: the task's own files, the model and its results, the learning-rate
     search's record and plot, the checkpoints if kept. Only now, after training: a run killed while training
     leaves OUTPUT with its checkpoints and nothing else, ready for resume_from_checkpoint."""
@@ -307,7 +374,9 @@ def write_output_folder(output: Path, trainer: Trainer, tokenizer: PreTrainedTok
     with staged_folder(output) as staging:
         if extra_outputs is not None:
             extra_outputs(trainer, staging, validation)
-        save_folder_contents(trainer, tokenizer, results, (args.metric_for_best_model or prepared.metric).removeprefix("eval_"), staging)
+        save_folder_contents(
+            trainer, tokenizer, results, (args.metric_for_best_model or prepared.metric).removeprefix("eval_"), staging
+        )
         if search is not None:
             write_json(staging / LEARNING_RATE_SEARCH_FILE, search)
             plot_learning_rate_search(search, staging / LEARNING_RATE_PLOT_FILE)
@@ -317,7 +386,11 @@ def write_output_folder(output: Path, trainer: Trainer, tokenizer: PreTrainedTok
 
 
 def search_learning_rate(
-    build: Callable[..., Trainer], model: PreTrainedModel, prepared: Prepared, output: Path, learning_rates: Sequence[float],
+    build: Callable[..., Trainer],
+    model: PreTrainedModel,
+    prepared: Prepared,
+    output: Path,
+    learning_rates: Sequence[float],
 ) -> tuple[Trainer, dict[str, dict], PredictionOutput | None, dict[str, Any]]:
     """Train a copy of `model` at each learning rate (same seed, data and schedule), each with its checkpoints in
     OUTPUT/run-I, and keep the run whose final model (its best epoch) scores best on validation by
@@ -357,12 +430,18 @@ def search_learning_rate(
             shutil.rmtree(trainer.args.output_dir, ignore_errors=True)
     if best is None:
         tried = "; ".join(f"{run['learning_rate']:g}: {run['diverged']}" for run in runs)
-        raise NonFiniteError(f"learning_rates: every run became non-finite ({tried}): lower the learning rates; "
-                             "nothing was saved as the model")
+        raise NonFiniteError(
+            f"learning_rates: every run became non-finite ({tried}): lower the learning rates; "
+            "nothing was saved as the model"
+        )
     score, trainer, results, validation = best
     results["train"]["train_learning_rate"] = trainer.args.learning_rate
-    search = {"metric": key, "greater_is_better": bool(trainer.args.greater_is_better), "runs": runs,
-              "chosen_learning_rate": trainer.args.learning_rate}
+    search = {
+        "metric": key,
+        "greater_is_better": bool(trainer.args.greater_is_better),
+        "runs": runs,
+        "chosen_learning_rate": trainer.args.learning_rate,
+    }
     return trainer, results, validation, search
 
 
@@ -391,7 +470,10 @@ def score_test(trainer: Trainer, prepared: Prepared, results: dict[str, dict]) -
         # Training is over: early stopping, which reads every evaluation, would find no validation score in these.
         trainer.remove_callback(EarlyStoppingCallback)
         trainer.compute_metrics = prepared.metrics_for("test")
-        results["test"] = {**trainer.evaluate(prepared.test, metric_key_prefix="test"), **sample_counts(prepared, "test")}
+        results["test"] = {
+            **trainer.evaluate(prepared.test, metric_key_prefix="test"),
+            **sample_counts(prepared, "test"),
+        }
 
 
 def sample_counts(prepared: Prepared, role: str, prefix: str | None = None) -> dict[str, int]:
@@ -401,7 +483,9 @@ def sample_counts(prepared: Prepared, role: str, prefix: str | None = None) -> d
     return {f"{prefix}_samples": prepared.samples(role), **windows}
 
 
-def save_folder_contents(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, results: dict[str, dict], metric: str, staging: Path) -> None:
+def save_folder_contents(
+    trainer: Trainer, tokenizer: PreTrainedTokenizerBase, results: dict[str, dict], metric: str, staging: Path
+) -> None:
     """The model, tokenizer, results files, trainer state and curves, into the staging folder (Trainer's own
     savers write to args.output_dir, where the checkpoints stay)."""
     # Pipelines truncate to model_max_length: it must not exceed the position table.
@@ -439,10 +523,15 @@ def resume_checkpoint(output: Path, requested: str | bool | None) -> str | None:
         return None
     if requested in (True, "true", "True", "last"):
         if not checkpoint_folders(output):
-            raise FileNotFoundError(f"resume_from_checkpoint: no {CHECKPOINT_PREFIX}N folder in {output} to resume from")
+            raise FileNotFoundError(
+                f"resume_from_checkpoint: no {CHECKPOINT_PREFIX}N folder in {output} to resume from"
+            )
         found = outputs.latest_checkpoint(output, trainer_checkpoint_problem)
         if found is None:
-            warnings.warn(f"resume_from_checkpoint: no finished {CHECKPOINT_PREFIX}N in {output}; starting from the beginning", stacklevel=2)
+            warnings.warn(
+                f"resume_from_checkpoint: no finished {CHECKPOINT_PREFIX}N in {output}; starting from the beginning",
+                stacklevel=2,
+            )
         return str(found) if found is not None else None
     if not Path(requested).is_dir():
         raise FileNotFoundError(f"resume_from_checkpoint: {requested} is not a checkpoint folder")
@@ -450,5 +539,3 @@ def resume_checkpoint(output: Path, requested: str | bool | None) -> str | None:
     if problem is not None:
         raise ValueError(f"resume_from_checkpoint: {requested} is unfinished ({problem})")
     return str(requested)
-
-

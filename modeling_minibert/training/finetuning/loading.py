@@ -37,14 +37,18 @@ def load_fast_tokenizer(model: str | os.PathLike, tokenizer: str | os.PathLike |
     source = str(tokenizer if tokenizer is not None else model)
     check_local(source, "tokenizer folder" if tokenizer is not None else "model folder")
     path = Path(source)
-    if path.is_dir() and not any((path / name).exists() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")):
+    if path.is_dir() and not any(
+        (path / name).exists() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
+    ):
         raise FileNotFoundError(f"{path}: no tokenizer in this folder (pass --tokenizer_name)")
     try:
         tok = AutoTokenizer.from_pretrained(source)
     except OSError as err:
         raise FileNotFoundError(f"cannot load a tokenizer from {source!r}: {err}") from err
     if not tok.is_fast:
-        raise ValueError(f"{source}: fine-tuning needs a fast tokenizer (word ids and offsets), got {type(tok).__name__}")
+        raise ValueError(
+            f"{source}: fine-tuning needs a fast tokenizer (word ids and offsets), got {type(tok).__name__}"
+        )
     return tok
 
 
@@ -77,8 +81,9 @@ def load_model(auto_class: type, model: str | os.PathLike, seed: int, **config_o
         # safetensors only: a repository or folder with pickle weights alone is refused, not unpickled (a teacher
         # that is only pickles is converted first, with --allow_pickle, by distill)
         with quiet_transformers():  # its load report lists the new head on every run: what matters is said below
-            network, loading = auto_class.from_pretrained(str(model), use_safetensors=True, output_loading_info=True,
-                                                          **config_overrides)
+            network, loading = auto_class.from_pretrained(
+                str(model), use_safetensors=True, output_loading_info=True, **config_overrides
+            )
     except OSError as err:
         raise FileNotFoundError(f"cannot load a model from {str(model)!r}: {err}") from err
     say_missing_weights(network, loading, model, new_head=True)
@@ -99,9 +104,11 @@ def check_head_size(model: str | os.PathLike, config_overrides: dict[str, Any]) 
     if rows is not None and rows != wanted:
         theirs = ", ".join(map(str, load_config(model).id2label.values()))
         ours = ", ".join(map(str, config_overrides.get("id2label", {}).values()))
-        raise ValueError(f"{model} holds a classifier head for {rows} labels ({theirs}); this run trains {wanted} "
-                         f"({ours}): start from the model it was fine-tuned from (its pretrained folder), whose head "
-                         "is made for the run")
+        raise ValueError(
+            f"{model} holds a classifier head for {rows} labels ({theirs}); this run trains {wanted} "
+            f"({ours}): start from the model it was fine-tuned from (its pretrained folder), whose head "
+            "is made for the run"
+        )
 
 
 def check_max_length(requested: int | None, tokenizer: PreTrainedTokenizerBase, config) -> int:
@@ -111,7 +118,9 @@ def check_max_length(requested: int | None, tokenizer: PreTrainedTokenizerBase, 
     if requested is None:
         return int(min(limit, tokenizer.model_max_length))
     if not 2 < requested <= limit:
-        raise ValueError(f"max_seq_length={requested} must be above 2 and at most the model's max_position_embeddings={limit}")
+        raise ValueError(
+            f"max_seq_length={requested} must be above 2 and at most the model's max_position_embeddings={limit}"
+        )
     return requested
 
 

@@ -42,8 +42,13 @@ def plot_learning_rate_search(search: dict[str, Any], path: Path) -> None:
             continue
         chosen = run["learning_rate"] == search["chosen_learning_rate"]
         steps, scores = zip(*run["curve"]) if run["curve"] else ((), ())
-        ax.plot(steps, scores, "o-", linewidth=2.5 if chosen else 1,
-                label=f"{run['learning_rate']:g}: {run[metric]:.4f}" + (" (chosen)" if chosen else ""))
+        ax.plot(
+            steps,
+            scores,
+            "o-",
+            linewidth=2.5 if chosen else 1,
+            label=f"{run['learning_rate']:g}: {run[metric]:.4f}" + (" (chosen)" if chosen else ""),
+        )
     ax.set(xlabel="step", ylabel=metric, title="Validation score per learning rate")
     ax.legend(title="learning rate: final", fontsize=8)
     figure.savefig(path, dpi=120, bbox_inches="tight")

@@ -17,8 +17,14 @@ from transformers.trainer_callback import ProgressCallback
 class ProgressBars(ProgressCallback):
     """`ProgressCallback` without the nested evaluation bar where stderr is not a terminal."""
 
-    def on_prediction_step(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                           eval_dataloader: Any = None, **kwargs: Any) -> None:
+    def on_prediction_step(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        eval_dataloader: Any = None,
+        **kwargs: Any,
+    ) -> None:
         if self.training_bar is not None and not sys.stderr.isatty():
             return
         super().on_prediction_step(args, state, control, eval_dataloader=eval_dataloader, **kwargs)

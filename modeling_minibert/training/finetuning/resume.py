@@ -29,25 +29,67 @@ if TYPE_CHECKING:
 
 RUN_OPTIONS_FILE = "run_options.json"  # inside each checkpoint-N/ of a fine-tuning or distillation run
 FLAG = "resume_with_changed_options"
-MAY_CHANGE = frozenset({
-    # where the run is and how it was called
-    "output_dir", "overwrite_output_dir", "resume_from_checkpoint", FLAG, "keep_checkpoints",
-    # what it says while it runs
-    "logging_steps", "logging_strategy", "logging_first_step", "logging_nan_inf_filter", "log_level",
-    "log_level_replica", "log_on_each_node", "report_to", "run_name", "project", "trackio_space_id",
-    "trackio_bucket_id", "trackio_static_space_id", "disable_tqdm", "skip_memory_metrics",
-    "include_num_input_tokens_seen",
-    # how often it saves, and where it publishes
-    "save_steps", "save_strategy", "save_total_limit", "save_on_each_node", "save_only_model",
-    "push_to_hub", "hub_model_id", "hub_strategy", "hub_token", "hub_private_repo", "hub_always_push", "hub_revision",
-    # how its batches are loaded and evaluated, and the test data scored once at the end
-    "dataloader_num_workers", "dataloader_pin_memory", "dataloader_persistent_workers", "dataloader_prefetch_factor",
-    "dataloader_multiprocessing_context", "per_device_eval_batch_size", "eval_accumulation_steps",
-    "eval_do_concat_batches", "test_file", "test_split",
-})
+MAY_CHANGE = frozenset(
+    {
+        # where the run is and how it was called
+        "output_dir",
+        "overwrite_output_dir",
+        "resume_from_checkpoint",
+        FLAG,
+        "keep_checkpoints",
+        # what it says while it runs
+        "logging_steps",
+        "logging_strategy",
+        "logging_first_step",
+        "logging_nan_inf_filter",
+        "log_level",
+        "log_level_replica",
+        "log_on_each_node",
+        "report_to",
+        "run_name",
+        "project",
+        "trackio_space_id",
+        "trackio_bucket_id",
+        "trackio_static_space_id",
+        "disable_tqdm",
+        "skip_memory_metrics",
+        "include_num_input_tokens_seen",
+        # how often it saves, and where it publishes
+        "save_steps",
+        "save_strategy",
+        "save_total_limit",
+        "save_on_each_node",
+        "save_only_model",
+        "push_to_hub",
+        "hub_model_id",
+        "hub_strategy",
+        "hub_token",
+        "hub_private_repo",
+        "hub_always_push",
+        "hub_revision",
+        # how its batches are loaded and evaluated, and the test data scored once at the end
+        "dataloader_num_workers",
+        "dataloader_pin_memory",
+        "dataloader_persistent_workers",
+        "dataloader_prefetch_factor",
+        "dataloader_multiprocessing_context",
+        "per_device_eval_batch_size",
+        "eval_accumulation_steps",
+        "eval_do_concat_batches",
+        "test_file",
+        "test_split",
+    }
+)
 # What names a file or folder the run reads: compared as the absolute path, wherever the command is run from.
-PATH_OPTIONS = ("model_name_or_path", "tokenizer_name", "train_file", "validation_file", "dataset_name",
-                "teacher_model_name_or_path", "transfer_file")
+PATH_OPTIONS = (
+    "model_name_or_path",
+    "tokenizer_name",
+    "train_file",
+    "validation_file",
+    "dataset_name",
+    "teacher_model_name_or_path",
+    "transfer_file",
+)
 
 
 def _plain(value: Any) -> Any:
@@ -76,16 +118,22 @@ def training_defaults() -> dict[str, Any]:
     return found
 
 
-def run_options(args: DataArguments, training: dict[str, Any], defaults: dict[str, Any],
-                data: dict[str, Any]) -> dict[str, Any]:
+def run_options(
+    args: DataArguments, training: dict[str, Any], defaults: dict[str, Any], data: dict[str, Any]
+) -> dict[str, Any]:
     """The options that make the run what it is: the job's `args` (a dataclass), its TrainingArguments options
     (`training`, given or defaulted: `defaults` over TrainingArguments' own), and a fingerprint of each split given
     in memory (`data`: role -> Dataset, or anything else); none of `MAY_CHANGE`."""
     resolved = {**training_defaults(), **defaults, **training}
     options = {**resolved, **{f.name: getattr(args, f.name) for f in dataclasses.fields(args)}}
-    options.update({f"{role}_data": getattr(value, "_fingerprint", type(value).__name__) for role, value in data.items()})
-    return {name: _plain(_absolute(value) if name in PATH_OPTIONS else value)
-            for name, value in sorted(options.items()) if name not in MAY_CHANGE}
+    options.update(
+        {f"{role}_data": getattr(value, "_fingerprint", type(value).__name__) for role, value in data.items()}
+    )
+    return {
+        name: _plain(_absolute(value) if name in PATH_OPTIONS else value)
+        for name, value in sorted(options.items())
+        if name not in MAY_CHANGE
+    }
 
 
 def check_resume(checkpoint: str | None, options: dict[str, Any], allow_changes: bool) -> None:
@@ -99,14 +147,22 @@ def check_resume(checkpoint: str | None, options: dict[str, Any], allow_changes:
     except (OSError, ValueError):
         saved = None
     if not isinstance(saved, dict):
-        warnings.warn(f"resume_from_checkpoint: {checkpoint} does not record the options it was trained with (no "
-                      f"readable {RUN_OPTIONS_FILE}): they are not checked against this run's", stacklevel=2)
+        warnings.warn(
+            f"resume_from_checkpoint: {checkpoint} does not record the options it was trained with (no "
+            f"readable {RUN_OPTIONS_FILE}): they are not checked against this run's",
+            stacklevel=2,
+        )
         return
-    changed = [f"{name}={saved[name]!r} (now {options[name]!r})" for name in options
-               if name in saved and saved[name] != options[name]]
+    changed = [
+        f"{name}={saved[name]!r} (now {options[name]!r})"
+        for name in options
+        if name in saved and saved[name] != options[name]
+    ]
     if changed and not allow_changes:
-        raise ValueError(f"cannot resume from {checkpoint}: it was trained with other options: {', '.join(changed)}; "
-                         f"resume with the options it started with, or pass --{FLAG} to continue with these")
+        raise ValueError(
+            f"cannot resume from {checkpoint}: it was trained with other options: {', '.join(changed)}; "
+            f"resume with the options it started with, or pass --{FLAG} to continue with these"
+        )
     if changed:
         warnings.warn(f"resuming from {checkpoint} with changed options ({FLAG}): {', '.join(changed)}", stacklevel=2)
 

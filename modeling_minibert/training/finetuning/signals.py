@@ -82,17 +82,25 @@ class StopOnSignal(TrainerCallback):
         self.request = _ACTIVE[-1] if _ACTIVE else None
         self.resumable = resumable
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         if self.request is not None:
             self.request.training = True
 
-    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         if self.request is not None:
             self.request.training = False
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         if self.request is not None and anyone_stopping(self.request.signal is not None, args):
-            self.request.signal = self.request.signal or signal.SIGTERM  # a peer process's signal, in a distributed run
+            self.request.signal = (
+                self.request.signal or signal.SIGTERM
+            )  # a peer process's signal, in a distributed run
             control.should_save = True
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
@@ -101,8 +109,11 @@ class StopOnSignal(TrainerCallback):
         self.request.training = False  # a second signal from here on stops at once
         saved = Path(args.output_dir) / f"{CHECKPOINT_PREFIX}{state.global_step}"
         then = RESUME if self.resumable else "a learning_rates search is not resumed: run it again"
-        raise JobInterrupted(self.request.signal, f"stopped by {signal.Signals(self.request.signal).name} after step "
-                             f"{state.global_step}: saved {saved}; {then}")
+        raise JobInterrupted(
+            self.request.signal,
+            f"stopped by {signal.Signals(self.request.signal).name} after step "
+            f"{state.global_step}: saved {saved}; {then}",
+        )
 
 
 __all__ = ["StopOnSignal", "StopRequest", "stop_signals"]

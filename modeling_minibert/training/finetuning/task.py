@@ -69,7 +69,9 @@ class Task:
     names the module. Distillation reuses the same parts, so a task that has them (`read`) can be distilled too."""
 
     name: str  # its key in tasks.TASKS
-    auto_class_name: str  # the transformers Auto class that loads its models, e.g. "AutoModelForSequenceClassification"
+    auto_class_name: (
+        str  # the transformers Auto class that loads its models, e.g. "AutoModelForSequenceClassification"
+    )
     # (the run's options, {role: data}) -> Setup: reads and checks the splits, loads the tokenizer, builds features.
     prepare: Callable[[FinetuneArguments, dict[str, NamedDataset]], Setup]
     collator: Callable[[PreTrainedTokenizerBase], Callable]  # tokenizer -> Trainer's data collator
@@ -98,14 +100,20 @@ class Task:
 
 
 def classifier_setup(
-    task: Task, args: FinetuneArguments, splits: dict[str, NamedDataset], read: Callable[[NamedDataset], Examples],
-    features: Callable[[PreTrainedTokenizerBase, Examples, list[str], int, str], Dataset], **model_options: Any,
+    task: Task,
+    args: FinetuneArguments,
+    splits: dict[str, NamedDataset],
+    read: Callable[[NamedDataset], Examples],
+    features: Callable[[PreTrainedTokenizerBase, Examples, list[str], int, str], Dataset],
+    **model_options: Any,
 ) -> Setup:
     """The `prepare` of the tasks that predict label names: each split read with `read` and checked against the
     label set (in id order: see `label_names`), the tokenizer, then `features(tokenizer, examples, names,
     max_length, role)` per split."""
     examples = {role: read(data) for role, data in splits.items()}
-    names = label_names(label_list(args.labels), examples["train"].labels, args.model_name_or_path, splits["train"].name)
+    names = label_names(
+        label_list(args.labels), examples["train"].labels, args.model_name_or_path, splits["train"].name
+    )
     for role, data in splits.items():
         check_split_labels(data, args.label_column_name or task.columns[1], examples[role].labels, names)
     tokenizer, config = load_tokenizer_and_config(args)
@@ -116,27 +124,39 @@ def classifier_setup(
             try:
                 examples[role], owners[role] = window_examples(tokenizer, examples[role], length, args.doc_stride)
             except TooManyWindows as err:  # named as the data's row, not as the list's index
-                raise DataError(f"{splits[role].where(err.index, args.text_column_name or task.columns[0])}: "
-                                f"{str(err).removeprefix(f'text {err.index} ')}") from None
+                raise DataError(
+                    f"{splits[role].where(err.index, args.text_column_name or task.columns[0])}: "
+                    f"{str(err).removeprefix(f'text {err.index} ')}"
+                ) from None
     tokenized = {role: features(tokenizer, examples[role], names, length, role) for role in examples}
     prepared = Prepared(
-        train=tokenized["train"], validation=tokenized.get("validation"), test=tokenized.get("test"),
-        collator=task.collator(tokenizer), metric=task.best_metric(names),
+        train=tokenized["train"],
+        validation=tokenized.get("validation"),
+        test=tokenized.get("test"),
+        collator=task.collator(tokenizer),
+        metric=task.best_metric(names),
         metrics_for=lambda role: pooled(task.metrics(names), owners[role]) if owners else task.metrics(names),
-        preprocess_logits=None if owners else argmax, owners=owners,
+        preprocess_logits=None if owners else argmax,
+        owners=owners,
     )
-    new_head = dict(num_labels=len(names), id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+    new_head = dict(
+        num_labels=len(names), id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)}
+    )
     return Setup(tokenizer, prepared, names, {**new_head, **model_options})
 
 
-def window_examples(tokenizer: PreTrainedTokenizerBase, examples: Examples, max_length: int, doc_stride: int) -> tuple[Examples, list[int]]:
+def window_examples(
+    tokenizer: PreTrainedTokenizerBase, examples: Examples, max_length: int, doc_stride: int
+) -> tuple[Examples, list[int]]:
     """Each text as its windows (`windows.text_windows`), each with its text's label, and the index of each
     window's text."""
     inputs, owners = text_windows(tokenizer, examples.inputs, max_length, doc_stride)
     return Examples(inputs, [examples.labels[i] for i in owners]), owners
 
 
-def pooled(metrics: Callable[[EvalPrediction], dict[str, float]], owners: list[int]) -> Callable[[EvalPrediction], dict[str, float]]:
+def pooled(
+    metrics: Callable[[EvalPrediction], dict[str, float]], owners: list[int]
+) -> Callable[[EvalPrediction], dict[str, float]]:
     """`metrics` (on predicted ids) of each text, predicted from the mean of its windows' logits."""
 
     def compute(p: EvalPrediction) -> dict[str, float]:
@@ -151,7 +171,9 @@ def label_list(labels: str | Sequence[str] | None) -> list[str] | None:
     return labels.split(",") if isinstance(labels, str) else None if labels is None else list(labels)
 
 
-def label_names(labels: Sequence[str] | None, train_values: list, model: str | os.PathLike, where: str = "the training data") -> list[str]:
+def label_names(
+    labels: Sequence[str] | None, train_values: list, model: str | os.PathLike, where: str = "the training data"
+) -> list[str]:
     """The label set in id order: as given, else the starting model's own order if it has exactly these labels
     (fine-tuning a fine-tuned model again keeps its ids), else sorted."""
     if labels is not None:
@@ -174,7 +196,9 @@ def check_label_count(names: list[str], where: str) -> None:
     """Refuse training data with a single label (`where`: the data's name): the model could only ever predict it,
     and would report a perfect accuracy on data of that label."""
     if len(names) < 2:
-        raise DataError(f"{where}: every example has the label {names[0]!r}; a classifier needs examples of at least two labels")
+        raise DataError(
+            f"{where}: every example has the label {names[0]!r}; a classifier needs examples of at least two labels"
+        )
 
 
 def argmax(logits, labels):

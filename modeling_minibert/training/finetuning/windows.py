@@ -27,15 +27,19 @@ class TooManyWindows(ValueError):
         self.index = index
 
 
-def check_doc_stride(doc_stride: int, max_length: int, tokenizer: PreTrainedTokenizerBase, length_name: str = "max_seq_length") -> None:
+def check_doc_stride(
+    doc_stride: int, max_length: int, tokenizer: PreTrainedTokenizerBase, length_name: str = "max_seq_length"
+) -> None:
     """ValueError in one line unless `doc_stride` leaves every window new text: 0 <= doc_stride < the text tokens
     a window holds (`max_length` less [CLS] and [SEP])."""
     room = max_length - tokenizer.num_special_tokens_to_add(pair=False)
     if isinstance(doc_stride, bool) or not isinstance(doc_stride, int):
         raise ValueError(f"doc_stride={doc_stride!r} must be a whole number of tokens")
     if not 0 <= doc_stride < room:
-        raise ValueError(f"doc_stride={doc_stride} must be at least 0 and below {room}, the text tokens of a window "
-                         f"with {length_name}={max_length}")
+        raise ValueError(
+            f"doc_stride={doc_stride} must be at least 0 and below {room}, the text tokens of a window "
+            f"with {length_name}={max_length}"
+        )
 
 
 def window_count(tokens: int, room: int, doc_stride: int) -> int:
@@ -43,8 +47,9 @@ def window_count(tokens: int, room: int, doc_stride: int) -> int:
     return 1 if tokens <= room else 1 + -(-(tokens - room) // (room - doc_stride))
 
 
-def check_window_counts(tokenizer: PreTrainedTokenizerBase, texts: list[str], room: int, doc_stride: int,
-                        max_windows: int) -> None:
+def check_window_counts(
+    tokenizer: PreTrainedTokenizerBase, texts: list[str], room: int, doc_stride: int, max_windows: int
+) -> None:
     """`TooManyWindows` for the first text that would make more than `max_windows` windows, before any is cut. A
     text has at most as many tokens as characters, so only a text long enough to reach the bound is counted, and
     that in growing prefixes, stopping as soon as one holds too many: the time spent is bounded by the bound, not
@@ -55,21 +60,36 @@ def check_window_counts(tokenizer: PreTrainedTokenizerBase, texts: list[str], ro
             continue
         length = 4 * most
         while True:
-            tokens = len(tokenizer(text[:length], add_special_tokens=False, return_attention_mask=False,
-                                   return_token_type_ids=False, verbose=False)["input_ids"])
+            tokens = len(
+                tokenizer(
+                    text[:length],
+                    add_special_tokens=False,
+                    return_attention_mask=False,
+                    return_token_type_ids=False,
+                    verbose=False,
+                )["input_ids"]
+            )
             if tokens > most or length >= len(text):
                 break
             length *= 4
         if tokens > most:
             whole = "" if length >= len(text) else "at least "
-            raise TooManyWindows(f"text {index} holds {whole}{tokens:,} tokens: in windows of {room} text tokens "
-                                 f"advancing by {room - doc_stride} (doc_stride={doc_stride}) it would make more than "
-                                 f"max_windows={max_windows:,} windows; cut the text, lower doc_stride or raise "
-                                 "max_windows", index)
+            raise TooManyWindows(
+                f"text {index} holds {whole}{tokens:,} tokens: in windows of {room} text tokens "
+                f"advancing by {room - doc_stride} (doc_stride={doc_stride}) it would make more than "
+                f"max_windows={max_windows:,} windows; cut the text, lower doc_stride or raise "
+                "max_windows",
+                index,
+            )
 
 
-def text_windows(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_length: int,
-                 doc_stride: int, max_windows: int = MAX_WINDOWS) -> tuple[list[str], list[int]]:
+def text_windows(
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    max_length: int,
+    doc_stride: int,
+    max_windows: int = MAX_WINDOWS,
+) -> tuple[list[str], list[int]]:
     """Each text cut into windows of `max_length` tokens (with [CLS] and [SEP]) overlapping by `doc_stride`:
     (window texts, index of each window's text). A text that fits is its own one window, unchanged; each window of
     a longer one is the stretch of the text its tokens span. Read again, a window that starts inside a word tokenizes that word's
@@ -77,15 +97,24 @@ def text_windows(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_l
     truncation, inside the next window's overlap. A text that would make more than `max_windows` windows is refused
     first (`TooManyWindows`): its time and memory would grow with it unbounded."""
     if not getattr(tokenizer, "is_fast", False):
-        raise ValueError(f"doc_stride needs a fast tokenizer (character offsets); {type(tokenizer).__name__} is not one")
+        raise ValueError(
+            f"doc_stride needs a fast tokenizer (character offsets); {type(tokenizer).__name__} is not one"
+        )
     check_doc_stride(doc_stride, max_length, tokenizer)
     texts = list(texts)
     if not texts:
         return [], []
-    check_window_counts(tokenizer, texts, max_length - tokenizer.num_special_tokens_to_add(pair=False), doc_stride,
-                        max_windows)
-    encoding = tokenizer(texts, truncation=True, max_length=max_length, stride=doc_stride,
-                         return_overflowing_tokens=True, return_offsets_mapping=True)
+    check_window_counts(
+        tokenizer, texts, max_length - tokenizer.num_special_tokens_to_add(pair=False), doc_stride, max_windows
+    )
+    encoding = tokenizer(
+        texts,
+        truncation=True,
+        max_length=max_length,
+        stride=doc_stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+    )
     owners = [int(i) for i in encoding["overflow_to_sample_mapping"]]
     counts = np.bincount(owners, minlength=len(texts))
     windows = []
@@ -93,8 +122,12 @@ def text_windows(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], max_l
         if counts[owner] == 1:
             windows.append(texts[owner])
             continue
-        spans = [span for span, sequence in zip(encoding["offset_mapping"][w], encoding.sequence_ids(w)) if sequence is not None]
-        windows.append(texts[owner][spans[0][0]: spans[-1][1]])
+        spans = [
+            span
+            for span, sequence in zip(encoding["offset_mapping"][w], encoding.sequence_ids(w))
+            if sequence is not None
+        ]
+        windows.append(texts[owner][spans[0][0] : spans[-1][1]])
     return windows, owners
 
 
@@ -118,5 +151,13 @@ def per_text(logits: np.ndarray, labels: Sequence, owners: Sequence[int]) -> tup
     return pool_logits(logits, owners, text_count(owners)), np.asarray(labels)[first]
 
 
-__all__ = ["MAX_WINDOWS", "TooManyWindows", "check_doc_stride", "per_text", "pool_logits", "text_count", "text_windows",
-           "window_count"]
+__all__ = [
+    "MAX_WINDOWS",
+    "TooManyWindows",
+    "check_doc_stride",
+    "per_text",
+    "pool_logits",
+    "text_count",
+    "text_windows",
+    "window_count",
+]

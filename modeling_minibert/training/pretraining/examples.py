@@ -48,18 +48,31 @@ def check_recipe(max_length: int, dupe_factor: int, random_next: float) -> None:
         raise ValueError(f"random_next={random_next} must be between 0 and 1")
 
 
-def example_index(corpus: PreparedCorpus, document_ids: np.ndarray, max_length: int = 64, seed: int = 42,
-                  dupe_factor: int = 1, random_next: float = 0.5) -> np.ndarray:
+def example_index(
+    corpus: PreparedCorpus,
+    document_ids: np.ndarray,
+    max_length: int = 64,
+    seed: int = 42,
+    dupe_factor: int = 1,
+    random_next: float = 0.5,
+) -> np.ndarray:
     """The examples of the documents `document_ids` (sorted), as (E,) `EXAMPLE` records: read from the corpus's
     `examples/` folder when built before, else built and written there (in memory for an in-memory corpus)."""
     check_recipe(max_length, dupe_factor, random_next)
     document_ids = np.asarray(document_ids, dtype=np.int64)
-    recipe = {"version": VERSION, "max_length": max_length, "seed": seed, "dupe_factor": dupe_factor,
-              "random_next": random_next, "documents": len(document_ids),
-              "document_ids": sha256(document_ids.tobytes()).hexdigest()}
+    recipe = {
+        "version": VERSION,
+        "max_length": max_length,
+        "seed": seed,
+        "dupe_factor": dupe_factor,
+        "random_next": random_next,
+        "documents": len(document_ids),
+        "document_ids": sha256(document_ids.tobytes()).hexdigest(),
+    }
     if corpus.folder is None:
-        return np.concatenate([np.zeros(0, EXAMPLE), *build_examples(corpus, document_ids, max_length, seed,
-                                                                      dupe_factor, random_next)])
+        return np.concatenate(
+            [np.zeros(0, EXAMPLE), *build_examples(corpus, document_ids, max_length, seed, dupe_factor, random_next)]
+        )
     key = sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:20]
     path, info = corpus.folder / "examples" / f"{key}.bin", corpus.folder / "examples" / f"{key}.json"
     if not (info.is_file() and path.is_file() and json.loads(info.read_text()).get("bytes") == path.stat().st_size):
@@ -80,8 +93,9 @@ def _write_index(path: Path, blocks: Iterator[np.ndarray]) -> None:
         staging.unlink(missing_ok=True)
 
 
-def build_examples(corpus: PreparedCorpus, document_ids: np.ndarray, max_length: int, seed: int, dupe_factor: int,
-                   random_next: float) -> Iterator[np.ndarray]:
+def build_examples(
+    corpus: PreparedCorpus, document_ids: np.ndarray, max_length: int, seed: int, dupe_factor: int, random_next: float
+) -> Iterator[np.ndarray]:
     """The examples, pass after pass, each pass a block of documents at a time (in document order)."""
     first, last = corpus.documents[document_ids], corpus.documents[document_ids + 1]
     keep = last > first  # a document without sentences makes no pair, and is no partner
@@ -98,8 +112,14 @@ def build_examples(corpus: PreparedCorpus, document_ids: np.ndarray, max_length:
             yield _pair_block(offsets, documents, np.arange(a, b), max_length - 3, random_next, rng)
 
 
-def _pair_block(offsets: np.ndarray, documents: np.ndarray, block: np.ndarray, target: int, random_next: float,
-                rng: np.random.Generator) -> np.ndarray:
+def _pair_block(
+    offsets: np.ndarray,
+    documents: np.ndarray,
+    block: np.ndarray,
+    target: int,
+    random_next: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
     """The pairs of the documents `block` (positions in `documents`), in document order: `target` tokens for A and
     B together ([CLS], [SEP], [SEP] aside). Each step makes one pair of every document with sentences left."""
     start, end = documents[block, 0].copy(), documents[block, 1]
@@ -118,7 +138,11 @@ def _pair_block(offsets: np.ndarray, documents: np.ndarray, block: np.ndarray, t
         single = (chunk == 1) & ~is_random
         length = a_stop - a_start
         cut = a_start + np.where(length >= 2, rng.integers(1, np.maximum(length, 2)), 0)
-        a_stop, b_start, b_stop = np.where(single, cut, a_stop), np.where(single, cut, b_start), np.where(single, offsets[s + 1], b_stop)
+        a_stop, b_start, b_stop = (
+            np.where(single, cut, a_stop),
+            np.where(single, cut, b_start),
+            np.where(single, offsets[s + 1], b_stop),
+        )
         # A random B: text of another document of the split, from a random sentence on, until it fills the rest.
         partner = rng.integers(0, len(documents) - 1, len(active))
         partner += partner >= block[active]
@@ -177,12 +201,17 @@ class PretrainingExamples(torch.utils.data.Dataset):
     def __getitems__(self, indices: Sequence[int]) -> dict[str, np.ndarray]:
         indices = np.asarray(indices, dtype=np.int64)
         records = self.index[indices]
-        a_length, b_length = records["a_length"].astype(np.int64)[:, None], records["b_length"].astype(np.int64)[:, None]
+        a_length, b_length = (
+            records["a_length"].astype(np.int64)[:, None],
+            records["b_length"].astype(np.int64)[:, None],
+        )
         total = a_length + b_length + 3  # (B, 1)
         position = np.arange(int(total.max()) if len(indices) else 0)[None, :]  # (1, T)
         in_a = (position >= 1) & (position <= a_length)
         in_b = (position >= a_length + 2) & (position < total - 1)
-        source = np.where(in_a, records["a_start"][:, None] + position - 1, records["b_start"][:, None] + position - a_length - 2)
+        source = np.where(
+            in_a, records["a_start"][:, None] + position - 1, records["b_start"][:, None] + position - a_length - 2
+        )
         text = in_a | in_b
         source = np.where(text, source, 0)
         input_ids = np.where(text, self.corpus.tokens[source], self.pad).astype(np.int64)
@@ -204,5 +233,7 @@ class PretrainingExamples(torch.utils.data.Dataset):
             raise IndexError(f"example {index} of {len(self)}")
         batch = self.__getitems__([index % len(self)])
         length = int(batch["special_tokens_mask"][0].nonzero()[0][-1]) + 1
-        return {name: batch[name][0, :length].tolist() if batch[name].ndim == 2 else int(batch[name][0])
-                for name in COLUMNS}
+        return {
+            name: batch[name][0, :length].tolist() if batch[name].ndim == 2 else int(batch[name][0])
+            for name in COLUMNS
+        }

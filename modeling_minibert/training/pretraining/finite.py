@@ -37,24 +37,30 @@ def stopped(run: Any, what: str, step: int, detail: str = "") -> NonFiniteError:
     to continue from."""
     checkpoint = outputs.latest_checkpoint(run.out, run_folder.checkpoint_problem)
     where = f"at step {step}" + (f" ({detail})" if detail else "")
-    return NonFiniteError(f"{what} {where}: {learning_rate_cause(run.args.learning_rate)}; "
-                          f"{last_checkpoint_note(checkpoint)}")
+    return NonFiniteError(
+        f"{what} {where}: {learning_rate_cause(run.args.learning_rate)}; {last_checkpoint_note(checkpoint)}"
+    )
 
 
 def check_teacher(objective: Any) -> None:
     """The objective's teacher (`objective.teacher.model`, where it has one) has finite weights."""
     teacher = getattr(objective, "teacher", None)
     if getattr(teacher, "model", None) is not None:
-        check_finite_weights(teacher.model, f"the teacher {teacher.name}",
-                             "a non-finite teacher cannot teach; fix it or use another (nothing was written)")
+        check_finite_weights(
+            teacher.model,
+            f"the teacher {teacher.name}",
+            "a non-finite teacher cannot teach; fix it or use another (nothing was written)",
+        )
 
 
 def check_start(model: torch.nn.Module, source: Any) -> None:
     """The model about to be trained has finite weights (a fresh one always does; a continued one may not)."""
     problem = weights_problem(model)
     if problem is not None:
-        raise NonFiniteError(f"the model to train has non-finite weights before step 1 ({problem}): the model it "
-                             f"starts from ({source or 'a new model'}) is broken; nothing was trained")
+        raise NonFiniteError(
+            f"the model to train has non-finite weights before step 1 ({problem}): the model it "
+            f"starts from ({source or 'a new model'}) is broken; nothing was trained"
+        )
 
 
 def check_record(run: Any, record: dict) -> None:

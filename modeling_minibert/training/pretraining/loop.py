@@ -144,8 +144,10 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
     )
     local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
     num_threads, why = resolve_num_threads(args.num_threads, local_processes)
-    with run_settings(num_threads) as stop, run_folder.nothing_kept_before_a_checkpoint(Path(args.output_dir),
-                                                                                        accelerator.is_main_process):
+    with (
+        run_settings(num_threads) as stop,
+        run_folder.nothing_kept_before_a_checkpoint(Path(args.output_dir), accelerator.is_main_process),
+    ):
         summary = prepare_and_train(args, accelerator, stop, f"{num_threads} thread(s) ({why})")
     if args.push_to_hub and accelerator.is_main_process:
         from modeling_minibert.sharing.push import push_to_hub
@@ -166,9 +168,11 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
     if run_exists:  # resumed with another number of processes: as many micro-batches per step as before
         accumulation = run_folder.keep_global_batch(out, args, accelerator.num_processes)
         if accumulation != args.gradient_accumulation_steps and is_main:
-            warnings.warn(f"resuming with {accelerator.num_processes} process(es): gradient_accumulation_steps="
-                          f"{accumulation} (not {args.gradient_accumulation_steps}) keeps the run's global batch",
-                          stacklevel=3)
+            warnings.warn(
+                f"resuming with {accelerator.num_processes} process(es): gradient_accumulation_steps="
+                f"{accumulation} (not {args.gradient_accumulation_steps}) keeps the run's global batch",
+                stacklevel=3,
+            )
         args = dataclasses.replace(args, gradient_accumulation_steps=accumulation)
     warn_fsdp_not_applied(accelerator)
     source = check_model_source(args)
@@ -190,10 +194,20 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
             overwrite_cache = args.overwrite_cache and accelerator.is_local_main_process  # the others read it after
             tokenizer = get_tokenizer(args, out, corpus, source, objective, run_exists, overwrite_cache)
             fit_vocabulary(tokenizer, config, source)
-            data = run_data(corpus, tokenizer, args.max_seq_length, args.seed, args.dupe_factor, objective.random_next,
-                            args.held_out_fraction, args.cache_dir, args.preprocessing_num_workers, overwrite_cache,
-                            show_progress=not args.disable_tqdm and accelerator.is_local_main_process,
-                            max_eval_samples=args.max_eval_samples)
+            data = run_data(
+                corpus,
+                tokenizer,
+                args.max_seq_length,
+                args.seed,
+                args.dupe_factor,
+                objective.random_next,
+                args.held_out_fraction,
+                args.cache_dir,
+                args.preprocessing_num_workers,
+                overwrite_cache,
+                show_progress=not args.disable_tqdm and accelerator.is_local_main_process,
+                max_eval_samples=args.max_eval_samples,
+            )
             if args.preprocessing_only:
                 return prepared_summary(data)
             check_sizes(args, data.train_set, data.eval_set, accelerator.num_processes)
@@ -206,8 +220,20 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
                 run_folder.clean_leftovers(out)
                 if not run_exists:
                     run_folder.start_run_folder(out, args, tokenizer, accelerator.num_processes, data.corpus.folder)
-        run = PretrainingRun(args, accelerator, objective, config, source, tokenizer, data.train_set, data.eval_set,
-                             (len(data.train_ids), len(data.held_out_ids)), resume_from, stop, threads)
+        run = PretrainingRun(
+            args,
+            accelerator,
+            objective,
+            config,
+            source,
+            tokenizer,
+            data.train_set,
+            data.eval_set,
+            (len(data.train_ids), len(data.held_out_ids)),
+            resume_from,
+            stop,
+            threads,
+        )
         return run_training(run)
     finally:
         if lock_held:
@@ -217,8 +243,14 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
 def prepared_summary(data: RunData) -> dict:
     """`--preprocessing_only`'s results: where the prepared corpus is and what it holds."""
     info = data.corpus.info
-    return {"prepared_corpus": str(data.corpus.folder), "documents": info["documents"], "sentences": info["sentences"],
-            "tokens": info["tokens"], "train_samples": len(data.train_set), "eval_samples": len(data.eval_set)}
+    return {
+        "prepared_corpus": str(data.corpus.folder),
+        "documents": info["documents"],
+        "sentences": info["sentences"],
+        "tokens": info["tokens"],
+        "train_samples": len(data.train_set),
+        "eval_samples": len(data.eval_set),
+    }
 
 
 @dataclass
@@ -256,17 +288,27 @@ def prepare_training(run: PretrainingRun) -> Training:
     finite.check_start(model, run.source)
     # Fused AdamW is one kernel per step instead of a dozen passes over every parameter.
     optimizer = torch.optim.AdamW(
-        param_groups(model, args.weight_decay), lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
-        eps=args.adam_epsilon, fused=True
+        param_groups(model, args.weight_decay),
+        lr=args.learning_rate,
+        betas=(args.adam_beta1, args.adam_beta2),
+        eps=args.adam_epsilon,
+        fused=True,
     )
     # A compiled step sees one shape: every batch padded to the sequence length (else each new length recompiles).
     length = args.max_seq_length if args.torch_compile else None
-    collator = DataCollatorForPreTraining(run.tokenizer, args.mlm_probability, args.whole_word_mask, seed=args.seed,
-                                          final_mlm_probability=args.final_mlm_probability, pad_to_length=length)
+    collator = DataCollatorForPreTraining(
+        run.tokenizer,
+        args.mlm_probability,
+        args.whole_word_mask,
+        seed=args.seed,
+        final_mlm_probability=args.final_mlm_probability,
+        pad_to_length=length,
+    )
     # Held-out MLM is always scored at BERT's 15% token masking, whatever the training masking: a run trained at 30%
     # or with whole-word masking is compared with the default on the very same masked tokens.
-    eval_collator = DataCollatorForPreTraining(run.tokenizer, EVAL_MLM_PROBABILITY, whole_word_mask=False,
-                                               seed=args.seed + 1, pad_to_length=length)
+    eval_collator = DataCollatorForPreTraining(
+        run.tokenizer, EVAL_MLM_PROBABILITY, whole_word_mask=False, seed=args.seed + 1, pad_to_length=length
+    )
     # Not sharded: every process evaluates the whole (small) held-out set, so the numbers are exact on every
     # process without gathering, and FSDP's collectives see the same batches everywhere.
     eval_loader = DataLoader(run.eval_set, batch_size=args.per_device_eval_batch_size, collate_fn=eval_collator)
@@ -288,11 +330,22 @@ def prepare_training(run: PretrainingRun) -> Training:
     # The run's micro-batches (the masking-rate schedule's position and length) count every process's.
     per_step = args.gradient_accumulation_steps * accelerator.num_processes
     collator.batches, collator.total_batches = start_step * per_step, total_steps * per_step
-    sampler = RunBatches(len(run.train_set), args.per_device_train_batch_size, args.seed, accelerator.num_processes,
-                         accelerator.process_index, start=start_step * per_step, of=total_steps * per_step)
+    sampler = RunBatches(
+        len(run.train_set),
+        args.per_device_train_batch_size,
+        args.seed,
+        accelerator.num_processes,
+        accelerator.process_index,
+        start=start_step * per_step,
+        of=total_steps * per_step,
+    )
     train_loader = DataLoader(
-        RunExamples(run.train_set), sampler=sampler, batch_size=None, collate_fn=collator,
-        num_workers=args.dataloader_num_workers, pin_memory=accelerator.device.type == "cuda",
+        RunExamples(run.train_set),
+        sampler=sampler,
+        batch_size=None,
+        collate_fn=collator,
+        num_workers=args.dataloader_num_workers,
+        pin_memory=accelerator.device.type == "cuda",
         # Forked workers are the cheapest to start; the collator keeps no state, so they mask as the loop would.
         multiprocessing_context="fork" if args.dataloader_num_workers and os.name == "posix" else None,
         worker_init_fn=ignore_stop_signals,
@@ -311,7 +364,9 @@ def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, f
     args, accelerator, objective, model = run.args, run.accelerator, run.objective, t.model
     step, total_steps, scheduler = t.start_step, t.total_steps, t.scheduler
     batches = iter(t.train_loader)
-    window = torch.zeros(len(objective.stat_keys), device=accelerator.device)  # the objective's sums since the last log
+    window = torch.zeros(
+        len(objective.stat_keys), device=accelerator.device
+    )  # the objective's sums since the last log
     last_eval: dict | None = None
     budget = TimeBudget(args.max_time, step) if args.max_time else None
     progress = progress_bar(run, step, total_steps)
@@ -351,8 +406,11 @@ def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, f
                 budget.spent_on_save(time.perf_counter() - paused)
             if stopping:
                 progress.close()
-                raise TrainingInterrupted(run.stop.signal, f"stopped by {signal.Signals(run.stop.signal).name} after "
-                                          f"step {done}: saved {saved}; continue with --resume_from_checkpoint")
+                raise TrainingInterrupted(
+                    run.stop.signal,
+                    f"stopped by {signal.Signals(run.stop.signal).name} after "
+                    f"step {done}: saved {saved}; continue with --resume_from_checkpoint",
+                )
     run.stop.deferring = False
     progress.close()
     seconds = time.perf_counter() - started
@@ -361,7 +419,9 @@ def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, f
     return step, last_eval, seconds
 
 
-def train_step(run: PretrainingRun, t: Training, batches: Iterator, step: int, scheduler, window: torch.Tensor) -> None:
+def train_step(
+    run: PretrainingRun, t: Training, batches: Iterator, step: int, scheduler, window: torch.Tensor
+) -> None:
     """Optimizer step `step` + 1 over `gradient_accumulation_steps` micro-batches, gradients all-reduced once; the
     objective's statistics of each micro-batch added to `window`."""
     args, accelerator, objective, model = run.args, run.accelerator, run.objective, t.model
@@ -389,7 +449,9 @@ def log_window(run: PretrainingRun, t: Training, done: int, scheduler, window: t
     sums = dict(zip(objective.stat_keys, accelerator.reduce(window, "sum").tolist()))
     record = {"step": done, **objective.train_metrics(sums), "learning_rate": scheduler.get_last_lr()[0]}
     if args.final_mlm_probability is not None:  # the step's last batch's
-        record["mlm_probability"] = t.collator.rate(done * args.gradient_accumulation_steps * accelerator.num_processes - 1)
+        record["mlm_probability"] = t.collator.rate(
+            done * args.gradient_accumulation_steps * accelerator.num_processes - 1
+        )
     record[DATA_WAIT] = t.data_wait.share(accelerator)
     finite.check_record(run, record)  # a NaN loss stops the run here, before it is logged or saved
     window.zero_()
@@ -432,8 +494,12 @@ def save_run(run: PretrainingRun, t: Training, step: int, last_eval: dict, secon
     }
     eval_metrics = {**{k: v for k, v in last_eval.items() if k != "step"}, "eval_samples": len(run.eval_set)}
     summary = {
-        "output_dir": str(out), "global_step": step, "steps_this_session": steps_run,
-        **train_metrics, **eval_metrics, "plot_file": str(out / outputs.CURVES_FILE),
+        "output_dir": str(out),
+        "global_step": step,
+        "steps_this_session": steps_run,
+        **train_metrics,
+        **eval_metrics,
+        "plot_file": str(out / outputs.CURVES_FILE),
     }
     if accelerator.is_main_process:
         trained = run.objective.saved_model(accelerator.unwrap_model(t.model, keep_torch_compile=False))
@@ -445,13 +511,19 @@ def save_run(run: PretrainingRun, t: Training, step: int, last_eval: dict, secon
             outputs.write_results(out, {"train": train_metrics, "eval": eval_metrics})
         from modeling_minibert.sharing.model_card import write_model_card
 
-        write_model_card(out, task=run.objective.card_task, base_model=args.model_name_or_path, dataset_name=dataset_description(args))
+        write_model_card(
+            out,
+            task=run.objective.card_task,
+            base_model=args.model_name_or_path,
+            dataset_name=dataset_description(args),
+        )
     accelerator.wait_for_everyone()
     accelerator.end_training()  # also ends the process group of a distributed run
     return summary
 
 
 # --- pieces of the loop ----------------------------------------------------------------------------------------
+
 
 def progress_bar(run: PretrainingRun, start_step: int, total_steps: int) -> tqdm:
     """The bar, after one line saying what is trained and with how many threads. Its rate and ETA average the
@@ -464,10 +536,15 @@ def progress_bar(run: PretrainingRun, start_step: int, total_steps: int) -> tqdm
             f"process(es) x {run.args.gradient_accumulation_steps} micro-batch(es) of "
             f"{run.args.per_device_train_batch_size} a step{distribution(run.accelerator)}, {run.threads}, mixed "
             f"precision {run.accelerator.mixed_precision} "
-            f"(mixed_precision={run.args.mixed_precision})" + (f"; resuming at step {start_step}" if start_step else "")
+            f"(mixed_precision={run.args.mixed_precision})"
+            + (f"; resuming at step {start_step}" if start_step else "")
         )
     return tqdm(
-        total=total_steps, initial=start_step, desc="pretraining", unit="step", smoothing=0,
+        total=total_steps,
+        initial=start_step,
+        desc="pretraining",
+        unit="step",
+        smoothing=0,
         disable=run.args.disable_tqdm or not run.accelerator.is_local_main_process,
     )
 
@@ -479,8 +556,11 @@ def warn_fsdp_not_applied(accelerator: Accelerator) -> None:
     fsdp_asked = os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
     if fsdp_asked and accelerator.distributed_type != DistributedType.FSDP and accelerator.is_main_process:
         runs_as = "DDP over gloo" if accelerator.distributed_type == DistributedType.MULTI_CPU else "a single process"
-        warnings.warn(f"an FSDP config on {accelerator.device.type}: Accelerate applies FSDP on GPUs only, so this run "
-                      f"is {runs_as} (the same steps, every process holding the whole model)", stacklevel=3)
+        warnings.warn(
+            f"an FSDP config on {accelerator.device.type}: Accelerate applies FSDP on GPUs only, so this run "
+            f"is {runs_as} (the same steps, every process holding the whole model)",
+            stacklevel=3,
+        )
 
 
 def distribution(accelerator: Accelerator) -> str:
@@ -488,7 +568,11 @@ def distribution(accelerator: Accelerator) -> str:
     kind = accelerator.distributed_type
     if kind == DistributedType.NO:
         return ""
-    names = {DistributedType.MULTI_CPU: "DDP over gloo", DistributedType.MULTI_GPU: "DDP", DistributedType.FSDP: "FSDP"}
+    names = {
+        DistributedType.MULTI_CPU: "DDP over gloo",
+        DistributedType.MULTI_GPU: "DDP",
+        DistributedType.FSDP: "FSDP",
+    }
     return f" ({names.get(kind, kind.value)})"
 
 
@@ -521,8 +605,9 @@ def save_run_checkpoint(run: PretrainingRun, t: Training, step: int, total_steps
             config.save_pretrained(folder)
         run.tokenizer.save_pretrained(folder)
 
-    return run_folder.save_checkpoint(run.accelerator, run.out, step, run.args.save_total_limit,
-                                      extra={"total_steps": total_steps}, beside=beside)
+    return run_folder.save_checkpoint(
+        run.accelerator, run.out, step, run.args.save_total_limit, extra={"total_steps": total_steps}, beside=beside
+    )
 
 
 def check_sizes(args: PretrainingArguments, train_set, eval_set, num_processes: int) -> None:
@@ -533,7 +618,9 @@ def check_sizes(args: PretrainingArguments, train_set, eval_set, num_processes: 
             f"batch needs per_device_train_batch_size x processes = {per_step}; add text or lower the batch size"
         )
     if len(eval_set) == 0:
-        raise ValueError("the corpus is too small: the held-out documents make no example; raise validation_split_percentage")
+        raise ValueError(
+            "the corpus is too small: the held-out documents make no example; raise validation_split_percentage"
+        )
 
 
 def dataset_description(args: PretrainingArguments) -> str:

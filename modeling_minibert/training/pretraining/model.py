@@ -67,13 +67,18 @@ def training_config(config: MiniBertConfig, dropout: float | None) -> MiniBertCo
     so that `config` keeps the model's own values for the folders it is saved to."""
     if dropout is None:
         return config
-    return MiniBertConfig(**{**config.to_dict(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout})
+    return MiniBertConfig(
+        **{**config.to_dict(), "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+    )
 
 
 def published_config(model: torch.nn.Module, config: MiniBertConfig) -> MiniBertConfig:
     """The config saved beside the weights: the trained model's, with the model's own dropout (fine-tuning
     wants it; pretraining's is a training setting) and its class named, as `save_pretrained` names it."""
-    dropout = {"hidden_dropout_prob": config.hidden_dropout_prob, "attention_probs_dropout_prob": config.attention_probs_dropout_prob}
+    dropout = {
+        "hidden_dropout_prob": config.hidden_dropout_prob,
+        "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
+    }
     published = MiniBertConfig(**{**model.config.to_dict(), **dropout})
     published.architectures = [own_class(model).__name__]  # FSDP2's class is torch's subclass of it
     return published
@@ -85,8 +90,15 @@ def save_model(folder: Path, model, config: MiniBertConfig, state_dict: dict) ->
     published_config(model, config).save_pretrained(folder)
 
 
-def get_tokenizer(args: PretrainingArguments, out: Path, source: CorpusSource, model_source: Path | None,
-                  objective: Objective, from_run_folder: bool, overwrite_cache: bool = False) -> PreTrainedTokenizerBase:
+def get_tokenizer(
+    args: PretrainingArguments,
+    out: Path,
+    source: CorpusSource,
+    model_source: Path | None,
+    objective: Objective,
+    from_run_folder: bool,
+    overwrite_cache: bool = False,
+) -> PreTrainedTokenizerBase:
     """The run's saved tokenizer (resuming), else the given one, the model's own, or the objective's new one (a
     WordPiece vocabulary trained on the training documents, or a teacher's), made once per corpus and recipe and
     kept in the cache (`trained_tokenizer`; made again with `overwrite_cache`)."""
@@ -100,14 +112,21 @@ def get_tokenizer(args: PretrainingArguments, out: Path, source: CorpusSource, m
     return trained_tokenizer(args, source, objective, overwrite_cache)
 
 
-def trained_tokenizer(args: PretrainingArguments, source: CorpusSource, objective: Objective,
-                      overwrite_cache: bool = False) -> PreTrainedTokenizerBase:
+def trained_tokenizer(
+    args: PretrainingArguments, source: CorpusSource, objective: Objective, overwrite_cache: bool = False
+) -> PreTrainedTokenizerBase:
     """The objective's new tokenizer for this corpus's training split: from `<cache>/tokenizers/`, where the first
     run that needed it put it (training is deterministic, so a process that makes it again gets the same one)."""
     teacher = getattr(getattr(objective, "teacher", None), "tokenizer", None)
-    recipe = {"source": source.fingerprint(), "objective": objective.name, "vocab_size": args.vocab_size,
-              "max_seq_length": args.max_seq_length, "seed": args.seed, "held_out": args.held_out_fraction,
-              "teacher": None if teacher is None else tokenizer_fingerprint(teacher)}
+    recipe = {
+        "source": source.fingerprint(),
+        "objective": objective.name,
+        "vocab_size": args.vocab_size,
+        "max_seq_length": args.max_seq_length,
+        "seed": args.seed,
+        "held_out": args.held_out_fraction,
+        "teacher": None if teacher is None else tokenizer_fingerprint(teacher),
+    }
     key = sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:20]
     folder = Path(args.cache_dir or default_cache_dir()) / "tokenizers" / key
     if (folder / "tokenizer.json").is_file() and not overwrite_cache:

@@ -94,38 +94,61 @@ class PreparedCorpus:
         format, or prepared from another source or tokenizer than the run's."""
         info_file = folder / CORPUS_FILE
         if not info_file.is_file():
-            raise ValueError(f"{folder} holds no prepared corpus (no {CORPUS_FILE}); delete it or pass --overwrite_cache")
+            raise ValueError(
+                f"{folder} holds no prepared corpus (no {CORPUS_FILE}); delete it or pass --overwrite_cache"
+            )
         try:
             info = json.loads(info_file.read_text())
         except ValueError as err:
-            raise ValueError(f"{info_file} is not valid JSON ({err}); delete the folder or pass --overwrite_cache") from None
+            raise ValueError(
+                f"{info_file} is not valid JSON ({err}); delete the folder or pass --overwrite_cache"
+            ) from None
         if info.get("format") != FORMAT:
-            raise ValueError(f"{folder} was prepared in format {info.get('format')!r}, not {FORMAT}; pass --overwrite_cache")
+            raise ValueError(
+                f"{folder} was prepared in format {info.get('format')!r}, not {FORMAT}; pass --overwrite_cache"
+            )
         if tokenizer_hash is not None and info.get("tokenizer") != tokenizer_hash:
             raise ValueError(
                 f"the prepared corpus in {folder} was tokenized with another tokenizer ({info.get('vocab_size')} "
                 f"tokens, fingerprint {str(info.get('tokenizer'))[:12]}) than this run's (fingerprint "
-                f"{tokenizer_hash[:12]}); pass --overwrite_cache to prepare it again")
+                f"{tokenizer_hash[:12]}); pass --overwrite_cache to prepare it again"
+            )
         if source_print is not None and info.get("source") != source_print:
-            raise ValueError(f"the prepared corpus in {folder} was made from other text ({info.get('description')}) "
-                             f"than this run's; pass --overwrite_cache to prepare it again")
+            raise ValueError(
+                f"the prepared corpus in {folder} was made from other text ({info.get('description')}) "
+                f"than this run's; pass --overwrite_cache to prepare it again"
+            )
         for name, size in info["sizes"].items():
             found = (folder / name).stat().st_size if (folder / name).is_file() else None
             if found != size:
-                raise ValueError(f"the prepared corpus in {folder} is incomplete or damaged: {name} has "
-                                 f"{'no file' if found is None else f'{found:,} bytes'}, {CORPUS_FILE} says "
-                                 f"{size:,}; delete it or pass --overwrite_cache")
+                raise ValueError(
+                    f"the prepared corpus in {folder} is incomplete or damaged: {name} has "
+                    f"{'no file' if found is None else f'{found:,} bytes'}, {CORPUS_FILE} says "
+                    f"{size:,}; delete it or pass --overwrite_cache"
+                )
         dtype = np.dtype(info["dtype"])
-        return cls(folder, info, _mapped(folder / "tokens.bin", dtype), _mapped(folder / "word_starts.bin", np.uint8),
-                   np.load(folder / "sentences.npy", mmap_mode="r"), np.load(folder / "documents.npy", mmap_mode="r"))
+        return cls(
+            folder,
+            info,
+            _mapped(folder / "tokens.bin", dtype),
+            _mapped(folder / "word_starts.bin", np.uint8),
+            np.load(folder / "sentences.npy", mmap_mode="r"),
+            np.load(folder / "documents.npy", mmap_mode="r"),
+        )
 
 
 def _mapped(path: Path, dtype) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r") if path.stat().st_size else np.zeros(0, dtype=dtype)
 
 
-def prepare_corpus(source: CorpusSource, tokenizer, cache_dir: str | os.PathLike | None = None,
-                   num_workers: int | None = None, overwrite: bool = False, show_progress: bool = True) -> PreparedCorpus:
+def prepare_corpus(
+    source: CorpusSource,
+    tokenizer,
+    cache_dir: str | os.PathLike | None = None,
+    num_workers: int | None = None,
+    overwrite: bool = False,
+    show_progress: bool = True,
+) -> PreparedCorpus:
     """The prepared corpus of `source` tokenized by `tokenizer`: opened from the cache, or built there first
     (by `num_workers` processes; None: one per usable core)."""
     tokenizer_hash = tokenizer_fingerprint(tokenizer)
@@ -136,6 +159,7 @@ def prepare_corpus(source: CorpusSource, tokenizer, cache_dir: str | os.PathLike
 
 
 # --- building --------------------------------------------------------------------------------------------------
+
 
 @dataclass
 class PartTokens:
@@ -177,7 +201,9 @@ def tokenize_part(part: Part) -> PartTokens:
         owner = np.repeat(np.arange(len(sentences)), per_document)
         per_document -= np.bincount(owner[lengths == 0], minlength=len(sentences))
         lengths = lengths[lengths > 0]
-    return PartTokens(part.source, ids, starts, lengths, per_document, found.leading_text, found.trailing_text, found.size)
+    return PartTokens(
+        part.source, ids, starts, lengths, per_document, found.leading_text, found.trailing_text, found.size
+    )
 
 
 class _Writer:
@@ -185,7 +211,9 @@ class _Writer:
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self.files = {name: open(folder / name, "wb") for name in ("tokens.bin", "word_starts.bin", ".lengths", ".counts")}
+        self.files = {
+            name: open(folder / name, "wb") for name in ("tokens.bin", "word_starts.bin", ".lengths", ".counts")
+        }
         self.last_document: int | None = None  # sentences of the newest document, which the next part may continue
         self.previous: tuple[int, bool] | None = None
         self.tokens = self.size = 0
@@ -196,7 +224,12 @@ class _Writer:
         self.files["word_starts.bin"].write(part.word_starts.tobytes())
         self.files[".lengths"].write(part.sentence_lengths.tobytes())
         counts = part.document_sentences
-        if len(counts) and self.last_document is not None and self.previous == (part.source, True) and part.leading_text:
+        if (
+            len(counts)
+            and self.last_document is not None
+            and self.previous == (part.source, True)
+            and part.leading_text
+        ):
             self.last_document += int(counts[0])
             counts = counts[1:]
         if len(counts):
@@ -246,25 +279,36 @@ def build(source: CorpusSource, tokenizer, folder: Path, num_workers: int, show_
     with _naming_write_errors(folder), staged_folder(folder) as staging:
         writer = _Writer(staging)
         unit = "rows" if source.__class__.__name__ == "DatasetRows" else "B"
-        with tqdm(total=source.size, unit=unit, unit_scale=True, desc="preparing the corpus",
-                  disable=not show_progress) as bar:
+        with tqdm(
+            total=source.size, unit=unit, unit_scale=True, desc="preparing the corpus", disable=not show_progress
+        ) as bar:
             for part in _tokenized(source, encoder, parts, num_workers):
                 writer.add(part)
                 bar.update(part.size)
         documents, sentences = writer.close()
         source.check_read(writer.found_in)
         info = {
-            "format": FORMAT, "description": source.description, "source": source.fingerprint(),
-            "tokenizer": tokenizer_fingerprint(tokenizer), "vocab_size": len(tokenizer), "dtype": encoder.dtype.name,
-            "documents": documents, "sentences": sentences, "tokens": writer.tokens, "text_size": writer.size,
-            "workers": num_workers, "seconds": round(time.perf_counter() - started, 2),
+            "format": FORMAT,
+            "description": source.description,
+            "source": source.fingerprint(),
+            "tokenizer": tokenizer_fingerprint(tokenizer),
+            "vocab_size": len(tokenizer),
+            "dtype": encoder.dtype.name,
+            "documents": documents,
+            "sentences": sentences,
+            "tokens": writer.tokens,
+            "text_size": writer.size,
+            "workers": num_workers,
+            "seconds": round(time.perf_counter() - started, 2),
             "sizes": {name: (staging / name).stat().st_size for name in FILES},
         }
         (staging / CORPUS_FILE).write_text(json.dumps(info, indent=2) + "\n")
         (staging / "examples").mkdir()
 
 
-def _tokenized(source: CorpusSource, encoder: BulkEncoder, parts: list[Part], num_workers: int) -> Iterator[PartTokens]:
+def _tokenized(
+    source: CorpusSource, encoder: BulkEncoder, parts: list[Part], num_workers: int
+) -> Iterator[PartTokens]:
     """The parts, tokenized in order: in this process for one worker, else by a pool of processes."""
     global _worker
     if num_workers <= 1 or len(parts) <= 1:
@@ -305,8 +349,11 @@ def _naming_write_errors(folder: Path) -> Iterator[None]:
         ours = err.filename is None or Path(err.filename).resolve().is_relative_to(folder.parent.resolve())
         if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES) or not ours:
             raise
-        raise OSError(err.errno, f"cannot write the prepared corpus to {folder.parent}: {err.strerror or err} "
-                                 "(it needs about 1.5x the text's size; --cache_dir puts it elsewhere)") from None
+        raise OSError(
+            err.errno,
+            f"cannot write the prepared corpus to {folder.parent}: {err.strerror or err} "
+            "(it needs about 1.5x the text's size; --cache_dir puts it elsewhere)",
+        ) from None
 
 
 def in_memory_corpus(source: CorpusSource, tokenizer) -> PreparedCorpus:
@@ -315,8 +362,19 @@ def in_memory_corpus(source: CorpusSource, tokenizer) -> PreparedCorpus:
     encoder_dtype = id_dtype(len(tokenizer))
     join = lambda name, dtype: np.concatenate([np.zeros(0, dtype), *(getattr(p, name) for p in parts)]).astype(dtype)  # noqa: E731
     counts = join("document_sentences", np.int64)
-    info = {"format": FORMAT, "description": source.description, "source": source.fingerprint(),
-            "tokenizer": tokenizer_fingerprint(tokenizer), "vocab_size": len(tokenizer), "dtype": encoder_dtype.name}
-    return PreparedCorpus(None, info, join("ids", encoder_dtype), join("word_starts", np.uint8),
-                          np.concatenate([[0], np.cumsum(join("sentence_lengths", np.int64))]),
-                          np.concatenate([[0], np.cumsum(counts)]))
+    info = {
+        "format": FORMAT,
+        "description": source.description,
+        "source": source.fingerprint(),
+        "tokenizer": tokenizer_fingerprint(tokenizer),
+        "vocab_size": len(tokenizer),
+        "dtype": encoder_dtype.name,
+    }
+    return PreparedCorpus(
+        None,
+        info,
+        join("ids", encoder_dtype),
+        join("word_starts", np.uint8),
+        np.concatenate([[0], np.cumsum(join("sentence_lengths", np.int64))]),
+        np.concatenate([[0], np.cumsum(counts)]),
+    )

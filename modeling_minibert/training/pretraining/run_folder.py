@@ -47,11 +47,25 @@ WRITE_ERRORS = ("No space left", "Read-only file system", "Permission denied", "
 LEFTOVER_PATTERNS = (".tmp-checkpoint-*", ".saving-*", ".*.tmp")
 # What a run writes into its folder; `overwrite_output_dir` removes these (and nothing else) before starting.
 RUN_FILES = (
-    ARGS_FILE, outputs.METRICS_FILE, outputs.ALL_RESULTS_FILE, outputs.results_file("train"),
-    outputs.results_file("eval"), outputs.CURVES_FILE, TENSORBOARD_DIR, outputs.CARD_FILE, "config.json",
-    "model.safetensors", "generation_config.json", "configuration_minibert.py", "modeling_minibert.py",
-    "checks_minibert.py", "question_answering_pipeline.py", "tokenizer.json", "tokenizer_config.json",
-    "special_tokens_map.json", "vocab.txt",
+    ARGS_FILE,
+    outputs.METRICS_FILE,
+    outputs.ALL_RESULTS_FILE,
+    outputs.results_file("train"),
+    outputs.results_file("eval"),
+    outputs.CURVES_FILE,
+    TENSORBOARD_DIR,
+    outputs.CARD_FILE,
+    "config.json",
+    "model.safetensors",
+    "generation_config.json",
+    "configuration_minibert.py",
+    "modeling_minibert.py",
+    "checks_minibert.py",
+    "question_answering_pipeline.py",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
 )
 
 
@@ -71,10 +85,13 @@ def naming_write_errors(what: str) -> Iterator[None]:
     except Exception as err:
         if not is_write_error(err):
             raise
-        raise OSError(getattr(err, "errno", None) or errno.EIO, f"cannot write {what}: {getattr(err, 'strerror', None) or err}") from err
+        raise OSError(
+            getattr(err, "errno", None) or errno.EIO, f"cannot write {what}: {getattr(err, 'strerror', None) or err}"
+        ) from err
 
 
 # --- checks and the start of a run -----------------------------------------------------------------------------
+
 
 def check_run_folder(out: Path, args) -> tuple[bool, Path | None]:
     """Refuse a folder holding another run (unless resume/overwrite); refuse a resume whose arguments differ (the
@@ -90,7 +107,9 @@ def check_run_folder(out: Path, args) -> tuple[bool, Path | None]:
     contents = [p for p in out.iterdir() if p.name != outputs.LOCK_FILE] if out.is_dir() else []
     if not contents or args.overwrite_output_dir:
         if args.resume_from_checkpoint not in (None, "latest"):
-            raise FileNotFoundError(f"no pretraining run to resume in {out} (resume_from_checkpoint={args.resume_from_checkpoint})")
+            raise FileNotFoundError(
+                f"no pretraining run to resume in {out} (resume_from_checkpoint={args.resume_from_checkpoint})"
+            )
         return False, None  # a new run (resuming a run that never started starts it)
     if args.resume_from_checkpoint is None:
         check_output_dir(out, overwrite=False, resume_hint=True)  # raises: the folder holds something
@@ -102,8 +121,9 @@ def check_run_folder(out: Path, args) -> tuple[bool, Path | None]:
     except ValueError as err:
         raise ValueError(f"{saved_file} is not valid JSON ({err}); the run cannot be resumed") from None
     given = args.identity()
-    differences = [f"{k}={saved.get(k)!r} (now {v!r})" for k, v in given.items()
-                   if saved.get(k) != v and k not in GLOBAL_BATCH]
+    differences = [
+        f"{k}={saved.get(k)!r} (now {v!r})" for k, v in given.items() if saved.get(k) != v and k not in GLOBAL_BATCH
+    ]
     if differences:
         raise ValueError(
             f"cannot resume the run in {out}: it was started with different arguments: " + ", ".join(differences)
@@ -119,9 +139,16 @@ def check_run_folder(out: Path, args) -> tuple[bool, Path | None]:
 def check_apart_from_inputs(out: Path, args) -> None:
     """A new run clears the folder of a run (`overwrite_output_dir`): never one it reads, lies in or holds."""
     if args.resume_from_checkpoint is None:
-        check_apart(out, {"model_name_or_path": args.model_name_or_path, "tokenizer_name": args.tokenizer_name,
-                          "train_file": args.train_file, "dataset_name": args.dataset_name,
-                          "teacher_model_name_or_path": getattr(args, "teacher_model_name_or_path", None)})
+        check_apart(
+            out,
+            {
+                "model_name_or_path": args.model_name_or_path,
+                "tokenizer_name": args.tokenizer_name,
+                "train_file": args.train_file,
+                "dataset_name": args.dataset_name,
+                "teacher_model_name_or_path": getattr(args, "teacher_model_name_or_path", None),
+            },
+        )
 
 
 def keep_global_batch(out: Path, args, num_processes: int) -> int:
@@ -141,16 +168,22 @@ def keep_global_batch(out: Path, args, num_processes: int) -> int:
     if given * num_processes == per_step:
         return given
     batch = args.per_device_train_batch_size
-    started = (f"its global batch is {per_step * batch} examples ({saved_processes} process(es) x "
-               f"gradient_accumulation_steps={saved_accumulation} x per_device_train_batch_size={batch})")
+    started = (
+        f"its global batch is {per_step * batch} examples ({saved_processes} process(es) x "
+        f"gradient_accumulation_steps={saved_accumulation} x per_device_train_batch_size={batch})"
+    )
     if per_step % num_processes:
-        raise ValueError(f"cannot resume the run in {out} with {num_processes} processes: {started}, and "
-                         f"{num_processes} processes cannot share out its {per_step} micro-batches per step; "
-                         f"use a number of processes that divides {per_step}")
+        raise ValueError(
+            f"cannot resume the run in {out} with {num_processes} processes: {started}, and "
+            f"{num_processes} processes cannot share out its {per_step} micro-batches per step; "
+            f"use a number of processes that divides {per_step}"
+        )
     needed = per_step // num_processes
     if given != saved_accumulation:
-        raise ValueError(f"cannot resume the run in {out} with gradient_accumulation_steps={given} on "
-                         f"{num_processes} process(es): {started}; pass {needed}, or leave it as the run started")
+        raise ValueError(
+            f"cannot resume the run in {out} with gradient_accumulation_steps={given} on "
+            f"{num_processes} process(es): {started}; pass {needed}, or leave it as the run started"
+        )
     return needed
 
 
@@ -179,8 +212,9 @@ def nothing_kept_before_a_checkpoint(out: Path, writer: bool = True) -> Iterator
         for path in [out] if before is None else [out / name for name in set(os.listdir(out)) - before]:
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
         signum = getattr(err, "signum", signal.SIGINT)
-        raise TrainingInterrupted(signum, f"stopped by {signal.Signals(signum).name} before the first checkpoint: "
-                                  f"nothing was kept in {out}") from None
+        raise TrainingInterrupted(
+            signum, f"stopped by {signal.Signals(signum).name} before the first checkpoint: nothing was kept in {out}"
+        ) from None
 
 
 def start_run_folder(out: Path, args, tokenizer, num_processes: int = 1, corpus: Path | None = None) -> None:
@@ -205,9 +239,11 @@ def check_corpus(out: Path, corpus: Path | None) -> None:
     of its source (files' paths, sizes and times) and tokenizer, so a changed file gives another name."""
     started_on = json.loads((out / ARGS_FILE).read_text()).get(CORPUS)
     if corpus is not None and started_on is not None and started_on != corpus.name:
-        raise ValueError(f"cannot resume the run in {out}: its corpus has changed since it started (prepared as "
-                         f"{started_on}, now {corpus.name}: a training file's size or modification time differs); "
-                         f"restore the files, or start a new run")
+        raise ValueError(
+            f"cannot resume the run in {out}: its corpus has changed since it started (prepared as "
+            f"{started_on}, now {corpus.name}: a training file's size or modification time differs); "
+            f"restore the files, or start a new run"
+        )
 
 
 def save_folder_files(out: Path, save) -> None:
@@ -229,6 +265,7 @@ def save_folder_files(out: Path, save) -> None:
 
 
 # --- checkpoints -----------------------------------------------------------------------------------------------
+
 
 def checkpoint_problem(folder: Path) -> str | None:
     """Why a checkpoint cannot be used (no progress record, a file missing or of another size), or None."""
@@ -294,6 +331,7 @@ def save_checkpoint(accelerator, out: Path, step: int, keep: int, extra: dict | 
 
 # --- the metrics history ---------------------------------------------------------------------------------------
 
+
 class MetricsLog:
     """`metrics.jsonl`: one JSON record per logging or evaluation step, appended as training goes.
 
@@ -325,13 +363,16 @@ class MetricsLog:
                 records.append(json.loads(line))
             except ValueError as err:
                 if number == len(lines) and not line.endswith("\n"):
-                    warnings.warn(f"{self.path}: dropping the torn last line {number} (an interrupted write)", stacklevel=2)
+                    warnings.warn(
+                        f"{self.path}: dropping the torn last line {number} (an interrupted write)", stacklevel=2
+                    )
                     continue
                 raise ValueError(f"{self.path}, line {number}: not a JSON record ({err})") from None
         return records
 
 
 # --- curves ----------------------------------------------------------------------------------------------------
+
 
 def plot_curves(records: list[dict], path: Path, curves) -> None:
     """The objective's `curves` against the step, a loss panel and an accuracy panel, as a PNG."""

@@ -72,7 +72,11 @@ def busy_cores(cpus: set[int], seconds: float = BUSY_SAMPLE_SECONDS) -> float | 
     try:
         first, own, start = cpu_jiffies(PROC_STAT.read_text(), cpus), _own_cpu_seconds(), time.monotonic()
         time.sleep(seconds)
-        second, own, wall = cpu_jiffies(PROC_STAT.read_text(), cpus), _own_cpu_seconds() - own, time.monotonic() - start
+        second, own, wall = (
+            cpu_jiffies(PROC_STAT.read_text(), cpus),
+            _own_cpu_seconds() - own,
+            time.monotonic() - start,
+        )
     except OSError:
         return None
     ticks_busy, ticks_total = second[0] - first[0], second[1] - first[1]
@@ -113,6 +117,7 @@ def resolve_num_threads(num_threads: int, processes: int = 1) -> tuple[int, str]
 
 
 # --- the rest of the run's process settings --------------------------------------------------------------------
+
 
 class _TiedDecoderNote(logging.Filter):
     """Accelerate warns at every checkpoint that it saved the tied MLM decoder weight once ("Removed shared
@@ -183,8 +188,11 @@ class StopRequest:
         if self.deferring and self.signal is None:
             self.signal = signum
             return
-        raise TrainingInterrupted(signum, f"stopped by {signal.Signals(signum).name} at once: what is not in a "
-                                  "checkpoint yet is lost; continue from the newest with --resume_from_checkpoint")
+        raise TrainingInterrupted(
+            signum,
+            f"stopped by {signal.Signals(signum).name} at once: what is not in a "
+            "checkpoint yet is lost; continue from the newest with --resume_from_checkpoint",
+        )
 
 
 class TrainingInterrupted(KeyboardInterrupt):

@@ -53,7 +53,10 @@ PEOPLE = ["Ana", "Ben", "Carla", "Hugo", "Zoe"]
 QUIET = {"disable_tqdm": True, "logging_steps": 5, "learning_rate": 3e-3, "per_device_train_batch_size": 32, "seed": 0}
 
 
-pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow(seconds=108)]  # real jobs end to end: not in the quick tier (-m "not slow")
+pytestmark = [
+    pytest.mark.usefixtures("one_thread"),
+    pytest.mark.slow(seconds=108),
+]  # real jobs end to end: not in the quick tier (-m "not slow")
 
 
 def sentiment(n: int, seed: int) -> Dataset:
@@ -84,11 +87,16 @@ def all_texts() -> list[str]:
 
 def pretrained_folder(folder: Path, vocab_size: int, hidden: int, lowercase: bool = True) -> Path:
     """A folder as `minibert pretrain` leaves it: MiniBertForPreTraining with random weights + its tokenizer."""
-    tokenizer = train_tokenizer(train_data=all_texts(), vocab_size=vocab_size, disable_tqdm=True, model_max_length=32,
-                                lowercase=lowercase)
+    tokenizer = train_tokenizer(
+        train_data=all_texts(), vocab_size=vocab_size, disable_tqdm=True, model_max_length=32, lowercase=lowercase
+    )
     config = MiniBertConfig(
-        vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=2 * hidden, max_position_embeddings=32,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden,
+        max_position_embeddings=32,
     )
     with torch.random.fork_rng():  # the same weights whichever tests ran first
         torch.manual_seed(0)
@@ -119,10 +127,14 @@ def run(teacher, student, output, *, train=None, validation=None, test=None, **o
     if "learning_rates" in options:
         del defaults["learning_rate"]
     return distill(
-        teacher_model_name_or_path=str(teacher), model_name_or_path=str(student), output_dir=str(output),
+        teacher_model_name_or_path=str(teacher),
+        model_name_or_path=str(student),
+        output_dir=str(output),
         train_data=train if train is not None else sentiment(160, 0),
         validation_data=validation if validation is not None else sentiment(60, 1),
-        test_data=test, show_progress=False, **{**defaults, **options},
+        test_data=test,
+        show_progress=False,
+        **{**defaults, **options},
     )
 
 
@@ -130,8 +142,14 @@ def run(teacher, student, output, *, train=None, validation=None, test=None, **o
 def teacher(teacher_base, tmp_path_factory) -> Path:
     """A confident sentiment classifier: fine-tuned without validation data, so its last epoch is kept."""
     output = tmp_path_factory.mktemp("teacher") / "model"
-    finetune(task="sequence-classification", model_name_or_path=teacher_base,
-        train_data=sentiment(160, 0), output_dir=output, num_train_epochs=8, **QUIET)
+    finetune(
+        task="sequence-classification",
+        model_name_or_path=teacher_base,
+        train_data=sentiment(160, 0),
+        output_dir=output,
+        num_train_epochs=8,
+        **QUIET,
+    )
     return output
 
 
@@ -149,13 +167,30 @@ def test_distillation_moves_student_toward_teacher(distilled, student, teacher):
     assert distilled.teacher == str(teacher)
     held_out = sentiment(60, 1)["text"]
     teacher = AutoModelForSequenceClassification.from_pretrained(distilled.teacher)
-    teacher_logits = torch.stack(predict_logits(teacher, AutoTokenizer.from_pretrained(distilled.teacher), held_out, "sequence-classification", 32, show_progress=False))
+    teacher_logits = torch.stack(
+        predict_logits(
+            teacher,
+            AutoTokenizer.from_pretrained(distilled.teacher),
+            held_out,
+            "sequence-classification",
+            32,
+            show_progress=False,
+        )
+    )
     tokenizer = AutoTokenizer.from_pretrained(student)
     torch.manual_seed(0)
     undistilled = AutoModelForSequenceClassification.from_pretrained(student, num_labels=2)
-    before = kl_to(teacher_logits, torch.stack(predict_logits(undistilled, tokenizer, held_out, "sequence-classification", 32, show_progress=False)))
+    before = kl_to(
+        teacher_logits,
+        torch.stack(
+            predict_logits(undistilled, tokenizer, held_out, "sequence-classification", 32, show_progress=False)
+        ),
+    )
     model = AutoModelForSequenceClassification.from_pretrained(distilled.output_dir)
-    after = kl_to(teacher_logits, torch.stack(predict_logits(model, tokenizer, held_out, "sequence-classification", 32, show_progress=False)))
+    after = kl_to(
+        teacher_logits,
+        torch.stack(predict_logits(model, tokenizer, held_out, "sequence-classification", 32, show_progress=False)),
+    )
     # The teacher learnt the task, and distillation (alpha=0: no hard labels) brought the student's distribution
     # closer to the teacher's on examples it never saw.
     assert distilled.metrics["teacher_accuracy"] > 0.9, distilled.metrics
@@ -168,8 +203,19 @@ def test_distillation_moves_student_toward_teacher(distilled, student, teacher):
 def test_output_folder_is_a_fine_tuning_run(distilled):
     folder = distilled.output_dir
     files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
-    assert {"config.json", "model.safetensors", "tokenizer.json", "all_results.json", "train_results.json",
-            "eval_results.json", "test_results.json", "trainer_state.json", CURVES_FILE, "README.md", CACHE_FILE} <= files
+    assert {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "all_results.json",
+        "train_results.json",
+        "eval_results.json",
+        "test_results.json",
+        "trainer_state.json",
+        CURVES_FILE,
+        "README.md",
+        CACHE_FILE,
+    } <= files
     assert not [f for f in files if f.endswith((".bin", ".pt", ".pth", ".pkl"))]
     assert not [f for f in files if f.startswith("checkpoint-")]
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]
@@ -195,8 +241,13 @@ def test_cached_teacher_logits_are_reused(distilled, teacher, student, transfer_
     cached = load_file(str(distilled.output_dir / CACHE_FILE))
     monkeypatch.setattr(distillation_teacher, "label_with_teacher", forbidden)
     result = run(
-        teacher, student, distilled.output_dir, test=sentiment(60, 2), transfer_file=[str(transfer_file)],
-        overwrite_output_dir=True, num_train_epochs=1,
+        teacher,
+        student,
+        distilled.output_dir,
+        test=sentiment(60, 2),
+        transfer_file=[str(transfer_file)],
+        overwrite_output_dir=True,
+        num_train_epochs=1,
     )
     assert result.reused_teacher_logits
     again = load_file(str(result.output_dir / CACHE_FILE))
@@ -204,7 +255,9 @@ def test_cached_teacher_logits_are_reused(distilled, teacher, student, transfer_
 
     # Another transfer set is another labelling: the teacher runs.
     calls = []
-    monkeypatch.setattr(distillation_teacher, "label_with_teacher", lambda *a, **k: calls.append(1) or real_label(*a, **k))
+    monkeypatch.setattr(
+        distillation_teacher, "label_with_teacher", lambda *a, **k: calls.append(1) or real_label(*a, **k)
+    )
     result = run(teacher, student, distilled.output_dir, augment_copies=0, overwrite_output_dir=True, max_steps=1)
     assert calls == [1] and not result.reused_teacher_logits
     assert result.transfer_size == 160
@@ -215,12 +268,23 @@ real_label = distillation_teacher.label_with_teacher
 
 def test_token_classification_with_a_fine_tuned_teacher(teacher_base, student, tmp_path, monkeypatch):
     options = dict(
-        task="token-classification", train=tagging(80, 0), validation=tagging(30, 1), finetune_teacher=True,
-        teacher_num_train_epochs=6, teacher_learning_rate=3e-3,
+        task="token-classification",
+        train=tagging(80, 0),
+        validation=tagging(30, 1),
+        finetune_teacher=True,
+        teacher_num_train_epochs=6,
+        teacher_learning_rate=3e-3,
     )
     # Kept: the epoch that agrees most with the teacher (the default, the distillation loss, may keep an epoch
     # whose distributions are closest but whose argmax is not yet; tiny data).
-    result = run(teacher_base, student, tmp_path / "tagger", num_train_epochs=4, metric_for_best_model="teacher_agreement", **options)
+    result = run(
+        teacher_base,
+        student,
+        tmp_path / "tagger",
+        num_train_epochs=4,
+        metric_for_best_model="teacher_agreement",
+        **options,
+    )
     assert result.labels == ["O", "B-PER"]  # fine-tuning's order: "O" first, as the tag sets' usual id 0
     assert result.metrics["teacher_accuracy"] > 0.95
     assert result.metrics["teacher_agreement"] > 0.9 and result.metrics["accuracy"] > 0.9
@@ -243,14 +307,33 @@ def test_word_targets_go_to_each_tokenizers_first_subtoken(student):
     word_ids = tokenizer(words, is_split_into_words=True).word_ids()
     assert word_ids.count(0) > 1 and word_ids.count(2) > 1
     teacher_words = torch.tensor([[5.0, 0.0], [0.0, 5.0], [3.0, 1.0]])
-    data = student_features(tokenizer, Examples([words], [["B-PER", "O", "B-PER"]]), [teacher_words], "token-classification", 32, {"B-PER": 0, "O": 1})
+    data = student_features(
+        tokenizer,
+        Examples([words], [["B-PER", "O", "B-PER"]]),
+        [teacher_words],
+        "token-classification",
+        32,
+        {"B-PER": 0, "O": 1},
+    )
     row = data[0]
     firsts = [word_ids.index(w) for w in range(3)]
     assert [i for i, m in enumerate(row["teacher_mask"]) if m] == firsts
     assert [row["teacher_logits"][i] for i in firsts] == teacher_words.tolist()
     assert [row["labels"][i] for i in firsts] == [0, 1, 0]
     assert sum(label != -100 for label in row["labels"]) == 3
-    batch = DistillationCollator(tokenizer, "token-classification")([data[0], student_features(tokenizer, Examples([["saw"]], [None]), [torch.zeros(1, 2)], "token-classification", 32, {"B-PER": 0, "O": 1})[0]])
+    batch = DistillationCollator(tokenizer, "token-classification")(
+        [
+            data[0],
+            student_features(
+                tokenizer,
+                Examples([["saw"]], [None]),
+                [torch.zeros(1, 2)],
+                "token-classification",
+                32,
+                {"B-PER": 0, "O": 1},
+            )[0],
+        ]
+    )
     assert batch["teacher_logits"].shape == (2, len(word_ids), 2)
     assert batch["teacher_mask"][1].tolist() == [0, 1] + [0] * (len(word_ids) - 2)
     assert batch["labels"][1].tolist() == [-100] * len(word_ids)  # unlabelled transfer example
@@ -260,7 +343,9 @@ def test_distillation_loss():
     torch.manual_seed(0)
     student, teacher = torch.randn(4, 3), torch.randn(4, 3) * 3
     labels = torch.tensor([0, 2, -100, 1])
-    kl = torch.nn.functional.kl_div(torch.log_softmax(student / 2, -1), torch.softmax(teacher / 2, -1), reduction="batchmean")
+    kl = torch.nn.functional.kl_div(
+        torch.log_softmax(student / 2, -1), torch.softmax(teacher / 2, -1), reduction="batchmean"
+    )
     assert distillation_loss(student, teacher, 2.0) == pytest.approx(4 * float(kl), rel=1e-5)
     assert float(distillation_loss(teacher, teacher, 2.0)) == pytest.approx(0.0, abs=1e-6)
     ce = torch.nn.functional.cross_entropy(student, labels, ignore_index=-100)
@@ -334,7 +419,7 @@ def test_mlm_augmentation_replaces_one_piece_words_by_the_models_top_pieces(stud
     assert len(tokenizer.tokenize("moviefilm")) > 1 and tokenizer.tokenize("zzqx") == ["[UNK]"]
     copies = mlm_augment(examples, model, tokenizer, 2, 1.0, 1, seed=0, max_length=32, show_progress=False)
     assert len(copies) == 2 * len(examples)
-    assert copies[: len(examples)] == copies[len(examples):]  # top_k=1 leaves no choice: both copies agree
+    assert copies[: len(examples)] == copies[len(examples) :]  # top_k=1 leaves no choice: both copies agree
     allowed = replaceable_ids(tokenizer)
     for original, copy in zip(examples, copies):
         assert len(copy) == len(original)
@@ -360,7 +445,10 @@ def test_mlm_augmentation_is_seeded_and_respects_the_probability(student):
     tokenizer = AutoTokenizer.from_pretrained(student)
     model = MiniBertForMaskedLM.from_pretrained(student).eval()
     examples = [t.split() for t in sentiment(40, 6)["text"]]
-    make = lambda seed, p: mlm_augment(examples, model, tokenizer, 1, p, 5, seed=seed, max_length=32, show_progress=False)  # noqa: E731
+
+    def make(seed, p):
+        return mlm_augment(examples, model, tokenizer, 1, p, 5, seed=seed, max_length=32, show_progress=False)
+
     assert make(3, 0.4) == make(3, 0.4)
     assert make(3, 0.4) != make(4, 0.4)
     changed = sum(a != b for x, y in zip(examples, make(3, 0.4)) for a, b in zip(x, y)) / sum(map(len, examples))
@@ -381,8 +469,9 @@ def test_neighbour_augmentation_replaces_words_of_several_pieces_by_the_nearest_
     several = {w for x in examples for w in x if len(tokenizer.tokenize(w)) > 1}
     assert {"moviefilm", "filmplot"} <= several
     plain = mlm_augment(examples, model, tokenizer, 1, 1.0, 1, seed=0, max_length=32, show_progress=False)
-    copies = mlm_augment(examples, model, tokenizer, 1, 1.0, 1, seed=0, max_length=32, show_progress=False,
-                         neighbours=True)
+    copies = mlm_augment(
+        examples, model, tokenizer, 1, 1.0, 1, seed=0, max_length=32, show_progress=False, neighbours=True
+    )
     embeddings = model.get_input_embeddings().weight.detach()
     allowed = replaceable_ids(tokenizer, words_only=True)
     assert all(len(t) > 1 and t.isalpha() for t in tokenizer.convert_ids_to_tokens(allowed.nonzero()[:, 0].tolist()))
@@ -399,18 +488,35 @@ def test_neighbour_augmentation_replaces_words_of_several_pieces_by_the_nearest_
             cosine[~allowed] = float("-inf")
             cosine[pieces] = float("-inf")
             assert after == tokenizer.convert_ids_to_tokens(int(cosine.argmax()))
-    top = nearest_pieces(embeddings, [torch.tensor(tokenizer.convert_tokens_to_ids(tokenizer.tokenize("moviefilm")))],
-                         allowed, 5)
+    top = nearest_pieces(
+        embeddings, [torch.tensor(tokenizer.convert_tokens_to_ids(tokenizer.tokenize("moviefilm")))], allowed, 5
+    )
     assert top.shape == (1, 5) and allowed[top].all()
-    with pytest.raises(ValueError, match=r"augment_top_k=\d+ exceeds the \d+ whole-word pieces of two letters or more"):
-        mlm_augment(examples, model, tokenizer, 1, 0.4, int(allowed.sum()) + 1, seed=0, max_length=32, show_progress=False,
-                    neighbours=True)
+    with pytest.raises(
+        ValueError, match=r"augment_top_k=\d+ exceeds the \d+ whole-word pieces of two letters or more"
+    ):
+        mlm_augment(
+            examples,
+            model,
+            tokenizer,
+            1,
+            0.4,
+            int(allowed.sum()) + 1,
+            seed=0,
+            max_length=32,
+            show_progress=False,
+            neighbours=True,
+        )
     # a word the truncation cut (some of its pieces in a full row) is kept; whole, it is replaced
     pieces = len(tokenizer.tokenize("filmplot"))
     assert pieces >= 3
     row = [["movie"] * 5 + ["filmplot"]]
-    make = lambda length: mlm_augment(row, model, tokenizer, 1, 1.0, 1, seed=0, max_length=length,  # noqa: E731
-                                      show_progress=False, neighbours=True)[0][-1]
+
+    def make(length):
+        return mlm_augment(
+            row, model, tokenizer, 1, 1.0, 1, seed=0, max_length=length, show_progress=False, neighbours=True
+        )[0][-1]
+
     assert make(1 + 5 + pieces - 1 + 1) == "filmplot" and make(32) != "filmplot"
 
 
@@ -457,20 +563,32 @@ def test_a_bert_teacher_labels_through_mini_berts_unpadded_path_with_the_same_lo
     task = load_task("sequence-classification")
     convert_minibert_to_bert(teacher, tmp_path / "bert")
     assert json.loads((tmp_path / "bert" / "config.json").read_text())["model_type"] == "bert"
-    assert type(distillation_teacher.load_teacher_classifier(str(tmp_path / "bert"), task)) is MiniBertForSequenceClassification
+    assert (
+        type(distillation_teacher.load_teacher_classifier(str(tmp_path / "bert"), task))
+        is MiniBertForSequenceClassification
+    )
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "bert")
     texts = [t + " and" * (i % 7) for i, t in enumerate(sentiment(40, 11)["text"])]
     names = ["neg", "pos"]
-    labels = distillation_teacher.label_with_teacher(str(tmp_path / "bert"), tokenizer, task, {"train": texts}, 32, 16, names, False)
+    labels = distillation_teacher.label_with_teacher(
+        str(tmp_path / "bert"), tokenizer, task, {"train": texts}, 32, 16, names, False
+    )
     bert = BertForSequenceClassification.from_pretrained(tmp_path / "bert")
-    expected = torch.stack(predict_logits(bert, tokenizer, texts, task.name, 32, 16, False))[:, [bert.config.label2id[n] for n in names]]
+    expected = torch.stack(predict_logits(bert, tokenizer, texts, task.name, 32, 16, False))[
+        :, [bert.config.label2id[n] for n in names]
+    ]
     torch.testing.assert_close(torch.stack(labels["train"]), expected, atol=1e-5, rtol=0)
     # Labels hold no autograd graph: one kept per example would keep its whole batch's activations alive (tens of
     # GB over a transfer set of 68,000 texts).
     assert not any(row.requires_grad for row in labels["train"])
 
-    DistilBertForSequenceClassification(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32)).save_pretrained(tmp_path / "distilbert")
-    assert type(distillation_teacher.load_teacher_classifier(str(tmp_path / "distilbert"), task)) is DistilBertForSequenceClassification
+    DistilBertForSequenceClassification(
+        DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2, hidden_dim=32)
+    ).save_pretrained(tmp_path / "distilbert")
+    assert (
+        type(distillation_teacher.load_teacher_classifier(str(tmp_path / "distilbert"), task))
+        is DistilBertForSequenceClassification
+    )
 
 
 def test_a_pickled_teacher_is_read_only_when_asked(teacher, tmp_path):
@@ -484,21 +602,30 @@ def test_a_pickled_teacher_is_read_only_when_asked(teacher, tmp_path):
     shutil.copytree(bert, pickled)
     torch.save(load_file(str(pickled / "model.safetensors")), pickled / "pytorch_model.bin")
     (pickled / "model.safetensors").unlink()
-    with pytest.raises(ValueError, match=rf"^teacher_model_name_or_path={pickled} holds only pickle weights \(pytorch_model.bin\)"):
+    with pytest.raises(
+        ValueError, match=rf"^teacher_model_name_or_path={pickled} holds only pickle weights \(pytorch_model.bin\)"
+    ):
         distillation_teacher.check_teacher_files(str(pickled), allow_pickle=False)
     distillation_teacher.check_teacher_files(str(pickled), allow_pickle=True)
-    task, tokenizer, texts = load_task("sequence-classification"), AutoTokenizer.from_pretrained(bert), sentiment(8, 3)["text"]
+    task, tokenizer, texts = (
+        load_task("sequence-classification"),
+        AutoTokenizer.from_pretrained(bert),
+        sentiment(8, 3)["text"],
+    )
 
     def labels(folder: Path, **options) -> torch.Tensor:
-        rows = distillation_teacher.label_with_teacher(str(folder), tokenizer, task, {"t": texts}, 32, 16, ["neg", "pos"],
-                                                       False, **options)["t"]
+        rows = distillation_teacher.label_with_teacher(
+            str(folder), tokenizer, task, {"t": texts}, 32, 16, ["neg", "pos"], False, **options
+        )["t"]
         return torch.stack(rows)
 
     torch.testing.assert_close(labels(pickled, allow_pickle=True), labels(bert), atol=0, rtol=0)
     assert "pytorch_model.bin" in [p.name for p in distillation_teacher.model_files(pickled)]
 
 
-def test_a_bert_teacher_is_fine_tuned_in_mini_bert_and_saved_in_bert_format(teacher_base, student, tmp_path, monkeypatch):
+def test_a_bert_teacher_is_fine_tuned_in_mini_bert_and_saved_in_bert_format(
+    teacher_base, student, tmp_path, monkeypatch
+):
     """`finetune_teacher` with a teacher in transformers' BERT format trains it as the Mini-BERT head of the same
     architecture and leaves OUTPUT/teacher in BERT format: transformers' own class loads it, it scores what the
     run recorded, the card names the teacher given, and no scratch folder is left behind."""
@@ -512,8 +639,16 @@ def test_a_bert_teacher_is_fine_tuned_in_mini_bert_and_saved_in_bert_format(teac
     real_load = flow.load_model
     monkeypatch.setattr(flow, "load_model", lambda *a, **k: trained.append(model := real_load(*a, **k)) or model)
     validation = sentiment(60, 1)
-    result = run(bert_base, student, tmp_path / "out", validation=validation, finetune_teacher=True,
-                 teacher_num_train_epochs=8, teacher_learning_rate=3e-3, max_steps=1)
+    result = run(
+        bert_base,
+        student,
+        tmp_path / "out",
+        validation=validation,
+        finetune_teacher=True,
+        teacher_num_train_epochs=8,
+        teacher_learning_rate=3e-3,
+        max_steps=1,
+    )
     assert type(trained[0]) is MiniBertForSequenceClassification  # the teacher, before the student
     folder = tmp_path / "out" / TEACHER_DIR
     config = json.loads((folder / "config.json").read_text())
@@ -521,8 +656,12 @@ def test_a_bert_teacher_is_fine_tuned_in_mini_bert_and_saved_in_bert_format(teac
     assert not list(folder.glob("*.py")) and "auto_map" not in config
     model = BertForSequenceClassification.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    logits = torch.stack(predict_logits(model, tokenizer, validation["text"], "sequence-classification", 32, 16, False))
-    accuracy = sum(model.config.id2label[int(i)] == y for i, y in zip(logits.argmax(-1), validation["label"])) / len(validation)
+    logits = torch.stack(
+        predict_logits(model, tokenizer, validation["text"], "sequence-classification", 32, 16, False)
+    )
+    accuracy = sum(model.config.id2label[int(i)] == y for i, y in zip(logits.argmax(-1), validation["label"])) / len(
+        validation
+    )
     recorded = json.loads((folder / "eval_results.json").read_text())["eval_accuracy"]
     assert accuracy == pytest.approx(recorded) and recorded > 0.8  # the weights saved are the ones trained
     assert f"fine-tuned from the local model `{bert_base}`" in (folder / "README.md").read_text()
@@ -531,14 +670,23 @@ def test_a_bert_teacher_is_fine_tuned_in_mini_bert_and_saved_in_bert_format(teac
 
 
 @pytest.mark.parametrize("mode, bf16", [("bf16", True), ("no", False)])
-def test_the_teacher_is_fine_tuned_in_bf16_autocast_when_asked_and_kept_per_precision(teacher_base, student, tmp_path,
-                                                                                       monkeypatch, mode, bf16):
+def test_the_teacher_is_fine_tuned_in_bf16_autocast_when_asked_and_kept_per_precision(
+    teacher_base, student, tmp_path, monkeypatch, mode, bf16
+):
     calls = []
     real = distillation_teacher.finetune_in_minibert
     monkeypatch.setattr(distillation_teacher, "finetune_in_minibert", lambda *a, **k: calls.append(k) or real(*a, **k))
     for precision in (mode, mode, "no" if bf16 else "bf16"):  # the second reuses the first's teacher
-        run(teacher_base, student, tmp_path / "out", finetune_teacher=True, teacher_num_train_epochs=1, max_steps=1,
-            overwrite_output_dir=True, teacher_mixed_precision=precision)
+        run(
+            teacher_base,
+            student,
+            tmp_path / "out",
+            finetune_teacher=True,
+            teacher_num_train_epochs=1,
+            max_steps=1,
+            overwrite_output_dir=True,
+            teacher_mixed_precision=precision,
+        )
     assert [k.get("bf16", False) for k in calls] == [bf16, not bf16]
 
 
@@ -558,22 +706,39 @@ def teacher_fine_tuning(teacher_base: Path, output: Path, monkeypatch, **options
 
     monkeypatch.setattr(distillation_teacher, "finetune_in_minibert", fake_finetune)
     task = load_task("sequence-classification")
-    examples = {role: Examples(list(data["text"]), list(data["label"])) for role, data in
-                (("train", sentiment(20, 0)), ("validation", sentiment(10, 1)))}
-    args = DistillationArguments(task=task.name, teacher_model_name_or_path=str(teacher_base), model_name_or_path="student",
-                                 finetune_teacher=True, teacher_num_train_epochs=1, teacher_mixed_precision="no", **options)
+    examples = {
+        role: Examples(list(data["text"]), list(data["label"]))
+        for role, data in (("train", sentiment(20, 0)), ("validation", sentiment(10, 1)))
+    }
+    args = DistillationArguments(
+        task=task.name,
+        teacher_model_name_or_path=str(teacher_base),
+        model_name_or_path="student",
+        finetune_teacher=True,
+        teacher_num_train_epochs=1,
+        teacher_mixed_precision="no",
+        **options,
+    )
     folder = distillation_teacher.fine_tuned_teacher(args, task, {"seed": 0}, examples, ["neg", "pos"], output)
     return calls[0], json.loads((folder / TEACHER_INFO_FILE).read_text())["fingerprint"]
 
 
-def test_the_teachers_fine_tuning_gets_every_option_of_the_family_and_is_kept_under_them(teacher_base, tmp_path, monkeypatch):
+def test_the_teachers_fine_tuning_gets_every_option_of_the_family_and_is_kept_under_them(
+    teacher_base, tmp_path, monkeypatch
+):
     """By construction: every field of `FinetuningOptions` reaches the teacher's `finetune` as the run has it,
     and a teacher fine-tuned with another value is another teacher (not reused)."""
-    assert set(FAMILY_VALUES) == {f.name for f in dataclasses.fields(FinetuningOptions)}, "give the new option a value here"
+    assert set(FAMILY_VALUES) == {f.name for f in dataclasses.fields(FinetuningOptions)}, (
+        "give the new option a value here"
+    )
     given, default_key = teacher_fine_tuning(teacher_base, tmp_path / "defaults", monkeypatch)
     # distill's 128 tokens within the teacher's 32 positions; epochs given, so no default schedule
     assert {name: given[name] for name in FAMILY_VALUES} == {
-        "max_seq_length": 32, "doc_stride": None, "min_train_steps": 0, "early_stopping_patience": 0}
+        "max_seq_length": 32,
+        "doc_stride": None,
+        "min_train_steps": 0,
+        "early_stopping_patience": 0,
+    }
     for name, value in FAMILY_VALUES.items():
         given, key = teacher_fine_tuning(teacher_base, tmp_path / name, monkeypatch, **{name: value})
         assert given[name] == value, name
@@ -584,25 +749,46 @@ def test_the_teachers_fine_tuning_gets_every_option_of_the_family_and_is_kept_un
 def test_a_teacher_kept_before_the_options_were_shared_keeps_its_key(teacher_base, tmp_path, monkeypatch, options):
     """The key as 0.2.0 computed it, by its formula: a teacher fine-tuned then is reused, not trained again."""
     _, key = teacher_fine_tuning(teacher_base, tmp_path / "out", monkeypatch, **options)
-    examples = {role: dataclasses.asdict(Examples(list(data["text"]), list(data["label"]))) for role, data in
-                (("train", sentiment(20, 0)), ("validation", sentiment(10, 1)))}
+    examples = {
+        role: dataclasses.asdict(Examples(list(data["text"]), list(data["label"])))
+        for role, data in (("train", sentiment(20, 0)), ("validation", sentiment(10, 1)))
+    }
     schedule = {"min_train_steps": 0, "early_stopping_patience": 0}  # epochs given: the default schedule is off
     before = distillation_teacher.fingerprint(
-        "sequence-classification", ["neg", "pos"], 1, schedule, 1e-4, 128, 0,
-        *([f"doc_stride={options['doc_stride']}"] if options else []), examples,
-        *distillation_teacher.model_files(teacher_base))
+        "sequence-classification",
+        ["neg", "pos"],
+        1,
+        schedule,
+        1e-4,
+        128,
+        0,
+        *([f"doc_stride={options['doc_stride']}"] if options else []),
+        examples,
+        *distillation_teacher.model_files(teacher_base),
+    )
     assert key == before
 
 
-def test_the_teacher_labels_in_bf16_autocast_when_asked_and_the_cache_knows_it(teacher, student, tmp_path, monkeypatch):
+def test_the_teacher_labels_in_bf16_autocast_when_asked_and_the_cache_knows_it(
+    teacher, student, tmp_path, monkeypatch
+):
     from modeling_minibert.utils import precision
 
     labelled = []
-    monkeypatch.setattr(distillation_teacher, "label_with_teacher", lambda *a, **k: labelled.append(a[-1]) or real_label(*a, **k))
+    monkeypatch.setattr(
+        distillation_teacher, "label_with_teacher", lambda *a, **k: labelled.append(a[-1]) or real_label(*a, **k)
+    )
 
     def labels(mode: str) -> tuple[torch.Tensor, bool]:
-        result = run(teacher, student, tmp_path / "out", augment_copies=0, max_steps=1, overwrite_output_dir=True,
-                     teacher_mixed_precision=mode)
+        result = run(
+            teacher,
+            student,
+            tmp_path / "out",
+            augment_copies=0,
+            max_steps=1,
+            overwrite_output_dir=True,
+            teacher_mixed_precision=mode,
+        )
         return load_file(str(result.output_dir / CACHE_FILE))["transfer.logits"], result.reused_teacher_logits
 
     float32, _ = labels("no")
@@ -623,9 +809,17 @@ def test_the_teacher_labels_in_bf16_autocast_when_asked_and_the_cache_knows_it(t
 def search_run(student, output, learning_rates=None, **options):
     """Fine-tuning on the sentiment data: at `learning_rates` (a search), or at options' learning_rate."""
     quiet = {k: v for k, v in QUIET.items() if k != "learning_rate"}
-    return finetune(task="sequence-classification", model_name_or_path=student, train_data=sentiment(160, 0),
-                    validation_data=sentiment(60, 1), test_data=sentiment(60, 2), output_dir=output, num_train_epochs=8,
-                    **({"learning_rates": learning_rates} if learning_rates else {}), **{**quiet, **options})
+    return finetune(
+        task="sequence-classification",
+        model_name_or_path=student,
+        train_data=sentiment(160, 0),
+        validation_data=sentiment(60, 1),
+        test_data=sentiment(60, 2),
+        output_dir=output,
+        num_train_epochs=8,
+        **({"learning_rates": learning_rates} if learning_rates else {}),
+        **{**quiet, **options},
+    )
 
 
 def test_learning_rates_keep_the_run_best_on_validation_as_a_run_at_that_rate_would_be(student, tmp_path):
@@ -637,11 +831,19 @@ def test_learning_rates_keep_the_run_best_on_validation_as_a_run_at_that_rate_wo
     search_run(student, tmp_path / "reversed", rates[::-1])
     plain = search_run(student, tmp_path / "plain", learning_rate=3e-3)
     search = json.loads((tmp_path / "search" / "learning_rate_search.json").read_text())
-    assert search["chosen_learning_rate"] == 3e-3 and search["metric"] == "eval_accuracy" and search["greater_is_better"]
+    assert (
+        search["chosen_learning_rate"] == 3e-3 and search["metric"] == "eval_accuracy" and search["greater_is_better"]
+    )
     scores = {run["learning_rate"]: run["eval_accuracy"] for run in search["runs"]}
     assert scores[1e-6] < 0.7 and scores[3e-3] == searched.metrics["accuracy"] == plain.metrics["accuracy"] >= 0.9
-    assert (searched.test_metrics["accuracy"], searched.test_metrics["loss"]) == (plain.test_metrics["accuracy"], plain.test_metrics["loss"])
-    weights = [load_file(folder / "model.safetensors") for folder in (tmp_path / "search", tmp_path / "reversed", tmp_path / "plain")]
+    assert (searched.test_metrics["accuracy"], searched.test_metrics["loss"]) == (
+        plain.test_metrics["accuracy"],
+        plain.test_metrics["loss"],
+    )
+    weights = [
+        load_file(folder / "model.safetensors")
+        for folder in (tmp_path / "search", tmp_path / "reversed", tmp_path / "plain")
+    ]
     for name, tensor in weights[2].items():
         torch.testing.assert_close(weights[0][name], tensor, rtol=0, atol=0)
         torch.testing.assert_close(weights[1][name], tensor, rtol=0, atol=0)
@@ -649,7 +851,11 @@ def test_learning_rates_keep_the_run_best_on_validation_as_a_run_at_that_rate_wo
     assert results["train_learning_rate"] == 3e-3 and searched.train_metrics["learning_rate"] == 3e-3
     assert not [p.name for p in (tmp_path / "search").iterdir() if p.name.startswith("run-")]
     kept = sorted((tmp_path / "search").glob("checkpoint-*"))  # keep_checkpoints: the chosen run's
-    logged = [e["learning_rate"] for e in json.loads((kept[-1] / "trainer_state.json").read_text())["log_history"] if "learning_rate" in e]
+    logged = [
+        e["learning_rate"]
+        for e in json.loads((kept[-1] / "trainer_state.json").read_text())["log_history"]
+        if "learning_rate" in e
+    ]
     assert kept and 1e-3 < max(logged) <= 3e-3
     assert (tmp_path / "search" / "learning_rate_search.png").stat().st_size > 0
 
@@ -667,10 +873,33 @@ def test_distillation_chooses_its_learning_rate_on_the_validation_loss(teacher, 
 def test_learning_rates_from_the_command_line(student, tmp_path, capsys):
     for split, seed in (("train", 0), ("validation", 1)):
         sentiment(60 if split == "validation" else 160, seed).to_csv(tmp_path / f"{split}.csv", index=False)
-    assert main(["finetune", "--task", "sequence-classification", "--model_name_or_path", str(student),
-                 "--train_file", str(tmp_path / "train.csv"), "--validation_file", str(tmp_path / "validation.csv"),
-                 "--output_dir", str(tmp_path / "out"), "--learning_rates", "1e-6", "3e-3", "--num_train_epochs", "2",
-                 "--disable_tqdm", "true", "--report_to", "none"]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "--task",
+                "sequence-classification",
+                "--model_name_or_path",
+                str(student),
+                "--train_file",
+                str(tmp_path / "train.csv"),
+                "--validation_file",
+                str(tmp_path / "validation.csv"),
+                "--output_dir",
+                str(tmp_path / "out"),
+                "--learning_rates",
+                "1e-6",
+                "3e-3",
+                "--num_train_epochs",
+                "2",
+                "--disable_tqdm",
+                "true",
+                "--report_to",
+                "none",
+            ]
+        )
+        == 0
+    )
     search = json.loads((tmp_path / "out" / "learning_rate_search.json").read_text())
     assert [run["learning_rate"] for run in search["runs"]] == [1e-6, 3e-3]
     assert f"learning rate chosen on validation: {search['chosen_learning_rate']:g}\n" in capsys.readouterr().out
@@ -711,7 +940,10 @@ def test_a_teacher_may_know_labels_the_training_data_lacks(teacher_base, student
     assert result.labels == names
     assert AutoConfig.from_pretrained(result.output_dir).id2label == dict(enumerate(names))
     validation["label"][0] = "angry"
-    with pytest.raises(ValueError, match=r"validation data, row 1, field 'label': label 'angry' is not one of the labels \['neg', 'neutral', 'pos'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"validation data, row 1, field 'label': label 'angry' is not one of the labels \['neg', 'neutral', 'pos'\]",
+    ):
         run(folder, student, tmp_path / "out2", validation=Dataset.from_dict(validation), num_train_epochs=1)
 
 
@@ -739,11 +971,17 @@ def masked_lm_teacher(tmp_path_factory, teacher_base) -> Path:
         ("augment_probability", ValueError, r"augment_probability=0.0 must be in \(0, 1\]"),
         ("augment_top_k", ValueError, r"augment_top_k=0 must be at least 1"),
         ("neighbours_without_mlm", ValueError, r"augment_neighbours needs augmentation='mlm', not 'words'"),
-        ("mlm_from_a_classifier", ValueError, r"model_name_or_path=.* has no masked-LM head \(cls.predictions.bias\): "
-                                              r"augmentation='mlm' needs a pretraining folder"),
+        (
+            "mlm_from_a_classifier",
+            ValueError,
+            r"model_name_or_path=.* has no masked-LM head \(cls.predictions.bias\): "
+            r"augmentation='mlm' needs a pretraining folder",
+        ),
     ],
 )
-def test_bad_inputs_fail_before_training(case, error, message, other_labels_teacher, masked_lm_teacher, student, tmp_path, monkeypatch):
+def test_bad_inputs_fail_before_training(
+    case, error, message, other_labels_teacher, masked_lm_teacher, student, tmp_path, monkeypatch
+):
     def no_training(*args, **kwargs):
         raise AssertionError("training started")
 
@@ -776,8 +1014,14 @@ def test_bad_inputs_fail_before_training(case, error, message, other_labels_teac
 
 def test_evaluation_without_validation_data_is_refused(teacher, student, tmp_path):
     with pytest.raises(ValueError, match=r"eval_strategy='epoch' needs validation data"):
-        distill(task="sequence-classification", teacher_model_name_or_path=str(teacher), model_name_or_path=str(student),
-                output_dir=str(tmp_path / "out"), train_data=sentiment(20, 0), eval_strategy="epoch")
+        distill(
+            task="sequence-classification",
+            teacher_model_name_or_path=str(teacher),
+            model_name_or_path=str(student),
+            output_dir=str(tmp_path / "out"),
+            train_data=sentiment(20, 0),
+            eval_strategy="epoch",
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -785,10 +1029,21 @@ def test_cli_reports_bad_input_on_one_line(other_labels_teacher, student, tmp_pa
     train = tmp_path / "train.csv"
     sentiment(20, 0).to_csv(train, index=False)
     capsys.readouterr()
-    code = main([
-        "distill", "--task", "sequence-classification", "--teacher_model_name_or_path", str(other_labels_teacher),
-        "--model_name_or_path", str(student), "--train_file", str(train), "--output_dir", str(tmp_path / "out"),
-    ])
+    code = main(
+        [
+            "distill",
+            "--task",
+            "sequence-classification",
+            "--teacher_model_name_or_path",
+            str(other_labels_teacher),
+            "--model_name_or_path",
+            str(student),
+            "--train_file",
+            str(train),
+            "--output_dir",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()[-1]  # after datasets' progress bars
     assert code == 2
     assert err.startswith("minibert distill: error: teacher ") and "--finetune_teacher" in err
@@ -799,13 +1054,37 @@ def test_cli_distils_from_files(distilled, student, tmp_path, capsys):
     sentiment(64, 0).to_csv(train, index=False)
     sentiment(20, 1).to_json(validation)
     capsys.readouterr()
-    code = main([
-        "distill", "--task", "sequence-classification", "--teacher_model_name_or_path", distilled.teacher,
-        "--model_name_or_path", str(student), "--train_file", str(train), "--validation_file", str(validation),
-        "--output_dir", str(tmp_path / "out"),
-        "--max_steps", "2", "--per_device_train_batch_size", "16", "--temperature", "3", "--alpha", "0.5",
-        "--augment_copies", "0", "--disable_tqdm", "true", "--seed", "1",
-    ])
+    code = main(
+        [
+            "distill",
+            "--task",
+            "sequence-classification",
+            "--teacher_model_name_or_path",
+            distilled.teacher,
+            "--model_name_or_path",
+            str(student),
+            "--train_file",
+            str(train),
+            "--validation_file",
+            str(validation),
+            "--output_dir",
+            str(tmp_path / "out"),
+            "--max_steps",
+            "2",
+            "--per_device_train_batch_size",
+            "16",
+            "--temperature",
+            "3",
+            "--alpha",
+            "0.5",
+            "--augment_copies",
+            "0",
+            "--disable_tqdm",
+            "true",
+            "--seed",
+            "1",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert "validation: " in out and "accuracy=" in out and "teacher_agreement=" in out
@@ -826,12 +1105,33 @@ def test_cli_mse_loss_reaches_the_trainer(distilled, student, tmp_path, monkeypa
     monkeypatch.setattr(distillation_trainer, "distillation_loss", recording)
     train = tmp_path / "train.csv"
     sentiment(32, 0).to_csv(train, index=False)
-    code = main([
-        "distill", "--task", "sequence-classification", "--teacher_model_name_or_path", distilled.teacher,
-        "--model_name_or_path", str(student), "--train_file", str(train), "--output_dir", str(tmp_path / "out"),
-        "--max_steps", "2", "--per_device_train_batch_size", "16", "--distillation_loss", "mse",
-        "--augment_copies", "0", "--disable_tqdm", "true", "--eval_strategy", "no",
-    ])
+    code = main(
+        [
+            "distill",
+            "--task",
+            "sequence-classification",
+            "--teacher_model_name_or_path",
+            distilled.teacher,
+            "--model_name_or_path",
+            str(student),
+            "--train_file",
+            str(train),
+            "--output_dir",
+            str(tmp_path / "out"),
+            "--max_steps",
+            "2",
+            "--per_device_train_batch_size",
+            "16",
+            "--distillation_loss",
+            "mse",
+            "--augment_copies",
+            "0",
+            "--disable_tqdm",
+            "true",
+            "--eval_strategy",
+            "no",
+        ]
+    )
     assert code == 0
     assert seen and set(seen) == {"mse"}
     assert json.loads((tmp_path / "out" / "distillation_args.json").read_text())["distillation_loss"] == "mse"
@@ -855,13 +1155,19 @@ def test_student_dropout_is_for_the_distillation_only(teacher, student, tmp_path
     assert seen and set(seen) == {trained_with}
     assert MiniBertConfig.from_pretrained(student).hidden_dropout_prob == 0.1
     saved = json.loads((result.output_dir / "config.json").read_text())
-    assert (saved["hidden_dropout_prob"], saved["attention_probs_dropout_prob"], saved["classifier_dropout"]) == (0.1, 0.1, None)
+    assert (saved["hidden_dropout_prob"], saved["attention_probs_dropout_prob"], saved["classifier_dropout"]) == (
+        0.1,
+        0.1,
+        None,
+    )
     reloaded = AutoModelForSequenceClassification.from_pretrained(result.output_dir)
     assert {m.p for m in reloaded.modules() if isinstance(m, torch.nn.Dropout)} == {0.1}
 
 
 @pytest.mark.parametrize("given", [None, ("3", "1e-4")])
-def test_distillation_defaults_2_epochs_at_2e4_unless_told_and_fine_tuning_keeps_its_own(distilled, student, tmp_path, monkeypatch, given):
+def test_distillation_defaults_2_epochs_at_2e4_unless_told_and_fine_tuning_keeps_its_own(
+    distilled, student, tmp_path, monkeypatch, given
+):
     """distill's own defaults (2 epochs at 2e-4, the epochs raised by the step floor: 32 examples are one step an
     epoch, so 50, MAX_FLOOR_EPOCHS) reach Trainer from the command line and the Python function alike; an explicit
     --learning_rate 1e-4, fine-tuning's default, is not mistaken for "not given", and epochs given are kept."""
@@ -876,13 +1182,40 @@ def test_distillation_defaults_2_epochs_at_2e4_unless_told_and_fine_tuning_keeps
     sentiment(32, 0).to_csv(train, index=False)
     flags = ["--num_train_epochs", given[0], "--learning_rate", given[1]] if given else []
     # The command says it was interrupted, in one line, and exits 130 as a Ctrl-C does.
-    assert main(["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", distilled.teacher,
-                 "--model_name_or_path", str(student), "--train_file", str(train), "--output_dir", str(tmp_path / "cli"),
-                 "--augment_copies", "0", "--disable_tqdm", "true", *flags]) == 130
+    assert (
+        main(
+            [
+                "distill",
+                "--task",
+                "sequence-classification",
+                "--teacher_model_name_or_path",
+                distilled.teacher,
+                "--model_name_or_path",
+                str(student),
+                "--train_file",
+                str(train),
+                "--output_dir",
+                str(tmp_path / "cli"),
+                "--augment_copies",
+                "0",
+                "--disable_tqdm",
+                "true",
+                *flags,
+            ]
+        )
+        == 130
+    )
     with pytest.raises(KeyboardInterrupt):
-        distill(task="sequence-classification", teacher_model_name_or_path=distilled.teacher, model_name_or_path=str(student),
-                train_data=sentiment(32, 0), output_dir=str(tmp_path / "api"), augment_copies=0, show_progress=False,
-                **({"num_train_epochs": float(given[0]), "learning_rate": float(given[1])} if given else {}))
+        distill(
+            task="sequence-classification",
+            teacher_model_name_or_path=distilled.teacher,
+            model_name_or_path=str(student),
+            train_data=sentiment(32, 0),
+            output_dir=str(tmp_path / "api"),
+            augment_copies=0,
+            show_progress=False,
+            **({"num_train_epochs": float(given[0]), "learning_rate": float(given[1])} if given else {}),
+        )
     expected = (float(given[0]), float(given[1])) if given else (50.0, 2e-4)
     assert used == [expected, expected]
     assert (TRAINING_DEFAULTS["num_train_epochs"], TRAINING_DEFAULTS["learning_rate"]) == (3.0, 1e-4)
@@ -900,10 +1233,33 @@ def test_cli_learning_rate_search_beside_distills_default_rate(distilled, studen
     monkeypatch.setattr(distillation.DistillationTrainer, "train", record)
     for split, seed in (("train", 0), ("validation", 1)):
         sentiment(32, seed).to_csv(tmp_path / f"{split}.csv", index=False)
-    assert main(["distill", "--task", "sequence-classification", "--teacher_model_name_or_path", distilled.teacher,
-                 "--model_name_or_path", str(student), "--train_file", str(tmp_path / "train.csv"),
-                 "--validation_file", str(tmp_path / "validation.csv"), "--output_dir", str(tmp_path / "out"),
-                 "--augment_copies", "0", "--disable_tqdm", "true", "--learning_rates", "3e-4", "1e-3"]) == 130
+    assert (
+        main(
+            [
+                "distill",
+                "--task",
+                "sequence-classification",
+                "--teacher_model_name_or_path",
+                distilled.teacher,
+                "--model_name_or_path",
+                str(student),
+                "--train_file",
+                str(tmp_path / "train.csv"),
+                "--validation_file",
+                str(tmp_path / "validation.csv"),
+                "--output_dir",
+                str(tmp_path / "out"),
+                "--augment_copies",
+                "0",
+                "--disable_tqdm",
+                "true",
+                "--learning_rates",
+                "3e-4",
+                "1e-3",
+            ]
+        )
+        == 130
+    )
     assert used == [3e-4]
 
 
@@ -939,7 +1295,9 @@ def test_training_leaves_no_hidden_folder_and_keeps_the_cache_for_a_rerun(teache
     assert seen == [(["run"], True)]
     monkeypatch.undo()
     monkeypatch.setattr(distillation_teacher, "label_with_teacher", forbidden)
-    assert run(teacher, student, output, augment_copies=0, max_steps=1, overwrite_output_dir=True).reused_teacher_logits
+    assert run(
+        teacher, student, output, augment_copies=0, max_steps=1, overwrite_output_dir=True
+    ).reused_teacher_logits
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -950,8 +1308,14 @@ def same_tokens_student(folder: Path, tokenizer_source: Path) -> Path:
     """A random Mini-BERT narrower than the teacher, with the teacher's own tokenizer (as a general-distilled
     student with the teacher's whole vocabulary has)."""
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
-    config = MiniBertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                            intermediate_size=64, max_position_embeddings=32)
+    config = MiniBertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+    )
     with torch.random.fork_rng():  # the same weights whichever tests ran first
         torch.manual_seed(0)
         MiniBertForPreTraining(config).save_pretrained(folder)
@@ -979,7 +1343,9 @@ def relations_to_teacher(teacher: Path, model, texts: list[str]) -> float:
     encoder = AutoModel.from_pretrained(teacher).eval()
     set_recording_attention(encoder, "teacher")
     set_recording_attention(model, "student")
-    transfer = distillation_trainer.RelationTransfer(encoder, torch.arange(model.config.vocab_size), heads=2, weight=1.0)
+    transfer = distillation_trainer.RelationTransfer(
+        encoder, torch.arange(model.config.vocab_size), heads=2, weight=1.0
+    )
     batch = AutoTokenizer.from_pretrained(teacher)(texts, padding=True, return_tensors="pt")
     with torch.no_grad():
         return float(transfer.outputs_and_loss(model.eval(), dict(batch))[1])
@@ -992,8 +1358,14 @@ def test_relation_loss_is_zero_against_itself_and_trains_only_the_student():
     from modeling_minibert.training.distillation.relations import set_recording_attention
 
     torch.manual_seed(0)
-    config = MiniBertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                            intermediate_size=64, max_position_embeddings=16)
+    config = MiniBertConfig(
+        vocab_size=40,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=16,
+    )
     student = MiniBertForSequenceClassification(config).eval()
     twin = MiniBertModel(config, add_pooling_layer=False)
     twin.load_state_dict(student.bert.state_dict(), strict=False)
@@ -1003,7 +1375,9 @@ def test_relation_loss_is_zero_against_itself_and_trains_only_the_student():
     expected = student(**inputs).logits  # the unpadded path, before recording
     for model in (student, twin):
         set_recording_attention(model, "model")
-    same = distillation_trainer.RelationTransfer(twin.eval().requires_grad_(False), torch.arange(40), heads=2, weight=1.0)
+    same = distillation_trainer.RelationTransfer(
+        twin.eval().requires_grad_(False), torch.arange(40), heads=2, weight=1.0
+    )
     outputs, loss = same.outputs_and_loss(student, inputs)
     assert float(loss.detach()) == pytest.approx(0.0, abs=1e-6)
     torch.testing.assert_close(outputs.logits, expected, atol=1e-5, rtol=1e-5)
@@ -1012,7 +1386,9 @@ def test_relation_loss_is_zero_against_itself_and_trains_only_the_student():
     other = MiniBertModel(MiniBertConfig(**{**config.to_dict(), "initializer_range": 0.5}), add_pooling_layer=False)
     other.eval().requires_grad_(False)
     set_recording_attention(other, "other")
-    _, loss = distillation_trainer.RelationTransfer(other, torch.arange(40), heads=2, weight=3.0).outputs_and_loss(student, inputs)
+    _, loss = distillation_trainer.RelationTransfer(other, torch.arange(40), heads=2, weight=3.0).outputs_and_loss(
+        student, inputs
+    )
     assert float(loss.detach()) > 0.1
     loss.backward()
     last = student.bert.encoder.layer[-1].attention
@@ -1030,8 +1406,10 @@ def test_relations_are_taught_when_the_student_reads_the_teachers_tokens(teacher
     untaught = run(teacher, aligned_student, tmp_path / "untaught", **options)
     assert untaught.relation_weight == 0.0
     held_out = list(sentiment(40, 7)["text"])
-    loaded = {name: AutoModelForSequenceClassification.from_pretrained(r.output_dir) for name, r in
-              (("taught", taught), ("untaught", untaught))}
+    loaded = {
+        name: AutoModelForSequenceClassification.from_pretrained(r.output_dir)
+        for name, r in (("taught", taught), ("untaught", untaught))
+    }
     assert loaded["taught"].config._attn_implementation == "sdpa"
     losses = {name: relations_to_teacher(teacher, model, held_out) for name, model in loaded.items()}
     # Over four random teachers: 0.04-0.12 taught against 0.34-0.80 untaught. (Whether the task gains is a question
@@ -1051,27 +1429,41 @@ def subset_student(teacher_base, tmp_path_factory) -> Path:
     return same_tokens_student(folder, folder)
 
 
-@pytest.mark.parametrize("case, message", [
-    ("negative", r"relation_weight=-1.0 must be a number >= 0"),
-    ("other_vocabulary", r"relation_weight=1.0: the student's tokenizer is not a subset of the teacher's: \d+ pieces"),
-    ("subset", r"relation_weight=1.0: the student cuts \d+ of 320 training inputs into other tokens than the teacher "
-               r"\(the first: 'the \w+ was \w+ and the \w+ too'\)"),
-])
-def test_relations_that_cannot_be_taught_are_refused_before_training(case, message, teacher, cased_student,
-                                                                     subset_student, tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("negative", r"relation_weight=-1.0 must be a number >= 0"),
+        (
+            "other_vocabulary",
+            r"relation_weight=1.0: the student's tokenizer is not a subset of the teacher's: \d+ pieces",
+        ),
+        (
+            "subset",
+            r"relation_weight=1.0: the student cuts \d+ of 320 training inputs into other tokens than the teacher "
+            r"\(the first: 'the \w+ was \w+ and the \w+ too'\)",
+        ),
+    ],
+)
+def test_relations_that_cannot_be_taught_are_refused_before_training(
+    case, message, teacher, cased_student, subset_student, tmp_path, monkeypatch
+):
     """Before any labelling or training: a negative weight, a student whose vocabulary is not the teacher's, one
     whose subset of it cuts the data otherwise."""
     monkeypatch.setattr(distillation.DistillationTrainer, "train", forbidden)
     monkeypatch.setattr(distillation_teacher, "label_with_teacher", forbidden)
     monkeypatch.setattr(distillation_teacher, "finetune", forbidden)
-    chosen = {"negative": (-1.0, cased_student), "other_vocabulary": (1.0, cased_student),
-              "subset": (1.0, subset_student)}[case]
+    chosen = {
+        "negative": (-1.0, cased_student),
+        "other_vocabulary": (1.0, cased_student),
+        "subset": (1.0, subset_student),
+    }[case]
     with pytest.raises(ValueError, match=message):
         run(teacher, chosen[1], tmp_path / "out", relation_weight=chosen[0], finetune_teacher=True)
     assert not (tmp_path / "out").exists()
 
 
 # --- non-finite teachers and runs (the class is in tests/cross_cutting/test_faults.py, TestNoNonFiniteSuccess) -----------------
+
 
 def test_a_learning_rate_that_diverges_loses_the_search_and_all_diverging_is_an_error(student, tmp_path):
     """A search meets rates that are too high: such a run stops at its first non-finite loss or weights and loses,
@@ -1080,13 +1472,18 @@ def test_a_learning_rate_that_diverges_loses_the_search_and_all_diverging_is_an_
     search = json.loads((tmp_path / "search" / "learning_rate_search.json").read_text())
     diverged, chosen = search["runs"]
     assert set(diverged) == {"learning_rate", "diverged"} and diverged["learning_rate"] == 1e12
-    assert re.fullmatch(r"the (weights are not finite|\w+ loss is (nan|inf)) at step \d+( \(.*\))?", diverged["diverged"])
+    assert re.fullmatch(
+        r"the (weights are not finite|\w+ loss is (nan|inf)) at step \d+( \(.*\))?", diverged["diverged"]
+    )
     assert search["chosen_learning_rate"] == 3e-3 == chosen["learning_rate"]
     assert chosen["eval_accuracy"] == searched.metrics["accuracy"]
     assert not [p.name for p in (tmp_path / "search").iterdir() if p.name.startswith("run-")]
     assert (tmp_path / "search" / "learning_rate_search.png").stat().st_size > 0
-    with pytest.raises(NonFiniteError, match=r"^learning_rates: every run became non-finite \(1e\+12: .* at step \d+.*; "
-                                             r"1e\+13: .* at step \d+.*\): lower the learning rates; nothing was saved"):
+    with pytest.raises(
+        NonFiniteError,
+        match=r"^learning_rates: every run became non-finite \(1e\+12: .* at step \d+.*; "
+        r"1e\+13: .* at step \d+.*\): lower the learning rates; nothing was saved",
+    ):
         search_run(student, tmp_path / "all", [1e12, 1e13], max_steps=3)
     assert not (tmp_path / "all").exists()
 
@@ -1098,19 +1495,32 @@ def test_a_teacher_whose_logits_overflow_is_refused_before_training(teacher, stu
     weights = load_file(overflowing / "model.safetensors")
     weights["classifier.weight"] = torch.full_like(weights["classifier.weight"], 3e38)
     save_file(weights, overflowing / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(NonFiniteError, match=rf"^labelling with the teacher: the teacher {overflowing} gives non-finite "
-                                             r"logits for \d+ of 320 transfer input\(s\) \(the first: 'the \w+ was .*'\)"
-                                             r": a non-finite teacher cannot teach"):
+    with pytest.raises(
+        NonFiniteError,
+        match=rf"^labelling with the teacher: the teacher {overflowing} gives non-finite "
+        r"logits for \d+ of 320 transfer input\(s\) \(the first: 'the \w+ was .*'\)"
+        r": a non-finite teacher cannot teach",
+    ):
         run(overflowing, student, tmp_path / "out", max_steps=1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["overflowing"]  # no cache of them, no output
 
 
 def test_a_diverging_teacher_fine_tuning_names_the_teachers_learning_rate(teacher_base, student, tmp_path):
-    with pytest.raises(NonFiniteError, match=r"^fine-tuning the teacher: the (weights are not finite|\w+ loss is "
-                                             r"(nan|inf)) at step \d+.*: the learning rate 1e\+12 is likely too high "
-                                             r"\(lower --teacher_learning_rate\); the teacher was not saved$"):
-        run(teacher_base, student, tmp_path / "out", finetune_teacher=True, teacher_num_train_epochs=1,
-            teacher_learning_rate=1e12, max_steps=1)
+    with pytest.raises(
+        NonFiniteError,
+        match=r"^fine-tuning the teacher: the (weights are not finite|\w+ loss is "
+        r"(nan|inf)) at step \d+.*: the learning rate 1e\+12 is likely too high "
+        r"\(lower --teacher_learning_rate\); the teacher was not saved$",
+    ):
+        run(
+            teacher_base,
+            student,
+            tmp_path / "out",
+            finetune_teacher=True,
+            teacher_num_train_epochs=1,
+            teacher_learning_rate=1e12,
+            max_steps=1,
+        )
     assert not list((tmp_path / "out").rglob("model.safetensors"))
 
 
@@ -1121,11 +1531,15 @@ def test_the_teacher_of_relations_is_checked_as_its_cached_logits_spare_labellin
     name = next(k for k in sorted(weights) if k.endswith("query.weight"))
     weights[name][0, 0] = float("nan")
     save_file(weights, poisoned / "model.safetensors", metadata={"format": "pt"})
-    args = SimpleNamespace(relation_weight=1.0, teacher_mixed_precision="no", teacher_model_name_or_path=str(poisoned),
-                           allow_pickle=False)
-    with pytest.raises(NonFiniteError, match=rf"^relation_weight=1.0: the teacher {poisoned} has non-finite weights "
-                                             r"\(1 of \d+ tensors, the first: [\w.]+query.weight\): a non-finite "
-                                             r"teacher cannot teach"):
+    args = SimpleNamespace(
+        relation_weight=1.0, teacher_mixed_precision="no", teacher_model_name_or_path=str(poisoned), allow_pickle=False
+    )
+    with pytest.raises(
+        NonFiniteError,
+        match=rf"^relation_weight=1.0: the teacher {poisoned} has non-finite weights "
+        r"\(1 of \d+ tensors, the first: [\w.]+query.weight\): a non-finite "
+        r"teacher cannot teach",
+    ):
         distillation_trainer.relation_transfer(args, str(poisoned), ([0], 2))
 
 
@@ -1136,11 +1550,22 @@ def test_the_teacher_and_the_student_stop_when_validation_stops_improving(teache
 
     def run_default_schedule(patience, **more):  # no epochs given: the default schedule, 6 steps at least
         # Learning rates of 0: no evaluation betters the first.
-        return distill(task="sequence-classification", teacher_model_name_or_path=str(teacher_base), model_name_or_path=str(student),
-                       output_dir=str(tmp_path / "out"), train_data=sentiment(160, 0), validation_data=sentiment(60, 1),
-                       finetune_teacher=True, teacher_learning_rate=0.0, min_train_steps=6, augment_copies=0,
-                       early_stopping_patience=patience, show_progress=False,
-                       **{**QUIET, "learning_rate": 0.0, "per_device_train_batch_size": 160}, **more)
+        return distill(
+            task="sequence-classification",
+            teacher_model_name_or_path=str(teacher_base),
+            model_name_or_path=str(student),
+            output_dir=str(tmp_path / "out"),
+            train_data=sentiment(160, 0),
+            validation_data=sentiment(60, 1),
+            finetune_teacher=True,
+            teacher_learning_rate=0.0,
+            min_train_steps=6,
+            augment_copies=0,
+            early_stopping_patience=patience,
+            show_progress=False,
+            **{**QUIET, "learning_rate": 0.0, "per_device_train_batch_size": 160},
+            **more,
+        )
 
     stopped = run_default_schedule(1)
     assert evaluated_epochs(stopped.output_dir / TEACHER_DIR) == [1, 2]  # of 6 epochs

@@ -53,21 +53,51 @@ def words(flags: dict[str, str | None], dashes: bool) -> list[str]:
 @pytest.mark.parametrize("dashes", [False, True], ids=["--foo_bar", "--foo-bar"])
 def test_the_example_scripts_flags_reach_their_arguments(dashes, tmp_path):
     flags = {
-        "--task": "token-classification", "--model_name_or_path": "some/model", "--tokenizer_name": "some/tokenizer",
-        "--train_file": "train.conll", "--validation_file": "dev.conll", "--test_file": "test.conll",
-        "--text_column_name": "words", "--text_pair_column_name": "second", "--label_column_name": "ner",
-        "--max_seq_length": "48", "--label_all_tokens": None, "--overwrite_output_dir": None, "--keep_checkpoints": None,
-        "--output_dir": str(tmp_path / "out"), "--num_train_epochs": "7", "--per_device_train_batch_size": "8",
-        "--per_device_eval_batch_size": "5", "--learning_rate": "2e-5", "--eval_strategy": "steps", "--eval_steps": "3",
-        "--report_to": "tensorboard", "--resume_from_checkpoint": "ckpt", "--push_to_hub": None,
-        "--hub_model_id": "me/model", "--hub_token": "hf_x", "--bf16": None, "--seed": "7", "--warmup_steps": "0.2",
-        "--gradient_accumulation_steps": "2", "--train_sampling_strategy": "group_by_length", "--max_steps": "9",
+        "--task": "token-classification",
+        "--model_name_or_path": "some/model",
+        "--tokenizer_name": "some/tokenizer",
+        "--train_file": "train.conll",
+        "--validation_file": "dev.conll",
+        "--test_file": "test.conll",
+        "--text_column_name": "words",
+        "--text_pair_column_name": "second",
+        "--label_column_name": "ner",
+        "--max_seq_length": "48",
+        "--label_all_tokens": None,
+        "--overwrite_output_dir": None,
+        "--keep_checkpoints": None,
+        "--output_dir": str(tmp_path / "out"),
+        "--num_train_epochs": "7",
+        "--per_device_train_batch_size": "8",
+        "--per_device_eval_batch_size": "5",
+        "--learning_rate": "2e-5",
+        "--eval_strategy": "steps",
+        "--eval_steps": "3",
+        "--report_to": "tensorboard",
+        "--resume_from_checkpoint": "ckpt",
+        "--push_to_hub": None,
+        "--hub_model_id": "me/model",
+        "--hub_token": "hf_x",
+        "--bf16": None,
+        "--seed": "7",
+        "--warmup_steps": "0.2",
+        "--gradient_accumulation_steps": "2",
+        "--train_sampling_strategy": "group_by_length",
+        "--max_steps": "9",
     }
     data_args, training = parse_args(words(flags, dashes))
     assert (data_args.model_name_or_path, data_args.tokenizer_name) == ("some/model", "some/tokenizer")
     assert (data_args.task, data_args.train_file, data_args.validation_file, data_args.test_file) == (
-        "token-classification", "train.conll", "dev.conll", "test.conll")
-    assert (data_args.text_column_name, data_args.text_pair_column_name, data_args.label_column_name) == ("words", "second", "ner")
+        "token-classification",
+        "train.conll",
+        "dev.conll",
+        "test.conll",
+    )
+    assert (data_args.text_column_name, data_args.text_pair_column_name, data_args.label_column_name) == (
+        "words",
+        "second",
+        "ner",
+    )
     assert data_args.max_seq_length == 48 and data_args.label_all_tokens and data_args.overwrite_output_dir
     assert data_args.keep_checkpoints
     assert parse_args(words({"--dataset_name": "folder"}, dashes))[0].dataset_name == "folder"
@@ -87,9 +117,27 @@ def test_resume_from_checkpoint_alone_means_the_newest():
 
 
 # The 0.1 names, dropped before any release: each is refused in one line, exit 2 (argparse names it).
-OLD_NAMES = ["--model", "--tokenizer", "--overwrite", "--dataset", "--text-column", "--text-pair-column", "--label-column",
-             "--question-column", "--context-column", "--answers-column", "--max-length", "--n-best", "--epochs",
-             "--batch-size", "--eval-batch-size", "--warmup", "--no-load-best-model-at-end", "--group-by-length", "--quiet"]
+OLD_NAMES = [
+    "--model",
+    "--tokenizer",
+    "--overwrite",
+    "--dataset",
+    "--text-column",
+    "--text-pair-column",
+    "--label-column",
+    "--question-column",
+    "--context-column",
+    "--answers-column",
+    "--max-length",
+    "--n-best",
+    "--epochs",
+    "--batch-size",
+    "--eval-batch-size",
+    "--warmup",
+    "--no-load-best-model-at-end",
+    "--group-by-length",
+    "--quiet",
+]
 
 
 @pytest.mark.parametrize("old", OLD_NAMES)
@@ -119,13 +167,36 @@ def test_command_line_and_api_defaults_are_the_documented_numbers(checkpoint, tm
     data = DatasetDict(train=pair_data(8, seed=0), validation=pair_data(8, seed=1))
     data.save_to_disk(tmp_path / "pairs")
     with pytest.raises(Captured):
-        main(["finetune", "--task", "sequence-classification", "--model_name_or_path", str(checkpoint),
-              "--dataset_name", str(tmp_path / "pairs"), "--text_column_name", "fact", "--label_column_name", "kind",
-              "--output_dir", str(tmp_path / "cli"), "--min_train_steps", "0"])
+        main(
+            [
+                "finetune",
+                "--task",
+                "sequence-classification",
+                "--model_name_or_path",
+                str(checkpoint),
+                "--dataset_name",
+                str(tmp_path / "pairs"),
+                "--text_column_name",
+                "fact",
+                "--label_column_name",
+                "kind",
+                "--output_dir",
+                str(tmp_path / "cli"),
+                "--min_train_steps",
+                "0",
+            ]
+        )
     with pytest.raises(Captured):  # the step floor off: 8 examples would train 50 epochs (its own tests below)
-        finetune(task="sequence-classification", model_name_or_path=checkpoint,
-            train_data=data["train"], output_dir=tmp_path / "api", validation_data=data["validation"],
-            text_column_name="fact", label_column_name="kind", min_train_steps=0)
+        finetune(
+            task="sequence-classification",
+            model_name_or_path=checkpoint,
+            train_data=data["train"],
+            output_dir=tmp_path / "api",
+            validation_data=data["validation"],
+            text_column_name="fact",
+            label_column_name="kind",
+            min_train_steps=0,
+        )
     for args in captured_args:
         assert {name: getattr(args, name) for name in DOCUMENTED} == DOCUMENTED
         assert args.metric_for_best_model == "accuracy" and args.greater_is_better
@@ -151,22 +222,43 @@ def test_the_python_function_takes_the_command_lines_flags(checkpoint, tmp_path,
     fields), makes the same run."""
     DatasetDict(train=pair_data(8, seed=0), validation=pair_data(6, seed=1)).save_to_disk(tmp_path / "pairs")
     flags = {
-        "task": "sequence-classification", "model_name_or_path": str(checkpoint), "dataset_name": str(tmp_path / "pairs"),
-        "text_column_name": "question", "text_pair_column_name": "fact", "label_column_name": "kind",
-        "labels": "place,company", "max_seq_length": 12, "per_device_train_batch_size": 4, "seed": 3,
+        "task": "sequence-classification",
+        "model_name_or_path": str(checkpoint),
+        "dataset_name": str(tmp_path / "pairs"),
+        "text_column_name": "question",
+        "text_pair_column_name": "fact",
+        "label_column_name": "kind",
+        "labels": "place,company",
+        "max_seq_length": 12,
+        "per_device_train_batch_size": 4,
+        "seed": 3,
     }
     with pytest.raises(Captured):
-        main(["finetune", *[w for k, v in flags.items() for w in (f"--{k}", str(v))], "--output_dir", str(tmp_path / "cli")])
+        main(
+            [
+                "finetune",
+                *[w for k, v in flags.items() for w in (f"--{k}", str(v))],
+                "--output_dir",
+                str(tmp_path / "cli"),
+            ]
+        )
     with pytest.raises(Captured):
         finetune(**flags, output_dir=tmp_path / "api")
     cli, api = captured_trainers
-    assert {**cli.args.to_dict(), "output_dir": None, "logging_dir": None} == {**api.args.to_dict(), "output_dir": None, "logging_dir": None}
+    assert {**cli.args.to_dict(), "output_dir": None, "logging_dir": None} == {
+        **api.args.to_dict(),
+        "output_dir": None,
+        "logging_dir": None,
+    }
     for trainer in (cli, api):
         assert (trainer.args.per_device_train_batch_size, trainer.args.seed) == (4, 3)
         assert trainer.model.config.id2label == {0: "place", 1: "company"}
         assert (len(trainer.train_dataset), len(trainer.eval_dataset)) == (8, 6)  # the dataset's validation split
         assert max(len(ids) for ids in trainer.train_dataset["input_ids"]) == 12  # pairs cut to max_seq_length
-    assert cli.train_dataset["input_ids"] == api.train_dataset["input_ids"] and cli.train_dataset["labels"] == api.train_dataset["labels"]
+    assert (
+        cli.train_dataset["input_ids"] == api.train_dataset["input_ids"]
+        and cli.train_dataset["labels"] == api.train_dataset["labels"]
+    )
 
 
 def test_training_arguments_follow_the_data(tmp_path):
@@ -184,11 +276,29 @@ def test_training_arguments_follow_the_data(tmp_path):
 
 def test_cli_token_classification(checkpoint, tmp_path, capsys):
     output = tmp_path / "cli-ner"
-    code = main([
-        "finetune", "--task", "token-classification", "--model_name_or_path", str(checkpoint),
-        "--train_file", str(NER_TRAIN), "--validation_file", str(NER_VALIDATION), "--output_dir", str(output),
-        "--max_steps", "4", "--eval_strategy", "steps", "--eval_steps", "2", "--disable_tqdm", "true",
-    ])
+    code = main(
+        [
+            "finetune",
+            "--task",
+            "token-classification",
+            "--model_name_or_path",
+            str(checkpoint),
+            "--train_file",
+            str(NER_TRAIN),
+            "--validation_file",
+            str(NER_VALIDATION),
+            "--output_dir",
+            str(output),
+            "--max_steps",
+            "4",
+            "--eval_strategy",
+            "steps",
+            "--eval_steps",
+            "2",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     assert code == 0
     captured = capsys.readouterr()
     assert f"saved to {output}" in captured.out and "validation: " in captured.out and "f1=" in captured.out
@@ -204,33 +314,88 @@ def test_cli_output_in_a_log_is_the_runs_own(checkpoint, tmp_path, capfd):
     stopping is disabled when the test data is scored after it stopped the run; the scores last. Without any
     held-out data, it says that nothing was scored."""
     capfd.readouterr()
-    code = main(["finetune", "--task", "token-classification", "--model_name_or_path", str(checkpoint),
-                 "--train_file", str(NER_TRAIN), "--validation_file", str(NER_VALIDATION), "--test_file",
-                 str(NER_VALIDATION), "--output_dir", str(tmp_path / "run"), "--max_steps", "4", "--eval_strategy",
-                 "steps", "--eval_steps", "2", "--early_stopping_patience", "5"])
+    code = main(
+        [
+            "finetune",
+            "--task",
+            "token-classification",
+            "--model_name_or_path",
+            str(checkpoint),
+            "--train_file",
+            str(NER_TRAIN),
+            "--validation_file",
+            str(NER_VALIDATION),
+            "--test_file",
+            str(NER_VALIDATION),
+            "--output_dir",
+            str(tmp_path / "run"),
+            "--max_steps",
+            "4",
+            "--eval_strategy",
+            "steps",
+            "--eval_steps",
+            "2",
+            "--early_stopping_patience",
+            "5",
+        ]
+    )
     assert code == 0
     out, err = capfd.readouterr()
     for chatter in ("LOAD REPORT", "\x1b[A", "Writing model shards", "Loading weights", "early stopping", "mtime"):
         assert chatter not in err, chatter
     assert "eval_loss" in err + out  # the evaluations are still said, each in its logged line
     assert out.splitlines()[-1].startswith("test: ") and out.splitlines()[-2].startswith("validation: ")
-    code = main(["finetune", "--task", "token-classification", "--model_name_or_path", str(checkpoint),
-                 "--train_file", str(NER_TRAIN), "--output_dir", str(tmp_path / "unscored"), "--max_steps", "1",
-                 "--disable_tqdm", "true"])
+    code = main(
+        [
+            "finetune",
+            "--task",
+            "token-classification",
+            "--model_name_or_path",
+            str(checkpoint),
+            "--train_file",
+            str(NER_TRAIN),
+            "--output_dir",
+            str(tmp_path / "unscored"),
+            "--max_steps",
+            "1",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     assert code == 0
     assert capfd.readouterr().out.splitlines()[-1] == (
-        "no validation or test data: nothing was scored (give --validation_file or --test_file)")
+        "no validation or test data: nothing was scored (give --validation_file or --test_file)"
+    )
 
 
 def test_cli_with_a_datasets_folder(checkpoint, tmp_path, capsys):
     splits = DatasetDict(train=pair_data(32, seed=3), validation=pair_data(16, seed=4))
     splits.save_to_disk(tmp_path / "pairs")
-    code = main([
-        "finetune", "--task", "sequence-classification", "--model_name_or_path", str(checkpoint),
-        "--dataset_name", str(tmp_path / "pairs"), "--text_column_name", "question", "--text_pair_column_name", "fact",
-        "--label_column_name", "kind", "--labels", "place,company", "--output_dir", str(tmp_path / "out"),
-        "--max_steps", "1", "--disable_tqdm", "true",
-    ])
+    code = main(
+        [
+            "finetune",
+            "--task",
+            "sequence-classification",
+            "--model_name_or_path",
+            str(checkpoint),
+            "--dataset_name",
+            str(tmp_path / "pairs"),
+            "--text_column_name",
+            "question",
+            "--text_pair_column_name",
+            "fact",
+            "--label_column_name",
+            "kind",
+            "--labels",
+            "place,company",
+            "--output_dir",
+            str(tmp_path / "out"),
+            "--max_steps",
+            "1",
+            "--disable_tqdm",
+            "true",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "validation: " in out and "accuracy=" in out  # the dataset's validation split was used
@@ -242,8 +407,14 @@ def test_cli_with_a_datasets_folder(checkpoint, tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--task", "token-classification", "--train_file", "x.conll", "--output_dir", "o"], "model_name_or_path is required (--model_name_or_path)"),
-        (["--task", "token-classification", "--model_name_or_path", "m", "--output_dir", "o"], "give exactly one of --train_file and --dataset_name"),
+        (
+            ["--task", "token-classification", "--train_file", "x.conll", "--output_dir", "o"],
+            "model_name_or_path is required (--model_name_or_path)",
+        ),
+        (
+            ["--task", "token-classification", "--model_name_or_path", "m", "--output_dir", "o"],
+            "give exactly one of --train_file and --dataset_name",
+        ),
         (["--model_name_or_path", "m", "--train_file", "x", "--output_dir", "o"], "task is required (--task)"),
     ],
 )
@@ -254,23 +425,38 @@ def test_cli_missing_options(argv, message, capsys):
 
 def test_cli_reports_bad_data(checkpoint, tmp_path, capsys):
     (tmp_path / "train.csv").write_text("review,label\ngood,pos\n")
-    code = main([
-        "finetune", "--task", "sequence-classification", "--model_name_or_path", str(checkpoint),
-        "--train_file", str(tmp_path / "train.csv"), "--output_dir", str(tmp_path / "out"),
-    ])
+    code = main(
+        [
+            "finetune",
+            "--task",
+            "sequence-classification",
+            "--model_name_or_path",
+            str(checkpoint),
+            "--train_file",
+            str(tmp_path / "train.csv"),
+            "--output_dir",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err
-    assert "minibert finetune: error:" in err and "train.csv: no column 'text'; the columns are ['review', 'label']" in err
+    assert (
+        "minibert finetune: error:" in err
+        and "train.csv: no column 'text'; the columns are ['review', 'label']" in err
+    )
 
 
-@pytest.mark.parametrize("epochs, size, batch, floor, expected", [
-    (3.0, 1000, 32, 0, 3.0),  # off
-    (3.0, 1000, 32, 300, 10.0),  # 32 steps an epoch: 10 epochs reach 300
-    (3.0, 10000, 32, 300, 3.0),  # 939 steps already
-    (0.5, 64, 32, 3, 2.0),  # a fraction of an epoch given: whole epochs when raised
-    (3.0, 16, 8, 1000, 50.0),  # 500 epochs would reach it: MAX_FLOOR_EPOCHS at most
-    (60.0, 16, 8, 1000, 60.0),  # never fewer than given
-])
+@pytest.mark.parametrize(
+    "epochs, size, batch, floor, expected",
+    [
+        (3.0, 1000, 32, 0, 3.0),  # off
+        (3.0, 1000, 32, 300, 10.0),  # 32 steps an epoch: 10 epochs reach 300
+        (3.0, 10000, 32, 300, 3.0),  # 939 steps already
+        (0.5, 64, 32, 3, 2.0),  # a fraction of an epoch given: whole epochs when raised
+        (3.0, 16, 8, 1000, 50.0),  # 500 epochs would reach it: MAX_FLOOR_EPOCHS at most
+        (60.0, 16, 8, 1000, 60.0),  # never fewer than given
+    ],
+)
 def test_epochs_are_raised_to_reach_min_train_steps(epochs, size, batch, floor, expected):
     assert epochs_for(epochs, size, batch, floor) == expected
 
@@ -279,7 +465,9 @@ def test_training_arguments_apply_the_floor_to_optimizer_steps_unless_max_steps(
     args = training_arguments(tmp_path, True, "f1", 100, 50, per_device_train_batch_size=10)
     assert args.num_train_epochs == 5.0
     # 20 examples an optimizer step: 5 steps an epoch
-    accumulated = training_arguments(tmp_path, True, "f1", 100, 50, per_device_train_batch_size=10, gradient_accumulation_steps=2)
+    accumulated = training_arguments(
+        tmp_path, True, "f1", 100, 50, per_device_train_batch_size=10, gradient_accumulation_steps=2
+    )
     assert accumulated.num_train_epochs == 10.0
     capped = training_arguments(tmp_path, True, "f1", 100, 50, per_device_train_batch_size=10, max_steps=7)
     assert (capped.num_train_epochs, capped.max_steps) == (3.0, 7)

@@ -75,7 +75,10 @@ def test_empty_text_and_missing_label_name_the_row(tmp_path):
 def test_label_outside_the_label_set(tmp_path):
     data = load_data(write(tmp_path / "validation.csv", "text,label\nfine,pos\nbad,neg\nmeh,neutral\n"))
     labels = label_column(data, "label")
-    with pytest.raises(DataError, match=r"validation\.csv, row 3, field 'label': label 'neutral' is not one of the labels \['neg', 'pos'\]"):
+    with pytest.raises(
+        DataError,
+        match=r"validation\.csv, row 3, field 'label': label 'neutral' is not one of the labels \['neg', 'pos'\]",
+    ):
         check_split_labels(data, "label", labels, ["neg", "pos"])
 
 
@@ -115,7 +118,9 @@ def test_conll_extra_columns_and_errors(tmp_path):
     with pytest.raises(DataError, match=r"c\.conll, sentence 2 \(line 4\), field 'tags': label 'B-PER' is not one of"):
         check_split_labels(data, "tags", tags, ["O", "B-ORG"])
     bad = write(tmp_path / "bad.conll", "Peter B-PER\nlives\n")
-    with pytest.raises(DataError, match=r"bad\.conll, line 2: expected a token and a tag separated by whitespace, got 'lives'"):
+    with pytest.raises(
+        DataError, match=r"bad\.conll, line 2: expected a token and a tag separated by whitespace, got 'lives'"
+    ):
         read_conll(bad)
     latin = tmp_path / "latin.conll"
     latin.write_bytes("Jos\xe9 B-PER\n".encode("latin-1"))
@@ -162,7 +167,9 @@ def test_malformed_squad_names_the_record(tmp_path):
     document = squad("Ana lives in Lisbon.", "Lisbon", 13)
     del document["data"][0]["paragraphs"][0]["qas"][0]["question"]
     path = write(tmp_path / "qa.json", json.dumps(document))
-    with pytest.raises(DataError, match=r"qa\.json, data\[0\]\.paragraphs\[0\]\.qas\[0\] \(row 1\): missing field 'question'"):
+    with pytest.raises(
+        DataError, match=r"qa\.json, data\[0\]\.paragraphs\[0\]\.qas\[0\] \(row 1\): missing field 'question'"
+    ):
         load_data(path)
     document = squad("Ana lives in Lisbon.", "Lisbon", 13)
     document["data"][0]["paragraphs"][0]["qas"] = []
@@ -176,7 +183,9 @@ def test_flat_qa_rows_with_answer_lists(tmp_path):
         {"question": "Who?", "context": "Ana lives in Lisbon.", "answers": {"text": [], "answer_start": []}},
     ]
     data = load_data(write(tmp_path / "qa.jsonl", "\n".join(json.dumps(r) for r in rows)))
-    with pytest.raises(DataError, match=r"qa\.jsonl, row 2, field 'answers': no answer \(unanswerable questions are not supported\)"):
+    with pytest.raises(
+        DataError, match=r"qa\.jsonl, row 2, field 'answers': no answer \(unanswerable questions are not supported\)"
+    ):
         question_answer_columns(data)
     examples = question_answer_columns(load_data(Dataset.from_list(rows[:1])))
     assert examples.answers == [{"text": ["Lisbon"], "answer_start": [13]}]
@@ -209,7 +218,9 @@ def test_missing_sources(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(FileNotFoundError, match=r"nope\.csv: no such file or folder"):
         load_data(tmp_path / "nope.csv")
-    with pytest.raises(FileNotFoundError, match=r"not-a-dataset-anywhere: not a file or folder, and no dataset of that name"):
+    with pytest.raises(
+        FileNotFoundError, match=r"not-a-dataset-anywhere: not a file or folder, and no dataset of that name"
+    ):
         load_data("not-a-dataset-anywhere")
     with pytest.raises(DataError, match=r"d\.xlsx: unknown file type '\.xlsx'"):
         load_data(write(tmp_path / "d.xlsx", "x"))
@@ -219,12 +230,19 @@ def test_missing_sources(tmp_path, monkeypatch):
     "text, message",
     [
         # One line of a 3-column file lost its tag: its POS column must not become the tag.
-        ("EU NNP B-ORG\nrejects VBZ\nplans NNS O\n",
-         r"bad\.conll, line 2: expected 3 columns like line 1, got 2: 'rejects VBZ'"),
+        (
+            "EU NNP B-ORG\nrejects VBZ\nplans NNS O\n",
+            r"bad\.conll, line 2: expected 3 columns like line 1, got 2: 'rejects VBZ'",
+        ),
         # A stray fourth column must not become the tag either.
-        ("EU NNP B-ORG\nrejects VBZ O extra\n",
-         r"bad\.conll, line 2: expected 3 columns like line 1, got 4: 'rejects VBZ O extra'"),
-        ("EU B-ORG\n\nPeter NNP B-PER\n", r"bad\.conll, line 3: expected 2 columns like line 1, got 3: 'Peter NNP B-PER'"),
+        (
+            "EU NNP B-ORG\nrejects VBZ O extra\n",
+            r"bad\.conll, line 2: expected 3 columns like line 1, got 4: 'rejects VBZ O extra'",
+        ),
+        (
+            "EU B-ORG\n\nPeter NNP B-PER\n",
+            r"bad\.conll, line 3: expected 2 columns like line 1, got 3: 'Peter NNP B-PER'",
+        ),
     ],
     ids=["missing-last-column", "extra-column", "sentences-disagree"],
 )
@@ -240,7 +258,10 @@ def test_conll_control_characters_are_refused(tmp_path, character, where):
     token, tag = ("Pe" + character + "ter", "B-PER") if where == "token" else ("Peter", "B-PER" + character)
     path = write(tmp_path / "ctl.conll", f"EU B-ORG\n{token} {tag}\n")
     escaped = repr(token if where == "token" else tag)
-    with pytest.raises(DataError, match=rf"ctl\.conll, line 2: the {where} {re.escape(escaped)} contains the control character U\+{ord(character):04X}") as raised:
+    with pytest.raises(
+        DataError,
+        match=rf"ctl\.conll, line 2: the {where} {re.escape(escaped)} contains the control character U\+{ord(character):04X}",
+    ) as raised:
         read_conll(path)
     assert "\n" not in str(raised.value) and character not in str(raised.value)
 
@@ -248,7 +269,9 @@ def test_conll_control_characters_are_refused(tmp_path, character, where):
 def test_control_characters_in_tag_lists_are_refused(tmp_path):
     rows = [{"tokens": ["a", "b"], "tags": ["O", "B-X\x00"]}]
     data = load_data(write(tmp_path / "t.json", json.dumps(rows)), conll=True)
-    with pytest.raises(DataError, match=r"t\.json, row 1, field 'tags': the tag 'B-X\\x00' contains the control character U\+0000"):
+    with pytest.raises(
+        DataError, match=r"t\.json, row 1, field 'tags': the tag 'B-X\\x00' contains the control character U\+0000"
+    ):
         tag_columns(data, "tokens", "tags")
 
 
@@ -269,8 +292,13 @@ def test_label_ids_do_not_depend_on_the_hash_seed():
     code = f"from __future__ import annotations\nimport math\n{inspect.getsource(sorted_labels)}\nprint(sorted_labels(%r))"
     values = ["1", "nan", "2", "NaN", "0.5", "1.0", "-inf", "10"]
     orders = {
-        subprocess.run([sys.executable, "-c", code % values], env=clean_env(PYTHONHASHSEED=str(seed)),
-                       capture_output=True, text=True, check=True).stdout
+        subprocess.run(
+            [sys.executable, "-c", code % values],
+            env=clean_env(PYTHONHASHSEED=str(seed)),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         for seed in range(3)
     }
     assert orders == {"['-inf', '0.5', '1', '1.0', '2', '10', 'NaN', 'nan']\n"}

@@ -12,9 +12,11 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 def test_training_curves_are_two_panels_in_a_png(tmp_path):
     history = [
-        {"step": 10, "loss": 0.9}, {"step": 20, "loss": 0.7},
+        {"step": 10, "loss": 0.9},
+        {"step": 20, "loss": 0.7},
         {"step": 20, "eval_loss": 0.8, "eval_f1": 0.5},
-        {"step": 30, "loss": 0.5}, {"step": 40, "eval_loss": 0.6, "eval_f1": 0.7},
+        {"step": 30, "loss": 0.5},
+        {"step": 40, "eval_loss": 0.6, "eval_f1": 0.7},
     ]
     plot_training_curves(history, "f1", best_step=40, path=tmp_path / "curves.png")
     plot_training_curves([{"step": 5, "loss": 1.0}], "accuracy", best_step=None, path=tmp_path / "no-eval.png")

@@ -30,12 +30,25 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def test_sentence_pairs_train_with_accumulation_and_step_wise_evaluation(checkpoint, tmp_path):
     train, validation = pair_data(256, seed=1), pair_data(64, seed=2)
-    result = finetune(task="sequence-classification", model_name_or_path=checkpoint,
-        train_data=train, output_dir=tmp_path / "pairs", validation_data=validation,
-        text_column_name="question", text_pair_column_name="fact", label_column_name="kind",
+    result = finetune(
+        task="sequence-classification",
+        model_name_or_path=checkpoint,
+        train_data=train,
+        output_dir=tmp_path / "pairs",
+        validation_data=validation,
+        text_column_name="question",
+        text_pair_column_name="fact",
+        label_column_name="kind",
         # Trainer options pass through: accumulation, step-wise evaluation and saving, length-grouped batches, bf16.
-        gradient_accumulation_steps=2, eval_strategy="steps", eval_steps=8, group_by_length=True, bf16=True,
-        per_device_train_batch_size=16, learning_rate=3e-3, num_train_epochs=4, **QUIET,
+        gradient_accumulation_steps=2,
+        eval_strategy="steps",
+        eval_steps=8,
+        group_by_length=True,
+        bf16=True,
+        per_device_train_batch_size=16,
+        learning_rate=3e-3,
+        num_train_epochs=4,
+        **QUIET,
     )
     # The label is in the second text only: a model that did not see the pair would sit at chance (0.5).
     assert result.metrics["accuracy"] > 0.8, result.metrics
@@ -60,9 +73,14 @@ def rotten_tomatoes():
 @pytest.fixture(scope="module")
 def sentiment_model(checkpoint, rotten_tomatoes, tmp_path_factory):
     return finetune(
-        task="sequence-classification", model_name_or_path=checkpoint, train_data=rotten_tomatoes["train"],
-        output_dir=tmp_path_factory.mktemp("rt") / "sentiment", validation_data=rotten_tomatoes["validation"], test_data=rotten_tomatoes["test"],
-        num_train_epochs=1, **FAST,
+        task="sequence-classification",
+        model_name_or_path=checkpoint,
+        train_data=rotten_tomatoes["train"],
+        output_dir=tmp_path_factory.mktemp("rt") / "sentiment",
+        validation_data=rotten_tomatoes["validation"],
+        test_data=rotten_tomatoes["test"],
+        num_train_epochs=1,
+        **FAST,
     )
 
 
@@ -107,18 +125,39 @@ def test_tfidf_baseline_beats_the_majority_class():
 
 def test_starting_from_a_finetuned_classifier_keeps_its_label_ids(checkpoint, tmp_path):
     data = Dataset.from_dict({"text": ["good film", "bad film"] * 4, "label": ["pos", "neg"] * 4})
-    first = finetune(task="sequence-classification", model_name_or_path=checkpoint,
-        train_data=data, output_dir=tmp_path / "a", labels=["pos", "neg"], max_steps=1, **QUIET)
+    first = finetune(
+        task="sequence-classification",
+        model_name_or_path=checkpoint,
+        train_data=data,
+        output_dir=tmp_path / "a",
+        labels=["pos", "neg"],
+        max_steps=1,
+        **QUIET,
+    )
     assert first.metrics == {}  # no validation data: the last model is saved
-    second = finetune(task="sequence-classification", model_name_or_path=first.output_dir,
-        train_data=data, output_dir=tmp_path / "b", max_steps=1, **QUIET)
+    second = finetune(
+        task="sequence-classification",
+        model_name_or_path=first.output_dir,
+        train_data=data,
+        output_dir=tmp_path / "b",
+        max_steps=1,
+        **QUIET,
+    )
     assert second.labels == ["pos", "neg"]  # not re-sorted to ["neg", "pos"]
 
 
 def test_bad_validation_labels_fail_before_training(checkpoint, tmp_path):
     (tmp_path / "train.csv").write_text("text,label\ngood,pos\nbad,neg\n")
     (tmp_path / "validation.csv").write_text("text,label\nfine,pos\nmeh,neutral\n")
-    with pytest.raises(DataError, match=r"validation\.csv, row 2, field 'label': label 'neutral' is not one of the labels \['neg', 'pos'\]"):
-        finetune(task="sequence-classification", model_name_or_path=checkpoint,
-            train_file=tmp_path / "train.csv", output_dir=tmp_path / "out", validation_file=tmp_path / "validation.csv")
+    with pytest.raises(
+        DataError,
+        match=r"validation\.csv, row 2, field 'label': label 'neutral' is not one of the labels \['neg', 'pos'\]",
+    ):
+        finetune(
+            task="sequence-classification",
+            model_name_or_path=checkpoint,
+            train_file=tmp_path / "train.csv",
+            output_dir=tmp_path / "out",
+            validation_file=tmp_path / "validation.csv",
+        )
     assert not (tmp_path / "out").exists()

@@ -27,8 +27,15 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def ner_model(checkpoint, tmp_path_factory):
     output = tmp_path_factory.mktemp("ner") / "model"
-    return finetune(task="token-classification", model_name_or_path=checkpoint,
-        train_file=NER_TRAIN, output_dir=output, validation_file=NER_VALIDATION, num_train_epochs=5, **FAST)
+    return finetune(
+        task="token-classification",
+        model_name_or_path=checkpoint,
+        train_file=NER_TRAIN,
+        output_dir=output,
+        validation_file=NER_VALIDATION,
+        num_train_epochs=5,
+        **FAST,
+    )
 
 
 def test_token_classification_learns_the_entities_and_saves_the_best_epoch(ner_model):
@@ -92,14 +99,28 @@ def test_label_all_tokens_reaches_the_batches_trainer_trains_on(checkpoint, tmp_
 
     monkeypatch.setattr(Trainer, "compute_loss", recording)
     data = Dataset.from_dict({"tokens": [words] * 4, "tags": [tags] * 4})
-    finetune(task="token-classification", model_name_or_path=checkpoint,
-        train_data=data, output_dir=tmp_path / "out", labels=names, label_all_tokens=label_all_tokens, max_steps=1,
-        **QUIET)
+    finetune(
+        task="token-classification",
+        model_name_or_path=checkpoint,
+        train_data=data,
+        output_dir=tmp_path / "out",
+        labels=names,
+        label_all_tokens=label_all_tokens,
+        max_steps=1,
+        **QUIET,
+    )
     (batch,) = seen
     ignored = [-100]  # [CLS]
     per, loc = names.index("B-PER"), names.index("B-LOC")
     if label_all_tokens:  # later sub-tokens continue the entity: B-PER -> I-PER, B-LOC -> I-LOC
-        expected = ignored + [per] + [names.index("I-PER")] * (pieces[0] - 1) + [0, 0] + [loc] + [names.index("I-LOC")] * (pieces[3] - 1)
+        expected = (
+            ignored
+            + [per]
+            + [names.index("I-PER")] * (pieces[0] - 1)
+            + [0, 0]
+            + [loc]
+            + [names.index("I-LOC")] * (pieces[3] - 1)
+        )
     else:
         expected = ignored + [per] + [-100] * (pieces[0] - 1) + [0, 0] + [loc] + [-100] * (pieces[3] - 1)
     expected += [-100]  # [SEP]
@@ -109,7 +130,15 @@ def test_label_all_tokens_reaches_the_batches_trainer_trains_on(checkpoint, tmp_
 def test_part_of_speech_tags_are_scored_by_token_accuracy_not_entities(checkpoint, tmp_path):
     rows = {"words": [["the", "cat", "sat"], ["a", "dog", "ran"]] * 10, "pos": [["DT", "NN", "VB"]] * 20}
     data = Dataset.from_dict(rows)
-    result = finetune(task="token-classification", model_name_or_path=checkpoint,
-        train_data=data, output_dir=tmp_path / "out", validation_data=data, text_column_name="words",
-        label_column_name="pos", max_steps=2, **QUIET)
+    result = finetune(
+        task="token-classification",
+        model_name_or_path=checkpoint,
+        train_data=data,
+        output_dir=tmp_path / "out",
+        validation_data=data,
+        text_column_name="words",
+        label_column_name="pos",
+        max_steps=2,
+        **QUIET,
+    )
     assert {"accuracy", "macro_f1"} <= set(result.metrics) and "precision" not in result.metrics

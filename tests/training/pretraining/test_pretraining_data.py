@@ -100,9 +100,14 @@ def test_unknown_tokens_are_masked_like_any_word(tokenizer):
     # derived from the tokenizer's special tokens would also spare [UNK], which rare words become.
     unk, cls, sep = tokenizer.unk_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id
     examples = [
-        {"input_ids": [cls, unk, unk, sep, unk, unk, sep], "token_type_ids": [0, 0, 0, 0, 1, 1, 1],
-         "special_tokens_mask": [1, 0, 0, 1, 0, 0, 1], "word_starts": [0, 1, 1, 0, 1, 1, 0],
-         "next_sentence_label": 0, "example_id": i}
+        {
+            "input_ids": [cls, unk, unk, sep, unk, unk, sep],
+            "token_type_ids": [0, 0, 0, 0, 1, 1, 1],
+            "special_tokens_mask": [1, 0, 0, 1, 0, 0, 1],
+            "word_starts": [0, 1, 1, 0, 1, 1, 0],
+            "next_sentence_label": 0,
+            "example_id": i,
+        }
         for i in range(32)
     ]
     labels = DataCollatorForPreTraining(tokenizer, mlm_probability=0.5, seed=0)(examples)["labels"]

@@ -36,8 +36,11 @@ class TokenStreams:
     def find(self, segment: list[int]) -> list[tuple[int, int]]:
         """(document, position) of every occurrence of `segment` (at least N tokens long)."""
         assert len(segment) >= self.N
-        return [(k, i) for k, i in self.index.get(tuple(segment[: self.N]), [])
-                if self.streams[k][i : i + len(segment)] == segment]
+        return [
+            (k, i)
+            for k, i in self.index.get(tuple(segment[: self.N]), [])
+            if self.streams[k][i : i + len(segment)] == segment
+        ]
 
 
 def segments(example: dict, sep: int) -> tuple[list[int], list[int]]:
@@ -112,7 +115,9 @@ def assert_pairs_are_true(examples, text: TokenStreams, sep: int) -> None:
         if example["next_sentence_label"] == RANDOM_NEXT and len({d for d, _ in b_places}) > 1:
             continue  # a passage two articles share (a team list): its random B cannot be traced to one
         if example["next_sentence_label"] == IS_NEXT:
-            assert any(d == home and i >= a_at + len(a) for d, i in b_places), "IsNext: B comes after A in A's document"
+            assert any(d == home and i >= a_at + len(a) for d, i in b_places), (
+                "IsNext: B comes after A in A's document"
+            )
         else:
             assert example["next_sentence_label"] == RANDOM_NEXT
             assert all(d != home for d, _ in b_places), "random: B is from another document"
@@ -121,16 +126,37 @@ def assert_pairs_are_true(examples, text: TokenStreams, sep: int) -> None:
 
 
 def test_no_held_out_document_reaches_the_training_examples(docs, tokenizer, tmp_path):
-    data = run_data(Texts(docs), tokenizer, MAX_LENGTH, seed=0, dupe_factor=2, held_out_fraction=0.2,
-                    cache_dir=tmp_path, num_workers=1, show_progress=False)
+    data = run_data(
+        Texts(docs),
+        tokenizer,
+        MAX_LENGTH,
+        seed=0,
+        dupe_factor=2,
+        held_out_fraction=0.2,
+        cache_dir=tmp_path,
+        num_workers=1,
+        show_progress=False,
+    )
     assert len(data.held_out_ids) == round(0.2 * len(docs))
-    sample = run_data(Texts(docs), tokenizer, MAX_LENGTH, seed=0, dupe_factor=2, held_out_fraction=0.2, cache_dir=tmp_path,
-                      show_progress=False, max_eval_samples=100).eval_set
+    sample = run_data(
+        Texts(docs),
+        tokenizer,
+        MAX_LENGTH,
+        seed=0,
+        dupe_factor=2,
+        held_out_fraction=0.2,
+        cache_dir=tmp_path,
+        show_progress=False,
+        max_eval_samples=100,
+    ).eval_set
     assert len(sample) == 100 and set(sample.index.tolist()) < set(data.eval_set.index.tolist())
     held_out_text = TokenStreams(data.corpus, data.held_out_ids.tolist())
     train_text = TokenStreams(data.corpus, data.train_ids.tolist())
     sep = tokenizer.sep_token_id
-    for examples, own, other in ((data.eval_set, held_out_text, train_text), (data.train_set, train_text, held_out_text)):
+    for examples, own, other in (
+        (data.eval_set, held_out_text, train_text),
+        (data.train_set, train_text, held_out_text),
+    ):
         for k in range(len(examples)):
             for segment in segments(examples[k], sep):
                 if len(segment) >= 12:  # long enough to be unique text
@@ -156,7 +182,9 @@ def test_dupe_factor_passes_again_with_new_pairs(docs, tokenizer, dataset):
     assert np.array_equal(doubled.index[:first], dataset.index)  # the first pass is the dupe_factor=1 set
     second = doubled.index[first:]
     assert abs(len(second) - first) < 0.1 * first
-    shared = set(map(tuple, second[["a_start", "b_start"]].tolist())) & set(map(tuple, dataset.index[["a_start", "b_start"]].tolist()))
+    shared = set(map(tuple, second[["a_start", "b_start"]].tolist())) & set(
+        map(tuple, dataset.index[["a_start", "b_start"]].tolist())
+    )
     assert len(shared) < 0.05 * first  # new pairs
     assert [doubled[i]["example_id"] for i in (0, first, len(doubled) - 1)] == [0, first, len(doubled) - 1]
 
@@ -181,8 +209,15 @@ def test_long_pairs_lose_tokens_as_bert_trims_them():
 
     rng = np.random.default_rng(0)
     a_length, b_length = rng.integers(1, 60, 4000), rng.integers(1, 60, 4000)
-    records = _truncated(np.zeros(4000, np.int64), a_length, np.full(4000, 1000), 1000 + b_length,
-                         np.zeros(4000, bool), 45, np.random.default_rng(1))
+    records = _truncated(
+        np.zeros(4000, np.int64),
+        a_length,
+        np.full(4000, 1000),
+        1000 + b_length,
+        np.zeros(4000, bool),
+        45,
+        np.random.default_rng(1),
+    )
     loop = np.array([bert_truncation(a, b, 45, rng) for a, b in zip(a_length, b_length)])
     lost_a, lost_b = a_length - records["a_length"], b_length - records["b_length"]
     assert np.array_equal(lost_a, loop[:, 0] + loop[:, 1]) and np.array_equal(lost_b, loop[:, 2] + loop[:, 3])

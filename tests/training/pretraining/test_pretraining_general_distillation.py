@@ -36,9 +36,15 @@ from modeling_minibert.training.pretraining.objectives.general_distillation impo
 from tokenization import load_tokenizer
 from tokenization.subset import smallest_vocab_size
 
-TEACHER = dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
-               # Wider than BERT's 0.02: random weights that small attend almost uniformly, leaving no relations to teach.
-               initializer_range=0.2)
+TEACHER = dict(
+    hidden_size=48,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=64,
+    # Wider than BERT's 0.02: random weights that small attend almost uniformly, leaving no relations to teach.
+    initializer_range=0.2,
+)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +60,9 @@ def teacher_dir(tokenizer_dir, tmp_path_factory):
 
 def teacher_of(folder, **kwargs):
     vocab = len(load_tokenizer(folder))
-    return load_teacher_encoder(str(folder), vocab, kwargs.get("layer"), kwargs.get("heads"), kwargs.get("width", 48), 32)
+    return load_teacher_encoder(
+        str(folder), vocab, kwargs.get("layer"), kwargs.get("heads"), kwargs.get("width", 48), 32
+    )
 
 
 def a_batch(vocab_size: int) -> dict:
@@ -126,9 +134,11 @@ def test_student_embeddings_are_a_pca_of_the_teachers_rows(teacher_dir):
     projected = narrow.get_input_embeddings().weight.detach()
     variance = (projected - projected.mean(0)).pow(2).sum() / (rows - rows.mean(0)).pow(2).sum()
     assert 32 / 48 < variance < 1  # the first 32 directions hold more than their share of the variance
-    position = teacher.model.embeddings.position_embeddings.weight[:TINY["max_position_embeddings"]].detach()
+    position = teacher.model.embeddings.position_embeddings.weight[: TINY["max_position_embeddings"]].detach()
     # Positions on the same directions: most of their norm kept (a random init's would be ~0.02 x sqrt(24 x 32)).
-    assert narrow.bert.embeddings.position_embeddings.weight.norm().item() == pytest.approx(position.norm().item(), rel=0.3)
+    assert narrow.bert.embeddings.position_embeddings.weight.norm().item() == pytest.approx(
+        position.norm().item(), rel=0.3
+    )
 
 
 def test_the_hidden_state_basis_is_the_principal_directions_of_every_layers_states(teacher_dir, corpus):
@@ -149,8 +159,13 @@ def test_the_hidden_state_basis_is_the_principal_directions_of_every_layers_stat
     assert torch.allclose((basis * directions[:20].T).sum(0).abs(), torch.ones(20), atol=1e-4)
     assert (basis.gather(0, basis.abs().argmax(0, keepdim=True)) > 0).all()  # signs: the largest coordinate positive
     # Not the embeddings' own directions, and the identity as wide as the teacher.
-    own = init_from_teacher(MiniBertForMaskedLM(MiniBertConfig(**{**TINY, "hidden_size": 20, "num_attention_heads": 4,
-                                                                 "vocab_size": len(ids)})), teacher.model, ids)
+    own = init_from_teacher(
+        MiniBertForMaskedLM(
+            MiniBertConfig(**{**TINY, "hidden_size": 20, "num_attention_heads": 4, "vocab_size": len(ids)})
+        ),
+        teacher.model,
+        ids,
+    )
     assert (torch.linalg.svdvals(own.T @ basis) ** 2).mean() < 0.9
     assert torch.equal(hidden_state_directions(teacher.model, tokenizer, ids, documents, 48), torch.eye(48))
 
@@ -178,7 +193,9 @@ def test_a_student_of_the_teachers_shape_starting_from_its_layers_is_the_teacher
     real = batch["attention_mask"].bool()
     assert torch.allclose(mine[real], theirs[real], atol=1e-5)
     out = copy(**batch)  # the projection starts as the identity here
-    assert out.relation_loss.item() == pytest.approx(0.0, abs=1e-5) and out.hidden_loss.item() == pytest.approx(0.0, abs=1e-8)
+    assert out.relation_loss.item() == pytest.approx(0.0, abs=1e-5) and out.hidden_loss.item() == pytest.approx(
+        0.0, abs=1e-8
+    )
     fresh = student_of(teacher, "embeddings")(**batch)
     assert fresh.relation_loss.item() > 1e-2 and fresh.hidden_loss.item() > 1e-2
 
@@ -192,12 +209,14 @@ def test_the_default_student_starts_closer_to_all_minilm_from_its_layers():
 
     teacher = load_teacher_encoder(gt.get_model_path(), None, None, None, 192, 64)
     assert taught_layers(3, 6) == [1, 3, 5] and taught_layers(2, 2) == [0, 1]
-    texts = [document[:300] for document in load_bbc_news()[:: 100]]
+    texts = [document[:300] for document in load_bbc_news()[::100]]
     batch = dict(teacher.tokenizer(texts, truncation=True, max_length=64, padding=True, return_tensors="pt"))
     batch["labels"] = torch.full_like(batch["input_ids"], -100)
     shape = {key: getattr(MiniBertConfig(), key) for key in TEACHER}  # Mini-BERT's defaults
     layers, embeddings = (student_of(teacher, init, **shape)(**batch) for init in ("layers", "embeddings"))
-    assert layers.relation_loss < 0.85 * embeddings.relation_loss and layers.hidden_loss < 0.85 * embeddings.hidden_loss
+    assert (
+        layers.relation_loss < 0.85 * embeddings.relation_loss and layers.hidden_loss < 0.85 * embeddings.hidden_loss
+    )
     # On the directions of the teacher's hidden states (from other documents than these) rather than its
     # embeddings', nearer still.
     hidden = student_of(teacher, "layers", "hidden_states", **shape)(**batch)
@@ -205,11 +224,19 @@ def test_the_default_student_starts_closer_to_all_minilm_from_its_layers():
 
 
 def test_teacher_init_layers_refuses_a_larger_student_before_any_work(teacher_dir, corpus, tmp_path):
-    settings = dict(teacher_model_name_or_path=str(teacher_dir), teacher_init="layers", train_file=str(corpus),
-                    max_seq_length=32, output_dir=str(tmp_path / "run"))
-    with pytest.raises(ValueError, match=r"^teacher_init=layers selects the student's weights from the teacher's, but "
-                                         r"the student is larger than the teacher: hidden_size=64 > 48, "
-                                         r"intermediate_size=128 > 64, num_hidden_layers=3 > 2; use teacher_init=embeddings$"):
+    settings = dict(
+        teacher_model_name_or_path=str(teacher_dir),
+        teacher_init="layers",
+        train_file=str(corpus),
+        max_seq_length=32,
+        output_dir=str(tmp_path / "run"),
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"^teacher_init=layers selects the student's weights from the teacher's, but "
+        r"the student is larger than the teacher: hidden_size=64 > 48, "
+        r"intermediate_size=128 > 64, num_hidden_layers=3 > 2; use teacher_init=embeddings$",
+    ):
         pretrain(config_overrides="hidden_size=64,intermediate_size=128,num_attention_heads=4", **settings)
     assert not (tmp_path / "run").exists()
 
@@ -219,35 +246,54 @@ def test_teacher_init_auto_takes_the_teachers_layers_where_it_can(teacher_dir):
     assert PretrainingArguments(teacher_model_name_or_path=str(teacher_dir)).teacher_init == "auto"
     fits = MiniBertConfig(**{**TINY, "num_hidden_layers": 1})  # 32 wide, 64 units: within the teacher's 48 and 64
     assert resolved_teacher_init("auto", fits, teacher.model) == (
-        "layers", "the student starts from the teacher's embeddings and layers 2 (teacher_init=auto)")
+        "layers",
+        "the student starts from the teacher's embeddings and layers 2 (teacher_init=auto)",
+    )
     assert resolved_teacher_init("embeddings", fits, teacher.model) == (
-        "embeddings", "the student starts from the teacher's embeddings (teacher_init=embeddings)")
+        "embeddings",
+        "the student starts from the teacher's embeddings (teacher_init=embeddings)",
+    )
     assert [resolved_basis("auto", init) for init in ("layers", "embeddings")] == ["hidden_states", "embeddings"]
     assert resolved_basis("embeddings", "layers") == "embeddings"
     wider = MiniBertConfig(**{**TINY, "hidden_size": 64})
     assert resolved_teacher_init("auto", wider, teacher.model) == (
-        "embeddings", "the student starts from the teacher's embeddings (teacher_init=auto; the student is larger "
-                      "than the teacher: hidden_size=64 > 48)")
+        "embeddings",
+        "the student starts from the teacher's embeddings (teacher_init=auto; the student is larger "
+        "than the teacher: hidden_size=64 > 48)",
+    )
 
 
 def test_pretrain_with_a_teacher_saves_a_student_and_resumes_exactly(tiny, teacher_dir, tmp_path):
     teacher_tokenizer = load_tokenizer(teacher_dir)
     vocab_size = smallest_vocab_size(teacher_tokenizer) + 100
     settings = {k: v for k, v in tiny.items() if k != "tokenizer_name"}
-    settings.update(teacher_model_name_or_path=str(teacher_dir), vocab_size=vocab_size, max_steps=6, save_steps=3,
-                    eval_steps=3, learning_rate=2e-3)
+    settings.update(
+        teacher_model_name_or_path=str(teacher_dir),
+        vocab_size=vocab_size,
+        max_steps=6,
+        save_steps=3,
+        eval_steps=3,
+        learning_rate=2e-3,
+    )
     out = tmp_path / "student"
     summary = pretrain(output_dir=str(out), **settings)
     records = read_metrics(out)
     train = [r for r in records if "loss" in r]
-    assert {"loss", "mlm_loss", "mlm_accuracy", "relation_loss", "hidden_loss"} == set(train[0]) - {"step", "learning_rate"}
-    assert summary["eval_loss"] == pytest.approx(summary["eval_mlm_loss"] + summary["eval_relation_loss"] + summary["eval_hidden_loss"])
+    assert {"loss", "mlm_loss", "mlm_accuracy", "relation_loss", "hidden_loss"} == set(train[0]) - {
+        "step",
+        "learning_rate",
+    }
+    assert summary["eval_loss"] == pytest.approx(
+        summary["eval_mlm_loss"] + summary["eval_relation_loss"] + summary["eval_hidden_loss"]
+    )
 
     # A normal Mini-BERT MLM folder on a subset of the teacher's vocabulary: finetune and distill take it.
     student = AutoTokenizer.from_pretrained(out)
     assert len(student) == vocab_size and set(student.get_vocab()) <= set(teacher_tokenizer.get_vocab())
     weights = load_file(out / "model.safetensors")
-    assert "cls.predictions.bias" in weights and not any(k.startswith(("student.", "projection", "teacher")) for k in weights)
+    assert "cls.predictions.bias" in weights and not any(
+        k.startswith(("student.", "projection", "teacher")) for k in weights
+    )
     assert MiniBertForSequenceClassification.from_pretrained(out).config.vocab_size == vocab_size
     checkpoint = load_file(out / "checkpoint-3" / "model.safetensors")
     assert {k.split(".")[0] for k in checkpoint} == {"student", "projection"}  # never the teacher
@@ -262,11 +308,16 @@ def test_the_objective_goes_with_a_teacher_only(teacher_dir):
     config = MiniBertConfig(**{**TINY, "hidden_size": 48})
     objective = pick_objective(PretrainingArguments(teacher_model_name_or_path=str(teacher_dir)), None, config)
     assert objective.name == "general_distillation" and objective.teacher.name == str(teacher_dir)
-    with pytest.raises(ValueError, match=r"^objective='mlm' cannot use teacher_model_name_or_path=.*: it is an option of the general_distillation objective$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^objective='mlm' cannot use teacher_model_name_or_path=.*: it is an option of the general_distillation objective$",
+    ):
         PretrainingArguments(objective="mlm", teacher_model_name_or_path=str(teacher_dir))
     with pytest.raises(ValueError, match=r"^teacher_model_name_or_path starts a new student .* cannot be combined"):
         PretrainingArguments(tokenizer_name=str(teacher_dir), teacher_model_name_or_path=str(teacher_dir))
-    with pytest.raises(ValueError, match=r"^objective=general_distillation needs a teacher: pass teacher_model_name_or_path$"):
+    with pytest.raises(
+        ValueError, match=r"^objective=general_distillation needs a teacher: pass teacher_model_name_or_path$"
+    ):
         pick_objective(PretrainingArguments(objective="general_distillation"), None, config)
 
 
@@ -283,11 +334,19 @@ def test_unset_vocab_size_keeps_the_teachers_whole_vocabulary(teacher_dir, corpu
     assert sorted(to_teacher_ids(student, teacher)) == list(range(len(teacher)))
 
 
-@pytest.mark.parametrize("capabilities, measured, expected", [
-    ({"avx512_bf16": True}, "bf16", True), ({"amx_bf16": True}, "bf16", True), ({"avx512_bf16": True}, "float32", False),
-    ({"avx512_bf16": False, "amx_bf16": False}, None, False), ({}, None, False)])
+@pytest.mark.parametrize(
+    "capabilities, measured, expected",
+    [
+        ({"avx512_bf16": True}, "bf16", True),
+        ({"amx_bf16": True}, "bf16", True),
+        ({"avx512_bf16": True}, "float32", False),
+        ({"avx512_bf16": False, "amx_bf16": False}, None, False),
+        ({}, None, False),
+    ],
+)
 def test_auto_teacher_precision_is_bf16_where_the_cpu_has_bf16_units_and_it_measures_faster(
-        monkeypatch, capabilities, measured, expected):
+    monkeypatch, capabilities, measured, expected
+):
     """Without the instructions bf16 is emulated: float32, nothing measured. With them, the measurement decides."""
     from modeling_minibert.utils import precision as tp
 
@@ -300,7 +359,9 @@ def test_auto_teacher_precision_is_bf16_where_the_cpu_has_bf16_units_and_it_meas
         cpu = torch.device("cpu")
         assert tp.teacher_autocast("auto", cpu) is expected
         assert tp.teacher_autocast("bf16", cpu) and not tp.teacher_autocast("no", cpu)
-        assert tp.precision_line("auto", cpu).startswith(f"the teacher runs in {'bf16 autocast' if expected else 'float32'} on cpu")
+        assert tp.precision_line("auto", cpu).startswith(
+            f"the teacher runs in {'bf16 autocast' if expected else 'float32'} on cpu"
+        )
         assert asked == ([["bf16", "float32"]] if measured else [])  # once: the answer is kept for the process
     finally:
         tp.native_bf16.cache_clear()
@@ -318,9 +379,13 @@ def test_the_teacher_runs_in_bf16_autocast_only_when_asked_and_the_student_in_fl
     reference = model(**batch)  # the teacher as loaded: float32
     teacher.mixed_precision = mode
     dtypes = {}
-    hooks = [module.register_forward_hook(lambda m, args, out, name=name: dtypes.__setitem__(name, out.dtype))
-             for name, module in (("teacher", teacher.model.encoder.layer[0].attention.self.query),
-                                  ("student", student.get_input_embeddings()))]
+    hooks = [
+        module.register_forward_hook(lambda m, args, out, name=name: dtypes.__setitem__(name, out.dtype))
+        for name, module in (
+            ("teacher", teacher.model.encoder.layer[0].attention.self.query),
+            ("student", student.get_input_embeddings()),
+        )
+    ]
     out = model(**batch)
     for hook in hooks:
         hook.remove()
@@ -357,10 +422,17 @@ def test_the_student_trains_under_the_autocast_its_run_resolved(tiny, teacher_di
     monkeypatch.setattr(precision, "bf16_pays", lambda device: True)
     seen = set()
     real_forward = torch.nn.Linear.forward
-    monkeypatch.setattr(torch.nn.Linear, "forward", lambda self, x: (out := real_forward(self, x), seen.add(out.dtype))[0])
+    monkeypatch.setattr(
+        torch.nn.Linear, "forward", lambda self, x: (out := real_forward(self, x), seen.add(out.dtype))[0]
+    )
     settings = {k: v for k, v in tiny.items() if k != "tokenizer_name"}
-    settings.update(teacher_model_name_or_path=str(teacher_dir), vocab_size=smallest_vocab_size(load_tokenizer(teacher_dir)),
-                    max_steps=2, disable_tqdm=True, teacher_mixed_precision="no")  # bf16 outputs: the student's only
+    settings.update(
+        teacher_model_name_or_path=str(teacher_dir),
+        vocab_size=smallest_vocab_size(load_tokenizer(teacher_dir)),
+        max_steps=2,
+        disable_tqdm=True,
+        teacher_mixed_precision="no",
+    )  # bf16 outputs: the student's only
     pretrain(output_dir=str(tmp_path / "run"), **settings)
     assert torch.bfloat16 in seen
     assert "mixed precision bf16 (mixed_precision=auto)" in capsys.readouterr().out
@@ -377,10 +449,14 @@ def test_a_mini_bert_teacher_teaches_as_its_bert_copy_does(teacher_dir, tmp_path
     MiniBertModel.from_pretrained(teacher_dir).save_pretrained(minibert)  # BERT's weights in a Mini-BERT folder
     load_tokenizer(teacher_dir).save_pretrained(minibert)
     # In float32: under bf16 autocast the two implementations round differently.
-    as_bert, as_minibert = (dataclasses.replace(teacher_of(folder), mixed_precision="no") for folder in (teacher_dir, minibert))
+    as_bert, as_minibert = (
+        dataclasses.replace(teacher_of(folder), mixed_precision="no") for folder in (teacher_dir, minibert)
+    )
     assert type(as_minibert.model).__name__ == "MiniBertModel"
     vocab = as_bert.model.config.vocab_size
-    student = MiniBertForMaskedLM(MiniBertConfig(vocab_size=vocab, **{**TEACHER, "hidden_size": 32, "intermediate_size": 48}))
+    student = MiniBertForMaskedLM(
+        MiniBertConfig(vocab_size=vocab, **{**TEACHER, "hidden_size": 32, "intermediate_size": 48})
+    )
     batch = a_batch(vocab)  # with padding: the Mini-BERT teacher reads it unpadded
     wrapped = [StudentWithTeacher(student, teacher, torch.arange(vocab)).eval() for teacher in (as_bert, as_minibert)]
     wrapped[1].projection.load_state_dict(wrapped[0].projection.state_dict())  # one projection for both
@@ -401,11 +477,18 @@ def test_a_teacher_with_a_nan_weight_is_refused_before_anything_is_written(teach
     weights = load_file(poisoned / "model.safetensors")
     weights["embeddings.word_embeddings.weight"][5, 0] = float("nan")
     save_file(weights, poisoned / "model.safetensors", metadata={"format": "pt"})
-    with pytest.raises(NonFiniteError, match=rf"^the teacher {poisoned} has non-finite weights \(1 of \d+ tensors, the "
-                                             r"first: embeddings.word_embeddings.weight\): a non-finite teacher cannot "
-                                             r"teach; fix it or use another \(nothing was written\)$"):
-        pretrain(teacher_model_name_or_path=str(poisoned), train_file=str(corpus), max_seq_length=32,
-                 output_dir=str(tmp_path / "run"))
+    with pytest.raises(
+        NonFiniteError,
+        match=rf"^the teacher {poisoned} has non-finite weights \(1 of \d+ tensors, the "
+        r"first: embeddings.word_embeddings.weight\): a non-finite teacher cannot "
+        r"teach; fix it or use another \(nothing was written\)$",
+    ):
+        pretrain(
+            teacher_model_name_or_path=str(poisoned),
+            train_file=str(corpus),
+            max_seq_length=32,
+            output_dir=str(tmp_path / "run"),
+        )
     assert not (tmp_path / "run").exists()
 
 
@@ -419,8 +502,11 @@ def test_a_pickled_teacher_is_read_only_when_asked(teacher_dir, tmp_path):
             (folder / path.name).write_bytes(path.read_bytes())
     torch.save(load_file(teacher_dir / "model.safetensors"), folder / "pytorch_model.bin")
     vocab = len(load_tokenizer(teacher_dir))
-    with pytest.raises(ValueError, match=rf"^teacher_model_name_or_path={folder} holds only pickle weights "
-                                         r"\(pytorch_model.bin\), .* pass allow_pickle=True \(--allow_pickle\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^teacher_model_name_or_path={folder} holds only pickle weights "
+        r"\(pytorch_model.bin\), .* pass allow_pickle=True \(--allow_pickle\)",
+    ):
         load_teacher_encoder(str(folder), vocab, None, None, 48, 32)
     pickled = load_teacher_encoder(str(folder), vocab, None, None, 48, 32, allow_pickle=True).model.state_dict()
     saved = load_file(teacher_dir / "model.safetensors")  # (the pooler, which the folder does not hold, is random)

@@ -51,6 +51,7 @@ pytestmark = [pytestmark, pytest.mark.slow(seconds=58)]  # real jobs end to end:
 
 # --- a tiny run, end to end ------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def run(tiny, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "pretrained"
@@ -97,7 +98,11 @@ def test_saved_model_loads_with_the_auto_classes_and_fill_mask(run):
     assert isinstance(model, modeling_minibert.MiniBertForPreTraining)
     assert model.config.hidden_size == 32 and model.config.max_position_embeddings == 64
     # Pretrained without dropout; the saved config keeps the model's own dropout for fine-tuning.
-    assert model.config.hidden_dropout_prob == model.config.attention_probs_dropout_prob == MiniBertConfig().hidden_dropout_prob
+    assert (
+        model.config.hidden_dropout_prob
+        == model.config.attention_probs_dropout_prob
+        == MiniBertConfig().hidden_dropout_prob
+    )
     assert (out / "model.safetensors").is_file() and not list(out.glob("*.bin"))
     assert (out / "model.safetensors").stat().st_mode & 0o044, "readable by others, as a plain open() would make it"
     mlm = AutoModelForMaskedLM.from_pretrained(out)
@@ -105,7 +110,9 @@ def test_saved_model_loads_with_the_auto_classes_and_fill_mask(run):
     assert torch.equal(mlm.bert.embeddings.word_embeddings.weight, weights["bert.embeddings.word_embeddings.weight"])
     tokenizer = AutoTokenizer.from_pretrained(out)
     assert len(tokenizer) == model.config.vocab_size
-    predictions = pipeline("fill-mask", model=mlm, tokenizer=tokenizer, top_k=3)("the company said [MASK] profits rose.")
+    predictions = pipeline("fill-mask", model=mlm, tokenizer=tokenizer, top_k=3)(
+        "the company said [MASK] profits rose."
+    )
     assert len(predictions) == 3 and predictions[0]["score"] >= predictions[1]["score"]
 
 
@@ -130,11 +137,18 @@ def held_out_metrics_of_a_plain_forward(out: Path, tiny: dict, corpus: Path) -> 
             correct += int((outputs.prediction_logits.argmax(-1)[masked] == labels[masked]).sum())
             count += int(masked.sum())
             nsp_correct += int((outputs.seq_relationship_logits.argmax(-1) == nsp).sum())
-            mlm_loss_sum += float(torch.nn.functional.cross_entropy(outputs.prediction_logits[masked], labels[masked], reduction="sum"))
-            nsp_loss_sum += float(torch.nn.functional.cross_entropy(outputs.seq_relationship_logits, nsp, reduction="sum"))
+            mlm_loss_sum += float(
+                torch.nn.functional.cross_entropy(outputs.prediction_logits[masked], labels[masked], reduction="sum")
+            )
+            nsp_loss_sum += float(
+                torch.nn.functional.cross_entropy(outputs.seq_relationship_logits, nsp, reduction="sum")
+            )
     return {
-        "eval_samples": len(eval_set), "eval_mlm_accuracy": correct / count, "eval_nsp_accuracy": nsp_correct / len(eval_set),
-        "eval_mlm_loss": mlm_loss_sum / count, "eval_nsp_loss": nsp_loss_sum / len(eval_set),
+        "eval_samples": len(eval_set),
+        "eval_mlm_accuracy": correct / count,
+        "eval_nsp_accuracy": nsp_correct / len(eval_set),
+        "eval_mlm_loss": mlm_loss_sum / count,
+        "eval_nsp_loss": nsp_loss_sum / len(eval_set),
     }
 
 
@@ -167,8 +181,14 @@ def test_each_epoch_draws_new_masks(tiny, tokenizer_dir, corpus):
     collator = DataCollatorForPreTraining(tokenizer, seed=0)
 
     def batches(start: int):  # one batch per epoch: the whole set
-        return iter(torch.utils.data.DataLoader(RunExamples(examples), sampler=RunBatches(len(examples), len(examples), 0, start=start),
-                                                batch_size=None, collate_fn=collator))
+        return iter(
+            torch.utils.data.DataLoader(
+                RunExamples(examples),
+                sampler=RunBatches(len(examples), len(examples), 0, start=start),
+                batch_size=None,
+                collate_fn=collator,
+            )
+        )
 
     first, second = next(batches(0)), next(batches(1))
     assert sorted(first["next_sentence_label"].tolist()) == sorted(second["next_sentence_label"].tolist())
@@ -178,10 +198,14 @@ def test_each_epoch_draws_new_masks(tiny, tokenizer_dir, corpus):
 
 # --- the run folder: refusing, resuming, overwriting -----------------------------------------------------------
 
+
 def test_a_folder_holding_a_run_is_refused_unless_resume_or_overwrite(run, tiny, tmp_path):
     out, summary, settings = run
     before = snapshot(out)
-    with pytest.raises(FileExistsError, match=r"is not empty; pass --resume_from_checkpoint to continue the run saved there, --overwrite_output_dir"):
+    with pytest.raises(
+        FileExistsError,
+        match=r"is not empty; pass --resume_from_checkpoint to continue the run saved there, --overwrite_output_dir",
+    ):
         pretrain(output_dir=str(out), **settings)
     with pytest.raises(ValueError, match=r"cannot resume the run in .*: .*learning_rate=0.002 \(now 0.001\)"):
         pretrain(output_dir=str(out), **dict(settings, learning_rate=1e-3, resume_from_checkpoint=True))
@@ -216,7 +240,9 @@ def test_resuming_may_raise_max_steps_and_the_schedule_follows_the_new_total(run
 
     # From a chosen checkpoint: the steps after it are replayed, exactly.
     history = read_metrics(copy)
-    replay = pretrain(output_dir=str(copy), **dict(settings, max_steps=60, resume_from_checkpoint=str(copy / "checkpoint-50")))
+    replay = pretrain(
+        output_dir=str(copy), **dict(settings, max_steps=60, resume_from_checkpoint=str(copy / "checkpoint-50"))
+    )
     assert replay["steps_this_session"] == 10 and read_metrics(copy) == history
 
 
@@ -238,8 +264,9 @@ def test_a_masking_rate_schedule_falls_to_the_final_rate_and_resumes_exactly(tin
     again = pretrain(output_dir=str(resumed), **dict(settings, resume_from_checkpoint=str(resumed / "checkpoint-5")))
     assert again["steps_this_session"] == 5 and read_metrics(resumed) == history
     assert load_file(str(resumed / "model.safetensors")).keys() == load_file(str(out / "model.safetensors")).keys()
-    torch.testing.assert_close(load_file(str(resumed / "model.safetensors")), load_file(str(out / "model.safetensors")),
-                               rtol=0, atol=0)
+    torch.testing.assert_close(
+        load_file(str(resumed / "model.safetensors")), load_file(str(out / "model.safetensors")), rtol=0, atol=0
+    )
 
 
 def test_overwrite_replaces_the_run_and_keeps_other_files(tiny, tmp_path):
@@ -277,7 +304,9 @@ def test_a_checkpoint_loads_with_trust_remote_code_where_the_package_is_not_inst
 
     out, _, _ = run
     checkpoint = out / "checkpoint-40"
-    assert {"modeling_minibert.py", "configuration_minibert.py", "checks_minibert.py"} <= {p.name for p in checkpoint.iterdir()}
+    assert {"modeling_minibert.py", "configuration_minibert.py", "checks_minibert.py"} <= {
+        p.name for p in checkpoint.iterdir()
+    }
     ids = [[2, 7, 9, 4, 3]]
     with torch.no_grad():
         expected = AutoModelForMaskedLM.from_pretrained(checkpoint).eval()(torch.tensor(ids)).logits.sum().item()
@@ -314,17 +343,22 @@ def test_resuming_a_run_without_checkpoint_says_so_in_one_line_and_starts_at_ste
     argv = cli_args(**dict(settings, output_dir=copy, max_steps=3, report_to=["none"]))
     assert cli.main(["pretrain", *argv, "--resume_from_checkpoint"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"minibert pretrain: warning: no checkpoint in {copy} to resume from yet: training starts at step 0"]
+    assert err == [
+        f"minibert pretrain: warning: no checkpoint in {copy} to resume from yet: training starts at step 0"
+    ]
     assert [r["step"] for r in read_metrics(copy) if "loss" in r] == [1, 2, 3]
 
 
 # --- continued pretraining, time budget, Hub ------------------------------------------------------------------
 
+
 def test_continued_pretraining_starts_from_the_model_and_its_tokenizer(run, tiny, tmp_path):
     """Domain-adaptive pretraining: MLM + NSP from a pretrained folder; MLM only from a folder without NSP head."""
     source, summary, _ = run
     settings = {k: v for k, v in tiny.items() if k not in ("tokenizer_name", "config_overrides")}
-    continued = pretrain(output_dir=str(tmp_path / "continued"), model_name_or_path=str(source), max_steps=5, **settings)
+    continued = pretrain(
+        output_dir=str(tmp_path / "continued"), model_name_or_path=str(source), max_steps=5, **settings
+    )
     fresh_start = read_metrics(source)[0]["mlm_loss"]
     first = read_metrics(tmp_path / "continued")[0]
     assert first["mlm_loss"] < fresh_start - 0.3, "training starts from the pretrained weights, not a new init"
@@ -338,7 +372,13 @@ def test_continued_pretraining_starts_from_the_model_and_its_tokenizer(run, tiny
     AutoModelForMaskedLM.from_pretrained(source).save_pretrained(mlm_only)
     AutoTokenizer.from_pretrained(source).save_pretrained(mlm_only)
     with pytest.raises(ValueError, match=r"has no NSP head .*pass --objective mlm"):
-        pretrain(output_dir=str(tmp_path / "refused"), model_name_or_path=str(mlm_only), objective="mlm_nsp", max_steps=5, **settings)
+        pretrain(
+            output_dir=str(tmp_path / "refused"),
+            model_name_or_path=str(mlm_only),
+            objective="mlm_nsp",
+            max_steps=5,
+            **settings,
+        )
     result = pretrain(output_dir=str(tmp_path / "mlm"), model_name_or_path=str(mlm_only), max_steps=5, **settings)
     assert "eval_nsp_accuracy" not in result and result["eval_loss"] == result["eval_mlm_loss"]
     assert "nsp_loss" not in read_metrics(tmp_path / "mlm")[0]
@@ -351,7 +391,9 @@ def test_continued_pretraining_starts_from_the_model_and_its_tokenizer(run, tiny
     with pytest.raises(ValueError, match=r"holds a 'bert' model, not a Mini-BERT; .* `minibert convert-bert"):
         pretrain(output_dir=str(tmp_path / "x"), model_name_or_path=str(bert), max_steps=3, **settings)
     convert_bert_to_minibert(bert, converted)
-    from_bert = pretrain(output_dir=str(tmp_path / "from-bert"), model_name_or_path=str(converted), max_steps=3, **settings)
+    from_bert = pretrain(
+        output_dir=str(tmp_path / "from-bert"), model_name_or_path=str(converted), max_steps=3, **settings
+    )
     assert "eval_nsp_accuracy" in from_bert
     assert read_metrics(tmp_path / "from-bert")[0]["mlm_loss"] < fresh_start - 0.3
     with pytest.raises(ValueError, match="config_overrides shapes a new model"):
@@ -372,8 +414,10 @@ def test_continuing_from_a_classifier_says_the_mlm_head_is_new_in_one_line(run, 
     argv = cli_args(**dict(settings, output_dir=tmp_path / "out", model_name_or_path=classifier, max_steps=2))
     assert cli.main(["pretrain", *argv]) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"minibert pretrain: warning: model_name_or_path={classifier} has no MLM head (a fine-tuned "
-                   "model?): its encoder is continued, its MLM head starts from random weights"], err
+    assert err == [
+        f"minibert pretrain: warning: model_name_or_path={classifier} has no MLM head (a fine-tuned "
+        "model?): its encoder is continued, its MLM head starts from random weights"
+    ], err
     assert "nsp_loss" not in read_metrics(tmp_path / "out")[0], "no NSP head either: MLM alone"
 
 
@@ -381,26 +425,53 @@ def test_a_tokenizer_other_than_the_models_vocabulary_is_refused(run, tiny, corp
     from tokenization import train_tokenizer
 
     other = tmp_path / "other-tokenizer"
-    train_tokenizer(train_file=[corpus], vocab_size=500, output_dir=other, disable_tqdm=True, overwrite_output_dir=True)
+    train_tokenizer(
+        train_file=[corpus], vocab_size=500, output_dir=other, disable_tqdm=True, overwrite_output_dir=True
+    )
     settings = {k: v for k, v in tiny.items() if k not in ("tokenizer_name", "config_overrides")}
-    with pytest.raises(ValueError, match=rf"tokenizer_name={other} has another vocabulary \(\d+ tokens\) than the "
-                                         rf"model {run[0]} \(\d+ tokens\), .* leave tokenizer_name unset"):
-        pretrain(output_dir=str(tmp_path / "out"), model_name_or_path=str(run[0]), tokenizer_name=str(other),
-                 max_steps=2, **settings)
+    with pytest.raises(
+        ValueError,
+        match=rf"tokenizer_name={other} has another vocabulary \(\d+ tokens\) than the "
+        rf"model {run[0]} \(\d+ tokens\), .* leave tokenizer_name unset",
+    ):
+        pretrain(
+            output_dir=str(tmp_path / "out"),
+            model_name_or_path=str(run[0]),
+            tokenizer_name=str(other),
+            max_steps=2,
+            **settings,
+        )
     assert not (tmp_path / "out").exists()
-    same = pretrain(output_dir=str(tmp_path / "same"), model_name_or_path=str(run[0]), tokenizer_name=tiny["tokenizer_name"],
-                    max_steps=2, **settings)
+    same = pretrain(
+        output_dir=str(tmp_path / "same"),
+        model_name_or_path=str(run[0]),
+        tokenizer_name=tiny["tokenizer_name"],
+        max_steps=2,
+        **settings,
+    )
     assert same["global_step"] == 2
 
 
 def test_max_time_fits_the_schedule_stops_evaluates_and_saves(tiny, tmp_path):
     out = tmp_path / "timed"
     seconds = 4.0
-    summary = pretrain(output_dir=str(out), **dict(tiny, max_steps=100_000, max_time=seconds / 60, learning_rate=2e-3,
-                                                   logging_steps=5, eval_steps=25, save_steps=25))
+    summary = pretrain(
+        output_dir=str(out),
+        **dict(
+            tiny,
+            max_steps=100_000,
+            max_time=seconds / 60,
+            learning_rate=2e-3,
+            logging_steps=5,
+            eval_steps=25,
+            save_steps=25,
+        ),
+    )
     steps = summary["global_step"]
     assert 10 < steps < 100_000
-    assert summary["train_runtime"] < seconds + 3, "stopped when the budget ran out (less the final evaluation and save)"
+    assert summary["train_runtime"] < seconds + 3, (
+        "stopped when the budget ran out (less the final evaluation and save)"
+    )
     records = read_metrics(out)
     assert records[-1]["step"] == steps and "eval_mlm_accuracy" in records[-1], "evaluated where it stopped"
     assert (out / f"checkpoint-{steps}").is_dir() and (out / "model.safetensors").is_file()
@@ -416,8 +487,17 @@ def test_push_to_hub_uploads_the_model_folder_and_never_writes_the_token(tiny, t
     out = tmp_path / "pushed"
     with LocalHub(tmp_path / "hub", token=token, user=user) as hub:
         hub.configure_clients()
-        pretrain(output_dir=str(out), **dict(tiny, max_steps=4, push_to_hub=True, hub_model_id=f"{user}/tiny-bert",
-                                             hub_token=token, report_to=["tensorboard"]))
+        pretrain(
+            output_dir=str(out),
+            **dict(
+                tiny,
+                max_steps=4,
+                push_to_hub=True,
+                hub_model_id=f"{user}/tiny-bert",
+                hub_token=token,
+                report_to=["tensorboard"],
+            ),
+        )
         files = hub.repo_files(f"{user}/tiny-bert")
     assert {"model.safetensors", "config.json", "vocab.txt", "README.md", ALL_RESULTS_FILE, PLOT_FILE} <= set(files)
     assert not [name for name in files if name.startswith("checkpoint-") or name.endswith((".bin", ".pkl"))]
@@ -466,18 +546,39 @@ def test_sigkill_at_seeded_points_then_resume_equals_an_uninterrupted_run(tiny, 
     resume lies inside the second epoch, with gradient accumulation and dropout, so the data order, the masks
     and the dropout noise must all be restored."""
     env = subprocess_env(tmp_path)
-    settings = dict(tiny, max_steps=80, save_steps=10, eval_steps=20, gradient_accumulation_steps=2,
-                    save_total_limit=3, pretraining_dropout=0.1, dupe_factor=1, logging_steps=2)
+    settings = dict(
+        tiny,
+        max_steps=80,
+        save_steps=10,
+        eval_steps=20,
+        gradient_accumulation_steps=2,
+        save_total_limit=3,
+        pretraining_dropout=0.1,
+        dupe_factor=1,
+        logging_steps=2,
+    )
     command = ["-m", "modeling_minibert.cli", "pretrain", *cli_args(**settings)]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    uninterrupted = subprocess.Popen([PYTHON, *command, "--output_dir", str(whole)], env=env, cwd=tmp_path,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    uninterrupted = subprocess.Popen(
+        [PYTHON, *command, "--output_dir", str(whole)],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     rng = random.Random(17)
     torn_at, save_at = rng.randrange(52, 59, 2), rng.choice([60, 70])
     for kill, resume in ((f"metrics:{torn_at}", []), (f"save:{save_at}", ["--resume_from_checkpoint"])):
         # (the first victim runs beside the uninterrupted run: two cores)
-        victim = subprocess.run([PYTHON, "-c", KILLER, kill, *command[2:], "--output_dir", str(killed), *resume],
-                                env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+        victim = subprocess.run(
+            [PYTHON, "-c", KILLER, kill, *command[2:], "--output_dir", str(killed), *resume],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert victim.returncode == -9, (kill, victim.stderr[-2000:])
         if resume:
             assert "resuming at step 50" in victim.stdout
@@ -494,7 +595,10 @@ def test_sigkill_at_seeded_points_then_resume_equals_an_uninterrupted_run(tiny, 
     assert f"resuming at step {save_at - 10}" in said.out
     _, err = uninterrupted.communicate(timeout=240)
     assert uninterrupted.returncode == 0, err[-2000:]
-    batches_per_epoch = json.loads((whole / TRAIN_RESULTS_FILE).read_text())["train_samples"] // settings["per_device_train_batch_size"]
+    batches_per_epoch = (
+        json.loads((whole / TRAIN_RESULTS_FILE).read_text())["train_samples"]
+        // settings["per_device_train_batch_size"]
+    )
     batch = 50 * settings["gradient_accumulation_steps"]
     assert batch > batches_per_epoch and batch % batches_per_epoch, "the first resume lies inside the second epoch"
     assert read_metrics(killed) == read_metrics(whole)  # every loss, accuracy and learning rate, exactly
@@ -504,6 +608,7 @@ def test_sigkill_at_seeded_points_then_resume_equals_an_uninterrupted_run(tiny, 
 
 
 # --- bad input -------------------------------------------------------------------------------------------------
+
 
 def test_bad_input_fails_early_and_writes_nothing(tiny, tmp_path, run):
     out = tmp_path / "out"
@@ -516,15 +621,47 @@ def test_bad_input_fails_early_and_writes_nothing(tiny, tmp_path, run):
         (dict(train_file=[str(tmp_path / "missing.txt")]), FileNotFoundError, r"text file not found: .*missing\.txt"),
         (dict(train_file=[str(empty)]), ValueError, r"text file .*empty\.txt is empty"),
         (dict(train_file=[str(three)]), ValueError, r"corpus is too small for a held-out split: 3 document\(s\)"),
-        (dict(per_device_train_batch_size=4096), ValueError, r"corpus is too small: \d+ training example\(s\) .* per_device_train_batch_size x processes = 4096"),
+        (
+            dict(per_device_train_batch_size=4096),
+            ValueError,
+            r"corpus is too small: \d+ training example\(s\) .* per_device_train_batch_size x processes = 4096",
+        ),
         (dict(max_seq_length=80), ValueError, r"max_seq_length=80 exceeds max_position_embeddings=64"),
-        (dict(final_mlm_probability=1.0), ValueError, r"^final_mlm_probability=1.0 must be between 0 and 1 \(exclusive\)$"),
-        (dict(config_overrides="hidden_size=30,num_attention_heads=4"), ValueError, r"hidden_size \(30\) must be divisible"),
-        (dict(config_overrides="colour=3"), ValueError, r"config_overrides='colour=3': key colour isn't in the original config"),
-        (dict(tokenizer_name=str(tmp_path / "no-tokenizer")), FileNotFoundError, r"tokenizer folder not found: .*no-tokenizer"),
-        (dict(config_overrides=None, model_name_or_path=str(tmp_path)), FileNotFoundError, r"is not a saved model folder \(no config.json\)"),
-        (dict(config_overrides=None, model_name_or_path=str(source), max_seq_length=80), ValueError, r"max_seq_length=80 exceeds max_position_embeddings=64$"),
-        (dict(resume_from_checkpoint=str(tmp_path / "checkpoint-5")), FileNotFoundError, r"no pretraining run to resume in"),
+        (
+            dict(final_mlm_probability=1.0),
+            ValueError,
+            r"^final_mlm_probability=1.0 must be between 0 and 1 \(exclusive\)$",
+        ),
+        (
+            dict(config_overrides="hidden_size=30,num_attention_heads=4"),
+            ValueError,
+            r"hidden_size \(30\) must be divisible",
+        ),
+        (
+            dict(config_overrides="colour=3"),
+            ValueError,
+            r"config_overrides='colour=3': key colour isn't in the original config",
+        ),
+        (
+            dict(tokenizer_name=str(tmp_path / "no-tokenizer")),
+            FileNotFoundError,
+            r"tokenizer folder not found: .*no-tokenizer",
+        ),
+        (
+            dict(config_overrides=None, model_name_or_path=str(tmp_path)),
+            FileNotFoundError,
+            r"is not a saved model folder \(no config.json\)",
+        ),
+        (
+            dict(config_overrides=None, model_name_or_path=str(source), max_seq_length=80),
+            ValueError,
+            r"max_seq_length=80 exceeds max_position_embeddings=64$",
+        ),
+        (
+            dict(resume_from_checkpoint=str(tmp_path / "checkpoint-5")),
+            FileNotFoundError,
+            r"no pretraining run to resume in",
+        ),
     ]
     for change, error, message in cases:
         settings = dict(tiny, output_dir=str(out), max_steps=5)
@@ -539,12 +676,17 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, capsys):
 
     code = cli.main(["pretrain", "--output_dir", str(tmp_path / "out"), "--train_file", str(tmp_path / "nope.txt")])
     err = capsys.readouterr().err
-    assert code == 2 and err.strip().splitlines() == [f"minibert pretrain: error: text file not found: {tmp_path / 'nope.txt'}"]
+    assert code == 2 and err.strip().splitlines() == [
+        f"minibert pretrain: error: text file not found: {tmp_path / 'nope.txt'}"
+    ]
 
 
 # --- the prepared corpus: made once, found by every later run ---------------------------------------------------
 
-def test_preprocessing_only_prepares_and_the_run_after_it_prepares_nothing(tiny, corpus, tmp_path, monkeypatch, capsys):
+
+def test_preprocessing_only_prepares_and_the_run_after_it_prepares_nothing(
+    tiny, corpus, tmp_path, monkeypatch, capsys
+):
     from modeling_minibert import cli
     from modeling_minibert.training.pretraining import preparation
 
@@ -554,8 +696,11 @@ def test_preprocessing_only_prepares_and_the_run_after_it_prepares_nothing(tiny,
     printed = capsys.readouterr().out.strip().splitlines()[-1]
     (folder,) = (cache / "corpora").iterdir()
     assert code == 0 and not out.exists()
-    assert printed.startswith("prepared ") and f"in {folder}: " in printed and printed.endswith(
-        "held-out examples; the same command without --preprocessing_only trains on them")
+    assert (
+        printed.startswith("prepared ")
+        and f"in {folder}: " in printed
+        and printed.endswith("held-out examples; the same command without --preprocessing_only trains on them")
+    )
     assert len(list((folder / "examples").glob("*.bin"))) == 2  # this run's training and held-out examples
     monkeypatch.setattr(preparation, "build", lambda *args: pytest.fail("prepared again"))
     summary = pretrain(output_dir=str(out), **settings)
@@ -570,7 +715,10 @@ def test_a_resume_after_the_corpus_changed_is_refused_in_one_line(tiny, corpus, 
     settings = dict(tiny, train_file=[str(text)], cache_dir=str(tmp_path / "cache"))
     pretrain(output_dir=str(out), max_steps=10, **settings)
     text.write_text(text.read_text() + "\nOne more document. It was added later.\n")
-    with pytest.raises(ValueError, match=rf"^cannot resume the run in {out}: its corpus has changed since it started "
-                                         r"\(prepared as \w+, now \w+: a training file's size or modification time "
-                                         r"differs\); restore the files, or start a new run$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^cannot resume the run in {out}: its corpus has changed since it started "
+        r"\(prepared as \w+, now \w+: a training file's size or modification time "
+        r"differs\); restore the files, or start a new run$",
+    ):
         pretrain(output_dir=str(out), max_steps=20, resume_from_checkpoint=True, **settings)

@@ -26,7 +26,10 @@ from modeling_minibert.utils.outputs import CHECKPOINT_MODEL_DIR, CURVES_FILE
 
 def test_the_table_names_each_objective_and_its_model():
     assert list(OBJECTIVES) == ["mlm_nsp", "mlm", "electra", "general_distillation"]
-    assert OBJECTIVES["mlm_nsp"].model_class is MiniBertForPreTraining and OBJECTIVES["mlm"].model_class is MiniBertForMaskedLM
+    assert (
+        OBJECTIVES["mlm_nsp"].model_class is MiniBertForPreTraining
+        and OBJECTIVES["mlm"].model_class is MiniBertForMaskedLM
+    )
     for objective in OBJECTIVES.values():
         keys = {curve.key for curve in objective.curves}
         assert {"loss", "mlm_accuracy", "eval_mlm_accuracy"} <= keys
@@ -36,6 +39,7 @@ def test_unset_objective_follows_the_saved_models_heads(tmp_path):
     config = MiniBertConfig(**TINY)
     MiniBertForPreTraining(config).save_pretrained(tmp_path / "pretraining")
     MiniBertForMaskedLM(config).save_pretrained(tmp_path / "mlm")
+
     def pick(name, source):
         return pick_objective(PretrainingArguments(objective=name), source, config)
 
@@ -66,10 +70,17 @@ def test_unset_recipe_fields_come_from_the_objective():
 def test_metrics_are_made_from_the_summed_statistics():
     nsp = MaskedLMWithNSP()
     sums = dict(zip(nsp.stat_keys, [4.0, 10.0, 12.0, 3.0, 6.0, 2.0, 3.0]))
-    assert nsp.train_metrics(sums) == {"loss": 2.5, "mlm_loss": 2.0, "mlm_accuracy": 0.5, "nsp_loss": 0.5,
-                                       "nsp_accuracy": 0.75}
+    assert nsp.train_metrics(sums) == {
+        "loss": 2.5,
+        "mlm_loss": 2.0,
+        "mlm_accuracy": 0.5,
+        "nsp_loss": 0.5,
+        "nsp_accuracy": 0.75,
+    }
     held_out = nsp.eval_metrics(sums)
-    assert held_out["eval_loss"] == pytest.approx(2.5) and held_out["perplexity"] == pytest.approx(torch.tensor(2.0).exp().item())
+    assert held_out["eval_loss"] == pytest.approx(2.5) and held_out["perplexity"] == pytest.approx(
+        torch.tensor(2.0).exp().item()
+    )
 
 
 class CountedTokens(Objective):
@@ -97,11 +108,17 @@ def test_a_new_objective_is_a_class_and_a_line_in_the_table(tiny, tmp_path, monk
     assert matplotlib.image.imread(out / CURVES_FILE).ndim == 3
 
 
-def test_objectives_without_nsp_train_on_contiguous_text_and_all_are_scored_on_the_same_pairs(tiny, tmp_path, monkeypatch):
+def test_objectives_without_nsp_train_on_contiguous_text_and_all_are_scored_on_the_same_pairs(
+    tiny, tmp_path, monkeypatch
+):
     """`random_next`: NSP's objective (and general distillation, as its recipe was measured) train on pairs with a
     random B half the time, the others on contiguous windows; every objective's held-out set is the same pairs."""
     assert {name: cls.random_next for name, cls in OBJECTIVES.items()} == {
-        "mlm_nsp": 0.5, "mlm": 0.0, "electra": 0.0, "general_distillation": 0.5}
+        "mlm_nsp": 0.5,
+        "mlm": 0.0,
+        "electra": 0.0,
+        "general_distillation": 0.5,
+    }
     from modeling_minibert.training.pretraining import data
 
     built, build = [], data.example_index
@@ -127,10 +144,15 @@ def test_an_objectives_own_options_are_flags_named_in_its_module_only():
     assert not set(own) & {f.name for f in dataclasses.fields(RunArguments)}
     assert names == [f.name for f in dataclasses.fields(RunArguments)] + own  # the run's options first
     line = cli.command_line("pretrain")
-    namespace = line.parser("minibert pretrain").parse_args(["--teacher_model_name_or_path", "t", "--teacher-layer", "2"])
+    namespace = line.parser("minibert pretrain").parse_args(
+        ["--teacher_model_name_or_path", "t", "--teacher-layer", "2"]
+    )
     parsed = PretrainingArguments(**line.keywords(namespace))
     assert (parsed.teacher_model_name_or_path, parsed.teacher_layer, parsed.max_steps) == ("t", 2, 1500)
-    assert OBJECTIVES["general_distillation"].given_arguments(parsed) == ["teacher_model_name_or_path=t", "teacher_layer=2"]
+    assert OBJECTIVES["general_distillation"].given_arguments(parsed) == [
+        "teacher_model_name_or_path=t",
+        "teacher_layer=2",
+    ]
     assert OBJECTIVES["electra"].given_arguments(parsed) == []
 
 
@@ -147,7 +169,10 @@ def test_electra_trains_the_discriminator_and_a_resumed_run_replays_it_exactly(t
     summary = pretrain(output_dir=str(out), **settings)
     records = read_metrics(out)
     train = [r for r in records if "loss" in r]
-    assert {"loss", "mlm_loss", "mlm_accuracy", "rtd_loss", "rtd_accuracy"} == set(train[0]) - {"step", "learning_rate"}
+    assert {"loss", "mlm_loss", "mlm_accuracy", "rtd_loss", "rtd_accuracy"} == set(train[0]) - {
+        "step",
+        "learning_rate",
+    }
     assert all(r["loss"] > 50 * 0.1 for r in train), "the replaced-token loss weighs 50"
     assert summary["eval_loss"] == pytest.approx(summary["eval_mlm_loss"] + 50 * summary["eval_rtd_loss"])
     assert 0.5 < summary["eval_rtd_accuracy"] <= 1
@@ -179,5 +204,7 @@ def test_a_truncated_source_model_is_named_by_the_one_header_reader(tmp_path):
     MiniBertForMaskedLM(MiniBertConfig(**TINY)).save_pretrained(tmp_path)
     weights = tmp_path / "model.safetensors"
     os.truncate(weights, weights.stat().st_size // 2)
-    with pytest.raises(ValueError, match=r"model\.safetensors has \d+ bytes, its header says \d+ \(truncated or corrupted\)"):
+    with pytest.raises(
+        ValueError, match=r"model\.safetensors has \d+ bytes, its header says \d+ \(truncated or corrupted\)"
+    ):
         pick_objective(PretrainingArguments(), tmp_path, MiniBertConfig(**TINY))

@@ -53,7 +53,9 @@ def test_the_prepared_tokens_are_the_tokenizers_own(prepared, docs, tokenizer):
             start, end = prepared.sentences[sentence], prepared.sentences[sentence + 1]
             assert prepared.tokens[start:end].tolist() == encoding["input_ids"]
             words = encoding.word_ids()
-            assert prepared.word_starts[start:end].tolist() == [int(i == 0 or w != words[i - 1]) for i, w in enumerate(words)]
+            assert prepared.word_starts[start:end].tolist() == [
+                int(i == 0 or w != words[i - 1]) for i, w in enumerate(words)
+            ]
             sentence += 1
     assert sentence == len(prepared.sentences) - 1 == prepared.info["sentences"]
     assert prepared.tokens.dtype == np.uint16 and isinstance(prepared.tokens, np.memmap)
@@ -84,7 +86,10 @@ def test_overwrite_cache_prepares_again(text_file, tokenizer, tmp_path):
 def test_another_text_or_tokenizer_gets_a_folder_of_its_own(prepared, text_file, docs, tokenizer, tmp_path):
     cache = prepared.folder.parent.parent
     other_tokenizer = train_tokenizer(train_data=docs, vocab_size=600, disable_tqdm=True)
-    assert prepare_corpus(TextFiles([text_file]), other_tokenizer, cache, 1, show_progress=False).folder != prepared.folder
+    assert (
+        prepare_corpus(TextFiles([text_file]), other_tokenizer, cache, 1, show_progress=False).folder
+        != prepared.folder
+    )
     changed = tmp_path / "news.txt"
     changed.write_text(text_file.read_text() + "\nOne more document.\n")
     assert prepare_corpus(TextFiles([changed]), tokenizer, cache, 1, show_progress=False).folder != prepared.folder
@@ -96,8 +101,11 @@ def test_a_truncated_prepared_file_is_refused_in_one_line(prepared, tmp_path):
     with open(copy / "tokens.bin", "r+b") as f:
         f.truncate(100)
     expected = prepared.info["sizes"]["tokens.bin"]
-    with pytest.raises(ValueError, match=rf"^the prepared corpus in {copy} is incomplete or damaged: tokens.bin has "
-                                         rf"100 bytes, corpus.json says {expected:,}; delete it or pass --overwrite_cache$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^the prepared corpus in {copy} is incomplete or damaged: tokens.bin has "
+        rf"100 bytes, corpus.json says {expected:,}; delete it or pass --overwrite_cache$",
+    ):
         PreparedCorpus.open(copy)
     (copy / "corpus.json").unlink()
     with pytest.raises(ValueError, match=rf"^{copy} holds no prepared corpus \(no corpus.json\)"):
@@ -110,8 +118,11 @@ def test_prepared_files_of_another_tokenizer_are_refused_in_one_line(prepared, t
     source = TextFiles([text_file])
     place = tmp_path / "corpora" / preparation.corpus_fingerprint(source, preparation.tokenizer_fingerprint(other))
     shutil.copytree(prepared.folder, place)
-    with pytest.raises(ValueError, match=r"^the prepared corpus in .* was tokenized with another tokenizer \(1200 tokens, "
-                                         r"fingerprint \w{12}\) than this run's \(fingerprint \w{12}\); pass --overwrite_cache"):
+    with pytest.raises(
+        ValueError,
+        match=r"^the prepared corpus in .* was tokenized with another tokenizer \(1200 tokens, "
+        r"fingerprint \w{12}\) than this run's \(fingerprint \w{12}\); pass --overwrite_cache",
+    ):
         prepare_corpus(source, other, tmp_path, show_progress=False)
 
 
@@ -120,8 +131,11 @@ def test_a_full_disk_while_preparing_leaves_nothing_half_written(text_file, toke
         raise OSError(errno.ENOSPC, "No space left on device", str(self.folder / "tokens.bin"))
 
     monkeypatch.setattr(preparation._Writer, "add", full)
-    with pytest.raises(OSError, match=rf"^\[Errno {errno.ENOSPC}\] cannot write the prepared corpus to {tmp_path}/corpora: "
-                                      r"No space left on device \(it needs about 1.5x the text's size; --cache_dir"):
+    with pytest.raises(
+        OSError,
+        match=rf"^\[Errno {errno.ENOSPC}\] cannot write the prepared corpus to {tmp_path}/corpora: "
+        r"No space left on device \(it needs about 1.5x the text's size; --cache_dir",
+    ):
         prepare_corpus(TextFiles([text_file]), tokenizer, tmp_path, 1, show_progress=False)
     assert list((tmp_path / "corpora").iterdir()) == []
 

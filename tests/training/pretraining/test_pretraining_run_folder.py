@@ -47,10 +47,13 @@ def copy(saved_run, tmp_path):
 
 def write_lock(folder, pid: int, host: str | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / LOCK_FILE).write_text(json.dumps({"pid": pid, "host": host or socket.gethostname(), "started": "earlier"}))
+    (folder / LOCK_FILE).write_text(
+        json.dumps({"pid": pid, "host": host or socket.gethostname(), "started": "earlier"})
+    )
 
 
 # --- the lock --------------------------------------------------------------------------------------------------
+
 
 def test_a_second_run_into_a_folder_in_use_is_refused_naming_the_holder(copy, tmp_path):
     out, resume = copy
@@ -58,7 +61,10 @@ def test_a_second_run_into_a_folder_in_use_is_refused_naming_the_holder(copy, tm
     try:
         write_lock(out, holder.pid)
         before = snapshot(out)
-        with pytest.raises(FileExistsError, match=rf"in use by another pretraining run \(pid {holder.pid} on host {socket.gethostname()}"):
+        with pytest.raises(
+            FileExistsError,
+            match=rf"in use by another pretraining run \(pid {holder.pid} on host {socket.gethostname()}",
+        ):
             pretrain(**resume)
         assert snapshot(out) == before
         fresh = tmp_path / "fresh"
@@ -75,7 +81,9 @@ def test_the_lock_of_a_dead_run_is_taken_over_and_released_at_the_end(copy):
     dead = subprocess.Popen(["true"])
     dead.wait()
     write_lock(out, dead.pid)
-    with pytest.warns(UserWarning, match=rf"taking over the lock of a pretraining run that is gone: .*'pid': {dead.pid}"):
+    with pytest.warns(
+        UserWarning, match=rf"taking over the lock of a pretraining run that is gone: .*'pid': {dead.pid}"
+    ):
         summary = pretrain(**resume)
     assert summary["global_step"] == 30
     assert not (out / LOCK_FILE).exists()
@@ -92,6 +100,7 @@ def test_lock_names_this_process_and_only_its_holder_releases_it(tmp_path):
 
 
 # --- the metrics history ---------------------------------------------------------------------------------------
+
 
 def test_a_torn_last_metrics_line_is_dropped_on_resume(copy):
     out, resume = copy
@@ -113,6 +122,7 @@ def test_a_bad_line_inside_the_history_is_named_with_file_and_line(tmp_path):
 
 # --- checkpoints -----------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("damage", ["truncated", "garbled"])
 def test_a_broken_newest_checkpoint_falls_back_to_the_previous_one(copy, damage, capsys):
     out, resume = copy
@@ -123,7 +133,9 @@ def test_a_broken_newest_checkpoint_falls_back_to_the_previous_one(copy, damage,
     else:
         weights.write_bytes(b"\0" * len(data))  # same size: caught when loading fails
     why = r"model.safetensors has \d+ bytes, \d+ were written" if damage == "truncated" else r"SafetensorError"
-    with pytest.warns(UserWarning, match=rf"skipping the unfinished checkpoint .*checkpoint-20 \({why}.*\); falling back"):
+    with pytest.warns(
+        UserWarning, match=rf"skipping the unfinished checkpoint .*checkpoint-20 \({why}.*\); falling back"
+    ):
         pretrain(**resume)
     assert "resuming at step 10" in capsys.readouterr().out
     assert [r["step"] for r in read_metrics(out) if "loss" in r] == [5, 10, 15, 20, 25, 30]
@@ -141,6 +153,7 @@ def test_leftovers_of_interrupted_saves_are_removed(copy):
 
 # --- places that cannot be written -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("writer", ["checkpoint", "model"])
 def test_disk_full_ends_in_one_line_with_the_checkpoints_intact(copy, writer, monkeypatch, capsys):
     """The disk fills while a checkpoint is written (Accelerate's writer), or while the final model is saved
@@ -155,13 +168,20 @@ def test_disk_full_ends_in_one_line_with_the_checkpoints_intact(copy, writer, mo
     owner = accelerate.utils.other if writer == "checkpoint" else transformers.modeling_utils
     monkeypatch.setattr(owner, "safe_save_file", full)
     checkpoints = {k: v for k, v in snapshot(out).items() if k.startswith("checkpoint-")}
-    code = cli.main(["pretrain", *cli_args(**{k: v for k, v in resume.items() if k != "resume_from_checkpoint"}),
-                     "--resume_from_checkpoint"])
+    code = cli.main(
+        [
+            "pretrain",
+            *cli_args(**{k: v for k, v in resume.items() if k != "resume_from_checkpoint"}),
+            "--resume_from_checkpoint",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     if writer == "checkpoint":
-        expected = (f"cannot write checkpoint-30 in {out}: No space left on device; "
-                    "the checkpoints already there are intact (checkpoint-10, checkpoint-20)")
+        expected = (
+            f"cannot write checkpoint-30 in {out}: No space left on device; "
+            "the checkpoints already there are intact (checkpoint-10, checkpoint-20)"
+        )
     else:
         expected = f"cannot write into {out}: No space left on device"
     assert err.strip().splitlines() == [f"minibert pretrain: error: [Errno 28] {expected}"]
@@ -170,7 +190,8 @@ def test_disk_full_ends_in_one_line_with_the_checkpoints_intact(copy, writer, mo
         assert after == checkpoints
     else:  # checkpoint-30 was written whole, and checkpoint-10 rotated out (save_total_limit=2)
         assert {k: v for k, v in after.items() if k.startswith("checkpoint-20/")} == {
-            k: v for k, v in checkpoints.items() if k.startswith("checkpoint-20/")}
+            k: v for k, v in checkpoints.items() if k.startswith("checkpoint-20/")
+        }
         assert sorted({k.split("/")[0] for k in after}) == ["checkpoint-20", "checkpoint-30"]
     assert not list(out.glob(".*")), "no half-written checkpoint, and the lock is released"
 
@@ -188,15 +209,23 @@ def test_a_folder_that_cannot_be_written_ends_in_one_line(copy, monkeypatch, cap
 
     monkeypatch.setattr(os, "open", read_only)
     before = snapshot(out)
-    code = cli.main(["pretrain", *cli_args(**{k: v for k, v in resume.items() if k != "resume_from_checkpoint"}),
-                     "--resume_from_checkpoint"])
+    code = cli.main(
+        [
+            "pretrain",
+            *cli_args(**{k: v for k, v in resume.items() if k != "resume_from_checkpoint"}),
+            "--resume_from_checkpoint",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
-    assert err.strip().splitlines() == [f"minibert pretrain: error: [Errno 30] cannot write to output_dir {out}: Read-only file system"]
+    assert err.strip().splitlines() == [
+        f"minibert pretrain: error: [Errno 30] cannot write to output_dir {out}: Read-only file system"
+    ]
     assert snapshot(out) == before
 
 
 # --- a stop before the first checkpoint ------------------------------------------------------------------------
+
 
 def test_a_stop_before_the_first_checkpoint_keeps_nothing(tmp_path):
     """What the run wrote goes (the folder too, when the run made it; the user's own files stay); once a checkpoint
@@ -207,7 +236,9 @@ def test_a_stop_before_the_first_checkpoint_keeps_nothing(tmp_path):
     from modeling_minibert.training.pretraining.session import TrainingInterrupted
 
     out = tmp_path / "run"
-    with pytest.raises(TrainingInterrupted, match=rf"^stopped by SIGINT before the first checkpoint: nothing was kept in {out}$"):
+    with pytest.raises(
+        TrainingInterrupted, match=rf"^stopped by SIGINT before the first checkpoint: nothing was kept in {out}$"
+    ):
         with nothing_kept_before_a_checkpoint(out):
             out.mkdir()
             (out / "vocab.txt").write_text("[PAD]\n")
@@ -242,5 +273,8 @@ def test_ctrl_c_during_start_up_ends_in_one_line_and_leaves_no_folder(tiny, tmp_
     monkeypatch.setattr(run_folder, "start_run_folder", then_ctrl_c)
     out = tmp_path / "run"
     assert cli.main(["pretrain", *cli_args(**dict(tiny, output_dir=str(out), max_steps=2))]) == 130
-    assert capsys.readouterr().err == f"minibert pretrain: stopped by SIGINT before the first checkpoint: nothing was kept in {out}\n"
+    assert (
+        capsys.readouterr().err
+        == f"minibert pretrain: stopped by SIGINT before the first checkpoint: nothing was kept in {out}\n"
+    )
     assert not out.exists()

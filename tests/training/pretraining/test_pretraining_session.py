@@ -25,19 +25,22 @@ from modeling_minibert.training.pretraining.session import (
 )
 
 
-@pytest.mark.parametrize("cores, busy, processes, threads", [
-    (2, 0.0, 1, 2),    # idle: every core
-    (2, 0.4, 1, 2),    # a little background noise is not a taken core
-    (2, 0.6, 1, 1),    # more than half a core taken
-    (2, 1.0, 1, 1),    # one core busy (`python -c 'while True: pass'` beside the run)
-    (2, 5.0, 1, 1),    # a crowded machine (busy counted from the load average can exceed the cores): one thread
-    (8, 3.0, 1, 5),
-    (8, 0.0, 1, 8),
-    (8, 20.0, 1, 1),
-    (8, 0.0, 2, 4),    # two training processes on the machine share its cores
-    (8, 4.0, 2, 2),
-    (1, 0.0, 4, 1),
-])
+@pytest.mark.parametrize(
+    "cores, busy, processes, threads",
+    [
+        (2, 0.0, 1, 2),  # idle: every core
+        (2, 0.4, 1, 2),  # a little background noise is not a taken core
+        (2, 0.6, 1, 1),  # more than half a core taken
+        (2, 1.0, 1, 1),  # one core busy (`python -c 'while True: pass'` beside the run)
+        (2, 5.0, 1, 1),  # a crowded machine (busy counted from the load average can exceed the cores): one thread
+        (8, 3.0, 1, 5),
+        (8, 0.0, 1, 8),
+        (8, 20.0, 1, 1),
+        (8, 0.0, 2, 4),  # two training processes on the machine share its cores
+        (8, 4.0, 2, 2),
+        (1, 0.0, 4, 1),
+    ],
+)
 def test_threads_are_the_idle_cores_shared_out(cores, busy, processes, threads):
     assert choose_num_threads(cores, busy, processes) == threads
 
@@ -105,7 +108,9 @@ def test_busy_cores_measures_this_machine():
 
 
 def test_a_given_thread_count_wins_then_omp_num_threads_then_the_cores_busy_now(monkeypatch, tmp_path):
-    monkeypatch.setattr("modeling_minibert.utils.cpus.CGROUP", tmp_path)  # no CPU quota (tests/utils/test_cpus.py has one)
+    monkeypatch.setattr(
+        "modeling_minibert.utils.cpus.CGROUP", tmp_path
+    )  # no CPU quota (tests/utils/test_cpus.py has one)
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert resolve_num_threads(5) == (5, "--num_threads")
     assert resolve_num_threads(0) == (3, "OMP_NUM_THREADS")
@@ -127,16 +132,26 @@ def test_a_given_thread_count_wins_then_omp_num_threads_then_the_cores_busy_now(
 
 def test_run_settings_are_given_back_when_the_run_ends():
     log = logging.getLogger("accelerate.utils.other")
-    before = (torch.get_num_threads(), _denormals_flushed(), list(log.filters),
-              signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    before = (
+        torch.get_num_threads(),
+        _denormals_flushed(),
+        list(log.filters),
+        signal.getsignal(signal.SIGINT),
+        signal.getsignal(signal.SIGTERM),
+    )
     with pytest.raises(RuntimeError, match="inside"):
         with run_settings(3) as stop:
             assert torch.get_num_threads() == 3 and _denormals_flushed()
             assert len(log.filters) == len(before[2]) + 1
             assert signal.getsignal(signal.SIGINT) is stop and signal.getsignal(signal.SIGTERM) is stop
             raise RuntimeError("inside")
-    assert (torch.get_num_threads(), _denormals_flushed(), list(log.filters),
-            signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    assert (
+        torch.get_num_threads(),
+        _denormals_flushed(),
+        list(log.filters),
+        signal.getsignal(signal.SIGINT),
+        signal.getsignal(signal.SIGTERM),
+    ) == before
 
 
 def test_a_signal_during_training_is_deferred_and_one_before_it_stops_at_once():

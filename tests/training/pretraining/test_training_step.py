@@ -61,8 +61,11 @@ def on_an_accelerator(monkeypatch):
 
 def trained_module(objective_name: str, dropout: float = 0.1):
     objective = OBJECTIVES[objective_name]()
-    config = MiniBertConfig(**dict(TINY, vocab_size=800, max_position_embeddings=SEQ_LEN),
-                            hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    config = MiniBertConfig(
+        **dict(TINY, vocab_size=800, max_position_embeddings=SEQ_LEN),
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
     torch.manual_seed(0)
     return objective, objective.build_model(config, None).train()
 
@@ -75,15 +78,19 @@ def step(objective, model, batch: dict) -> tuple[torch.Tensor, dict]:
     outputs.loss.backward()
     with torch.no_grad():
         sums = objective.statistics(outputs, batch)
-    return sums, {n.removeprefix("_orig_mod."): p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return sums, {
+        n.removeprefix("_orig_mod."): p.grad.clone() for n, p in model.named_parameters() if p.grad is not None
+    }
 
 
 # --- no host sync --------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("full_length", [False, True], ids=["padded", "full-length"])
 @pytest.mark.parametrize("objective_name", ["mlm_nsp", "mlm", "electra"])
-def test_a_step_on_the_collators_planned_batches_reads_nothing_back(examples, on_an_accelerator, objective_name,
-                                                                    full_length):
+def test_a_step_on_the_collators_planned_batches_reads_nothing_back(
+    examples, on_an_accelerator, objective_name, full_length
+):
     """0 sync-causing operations in a training step on `plan_batch`'s batches; without the plan the same step
     makes the device's values travel to the host (the count this test would see from an unplanned collator)."""
     objective, model = trained_module(objective_name)
@@ -111,6 +118,7 @@ def test_a_planned_step_gives_the_unplanned_losses_sums_and_gradients(examples, 
 
 
 # --- what the plan holds ---------------------------------------------------------------------------------------
+
 
 def test_the_plan_holds_the_packing_and_the_masked_positions_padded_to_the_shapes_capacity():
     ids, mask, types = ragged_batch(TINY["vocab_size"])
@@ -164,10 +172,13 @@ def test_the_plan_travels_like_a_tensor_and_keeps_its_numbers_on_the_host():
     assert moved.packing.bucket_shapes == plan.packing.bucket_shapes and moved.packing.max_length == 40
     assert plan.packing.indices.device.type == "cpu", "the original stays where it was"
     again = pickle.loads(pickle.dumps(plan))  # to and from data-loader workers
-    assert again.packing.bucket_shapes == plan.packing.bucket_shapes and torch.equal(again.packing.gather, plan.packing.gather)
+    assert again.packing.bucket_shapes == plan.packing.bucket_shapes and torch.equal(
+        again.packing.gather, plan.packing.gather
+    )
 
 
 # --- one graph -----------------------------------------------------------------------------------------------
+
 
 def test_a_compiled_training_step_is_one_graph_for_padded_and_full_length_batches(examples):
     """fullgraph=True: any graph break is an error. aot_eager traces forward and backward exactly as inductor
@@ -187,7 +198,9 @@ def test_a_compiled_training_step_is_one_graph_for_padded_and_full_length_batche
                 compiled_sums, compiled_grads = step(objective, compiled, batch)
             torch.testing.assert_close(compiled_sums, sums, rtol=1e-4, atol=1e-4)
             for name, grad in grads.items():
-                torch.testing.assert_close(compiled_grads[name], grad, rtol=1e-3, atol=1e-5, msg=lambda m: f"{name}: {m}")
+                torch.testing.assert_close(
+                    compiled_grads[name], grad, rtol=1e-3, atol=1e-5, msg=lambda m: f"{name}: {m}"
+                )
         torch._dynamo.reset()
 
 
@@ -204,17 +217,22 @@ def pad_to(batch: dict, length: int) -> dict:
 
 # --- which attention kernel ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("attn, device, dtype, flash_attn, expected", [
-    ("sdpa", "cuda", torch.bfloat16, True, "flash_attn_varlen"),
-    ("flash_attention_2", "cuda", torch.float16, True, "flash_attn_varlen"),
-    ("sdpa", "cuda", torch.bfloat16, False, "buckets"),  # no flash_attn: torch's sdpa per bucket
-    ("sdpa", "cuda", torch.float32, True, "buckets"),  # flash-attention computes in half precision only
-    ("eager", "cuda", torch.bfloat16, True, "buckets"),  # asked for eager: eager it is
-    ("sdpa", "cpu", torch.bfloat16, True, "buckets"),
-    ("sdpa", "cpu", torch.float32, False, "buckets"),
-])
-def test_the_packed_attention_kernel_is_chosen_by_device_precision_and_what_is_installed(attn, device, dtype,
-                                                                                          flash_attn, expected):
+
+@pytest.mark.parametrize(
+    "attn, device, dtype, flash_attn, expected",
+    [
+        ("sdpa", "cuda", torch.bfloat16, True, "flash_attn_varlen"),
+        ("flash_attention_2", "cuda", torch.float16, True, "flash_attn_varlen"),
+        ("sdpa", "cuda", torch.bfloat16, False, "buckets"),  # no flash_attn: torch's sdpa per bucket
+        ("sdpa", "cuda", torch.float32, True, "buckets"),  # flash-attention computes in half precision only
+        ("eager", "cuda", torch.bfloat16, True, "buckets"),  # asked for eager: eager it is
+        ("sdpa", "cpu", torch.bfloat16, True, "buckets"),
+        ("sdpa", "cpu", torch.float32, False, "buckets"),
+    ],
+)
+def test_the_packed_attention_kernel_is_chosen_by_device_precision_and_what_is_installed(
+    attn, device, dtype, flash_attn, expected
+):
     assert packed_attention_kernel(attn, device, dtype, flash_attn) == expected
 
 
@@ -241,12 +259,15 @@ def test_the_varlen_path_attends_within_each_packed_sequence_as_the_padded_encod
     monkeypatch.setattr(modeling, "packed_attention_kernel", lambda *args: "flash_attn_varlen")
     with torch.no_grad():
         expected = padded(ids, mask, types).last_hidden_state
-        got = packed(ids, mask, types, batch_plan=plan_batch(dict(attention_mask=mask))["batch_plan"]).last_hidden_state
+        got = packed(
+            ids, mask, types, batch_plan=plan_batch(dict(attention_mask=mask))["batch_plan"]
+        ).last_hidden_state
     keep = mask.bool()
     torch.testing.assert_close(got[keep], expected[keep], atol=1e-5, rtol=1e-4)
 
 
 # --- --torch_compile -------------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow(seconds=30)
 def test_torch_compile_pretrains_the_compiled_module_to_the_eager_runs_numbers(tiny, tmp_path):
@@ -266,15 +287,20 @@ def test_torch_compile_pretrains_the_compiled_module_to_the_eager_runs_numbers(t
     torch._dynamo.reset()
     for compiled, eager in zip(read_metrics(tmp_path / "compiled"), read_metrics(tmp_path / "eager"), strict=True):
         assert compiled == pytest.approx(eager, rel=1e-4), (compiled, eager)
-    for folder in (tmp_path / "compiled", tmp_path / "compiled" / "checkpoint-2"):  # the model's names, not the wrapper's
+    for folder in (
+        tmp_path / "compiled",
+        tmp_path / "compiled" / "checkpoint-2",
+    ):  # the model's names, not the wrapper's
         assert set(load_file(folder / "model.safetensors")) == set(load_file(tmp_path / "eager" / "model.safetensors"))
         assert json.loads((folder / "config.json").read_text())["architectures"] == ["MiniBertForPreTraining"]
 
 
 # --- the run's own loader --------------------------------------------------------------------------------------
 
-def test_the_runs_loader_gives_batches_that_train_without_a_host_sync_and_compile_to_one_graph(examples, corpus,
-                                                                                             on_an_accelerator):
+
+def test_the_runs_loader_gives_batches_that_train_without_a_host_sync_and_compile_to_one_graph(
+    examples, corpus, on_an_accelerator
+):
     """What `pretrain`'s loader yields (`RunExamples` batches through `DataCollatorForPreTraining`, which plans
     them): 0 sync-causing operations a step; padded to the sequence length (as `--torch_compile` asks), one graph
     for every batch, no recompile."""
@@ -290,8 +316,9 @@ def test_the_runs_loader_gives_batches_that_train_without_a_host_sync_and_compil
 
     def loader(**options):
         collator = DataCollatorForPreTraining(tokenizer, MLM_PROBABILITY, seed=0, **options)
-        return DataLoader(RunExamples(dataset), sampler=RunBatches(len(dataset), 8, seed=0), batch_size=None,
-                          collate_fn=collator)
+        return DataLoader(
+            RunExamples(dataset), sampler=RunBatches(len(dataset), 8, seed=0), batch_size=None, collate_fn=collator
+        )
 
     objective, model = trained_module("mlm_nsp")
     for batch in islice(loader(), 4):

@@ -62,7 +62,9 @@ def prepare(args: FinetuneArguments, splits: dict[str, NamedDataset]) -> Setup:
     `pipeline("question-answering", model=output_dir, trust_remote_code=True)`.
     """
     examples = {
-        role: question_answer_columns(data, args.question_column_name, args.context_column_name, args.answer_column_name)
+        role: question_answer_columns(
+            data, args.question_column_name, args.context_column_name, args.answer_column_name
+        )
         for role, data in splits.items()
     }
     tok, config = load_tokenizer_and_config(args)
@@ -79,7 +81,9 @@ def prepare(args: FinetuneArguments, splits: dict[str, NamedDataset]) -> Setup:
         metric="f1",
         metrics_for=lambda role: squad_scores(examples[role], features[role], args.max_answer_length),
     )
-    outputs = pipeline_and_predictions(examples.get("validation"), prepared.validation, args.n_best_size, args.max_answer_length)
+    outputs = pipeline_and_predictions(
+        examples.get("validation"), prepared.validation, args.n_best_size, args.max_answer_length
+    )
     return Setup(tok, prepared, extra_outputs=outputs)
 
 
@@ -109,13 +113,20 @@ def pipeline_and_predictions(
         shutil.copy(question_answering_pipeline.__file__, staging / Path(question_answering_pipeline.__file__).name)
         if validation is not None:
             start_logits, end_logits = validation.predictions
-            write_json(staging / PREDICTIONS_FILE, qa_answers(examples, features, start_logits, end_logits, n_best, max_answer_length))
+            write_json(
+                staging / PREDICTIONS_FILE,
+                qa_answers(examples, features, start_logits, end_logits, n_best, max_answer_length),
+            )
 
     return write
 
 
 def qa_features(
-    tokenizer: PreTrainedTokenizerBase, data: NamedDataset, examples: QuestionAnswerExamples, max_length: int, doc_stride: int
+    tokenizer: PreTrainedTokenizerBase,
+    data: NamedDataset,
+    examples: QuestionAnswerExamples,
+    max_length: int,
+    doc_stride: int,
 ) -> Dataset:
     """Windows of each question + context with the answer's token span (start_positions, end_positions; 0 = [CLS]
     when the window does not hold the whole answer), plus what post-processing needs: example_index,
@@ -183,5 +194,8 @@ def qa_answers(
 
 # Not distillable (no `read`): its targets are spans over context windows, not one distribution per input.
 TASK = Task(
-    name="question-answering", auto_class_name="AutoModelForQuestionAnswering", prepare=prepare, collator=lambda tokenizer: default_data_collator,
+    name="question-answering",
+    auto_class_name="AutoModelForQuestionAnswering",
+    prepare=prepare,
+    collator=lambda tokenizer: default_data_collator,
 )

@@ -31,20 +31,30 @@ def prepare(args: FinetuneArguments, splits: dict[str, NamedDataset]) -> Setup:
     """Texts (`text_column_name`, default "text"; `text_pair_column_name` for pairs) and labels
     (`label_column_name`, default "label"), checked against the label set; tokenized without padding. With
     `doc_stride`, each text is read in windows (`task.window_examples`) and scored by their mean logits."""
-    read = partial(read_texts, text_column=args.text_column_name or "text", label_column=args.label_column_name or "label",
-                   text_pair_column=args.text_pair_column_name)
+    read = partial(
+        read_texts,
+        text_column=args.text_column_name or "text",
+        label_column=args.label_column_name or "label",
+        text_pair_column=args.text_pair_column_name,
+    )
     setup = classifier_setup(TASK, args, splits, read, features, problem_type="single_label_classification")
     setup.extra_outputs = confusion_matrix(setup.labels, setup.prepared.owners.get("validation"))
     return setup
 
 
-def features(tokenizer: PreTrainedTokenizerBase, examples: Examples, names: list[str], max_length: int, role: str) -> Dataset:
+def features(
+    tokenizer: PreTrainedTokenizerBase, examples: Examples, names: list[str], max_length: int, role: str
+) -> Dataset:
     """What Trainer trains on: the encoded inputs and their label ids."""
     label2id = {name: i for i, name in enumerate(names)}
-    return Dataset.from_dict({**encode(tokenizer, examples.inputs, max_length), "labels": [label2id[v] for v in examples.labels]})
+    return Dataset.from_dict(
+        {**encode(tokenizer, examples.inputs, max_length), "labels": [label2id[v] for v in examples.labels]}
+    )
 
 
-def read_texts(data: NamedDataset, text_column: str, label_column: str | None, text_pair_column: str | None = None) -> Examples:
+def read_texts(
+    data: NamedDataset, text_column: str, label_column: str | None, text_pair_column: str | None = None
+) -> Examples:
     """Texts (or (text, pair) tuples) and their labels (None each without `label_column`)."""
     texts = finetuning_data.text_column(data, text_column)
     inputs = list(zip(texts, finetuning_data.text_column(data, text_pair_column))) if text_pair_column else texts
@@ -70,7 +80,9 @@ def class_metrics(names: list[str]) -> Callable[[EvalPrediction], dict[str, floa
     return compute
 
 
-def confusion_matrix(names: list[str], owners: list[int] | None = None) -> Callable[[Trainer, Path, PredictionOutput | None], None]:
+def confusion_matrix(
+    names: list[str], owners: list[int] | None = None
+) -> Callable[[Trainer, Path, PredictionOutput | None], None]:
     """The validation texts' confusion matrix; read in windows (`owners`: each row's text), each text's
     prediction from the mean of its windows' logits."""
 
@@ -86,6 +98,13 @@ def confusion_matrix(names: list[str], owners: list[int] | None = None) -> Calla
     return plot
 
 
-TASK = Task(name="sequence-classification", auto_class_name="AutoModelForSequenceClassification", prepare=prepare,
-            collator=DataCollatorWithPadding, read=read_texts, columns=("text", "label"), encode=encode,
-            metrics=class_metrics)
+TASK = Task(
+    name="sequence-classification",
+    auto_class_name="AutoModelForSequenceClassification",
+    prepare=prepare,
+    collator=DataCollatorWithPadding,
+    read=read_texts,
+    columns=("text", "label"),
+    encode=encode,
+    metrics=class_metrics,
+)

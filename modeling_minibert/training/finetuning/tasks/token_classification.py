@@ -32,10 +32,16 @@ def prepare(args: FinetuneArguments, splits: dict[str, NamedDataset]) -> Setup:
     default "tags").
     """
 
-    def features(tokenizer: PreTrainedTokenizerBase, examples: Examples, names: list[str], length: int, role: str) -> Dataset:
-        return tag_features(tokenizer, examples.inputs, examples.labels, names, length, args.label_all_tokens and role == "train")
+    def features(
+        tokenizer: PreTrainedTokenizerBase, examples: Examples, names: list[str], length: int, role: str
+    ) -> Dataset:
+        return tag_features(
+            tokenizer, examples.inputs, examples.labels, names, length, args.label_all_tokens and role == "train"
+        )
 
-    read = partial(TASK.load_examples, input_column=args.text_column_name, label_column=args.label_column_name or "tags")
+    read = partial(
+        TASK.load_examples, input_column=args.text_column_name, label_column=args.label_column_name or "tags"
+    )
     return classifier_setup(TASK, args, splits, read, features)
 
 
@@ -72,7 +78,12 @@ def tag_metrics(names: Sequence[str]) -> Callable[[EvalPrediction], dict[str, fl
 
 
 def tag_features(
-    tokenizer, words: list[list[str]], tags: list[list[str]], names: Sequence[str], max_length: int, label_all_tokens: bool
+    tokenizer,
+    words: list[list[str]],
+    tags: list[list[str]],
+    names: Sequence[str],
+    max_length: int,
+    label_all_tokens: bool,
 ) -> Dataset:
     """Tokenized sentences with one label per token (see `align_word_labels`): what Trainer trains on."""
     label2id = {name: i for i, name in enumerate(names)}
@@ -106,7 +117,9 @@ def first_subtokens(word_ids: Sequence[int | None]) -> list[tuple[int, int]]:
     return firsts
 
 
-def align_word_labels(word_ids: Sequence[int | None], word_labels: Sequence[int], continuation: dict[int, int] | None) -> list[int]:
+def align_word_labels(
+    word_ids: Sequence[int | None], word_labels: Sequence[int], continuation: dict[int, int] | None
+) -> list[int]:
     """Word labels -> token labels, from the tokenizer's `word_ids()` (None for [CLS], [SEP] and padding).
 
     A word's first sub-token gets its label; the others get -100 (ignored by the loss), or with `continuation`
@@ -120,6 +133,15 @@ def align_word_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]
     return labels
 
 
-TASK = Task(name="token-classification", auto_class_name="AutoModelForTokenClassification", prepare=prepare,
-            collator=DataCollatorForTokenClassification, read=read_tags, columns=("tokens", "tags"), conll=True,
-            encode=encode, metrics=tag_metrics, best_metric=best_metric)
+TASK = Task(
+    name="token-classification",
+    auto_class_name="AutoModelForTokenClassification",
+    prepare=prepare,
+    collator=DataCollatorForTokenClassification,
+    read=read_tags,
+    columns=("tokens", "tags"),
+    conll=True,
+    encode=encode,
+    metrics=tag_metrics,
+    best_metric=best_metric,
+)

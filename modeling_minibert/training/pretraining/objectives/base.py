@@ -16,7 +16,6 @@ An `Objective` says everything the loop, the plots and the summary need to know 
     curves     what `training_curves.png` plots (`curves`)
 """
 
-
 from __future__ import annotations
 
 import dataclasses
@@ -109,8 +108,12 @@ class Objective:
         from tokenization import train_tokenizer
 
         print(f"training a {args.vocab_size:,}-token WordPiece vocabulary on {len(documents):,} documents")
-        return train_tokenizer(train_data=documents, vocab_size=args.vocab_size, disable_tqdm=args.disable_tqdm,
-                               model_max_length=args.max_seq_length)
+        return train_tokenizer(
+            train_data=documents,
+            vocab_size=args.vocab_size,
+            disable_tqdm=args.disable_tqdm,
+            model_max_length=args.max_seq_length,
+        )
 
     # --- the model --------------------------------------------------------------------------------------------
     def check_source(self, source: Path, weights: set[str]) -> list[str]:
@@ -118,8 +121,10 @@ class Objective:
         this objective; return notes (one line each) about what starts from scratch."""
         if MLM_HEAD_KEY in weights:
             return []
-        return [f"model_name_or_path={source} has no MLM head (a fine-tuned model?): its encoder is continued, "
-                "its MLM head starts from random weights"]
+        return [
+            f"model_name_or_path={source} has no MLM head (a fine-tuned model?): its encoder is continued, "
+            "its MLM head starts from random weights"
+        ]
 
     def build_model(self, config: MiniBertConfig, source: Path | None) -> torch.nn.Module:
         """The module the loop trains, new from `config` or loaded from `source` (with `config`'s sizes)."""
@@ -136,7 +141,7 @@ class Objective:
     def saved_state(self, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """`saved_model`'s weights out of the trained module's (gathered) state dict: those under `saved_prefix`."""
         prefix = self.saved_prefix
-        return {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
+        return {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
 
     def set_vocabulary(self, tokenizer, documents: list[str]) -> None:
         """Told the run's tokenizer and training documents before `build_model` (an objective with a teacher maps
@@ -156,28 +161,41 @@ class Objective:
         predicted, targets = masked_predictions(outputs, batch["labels"])
         count = (targets != IGNORE_INDEX).sum().float()  # a compiled step's padding rows (`plan_batch`) score nothing
         n = torch.full((), float(batch["input_ids"].shape[0]), device=targets.device)
-        return torch.stack([
-            n, outputs.loss.detach().float() * n, mlm_loss_of(outputs).detach().float() * count,
-            (predicted == targets).sum().float(), count,  # a prediction is never -100: padding rows are never right
-        ])
+        return torch.stack(
+            [
+                n,
+                outputs.loss.detach().float() * n,
+                mlm_loss_of(outputs).detach().float() * count,
+                (predicted == targets).sum().float(),
+                count,  # a prediction is never -100: padding rows are never right
+            ]
+        )
 
     def train_metrics(self, sums: dict[str, float]) -> dict:
-        return {"loss": sums["loss"] / sums["examples"], "mlm_loss": sums["mlm_loss"] / max(sums["mlm_count"], 1),
-                "mlm_accuracy": sums["mlm_correct"] / max(sums["mlm_count"], 1)}
+        return {
+            "loss": sums["loss"] / sums["examples"],
+            "mlm_loss": sums["mlm_loss"] / max(sums["mlm_count"], 1),
+            "mlm_accuracy": sums["mlm_correct"] / max(sums["mlm_count"], 1),
+        }
 
     @staticmethod
     def head_metrics(sums: dict[str, float], head: str, count: str, prefix: str = "") -> dict:
         """`{head}_loss` and `{head}_accuracy` of a second head (NSP, replaced tokens), per `count` (its examples
         or tokens), from the sums `{head}_loss` (loss x count) and `{head}_correct`."""
-        return {f"{prefix}{head}_loss": sums[f"{head}_loss"] / sums[count],
-                f"{prefix}{head}_accuracy": sums[f"{head}_correct"] / sums[count]}
+        return {
+            f"{prefix}{head}_loss": sums[f"{head}_loss"] / sums[count],
+            f"{prefix}{head}_accuracy": sums[f"{head}_correct"] / sums[count],
+        }
 
     def eval_metrics(self, sums: dict[str, float]) -> dict:
         """Held-out metrics: MLM loss and accuracy over the masked tokens, and perplexity (run_mlm.py's name)."""
         mlm_loss = sums["mlm_loss"] / max(sums["mlm_count"], 1)
-        return {"eval_loss": mlm_loss, "eval_mlm_loss": mlm_loss,
-                "eval_mlm_accuracy": sums["mlm_correct"] / max(sums["mlm_count"], 1),
-                "perplexity": math.exp(min(mlm_loss, 50.0))}
+        return {
+            "eval_loss": mlm_loss,
+            "eval_mlm_loss": mlm_loss,
+            "eval_mlm_accuracy": sums["mlm_correct"] / max(sums["mlm_count"], 1),
+            "perplexity": math.exp(min(mlm_loss, 50.0)),
+        }
 
 
 def weight_names(source: Path) -> set[str]:

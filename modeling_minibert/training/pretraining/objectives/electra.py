@@ -47,45 +47,68 @@ class GeneratorAndDiscriminator(nn.Module):
         self.discriminator = discriminator
         self.rtd_head = nn.Linear(discriminator.config.hidden_size, 1)
 
-    def forward(self, input_ids, attention_mask, token_type_ids, labels, sparse_prediction: bool = True,
-                **kwargs) -> ReplacedTokenDetectionOutput:
+    def forward(
+        self, input_ids, attention_mask, token_type_ids, labels, sparse_prediction: bool = True, **kwargs
+    ) -> ReplacedTokenDetectionOutput:
         # The generator scores the M masked rows only: logits (M, V), their flat positions in B * T (M,).
         # masked_positions and batch_plan (`plan_batch`), when the collator made them, spare both models a host sync.
         plan = kwargs.get("batch_plan")
-        generated = self.generator(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                                   labels=labels, sparse_prediction=True, masked_positions=kwargs.get("masked_positions"),
-                                   batch_plan=plan)
+        generated = self.generator(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            labels=labels,
+            sparse_prediction=True,
+            masked_positions=kwargs.get("masked_positions"),
+            batch_plan=plan,
+        )
         positions = generated.masked_positions
         with torch.no_grad():  # a sample, not a gradient path: the generator learns from its MLM loss alone
             uniform = torch.rand_like(generated.logits, dtype=torch.float32).clamp_(1e-9, 1.0)
             sampled = (generated.logits.float() - torch.log(-torch.log(uniform))).argmax(-1)  # Gumbel-max: (M,)
             # A compiled step's padding rows (label -100) write back the token that is there.
             flat = input_ids.flatten()
-            sampled = torch.where(labels.flatten().index_select(0, positions) != -100, sampled, flat.index_select(0, positions))
+            sampled = torch.where(
+                labels.flatten().index_select(0, positions) != -100, sampled, flat.index_select(0, positions)
+            )
             corrupted = flat.index_put((positions,), sampled).view_as(input_ids)  # (B, T)
             original = torch.where(labels != -100, labels, input_ids)
             replaced = (corrupted != original).float()
-        hidden = self.discriminator(input_ids=corrupted, attention_mask=attention_mask,
-                                    token_type_ids=token_type_ids, batch_plan=plan).last_hidden_state  # (B, T, H)
+        hidden = self.discriminator(
+            input_ids=corrupted, attention_mask=attention_mask, token_type_ids=token_type_ids, batch_plan=plan
+        ).last_hidden_state  # (B, T, H)
         rtd_logits = self.rtd_head(hidden).squeeze(-1)  # (B, T)
         mask = attention_mask.bool()
         # The mean over real tokens as a weighted sum: boolean indexing would make the host wait for the device.
         weights = mask.float()
-        rtd_loss = nn.functional.binary_cross_entropy_with_logits(
-            rtd_logits.float(), replaced, weight=weights, reduction="sum") / weights.sum()
+        rtd_loss = (
+            nn.functional.binary_cross_entropy_with_logits(
+                rtd_logits.float(), replaced, weight=weights, reduction="sum"
+            )
+            / weights.sum()
+        )
         return ReplacedTokenDetectionOutput(
-            loss=generated.loss + RTD_WEIGHT * rtd_loss, mlm_loss=generated.loss, logits=generated.logits,
-            masked_positions=positions, rtd_loss=rtd_loss, rtd_logits=rtd_logits, replaced=replaced, rtd_mask=mask,
+            loss=generated.loss + RTD_WEIGHT * rtd_loss,
+            mlm_loss=generated.loss,
+            logits=generated.logits,
+            masked_positions=positions,
+            rtd_loss=rtd_loss,
+            rtd_logits=rtd_logits,
+            replaced=replaced,
+            rtd_mask=mask,
         )
 
 
 def generator_config(config: MiniBertConfig) -> MiniBertConfig:
     heads = max(1, config.num_attention_heads // GENERATOR_FRACTION)
-    return MiniBertConfig(**{
-        **config.to_dict(), "num_attention_heads": heads,
-        "hidden_size": max(heads, config.hidden_size // GENERATOR_FRACTION // heads * heads),
-        "intermediate_size": max(1, config.intermediate_size // GENERATOR_FRACTION),
-    })
+    return MiniBertConfig(
+        **{
+            **config.to_dict(),
+            "num_attention_heads": heads,
+            "hidden_size": max(heads, config.hidden_size // GENERATOR_FRACTION // heads * heads),
+            "intermediate_size": max(1, config.intermediate_size // GENERATOR_FRACTION),
+        }
+    )
 
 
 class ReplacedTokenDetection(Objective):
@@ -107,8 +130,10 @@ class ReplacedTokenDetection(Objective):
     )
 
     def check_source(self, source: Path, weights: set[str]) -> list[str]:
-        return [f"model_name_or_path={source}: its encoder is continued as the discriminator; the generator and "
-                "the replaced-token head start from random weights"]
+        return [
+            f"model_name_or_path={source}: its encoder is continued as the discriminator; the generator and "
+            "the replaced-token head start from random weights"
+        ]
 
     def build_model(self, config: MiniBertConfig, source: Path | None) -> torch.nn.Module:
         if source is None:
@@ -120,7 +145,6 @@ class ReplacedTokenDetection(Objective):
 
     def saved_model(self, model: GeneratorAndDiscriminator) -> MiniBertModel:
         return model.discriminator
-
 
     def statistics(self, outputs: ReplacedTokenDetectionOutput, batch: dict) -> torch.Tensor:
         mask = outputs.rtd_mask

@@ -62,6 +62,7 @@ from modeling_minibert.utils.teachers import (
 
 # --- the losses (the attention relations' is modeling_minibert/training/distillation/relations.py) -------------------------------------
 
+
 def hidden_loss(teacher: torch.Tensor, student: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """MSE at the real tokens of (B, T, H_t) hidden states plus MSE of their mean-pooled sentence embeddings."""
     weights = mask.unsqueeze(-1).float()  # (B, T, 1)
@@ -75,6 +76,7 @@ def mean_pooled(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 
 
 # --- the teacher -------------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Teacher:
@@ -97,13 +99,22 @@ def is_encoder(config) -> bool:
     class; a Mini-BERT, registered with the Auto classes rather than in transformers' own table, too)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
-    masked_lm = config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES or config.model_type == MiniBertConfig.model_type
+    masked_lm = (
+        config.model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES or config.model_type == MiniBertConfig.model_type
+    )
     return masked_lm and not getattr(config, "is_decoder", False) and not getattr(config, "is_encoder_decoder", False)
 
 
-def load_teacher_encoder(name: str, vocab_size: int | None, layer: int | None, relation_heads: int | None,
-                 student_hidden_size: int, max_seq_length: int, mixed_precision: str = "no",
-                 allow_pickle: bool = False) -> Teacher:
+def load_teacher_encoder(
+    name: str,
+    vocab_size: int | None,
+    layer: int | None,
+    relation_heads: int | None,
+    student_hidden_size: int,
+    max_seq_length: int,
+    mixed_precision: str = "no",
+    allow_pickle: bool = False,
+) -> Teacher:
     """Check and load the teacher `name` (a folder or Hub id): ValueError, one line each, for weights that are only
     pickles (unless `allow_pickle`), a model that is not an encoder or whose embeddings are narrower than its hidden
     states, a tokenizer that is not BERT's WordPiece or has more ids than the embeddings have rows, a `vocab_size`
@@ -117,26 +128,34 @@ def load_teacher_encoder(name: str, vocab_size: int | None, layer: int | None, r
     with quiet_transformers():
         config = AutoConfig.from_pretrained(name)
     if not is_encoder(config):
-        raise ValueError(f"teacher_model_name_or_path={name} is a {config.model_type!r} "
-                         f"{'decoder' if getattr(config, 'is_decoder', False) else 'model'}, not an encoder: general "
-                         "distillation reads a bidirectional encoder's attention (BERT's family)")
+        raise ValueError(
+            f"teacher_model_name_or_path={name} is a {config.model_type!r} "
+            f"{'decoder' if getattr(config, 'is_decoder', False) else 'model'}, not an encoder: general "
+            "distillation reads a bidirectional encoder's attention (BERT's family)"
+        )
     width = getattr(config, "embedding_size", config.hidden_size)
     if width != config.hidden_size:  # ELECTRA's factorized embeddings: projected to the hidden width by a layer
-        raise ValueError(f"teacher_model_name_or_path={name} has embedding_size={width} != hidden_size="
-                         f"{config.hidden_size}: the student starts from the teacher's embeddings in its hidden space, "
-                         "and these are projected into it by a layer of their own; use a teacher whose embeddings "
-                         "are as wide as its hidden states")
+        raise ValueError(
+            f"teacher_model_name_or_path={name} has embedding_size={width} != hidden_size="
+            f"{config.hidden_size}: the student starts from the teacher's embeddings in its hidden space, "
+            "and these are projected into it by a layer of their own; use a teacher whose embeddings "
+            "are as wide as its hidden states"
+        )
     layers = config.num_hidden_layers
     chosen = layers - 1 if layer is None else layer - 1
     if not 0 <= chosen < layers:
         raise ValueError(f"teacher_layer={layer} is not a layer of {name} (1 to {layers})")
     heads = relation_heads or config.num_attention_heads
     if config.hidden_size % heads or student_hidden_size % heads:
-        raise ValueError(f"relation_heads={heads} must divide the teacher's hidden size ({config.hidden_size}) and "
-                         f"the student's ({student_hidden_size})")
+        raise ValueError(
+            f"relation_heads={heads} must divide the teacher's hidden size ({config.hidden_size}) and "
+            f"the student's ({student_hidden_size})"
+        )
     if max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"max_seq_length={max_seq_length} exceeds the teacher's max_position_embeddings="
-                         f"{config.max_position_embeddings}")
+        raise ValueError(
+            f"max_seq_length={max_seq_length} exceeds the teacher's max_position_embeddings="
+            f"{config.max_position_embeddings}"
+        )
     tokenizer = AutoTokenizer.from_pretrained(name)
     wordpiece_settings(tokenizer, f"teacher_model_name_or_path={name}")
     check_teacher_tokenizer(name, len(tokenizer), config.vocab_size)
@@ -166,8 +185,14 @@ BASIS_DOCUMENTS = 256
 
 
 @torch.no_grad()
-def hidden_state_directions(teacher: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, teacher_ids: torch.Tensor,
-                            documents: list[str], width: int, batch_size: int = 32) -> torch.Tensor:
+def hidden_state_directions(
+    teacher: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    teacher_ids: torch.Tensor,
+    documents: list[str],
+    width: int,
+    batch_size: int = 32,
+) -> torch.Tensor:
     """(H_t, k): the first k = min(width, H_t) principal directions of the teacher's hidden states (its embeddings'
     output and every layer's) at the real tokens of `documents`, cut by the student's `tokenizer` (ids mapped by
     `teacher_ids`); as wide as the teacher, its own coordinates. The covariance is summed batch by batch in float64,
@@ -178,11 +203,16 @@ def hidden_state_directions(teacher: PreTrainedModel, tokenizer: PreTrainedToken
     sums, products, count = torch.zeros(size, dtype=torch.float64), torch.zeros(size, size, dtype=torch.float64), 0
     teacher_ids = teacher_ids.to(teacher.device)
     for start in range(0, len(documents), batch_size):
-        batch = tokenizer(documents[start:start + batch_size], truncation=True, padding=True,
-                          return_tensors="pt").to(teacher.device)
-        states = teacher(input_ids=teacher_ids[batch["input_ids"]], attention_mask=batch["attention_mask"],
-                         token_type_ids=batch.get("token_type_ids"), output_hidden_states=True,
-                         **padded(teacher)).hidden_states  # (L + 1) x (B, T, H_t)
+        batch = tokenizer(
+            documents[start : start + batch_size], truncation=True, padding=True, return_tensors="pt"
+        ).to(teacher.device)
+        states = teacher(
+            input_ids=teacher_ids[batch["input_ids"]],
+            attention_mask=batch["attention_mask"],
+            token_type_ids=batch.get("token_type_ids"),
+            output_hidden_states=True,
+            **padded(teacher),
+        ).hidden_states  # (L + 1) x (B, T, H_t)
         real = batch["attention_mask"].bool()
         rows = torch.cat([state[real] for state in states]).double()  # (n, H_t)
         sums += rows.sum(0).cpu()
@@ -226,9 +256,11 @@ def layer_init_refusal(student: MiniBertConfig, teacher: PreTrainedModel) -> str
     names = [name.removeprefix(f"{teacher.base_model_prefix}.") for name in teacher.state_dict()]
     if "encoder.layer.0.attention.self.query.weight" not in names:
         return f"a {teacher.config.model_type!r} teacher has other parameter names than BERT's"
-    larger = [f"{name}={getattr(student, name)} > {getattr(teacher.config, name)}"
-              for name in ("hidden_size", "intermediate_size", "num_hidden_layers")
-              if getattr(student, name) > getattr(teacher.config, name)]
+    larger = [
+        f"{name}={getattr(student, name)} > {getattr(teacher.config, name)}"
+        for name in ("hidden_size", "intermediate_size", "num_hidden_layers")
+        if getattr(student, name) > getattr(teacher.config, name)
+    ]
     if larger:
         return f"the student is larger than the teacher: {', '.join(larger)}"
     return None
@@ -239,8 +271,10 @@ def resolved_teacher_init(init: str, student: MiniBertConfig, teacher: PreTraine
     taken; layers asked of a teacher they cannot be taken from: ValueError, one line."""
     refusal = layer_init_refusal(student, teacher) if init in ("auto", "layers") else None
     if init == "layers" and refusal:
-        raise ValueError(f"teacher_init=layers selects the student's weights from the teacher's, but {refusal}; "
-                         "use teacher_init=embeddings")
+        raise ValueError(
+            f"teacher_init=layers selects the student's weights from the teacher's, but {refusal}; "
+            "use teacher_init=embeddings"
+        )
     if init == "embeddings" or refusal:
         why = f"; {refusal}" if refusal else ""
         return "embeddings", f"the student starts from the teacher's embeddings (teacher_init={init}{why})"
@@ -249,8 +283,13 @@ def resolved_teacher_init(init: str, student: MiniBertConfig, teacher: PreTraine
 
 
 @torch.no_grad()
-def init_from_teacher(student: MiniBertForMaskedLM, teacher: PreTrainedModel, teacher_ids: torch.Tensor,
-                      layers: bool = False, basis: torch.Tensor | None = None) -> torch.Tensor:
+def init_from_teacher(
+    student: MiniBertForMaskedLM,
+    teacher: PreTrainedModel,
+    teacher_ids: torch.Tensor,
+    layers: bool = False,
+    basis: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The student's word embeddings: the teacher's rows of its pieces on the (H_t, k) directions `basis` (the
     first k columns, when the student is wider), by default their own principal directions (`pca_projection`);
     position and segment embeddings projected on the same directions. `layers`: also every encoder layer and the
@@ -284,8 +323,10 @@ def init_layers_from_teacher(student: MiniBertForMaskedLM, teacher: PreTrainedMo
         return state[name].float()
 
     config, theirs = student.config, teacher.config
-    keep = {"attention": evenly_spaced(theirs.hidden_size, config.hidden_size),
-            "feed_forward": evenly_spaced(theirs.intermediate_size, config.intermediate_size)}
+    keep = {
+        "attention": evenly_spaced(theirs.hidden_size, config.hidden_size),
+        "feed_forward": evenly_spaced(theirs.intermediate_size, config.intermediate_size),
+    }
 
     def weight(w: torch.Tensor, out: str, into: str) -> torch.Tensor:  # a residual side is projected on the basis
         w = basis.T @ w if out == "residual" else w[keep[out]]
@@ -330,30 +371,63 @@ def resolved_basis(basis: str, init: str) -> str:
 class TeacherArguments:
     """General distillation's own fields of `PretrainingArguments`: `minibert pretrain --teacher_model_name_or_path`."""
 
-    teacher_model_name_or_path: str | None = field(default=None, metadata={"help": (
-        "general distillation: a BERT-family encoder (folder or Hub id) whose attention relations and hidden states "
-        "a new student learns, with MLM, on its WordPiece vocabulary (or a vocab_size subset)")})
-    teacher_layer: int | None = field(default=None, metadata={"help": (
-        "the teacher layer whose attention relations are taught (1 = the first); unset: its last")})
-    relation_heads: int | None = field(default=None, metadata={"help": (
-        "attention-relation heads (must divide both models' hidden sizes); unset: the teacher's attention heads")})
+    teacher_model_name_or_path: str | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "general distillation: a BERT-family encoder (folder or Hub id) whose attention relations and hidden states "
+                "a new student learns, with MLM, on its WordPiece vocabulary (or a vocab_size subset)"
+            )
+        },
+    )
+    teacher_layer: int | None = field(
+        default=None,
+        metadata={"help": ("the teacher layer whose attention relations are taught (1 = the first); unset: its last")},
+    )
+    relation_heads: int | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "attention-relation heads (must divide both models' hidden sizes); unset: the teacher's attention heads"
+            )
+        },
+    )
     # auto: students started from the teacher's layers score higher. Measured:
     # lab/README.md#the-students-layers-from-the-teacher
-    teacher_init: str = field(default="auto", metadata={"help": (
-        "what the student starts with from the teacher: embeddings (its word, position and segment embeddings on "
-        "their principal directions), layers (those, and every encoder layer from evenly spaced teacher layers by "
-        "weight selection) or auto (layers where the teacher has BERT's parameter names and the student is no "
-        "larger, else embeddings)"), "choices": list(TEACHER_INITS)})
+    teacher_init: str = field(
+        default="auto",
+        metadata={
+            "help": (
+                "what the student starts with from the teacher: embeddings (its word, position and segment embeddings on "
+                "their principal directions), layers (those, and every encoder layer from evenly spaced teacher layers by "
+                "weight selection) or auto (layers where the teacher has BERT's parameter names and the student is no "
+                "larger, else embeddings)"
+            ),
+            "choices": list(TEACHER_INITS),
+        },
+    )
     # auto: with the layers, the hidden states' directions make better students than the embeddings'. Measured:
     # lab/README.md#on-the-directions-of-the-teachers-hidden-states
-    teacher_init_basis: str = field(default="auto", metadata={"help": (
-        "the directions of the teacher's hidden width that the student's narrower one keeps: hidden_states (the "
-        f"principal directions of the teacher's hidden states, every layer's, on the first {BASIS_DOCUMENTS} training "
-        "documents), embeddings (those of its word-embedding rows) or auto (hidden_states when the layers are taken, "
-        "else embeddings)"), "choices": list(TEACHER_INIT_BASES)})
+    teacher_init_basis: str = field(
+        default="auto",
+        metadata={
+            "help": (
+                "the directions of the teacher's hidden width that the student's narrower one keeps: hidden_states (the "
+                f"principal directions of the teacher's hidden states, every layer's, on the first {BASIS_DOCUMENTS} training "
+                "documents), embeddings (those of its word-embedding rows) or auto (hidden_states when the layers are taken, "
+                "else embeddings)"
+            ),
+            "choices": list(TEACHER_INIT_BASES),
+        },
+    )
     # auto: a bf16 teacher where it is faster, for the same student. Measured: lab/README.md#general-distillation
-    teacher_mixed_precision: str = field(default="auto", metadata={
-        "help": "how the teacher's forward runs: " + TEACHER_PRECISION_HELP, "choices": list(TEACHER_PRECISIONS)})
+    teacher_mixed_precision: str = field(
+        default="auto",
+        metadata={
+            "help": "how the teacher's forward runs: " + TEACHER_PRECISION_HELP,
+            "choices": list(TEACHER_PRECISIONS),
+        },
+    )
     allow_pickle: bool = field(default=False, metadata={"help": ALLOW_PICKLE_HELP})
 
 
@@ -377,40 +451,67 @@ class StudentWithTeacher(nn.Module):
         self.teacher = (teacher,)  # a tuple: not a submodule
         set_recording_attention(student, "the student")
 
-    def forward(self, input_ids, attention_mask, token_type_ids, labels, sparse_prediction: bool | None = None,
-                **kwargs) -> GeneralDistillationOutput:
+    def forward(
+        self, input_ids, attention_mask, token_type_ids, labels, sparse_prediction: bool | None = None, **kwargs
+    ) -> GeneralDistillationOutput:
         teacher = self.teacher[0]
         if teacher.model.device != input_ids.device:
             teacher.model.to(input_ids.device)
         bf16 = teacher_autocast(teacher.mixed_precision, input_ids.device)
-        with torch.no_grad(), torch.autocast(input_ids.device.type, torch.bfloat16, enabled=bf16), \
-                recording(teacher.layer) as taught:
-            target = teacher.model(input_ids=self.teacher_ids[input_ids], attention_mask=attention_mask,
-                                   token_type_ids=token_type_ids, **padded(teacher.model)).last_hidden_state  # (B, T, H_t)
+        with (
+            torch.no_grad(),
+            torch.autocast(input_ids.device.type, torch.bfloat16, enabled=bf16),
+            recording(teacher.layer) as taught,
+        ):
+            target = teacher.model(
+                input_ids=self.teacher_ids[input_ids],
+                attention_mask=attention_mask,
+                token_type_ids=token_type_ids,
+                **padded(teacher.model),
+            ).last_hidden_state  # (B, T, H_t)
         layers = self.student.config.num_hidden_layers
         # Padded, not unpadded: the relations compare whole (B, T) rows with the teacher's.
         with recording(layers - 1) as learnt:
-            out = self.student(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                               labels=labels, sparse_prediction=sparse_prediction, output_hidden_states=True,
-                               unpad_inputs=False, masked_positions=kwargs.get("masked_positions"),
-                               batch_plan=kwargs.get("batch_plan"))
+            out = self.student(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=token_type_ids,
+                labels=labels,
+                sparse_prediction=sparse_prediction,
+                output_hidden_states=True,
+                unpad_inputs=False,
+                masked_positions=kwargs.get("masked_positions"),
+                batch_plan=kwargs.get("batch_plan"),
+            )
         relations = relation_loss(taught.qkv, learnt.qkv, attention_mask, teacher.relation_heads)
         hidden = hidden_loss(target.float(), self.projection(out.hidden_states[-1]).float(), attention_mask)
-        return GeneralDistillationOutput(loss=out.loss + relations + hidden, mlm_loss=out.loss, logits=out.logits,
-                                         masked_positions=out.masked_positions, relation_loss=relations,
-                                         hidden_loss=hidden)
+        return GeneralDistillationOutput(
+            loss=out.loss + relations + hidden,
+            mlm_loss=out.loss,
+            logits=out.logits,
+            masked_positions=out.masked_positions,
+            relation_loss=relations,
+            hidden_loss=hidden,
+        )
 
 
 class GeneralDistillation(Objective):
     name = "general_distillation"
-    description = ("a teacher's attention relations and hidden states (MiniLMv2) plus MLM; set by "
-                   "--teacher_model_name_or_path")
+    description = (
+        "a teacher's attention relations and hidden states (MiniLMv2) plus MLM; set by --teacher_model_name_or_path"
+    )
     model_class = MiniBertForMaskedLM
     saved_prefix = "student."
     stat_keys = (*Objective.stat_keys, "relation_loss", "hidden_loss")
     # The teacher's whole vocabulary, 15% masking (the teacher reads the masked text too), 1,500 steps and the student
     # under bf16 autocast where it is faster: the better students. Measured: lab/README.md#general-distillation
-    recipe = {**Objective.recipe, "vocab_size": None, "mlm_probability": 0.15, "max_steps": 1500, "mixed_precision": "auto"}
+    recipe = {
+        **Objective.recipe,
+        "vocab_size": None,
+        "mlm_probability": 0.15,
+        "max_steps": 1500,
+        "mixed_precision": "auto",
+    }
     # Its recipe was measured on the NSP pairs, half of them with another document's B: kept so.
     random_next = 0.5
     arguments = TeacherArguments
@@ -438,29 +539,41 @@ class GeneralDistillation(Objective):
     @classmethod
     def check_arguments(cls, args) -> None:
         if args.model_name_or_path or args.tokenizer_name:
-            raise ValueError("teacher_model_name_or_path starts a new student on the teacher's vocabulary; it cannot "
-                             "be combined with model_name_or_path or tokenizer_name")
+            raise ValueError(
+                "teacher_model_name_or_path starts a new student on the teacher's vocabulary; it cannot "
+                "be combined with model_name_or_path or tokenizer_name"
+            )
         if args.relation_heads is not None and args.relation_heads < 1:
             raise ValueError(f"relation_heads={args.relation_heads} must be at least 1")
         check_teacher_precision(args.teacher_mixed_precision)
         if args.teacher_init not in TEACHER_INITS:
             raise ValueError(f"teacher_init={args.teacher_init!r} must be one of {list(TEACHER_INITS)}")
         if args.teacher_init_basis not in TEACHER_INIT_BASES:
-            raise ValueError(f"teacher_init_basis={args.teacher_init_basis!r} must be one of "
-                             f"{list(TEACHER_INIT_BASES)}")
+            raise ValueError(
+                f"teacher_init_basis={args.teacher_init_basis!r} must be one of {list(TEACHER_INIT_BASES)}"
+            )
 
     @classmethod
     def from_arguments(cls, args, config: MiniBertConfig) -> GeneralDistillation:
         if args.teacher_model_name_or_path is None:
             raise ValueError("objective=general_distillation needs a teacher: pass teacher_model_name_or_path")
-        teacher = load_teacher_encoder(args.teacher_model_name_or_path, args.vocab_size, args.teacher_layer,
-                               args.relation_heads, config.hidden_size, args.max_seq_length,
-                               args.teacher_mixed_precision, args.allow_pickle)
+        teacher = load_teacher_encoder(
+            args.teacher_model_name_or_path,
+            args.vocab_size,
+            args.teacher_layer,
+            args.relation_heads,
+            config.hidden_size,
+            args.max_seq_length,
+            args.teacher_mixed_precision,
+            args.allow_pickle,
+        )
         init, line = resolved_teacher_init(args.teacher_init, config, teacher.model)
         basis = resolved_basis(args.teacher_init_basis, init)
         print(precision_line(teacher.mixed_precision, default_device()))
-        print(f"{line}, on the principal directions of its {BASIS_NAMES[basis]} (teacher_init_basis="
-              f"{args.teacher_init_basis})")
+        print(
+            f"{line}, on the principal directions of its {BASIS_NAMES[basis]} (teacher_init_basis="
+            f"{args.teacher_init_basis})"
+        )
         return cls(teacher, init, basis)
 
     def make_tokenizer(self, args, documents: list[str]) -> PreTrainedTokenizerBase:
@@ -468,8 +581,11 @@ class GeneralDistillation(Objective):
 
         teacher = self.teacher.tokenizer
         size = args.vocab_size or len(teacher)
-        print(f"keeping all {size:,} pieces of the teacher's vocabulary" if size == len(teacher) else
-              f"keeping the {size:,} pieces of the teacher's vocabulary it uses most on {len(documents):,} documents")
+        print(
+            f"keeping all {size:,} pieces of the teacher's vocabulary"
+            if size == len(teacher)
+            else f"keeping the {size:,} pieces of the teacher's vocabulary it uses most on {len(documents):,} documents"
+        )
         return subset_tokenizer(teacher, documents, size, args.max_seq_length, self.teacher.name)
 
     def set_vocabulary(self, tokenizer: PreTrainedTokenizerBase, documents: list[str]) -> None:
@@ -483,8 +599,9 @@ class GeneralDistillation(Objective):
         layers = self.init == "layers"
         basis = None  # the embeddings' own directions
         if self.basis == "hidden_states":
-            basis = hidden_state_directions(self.teacher.model, self.tokenizer, self.teacher_ids, self.basis_documents,
-                                            config.hidden_size)
+            basis = hidden_state_directions(
+                self.teacher.model, self.tokenizer, self.teacher_ids, self.basis_documents, config.hidden_size
+            )
         basis = init_from_teacher(student, self.teacher.model, self.teacher_ids, layers=layers, basis=basis)
         model = StudentWithTeacher(student, self.teacher, self.teacher_ids)
         if layers:  # the student's hidden states start as the teacher's on the basis: the projection maps them back
@@ -496,7 +613,6 @@ class GeneralDistillation(Objective):
     def saved_model(self, model: StudentWithTeacher) -> MiniBertForMaskedLM:
         return model.student
 
-
     def statistics(self, outputs: GeneralDistillationOutput, batch: dict) -> torch.Tensor:
         n = float(batch["input_ids"].shape[0])
         taught = torch.stack([outputs.relation_loss.detach().float() * n, outputs.hidden_loss.detach().float() * n])
@@ -507,7 +623,10 @@ class GeneralDistillation(Objective):
 
     def eval_metrics(self, sums: dict[str, float]) -> dict:
         results = {**super().eval_metrics(sums), **self.taught_metrics(sums, prefix="eval_")}
-        return {**results, "eval_loss": results["eval_mlm_loss"] + results["eval_relation_loss"] + results["eval_hidden_loss"]}
+        return {
+            **results,
+            "eval_loss": results["eval_mlm_loss"] + results["eval_relation_loss"] + results["eval_hidden_loss"],
+        }
 
     @staticmethod
     def taught_metrics(sums: dict[str, float], prefix: str = "") -> dict:

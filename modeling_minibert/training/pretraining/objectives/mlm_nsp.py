@@ -31,8 +31,9 @@ class MaskedLMWithNSP(Objective):
 
     def check_source(self, source: Path, weights: set[str]) -> list[str]:
         if NSP_HEAD_KEY not in weights:
-            raise ValueError(f"model_name_or_path={source} has no NSP head ({NSP_HEAD_KEY}); "
-                             "pass --objective mlm to train MLM only")
+            raise ValueError(
+                f"model_name_or_path={source} has no NSP head ({NSP_HEAD_KEY}); pass --objective mlm to train MLM only"
+            )
         return super().check_source(source, weights)
 
     def model_inputs(self, batch: dict, evaluating: bool = False) -> dict:
@@ -41,8 +42,12 @@ class MaskedLMWithNSP(Objective):
 
     def statistics(self, outputs, batch: dict) -> torch.Tensor:
         labels = batch["next_sentence_label"]
-        nsp = torch.stack([outputs.next_sentence_loss.detach().float() * labels.numel(),
-                           (outputs.seq_relationship_logits.argmax(-1) == labels).sum().float()])
+        nsp = torch.stack(
+            [
+                outputs.next_sentence_loss.detach().float() * labels.numel(),
+                (outputs.seq_relationship_logits.argmax(-1) == labels).sum().float(),
+            ]
+        )
         return torch.cat([super().statistics(outputs, batch), nsp])
 
     def train_metrics(self, sums: dict[str, float]) -> dict:
