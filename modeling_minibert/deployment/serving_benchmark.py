@@ -367,6 +367,27 @@ def check_model(folder: Path):
     return config
 
 
+def paths_to_measure(paths: list[str] | None) -> dict:
+    """Name -> serving path of `paths` (float32's, the reference, always first), or of every path this machine can
+    run; an unknown or impossible one is refused in one line, before any work."""
+    if paths:
+        names = list(dict.fromkeys([REFERENCE, *paths]))
+    else:
+        names = [n for n, p in SERVING_PATHS.items() if n == REFERENCE or not p.missing()]
+    return {name: serving_path(name) for name in names}
+
+
+def check_output_folders(output_dir, work_dir, overwrite_output_dir: bool, inputs: dict) -> Path:
+    """The output folder, checked (and `work_dir`, which keeps the paths' folders: apart from the inputs and from
+    the output)."""
+    beside = {"work_dir": work_dir}
+    output = check_output_dir(output_dir, overwrite_output_dir, inputs=inputs, beside=beside, job="benchmark-deploy")
+    if work_dir is not None:
+        beside = {"output_dir": output}
+        check_output_dir(work_dir, inputs=inputs, beside=beside, job="benchmark-deploy", what="work_dir")
+    return output
+
+
 def benchmark_deploy(
     model_name_or_path: str | os.PathLike,
     texts_file: str | os.PathLike,
@@ -393,41 +414,22 @@ def benchmark_deploy(
     check_list_option("paths", paths)
     check_options(objective, rounds, batch_size, seconds, threads, min_agreement, max_accuracy_drop)
     config = check_model(folder)
-    names = (
-        list(dict.fromkeys([REFERENCE, *(paths or [])]))
-        if paths
-        else [n for n, p in SERVING_PATHS.items() if n == REFERENCE or not p.missing()]
-    )
-    chosen_paths = {name: serving_path(name) for name in names}  # unknown or impossible: one line, before work
+    chosen_paths = paths_to_measure(paths)
     texts = read_texts(texts_file)
     labelled = read_labelled(labelled_file, config.label2id) if labelled_file else None
     inputs = {"model_name_or_path": folder, "texts_file": texts_file, "labelled_file": labelled_file}
-    output = check_output_dir(
-        output_dir, overwrite_output_dir, inputs=inputs, beside={"work_dir": work_dir}, job="benchmark-deploy"
-    )
-    if work_dir is not None:  # the paths' folders it keeps: apart from the inputs and from the output
-        check_output_dir(
-            work_dir, inputs=inputs, beside={"output_dir": output}, job="benchmark-deploy", what="work_dir"
-        )
+    output = check_output_folders(output_dir, work_dir, overwrite_output_dir, inputs)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     max_length = min(config.max_position_embeddings, tokenizer.model_max_length)
     encoded = encode(tokenizer, texts, max_length, batch_size)
-    scored = encode(tokenizer, labelled[0], max_length, batch_size) if labelled else None
+    scored = (encode(tokenizer, labelled[0], max_length, batch_size), labelled[1]) if labelled else None
     # SIGTERM as SIGINT does: the temporary folder is removed on the way out (Python's default leaves it).
     with (
         handled(stop_at_once(f"nothing was written to {output}")),
         tempfile.TemporaryDirectory(prefix="minibert-serving-") as temporary,
     ):
-        table, folders = measure_paths(
-            folder,
-            chosen_paths,
-            Path(work_dir or temporary),
-            threads,
-            encoded,
-            (scored, labelled[1]) if labelled else None,
-            rounds,
-            seconds,
-        )
+        work = Path(work_dir or temporary)
+        table, folders = measure_paths(folder, chosen_paths, work, threads, encoded, scored, rounds, seconds)
         chosen, why = choose(table, objective, min_agreement, max_accuracy_drop)
         held = table[chosen]
         accuracy = f", accuracy {held['accuracy']:.4f}" if "accuracy" in held else ""
@@ -449,16 +451,7 @@ def benchmark_deploy(
             "table": table,
             "unavailable": {n: p.missing() for n, p in SERVING_PATHS.items() if n not in table and p.missing()},
         }
-        with staged_folder(output) as staging:
-            shutil.copytree(folders[chosen], staging, dirs_exist_ok=True)
-            # The files its path reads, for whoever publishes or copies the folder to check it is whole.
-            info["files"] = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
-            write_json(staging / SERVING_FILE, info)
-            (staging / "README.md").write_text(
-                card({**info, **native_note(chosen_paths[chosen]), "markdown": markdown(table, chosen)}),
-                encoding="utf-8",
-            )
-            plot(table, chosen, staging / PLOT_FILE)
+        keep_chosen(output, folders[chosen], info, chosen_paths[chosen])
     print(markdown(table, chosen))
     for name, reason in info["unavailable"].items():
         print(f"not measured: {name} ({reason})")
@@ -468,6 +461,21 @@ def benchmark_deploy(
             "(another user or machine) only with load_serving(folder, allow_compiled=True)"
         )
     return info
+
+
+def keep_chosen(output: Path, folder: Path, info: dict, path) -> None:
+    """`output` made whole at once: the chosen `path`'s `folder`, beside it `serving.json` (`info`, to which the
+    list of the folder's files is added), its card and its plot."""
+    table, chosen = info["table"], info["path"]
+    with staged_folder(output) as staging:
+        shutil.copytree(folder, staging, dirs_exist_ok=True)
+        # The files its path reads, for whoever publishes or copies the folder to check it is whole.
+        info["files"] = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
+        write_json(staging / SERVING_FILE, info)
+        (staging / "README.md").write_text(
+            card({**info, **native_note(path), "markdown": markdown(table, chosen)}), encoding="utf-8"
+        )
+        plot(table, chosen, staging / PLOT_FILE)
 
 
 @dataclass(kw_only=True)

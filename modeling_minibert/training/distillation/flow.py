@@ -140,6 +140,18 @@ def student_training_data(
     )
 
 
+def read_inputs(args, task, sources: dict) -> tuple:
+    """What the student reads, checked before the teacher loads: the examples, the student's tokenizer and length,
+    the unlabelled transfer texts, and the label names (the teacher's, checked against the data's)."""
+    examples, data_labels, check_labels = read_examples(args, task, sources)
+    tokenizer = load_fast_tokenizer(args.model_name_or_path, args.tokenizer_name)  # fails early on a wrong folder
+    student_length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
+    unlabelled = unlabelled_inputs(args, task, student_length)
+    names = teacher_labels(args, task, data_labels)
+    check_labels(names)
+    return examples, (tokenizer, student_length), unlabelled, names
+
+
 def distill(
     *,
     train_data: Dataset | None = None,
@@ -169,14 +181,7 @@ def distill(
         return embedding.distill_embeddings(sources, train_data is not None, show_progress, **options)
     args, task, training, schedule, options = checked_options(options, sources, train_data is not None, show_progress)
     with run_folder(training.pop("output_dir"), args, training, "distill", options) as output:
-        examples, data_labels, check_labels = read_examples(args, task, sources)
-        tokenizer = load_fast_tokenizer(args.model_name_or_path, args.tokenizer_name)  # fails early on a wrong folder
-        student_length = max_length_for(args.model_name_or_path, tokenizer, args.max_seq_length)
-        unlabelled = unlabelled_inputs(
-            args, task, student_length
-        )  # a bad transfer file fails before the teacher loads
-        names = teacher_labels(args, task, data_labels)
-        check_labels(names)
+        examples, (tokenizer, student_length), unlabelled, names = read_inputs(args, task, sources)
         student_examples, owners = student_inputs(args, (tokenizer, student_length), examples, unlabelled)
         transfer = transfer_set(
             student_examples["train"],

@@ -338,6 +338,18 @@ def train_and_save(
     write_output_folder(
         output, trainer, tokenizer, prepared, results, validation, search, extra_outputs, keep_checkpoints
     )
+    card_and_push(output, task, model_source, train_data, args, push, token)
+    return FinetuneResult(
+        output,
+        strip_prefix(results.get("eval", {}), "eval_"),
+        strip_prefix(results["test"], "test_") if "test" in results else None,
+        labels,
+        strip_prefix(results["train"], "train_"),
+    )
+
+
+def card_and_push(output: Path, task: str, model_source, train_data: DataSource, args, push: bool, token) -> None:
+    """The saved folder's model card, then, with `push`, the folder pushed as one commit to `args.hub_model_id`."""
     # Written once the folder has its final name: the card takes its title from the folder's name (in the staging
     # folder it would be the hidden ".NAME.partial-..."). write_text is atomic, so the card is whole or absent.
     write_model_card(
@@ -347,13 +359,6 @@ def train_and_save(
         push_to_hub(
             output, args.hub_model_id, token=token, private=bool(args.hub_private_repo), revision=args.hub_revision
         )
-    return FinetuneResult(
-        output,
-        strip_prefix(results.get("eval", {}), "eval_"),
-        strip_prefix(results["test"], "test_") if "test" in results else None,
-        labels,
-        strip_prefix(results["train"], "train_"),
-    )
 
 
 def write_output_folder(

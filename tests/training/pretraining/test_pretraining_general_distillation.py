@@ -25,10 +25,12 @@ from modeling_minibert.training.pretraining.objectives import pick_objective
 from modeling_minibert.training.pretraining.objectives.general_distillation import (
     GeneralDistillation,
     StudentWithTeacher,
-    hidden_state_directions,
-    init_from_teacher,
     load_teacher_encoder,
     relation_loss,
+)
+from modeling_minibert.training.pretraining.objectives.teacher_init import (
+    hidden_state_directions,
+    init_from_teacher,
     resolved_basis,
     resolved_teacher_init,
     taught_layers,
