@@ -5,7 +5,8 @@
     objectives/     what is trained, one module per objective (mlm_nsp, mlm, electra, general_distillation), and
                     the table of them (`OBJECTIVES`)
     model.py        the model a run trains: its source checked, its config, its tokenizer
-    loop.py         `pretrain`: checks, then the flat training loop, checkpoints and the saved model
+    loop.py         `pretrain`: checks, then the flat training loop
+    state.py        what a run holds and keeps: its checkpoints (saved, and loaded back on resume), the saved model
     run_folder.py   the output folder: run identity, checkpoints, metrics history, curves, fault recovery
     session.py      what a run sets in its process and gives back: threads (by how busy the cores are), signals
     time_budget.py  `--max_time`: minutes turned into steps for the schedule

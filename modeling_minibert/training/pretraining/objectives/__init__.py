@@ -5,6 +5,7 @@
     mlm_nsp.py                `mlm_nsp`: BERT's masked LM + next sentence prediction (the default)
     electra.py                `electra`: replaced-token detection, with a small generator beside the model
     general_distillation.py   `general_distillation`: a teacher encoder's attention relations and hidden states
+    teacher_init.py           how general distillation's student starts from its teacher (embeddings, layers)
 
 The loop never names a loss or a head. A new objective is a module here (a subclass of `Objective`; its own
 options a dataclass in it, `arguments`, which `PretrainingArguments` and `minibert pretrain --help` take from the
