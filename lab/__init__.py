@@ -6,8 +6,10 @@ run from the repository root, as the benchmarks are:
 
     suite_stopping.py     early stopping replayed on the suite's runs (the default patience)
     suite_windows.py      the suite's BBC topics models reading a whole article in windows (`--doc_stride`)
+    suite_tables.py       the notebook's tables of suite runs (step floors, transfer sets, seeds, students, windows)
     general_corpus.py     a broader pretraining corpus for the general student (tried, not kept)
     pretrain_ablation.py  which changes to the default pretraining recipe buy held-out quality
+    pretrain_ablation_rows.py  its rows: what each changes from the default recipe
     pretrain_quality.py   `minibert pretrain` against transformers' BertForPreTraining at the same time budget
     pretrain_threads.py   the pretraining run's thread policy on a busy machine
     request_profile.py    where a single request's time goes, by operator

@@ -20,7 +20,7 @@ from tools.readme import command_problem, minibert_commands, result_tables
 
 RESULTS = REPO / "lab" / "results"
 MODULES = sorted(p for p in (REPO / "lab").glob("*.py") if p.name != "__init__.py")
-SHARED = {"tables"}  # no options of its own
+SHARED = {"tables", "suite_tables", "pretrain_ablation_rows"}  # no options of their own
 
 
 def notebook() -> str:
