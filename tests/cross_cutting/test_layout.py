@@ -401,3 +401,19 @@ def test_ruff_finds_nothing_to_correct():
         [str(ruff), "check", "--output-format", "concise", str(REPO)], capture_output=True, text=True, cwd=REPO
     )
     assert found.returncode == 0, found.stdout[-4000:] + found.stderr[-2000:]
+
+
+def ruff_format_check(*paths: Path) -> subprocess.CompletedProcess:
+    ruff = Path(sys.executable).with_name("ruff")
+    command = [str(ruff), "format", "--check", "--config", str(REPO / "pyproject.toml"), *map(str, paths)]
+    return subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+
+
+def test_the_repository_is_as_ruff_formats_it(tmp_path):
+    """`ruff format --check` (pyproject.toml's format: line length 119, as transformers') over the whole repository,
+    notebooks included; the same check refuses a file the formatter would change."""
+    found = ruff_format_check(REPO)
+    assert found.returncode == 0, found.stdout[-4000:] + found.stderr[-2000:]
+    (tmp_path / "loose.py").write_text("sizes = dict( hidden_size=192,num_hidden_layers=3 )\n")
+    refused = ruff_format_check(tmp_path / "loose.py")
+    assert refused.returncode == 1 and "loose.py" in refused.stdout + refused.stderr, refused
