@@ -241,8 +241,28 @@ def run_training(run: PretrainingRun) -> dict:
 
 
 def prepare_training(run: PretrainingRun) -> Training:
-    """Model (the objective's), optimizer, data loaders, then the checkpoint's state and the schedule for it."""
+    """Model (the objective's), optimizer, the checkpoint's state, data loaders and the schedule for it."""
     args, accelerator = run.args, run.accelerator
+    model, optimizer = model_and_optimizer(run)
+    start_step, total_steps = 0, args.max_steps  # fitted to the time budget in the loop when --max_time is set
+    if run.resume_from is not None:
+        saved = load_checkpoint(accelerator, run.out, run.resume_from)
+        start_step = saved.get("step", 0)
+        if args.max_time and "total_steps" in saved:  # the time-fitted total, until this session refits it
+            total_steps = min(args.max_steps, saved["total_steps"])
+    total_steps = max(total_steps, start_step)
+    collator, train_loader, eval_loader = data_loaders(run, start_step, total_steps)
+    # A resumed run may have been given a new max_steps: the schedule is built for the total, at the start step.
+    scheduler = build_schedule(optimizer, args, total_steps, start_step)
+    metrics = MetricsLog(run.out / outputs.METRICS_FILE, keep_until=start_step, enabled=accelerator.is_main_process)
+    if args.report_to:
+        accelerator.init_trackers(run_folder.TENSORBOARD_DIR, config=tracker_config(args))
+    return Training(model, optimizer, scheduler, collator, train_loader, eval_loader, start_step, total_steps, metrics)
+
+
+def model_and_optimizer(run: PretrainingRun) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """The objective's model from the seed (or its source) and its AdamW, prepared by Accelerate, compiled if asked."""
+    args = run.args
     set_seed(args.seed)
     model = run.objective.build_model(training_config(run.config, args.pretraining_dropout), run.source)
     finite.check_start(model, run.source)
@@ -254,6 +274,21 @@ def prepare_training(run: PretrainingRun) -> Training:
         eps=args.adam_epsilon,
         fused=True,
     )
+    model, optimizer = run.accelerator.prepare(model, optimizer)
+    if args.torch_compile:
+        # In place (`nn.Module.compile`), after any DDP or FSDP wrapping, rather than through Accelerate's dynamo
+        # plugin: the module keeps its class and its weights their names, so that the checkpoints Accelerate
+        # writes still load with from_pretrained (torch.compile's wrapper prefixes every name with `_orig_mod.`).
+        model.compile(backend=args.torch_compile_backend or "inductor", mode=args.torch_compile_mode)
+    return model, optimizer
+
+
+def data_loaders(
+    run: PretrainingRun, start_step: int, total_steps: int
+) -> tuple[DataCollatorForPreTraining, DataLoader, DataLoader]:
+    """The training collator and loader, this process's share of the run's batches from `start_step` on, and the
+    held-out loader."""
+    args, accelerator = run.args, run.accelerator
     # A compiled step sees one shape: every batch padded to the sequence length (else each new length recompiles).
     length = args.max_seq_length if args.torch_compile else None
     collator = DataCollatorForPreTraining(
@@ -272,24 +307,10 @@ def prepare_training(run: PretrainingRun) -> Training:
     # Not sharded: every process evaluates the whole (small) held-out set, so the numbers are exact on every
     # process without gathering, and FSDP's collectives see the same batches everywhere.
     eval_loader = DataLoader(run.eval_set, batch_size=args.per_device_eval_batch_size, collate_fn=eval_collator)
-    # The training batches are not prepared by Accelerate (see `RunBatches`): the loop moves them to the device.
-    model, optimizer = accelerator.prepare(model, optimizer)
-    if args.torch_compile:
-        # In place (`nn.Module.compile`), after any DDP or FSDP wrapping, rather than through Accelerate's dynamo
-        # plugin: the module keeps its class and its weights their names, so that the checkpoints Accelerate
-        # writes still load with from_pretrained (torch.compile's wrapper prefixes every name with `_orig_mod.`).
-        model.compile(backend=args.torch_compile_backend or "inductor", mode=args.torch_compile_mode)
-
-    start_step, total_steps = 0, args.max_steps  # fitted to the time budget in the loop when --max_time is set
-    if run.resume_from is not None:
-        saved = load_checkpoint(accelerator, run.out, run.resume_from)
-        start_step = saved.get("step", 0)
-        if args.max_time and "total_steps" in saved:  # the time-fitted total, until this session refits it
-            total_steps = min(args.max_steps, saved["total_steps"])
-    total_steps = max(total_steps, start_step)
     # The run's micro-batches (the masking-rate schedule's position and length) count every process's.
     per_step = args.gradient_accumulation_steps * accelerator.num_processes
     collator.batches, collator.total_batches = start_step * per_step, total_steps * per_step
+    # The training batches are not prepared by Accelerate (see `RunBatches`): the loop moves them to the device.
     sampler = RunBatches(
         len(run.train_set),
         args.per_device_train_batch_size,
@@ -310,12 +331,7 @@ def prepare_training(run: PretrainingRun) -> Training:
         multiprocessing_context="fork" if args.dataloader_num_workers and os.name == "posix" else None,
         worker_init_fn=ignore_stop_signals,
     )
-    # A resumed run may have been given a new max_steps: the schedule is built for the total, at the start step.
-    scheduler = build_schedule(optimizer, args, total_steps, start_step)
-    metrics = MetricsLog(run.out / outputs.METRICS_FILE, keep_until=start_step, enabled=accelerator.is_main_process)
-    if args.report_to:
-        accelerator.init_trackers(run_folder.TENSORBOARD_DIR, config=tracker_config(args))
-    return Training(model, optimizer, scheduler, collator, train_loader, eval_loader, start_step, total_steps, metrics)
+    return collator, train_loader, eval_loader
 
 
 def training_loop(run: PretrainingRun, t: Training) -> tuple[int, dict | None, float]:
