@@ -187,6 +187,8 @@ def _start_worker(source: CorpusSource, encoder: BulkEncoder) -> None:
     # worker at once, not through the handlers a forked worker inherits from a training run.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):  # held while the pool forked (`_stop_held_while_forking`)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     _worker = (source, encoder)
 
 
@@ -321,8 +323,37 @@ def _tokenized(
     # Forked where the platform can (a worker then starts in milliseconds, sharing what is loaded); spawned
     # elsewhere, where the source and encoder are pickled to each worker.
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    with _quiet_tokenizers_fork(), context.Pool(num_workers, _start_worker, (source, encoder)) as pool:
-        yield from pool.imap(tokenize_part, parts)
+    with _quiet_tokenizers_fork():
+        with _stop_held_while_forking():
+            pool = context.Pool(num_workers, _start_worker, (source, encoder))
+        # Not `with pool`: its exit terminates the workers (SIGTERM) even when they are done. Done, they are told
+        # to end and end by themselves; only a failure or an early stop terminates them.
+        try:
+            yield from pool.imap(tokenize_part, parts)
+            pool.close()
+        except BaseException:
+            pool.terminate()
+            raise
+        finally:
+            pool.join()
+
+
+@contextmanager
+def _stop_held_while_forking() -> Iterator[None]:
+    """SIGTERM held (blocked) in this thread while the pool forks its workers, and released by each worker once
+    SIGTERM would end it (`_start_worker`). A SIGTERM that reaches a worker in its first moments, before it has put
+    back the default action, goes to the Python-level handling it inherited (a training run's handler) instead of
+    ending it; `Pool.terminate` then waits forever for a worker that never ends (seen: a worker stuck on the task
+    queue's lock, which `terminate` holds). Held, the signal waits until the worker is ready for it. The pool's
+    own threads start here too and keep it held, so a worker they fork later also starts with it held."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: spawned workers, no POSIX signals
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 @contextmanager

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import errno
 import json
+import multiprocessing.pool
+import os
 import shutil
+import signal
+import time
 
 import numpy as np
 import pytest
@@ -63,10 +67,43 @@ def test_the_prepared_tokens_are_the_tokenizers_own(prepared, docs, tokenizer):
 
 def test_several_processes_prepare_the_very_files_one_does(prepared, text_file, tokenizer, tmp_path, monkeypatch):
     monkeypatch.setattr(corpus_module, "MIN_PART_BYTES", 4096)  # many parts, documents cut across them
+    # Done, the workers end by themselves: a SIGTERM to end them could reach one before it is ready (below).
+    monkeypatch.setattr(multiprocessing.pool.Pool, "terminate", lambda pool: pytest.fail("the pool was terminated"))
     again = prepare_corpus(TextFiles([text_file]), tokenizer, tmp_path, num_workers=2, show_progress=False)
     assert again.info["workers"] == 2 and again.folder.name == prepared.folder.name
     for name in preparation.FILES:
         assert (again.folder / name).read_bytes() == (prepared.folder / name).read_bytes(), name
+
+
+def _slow_to_start() -> None:
+    """A pool worker that takes its time before it is ready (`_start_worker`), then waits to be ended."""
+    time.sleep(0.5)
+    preparation._start_worker(None, None)
+    time.sleep(60)
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="the workers are forked here")
+def test_a_sigterm_that_reaches_a_worker_before_it_is_ready_still_ends_it():
+    """The worker inherits a training run's handler, which takes SIGTERM as a request to stop later; sent before
+    the worker is ready, it waits (held) until the worker is, then ends it. Lost, `Pool.terminate` would wait
+    for the worker forever (it did: the suite hung on a corpus preparation)."""
+    asked = []
+    handler = signal.signal(signal.SIGTERM, lambda signum, frame: asked.append(signum))
+    try:
+        with preparation._stop_held_while_forking():
+            worker = multiprocessing.get_context("fork").Process(target=_slow_to_start)
+            worker.start()
+        started = time.monotonic()
+        os.kill(worker.pid, signal.SIGTERM)
+        worker.join(20)
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+            pytest.fail("the worker outlived the SIGTERM sent to it while it started")
+        assert worker.exitcode == -signal.SIGTERM and time.monotonic() - started < 20
+        assert asked == [], "the signal was the worker's, not this process's"
+    finally:
+        signal.signal(signal.SIGTERM, handler)
 
 
 def test_a_second_run_finds_the_prepared_corpus_and_builds_nothing(prepared, text_file, tokenizer, monkeypatch):
