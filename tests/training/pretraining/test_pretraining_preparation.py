@@ -93,14 +93,13 @@ def test_a_sigterm_that_reaches_a_worker_before_it_is_ready_still_ends_it():
         with preparation._stop_held_while_forking():
             worker = multiprocessing.get_context("fork").Process(target=_slow_to_start)
             worker.start()
-        started = time.monotonic()
         os.kill(worker.pid, signal.SIGTERM)
         worker.join(20)
         if worker.is_alive():
             worker.kill()
             worker.join()
             pytest.fail("the worker outlived the SIGTERM sent to it while it started")
-        assert worker.exitcode == -signal.SIGTERM and time.monotonic() - started < 20
+        assert worker.exitcode == -signal.SIGTERM
         assert asked == [], "the signal was the worker's, not this process's"
     finally:
         signal.signal(signal.SIGTERM, handler)
